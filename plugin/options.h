@@ -1,0 +1,57 @@
+/* options: the --dl-train=OPTS grammar and the plugstack.conf site arguments.
+ * Pure parsing into plain structs; nothing here touches Slurm, so tests and fuzzers call it directly. */
+#ifndef DLT_PLUGIN_OPTIONS_H
+#define DLT_PLUGIN_OPTIONS_H
+
+#include <stddef.h>
+
+/* Longest --dl-train value accepted; anything longer is refused, never truncated. */
+#define DLT_OPTS_MAX 1024
+#define DLT_NAME_MAX 64   /* NIC / HCA names and comma lists of them */
+#define DLT_PATH_MAX 256  /* site paths (topo_dir, nvml_lib) */
+#define DLT_ERR_MAX 512
+
+typedef enum { DLT_BIND_CLOSEST = 0, DLT_BIND_NONE = 1 } dlt_bind_mode;
+typedef enum { DLT_NCCL_AUTO = 0, DLT_NCCL_OFF = 1 } dlt_nccl_mode;
+typedef enum { DLT_ENABLE_OPTIN = 0, DLT_ENABLE_ALWAYS = 1 } dlt_enable_mode;
+
+/* Site configuration from plugstack.conf: defaults and limits for every step. */
+typedef struct {
+    dlt_bind_mode default_bind;
+    dlt_nccl_mode default_nccl;
+    dlt_enable_mode enable;
+    int allow_bind_none;                /* site may forbid users turning binding off */
+    char topo_dir[DLT_PATH_MAX];        /* parent of step directories (root-owned, not user-writable) */
+    char nvml_lib[DLT_PATH_MAX];        /* dlopen name/path of NVML */
+    char nccl_socket_ifname[DLT_NAME_MAX];
+    char nccl_ib_hca[DLT_NAME_MAX];
+} dlt_site_conf;
+
+/* What the user asked for with --dl-train=OPTS, after site defaults. */
+typedef struct {
+    int requested;                      /* --dl-train given (or enable=always) */
+    dlt_bind_mode bind;
+    dlt_nccl_mode nccl;
+    char nic[DLT_NAME_MAX];             /* "" = auto */
+    int verbose;
+} dlt_user_opts;
+
+void dlt_site_conf_defaults(dlt_site_conf *site);
+
+/* Parses plugstack.conf arguments (key=value each). Unknown keys and bad values are errors:
+ * a typo in a site file must not silently change every job. Returns 0 or -EINVAL with err filled. */
+int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], char *err, size_t errlen);
+
+/* Applies site defaults to opts, then parses OPTS (may be NULL or "" for plain --dl-train).
+ * Returns 0 or -EINVAL with err naming the bad token and the valid ones. */
+int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, char *err,
+                        size_t errlen);
+
+/* Canonical text of opts ("bind=closest,nccl=auto,nic=auto"), for logs and DLT_OPTS. */
+int dlt_user_opts_format(const dlt_user_opts *opts, char *buf, size_t buflen);
+
+/* A NIC/HCA/interface name: 1..63 chars of [A-Za-z0-9_.:-]. Also used for comma lists when
+ * allow_comma is set (NCCL_IB_HCA=mlx5_0,mlx5_1). */
+int dlt_valid_name(const char *s, int allow_comma);
+
+#endif

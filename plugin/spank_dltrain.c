@@ -1,0 +1,113 @@
+/* spank_dltrain: the SPANK entry points of the dltrain plugin, and nothing else.
+ * Each callback dispatches by context to srun_side.c (local) or stepd_side.c (remote). */
+#include <errno.h>
+#include <slurm/spank.h>
+#include <string.h>
+
+#include "options.h"
+#include "plugin_state.h"
+#include "srun_side.h"
+#include "stepd_side.h"
+
+SPANK_PLUGIN(dltrain, 1);
+
+/* SPANK option callbacks receive no handle, so the parsed state has to live in this one
+ * file-level struct; every other function takes it as a parameter. */
+static dlt_plugin_state g_state;
+
+static int _opt_cb(int val, const char *optarg, int remote)
+{
+    (void)val;
+    /* Runs twice in each slurmstepd: parsing is idempotent (the whole struct is rebuilt). */
+    if (dlt_user_opts_parse(&g_state.opts, &g_state.site, optarg, g_state.err, sizeof(g_state.err)) != 0) {
+        g_state.opts_error = 1;
+        if (!remote)
+            slurm_error("dltrain: %s", g_state.err);
+        return -1;
+    }
+    g_state.opts_error = 0;
+    return 0;
+}
+
+static struct spank_option g_option = {
+    .name = "dl-train",
+    .arginfo = "[OPTS]",
+    .usage = "Set up this step for data-parallel training: bind each task to its GPU and NUMA-local "
+             "CPUs, write the NCCL topology, pick the NIC. OPTS is a comma list of bind=closest|none, "
+             "nccl=auto|off, nic=auto|NAME, verbose. See spank_dltrain(8).",
+    .has_arg = 2,
+    .val = 0,
+    .cb = _opt_cb,
+};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    spank_err_t rc;
+
+#ifdef ESPANK_JOB_FAILURE
+    /* Slurm >= 23.02: a failing step fails the job, never drains the node. */
+    slurm_spank_init_failure_mode(sp, ESPANK_JOB_FAILURE);
+#endif
+    memset(&g_state, 0, sizeof(g_state));
+    if (dlt_site_conf_parse(&g_state.site, ac, av, g_state.err, sizeof(g_state.err)) != 0) {
+        slurm_error("dltrain: %s", g_state.err);
+        /* A broken site line must not take jobs down that never asked for --dl-train; the
+         * option stays unregistered so users see it is unavailable. */
+        return 0;
+    }
+    if (g_state.site.enable == DLT_ENABLE_ALWAYS) {
+        g_state.opts.requested = 1;
+        (void)dlt_user_opts_parse(&g_state.opts, &g_state.site, NULL, g_state.err, sizeof(g_state.err));
+    }
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    rc = spank_option_register(sp, &g_option);
+    if (rc != ESPANK_SUCCESS) {
+        slurm_error("dltrain: cannot register --dl-train: %s", spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (g_state.opts_error)
+        return -1;
+    if (!g_state.opts.requested)
+        return 0;
+    if (spank_context() == S_CTX_LOCAL)
+        return dlt_srun_validate(sp, &g_state);
+    return 0;
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!g_state.opts.requested || spank_context() != S_CTX_REMOTE)
+        return 0;
+    /* Errors here would not reach the user: keep them and report from task_init. */
+    (void)dlt_stepd_step_setup(sp, &g_state);
+    return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!g_state.opts.requested || spank_context() != S_CTX_REMOTE)
+        return 0;
+    return dlt_stepd_task_setup(sp, &g_state);
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (g_state.opts.requested && spank_context() == S_CTX_REMOTE)
+        dlt_stepd_step_cleanup(sp, &g_state);
+    return 0;
+}

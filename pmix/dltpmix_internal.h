@@ -1,0 +1,24 @@
+/* dltpmix_internal: the context struct shared by dltpmix.c and dltpmix_nccl.c.
+ * Not installed. */
+#ifndef DLTPMIX_INTERNAL_H
+#define DLTPMIX_INTERNAL_H
+
+#include <pmix.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "dltpmix.h"
+
+struct dltpmix_ctx {
+    dltpmix_info info;
+    pmix_proc_t me;
+    double timeout_s;
+    uint64_t seq;      /* collectives issued so far; the same on every rank */
+    int pmix_up;       /* PMIx_Init succeeded */
+    int broken;        /* a collective timed out: PMIx ops may still be pending */
+    char err[1024];
+};
+
+int dltpmix_set_error(dltpmix_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,44 @@
+# lib.sh: shared by the Slurm integration tests (sourced). TAP output, one local cluster per
+# test script, brought up here and always taken down on exit.
+set -u
+DLT_SRCDIR=${DLT_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+DLT_BUILDDIR=${DLT_BUILDDIR:-$DLT_SRCDIR}
+CLUSTER=$DLT_SRCDIR/tests/slurm/cluster.sh
+TAP_N=0
+TAP_FAILED=0
+WORK=$DLT_BUILDDIR/tests/tmp/$(basename "$0" .sh)
+
+tap_plan() { echo "1..$1"; }
+ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $*"; }
+not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1)); echo "not ok $TAP_N - $*"; }
+diag() { sed 's/^/# /'; }
+# check NAME COMMAND...: ok when the command succeeds; its output goes to the log on failure.
+check() {
+  local name=$1 out; shift
+  if out=$("$@" 2>&1); then ok "$name"; else not_ok "$name"; printf '%s\n' "$out" | tail -20 | diag; fi
+}
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+
+# Brings a cluster up for this script (its own dir and ports) and down when the script exits.
+# $1: node count; $2: port offset so scripts run by make -j do not collide.
+cluster_up() {
+  [[ $(id -u) -eq 0 ]] || skip_all "the local Slurm cluster needs root"
+  command -v slurmctld >/dev/null 2>&1 || [[ -x /usr/sbin/slurmctld ]] || skip_all "Slurm daemons not installed (contrib/install-deps.sh)"
+  export DLT_CLUSTER_NODES=$1
+  export DLT_CLUSTER_PORT=$((17800 + 100 * $2))
+  export DLT_CLUSTER_DIR=/tmp/dltrain-test-$(basename "$0" .sh)-$$
+  export DLT_PLUGIN=$DLT_BUILDDIR/plugin/.libs/spank_dltrain.so
+  trap cluster_down EXIT
+  if ! "$CLUSTER" up 2>"$WORK.cluster.log"; then
+    echo "Bail out! cluster did not start: $(tail -3 "$WORK.cluster.log" | tr '\n' ' ')"
+    exit 1
+  fi
+  eval "$("$CLUSTER" env)"
+}
+
+cluster_down() {
+  "$CLUSTER" down 2>/dev/null || true
+  rm -rf "$DLT_CLUSTER_DIR"
+}
+
+mkdir -p "$WORK"

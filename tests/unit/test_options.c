@@ -1,0 +1,187 @@
+/* Unit tests of the --dl-train grammar and plugstack.conf site arguments. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "plugin/options.h"
+
+static dlt_site_conf site_default(void)
+{
+    dlt_site_conf s;
+    dlt_site_conf_defaults(&s);
+    return s;
+}
+
+static void test_plain_flag_uses_site_defaults(void **state)
+{
+    dlt_site_conf s = site_default();
+    dlt_user_opts o;
+    char err[DLT_ERR_MAX], txt[256];
+    (void)state;
+    assert_int_equal(dlt_user_opts_parse(&o, &s, NULL, err, sizeof(err)), 0);
+    assert_int_equal(o.requested, 1);
+    assert_int_equal(o.bind, DLT_BIND_CLOSEST);
+    assert_int_equal(o.nccl, DLT_NCCL_AUTO);
+    assert_int_equal(dlt_user_opts_format(&o, txt, sizeof(txt)), 0);
+    assert_string_equal(txt, "bind=closest,nccl=auto,nic=auto");
+    s.default_bind = DLT_BIND_NONE;
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "", err, sizeof(err)), 0);
+    assert_int_equal(o.bind, DLT_BIND_NONE);
+}
+
+static void test_full_list(void **state)
+{
+    dlt_site_conf s = site_default();
+    dlt_user_opts o;
+    char err[DLT_ERR_MAX], txt[256];
+    (void)state;
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,verbose", err, sizeof(err)), 0);
+    assert_int_equal(o.bind, DLT_BIND_NONE);
+    assert_int_equal(o.nccl, DLT_NCCL_OFF);
+    assert_string_equal(o.nic, "mlx5_0");
+    assert_int_equal(o.verbose, 1);
+    assert_int_equal(dlt_user_opts_format(&o, txt, sizeof(txt)), 0);
+    assert_string_equal(txt, "bind=none,nccl=off,nic=mlx5_0,verbose");
+    /* Later tokens win, nic=auto resets. */
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "nic=eth0,nic=auto,bind=none,bind=closest", err, sizeof(err)), 0);
+    assert_string_equal(o.nic, "");
+    assert_int_equal(o.bind, DLT_BIND_CLOSEST);
+}
+
+static void expect_bad(const char *opts, const char *needle)
+{
+    dlt_site_conf s = site_default();
+    dlt_user_opts o;
+    char err[DLT_ERR_MAX] = "";
+    assert_int_equal(dlt_user_opts_parse(&o, &s, opts, err, sizeof(err)), -EINVAL);
+    if (!strstr(err, needle))
+        fail_msg("error for '%s' was '%s', expected to contain '%s'", opts, err, needle);
+    assert_true(strlen(err) < DLT_ERR_MAX);
+}
+
+static void test_bad_tokens_named(void **state)
+{
+    (void)state;
+    expect_bad("bind=numa", "bind=numa");
+    expect_bad("bind=numa", "closest|none");
+    expect_bad("nccl=on", "nccl=auto|off");
+    expect_bad("verbos", "unknown option 'verbos'");
+    expect_bad("verbos", "bind=closest|none, nccl=auto|off, nic=auto|NAME, verbose");
+    expect_bad("verbose=1", "unknown option 'verbose=1'");
+    expect_bad("bind", "unknown option 'bind'");
+    expect_bad("nic=eth0;rm", "nic=eth0;rm");
+    expect_bad("nic=../../etc", "nic=../../etc");
+    expect_bad("nic=", "nic=");
+    expect_bad(",verbose", "empty option");
+    expect_bad("verbose,", "empty option");
+    expect_bad("bind=none,,verbose", "empty option");
+}
+
+static void test_oversized_and_hostile(void **state)
+{
+    char big[4096];
+    char nic[200];
+    (void)state;
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    expect_bad(big, "longer than");
+    strcpy(nic, "nic=");
+    memset(nic + 4, 'x', 100);
+    nic[104] = '\0';
+    expect_bad(nic, "at most 63");
+    expect_bad("nic=a\nb", "nic=a");
+    expect_bad("bind=closest%n%n%s", "bind=closest%n%n%s"); /* not a format string: printed literally */
+}
+
+static void test_site_forbids_bind_none(void **state)
+{
+    dlt_site_conf s = site_default();
+    dlt_user_opts o;
+    char err[DLT_ERR_MAX];
+    (void)state;
+    s.allow_bind_none = 0;
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "allow_bind_none=no"));
+}
+
+static void test_site_args(void **state)
+{
+    dlt_site_conf s;
+    char err[DLT_ERR_MAX];
+    char *good[] = {"default_bind=none", "enable=always", "topo_dir=/var/run/dlt", "nccl_socket_ifname=ib0,eth0",
+                    "nccl_ib_hca=mlx5_0:1", "nvml_lib=/opt/nvidia/libnvidia-ml.so.1", "allow_bind_none=no",
+                    "default_nccl=off"};
+    (void)state;
+    assert_int_equal(dlt_site_conf_parse(&s, 8, good, err, sizeof(err)), 0);
+    assert_int_equal(s.default_bind, DLT_BIND_NONE);
+    assert_int_equal(s.enable, DLT_ENABLE_ALWAYS);
+    assert_string_equal(s.topo_dir, "/var/run/dlt");
+    assert_string_equal(s.nccl_socket_ifname, "ib0,eth0");
+    assert_string_equal(s.nccl_ib_hca, "mlx5_0:1");
+    assert_string_equal(s.nvml_lib, "/opt/nvidia/libnvidia-ml.so.1");
+    assert_int_equal(s.allow_bind_none, 0);
+    assert_int_equal(s.default_nccl, DLT_NCCL_OFF);
+
+    {
+        char *a[] = {"default_bind=numa"};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "default_bind='numa'"));
+    }
+    {
+        char *a[] = {"topo_dir=relative/dir"};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+    }
+    {
+        char *a[] = {"topo_dir=/run/../tmp"};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+    }
+    {
+        char *a[] = {"frobnicate=1"};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "unknown argument 'frobnicate'"));
+    }
+    {
+        char *a[] = {"noequals"};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "not key=value"));
+    }
+    /* A failed parse leaves defaults, not a half-applied configuration. */
+    {
+        char *a[] = {"topo_dir=/srv/dlt", "nvml_lib=/x/libnvidia-ml.so.1", "bogus=1"};
+        assert_int_equal(dlt_site_conf_parse(&s, 3, a, err, sizeof(err)), -EINVAL);
+    }
+    assert_string_equal(s.topo_dir, "/run/dltrain");
+    assert_string_equal(s.nvml_lib, "libnvidia-ml.so.1");
+}
+
+static void test_valid_name(void **state)
+{
+    (void)state;
+    assert_true(dlt_valid_name("eth0", 0));
+    assert_true(dlt_valid_name("mlx5_0:1", 0));
+    assert_false(dlt_valid_name("a,b", 0));
+    assert_true(dlt_valid_name("a,b", 1));
+    assert_false(dlt_valid_name("", 0));
+    assert_false(dlt_valid_name(NULL, 0));
+    assert_false(dlt_valid_name("a b", 0));
+    assert_false(dlt_valid_name("a/b", 0));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain_flag_uses_site_defaults),
+        cmocka_unit_test(test_full_list),
+        cmocka_unit_test(test_bad_tokens_named),
+        cmocka_unit_test(test_oversized_and_hostile),
+        cmocka_unit_test(test_site_forbids_bind_none),
+        cmocka_unit_test(test_site_args),
+        cmocka_unit_test(test_valid_name),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,148 @@
+/* cmd_env: `dltrain env`: what each rank of the step is and sees, gathered on rank 0, plus a
+ * check that the host communicator sums correctly across ranks. */
+#include "config.h"
+
+#include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmix/dltpmix.h"
+#include "trainer/cli/commands.h"
+#include "trainer/comm/comm.h"
+
+/* One rank's report, fixed size so it can be all-gathered. */
+typedef struct {
+    int rank, local_rank, node_rank;
+    int ncpus;
+    char host[64];
+    char cuda_visible[64];
+    char dlt_local_gpu[16];
+    char cpus[128];
+    char nccl_topo[128];
+} _rank_report;
+
+static void _env_copy(char *dst, size_t len, const char *name)
+{
+    const char *v = getenv(name);
+    snprintf(dst, len, "%s", v ? v : "-");
+}
+
+/* The affinity mask as a CPU list ("0-3,8"). */
+static int _affinity_list(char *out, size_t outlen)
+{
+    cpu_set_t set;
+    size_t used = 0;
+    int count = 0;
+    out[0] = '\0';
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        int end = c;
+        if (!CPU_ISSET(c, &set))
+            continue;
+        while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set))
+            end++;
+        count += end - c + 1;
+        if (used < outlen) {
+            int w = end > c ? snprintf(out + used, outlen - used, "%s%d-%d", used ? "," : "", c, end)
+                            : snprintf(out + used, outlen - used, "%s%d", used ? "," : "", c);
+            if (w > 0)
+                used += (size_t)w;
+        }
+        c = end;
+    }
+    return count;
+}
+
+static void _usage(FILE *f)
+{
+    fprintf(f, "usage: dltrain env [--comm auto|single|mpi] [--timeout SECONDS]\n"
+               "\n"
+               "Bootstraps through PMIx (srun --mpi=pmix), then rank 0 prints one line per rank: host, node,\n"
+               "local rank, CUDA_VISIBLE_DEVICES, CPU binding and NCCL_TOPO_FILE as the task sees them, and\n"
+               "checks the host communicator: the sum of all ranks must be size*(size-1)/2.\n"
+               "Exit status: 0 all checks passed, 1 a check failed, 2 usage error.\n");
+}
+
+int dlt_cmd_env(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"comm", required_argument, NULL, 'c'}, {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    const char *comm_kind = "auto";
+    dltpmix_options popts = {.timeout_s = 0, .allow_singleton = 1};
+    dltpmix_ctx *px = NULL;
+    dlt_comm *comm = NULL;
+    const dltpmix_info *info;
+    _rank_report mine, *all = NULL;
+    char err[1024];
+    int opt, rc = 1;
+    long long sum;
+
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c': comm_kind = optarg; break;
+        case 't': popts.timeout_s = atof(optarg); break;
+        case 'h': _usage(stdout); return 0;
+        default: _usage(stderr); return 2;
+        }
+    }
+    if (dltpmix_init(&px, &popts, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err);
+        return 1;
+    }
+    info = dltpmix_get_info(px);
+
+    memset(&mine, 0, sizeof(mine));
+    mine.rank = info->rank;
+    mine.local_rank = info->local_rank;
+    mine.node_rank = info->node_rank;
+    snprintf(mine.host, sizeof(mine.host), "%.63s", info->hostname);
+    _env_copy(mine.cuda_visible, sizeof(mine.cuda_visible), "CUDA_VISIBLE_DEVICES");
+    _env_copy(mine.dlt_local_gpu, sizeof(mine.dlt_local_gpu), "DLT_LOCAL_GPU");
+    _env_copy(mine.nccl_topo, sizeof(mine.nccl_topo), "NCCL_TOPO_FILE");
+    mine.ncpus = _affinity_list(mine.cpus, sizeof(mine.cpus));
+
+    all = calloc((size_t)info->size, sizeof(*all));
+    if (!all) {
+        fprintf(stderr, "dltrain: out of memory\n");
+        goto out;
+    }
+    if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0) {
+        fprintf(stderr, "dltrain: %s\n", dltpmix_error(px));
+        goto out;
+    }
+    if (dlt_comm_create(&comm, comm_kind, info, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err);
+        goto out;
+    }
+    sum = info->rank;
+    if (comm->ops->allreduce_sum(comm, &sum, 1, DLT_DTYPE_I64) != 0) {
+        fprintf(stderr, "dltrain: %s\n", comm->err);
+        goto out;
+    }
+    if (sum != (long long)info->size * (info->size - 1) / 2) {
+        fprintf(stderr, "dltrain: rank %d: %s all-reduce gave %lld, expected %lld\n", info->rank, comm->ops->name,
+                sum, (long long)info->size * (info->size - 1) / 2);
+        goto out;
+    }
+    if (info->rank == 0) {
+        printf("dltrain: %d rank(s) on %d node(s), namespace %s, host communicator %s\n", info->size,
+               info->node_count, info->nspace, comm->ops->name);
+        printf("%-5s %-16s %-4s %-5s %-12s %-5s %-16s %s\n", "rank", "host", "node", "local", "CUDA_VISIBLE", "gpu",
+               "cpus", "NCCL_TOPO_FILE");
+        for (int r = 0; r < info->size; r++)
+            printf("%-5d %-16s %-4d %-5d %-12s %-5s %-16s %s\n", all[r].rank, all[r].host, all[r].node_rank,
+                   all[r].local_rank, all[r].cuda_visible, all[r].dlt_local_gpu, all[r].cpus, all[r].nccl_topo);
+        printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
+    }
+    rc = 0;
+out:
+    dlt_comm_destroy(comm);
+    free(all);
+    if (dltpmix_finalize(px) != 0 && rc == 0)
+        rc = 1;
+    return rc;
+}

@@ -1,0 +1,7 @@
+/* commands: the dltrain subcommands, each a main-like function. */
+#ifndef DLT_CLI_COMMANDS_H
+#define DLT_CLI_COMMANDS_H
+
+int dlt_cmd_env(int argc, char **argv);
+
+#endif

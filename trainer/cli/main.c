@@ -1,0 +1,39 @@
+/* main: the dltrain command line: dispatch to a subcommand. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/cli/commands.h"
+
+static void _usage(FILE *f)
+{
+    fprintf(f, "usage: dltrain COMMAND [OPTIONS]\n"
+               "\n"
+               "commands:\n"
+               "  env       bootstrap through PMIx and report every rank's placement, GPU, CPU binding\n"
+               "            and NCCL settings, then check the host communicator with an all-reduce\n"
+               "\n"
+               "dltrain COMMAND --help shows a command's options; see dltrain(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        _usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        _usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("dltrain %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "env"))
+        return dlt_cmd_env(argc - 1, argv + 1);
+    fprintf(stderr, "dltrain: unknown command '%s'\n", argv[1]);
+    _usage(stderr);
+    return 2;
+}

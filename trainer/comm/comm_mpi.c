@@ -1,0 +1,100 @@
+/* comm_mpi: host collectives over MPI (Debian's OpenMPI, direct-launched by srun --mpi=pmix).
+ * Errors are returned, not fatal: MPI_ERRORS_RETURN on the communicator. */
+#include "config.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "trainer/comm/comm.h"
+
+static int _mpi_fail(dlt_comm *c, const char *what, int code)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof(msg), "MPI error %d", code);
+    snprintf(c->err, sizeof(c->err), "%s failed on rank %d: %s", what, c->rank, msg);
+    return -EIO;
+}
+
+static MPI_Datatype _mpi_type(dlt_dtype t)
+{
+    return t == DLT_DTYPE_F32 ? MPI_FLOAT : t == DLT_DTYPE_F64 ? MPI_DOUBLE : MPI_INT64_T;
+}
+
+static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    /* MPI counts are int: reduce in chunks so a 100 M-parameter buffer is fine. */
+    const size_t chunk = (size_t)1 << 30;
+    size_t esz = dlt_dtype_size(type);
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t n = count - off < chunk ? count - off : chunk;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, (int)n, _mpi_type(type), MPI_SUM,
+                               MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS)
+            return _mpi_fail(c, "MPI_Allreduce", rc);
+    }
+    return 0;
+}
+
+static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
+{
+    const size_t chunk = (size_t)1 << 30;
+    for (size_t off = 0; off < bytes; off += chunk) {
+        size_t n = bytes - off < chunk ? bytes - off : chunk;
+        int rc = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS)
+            return _mpi_fail(c, "MPI_Bcast", rc);
+    }
+    return 0;
+}
+
+static int _barrier(dlt_comm *c)
+{
+    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? 0 : _mpi_fail(c, "MPI_Barrier", rc);
+}
+
+static void _destroy(dlt_comm *c)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+    free(c);
+}
+
+static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy};
+
+int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, size_t errlen)
+{
+    dlt_comm *c;
+    int provided = 0, rc;
+
+    *out = NULL;
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->ops = &g_mpi_ops;
+    rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Init failed (error %d); the CPU backend needs srun --mpi=pmix", rc);
+        free(c);
+        return -EIO;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    if (pmix && (pmix->rank != c->rank || pmix->size != c->size)) {
+        snprintf(err, errlen, "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
+                 "PMIx server", c->rank, c->size, pmix->rank, pmix->size);
+        _destroy(c);
+        return -EPROTO;
+    }
+    *out = c;
+    return 0;
+}
