@@ -29,6 +29,7 @@ void dlt_site_conf_defaults(dlt_site_conf *site)
     site->allow_bind_none = 1;
     snprintf(site->topo_dir, sizeof(site->topo_dir), "%s", "/run/dltrain");
     snprintf(site->nvml_lib, sizeof(site->nvml_lib), "%s", "libnvidia-ml.so.1");
+    snprintf(site->sysfs_root, sizeof(site->sysfs_root), "%s", "/");
 }
 
 int dlt_valid_name(const char *s, int allow_comma)
@@ -91,7 +92,9 @@ static int _parse_bool(const char *v, int *out)
     return 0;
 }
 
-#define SITE_KEYS "default_bind, default_nccl, enable, allow_bind_none, topo_dir, nvml_lib, nccl_socket_ifname, nccl_ib_hca"
+#define SITE_KEYS                                                                                            \
+    "default_bind, default_nccl, default_gpus, enable, allow_bind_none, topo_dir, nvml_lib, sysfs_root, "      \
+    "nccl_socket_ifname, nccl_ib_hca"
 
 static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv[], char *err, size_t errlen)
 {
@@ -131,6 +134,17 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
             if (!_valid_path(val))
                 return _fail(err, errlen, "plugstack.conf nvml_lib='%.64s' invalid", val);
             snprintf(site->nvml_lib, sizeof(site->nvml_lib), "%s", val);
+        } else if (!strcmp(key, "sysfs_root")) {
+            if (!_valid_path(val) || val[0] != '/')
+                return _fail(err, errlen, "plugstack.conf sysfs_root='%.64s' must be an absolute path", val);
+            snprintf(site->sysfs_root, sizeof(site->sysfs_root), "%s", val);
+        } else if (!strcmp(key, "default_gpus")) {
+            if (!strcmp(val, "task"))
+                site->peers_visible = 0;
+            else if (!strcmp(val, "step"))
+                site->peers_visible = 1;
+            else
+                return _fail(err, errlen, "plugstack.conf default_gpus='%.64s' invalid (task|step)", val);
         } else if (!strcmp(key, "nccl_socket_ifname")) {
             if (!dlt_valid_name(val, 1))
                 return _fail(err, errlen, "plugstack.conf nccl_socket_ifname='%.64s' invalid", val);
@@ -160,7 +174,7 @@ int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], char 
     return rc;
 }
 
-#define USER_KEYS "bind=closest|none, nccl=auto|off, nic=auto|NAME, verbose"
+#define USER_KEYS "bind=closest|none, gpus=task|step, nccl=auto|off, nic=auto|NAME, verbose"
 
 int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, char *err,
                         size_t errlen)
@@ -173,6 +187,7 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
     opts->requested = 1;
     opts->bind = site->default_bind;
     opts->nccl = site->default_nccl;
+    opts->peers_visible = site->peers_visible;
     if (!optstr || !*optstr)
         return 0;
     len = strlen(optstr);
@@ -195,6 +210,13 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
                 return _fail(err, errlen, "--dl-train: bad value 'bind=%.64s' (valid: bind=closest|none)", val);
             if (opts->bind == DLT_BIND_NONE && !site->allow_bind_none)
                 return _fail(err, errlen, "--dl-train: 'bind=none' is disabled on this cluster (allow_bind_none=no)");
+        } else if (!strcmp(tok, "gpus") && val) {
+            if (!strcmp(val, "task"))
+                opts->peers_visible = 0;
+            else if (!strcmp(val, "step"))
+                opts->peers_visible = 1;
+            else
+                return _fail(err, errlen, "--dl-train: bad value 'gpus=%.64s' (valid: gpus=task|step)", val);
         } else if (!strcmp(tok, "nccl") && val) {
             if (_parse_nccl(val, &opts->nccl))
                 return _fail(err, errlen, "--dl-train: bad value 'nccl=%.64s' (valid: nccl=auto|off)", val);
@@ -218,8 +240,8 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
 
 int dlt_user_opts_format(const dlt_user_opts *opts, char *buf, size_t buflen)
 {
-    int n = snprintf(buf, buflen, "bind=%s,nccl=%s,nic=%s%s", opts->bind == DLT_BIND_NONE ? "none" : "closest",
-                     opts->nccl == DLT_NCCL_OFF ? "off" : "auto", opts->nic[0] ? opts->nic : "auto",
-                     opts->verbose ? ",verbose" : "");
+    int n = snprintf(buf, buflen, "bind=%s,gpus=%s,nccl=%s,nic=%s%s", opts->bind == DLT_BIND_NONE ? "none" : "closest",
+                     opts->peers_visible ? "step" : "task", opts->nccl == DLT_NCCL_OFF ? "off" : "auto",
+                     opts->nic[0] ? opts->nic : "auto", opts->verbose ? ",verbose" : "");
     return (n < 0 || (size_t)n >= buflen) ? -ENOSPC : 0;
 }

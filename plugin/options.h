@@ -23,6 +23,8 @@ typedef struct {
     int allow_bind_none;                /* site may forbid users turning binding off */
     char topo_dir[DLT_PATH_MAX];        /* parent of step directories (root-owned, not user-writable) */
     char nvml_lib[DLT_PATH_MAX];        /* dlopen name/path of NVML */
+    char sysfs_root[DLT_PATH_MAX];      /* where sys/ and proc/ are read ("/"); fixtures in tests */
+    int peers_visible;                  /* keep the step's other GPUs visible (CUDA IPC/P2P) */
     char nccl_socket_ifname[DLT_NAME_MAX];
     char nccl_ib_hca[DLT_NAME_MAX];
 } dlt_site_conf;
@@ -33,6 +35,7 @@ typedef struct {
     dlt_bind_mode bind;
     dlt_nccl_mode nccl;
     char nic[DLT_NAME_MAX];             /* "" = auto */
+    int peers_visible;                  /* gpus=step: all step GPUs visible, own first */
     int verbose;
 } dlt_user_opts;
 

@@ -26,6 +26,7 @@ static int _opt_cb(int val, const char *optarg, int remote)
         return -1;
     }
     g_state.opts_error = 0;
+    g_state.explicit_request = 1;
     return 0;
 }
 

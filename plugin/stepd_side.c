@@ -1,40 +1,218 @@
-/* stepd_side: the remote (slurmstepd) context: once per step and once per task. */
+/* stepd_side: the remote (slurmstepd) context: once per step (as root) and once per task (in the
+ * forked task, as the user, before exec). */
+#include "config.h"
+
 #include "stepd_side.h"
 
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "binding.h"
+#include "nccl_topo_xml.h"
+#include "nvml_loader.h"
+#include "step_dir.h"
+#include "topo_report.h"
+
+#define TOPO_FILE_NAME "nccl_topo.xml"
+#define XML_MAX (256 * 1024)
+
+static int _step_fail(dlt_plugin_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int _step_fail(dlt_plugin_state *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof(st->err), fmt, ap);
+    va_end(ap);
+    st->step_error = 1;
+    slurm_error("dltrain: %s", st->err);
+    return -1;
+}
+
+/* The step has GPUs on this node when Slurm's gres put any into its environment. */
+static int _step_has_gpus(spank_t sp)
+{
+    char buf[256];
+    static const char *vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        if (spank_getenv(sp, vars[i], buf, sizeof(buf)) == ESPANK_SUCCESS && buf[0] && strcmp(buf, "NoDevFiles"))
+            return 1;
+    return 0;
+}
+
+static void _step_name(spank_t sp, char *name, size_t len)
+{
+    uint32_t job = 0, step = 0;
+    (void)spank_get_item(sp, S_JOB_ID, &job);
+    (void)spank_get_item(sp, S_JOB_STEPID, &step);
+    snprintf(name, len, "%u.%u", job, step);
+}
 
 int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
 {
-    (void)sp;
+    dlt_nvml nvml;
+    char err[DLT_ERR_MAX], name[64], node[64] = "?";
+    static char xml[XML_MAX];
+    int rc, has_gpus;
+    uid_t uid = 0;
+    gid_t gid = 0;
+
     st->step_error = 0;
+    st->have_topology = 0;
+    st->step_dir[0] = st->topo_file[0] = '\0';
+    memset(&st->topo, 0, sizeof(st->topo));
+    has_gpus = _step_has_gpus(sp);
+    if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node)) != ESPANK_SUCCESS)
+        (void)gethostname(node, sizeof(node) - 1);
+
+    rc = dlt_nvml_open(&nvml, st->site.nvml_lib, err, sizeof(err));
+    st->have_nvml = rc == 0;
+    if (rc == 0) {
+        rc = dlt_topo_add_nvml_gpus(&st->topo, &nvml, err, sizeof(err));
+        dlt_nvml_close(&nvml);
+        if (rc != 0)
+            return _step_fail(st, "node %s: GPU discovery failed: %s", node, err);
+    } else if (has_gpus) {
+        return _step_fail(st,
+                          "node %s: this step has GPUs but the GPU driver's NVML cannot be used (%s); is the NVIDIA "
+                          "driver installed, or is nvml_lib= in plugstack.conf wrong?",
+                          node, err);
+    }
+    /* No driver and no GPUs: nothing to bind to a GPU, NICs are still worth choosing. */
+    rc = dlt_topo_load_sysfs(&st->topo, st->site.sysfs_root, err, sizeof(err));
+    if (rc != 0)
+        return _step_fail(st, "node %s: reading %s failed: %s", node, st->site.sysfs_root, err);
+    st->have_topology = 1;
+
+    if (st->opts.nccl == DLT_NCCL_OFF || st->topo.ngpus == 0)
+        return 0;
+    rc = dlt_nccl_topo_xml(&st->topo, xml, sizeof(xml));
+    if (rc < 0)
+        return _step_fail(st, "node %s: NCCL topology larger than %d bytes", node, XML_MAX);
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return _step_fail(st, "node %s: cannot read the job's uid/gid", node);
+    if (dlt_topo_dir_check(st->site.topo_dir, err, sizeof(err)) != 0)
+        return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err);
+    _step_name(sp, name, sizeof(name));
+    if (dlt_step_dir_create(st->site.topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
+                            sizeof(st->topo_file), err, sizeof(err)) != 0)
+        return _step_fail(st, "node %s: %s", node, err);
+    snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
     return 0;
+}
+
+/* Sets var unless the user's environment already has it; says so under verbose. */
+static void _set_unless_user(spank_t sp, dlt_plugin_state *st, const char *var, const char *val, int task)
+{
+    char cur[256];
+    if (!val || !*val)
+        return;
+    if (spank_getenv(sp, var, cur, sizeof(cur)) == ESPANK_SUCCESS) {
+        if (st->opts.verbose)
+            fprintf(stderr, "dltrain: task %d: keeping your %s=%s (dltrain would set %s)\n", task, var, cur, val);
+        return;
+    }
+    spank_setenv(sp, var, val, 1);
 }
 
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 {
-    char buf[256];
+    char vis[256] = "", gres[256] = "", buf[512], cpus[512], hca[96], ifname[96], node[64] = "?", err[DLT_ERR_MAX];
+    dlt_step_gpus sg;
+    dlt_binding b;
+    dlt_cpuset allowed;
+    cpu_set_t mask;
     int local_id = 0;
-    spank_err_t rc;
 
     if (st->step_error) {
-        slurm_error("dltrain: %s", st->err);
+        fprintf(stderr, "dltrain: %s\n", st->err);
         return -1;
     }
-    rc = spank_get_item(sp, S_TASK_ID, &local_id);
-    if (rc != ESPANK_SUCCESS) {
-        slurm_error("dltrain: cannot read the local task id: %s", spank_strerror(rc));
+    if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS) {
+        fprintf(stderr, "dltrain: cannot read the local task id\n");
         return -1;
     }
+    (void)spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node));
     if (dlt_user_opts_format(&st->opts, buf, sizeof(buf)) == 0)
         spank_setenv(sp, "DLT_OPTS", buf, 1);
     snprintf(buf, sizeof(buf), "%d", local_id);
     spank_setenv(sp, "DLT_LOCAL_RANK", buf, 1);
+    if (!st->have_topology)
+        return 0;
+    if (local_id == 0 && st->opts.verbose) {
+        /* Printed from the task, where stderr reaches the user and the node name is known. */
+        static char report[16384];
+        if (dlt_topo_matrix(&st->topo, node, report, sizeof(report)) >= 0)
+            fputs(report, stderr);
+    }
+
+    /* Slurm's own choices for this task: its GPUs and its CPU set. */
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) != ESPANK_SUCCESS || !strcmp(vis, "NoDevFiles"))
+        vis[0] = '\0';
+    if (spank_getenv(sp, "SLURM_STEP_GPUS", gres, sizeof(gres)) != ESPANK_SUCCESS)
+        gres[0] = '\0';
+    CPU_ZERO(&mask);
+    memset(&allowed, 0, sizeof(allowed));
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+        for (int c = 0; c < CPU_SETSIZE && c < DLT_MAX_CPUS; c++)
+            if (CPU_ISSET(c, &mask))
+                allowed.bits[c / 64] |= 1ull << (c % 64);
+
+    if (dlt_step_gpus_resolve(&st->topo, vis, gres, &sg, err, sizeof(err)) != 0 ||
+        dlt_binding_choose(&st->topo, &sg, local_id, &allowed, st->opts.nic, &b, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: node %s task %d: %s\n", node, local_id, err);
+        return -1;
+    }
+    if (b.gpu >= 0) {
+        if (dlt_binding_cuda_visible(&sg, &b, st->opts.peers_visible, buf, sizeof(buf)) == 0)
+            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", buf, 1);
+        /* Slurm numbers GPUs in PCI order; make CUDA number them the same way. */
+        _set_unless_user(sp, st, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", local_id);
+        spank_setenv(sp, "DLT_LOCAL_GPU", sg.label[b.gpu_pos], 1);
+        spank_setenv(sp, "DLT_GPU_PCI", st->topo.gpus[b.gpu].busid, 1);
+    }
+    if (st->opts.bind == DLT_BIND_CLOSEST && dlt_cpuset_count(&b.cpus) > 0) {
+        CPU_ZERO(&mask);
+        for (int c = 0; c < DLT_MAX_CPUS && c < CPU_SETSIZE; c++)
+            if ((b.cpus.bits[c / 64] >> (c % 64)) & 1u)
+                CPU_SET(c, &mask);
+        if (sched_setaffinity(0, sizeof(mask), &mask) != 0) {
+            fprintf(stderr, "dltrain: node %s task %d: sched_setaffinity failed: %s\n", node, local_id,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    if (dlt_cpuset_format(st->opts.bind == DLT_BIND_CLOSEST ? &b.cpus : &allowed, cpus, sizeof(cpus)) == 0)
+        spank_setenv(sp, "DLT_CPUS", cpus, 1);
+    if (b.nic >= 0)
+        spank_setenv(sp, "DLT_NIC", st->topo.nics[b.nic].name, 1);
+    if (st->opts.nccl == DLT_NCCL_AUTO) {
+        dlt_binding_nccl_nic(&st->topo, &b, hca, sizeof(hca), ifname, sizeof(ifname));
+        _set_unless_user(sp, st, "NCCL_TOPO_FILE", st->topo_file, local_id);
+        _set_unless_user(sp, st, "NCCL_SOCKET_IFNAME",
+                         st->site.nccl_socket_ifname[0] ? st->site.nccl_socket_ifname : ifname, local_id);
+        _set_unless_user(sp, st, "NCCL_IB_HCA", st->site.nccl_ib_hca[0] ? st->site.nccl_ib_hca : hca, local_id);
+    }
+    if (st->opts.verbose)
+        fprintf(stderr, "dltrain: node %s task %d: GPU %s (%s) cpus %s%s nic %s (%s)\n", node, local_id,
+                b.gpu >= 0 ? sg.label[b.gpu_pos] : "none", b.gpu >= 0 ? st->topo.gpus[b.gpu].busid : "-", cpus,
+                st->opts.bind == DLT_BIND_NONE ? " (bind=none)" : b.cpus_numa_local ? " (NUMA-local)" : " (Slurm's set: GPU-local CPUs not allowed)",
+                b.nic >= 0 ? st->topo.nics[b.nic].name : "none", dlt_distance_name(b.nic_distance));
     return 0;
 }
 
 void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
 {
+    char err[DLT_ERR_MAX];
     (void)sp;
-    (void)st;
+    if (!st->step_dir[0])
+        return;
+    if (dlt_step_dir_remove(st->site.topo_dir, st->step_dir, err, sizeof(err)) != 0)
+        slurm_error("dltrain: %s", err);
+    st->step_dir[0] = '\0';
 }

@@ -11,7 +11,10 @@
 #   DLT_CLUSTER_PORT   first TCP port; slurmctld uses it, node i uses PORT+i (default 17800)
 #   DLT_CLUSTER_CPUS   CPUs each node claims (default 4)
 #   DLT_PLUGIN         spank_dltrain.so to load (default: the build tree's, then LIBDIR/slurm)
-#   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run)
+#   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run/dltrain, and the
+#                      fake NVML + fixture node below)
+#   DLT_CLUSTER_TOPO   fixture topology every node pretends to have (default lab2, see
+#                      tests/fixtures/mktopo.py); served by the stand-in NVML built in tests/fake_nvml
 set -euo pipefail
 
 DIR=${DLT_CLUSTER_DIR:-/tmp/dltrain-cluster-$(id -u)}
@@ -28,6 +31,15 @@ log() { echo "cluster.sh: $*" >&2; }
 
 [[ $NODES =~ ^[2-4]$ ]] || die "DLT_CLUSTER_NODES=$NODES: must be 2, 3 or 4"
 [[ $PORT =~ ^[0-9]+$ ]] && ((PORT > 1024 && PORT < 65000)) || die "DLT_CLUSTER_PORT=$PORT: must be 1025..64999"
+
+find_fake_nvml() {
+  local c
+  for c in "${DLT_BUILDDIR:-}/tests/fake_nvml/.libs/libfakenvml.so" "$HERE/../fake_nvml/.libs/libfakenvml.so" \
+           "$PWD/tests/fake_nvml/.libs/libfakenvml.so"; do
+    [[ -f $c ]] && { readlink -f "$c"; return 0; }
+  done
+  return 1
+}
 
 find_plugin() {
   local c
@@ -109,7 +121,19 @@ CONF
 AutoDetect=off
 NodeName=n[1-$NODES] Name=gpu File=$DIR/dev/nvidia[0-3]
 GRES
-  echo "required $DIR/lib/spank_dltrain.so ${DLT_PLUGIN_ARGS:-topo_dir=$DIR/run/dltrain}" > "$DIR/etc/plugstack.conf"
+  local args=${DLT_PLUGIN_ARGS:-}
+  if [[ -z $args ]]; then
+    args="topo_dir=$DIR/run/dltrain"
+    # No GPU driver here: every node is the fixture node, served by the stand-in NVML.
+    if fake=$(find_fake_nvml); then
+      python3 "$HERE/../fixtures/mktopo.py" "${DLT_CLUSTER_TOPO:-lab2}" "$DIR/fixture" >/dev/null
+      cp "$fake" "$DIR/lib/libfakenvml.so"
+      args+=" nvml_lib=$DIR/lib/libfakenvml.so sysfs_root=$DIR/fixture"
+    else
+      log "tests/fake_nvml not built (make check builds it): the plugin will see no GPU driver"
+    fi
+  fi
+  echo "required $DIR/lib/spank_dltrain.so $args" > "$DIR/etc/plugstack.conf"
 }
 
 start_munge() {
@@ -150,6 +174,8 @@ up() {
   write_config
   install_plugin "$plugin"
   start_munge
+  # The stand-in NVML reads its fixture from the environment slurmstepd inherits from slurmd.
+  export DLT_FAKE_NVML=${DLT_FAKE_NVML:-$DIR/fixture/nvml.txt}
   slurmctld -c -f "$CONF" || { down; die "slurmctld failed; see $DIR/log/slurmctld.log"; }
   for _ in $(seq 50); do [[ -s $DIR/run/slurmctld.pid ]] && break; sleep 0.1; done
   echo "slurmctld $(cat "$DIR/run/slurmctld.pid")" >> "$DIR/pids"

@@ -28,7 +28,7 @@ static void test_plain_flag_uses_site_defaults(void **state)
     assert_int_equal(o.bind, DLT_BIND_CLOSEST);
     assert_int_equal(o.nccl, DLT_NCCL_AUTO);
     assert_int_equal(dlt_user_opts_format(&o, txt, sizeof(txt)), 0);
-    assert_string_equal(txt, "bind=closest,nccl=auto,nic=auto");
+    assert_string_equal(txt, "bind=closest,gpus=task,nccl=auto,nic=auto");
     s.default_bind = DLT_BIND_NONE;
     assert_int_equal(dlt_user_opts_parse(&o, &s, "", err, sizeof(err)), 0);
     assert_int_equal(o.bind, DLT_BIND_NONE);
@@ -40,13 +40,14 @@ static void test_full_list(void **state)
     dlt_user_opts o;
     char err[DLT_ERR_MAX], txt[256];
     (void)state;
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,verbose", err, sizeof(err)), 0);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,gpus=step,verbose", err, sizeof(err)), 0);
     assert_int_equal(o.bind, DLT_BIND_NONE);
     assert_int_equal(o.nccl, DLT_NCCL_OFF);
     assert_string_equal(o.nic, "mlx5_0");
     assert_int_equal(o.verbose, 1);
     assert_int_equal(dlt_user_opts_format(&o, txt, sizeof(txt)), 0);
-    assert_string_equal(txt, "bind=none,nccl=off,nic=mlx5_0,verbose");
+    assert_string_equal(txt, "bind=none,gpus=step,nccl=off,nic=mlx5_0,verbose");
+    assert_int_equal(o.peers_visible, 1);
     /* Later tokens win, nic=auto resets. */
     assert_int_equal(dlt_user_opts_parse(&o, &s, "nic=eth0,nic=auto,bind=none,bind=closest", err, sizeof(err)), 0);
     assert_string_equal(o.nic, "");
@@ -70,8 +71,9 @@ static void test_bad_tokens_named(void **state)
     expect_bad("bind=numa", "bind=numa");
     expect_bad("bind=numa", "closest|none");
     expect_bad("nccl=on", "nccl=auto|off");
+    expect_bad("gpus=all", "gpus=task|step");
     expect_bad("verbos", "unknown option 'verbos'");
-    expect_bad("verbos", "bind=closest|none, nccl=auto|off, nic=auto|NAME, verbose");
+    expect_bad("verbos", "bind=closest|none, gpus=task|step, nccl=auto|off, nic=auto|NAME, verbose");
     expect_bad("verbose=1", "unknown option 'verbose=1'");
     expect_bad("bind", "unknown option 'bind'");
     expect_bad("nic=eth0;rm", "nic=eth0;rm");
@@ -115,9 +117,11 @@ static void test_site_args(void **state)
     char err[DLT_ERR_MAX];
     char *good[] = {"default_bind=none", "enable=always", "topo_dir=/var/run/dlt", "nccl_socket_ifname=ib0,eth0",
                     "nccl_ib_hca=mlx5_0:1", "nvml_lib=/opt/nvidia/libnvidia-ml.so.1", "allow_bind_none=no",
-                    "default_nccl=off"};
+                    "default_nccl=off", "sysfs_root=/srv/fixture", "default_gpus=step"};
     (void)state;
-    assert_int_equal(dlt_site_conf_parse(&s, 8, good, err, sizeof(err)), 0);
+    assert_int_equal(dlt_site_conf_parse(&s, 10, good, err, sizeof(err)), 0);
+    assert_string_equal(s.sysfs_root, "/srv/fixture");
+    assert_int_equal(s.peers_visible, 1);
     assert_int_equal(s.default_bind, DLT_BIND_NONE);
     assert_int_equal(s.enable, DLT_ENABLE_ALWAYS);
     assert_string_equal(s.topo_dir, "/var/run/dlt");

@@ -1,0 +1,51 @@
+/* binding: pure functions from a topology, the step's GPUs and a local rank to the task's GPU,
+ * CPU set and NIC. No I/O: unit tests drive them with fixture topologies. */
+#ifndef DLT_BINDING_H
+#define DLT_BINDING_H
+
+#include <stddef.h>
+
+#include "topology.h"
+
+/* The step's GPUs on this node, in Slurm's order. */
+typedef struct {
+    int n;
+    int topo[DLT_MAX_GPUS];      /* index into dlt_topology.gpus */
+    char label[DLT_MAX_GPUS][8]; /* the task's CUDA_VISIBLE_DEVICES entry for it */
+    int order[DLT_MAX_GPUS];     /* NVLink-aware order: positions into topo/label */
+} dlt_step_gpus;
+
+typedef struct {
+    int gpu_pos;         /* position in dlt_step_gpus (-1: no GPU) */
+    int gpu;             /* index into dlt_topology.gpus */
+    dlt_cpuset cpus;     /* CPUs to bind to */
+    int cpus_numa_local; /* 1: the GPU's local CPUs within the allowed set; 0: fell back to allowed */
+    int nic;             /* index into dlt_topology.nics, -1 none */
+    dlt_distance nic_distance;
+} dlt_binding;
+
+/* Maps Slurm's view to topology GPUs. cuda_visible: the task's CUDA_VISIBLE_DEVICES as Slurm set
+ * it; step_gpus: SLURM_STEP_GPUS (gres.conf positions; may be NULL, then cuda_visible is used).
+ * Position i of the gres list is the GPU with /dev/nvidia minor i when one exists (gres.conf
+ * File=/dev/nvidia[0-N]), else the i-th GPU in PCI order. */
+int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus,
+                          dlt_step_gpus *out, char *err, size_t errlen);
+
+/* The order local ranks take GPUs in: a greedy ring that follows the most NVLinks (ties: PCI
+ * distance, then Slurm's order), so neighbouring ranks share links. */
+void dlt_step_gpus_order(const dlt_topology *t, dlt_step_gpus *s);
+
+/* nic_name: "" for the nearest NIC, else the HCA or interface to use (error if absent). */
+int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_rank, const dlt_cpuset *allowed,
+                       const char *nic_name, dlt_binding *out, char *err, size_t errlen);
+
+/* CUDA_VISIBLE_DEVICES for the task: only its GPU (peers_visible 0), or all step GPUs with its
+ * own first (peers_visible 1: device 0 is still the task's GPU, CUDA IPC/P2P to peers works). */
+int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int peers_visible, char *buf,
+                             size_t buflen);
+
+/* NCCL_IB_HCA / NCCL_SOCKET_IFNAME values for the chosen NIC ("" when not applicable). */
+void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_hca, size_t hcalen,
+                          char *ifname, size_t iflen);
+
+#endif

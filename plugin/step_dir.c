@@ -1,0 +1,142 @@
+/* step_dir: the step-private directory under the site's topo_dir. */
+#include "step_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int _fail(char *err, size_t errlen, int code, const char *what, const char *path)
+{
+    snprintf(err, errlen, "%s %s: %s", what, path, strerror(code));
+    return -code;
+}
+
+int dlt_topo_dir_check(const char *topo_dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(topo_dir, &st) != 0) {
+        if (errno != ENOENT)
+            return _fail(err, errlen, errno, "cannot stat topo_dir", topo_dir);
+        if (mkdir(topo_dir, 0755) != 0 && errno != EEXIST)
+            return _fail(err, errlen, errno, "cannot create topo_dir", topo_dir);
+        if (lstat(topo_dir, &st) != 0)
+            return _fail(err, errlen, errno, "cannot stat topo_dir", topo_dir);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "topo_dir %s is not a directory (a link or file there is refused)", topo_dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        snprintf(err, errlen, "topo_dir %s must be owned by root and not writable by group or others (mode %04o)",
+                 topo_dir, (unsigned)(st.st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+static int _valid_component(const char *name)
+{
+    return name && *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") && strlen(name) < 128;
+}
+
+static int _clear_dir(int parent, const char *name)
+{
+    int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d;
+    struct dirent *e;
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -errno;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        /* unlinkat never follows a link; a subdirectory a user made stays and is reported. */
+        (void)unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+    return unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
+                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, char *err, size_t errlen)
+{
+    int top = -1, dfd = -1, fd = -1, rc = 0;
+    size_t done = 0;
+
+    if (!_valid_component(name) || !_valid_component(file_name)) {
+        snprintf(err, errlen, "invalid step directory name");
+        return -EINVAL;
+    }
+    top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (top < 0)
+        return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);
+    if (mkdirat(top, name, 0700) != 0) {
+        /* A leftover of the same job.step id (controller state reset): clear it once. */
+        if (errno != EEXIST || _clear_dir(top, name) != 0 || mkdirat(top, name, 0700) != 0) {
+            rc = _fail(err, errlen, errno, "cannot create step directory under", topo_dir);
+            goto out;
+        }
+    }
+    dfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        rc = _fail(err, errlen, errno, "cannot open step directory under", topo_dir);
+        goto out;
+    }
+    /* Written while the directory is still root's and 0700: no user can race us in it. */
+    fd = openat(dfd, file_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = _fail(err, errlen, errno, "cannot create file in step directory under", topo_dir);
+        goto out;
+    }
+    while (done < len) {
+        ssize_t w = write(fd, contents + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = _fail(err, errlen, w < 0 ? errno : EIO, "cannot write topology file under", topo_dir);
+            goto out;
+        }
+        done += (size_t)w;
+    }
+    if (fsync(fd) != 0 || fchown(fd, uid, gid) != 0 || fchown(dfd, uid, gid) != 0) {
+        rc = _fail(err, errlen, errno, "cannot finish step directory under", topo_dir);
+        goto out;
+    }
+    if (snprintf(path_out, pathlen, "%s/%s/%s", topo_dir, name, file_name) >= (int)pathlen) {
+        snprintf(err, errlen, "step directory path too long");
+        rc = -ENAMETOOLONG;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc != 0 && top >= 0)
+        (void)_clear_dir(top, name);
+    if (top >= 0)
+        close(top);
+    return rc;
+}
+
+int dlt_step_dir_remove(const char *topo_dir, const char *name, char *err, size_t errlen)
+{
+    int top, rc;
+    if (!_valid_component(name))
+        return -EINVAL;
+    top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (top < 0)
+        return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);
+    rc = _clear_dir(top, name);
+    close(top);
+    if (rc != 0)
+        snprintf(err, errlen, "cannot remove %s/%s: %s", topo_dir, name, strerror(-rc));
+    return rc;
+}

@@ -1,0 +1,21 @@
+/* step_dir: the step-private directory under the site's topo_dir, written as root without
+ * following any link, handed to the job user, removed at step end. */
+#ifndef DLT_STEP_DIR_H
+#define DLT_STEP_DIR_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Checks topo_dir (creating it 0755 if absent): a root-owned directory that group and others
+ * cannot write, so nothing in it can be swapped by a user. */
+int dlt_topo_dir_check(const char *topo_dir, char *err, size_t errlen);
+
+/* Creates topo_dir/name (0700), writes file_name with contents inside it (O_EXCL|O_NOFOLLOW,
+ * 0644), then gives both to uid:gid. path_out receives the file's full path. */
+int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
+                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, char *err, size_t errlen);
+
+/* Removes topo_dir/name and the plain files in it (never following links). */
+int dlt_step_dir_remove(const char *topo_dir, const char *name, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,83 @@
+/* topo_tool: drives the plugin's discovery, binding and NCCL XML code outside Slurm, on a fixture
+ * (fake NVML + sysfs tree) or the real node, for the tests and for site administrators checking
+ * what the plugin will do on a node.
+ *   topo_tool NVML_LIB SYSFS_ROOT xml|matrix
+ *   topo_tool NVML_LIB SYSFS_ROOT bind CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS LOCAL_RANK ALLOWED_CPUS [NIC] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/binding.h"
+#include "plugin/nccl_topo_xml.h"
+#include "plugin/nvml_loader.h"
+#include "plugin/topo_report.h"
+#include "plugin/topology.h"
+
+int main(int argc, char **argv)
+{
+    static dlt_topology topo;
+    static char out[1 << 18];
+    dlt_nvml nvml;
+    char err[512];
+    int rc;
+
+    if (argc < 4) {
+        fprintf(stderr, "usage: topo_tool NVML_LIB SYSFS_ROOT xml|matrix|bind ...\n");
+        return 2;
+    }
+    memset(&topo, 0, sizeof(topo));
+    rc = dlt_nvml_open(&nvml, argv[1], err, sizeof(err));
+    if (rc == 0) {
+        rc = dlt_topo_add_nvml_gpus(&topo, &nvml, err, sizeof(err));
+        dlt_nvml_close(&nvml);
+        if (rc) {
+            fprintf(stderr, "topo_tool: %s\n", err);
+            return 1;
+        }
+    } else {
+        fprintf(stderr, "topo_tool: %s (continuing without GPUs)\n", err);
+    }
+    if (dlt_topo_load_sysfs(&topo, argv[2], err, sizeof(err))) {
+        fprintf(stderr, "topo_tool: %s\n", err);
+        return 1;
+    }
+    if (!strcmp(argv[3], "xml")) {
+        rc = dlt_nccl_topo_xml(&topo, out, sizeof(out));
+        if (rc < 0)
+            return 1;
+        fputs(out, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[3], "matrix")) {
+        rc = dlt_topo_matrix(&topo, "fixture", out, sizeof(out));
+        if (rc < 0)
+            return 1;
+        fputs(out, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[3], "bind") && argc >= 8) {
+        dlt_step_gpus s;
+        dlt_binding b;
+        dlt_cpuset allowed;
+        char cpus[256], vis[128], hca[64], ifn[64];
+        if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, err, sizeof(err)) ||
+            dlt_cpuset_parse(argv[7], &allowed) ||
+            dlt_binding_choose(&topo, &s, atoi(argv[6]), &allowed, argc > 8 ? argv[8] : "", &b, err, sizeof(err))) {
+            fprintf(stderr, "topo_tool: %s\n", err);
+            return 1;
+        }
+        dlt_cpuset_format(&b.cpus, cpus, sizeof(cpus));
+        if (b.gpu_pos < 0 || dlt_binding_cuda_visible(&s, &b, 0, vis, sizeof(vis)))
+            snprintf(vis, sizeof(vis), "-");
+        dlt_binding_nccl_nic(&topo, &b, hca, sizeof(hca), ifn, sizeof(ifn));
+        printf("gpu=%s pci=%s cpus=%s numa_local=%d nic=%s dist=%s hca=%s ifname=%s order=", vis,
+               b.gpu >= 0 ? topo.gpus[b.gpu].busid : "-", cpus, b.cpus_numa_local, b.nic >= 0 ? topo.nics[b.nic].name : "-",
+               dlt_distance_name(b.nic_distance), hca[0] ? hca : "-", ifn[0] ? ifn : "-");
+        for (int k = 0; k < s.n; k++)
+            printf("%s%s", k ? "," : "", s.label[s.order[k]]);
+        printf("\n");
+        return 0;
+    }
+    fprintf(stderr, "topo_tool: unknown command %s\n", argv[3]);
+    return 2;
+}
