@@ -12,12 +12,14 @@ typedef struct {
     dlt_site_conf site;
     dlt_user_opts opts;
     int opts_error;              /* --dl-train value was refused */
+    int active;                  /* this slurmstepd runs a job step the plugin set up */
     int explicit_request;        /* the user gave --dl-train (not only enable=always) */
     int step_error;              /* per-step setup failed; reported from task_init */
     char err[DLT_ERR_MAX];
     int have_topology;           /* node discovery ran */
     int have_nvml;               /* NVML was found (GPU driver present) */
     dlt_topology topo;
+    char topo_dir[DLT_PATH_MAX]; /* site topo_dir with %n expanded */
     char step_dir[DLT_PATH_MAX]; /* step-private directory, "" when none was made */
     char topo_file[DLT_PATH_MAX];
 } dlt_plugin_state;

@@ -2,6 +2,7 @@
  * Each callback dispatches by context to srun_side.c (local) or stepd_side.c (remote). */
 #include <errno.h>
 #include <slurm/spank.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "options.h"
@@ -71,6 +72,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
+/* The batch script, the extern step and the interactive step are not training steps: binding the
+ * batch shell to one GPU would leak its settings into every srun it starts. */
+static int _is_job_step(spank_t sp)
+{
+    uint32_t step = 0;
+    if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+        return 0;
+    return step < 0xfffffff0u;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -81,17 +92,13 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return 0;
     if (spank_context() == S_CTX_LOCAL)
         return dlt_srun_validate(sp, &g_state);
-    return 0;
-}
-
-int slurm_spank_user_init(spank_t sp, int ac, char **av)
-{
-    (void)ac;
-    (void)av;
-    if (!g_state.opts.requested || spank_context() != S_CTX_REMOTE)
-        return 0;
-    /* Errors here would not reach the user: keep them and report from task_init. */
-    (void)dlt_stepd_step_setup(sp, &g_state);
+    if (spank_context() == S_CTX_REMOTE && _is_job_step(sp)) {
+        /* Still root here (user_init runs with the user's privileges): discover the node and
+         * write the step directory now. Errors would not reach the user from this callback:
+         * keep them and report from task_init. */
+        g_state.active = 1;
+        (void)dlt_stepd_step_setup(sp, &g_state);
+    }
     return 0;
 }
 
@@ -99,7 +106,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    if (!g_state.opts.requested || spank_context() != S_CTX_REMOTE)
+    if (!g_state.active || spank_context() != S_CTX_REMOTE)
         return 0;
     return dlt_stepd_task_setup(sp, &g_state);
 }
@@ -108,7 +115,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    if (g_state.opts.requested && spank_context() == S_CTX_REMOTE)
+    if (g_state.active && spank_context() == S_CTX_REMOTE)
         dlt_stepd_step_cleanup(sp, &g_state);
     return 0;
 }

@@ -15,6 +15,32 @@ static int _fail(char *err, size_t errlen, int code, const char *what, const cha
     return -code;
 }
 
+int dlt_expand_node(const char *pattern, const char *node, char *out, size_t outlen)
+{
+    size_t o = 0;
+    if (!node || !*node || strchr(node, '/') || !strcmp(node, "..") || !strcmp(node, "."))
+        return -1;
+    for (const char *p = pattern; *p; p++) {
+        const char *ins = NULL;
+        char one[2] = {*p, 0};
+        if (p[0] == '%' && p[1] == 'n') {
+            ins = node;
+            p++;
+        } else {
+            ins = one;
+        }
+        for (; *ins; ins++) {
+            if (o + 1 >= outlen)
+                return -1;
+            out[o++] = *ins;
+        }
+    }
+    if (!outlen)
+        return -1;
+    out[o] = '\0';
+    return 0;
+}
+
 int dlt_topo_dir_check(const char *topo_dir, char *err, size_t errlen)
 {
     struct stat st;
@@ -48,8 +74,14 @@ static int _clear_dir(int parent, const char *name)
     int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d;
     struct dirent *e;
-    if (dfd < 0)
-        return errno == ENOENT ? 0 : -errno;
+    if (dfd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        /* A link or file where the directory should be: remove the entry itself, never its target. */
+        if ((errno == ELOOP || errno == ENOTDIR) && unlinkat(parent, name, 0) == 0)
+            return 0;
+        return -errno;
+    }
     d = fdopendir(dfd);
     if (!d) {
         close(dfd);

@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* Expands %n in a site path to the node name (several slurmd on one host need distinct
+ * directories, as Slurm's TmpFS=/tmp/%n). node must be a plain name. Returns 0 or -1. */
+int dlt_expand_node(const char *pattern, const char *node, char *out, size_t outlen);
+
 /* Checks topo_dir (creating it 0755 if absent): a root-owned directory that group and others
  * cannot write, so nothing in it can be swapped by a user. */
 int dlt_topo_dir_check(const char *topo_dir, char *err, size_t errlen);

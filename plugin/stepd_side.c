@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -67,7 +68,10 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     st->step_dir[0] = st->topo_file[0] = '\0';
     memset(&st->topo, 0, sizeof(st->topo));
     has_gpus = _step_has_gpus(sp);
-    if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node)) != ESPANK_SUCCESS)
+    /* slurmd exports its node name into its own environment, which slurmstepd inherits. */
+    if (getenv("SLURMD_NODENAME"))
+        snprintf(node, sizeof(node), "%.63s", getenv("SLURMD_NODENAME"));
+    else if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node)) != ESPANK_SUCCESS)
         (void)gethostname(node, sizeof(node) - 1);
 
     rc = dlt_nvml_open(&nvml, st->site.nvml_lib, err, sizeof(err));
@@ -96,10 +100,12 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
         return _step_fail(st, "node %s: NCCL topology larger than %d bytes", node, XML_MAX);
     if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
         return _step_fail(st, "node %s: cannot read the job's uid/gid", node);
-    if (dlt_topo_dir_check(st->site.topo_dir, err, sizeof(err)) != 0)
+    if (dlt_expand_node(st->site.topo_dir, node, st->topo_dir, sizeof(st->topo_dir)) != 0)
+        return _step_fail(st, "node %s: topo_dir %s is too long once %%n is expanded", node, st->site.topo_dir);
+    if (dlt_topo_dir_check(st->topo_dir, err, sizeof(err)) != 0)
         return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err);
     _step_name(sp, name, sizeof(name));
-    if (dlt_step_dir_create(st->site.topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
+    if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
                             sizeof(st->topo_file), err, sizeof(err)) != 0)
         return _step_fail(st, "node %s: %s", node, err);
     snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
@@ -212,7 +218,7 @@ void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
     (void)sp;
     if (!st->step_dir[0])
         return;
-    if (dlt_step_dir_remove(st->site.topo_dir, st->step_dir, err, sizeof(err)) != 0)
+    if (dlt_step_dir_remove(st->topo_dir, st->step_dir, err, sizeof(err)) != 0)
         slurm_error("dltrain: %s", err);
     st->step_dir[0] = '\0';
 }

@@ -117,11 +117,11 @@ int dlt_cpuset_format_mask(const dlt_cpuset *set, int ncpus, char *buf, size_t b
 int dlt_busid_normalize(const char *in, char out[DLT_BUSID_LEN])
 {
     unsigned dom, bus, dev, fn;
-    char tail;
-    if (!in)
+    int used = -1;
+    if (!in || strlen(in) > 20 || strspn(in, "0123456789abcdefABCDEF:.") != strlen(in))
         return -1;
-    /* NVML: "00000000:1A:00.0" (8-digit domain); sysfs: "0000:1a:00.0". */
-    if (sscanf(in, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4)
+    /* NVML: "00000000:1A:00.0" (8-digit domain); sysfs: "0000:1a:00.0". Nothing may follow. */
+    if (sscanf(in, "%8x:%2x:%2x.%1x%n", &dom, &bus, &dev, &fn, &used) != 4 || used < 0 || in[used] != '\0')
         return -1;
     if (dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
         return -1;

@@ -11,7 +11,7 @@
 #   DLT_CLUSTER_PORT   first TCP port; slurmctld uses it, node i uses PORT+i (default 17800)
 #   DLT_CLUSTER_CPUS   CPUs each node claims (default 4)
 #   DLT_PLUGIN         spank_dltrain.so to load (default: the build tree's, then LIBDIR/slurm)
-#   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run/dltrain, and the
+#   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run/%n/dltrain, and the
 #                      fake NVML + fixture node below)
 #   DLT_CLUSTER_TOPO   fixture topology every node pretends to have (default lab2, see
 #                      tests/fixtures/mktopo.py); served by the stand-in NVML built in tests/fake_nvml
@@ -67,8 +67,9 @@ write_config() {
   local host i nodes_line=""
   host=$(hostname -s)
   mkdir -p "$DIR"/{etc,lib,log,run,state,spool,tmp,dev,munge}
-  chmod 700 "$DIR/munge"
-  for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/tmp/n$i" "$DIR/spool/n$i"; done
+  # 0755: the socket must be reachable by the unprivileged users some tests run srun as.
+  chmod 755 "$DIR/munge"
+  for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/tmp/n$i" "$DIR/spool/n$i" "$DIR/run/n$i"; done
   # Fake GPUs: character devices when we may create them, plain files otherwise.
   for i in 0 1 2 3; do
     [[ -e $DIR/dev/nvidia$i ]] || mknod "$DIR/dev/nvidia$i" c 195 "$i" 2>/dev/null || : > "$DIR/dev/nvidia$i"
@@ -123,7 +124,7 @@ NodeName=n[1-$NODES] Name=gpu File=$DIR/dev/nvidia[0-3]
 GRES
   local args=${DLT_PLUGIN_ARGS:-}
   if [[ -z $args ]]; then
-    args="topo_dir=$DIR/run/dltrain"
+    args="topo_dir=$DIR/run/%n/dltrain"
     # No GPU driver here: every node is the fixture node, served by the stand-in NVML.
     if fake=$(find_fake_nvml); then
       python3 "$HERE/../fixtures/mktopo.py" "${DLT_CLUSTER_TOPO:-lab2}" "$DIR/fixture" >/dev/null
