@@ -3,5 +3,7 @@
 #define DLT_CLI_COMMANDS_H
 
 int dlt_cmd_env(int argc, char **argv);
+int dlt_cmd_train(int argc, char **argv); /* train, eval, bench */
+int dlt_cmd_info(int argc, char **argv);
 
 #endif

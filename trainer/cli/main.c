@@ -11,6 +11,10 @@ static void _usage(FILE *f)
     fprintf(f, "usage: dltrain COMMAND [OPTIONS]\n"
                "\n"
                "commands:\n"
+               "  train     train a ResNet (synthetic data), checkpoints, metrics, resume\n"
+               "  eval      top-1/top-5 of a checkpoint\n"
+               "  bench     training (or --inference) images/s on synthetic data\n"
+               "  info      layers, parameter count and FLOPs of a model\n"
                "  env       bootstrap through PMIx and report every rank's placement, GPU, CPU binding\n"
                "            and NCCL settings, then check the host communicator with an all-reduce\n"
                "\n"
@@ -33,6 +37,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "env"))
         return dlt_cmd_env(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "bench"))
+        return dlt_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "info"))
+        return dlt_cmd_info(argc - 1, argv + 1);
     fprintf(stderr, "dltrain: unknown command '%s'\n", argv[1]);
     _usage(stderr);
     return 2;

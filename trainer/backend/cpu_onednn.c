@@ -1,0 +1,690 @@
+/* cpu_onednn: the ops table on the CPU with oneDNN primitives (created once per shape and
+ * reused), OpenMP loops for the elementwise work. With bf16, convolutions read bf16 activations
+ * and weights and accumulate in fp32; everything else stays fp32. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/backend/backend.h"
+
+typedef struct {
+    dlt_backend base;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+} cpu_backend;
+
+typedef enum { OP_CONV, OP_BN, OP_POOL } op_kind;
+
+/* A oneDNN memory object bound to caller buffers at execution time. */
+typedef struct {
+    dnnl_memory_t mem;
+} bound_mem;
+
+struct dlt_op {
+    op_kind kind;
+    /* conv */
+    dlt_conv_shape cs;
+    dnnl_primitive_t fwd, bwd_data, bwd_weights;
+    dnnl_primitive_t w_reorder;        /* oihw f32 -> fwd weights layout */
+    dnnl_primitive_t wb_reorder;       /* oihw f32 -> bwd-data weights layout, when it differs */
+    dnnl_memory_t m_wb;
+    void *wb_buf;
+    dnnl_primitive_t dw_reorder;       /* bwd-weights layout -> oihw f32 */
+    dnnl_primitive_t x_to_lp, dy_to_lp; /* f32 -> bf16 activations (bf16 only) */
+    dnnl_memory_t m_x, m_y, m_w_user, m_w, m_dy, m_dx, m_dw, m_dw_user, m_x_lp, m_dy_lp, m_x_f32, m_dy_f32;
+    void *w_buf, *dw_buf, *x_lp_buf, *dy_lp_buf;
+    /* bn */
+    dlt_act_shape as;
+    dnnl_memory_t m_mean, m_var, m_scale, m_shift, m_dscale, m_dshift, m_src, m_dst, m_dsrc, m_ddst;
+    dnnl_primitive_t bn_infer;
+    /* pool */
+    dnnl_memory_t m_ws;
+    void *ws_buf;
+};
+
+#define DNNL_TRY(be, call)                                                                                    \
+    do {                                                                                                      \
+        dnnl_status_t s_ = (call);                                                                            \
+        if (s_ != dnnl_success) {                                                                             \
+            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,         \
+                     _dnnl_status_str(s_));                                                                   \
+            return -EIO;                                                                                      \
+        }                                                                                                     \
+    } while (0)
+
+static const char *_dnnl_status_str(dnnl_status_t s)
+{
+    switch (s) {
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented (no kernel for this shape/layout/type on this CPU)";
+    case dnnl_iterator_ends: return "iterator ends";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    default: return "unknown oneDNN status";
+    }
+}
+
+static cpu_backend *_cpu(dlt_backend *be)
+{
+    return (cpu_backend *)be;
+}
+
+static int _md(dlt_backend *be, dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_data_type_t dt,
+               dnnl_format_tag_t tag)
+{
+    dnnl_dims_t dims = {n, c, h, w};
+    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag));
+    return 0;
+}
+
+static int _mem(dlt_backend *be, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *handle)
+{
+    DNNL_TRY(be, dnnl_memory_create(m, md, _cpu(be)->engine, handle));
+    return 0;
+}
+
+static int _exec(dlt_backend *be, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
+{
+    DNNL_TRY(be, dnnl_primitive_execute(p, _cpu(be)->stream, nargs, args));
+    DNNL_TRY(be, dnnl_stream_wait(_cpu(be)->stream));
+    return 0;
+}
+
+static int _reorder(dlt_backend *be, dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
+{
+    dnnl_primitive_desc_t pd;
+    DNNL_TRY(be, dnnl_reorder_primitive_desc_create(&pd, from, _cpu(be)->engine, to, _cpu(be)->engine, NULL));
+    DNNL_TRY(be, dnnl_primitive_create(p, pd));
+    dnnl_primitive_desc_destroy(pd);
+    return 0;
+}
+
+static void *_alloc_md(const dnnl_memory_desc_t *md)
+{
+    size_t sz = dnnl_memory_desc_get_size(md);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sz ? sz : 64) != 0)
+        return NULL;
+    return p;
+}
+
+#define SET(m, ptr) dnnl_memory_set_data_handle((m), (void *)(ptr))
+
+/* ------------------------------------------------------------------ convolution */
+
+static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
+{
+    dnnl_memory_desc_t x_md, y_md, w_any, w_user, x_lp, y_lp, x_f32;
+    dnnl_convolution_desc_t fd, bd, wd;
+    dnnl_primitive_desc_t fpd, bpd, wpd;
+    dnnl_dims_t strides = {s->stride, s->stride}, pad = {s->pad, s->pad};
+    dnnl_dims_t wdims = {s->k, s->c, s->r, s->s};
+    const dnnl_memory_desc_t *w_fmt, *dw_fmt, *wb_fmt;
+    int lp = be->precision == DLT_PREC_BF16;
+    dnnl_data_type_t act = lp ? dnnl_bf16 : dnnl_f32;
+    dlt_op *op = calloc(1, sizeof(*op));
+    int rc;
+    if (!op)
+        return -ENOMEM;
+    op->kind = OP_CONV;
+    op->cs = *s;
+    if ((rc = _md(be, &x_f32, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) || (rc = _md(be, &x_lp, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
+        (rc = _md(be, &y_md, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
+        (rc = _md(be, &y_lp, s->n, s->k, s->oh, s->ow, act, dnnl_nhwc)))
+        goto fail;
+    x_md = x_f32;
+    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_any, 4, wdims, act, dnnl_format_tag_any));
+    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_user, 4, wdims, dnnl_f32, dnnl_oihw));
+    /* Forward: bf16 or f32 in, f32 out. */
+    DNNL_TRY(be, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x_lp, &w_any,
+                                                     NULL, &y_md, strides, pad, pad));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL));
+    w_fmt = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
+    DNNL_TRY(be, dnnl_primitive_create(&op->fwd, fpd));
+    /* Backward data picks its own weight layout (forcing the forward's can leave only the reference
+     * kernel); a second reorder per step is far cheaper than that. */
+    DNNL_TRY(be, dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_md, &w_any, &y_lp, strides,
+                                                           pad, pad));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd));
+    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_data, bpd));
+    wb_fmt = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0);
+    {
+        dnnl_memory_desc_t dw_any;
+        DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&dw_any, 4, wdims, dnnl_f32, dnnl_format_tag_any));
+        DNNL_TRY(be, dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &x_lp, &dw_any, NULL,
+                                                                  &y_lp, strides, pad, pad));
+    }
+    DNNL_TRY(be, dnnl_primitive_desc_create(&wpd, &wd, NULL, _cpu(be)->engine, fpd));
+    dw_fmt = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
+    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_weights, wpd));
+
+    op->w_buf = _alloc_md(w_fmt);
+    op->dw_buf = _alloc_md(dw_fmt);
+    if (!op->w_buf || !op->dw_buf) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if (!dnnl_memory_desc_equal(wb_fmt, w_fmt)) {
+        op->wb_buf = _alloc_md(wb_fmt);
+        if (!op->wb_buf) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        if ((rc = _reorder(be, &op->wb_reorder, &w_user, wb_fmt)) || (rc = _mem(be, &op->m_wb, wb_fmt, op->wb_buf)))
+            goto fail;
+    }
+    if ((rc = _reorder(be, &op->w_reorder, &w_user, w_fmt)) || (rc = _reorder(be, &op->dw_reorder, dw_fmt, &w_user)) ||
+        (rc = _mem(be, &op->m_w_user, &w_user, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_w, w_fmt, op->w_buf)) ||
+        (rc = _mem(be, &op->m_dw, dw_fmt, op->dw_buf)) || (rc = _mem(be, &op->m_dw_user, &w_user, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_x, &x_lp, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_y, &y_md, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_dy, &y_lp, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_dx, &x_md, DNNL_MEMORY_NONE)))
+        goto fail;
+    if (lp) {
+        op->x_lp_buf = _alloc_md(&x_lp);
+        op->dy_lp_buf = _alloc_md(&y_lp);
+        if (!op->x_lp_buf || !op->dy_lp_buf) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        if ((rc = _reorder(be, &op->x_to_lp, &x_f32, &x_lp)) || (rc = _reorder(be, &op->dy_to_lp, &y_md, &y_lp)) ||
+            (rc = _mem(be, &op->m_x_f32, &x_f32, DNNL_MEMORY_NONE)) ||
+            (rc = _mem(be, &op->m_dy_f32, &y_md, DNNL_MEMORY_NONE)))
+            goto fail;
+        SET(op->m_x, op->x_lp_buf);
+        SET(op->m_dy, op->dy_lp_buf);
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    dnnl_primitive_desc_destroy(bpd);
+    dnnl_primitive_desc_destroy(wpd);
+    *out = op;
+    return 0;
+fail:
+    be->ops->op_destroy(be, op);
+    return rc;
+}
+
+static int _conv_set_weights(dlt_backend *be, dlt_op *op, const float *w)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, op->m_w_user}, {DNNL_ARG_TO, op->m_w}};
+    dnnl_exec_arg_t b[] = {{DNNL_ARG_FROM, op->m_w_user}, {DNNL_ARG_TO, op->m_wb}};
+    int rc;
+    SET(op->m_w_user, w);
+    if ((rc = _exec(be, op->w_reorder, 2, a)))
+        return rc;
+    return op->wb_reorder ? _exec(be, op->wb_reorder, 2, b) : 0;
+}
+
+/* bf16: convert an f32 NHWC activation into the op's bf16 buffer. */
+static int _to_lp(dlt_backend *be, dnnl_primitive_t r, dnnl_memory_t from, const float *src, dnnl_memory_t to)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    SET(from, src);
+    return _exec(be, r, 2, a);
+}
+
+static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_x}, {DNNL_ARG_WEIGHTS, op->m_w}, {DNNL_ARG_DST, op->m_y}};
+    int rc;
+    if (op->x_to_lp) {
+        if ((rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x)))
+            return rc;
+    } else {
+        SET(op->m_x, x);
+    }
+    SET(op->m_y, y);
+    return _exec(be, op->fwd, 3, a);
+}
+
+static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, op->m_dy},
+                           {DNNL_ARG_WEIGHTS, op->wb_reorder ? op->m_wb : op->m_w},
+                           {DNNL_ARG_DIFF_SRC, op->m_dx}};
+    int rc;
+    if (!op->dy_to_lp)
+        SET(op->m_dy, dy);
+    else if ((rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
+        return rc;
+    SET(op->m_dx, dx);
+    return _exec(be, op->bwd_data, 3, a);
+}
+
+static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_x}, {DNNL_ARG_DIFF_DST, op->m_dy}, {DNNL_ARG_DIFF_WEIGHTS, op->m_dw}};
+    dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, op->m_dw}, {DNNL_ARG_TO, op->m_dw_user}};
+    int rc;
+    if (op->x_to_lp) {
+        if ((rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x)) ||
+            (rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
+            return rc;
+    } else {
+        SET(op->m_x, x);
+        SET(op->m_dy, dy);
+    }
+    if ((rc = _exec(be, op->bwd_weights, 3, a)))
+        return rc;
+    SET(op->m_dw_user, dw);
+    return _exec(be, op->dw_reorder, 2, r);
+}
+
+/* ------------------------------------------------------------------ batch normalization */
+
+static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op **out)
+{
+    dnnl_memory_desc_t md, cmd;
+    dnnl_batch_normalization_desc_t fd, bd, id;
+    dnnl_primitive_desc_t fpd, bpd, ipd;
+    dnnl_dims_t cdims = {s->c};
+    unsigned flags = dnnl_use_scale | dnnl_use_shift;
+    dlt_op *op = calloc(1, sizeof(*op));
+    int rc;
+    if (!op)
+        return -ENOMEM;
+    op->kind = OP_BN;
+    op->as = *s;
+    if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)))
+        goto fail;
+    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&cmd, 1, cdims, dnnl_f32, dnnl_a));
+    DNNL_TRY(be, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &md, eps, flags));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL));
+    DNNL_TRY(be, dnnl_primitive_create(&op->fwd, fpd));
+    DNNL_TRY(be, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &md, &md, eps, flags));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd));
+    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_data, bpd));
+    DNNL_TRY(be, dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &md, eps,
+                                                             flags | dnnl_use_global_stats));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&ipd, &id, NULL, _cpu(be)->engine, NULL));
+    DNNL_TRY(be, dnnl_primitive_create(&op->bn_infer, ipd));
+    dnnl_primitive_desc_destroy(fpd);
+    dnnl_primitive_desc_destroy(bpd);
+    dnnl_primitive_desc_destroy(ipd);
+    if ((rc = _mem(be, &op->m_src, &md, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_dst, &md, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_dsrc, &md, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_ddst, &md, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_mean, &cmd, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_var, &cmd, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_scale, &cmd, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_shift, &cmd, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_dscale, &cmd, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_dshift, &cmd, DNNL_MEMORY_NONE)))
+        goto fail;
+    *out = op;
+    return 0;
+fail:
+    be->ops->op_destroy(be, op);
+    return rc;
+}
+
+static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta, float *y,
+                         float *mean, float *var)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},        {DNNL_ARG_SCALE, op->m_scale},
+                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean},      {DNNL_ARG_VARIANCE, op->m_var}};
+    SET(op->m_src, x);
+    SET(op->m_dst, y);
+    SET(op->m_scale, gamma);
+    SET(op->m_shift, beta);
+    SET(op->m_mean, mean);
+    SET(op->m_var, var);
+    return _exec(be, op->fwd, 6, a);
+}
+
+static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta,
+                         const float *mean, const float *var, float *y)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},        {DNNL_ARG_SCALE, op->m_scale},
+                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean},      {DNNL_ARG_VARIANCE, op->m_var}};
+    SET(op->m_src, x);
+    SET(op->m_dst, y);
+    SET(op->m_scale, gamma);
+    SET(op->m_shift, beta);
+    SET(op->m_mean, mean);
+    SET(op->m_var, var);
+    return _exec(be, op->bn_infer, 6, a);
+}
+
+static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
+                   const float *mean, const float *var, float *dx, float *dgamma, float *dbeta)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},           {DNNL_ARG_DIFF_DST, op->m_ddst},
+                           {DNNL_ARG_SCALE, op->m_scale},       {DNNL_ARG_MEAN, op->m_mean},
+                           {DNNL_ARG_VARIANCE, op->m_var},      {DNNL_ARG_DIFF_SRC, op->m_dsrc},
+                           {DNNL_ARG_DIFF_SCALE, op->m_dscale}, {DNNL_ARG_DIFF_SHIFT, op->m_dshift},
+                           {DNNL_ARG_SHIFT, op->m_shift}};
+    /* oneDNN 2.x checks that the shift is bound in backward too, though it does not read it. */
+    SET(op->m_src, x);
+    SET(op->m_ddst, dy);
+    SET(op->m_scale, gamma);
+    SET(op->m_shift, beta);
+    SET(op->m_mean, mean);
+    SET(op->m_var, var);
+    SET(op->m_dsrc, dx);
+    SET(op->m_dscale, dgamma);
+    SET(op->m_dshift, dbeta);
+    return _exec(be, op->bwd_data, 9, a);
+}
+
+/* ------------------------------------------------------------------ max pooling */
+
+static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int stride, int pad, dlt_op **out)
+{
+    dnnl_memory_desc_t x_md, y_md;
+    const dnnl_memory_desc_t *ws_md;
+    dnnl_pooling_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd, bpd;
+    dnnl_dims_t st = {stride, stride}, ker = {k, k}, pd = {pad, pad};
+    int oh = dlt_out_size(in->h, k, stride, pad), ow = dlt_out_size(in->w, k, stride, pad);
+    dlt_op *op = calloc(1, sizeof(*op));
+    int rc;
+    if (!op)
+        return -ENOMEM;
+    op->kind = OP_POOL;
+    if ((rc = _md(be, &x_md, in->n, in->c, in->h, in->w, dnnl_f32, dnnl_nhwc)) ||
+        (rc = _md(be, &y_md, in->n, in->c, oh, ow, dnnl_f32, dnnl_nhwc)))
+        goto fail;
+    DNNL_TRY(be, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &x_md, &y_md, st, ker, pd, pd));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL));
+    DNNL_TRY(be, dnnl_primitive_create(&op->fwd, fpd));
+    DNNL_TRY(be, dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &x_md, &y_md, st, ker, pd, pd));
+    DNNL_TRY(be, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd));
+    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_data, bpd));
+    ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
+    op->ws_buf = _alloc_md(ws_md);
+    if (!op->ws_buf) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = _mem(be, &op->m_ws, ws_md, op->ws_buf)) || (rc = _mem(be, &op->m_src, &x_md, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_dst, &y_md, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_dsrc, &x_md, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_ddst, &y_md, DNNL_MEMORY_NONE)))
+        goto fail;
+    dnnl_primitive_desc_destroy(fpd);
+    dnnl_primitive_desc_destroy(bpd);
+    *out = op;
+    return 0;
+fail:
+    be->ops->op_destroy(be, op);
+    return rc;
+}
+
+static int _maxpool_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src}, {DNNL_ARG_DST, op->m_dst}, {DNNL_ARG_WORKSPACE, op->m_ws}};
+    SET(op->m_src, x);
+    SET(op->m_dst, y);
+    return _exec(be, op->fwd, 3, a);
+}
+
+static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, op->m_ddst}, {DNNL_ARG_DIFF_SRC, op->m_dsrc}, {DNNL_ARG_WORKSPACE, op->m_ws}};
+    SET(op->m_ddst, dy);
+    SET(op->m_dsrc, dx);
+    return _exec(be, op->bwd_data, 3, a);
+}
+
+/* ------------------------------------------------------------------ loops */
+
+static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
+{
+    (void)be;
+    if (add) {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float v = y[i] + add[i];
+            y[i] = v > 0.f ? v : 0.f;
+        }
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            y[i] = y[i] > 0.f ? y[i] : 0.f;
+    }
+    return 0;
+}
+
+static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dz[i] = y[i] > 0.f ? dy[i] : 0.f;
+    return 0;
+}
+
+static int _accumulate(dlt_backend *be, float *dst, const float *src, size_t n)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+    return 0;
+}
+
+static int _avgpool_fwd(dlt_backend *be, const dlt_act_shape *s, const float *x, float *y)
+{
+    const size_t hw = (size_t)s->h * s->w;
+    const float inv = 1.0f / (float)hw;
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < s->n; n++) {
+        float *out = y + (size_t)n * s->c;
+        const float *in = x + (size_t)n * hw * s->c;
+        for (int c = 0; c < s->c; c++)
+            out[c] = 0.f;
+        for (size_t p = 0; p < hw; p++)
+            for (int c = 0; c < s->c; c++)
+                out[c] += in[p * s->c + c];
+        for (int c = 0; c < s->c; c++)
+            out[c] *= inv;
+    }
+    return 0;
+}
+
+static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy, float *dx)
+{
+    const size_t hw = (size_t)s->h * s->w;
+    const float inv = 1.0f / (float)hw;
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < s->n; n++)
+        for (size_t p = 0; p < hw; p++)
+            for (int c = 0; c < s->c; c++)
+                dx[((size_t)n * hw + p) * s->c + c] = dy[(size_t)n * s->c + c] * inv;
+    return 0;
+}
+
+static int _gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc)
+{
+    DNNL_TRY(be, dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    return 0;
+}
+
+static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
+                            const float inv_std[3])
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t p = 0; p < pixels; p++)
+        for (int c = 0; c < 3; c++)
+            dst[p * 3 + c] = ((float)src[p * 3 + c] - mean[c]) * inv_std[c];
+    return 0;
+}
+
+static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
+                         float *dlogits, double *loss_sum, int *top1, int *top5)
+{
+    double total = 0;
+    int hit1 = 0, hit5 = 0;
+    (void)be;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * k;
+        float *dz = dlogits ? dlogits + (size_t)i * k : NULL;
+        int y = labels[i], rank = 0;
+        double mx = z[0], sum = 0, logsum, loss, mean_logp = 0;
+        if (y < 0 || y >= k) {
+            snprintf(be->err, sizeof(be->err), "label %d outside 0..%d", y, k - 1);
+            return -EINVAL;
+        }
+        for (int j = 1; j < k; j++)
+            mx = z[j] > mx ? z[j] : mx;
+        for (int j = 0; j < k; j++)
+            sum += exp((double)z[j] - mx);
+        logsum = mx + log(sum);
+        for (int j = 0; j < k; j++) {
+            mean_logp += (double)z[j] - logsum;
+            if (z[j] > z[y] || (z[j] == z[y] && j < y))
+                rank++;
+        }
+        mean_logp /= k;
+        loss = -(1.0 - smoothing) * ((double)z[y] - logsum) - smoothing * mean_logp;
+        total += loss;
+        hit1 += rank < 1;
+        hit5 += rank < 5;
+        if (dz)
+            for (int j = 0; j < k; j++) {
+                double p = exp((double)z[j] - logsum);
+                double t = (j == y ? 1.0 - smoothing : 0.0) + smoothing / k;
+                dz[j] = (float)((p - t) / n);
+            }
+    }
+    *loss_sum = total;
+    if (top1)
+        *top1 = hit1;
+    if (top5)
+        *top5 = hit5;
+    return 0;
+}
+
+static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
+                       float grad_scale)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] * grad_scale + wd * w[i];
+        v[i] = mu * v[i] + d;
+        w[i] -= lr * v[i];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+static void _free_mem(dnnl_memory_t m)
+{
+    if (m)
+        dnnl_memory_destroy(m);
+}
+
+static void _free_prim(dnnl_primitive_t p)
+{
+    if (p)
+        dnnl_primitive_destroy(p);
+}
+
+static void _op_destroy(dlt_backend *be, dlt_op *op)
+{
+    (void)be;
+    if (!op)
+        return;
+    _free_prim(op->fwd);
+    _free_prim(op->bwd_data);
+    _free_prim(op->bwd_weights);
+    _free_prim(op->w_reorder);
+    _free_prim(op->wb_reorder);
+    _free_mem(op->m_wb);
+    free(op->wb_buf);
+    _free_prim(op->dw_reorder);
+    _free_prim(op->x_to_lp);
+    _free_prim(op->dy_to_lp);
+    _free_prim(op->bn_infer);
+    dnnl_memory_t mems[] = {op->m_x,    op->m_y,     op->m_w_user, op->m_w,      op->m_dy,     op->m_dx,
+                            op->m_dw,   op->m_dw_user, op->m_x_lp, op->m_dy_lp,  op->m_x_f32,  op->m_dy_f32,
+                            op->m_mean, op->m_var,   op->m_scale,  op->m_shift,  op->m_dscale, op->m_dshift,
+                            op->m_src,  op->m_dst,   op->m_dsrc,   op->m_ddst,   op->m_ws};
+    for (size_t i = 0; i < sizeof(mems) / sizeof(mems[0]); i++)
+        _free_mem(mems[i]);
+    free(op->w_buf);
+    free(op->dw_buf);
+    free(op->x_lp_buf);
+    free(op->dy_lp_buf);
+    free(op->ws_buf);
+    free(op);
+}
+
+static void _destroy(dlt_backend *be)
+{
+    cpu_backend *c = _cpu(be);
+    if (!c)
+        return;
+    if (c->stream)
+        dnnl_stream_destroy(c->stream);
+    if (c->engine)
+        dnnl_engine_destroy(c->engine);
+    free(c);
+}
+
+static const dlt_backend_ops g_cpu_ops = {
+    .name = "cpu-onednn",
+    .destroy = _destroy,
+    .op_destroy = _op_destroy,
+    .conv_plan = _conv_plan,
+    .conv_set_weights = _conv_set_weights,
+    .conv_fwd = _conv_fwd,
+    .conv_bwd_data = _conv_bwd_data,
+    .conv_bwd_weights = _conv_bwd_weights,
+    .bn_plan = _bn_plan,
+    .bn_fwd_train = _bn_fwd_train,
+    .bn_fwd_infer = _bn_fwd_infer,
+    .bn_bwd = _bn_bwd,
+    .maxpool_plan = _maxpool_plan,
+    .maxpool_fwd = _maxpool_fwd,
+    .maxpool_bwd = _maxpool_bwd,
+    .add_relu = _add_relu,
+    .relu_bwd = _relu_bwd,
+    .accumulate = _accumulate,
+    .avgpool_fwd = _avgpool_fwd,
+    .avgpool_bwd = _avgpool_bwd,
+    .gemm = _gemm,
+    .normalize_input = _normalize_input,
+    .softmax_xent = _softmax_xent,
+    .sgd_update = _sgd_update,
+};
+
+int dlt_backend_cpu_has_bf16(void)
+{
+    /* oneDNN reports the best ISA it will use; bf16 kernels need avx512_core_bf16 or later. */
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, size_t errlen)
+{
+    cpu_backend *c = calloc(1, sizeof(*c));
+    *out = NULL;
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->base.ops = &g_cpu_ops;
+    c->base.precision = prec;
+    if (prec == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
+        snprintf(err, errlen, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
+        free(c);
+        return -ENOTSUP;
+    }
+    if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
+        snprintf(err, errlen, "cannot create the oneDNN CPU engine");
+        _destroy(&c->base);
+        return -EIO;
+    }
+    *out = &c->base;
+    return 0;
+}

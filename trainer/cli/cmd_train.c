@@ -1,0 +1,246 @@
+/* cmd_train: `dltrain train`, `dltrain eval`, `dltrain bench`: one option set, three runs. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/cli/commands.h"
+#include "trainer/cli/launch.h"
+#include "trainer/train/trainer.h"
+
+enum {
+    O_ARCH = 256, O_WIDTH, O_IMAGE, O_CLASSES, O_BATCH, O_PRECISION, O_EPOCHS, O_STEPS, O_LR, O_MOMENTUM, O_WD,
+    O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
+    O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
+    O_TIMEOUT, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
+};
+
+static const struct option g_opts[] = {
+    {"arch", required_argument, NULL, O_ARCH},
+    {"width", required_argument, NULL, O_WIDTH},
+    {"image-size", required_argument, NULL, O_IMAGE},
+    {"classes", required_argument, NULL, O_CLASSES},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"precision", required_argument, NULL, O_PRECISION},
+    {"epochs", required_argument, NULL, O_EPOCHS},
+    {"steps", required_argument, NULL, O_STEPS},
+    {"lr", required_argument, NULL, O_LR},
+    {"momentum", required_argument, NULL, O_MOMENTUM},
+    {"wd", required_argument, NULL, O_WD},
+    {"label-smoothing", required_argument, NULL, O_SMOOTH},
+    {"warmup-epochs", required_argument, NULL, O_WARMUP},
+    {"schedule", required_argument, NULL, O_SCHEDULE},
+    {"milestones", required_argument, NULL, O_MILESTONES},
+    {"decay-bn-bias", no_argument, NULL, O_DECAY_BN},
+    {"no-zero-init", no_argument, NULL, O_NO_ZERO_INIT},
+    {"seed", required_argument, NULL, O_SEED},
+    {"synthetic", no_argument, NULL, O_SYNTH},
+    {"synthetic-size", required_argument, NULL, O_SYNTH_SIZE},
+    {"noise", no_argument, NULL, O_NOISE},
+    {"data", required_argument, NULL, O_DATA},
+    {"log-every", required_argument, NULL, O_LOG_EVERY},
+    {"metrics", required_argument, NULL, O_METRICS},
+    {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
+    {"checkpoint-every", required_argument, NULL, O_CKPT_EVERY},
+    {"resume", required_argument, NULL, O_RESUME},
+    {"eval-size", required_argument, NULL, O_EVAL_SIZE},
+    {"check-every", required_argument, NULL, O_CHECK_EVERY},
+    {"comm", required_argument, NULL, O_COMM},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"warmup", required_argument, NULL, O_WARMUP_ITERS},
+    {"iters", required_argument, NULL, O_ITERS},
+    {"inference", no_argument, NULL, O_INFERENCE},
+    {"json", no_argument, NULL, O_JSON},
+    {"checkpoint", required_argument, NULL, O_CHECKPOINT},
+    {"help", no_argument, NULL, O_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static void _usage(FILE *f, const char *cmd)
+{
+    fprintf(f,
+            "usage: dltrain %s [OPTIONS]\n"
+            "\n"
+            "model:\n"
+            "  --arch NAME            resnet18|34|50|101|152, -v1 suffix for stride-on-1x1 (default resnet50)\n"
+            "  --width F              channel multiplier for small models (default 1.0)\n"
+            "  --image-size N         input height and width (default 224)\n"
+            "  --classes N            output classes (default 1000)\n"
+            "  --batch N              images per rank per step (default 32)\n"
+            "  --precision P          fp32 | bf16 (bf16 convolutions where the CPU has AVX512-BF16/AMX)\n"
+            "data:\n"
+            "  --synthetic            generated learnable images (the only source in this build)\n"
+            "  --synthetic-size N     images per epoch (default 1281167, as ILSVRC-2012 train)\n"
+            "  --noise                random images (throughput only; nothing to learn)\n"
+            "training (train):\n"
+            "  --epochs N             (default 90)           --steps N    stop after N steps in total\n"
+            "  --lr F                 base LR per 256 images of global batch (default 0.1)\n"
+            "  --momentum F           (default 0.9)          --wd F       weight decay (default 1e-4)\n"
+            "  --decay-bn-bias        also decay BN parameters and biases (default: not)\n"
+            "  --label-smoothing F    (default 0.1)          --warmup-epochs F (default 5)\n"
+            "  --schedule step|cosine (default step)         --milestones A,B,C (default 30,60,80)\n"
+            "  --no-zero-init         keep the last BN gamma of each block at 1\n"
+            "  --seed N               (default 1)\n"
+            "  --log-every N          steps between log lines (default 10)\n"
+            "  --metrics FILE         append one JSON object per log line (rank 0)\n"
+            "  --checkpoint-dir DIR   checkpoints (rank 0): ckpt-STEP.safetensors + .state.safetensors\n"
+            "  --checkpoint-every N   steps between checkpoints (default: end and on SIGTERM/SIGUSR1)\n"
+            "  --resume PATH|auto     continue from a checkpoint (auto: newest valid in --checkpoint-dir)\n"
+            "  --check-every N        steps between cross-rank weight checks (default 100)\n"
+            "evaluation (eval):\n"
+            "  --checkpoint PATH      model file to evaluate      --eval-size N (default 50000)\n"
+            "benchmark (bench):\n"
+            "  --warmup N --iters N   untimed and timed steps (default 3, 10)\n"
+            "  --inference            forward only               --json   one JSON line\n"
+            "ranks:\n"
+            "  --comm auto|single|mpi host communicator (default auto)\n"
+            "  --timeout S            bootstrap timeout (default 300 or $DLTPMIX_TIMEOUT)\n"
+            "\n"
+            "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d. See dltrain(1).\n",
+            cmd, DLT_EXIT_PREEMPTED);
+}
+
+static int _num(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    double d;
+    errno = 0;
+    d = strtod(v, &end);
+    if (errno || end == v || *end || d < lo || d > hi) {
+        fprintf(stderr, "dltrain: %s %s: expected a number in [%g, %g]\n", opt, v, lo, hi);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+int dlt_cmd_train(int argc, char **argv)
+{
+    const char *cmd = argv[0];
+    dlt_train_config c;
+    dlt_bench_config b = {3, 10, 0, 0};
+    const char *comm_kind = "auto", *checkpoint = NULL;
+    double v, timeout = 0;
+    char err[512];
+    int opt, rc;
+    dltpmix_ctx *px;
+    dlt_comm *comm;
+
+    dlt_train_config_defaults(&c);
+    if (!strcmp(cmd, "bench"))
+        c.learnable = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", g_opts, NULL)) != -1) {
+        switch (opt) {
+        case O_ARCH:
+            if (dlt_model_parse_arch(optarg, &c.model, err, sizeof(err)) != 0) {
+                fprintf(stderr, "dltrain: %s\n", err);
+                return 2;
+            }
+            break;
+#define NUM(lo, hi, dst)                                                                                       \
+    do {                                                                                                       \
+        if (_num(argv[optind - 2][1] == '-' ? argv[optind - 2] : "option", optarg, lo, hi, &v))                \
+            return 2;                                                                                          \
+        dst;                                                                                                   \
+    } while (0)
+        case O_WIDTH: NUM(0.01, 4, c.model.width = (float)v); break;
+        case O_IMAGE: NUM(32, 1024, c.model.image = (int)v); break;
+        case O_CLASSES: NUM(2, 100000, c.model.classes = (int)v); break;
+        case O_BATCH: NUM(1, 65536, c.model.batch = (int)v); break;
+        case O_EPOCHS: NUM(1, 100000, c.epochs = (int64_t)v); break;
+        case O_STEPS: NUM(1, 1e12, c.max_steps = (int64_t)v); break;
+        case O_LR: NUM(0, 100, c.base_lr = v); break;
+        case O_MOMENTUM: NUM(0, 1, c.momentum = v); break;
+        case O_WD: NUM(0, 1, c.weight_decay = v); break;
+        case O_SMOOTH: NUM(0, 0.99, c.label_smoothing = v); break;
+        case O_WARMUP: NUM(0, 1000, c.warmup_epochs = v); break;
+        case O_SEED: NUM(0, 1e18, c.seed = (uint64_t)v); break;
+        case O_SYNTH_SIZE: NUM(1, 1e10, c.synthetic_size = (int64_t)v); break;
+        case O_LOG_EVERY: NUM(0, 1e9, c.log_every = (int)v); break;
+        case O_CKPT_EVERY: NUM(0, 1e12, c.checkpoint_every = (int64_t)v); break;
+        case O_EVAL_SIZE: NUM(1, 1e10, c.eval_size = (int64_t)v); break;
+        case O_CHECK_EVERY: NUM(0, 1e9, c.check_every = (int)v); break;
+        case O_TIMEOUT: NUM(1, 86400, timeout = v); break;
+        case O_WARMUP_ITERS: NUM(0, 1e6, b.warmup = (int)v); break;
+        case O_ITERS: NUM(1, 1e6, b.iters = (int)v); break;
+#undef NUM
+        case O_PRECISION:
+            if (!strcmp(optarg, "fp32"))
+                c.precision = DLT_PREC_FP32;
+            else if (!strcmp(optarg, "bf16"))
+                c.precision = DLT_PREC_BF16;
+            else {
+                fprintf(stderr, "dltrain: --precision %s: the CPU backend has fp32 and bf16\n", optarg);
+                return 2;
+            }
+            break;
+        case O_SCHEDULE:
+            if (!strcmp(optarg, "step") || !strcmp(optarg, "cosine"))
+                c.cosine = !strcmp(optarg, "cosine");
+            else {
+                fprintf(stderr, "dltrain: --schedule %s: step or cosine\n", optarg);
+                return 2;
+            }
+            break;
+        case O_MILESTONES: {
+            char *s = optarg, *end;
+            c.nmilestones = 0;
+            while (*s && c.nmilestones < 8) {
+                long m = strtol(s, &end, 10);
+                if (end == s || m < 0) {
+                    fprintf(stderr, "dltrain: --milestones %s: comma list of epochs\n", optarg);
+                    return 2;
+                }
+                c.milestones[c.nmilestones++] = (int)m;
+                s = *end == ',' ? end + 1 : end;
+                if (*end && *end != ',') {
+                    fprintf(stderr, "dltrain: --milestones %s: comma list of epochs\n", optarg);
+                    return 2;
+                }
+            }
+            break;
+        }
+        case O_DECAY_BN: c.decay_bn_bias = 1; break;
+        case O_NO_ZERO_INIT: c.zero_init_residual = 0; break;
+        case O_SYNTH: break;
+        case O_NOISE: c.learnable = 0; break;
+        case O_DATA:
+            fprintf(stderr, "dltrain: --data %s: the ImageFolder and RecordIO readers are not in this build yet; "
+                    "use --synthetic\n", optarg);
+            return 2;
+        case O_METRICS: c.metrics_path = optarg; break;
+        case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
+        case O_RESUME: c.resume = optarg; break;
+        case O_COMM: comm_kind = optarg; break;
+        case O_INFERENCE: b.inference = 1; break;
+        case O_JSON: b.json = 1; break;
+        case O_CHECKPOINT: checkpoint = optarg; break;
+        case O_HELP:
+        case 'h': _usage(stdout, cmd); return 0;
+        default: _usage(stderr, cmd); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dltrain %s: unexpected argument '%s'\n", cmd, argv[optind]);
+        return 2;
+    }
+    if (!strcmp(cmd, "eval") && !checkpoint) {
+        fprintf(stderr, "dltrain eval: --checkpoint PATH is required\n");
+        return 2;
+    }
+    if (dlt_cli_launch(comm_kind, timeout, &px, &comm) != 0)
+        return 1;
+    if (!strcmp(cmd, "train"))
+        rc = dlt_train_run(&c, comm);
+    else if (!strcmp(cmd, "eval"))
+        rc = dlt_eval_run(&c, comm, checkpoint);
+    else
+        rc = dlt_bench_run(&c, &b, comm);
+    dlt_cli_finish(px, comm);
+    return rc;
+}

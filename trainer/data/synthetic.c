@@ -1,0 +1,95 @@
+/* synthetic: generated images with DistributedSampler sharding. */
+#include "config.h"
+
+#include "trainer/data/synthetic.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/train/rng.h"
+
+int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, int learnable, int rank,
+                       int world)
+{
+    memset(s, 0, sizeof(*s));
+    if (image < 8 || classes < 2 || size < world || world < 1 || rank < 0 || rank >= world)
+        return -EINVAL;
+    s->image = image;
+    s->classes = classes;
+    s->size = size;
+    s->seed = seed;
+    s->learnable = learnable;
+    s->rank = rank;
+    s->world = world;
+    s->perm = malloc((size_t)size * sizeof(int64_t));
+    s->perm_epoch = -1;
+    return s->perm ? 0 : -ENOMEM;
+}
+
+void dlt_synthetic_free(dlt_synthetic *s)
+{
+    free(s->perm);
+    memset(s, 0, sizeof(*s));
+}
+
+int64_t dlt_synthetic_steps_per_epoch(const dlt_synthetic *s, int batch)
+{
+    return (s->size / s->world) / batch;
+}
+
+int64_t dlt_synthetic_index(dlt_synthetic *s, int64_t epoch, int64_t k)
+{
+    if (s->perm_epoch != epoch) {
+        /* Same permutation on every rank: seeded by (seed, epoch) only. */
+        dlt_rng r;
+        dlt_rng_seed(&r, s->seed ^ 0x9e3779b97f4a7c15ull, (uint64_t)epoch + 1);
+        for (int64_t i = 0; i < s->size; i++)
+            s->perm[i] = i;
+        for (int64_t i = s->size - 1; i > 0; i--) {
+            int64_t j = (int64_t)(((uint64_t)dlt_rng_u32(&r) << 32 | dlt_rng_u32(&r)) % (uint64_t)(i + 1));
+            int64_t t = s->perm[i];
+            s->perm[i] = s->perm[j];
+            s->perm[j] = t;
+        }
+        s->perm_epoch = epoch;
+    }
+    return s->perm[s->rank + k * s->world];
+}
+
+void dlt_synthetic_sample(const dlt_synthetic *s, int64_t idx, uint8_t *img, int32_t *label)
+{
+    dlt_rng r, cls;
+    int n = s->image, k = (int)(idx % s->classes);
+    dlt_rng_seed(&r, s->seed, (uint64_t)idx * 2 + 1);
+    *label = k;
+    for (int p = 0; p < n * n * 3; p++)
+        img[p] = (uint8_t)(dlt_rng_u32(&r) & (s->learnable ? 0x3f : 0xff));
+    if (!s->learnable)
+        return;
+    /* The class's square: colour and place fixed per class, jittered per sample. */
+    {
+        dlt_rng_seed(&cls, s->seed ^ 0xc1a55ull, (uint64_t)k + 7);
+        int side = n / 4, span = n - side - 4;
+        int x0 = 2 + (int)dlt_rng_below(&cls, (uint32_t)span), y0 = 2 + (int)dlt_rng_below(&cls, (uint32_t)span);
+        uint8_t col[3] = {(uint8_t)(96 + dlt_rng_below(&cls, 160)), (uint8_t)(96 + dlt_rng_below(&cls, 160)),
+                          (uint8_t)(96 + dlt_rng_below(&cls, 160))};
+        x0 += (int)dlt_rng_below(&r, 5) - 2;
+        y0 += (int)dlt_rng_below(&r, 5) - 2;
+        for (int y = y0; y < y0 + side; y++)
+            for (int x = x0; x < x0 + side; x++)
+                if (x >= 0 && y >= 0 && x < n && y < n)
+                    for (int c = 0; c < 3; c++)
+                        img[((size_t)y * n + x) * 3 + c] = col[c];
+    }
+}
+
+int dlt_synthetic_batch(dlt_synthetic *s, int64_t epoch, int64_t step, int batch, uint8_t *images, int32_t *labels)
+{
+    size_t img = (size_t)s->image * s->image * 3;
+    for (int b = 0; b < batch; b++) {
+        int64_t idx = dlt_synthetic_index(s, epoch, step * batch + b);
+        dlt_synthetic_sample(s, idx, images + (size_t)b * img, &labels[b]);
+    }
+    return 0;
+}

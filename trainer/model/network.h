@@ -1,0 +1,52 @@
+/* network: a built model bound to a backend: activation and gradient memory, per-layer plans,
+ * forward (training or inference), backward, and the parameter / statistics buffers. */
+#ifndef DLT_NETWORK_H
+#define DLT_NETWORK_H
+
+#include "trainer/backend/backend.h"
+#include "trainer/model/resnet.h"
+
+typedef struct {
+    dlt_model model;
+    dlt_backend *be;
+    float *params, *grads, *momentum; /* nparams each */
+    float *stats;                     /* BN running mean/var */
+    int64_t *bn_batches;              /* num_batches_tracked per BN */
+    float *batch_mean, *batch_var;    /* per BN channel, from the last training forward */
+    float **act, **dact;              /* per tensor */
+    int *dact_live;                   /* backward: gradient buffer already holds a value */
+    float *scratch;                   /* largest tensor, for accumulating into a live gradient */
+    size_t act_bytes;
+    float bn_momentum, bn_eps;
+} dlt_net;
+
+int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, char *err, size_t errlen);
+void dlt_net_destroy(dlt_net *net);
+
+/* Kaiming-normal conv weights (fan_out, as torchvision), FC uniform(+-1/sqrt(fan_in)), BN gamma
+ * 1 (0 for the last BN of each block when zero_init), beta 0, running var 1. */
+void dlt_net_init_params(dlt_net *net, uint64_t seed, int zero_init_residual);
+
+/* Hands updated weights to the backend (its own layouts); call after every parameter change. */
+int dlt_net_sync_weights(dlt_net *net);
+
+/* Forward over the input tensor (already normalized floats). training: batch statistics and
+ * running-stat update; else running statistics. Returns 0 or a negative status (err in be->err). */
+int dlt_net_forward(dlt_net *net, int training);
+/* Backward from d(loss)/d(logits) in dact[logits]; writes grads (overwritten, not accumulated). */
+int dlt_net_backward(dlt_net *net);
+
+static inline float *dlt_net_input(dlt_net *net)
+{
+    return net->act[net->model.input_tensor];
+}
+static inline float *dlt_net_logits(dlt_net *net)
+{
+    return net->act[net->model.logits_tensor];
+}
+static inline float *dlt_net_dlogits(dlt_net *net)
+{
+    return net->dact[net->model.logits_tensor];
+}
+
+#endif

@@ -1,0 +1,497 @@
+/* trainer: the training loop, evaluation and the synthetic benchmark. */
+#include "config.h"
+
+#include "trainer/train/trainer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/data/synthetic.h"
+#include "trainer/model/network.h"
+#include "trainer/train/schedule.h"
+
+/* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
+static const float g_mean[3] = {123.675f, 116.28f, 103.53f};
+static const float g_inv_std[3] = {1.f / 58.395f, 1.f / 57.12f, 1.f / 57.375f};
+
+/* Set by the signal handler only; read at iteration boundaries. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void _on_signal(int sig)
+{
+    g_stop_signal = sig;
+}
+
+void dlt_train_config_defaults(dlt_train_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->model.arch, sizeof(c->model.arch), "resnet50");
+    c->model.depth = 50;
+    c->model.width = 1.0f;
+    c->model.image = 224;
+    c->model.classes = 1000;
+    c->model.batch = 32;
+    c->precision = DLT_PREC_FP32;
+    c->epochs = 90;
+    c->base_lr = 0.1;
+    c->momentum = 0.9;
+    c->weight_decay = 1e-4;
+    c->label_smoothing = 0.1;
+    c->warmup_epochs = 5;
+    c->milestones[0] = 30;
+    c->milestones[1] = 60;
+    c->milestones[2] = 80;
+    c->nmilestones = 3;
+    c->zero_init_residual = 1;
+    c->seed = 1;
+    c->synthetic_size = 1281167;
+    c->learnable = 1;
+    c->log_every = 10;
+    c->eval_size = 50000;
+    c->check_every = 100;
+}
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    const dlt_train_config *c;
+    dlt_comm *comm;
+    dlt_backend *be;
+    dlt_net net;
+    dlt_synthetic data;
+    uint8_t *images;
+    int32_t *labels;
+    FILE *metrics;
+} _run;
+
+static int _setup(_run *r, const dlt_train_config *c, dlt_comm *comm, int learnable, uint64_t data_seed,
+                  int64_t data_size)
+{
+    char err[1024];
+    size_t img = (size_t)c->model.image * c->model.image * 3;
+    memset(r, 0, sizeof(*r));
+    r->c = c;
+    r->comm = comm;
+    if (dlt_backend_cpu_create(&r->be, c->precision, err, sizeof(err)) != 0 ||
+        dlt_net_create(&r->net, &c->model, r->be, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+        return -1;
+    }
+    if (dlt_synthetic_init(&r->data, c->model.image, c->model.classes, data_size, data_seed, learnable, comm->rank,
+                           comm->size) != 0) {
+        fprintf(stderr, "dltrain: synthetic data: %" PRId64 " images cannot be split over %d ranks\n", data_size,
+                comm->size);
+        return -1;
+    }
+    r->images = malloc(img * (size_t)c->model.batch);
+    r->labels = malloc(sizeof(int32_t) * (size_t)c->model.batch);
+    if (!r->images || !r->labels) {
+        fprintf(stderr, "dltrain: out of memory for the input batch\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void _teardown(_run *r)
+{
+    if (r->net.params)
+        dlt_net_destroy(&r->net);
+    if (r->be)
+        r->be->ops->destroy(r->be);
+    dlt_synthetic_free(&r->data);
+    free(r->images);
+    free(r->labels);
+    if (r->metrics)
+        fclose(r->metrics);
+}
+
+static int _load_batch(_run *r, int64_t epoch, int64_t step)
+{
+    dlt_net *n = &r->net;
+    size_t pixels = (size_t)r->c->model.batch * r->c->model.image * r->c->model.image;
+    dlt_synthetic_batch(&r->data, epoch, step, r->c->model.batch, r->images, r->labels);
+    return r->be->ops->normalize_input(r->be, r->images, dlt_net_input(n), pixels, g_mean, g_inv_std);
+}
+
+static int _fail_be(_run *r, const char *what)
+{
+    fprintf(stderr, "dltrain: rank %d: %s: %s\n", r->comm->rank, what, r->be->err);
+    return -1;
+}
+
+/* One forward/backward on the loaded batch. loss_sum/top1/top5 for this rank's batch. */
+static int _fwd_bwd(_run *r, double *loss_sum, int *top1, int *top5)
+{
+    dlt_net *n = &r->net;
+    if (dlt_net_forward(n, 1) != 0)
+        return _fail_be(r, "forward");
+    if (r->be->ops->softmax_xent(r->be, dlt_net_logits(n), r->labels, r->c->model.batch, r->c->model.classes,
+                                 (float)r->c->label_smoothing, dlt_net_dlogits(n), loss_sum, top1, top5) != 0)
+        return _fail_be(r, "loss");
+    if (dlt_net_backward(n) != 0)
+        return _fail_be(r, "backward");
+    return 0;
+}
+
+static int _sgd(_run *r, double lr)
+{
+    dlt_net *n = &r->net;
+    const dlt_model *m = &n->model;
+    float scale = 1.0f / (float)r->comm->size;
+    for (int i = 0; i < m->nentries; i++) {
+        const dlt_state_entry *e = &m->entries[i];
+        float wd = (e->no_decay && !r->c->decay_bn_bias) ? 0.f : (float)r->c->weight_decay;
+        if (!e->is_param)
+            continue;
+        if (r->be->ops->sgd_update(r->be, n->params + e->off, n->momentum + e->off, n->grads + e->off, e->len,
+                                   (float)lr, (float)r->c->momentum, wd, scale) != 0)
+            return _fail_be(r, "SGD update");
+    }
+    if (dlt_net_sync_weights(n) != 0)
+        return _fail_be(r, "weight layout");
+    return 0;
+}
+
+static void _config_text(const dlt_train_config *c, int world, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "arch=%s width=%g image=%d classes=%d batch=%d world=%d precision=%s base_lr=%g momentum=%g wd=%g "
+             "smoothing=%g warmup=%g schedule=%s epochs=%" PRId64 " seed=%" PRIu64 " synthetic_size=%" PRId64,
+             c->model.arch, (double)c->model.width, c->model.image, c->model.classes, c->model.batch, world,
+             c->precision == DLT_PREC_BF16 ? "bf16" : "fp32", c->base_lr, c->momentum, c->weight_decay,
+             c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
+             c->synthetic_size);
+}
+
+static void _skipped(const char *path, const char *why, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "dltrain: skipping checkpoint %s: %s\n", path, why);
+}
+
+static int _save(_run *r, int64_t step, int64_t epoch)
+{
+    dlt_train_state st;
+    char path[4096], err[1024];
+    if (r->comm->rank != 0 || !r->c->checkpoint_dir)
+        return 0;
+    memset(&st, 0, sizeof(st));
+    st.step = step;
+    st.epoch = epoch;
+    st.seed = r->c->seed;
+    _config_text(r->c, r->comm->size, st.config, sizeof(st.config));
+    if (dlt_checkpoint_save(&r->net, &st, r->c->checkpoint_dir, path, sizeof(path), err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): %s\n",
+                step, err);
+        return -1;
+    }
+    printf("dltrain: checkpoint %s (step %" PRId64 ")\n", path, step);
+    fflush(stdout);
+    return 0;
+}
+
+/* Weights must be identical on every rank: compare a checksum's spread across ranks. */
+static int _check_replicas(_run *r, int64_t step)
+{
+    double v[2] = {0, 0}, sum = 0;
+    const dlt_net *n = &r->net;
+    for (size_t i = 0; i < n->model.nparams; i++)
+        sum += (double)n->params[i] * (double)((i % 7) + 1);
+    v[0] = sum;
+    v[1] = sum * sum;
+    if (r->comm->size < 2)
+        return 0;
+    if (r->comm->ops->allreduce_sum(r->comm, v, 2, DLT_DTYPE_F64) != 0) {
+        fprintf(stderr, "dltrain: %s\n", r->comm->err);
+        return -1;
+    }
+    if (fabs(v[1] / r->comm->size - (v[0] / r->comm->size) * (v[0] / r->comm->size)) >
+        1e-9 * fmax(1.0, v[1] / r->comm->size)) {
+        fprintf(stderr, "dltrain: rank %d: weights differ across ranks at step %" PRId64 " (checksum %.17g): stopping\n",
+                r->comm->rank, step, sum);
+        return -1;
+    }
+    return 0;
+}
+
+int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
+{
+    _run r;
+    dlt_schedule sched;
+    int64_t spe, step = 0, total;
+    double t_start, window_t0, w_data = 0, w_comm = 0, w_total = 0, loss_acc = 0;
+    int64_t w_images = 0, w_correct = 0, w_seen = 0;
+    int rc = 1;
+    struct sigaction sa;
+
+    if (_setup(&r, c, comm, c->learnable, c->seed, c->synthetic_size) != 0)
+        goto out;
+    spe = dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
+    if (spe < 1) {
+        fprintf(stderr, "dltrain: %" PRId64 " images per epoch give no full batch of %d on each of %d ranks\n",
+                c->synthetic_size, c->model.batch, comm->size);
+        goto out;
+    }
+    total = c->epochs * spe;
+    if (c->max_steps > 0 && c->max_steps < total)
+        total = c->max_steps;
+    memset(&sched, 0, sizeof(sched));
+    sched.peak = c->base_lr * (double)c->model.batch * comm->size / 256.0;
+    sched.steps_per_epoch = spe;
+    sched.warmup_epochs = c->warmup_epochs;
+    sched.cosine = c->cosine;
+    sched.total_epochs = (int)c->epochs;
+    sched.nmilestones = c->nmilestones;
+    memcpy(sched.milestones, c->milestones, sizeof(sched.milestones));
+
+    dlt_net_init_params(&r.net, c->seed, c->zero_init_residual);
+    if (c->resume) {
+        char path[4096], err[1024];
+        dlt_train_state st;
+        int found = 0;
+        if (!strcmp(c->resume, "auto")) {
+            if (!c->checkpoint_dir) {
+                fprintf(stderr, "dltrain: --resume auto needs --checkpoint-dir\n");
+                goto out;
+            }
+            found = dlt_checkpoint_find_latest(c->checkpoint_dir, path, sizeof(path), comm->rank == 0 ? _skipped : NULL,
+                                               NULL) == 0;
+            if (!found && comm->rank == 0)
+                printf("dltrain: no checkpoint in %s: starting from scratch\n", c->checkpoint_dir);
+        } else {
+            snprintf(path, sizeof(path), "%s", c->resume);
+            found = 1;
+        }
+        if (found) {
+            if (dlt_checkpoint_load(&r.net, path, &st, err, sizeof(err)) != 0) {
+                fprintf(stderr, "dltrain: cannot resume: %s\n", err);
+                goto out;
+            }
+            step = st.step;
+            if (comm->rank == 0)
+                printf("dltrain: resumed from %s at step %" PRId64 " (epoch %" PRId64 ")\n", path, step, st.epoch);
+        }
+    }
+    if (dlt_net_sync_weights(&r.net) != 0) {
+        _fail_be(&r, "weight layout");
+        goto out;
+    }
+    if (comm->rank == 0 && c->metrics_path) {
+        r.metrics = fopen(c->metrics_path, "a");
+        if (!r.metrics) {
+            fprintf(stderr, "dltrain: cannot open metrics file %s: %s\n", c->metrics_path, strerror(errno));
+            goto out;
+        }
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = _on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    if (comm->rank == 0) {
+        printf("dltrain: training %s (%zu parameters, %.2f GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
+               " steps/epoch, %" PRId64 " steps, peak lr %.4g, backend %s %s\n",
+               c->model.arch, r.net.model.nparams, (double)r.net.model.macs * 1e-9, comm->size, c->model.batch,
+               comm->size, c->model.batch * comm->size, spe, total, sched.peak, r.be->ops->name,
+               c->precision == DLT_PREC_BF16 ? "bf16" : "fp32");
+        fflush(stdout);
+    }
+
+    t_start = window_t0 = _now();
+    while (step < total) {
+        int64_t epoch = step / spe, in_epoch = step % spe;
+        double t0 = _now(), t1, t2, t3, lr, flags[3];
+        double loss_sum = 0;
+        int top1 = 0, top5 = 0;
+        if (_load_batch(&r, epoch, in_epoch) != 0) {
+            _fail_be(&r, "input");
+            goto out;
+        }
+        t1 = _now();
+        if (_fwd_bwd(&r, &loss_sum, &top1, &top5) != 0)
+            goto out;
+        t2 = _now();
+        if (comm->ops->allreduce_sum(comm, r.net.grads, r.net.model.nparams, DLT_DTYPE_F32) != 0) {
+            fprintf(stderr, "dltrain: rank %d: gradient all-reduce: %s\n", comm->rank, comm->err);
+            goto out;
+        }
+        /* Loss, accuracy and the stop flag travel together: every rank stops at the same step. */
+        flags[0] = loss_sum;
+        flags[1] = top1;
+        flags[2] = g_stop_signal ? 1.0 : 0.0;
+        if (comm->ops->allreduce_sum(comm, flags, 3, DLT_DTYPE_F64) != 0) {
+            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, comm->err);
+            goto out;
+        }
+        t3 = _now();
+        if (!isfinite(flags[0])) {
+            fprintf(stderr, "dltrain: loss is %g at step %" PRId64 ": stopping (lower --lr?)\n", flags[0], step);
+            goto out;
+        }
+        lr = dlt_schedule_lr(&sched, step);
+        if (_sgd(&r, lr) != 0)
+            goto out;
+        step++;
+        w_data += t1 - t0;
+        w_comm += t3 - t2;
+        w_total += _now() - t0;
+        w_images += (int64_t)c->model.batch * comm->size;
+        loss_acc += flags[0];
+        w_correct += (int64_t)flags[1];
+        w_seen += (int64_t)c->model.batch * comm->size;
+        if (c->check_every > 0 && step % c->check_every == 0 && _check_replicas(&r, step) != 0)
+            goto out;
+        if ((c->log_every > 0 && step % c->log_every == 0) || step == total || flags[2] > 0) {
+            double now = _now(), ips = (double)w_images / (now - window_t0);
+            if (comm->rank == 0) {
+                printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.5f img/s %.1f "
+                       "(%.1f per rank) data %.1f%% allreduce %.1f%%\n",
+                       step / spe, step, total, loss_acc / (double)w_seen, (double)w_correct / (double)w_seen, lr, ips,
+                       ips / comm->size, 100 * w_data / w_total, 100 * w_comm / w_total);
+                fflush(stdout);
+                if (r.metrics) {
+                    fprintf(r.metrics,
+                            "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
+                            "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
+                            "\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f}\n",
+                            step, (double)step / spe, loss_acc / (double)w_seen, (double)w_correct / (double)w_seen, lr,
+                            ips, ips / comm->size, w_data / w_total, w_comm / w_total, comm->size, c->model.batch,
+                            now - t_start);
+                    fflush(r.metrics);
+                }
+            }
+            window_t0 = now;
+            w_data = w_comm = w_total = loss_acc = 0;
+            w_images = w_correct = w_seen = 0;
+        }
+        if (flags[2] > 0) {
+            if (comm->rank == 0)
+                printf("dltrain: stop requested (signal) at step %" PRId64 ": checkpointing\n", step);
+            if (_save(&r, step, step / spe) != 0)
+                goto out;
+            rc = DLT_EXIT_PREEMPTED;
+            goto out;
+        }
+        if (c->checkpoint_every > 0 && step % c->checkpoint_every == 0 && step < total && _save(&r, step, step / spe))
+            goto out;
+    }
+    if (_save(&r, step, step / spe) != 0)
+        goto out;
+    if (comm->rank == 0) {
+        double el = _now() - t_start;
+        printf("dltrain: done: %" PRId64 " steps in %.1f s\n", step, el);
+    }
+    rc = 0;
+out:
+    _teardown(&r);
+    return rc;
+}
+
+int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint)
+{
+    _run r;
+    char err[1024];
+    int64_t steps;
+    double counts[3] = {0, 0, 0};
+    int rc = 1;
+    /* The validation set: other images (another seed) of the same classes. */
+    if (_setup(&r, c, comm, c->learnable, c->seed ^ 0x5eed5eedull, c->eval_size) != 0)
+        goto out;
+    if (dlt_checkpoint_load(&r.net, checkpoint, NULL, err, sizeof(err)) != 0 || dlt_net_sync_weights(&r.net) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err);
+        goto out;
+    }
+    steps = dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
+    for (int64_t s = 0; s < steps; s++) {
+        double loss = 0;
+        int t1 = 0, t5 = 0;
+        if (_load_batch(&r, 0, s) != 0 || dlt_net_forward(&r.net, 0) != 0 ||
+            r.be->ops->softmax_xent(r.be, dlt_net_logits(&r.net), r.labels, c->model.batch, c->model.classes, 0.f, NULL,
+                                    &loss, &t1, &t5) != 0) {
+            _fail_be(&r, "evaluation");
+            goto out;
+        }
+        counts[0] += t1;
+        counts[1] += t5;
+        counts[2] += c->model.batch;
+    }
+    if (comm->ops->allreduce_sum(comm, counts, 3, DLT_DTYPE_F64) != 0) {
+        fprintf(stderr, "dltrain: %s\n", comm->err);
+        goto out;
+    }
+    if (comm->rank == 0)
+        printf("dltrain: eval %s: %.0f images, top-1 %.4f, top-5 %.4f\n", checkpoint, counts[2], counts[0] / counts[2],
+               counts[1] / counts[2]);
+    rc = 0;
+out:
+    _teardown(&r);
+    return rc;
+}
+
+int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm)
+{
+    _run r;
+    double t0 = 0, el;
+    int rc = 1;
+    if (_setup(&r, c, comm, 0, c->seed, (int64_t)c->model.batch * comm->size) != 0)
+        goto out;
+    dlt_net_init_params(&r.net, c->seed, 1);
+    if (dlt_net_sync_weights(&r.net) != 0 || _load_batch(&r, 0, 0) != 0) {
+        _fail_be(&r, "setup");
+        goto out;
+    }
+    for (int i = 0; i < b->warmup + b->iters; i++) {
+        double loss;
+        int t1, t5;
+        if (i == b->warmup)
+            t0 = _now();
+        if (b->inference) {
+            if (dlt_net_forward(&r.net, 0) != 0) {
+                _fail_be(&r, "forward");
+                goto out;
+            }
+            continue;
+        }
+        if (_fwd_bwd(&r, &loss, &t1, &t5) != 0)
+            goto out;
+        if (comm->ops->allreduce_sum(comm, r.net.grads, r.net.model.nparams, DLT_DTYPE_F32) != 0) {
+            fprintf(stderr, "dltrain: %s\n", comm->err);
+            goto out;
+        }
+        if (_sgd(&r, 0.01) != 0)
+            goto out;
+    }
+    el = _now() - t0;
+    if (comm->rank == 0) {
+        double ips = (double)b->iters * c->model.batch * comm->size / el;
+        double flops = (double)r.net.model.macs * 2 * (b->inference ? 1 : 3);
+        if (b->json)
+            printf("{\"arch\":\"%s\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"precision\":\"%s\",\"mode\":\"%s\","
+                   "\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f}\n",
+                   c->model.arch, c->model.image, c->model.batch, comm->size,
+                   c->precision == DLT_PREC_BF16 ? "bf16" : "fp32", b->inference ? "inference" : "train", b->iters, ips,
+                   ips * flops * 1e-12);
+        else
+            printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.2f GFLOP "
+                   "per image)\n",
+                   c->model.arch, c->model.image, c->model.image, c->model.batch, comm->size,
+                   c->precision == DLT_PREC_BF16 ? "bf16" : "fp32", b->inference ? "inference" : "training", ips,
+                   ips * flops * 1e-12, flops * 1e-9);
+    }
+    rc = 0;
+out:
+    _teardown(&r);
+    return rc;
+}

@@ -1,0 +1,56 @@
+/* trainer: the training loop (data -> forward -> loss -> backward -> gradient all-reduce -> SGD),
+ * evaluation, and the synthetic-data benchmark, over any backend and host communicator. */
+#ifndef DLT_TRAINER_H
+#define DLT_TRAINER_H
+
+#include <stdint.h>
+
+#include "trainer/backend/backend.h"
+#include "trainer/comm/comm.h"
+#include "trainer/model/resnet.h"
+
+/* Exit status of a run stopped by SIGTERM/SIGUSR1 after writing its checkpoint: the job can be
+ * requeued and resumed with --resume auto. */
+#define DLT_EXIT_PREEMPTED 75
+
+typedef struct {
+    dlt_model_config model; /* batch is per rank */
+    dlt_precision precision;
+    int64_t epochs;
+    int64_t max_steps;      /* stop after this many optimizer steps in total (0: epochs decide) */
+    double base_lr;         /* per 256 images of global batch */
+    double momentum, weight_decay, label_smoothing, warmup_epochs;
+    int cosine;
+    int milestones[8], nmilestones;
+    int decay_bn_bias;      /* apply weight decay to BN parameters and biases too */
+    int zero_init_residual;
+    uint64_t seed;
+    int64_t synthetic_size; /* images per epoch */
+    int learnable;
+    int log_every;
+    const char *metrics_path;
+    const char *checkpoint_dir;
+    int64_t checkpoint_every; /* steps; 0: only at the end and on preemption */
+    const char *resume;       /* path, "auto", or NULL */
+    int eval_each_epoch;
+    int64_t eval_size;
+    int check_every;          /* steps between cross-rank weight checks (0: never) */
+} dlt_train_config;
+
+void dlt_train_config_defaults(dlt_train_config *c);
+
+/* Returns 0, DLT_EXIT_PREEMPTED, or 1 with a message printed. */
+int dlt_train_run(const dlt_train_config *c, dlt_comm *comm);
+
+/* Top-1/top-5 over the synthetic validation set of a checkpoint. */
+int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint);
+
+typedef struct {
+    int warmup, iters;
+    int inference;
+    int json;
+} dlt_bench_config;
+
+int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm);
+
+#endif
