@@ -21,7 +21,7 @@ if ((rc != 0)) && [[ $out != *RAN* && $out == *"bind=numa"* && $out == *"closest
   ok "bad --dl-train value refused in srun, naming the token and valid values"
 else not_ok "bad --dl-train value refused (rc=$rc)"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N2 -n2 --dl-train=verbose bash -c 'echo "$DLT_OPTS $DLT_LOCAL_RANK"' 2>&1 | sort -u)
+out=$(timeout 60 srun -N2 -n2 --gpus-per-node=1 --dl-train=verbose bash -c 'echo "$DLT_OPTS $DLT_LOCAL_RANK"' 2>&1 | sort -u)
 if [[ $out == *"bind=closest,gpus=task,nccl=auto,nic=auto,verbose 0"* ]]; then ok "--dl-train reaches the tasks (DLT_OPTS)"; else not_ok "--dl-train reaches tasks"; echo "$out" | diag; fi
 
 out=$(timeout 60 srun -N2 -n2 bash -c 'echo "${DLT_OPTS:-unset}"' 2>&1 | sort -u)

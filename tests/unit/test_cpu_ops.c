@@ -1,0 +1,364 @@
+/* Every op of the CPU backend against a naive double-precision reference written here from the
+ * definitions, on random inputs of several shapes, strides and paddings. Outputs are poisoned
+ * (NaN) before each call so an op that skips part of its output fails. */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "trainer/backend/backend.h"
+#include "trainer/train/rng.h"
+
+static dlt_rng g_rng;
+
+static float *_rand(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = scale * (2.f * dlt_rng_uniform(&g_rng) - 1.f);
+    return p;
+}
+
+static float *_poisoned(size_t n)
+{
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+/* max |got - ref| / max(max |ref|, 1e-6): relative to the output's scale. */
+static double _rel_err(const float *got, const double *ref, size_t n)
+{
+    double num = 0, den = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (isnan(got[i]))
+            return INFINITY;
+        num = d > num ? d : num;
+        den = fabs(ref[i]) > den ? fabs(ref[i]) : den;
+    }
+    return num / den;
+}
+
+#define X(n, h, w, c, C, H, W) ((((size_t)(n) * (H) + (h)) * (W) + (w)) * (C) + (c))
+
+static void _conv_case(dlt_backend *be, dlt_conv_shape s, double tol)
+{
+    dlt_op *op = NULL;
+    size_t xn = (size_t)s.n * s.h * s.w * s.c, wn = (size_t)s.k * s.c * s.r * s.s, yn;
+    float *x, *w, *y, *dy, *dx, *dw;
+    double *ry, *rdx, *rdw;
+    char msg[160];
+    s.oh = dlt_out_size(s.h, s.r, s.stride, s.pad);
+    s.ow = dlt_out_size(s.w, s.s, s.stride, s.pad);
+    yn = (size_t)s.n * s.oh * s.ow * s.k;
+    snprintf(msg, sizeof(msg), "conv n%d c%d %dx%d k%d %dx%d/%d pad %d", s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride,
+             s.pad);
+    assert_int_equal(be->ops->conv_plan(be, &s, &op), 0);
+    x = _rand(xn, 1.f);
+    w = _rand(wn, 0.5f);
+    dy = _rand(yn, 1.f);
+    y = _poisoned(yn);
+    dx = _poisoned(xn);
+    dw = _poisoned(wn);
+    ry = calloc(yn, sizeof(double));
+    rdx = calloc(xn, sizeof(double));
+    rdw = calloc(wn, sizeof(double));
+    for (int n = 0; n < s.n; n++)
+        for (int oh = 0; oh < s.oh; oh++)
+            for (int ow = 0; ow < s.ow; ow++)
+                for (int k = 0; k < s.k; k++)
+                    for (int c = 0; c < s.c; c++)
+                        for (int r = 0; r < s.r; r++)
+                            for (int q = 0; q < s.s; q++) {
+                                int h = oh * s.stride - s.pad + r, ww = ow * s.stride - s.pad + q;
+                                size_t wi = (((size_t)k * s.c + c) * s.r + r) * s.s + q;
+                                size_t yi = X(n, oh, ow, k, s.k, s.oh, s.ow);
+                                if (h < 0 || h >= s.h || ww < 0 || ww >= s.w)
+                                    continue;
+                                ry[yi] += (double)x[X(n, h, ww, c, s.c, s.h, s.w)] * w[wi];
+                                rdx[X(n, h, ww, c, s.c, s.h, s.w)] += (double)dy[yi] * w[wi];
+                                rdw[wi] += (double)x[X(n, h, ww, c, s.c, s.h, s.w)] * dy[yi];
+                            }
+    assert_int_equal(be->ops->conv_set_weights(be, op, w), 0);
+    assert_int_equal(be->ops->conv_fwd(be, op, x, y), 0);
+    assert_int_equal(be->ops->conv_bwd_weights(be, op, x, dy, dw), 0);
+    assert_int_equal(be->ops->conv_bwd_data(be, op, dy, dx), 0);
+    if (_rel_err(y, ry, yn) > tol)
+        fail_msg("%s forward: relative error %g > %g", msg, _rel_err(y, ry, yn), tol);
+    if (_rel_err(dx, rdx, xn) > tol)
+        fail_msg("%s backward data: relative error %g > %g", msg, _rel_err(dx, rdx, xn), tol);
+    if (_rel_err(dw, rdw, wn) > tol)
+        fail_msg("%s backward weights: relative error %g > %g", msg, _rel_err(dw, rdw, wn), tol);
+    be->ops->op_destroy(be, op);
+    free(x), free(w), free(y), free(dy), free(dx), free(dw), free(ry), free(rdx), free(rdw);
+}
+
+static const dlt_conv_shape g_conv_cases[] = {
+    {2, 3, 9, 7, 5, 3, 3, 1, 1, 0, 0},    {2, 8, 10, 10, 16, 3, 3, 2, 1, 0, 0}, {2, 16, 7, 7, 8, 1, 1, 2, 0, 0, 0},
+    {1, 3, 15, 15, 4, 7, 7, 2, 3, 0, 0},  {3, 32, 6, 6, 64, 1, 1, 1, 0, 0, 0}, {2, 5, 8, 8, 7, 3, 3, 1, 0, 0, 0},
+};
+
+static void test_conv_fp32(void **state)
+{
+    dlt_backend *be;
+    char err[256];
+    (void)state;
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(g_conv_cases) / sizeof(g_conv_cases[0]); i++)
+        _conv_case(be, g_conv_cases[i], 1e-4);
+    be->ops->destroy(be);
+}
+
+static void test_conv_bf16(void **state)
+{
+    dlt_backend *be;
+    char err[256];
+    (void)state;
+    if (!dlt_backend_cpu_has_bf16()) {
+        assert_int_not_equal(dlt_backend_cpu_create(&be, DLT_PREC_BF16, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "AVX512-BF16"));
+        return; /* refusal checked: no bf16 kernels on this CPU */
+    }
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_BF16, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(g_conv_cases) / sizeof(g_conv_cases[0]); i++)
+        _conv_case(be, g_conv_cases[i], 1.5e-2);
+    be->ops->destroy(be);
+}
+
+static void test_batchnorm(void **state)
+{
+    dlt_backend *be;
+    dlt_op *op;
+    char err[256];
+    const dlt_act_shape s = {4, 6, 5, 3};
+    const size_t n = (size_t)s.n * s.h * s.w * s.c, per = n / s.c;
+    const float eps = 1e-5f;
+    float *x, *g, *b, *y, *mean, *var, *dy, *dx, *dg, *db, *yi;
+    double *ry, *rdx, rdg[6], rdb[6], rm[6], rv[6], *ryi;
+    (void)state;
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->bn_plan(be, &s, eps, &op), 0);
+    x = _rand(n, 2.f);
+    g = _rand(s.c, 1.f);
+    b = _rand(s.c, 1.f);
+    dy = _rand(n, 1.f);
+    y = _poisoned(n), dx = _poisoned(n), yi = _poisoned(n);
+    mean = _poisoned(s.c), var = _poisoned(s.c), dg = _poisoned(s.c), db = _poisoned(s.c);
+    ry = calloc(n, sizeof(double)), rdx = calloc(n, sizeof(double)), ryi = calloc(n, sizeof(double));
+    for (int c = 0; c < s.c; c++) {
+        double m = 0, v = 0, sdy = 0, sdyx = 0, sd;
+        for (size_t i = 0; i < per; i++)
+            m += x[i * s.c + c];
+        m /= per;
+        for (size_t i = 0; i < per; i++)
+            v += (x[i * s.c + c] - m) * (x[i * s.c + c] - m);
+        v /= per;
+        sd = sqrt(v + eps);
+        rm[c] = m, rv[c] = v;
+        for (size_t i = 0; i < per; i++) {
+            double xh = (x[i * s.c + c] - m) / sd;
+            ry[i * s.c + c] = g[c] * xh + b[c];
+            sdy += dy[i * s.c + c];
+            sdyx += dy[i * s.c + c] * xh;
+        }
+        rdg[c] = sdyx, rdb[c] = sdy;
+        for (size_t i = 0; i < per; i++) {
+            double xh = (x[i * s.c + c] - m) / sd;
+            rdx[i * s.c + c] = g[c] / sd * (dy[i * s.c + c] - sdy / per - xh * sdyx / per);
+            /* inference with made-up running stats: mean 0.5, var 2 */
+            ryi[i * s.c + c] = g[c] * (x[i * s.c + c] - 0.5) / sqrt(2.0 + eps) + b[c];
+        }
+    }
+    assert_int_equal(be->ops->bn_fwd_train(be, op, x, g, b, y, mean, var), 0);
+    assert_int_equal(be->ops->bn_bwd(be, op, x, dy, g, b, mean, var, dx, dg, db), 0);
+    assert_true(_rel_err(y, ry, n) < 1e-4);
+    assert_true(_rel_err(mean, rm, (size_t)s.c) < 1e-4);
+    assert_true(_rel_err(var, rv, (size_t)s.c) < 1e-4);
+    assert_true(_rel_err(dx, rdx, n) < 1e-4);
+    assert_true(_rel_err(dg, rdg, (size_t)s.c) < 1e-4);
+    assert_true(_rel_err(db, rdb, (size_t)s.c) < 1e-4);
+    for (int c = 0; c < s.c; c++)
+        mean[c] = 0.5f, var[c] = 2.f;
+    assert_int_equal(be->ops->bn_fwd_infer(be, op, x, g, b, mean, var, yi), 0);
+    assert_true(_rel_err(yi, ryi, n) < 1e-4);
+    be->ops->op_destroy(be, op);
+    be->ops->destroy(be);
+    free(x), free(g), free(b), free(y), free(mean), free(var), free(dy), free(dx), free(dg), free(db), free(yi);
+    free(ry), free(rdx), free(ryi);
+}
+
+static void test_maxpool(void **state)
+{
+    dlt_backend *be;
+    dlt_op *op;
+    char err[256];
+    const dlt_act_shape s = {2, 5, 9, 8};
+    int oh = dlt_out_size(s.h, 3, 2, 1), ow = dlt_out_size(s.w, 3, 2, 1);
+    size_t xn = (size_t)s.n * s.h * s.w * s.c, yn = (size_t)s.n * oh * ow * s.c;
+    float *x = _rand(xn, 1.f), *dy = _rand(yn, 1.f), *y = _poisoned(yn), *dx = _poisoned(xn);
+    double *ry = calloc(yn, sizeof(double)), *rdx = calloc(xn, sizeof(double));
+    (void)state;
+    for (int n = 0; n < s.n; n++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++)
+                for (int c = 0; c < s.c; c++) {
+                    double best = -INFINITY;
+                    size_t arg = 0;
+                    for (int r = 0; r < 3; r++)
+                        for (int q = 0; q < 3; q++) {
+                            int h = i * 2 - 1 + r, w = j * 2 - 1 + q;
+                            if (h < 0 || w < 0 || h >= s.h || w >= s.w)
+                                continue; /* padding never wins */
+                            if (x[X(n, h, w, c, s.c, s.h, s.w)] > best)
+                                best = x[X(n, h, w, c, s.c, s.h, s.w)], arg = X(n, h, w, c, s.c, s.h, s.w);
+                        }
+                    ry[X(n, i, j, c, s.c, oh, ow)] = best;
+                    rdx[arg] += dy[X(n, i, j, c, s.c, oh, ow)];
+                }
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->maxpool_plan(be, &s, 3, 2, 1, &op), 0);
+    assert_int_equal(be->ops->maxpool_fwd(be, op, x, y), 0);
+    assert_int_equal(be->ops->maxpool_bwd(be, op, dy, dx), 0);
+    assert_true(_rel_err(y, ry, yn) < 1e-6);
+    assert_true(_rel_err(dx, rdx, xn) < 1e-6);
+    be->ops->op_destroy(be, op);
+    be->ops->destroy(be);
+    free(x), free(dy), free(y), free(dx), free(ry), free(rdx);
+}
+
+static void test_avgpool_gemm_eltwise(void **state)
+{
+    dlt_backend *be;
+    char err[256];
+    const dlt_act_shape s = {3, 7, 4, 5};
+    size_t xn = (size_t)s.n * s.h * s.w * s.c, yn = (size_t)s.n * s.c;
+    float *x = _rand(xn, 1.f), *dy = _rand(yn, 1.f), *y = _poisoned(yn), *dx = _poisoned(xn);
+    double *ry = calloc(yn, sizeof(double)), *rdx = calloc(xn, sizeof(double));
+    const int m = 5, n = 7, k = 9;
+    float *a = _rand((size_t)m * k, 1.f), *b = _rand((size_t)k * n, 1.f), *cc = _poisoned((size_t)m * n);
+    double rc[35];
+    float *e = _rand(100, 1.f), *add = _rand(100, 1.f), *dz = _poisoned(100), *up = _rand(100, 1.f);
+    double re[100], rdz[100];
+    (void)state;
+    for (int i = 0; i < s.n; i++)
+        for (int p = 0; p < s.h * s.w; p++)
+            for (int c = 0; c < s.c; c++) {
+                ry[(size_t)i * s.c + c] += x[((size_t)i * s.h * s.w + p) * s.c + c] / (double)(s.h * s.w);
+                rdx[((size_t)i * s.h * s.w + p) * s.c + c] = dy[(size_t)i * s.c + c] / (double)(s.h * s.w);
+            }
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->avgpool_fwd(be, &s, x, y), 0);
+    assert_int_equal(be->ops->avgpool_bwd(be, &s, dy, dx), 0);
+    assert_true(_rel_err(y, ry, yn) < 1e-6);
+    assert_true(_rel_err(dx, rdx, xn) < 1e-6);
+    /* C = A B^T with A [m,k], B stored [n,k] (the FC layer's form), beta = 0 over a poisoned C. */
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            rc[i * n + j] = 0;
+            for (int q = 0; q < k; q++)
+                rc[i * n + j] += (double)a[i * k + q] * b[j * k + q];
+        }
+    for (int i = 0; i < m * n; i++)
+        cc[i] = 0.f; /* sgemm with beta = 0 may read C: zero, not NaN */
+    assert_int_equal(be->ops->gemm(be, 0, 1, m, n, k, 1.f, a, k, b, k, 0.f, cc, n), 0);
+    assert_true(_rel_err(cc, rc, (size_t)m * n) < 1e-5);
+    for (int i = 0; i < 100; i++) {
+        double v = (double)e[i] + add[i];
+        re[i] = v > 0 ? v : 0;
+        rdz[i] = re[i] > 0 ? up[i] : 0;
+    }
+    assert_int_equal(be->ops->add_relu(be, e, add, 100), 0);
+    assert_true(_rel_err(e, re, 100) < 1e-7);
+    assert_int_equal(be->ops->relu_bwd(be, e, up, dz, 100), 0);
+    assert_true(_rel_err(dz, rdz, 100) < 1e-7);
+    be->ops->destroy(be);
+    free(x), free(dy), free(y), free(dx), free(ry), free(rdx), free(a), free(b), free(cc), free(e), free(add), free(dz), free(up);
+}
+
+static void test_softmax_xent(void **state)
+{
+    dlt_backend *be;
+    char err[256];
+    const int n = 6, k = 9;
+    const float eps = 0.1f;
+    float *z = _rand((size_t)n * k, 4.f), *dz = _poisoned((size_t)n * k);
+    int32_t labels[6] = {0, 3, 8, 2, 2, 5};
+    double rdz[54], rloss = 0, loss = 0;
+    int top1 = -1, top5 = -1, r1 = 0, r5 = 0;
+    (void)state;
+    for (int i = 0; i < n; i++) {
+        double mx = -INFINITY, s = 0;
+        int rank = 0;
+        for (int j = 0; j < k; j++)
+            mx = fmax(mx, z[i * k + j]);
+        for (int j = 0; j < k; j++)
+            s += exp(z[i * k + j] - mx);
+        for (int j = 0; j < k; j++) {
+            double p = exp(z[i * k + j] - mx) / s, t = (j == labels[i] ? 1.0 - (double)eps : 0.0) + (double)eps / k;
+            rloss -= t * log(p);
+            rdz[i * k + j] = (p - t) / n;
+            rank += z[i * k + j] > z[i * k + labels[i]];
+        }
+        r1 += rank < 1;
+        r5 += rank < 5;
+    }
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, dz, &loss, &top1, &top5), 0);
+    if (fabs(loss - rloss) > 1e-9 * fabs(rloss) + 1e-9)
+        fail_msg("loss %.17g, reference %.17g", loss, rloss);
+    assert_true(_rel_err(dz, rdz, (size_t)n * k) < 1e-6);
+    assert_int_equal(top1, r1);
+    assert_int_equal(top5, r5);
+    labels[0] = 9; /* out of range: refused, not read */
+    assert_int_not_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, dz, &loss, &top1, &top5), 0);
+    be->ops->destroy(be);
+    free(z), free(dz);
+}
+
+static void test_sgd_and_input(void **state)
+{
+    dlt_backend *be;
+    char err[256];
+    float *w = _rand(50, 1.f), *v = _rand(50, 0.1f), *g = _rand(50, 1.f);
+    double rw[50], rv[50];
+    uint8_t px[12] = {0, 128, 255, 10, 20, 30, 40, 50, 60, 70, 80, 90};
+    float out[12];
+    const float mean[3] = {1, 2, 3}, inv[3] = {0.5f, 0.25f, 2.f};
+    (void)state;
+    for (int i = 0; i < 50; i++) {
+        double d = g[i] * 0.5 + 1e-4 * w[i];
+        rv[i] = 0.9 * v[i] + d;
+        rw[i] = w[i] - 0.1 * rv[i];
+    }
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->sgd_update(be, w, v, g, 50, 0.1f, 0.9f, 1e-4f, 0.5f), 0);
+    assert_true(_rel_err(w, rw, 50) < 1e-6);
+    assert_true(_rel_err(v, rv, 50) < 1e-6);
+    assert_int_equal(be->ops->normalize_input(be, px, out, 4, mean, inv), 0);
+    for (int i = 0; i < 12; i++)
+        assert_true(fabsf(out[i] - ((float)px[i] - mean[i % 3]) * inv[i % 3]) < 1e-6f);
+    be->ops->destroy(be);
+    free(w), free(v), free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_fp32),   cmocka_unit_test(test_conv_bf16),
+        cmocka_unit_test(test_batchnorm),   cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_avgpool_gemm_eltwise), cmocka_unit_test(test_softmax_xent),
+        cmocka_unit_test(test_sgd_and_input),
+    };
+    dlt_rng_seed(&g_rng, 12345, 1);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

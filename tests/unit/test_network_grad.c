@@ -1,0 +1,153 @@
+/* The whole network's backward against central finite differences of its forward loss, on a
+ * small ResNet-18 and a small bottleneck ResNet-50 (every layer kind, residual adds, downsample). */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "trainer/data/synthetic.h"
+#include "trainer/model/network.h"
+#include "trainer/train/rng.h"
+
+static double _loss(dlt_net *net, const int32_t *labels)
+{
+    double loss = 0;
+    int t1, t5;
+    /* Training-mode forward (batch statistics), as the gradient is defined for. */
+    assert_int_equal(dlt_net_forward(net, 1), 0);
+    assert_int_equal(net->be->ops->softmax_xent(net->be, dlt_net_logits(net), labels, net->model.cfg.batch,
+                                                net->model.cfg.classes, 0.1f, dlt_net_dlogits(net), &loss, &t1, &t5),
+                     0);
+    return loss / net->model.cfg.batch;
+}
+
+static void _check(const char *arch, float width, const char *last_bn)
+{
+    dlt_backend *be;
+    dlt_net net;
+    dlt_model_config cfg = {.width = width, .image = 64, .classes = 5, .batch = 8};
+    dlt_synthetic syn;
+    uint8_t *img;
+    int32_t labels[8];
+    char err[512];
+    int checked = 0;
+    const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
+
+    assert_int_equal(dlt_model_parse_arch(arch, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_net_create(&net, &cfg, be, err, sizeof(err)), 0);
+    /* Not zero-init: every block's residual branch must carry gradient. */
+    dlt_net_init_params(&net, 7, 0);
+    assert_int_equal(dlt_net_sync_weights(&net), 0);
+    assert_int_equal(dlt_synthetic_init(&syn, 64, 5, 64, 3, 1, 0, 1), 0);
+    img = malloc((size_t)8 * 64 * 64 * 3);
+    assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 8, img, labels), 0);
+    assert_int_equal(be->ops->normalize_input(be, img, dlt_net_input(&net), 8 * 64 * 64, mean, inv), 0);
+    (void)_loss(&net, labels);
+    assert_int_equal(dlt_net_backward(&net), 0);
+
+    /* The directional derivative over all parameters at once: a ReLU or max-pool kink crossed by
+     * one parameter's step spoils a per-entry difference; over the whole vector it is a small part. */
+    {
+        size_t np = net.model.nparams;
+        float *w0 = malloc(np * sizeof(float)), *g0 = malloc(np * sizeof(float)), *dir = malloc(np * sizeof(float));
+        dlt_rng r;
+        dlt_rng_seed(&r, 99, 5);
+        memcpy(w0, net.params, np * sizeof(float));
+        memcpy(g0, net.grads, np * sizeof(float));
+        {
+            /* Along the gradient: the largest signal over float32 noise. The loss is strongly curved
+             * at init, so the central difference is extrapolated to h -> 0 from h and h/2
+             * (Richardson): D = (4 D(h/2) - D(h)) / 3 cancels the h^2 term. */
+            double norm = 0, gd = 0, d[2], fd;
+            const double h0 = getenv("DLT_GRAD_H") ? atof(getenv("DLT_GRAD_H")) : 2e-5;
+            (void)r;
+            for (size_t i = 0; i < np; i++)
+                norm += (double)g0[i] * g0[i];
+            norm = sqrt(norm);
+            for (size_t i = 0; i < np; i++) {
+                dir[i] = (float)(g0[i] / norm);
+                gd += (double)g0[i] * dir[i];
+            }
+            for (int k = 0; k < 2; k++) {
+                double h = h0 / (1 << k), lp, lm;
+                for (size_t i = 0; i < np; i++)
+                    net.params[i] = w0[i] + (float)h * dir[i];
+                assert_int_equal(dlt_net_sync_weights(&net), 0);
+                lp = _loss(&net, labels);
+                for (size_t i = 0; i < np; i++)
+                    net.params[i] = w0[i] - (float)h * dir[i];
+                assert_int_equal(dlt_net_sync_weights(&net), 0);
+                lm = _loss(&net, labels);
+                d[k] = (lp - lm) / (2 * h);
+            }
+            fd = (4 * d[1] - d[0]) / 3;
+            if (getenv("DLT_GRAD_DEBUG"))
+                fprintf(stderr, "%s along the gradient: |g| %.6g, differences %.6g %.6g, extrapolated %.6g\n", arch, gd,
+                        d[0], d[1], fd);
+            if (fabs(fd - gd) > 0.02 * fabs(gd))
+                fail_msg("%s: derivative along the gradient: backward %.6g, finite difference %.6g", arch, gd, fd);
+            checked++;
+        }
+        memcpy(net.params, w0, np * sizeof(float));
+        free(w0), free(g0), free(dir);
+    }
+    /* Entry by entry where no kink lies between the parameter and the loss: FC and the last BN. */
+    for (int e = 0; e < net.model.nentries; e++) {
+        const dlt_state_entry *en = &net.model.entries[e];
+        if (!en->is_param || !(strstr(en->name, "fc.") == en->name || strstr(en->name, last_bn) == en->name))
+            continue;
+        for (int pick = 0; pick < 2; pick++) {
+            size_t i = en->off + (size_t)(pick * 7919) % en->len;
+            float saved = net.params[i], g = net.grads[i];
+            const float h = 1e-3f;
+            double lp, lm, fd;
+            net.params[i] = saved + h;
+            lp = _loss(&net, labels);
+            net.params[i] = saved - h;
+            lm = _loss(&net, labels);
+            net.params[i] = saved;
+            fd = (lp - lm) / (2 * h);
+            if (getenv("DLT_GRAD_DEBUG"))
+                fprintf(stderr, "%s %s[%zu]: backward %.6g fd %.6g\n", arch, en->name, i - en->off, g, fd);
+            if (fabs(fd - g) > 0.01 * fabs(fd) + 2e-4)
+                fail_msg("%s %s[%zu]: backward %.6g, finite difference %.6g", arch, en->name, i - en->off, g, fd);
+            checked++;
+        }
+    }
+    assert_true(checked >= 9);
+    assert_int_equal(dlt_net_sync_weights(&net), 0);
+    free(img);
+    dlt_synthetic_free(&syn);
+    dlt_net_destroy(&net);
+    be->ops->destroy(be);
+}
+
+static void test_resnet18_gradients(void **state)
+{
+    (void)state;
+    _check("resnet18", 0.125f, "layer4.1.bn2.");
+}
+
+static void test_resnet50_gradients(void **state)
+{
+    (void)state;
+    _check("resnet50", 0.25f, "layer4.2.bn3.");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resnet18_gradients),
+        cmocka_unit_test(test_resnet50_gradients),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
