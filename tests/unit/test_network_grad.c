@@ -47,7 +47,7 @@ static void _check(const char *arch, float width, const char *last_bn)
     /* Not zero-init: every block's residual branch must carry gradient. */
     dlt_net_init_params(&net, 7, 0);
     assert_int_equal(dlt_net_sync_weights(&net), 0);
-    assert_int_equal(dlt_synthetic_init(&syn, 64, 5, 64, 3, 1, 0, 1), 0);
+    assert_int_equal(dlt_synthetic_init(&syn, 64, 5, 64, 3, 3, 1, 0, 1), 0);
     img = malloc((size_t)8 * 64 * 64 * 3);
     assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 8, img, labels), 0);
     assert_int_equal(be->ops->normalize_input(be, img, dlt_net_input(&net), 8 * 64 * 64, mean, inv), 0);

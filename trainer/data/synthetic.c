@@ -9,8 +9,8 @@
 
 #include "trainer/train/rng.h"
 
-int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, int learnable, int rank,
-                       int world)
+int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
+                       int learnable, int rank, int world)
 {
     memset(s, 0, sizeof(*s));
     if (image < 8 || classes < 2 || size < world || world < 1 || rank < 0 || rank >= world)
@@ -19,6 +19,7 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
     s->classes = classes;
     s->size = size;
     s->seed = seed;
+    s->class_seed = class_seed;
     s->learnable = learnable;
     s->rank = rank;
     s->world = world;
@@ -69,7 +70,7 @@ void dlt_synthetic_sample(const dlt_synthetic *s, int64_t idx, uint8_t *img, int
         return;
     /* The class's square: colour and place fixed per class, jittered per sample. */
     {
-        dlt_rng_seed(&cls, s->seed ^ 0xc1a55ull, (uint64_t)k + 7);
+        dlt_rng_seed(&cls, s->class_seed ^ 0xc1a55ull, (uint64_t)k + 7);
         int side = n / 4, span = n - side - 4;
         int x0 = 2 + (int)dlt_rng_below(&cls, (uint32_t)span), y0 = 2 + (int)dlt_rng_below(&cls, (uint32_t)span);
         uint8_t col[3] = {(uint8_t)(96 + dlt_rng_below(&cls, 160)), (uint8_t)(96 + dlt_rng_below(&cls, 160)),

@@ -12,15 +12,16 @@ typedef struct {
     int image;         /* height = width */
     int classes;
     int64_t size;      /* images per epoch, all ranks */
-    uint64_t seed;
+    uint64_t seed;       /* draws samples (and the epoch order) */
+    uint64_t class_seed; /* draws each class's pattern: the same for training and validation */
     int learnable;
     int rank, world;
     int64_t *perm;     /* this epoch's permutation */
     int64_t perm_epoch;
 } dlt_synthetic;
 
-int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, int learnable, int rank,
-                       int world);
+int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
+                       int learnable, int rank, int world);
 void dlt_synthetic_free(dlt_synthetic *s);
 
 /* Batches per epoch for one rank with batch size b (drop_last). */

@@ -89,8 +89,8 @@ static int _setup(_run *r, const dlt_train_config *c, dlt_comm *comm, int learna
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
         return -1;
     }
-    if (dlt_synthetic_init(&r->data, c->model.image, c->model.classes, data_size, data_seed, learnable, comm->rank,
-                           comm->size) != 0) {
+    if (dlt_synthetic_init(&r->data, c->model.image, c->model.classes, data_size, data_seed, c->seed, learnable,
+                           comm->rank, comm->size) != 0) {
         fprintf(stderr, "dltrain: synthetic data: %" PRId64 " images cannot be split over %d ranks\n", data_size,
                 comm->size);
         return -1;
