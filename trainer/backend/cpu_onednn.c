@@ -38,6 +38,9 @@ struct dlt_op {
     dnnl_primitive_t x_to_lp, dy_to_lp; /* f32 -> bf16 activations (bf16 only) */
     dnnl_memory_t m_x, m_y, m_w_user, m_w, m_dy, m_dx, m_dw, m_dw_user, m_x_lp, m_dy_lp, m_x_f32, m_dy_f32;
     void *w_buf, *dw_buf, *x_lp_buf, *dy_lp_buf;
+    /* bf16: which f32 buffers the low-precision copies were made from in this step (the forward's
+     * x is still the same data in backward; backward-weights converts dy for backward-data). */
+    const float *x_lp_from, *dy_lp_from;
     /* bn */
     dlt_act_shape as;
     dnnl_memory_t m_mean, m_var, m_scale, m_shift, m_dscale, m_dshift, m_src, m_dst, m_dsrc, m_ddst;
@@ -235,6 +238,8 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
     if (op->x_to_lp) {
         if ((rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x)))
             return rc;
+        op->x_lp_from = x;
+        op->dy_lp_from = NULL;
     } else {
         SET(op->m_x, x);
     }
@@ -250,7 +255,7 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
     int rc;
     if (!op->dy_to_lp)
         SET(op->m_dy, dy);
-    else if ((rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
+    else if (op->dy_lp_from != dy && (rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
         return rc;
     SET(op->m_dx, dx);
     return _exec(be, op->bwd_data, 3, a);
@@ -262,9 +267,11 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
     dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, op->m_dw}, {DNNL_ARG_TO, op->m_dw_user}};
     int rc;
     if (op->x_to_lp) {
-        if ((rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x)) ||
+        if ((op->x_lp_from != x && (rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x))) ||
             (rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
             return rc;
+        op->x_lp_from = x;
+        op->dy_lp_from = dy;
     } else {
         SET(op->m_x, x);
         SET(op->m_dy, dy);
