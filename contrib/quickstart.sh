@@ -9,9 +9,19 @@ bash contrib/install-deps.sh
 [ -f Makefile ] || ./configure
 make -j"$(nproc)"
 export DLT_CLUSTER_NODES=2
-trap 'bash tests/slurm/cluster.sh down' EXIT
+trap 'bash tests/slurm/cluster.sh down; rm -rf "${ckpt:-}"' EXIT
 bash tests/slurm/cluster.sh up
 eval "$(bash tests/slurm/cluster.sh env)"
 echo "quickstart: sinfo"; sinfo -N
 echo "quickstart: srun -N2 -n4 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train=verbose dltrain env"
 srun -N2 -n4 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train=verbose trainer/dltrain env
+# The main job: synchronous data-parallel training on 2 nodes x 2 ranks, CPU backend, a small
+# ResNet-18 on small synthetic images, checkpoints in a temporary directory.
+ckpt=$(mktemp -d /tmp/dltrain-quickstart.XXXXXX)
+echo "quickstart: srun ... --dl-train dltrain train --synthetic (ResNet-18 x0.25, 32x32, 4 classes, 4 epochs)"
+srun -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train trainer/dltrain train --synthetic \
+  --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 512 --epochs 4 \
+  --warmup-epochs 0 --lr 0.4 --log-every 16 --checkpoint-dir "$ckpt"
+srun -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train trainer/dltrain eval --synthetic \
+  --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --eval-size 256 \
+  --checkpoint "$ckpt/ckpt-00000064.safetensors"
