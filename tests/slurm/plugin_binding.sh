@@ -12,7 +12,7 @@ cd /tmp
 # What each task reports: node, local rank, its GPU list, kernel affinity, DLT_* and NCCL_*.
 REPORT='echo "$SLURMD_NODENAME $SLURM_LOCALID vis=$CUDA_VISIBLE_DEVICES cpus=$(sed -n "s/^Cpus_allowed_list:\s*//p" /proc/self/status) gpu=${DLT_LOCAL_GPU:-} pci=${DLT_GPU_PCI:-} nic=${DLT_NIC:-} hca=${NCCL_IB_HCA:-} if=${NCCL_SOCKET_IFNAME:-} topo=${NCCL_TOPO_FILE:-}"'
 
-out=$(timeout 60 srun -N2 --ntasks-per-node=4 --gpus-per-node=4 --dl-train bash -c "$REPORT" 2>&1 | sort)
+out=$(timeout 60 srun --quiet -N2 --ntasks-per-node=4 --gpus-per-node=4 --dl-train bash -c "$REPORT" 2>&1 | sort)
 exp_n1=$'n1 0 vis=0 cpus=0 gpu=0 pci=0000:04:00.0 nic=mlx5_0 hca==mlx5_0:1 if==ib0\nn1 1 vis=1 cpus=0 gpu=1 pci=0000:05:00.0 nic=mlx5_0 hca==mlx5_0:1 if==ib0\nn1 2 vis=3 cpus=1 gpu=3 pci=0000:85:00.0 nic=mlx5_1 hca==mlx5_1:1 if==ib1\nn1 3 vis=2 cpus=1 gpu=2 pci=0000:84:00.0 nic=mlx5_1 hca==mlx5_1:1 if==ib1'
 got_n1=$(grep '^n1' <<<"$out" | sed 's/ topo=.*//')
 if [[ $got_n1 == "$exp_n1" ]]; then ok "4 tasks/node: one GPU each, kernel affinity = the GPU's NUMA CPUs, nearest HCA"; else not_ok "binding per task"; { echo "expected:"; echo "$exp_n1"; echo "got:"; echo "$out"; } | diag; fi
@@ -22,58 +22,58 @@ if [[ $(wc -l <<<"$topo") -eq 2 && $topo == *"$DIR/run/n1/dltrain/"*"/nccl_topo.
 left=$(find "$DIR"/run/n*/dltrain -mindepth 1 2>/dev/null | wc -l)
 if ((left == 0)); then ok "step directories removed at step end"; else not_ok "step dir cleanup ($left left)"; find "$TOPO_DIR" | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=2 --dl-train bash -c 'python3 -c "import sys,xml.etree.ElementTree as E; r=E.parse(sys.argv[1]).getroot(); print(r.tag, len(r.findall(\".//gpu\")), len(r.findall(\".//net\")))" "$NCCL_TOPO_FILE"; stat -c "%U %a" "$(dirname "$NCCL_TOPO_FILE")" "$NCCL_TOPO_FILE"' 2>&1)
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=2 --dl-train bash -c 'python3 -c "import sys,xml.etree.ElementTree as E; r=E.parse(sys.argv[1]).getroot(); print(r.tag, len(r.findall(\".//gpu\")), len(r.findall(\".//net\")))" "$NCCL_TOPO_FILE"; stat -c "%U %a" "$(dirname "$NCCL_TOPO_FILE")" "$NCCL_TOPO_FILE"' 2>&1)
 if [[ $out == $'system 4 3\nroot 700\nroot 644' ]]; then ok "the topology file parses as XML (4 GPUs, 3 NICs); dir 0700, file 0644"; else not_ok "topology file content"; echo "$out" | diag; fi
 
 if id nobody >/dev/null 2>&1; then
-  out=$(timeout 60 runuser -u nobody -- srun -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'stat -c "%U %a" "$(dirname "$NCCL_TOPO_FILE")" "$NCCL_TOPO_FILE"; id -un' 2>&1)
+  out=$(timeout 60 runuser -u nobody -- srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'stat -c "%U %a" "$(dirname "$NCCL_TOPO_FILE")" "$NCCL_TOPO_FILE"; id -un' 2>&1)
   if [[ $out == $'nobody 700\nnobody 644\nnobody' ]]; then ok "a user's step directory and file belong to that user"; else not_ok "ownership handoff to the job user"; echo "$out" | diag; fi
 else ok "# SKIP no 'nobody' user"; fi
 
-out=$(timeout 60 srun -N1 -n2 --gpus-per-node=4 --dl-train=gpus=step bash -c "$REPORT" 2>&1 | sort)
+out=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-node=4 --dl-train=gpus=step bash -c "$REPORT" 2>&1 | sort)
 if grep -q '^n1 0 vis=0,1,3,2 ' <<<"$out" && grep -q '^n1 1 vis=1,0,3,2 ' <<<"$out"; then ok "gpus=step: every step GPU visible, own first, then NVLink order"; else not_ok "gpus=step"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N1 -n2 --gpus-per-node=2 --dl-train=bind=none bash -c "$REPORT" 2>&1 | sort)
+out=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-node=2 --dl-train=bind=none bash -c "$REPORT" 2>&1 | sort)
 if [[ $(grep -c 'cpus=0-1 ' <<<"$out") -eq 2 ]]; then ok "bind=none leaves Slurm's CPU set"; else not_ok "bind=none"; echo "$out" | diag; fi
 
-plain=$(timeout 60 srun -N1 -n2 --gpus-per-task=1 bash -c 'echo "$SLURM_LOCALID $CUDA_VISIBLE_DEVICES"' 2>&1 | sort)
-out=$(timeout 60 srun -N1 -n2 --gpus-per-task=1 --dl-train bash -c 'echo "$SLURM_LOCALID $CUDA_VISIBLE_DEVICES"' 2>&1 | sort)
+plain=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-task=1 bash -c 'echo "$SLURM_LOCALID $CUDA_VISIBLE_DEVICES"' 2>&1 | sort)
+out=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-task=1 --dl-train bash -c 'echo "$SLURM_LOCALID $CUDA_VISIBLE_DEVICES"' 2>&1 | sort)
 if [[ -n $plain && $out == "$plain" ]]; then ok "--gpus-per-task=1: each task keeps the GPU Slurm gave it ($(tr '\n' ';' <<<"$out"))"; else not_ok "--gpus-per-task"; { echo "plain: $plain"; echo "dl-train: $out"; } | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train=verbose --export=ALL,NCCL_SOCKET_IFNAME=eth7 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=$NCCL_IB_HCA"' 2>&1)
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train=verbose --export=ALL,NCCL_SOCKET_IFNAME=eth7 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=$NCCL_IB_HCA"' 2>&1)
 if [[ $out == *"if=eth7 hca==mlx5_0:1"* && $out == *"keeping your NCCL_SOCKET_IFNAME=eth7"* ]]; then ok "the user's NCCL_SOCKET_IFNAME wins, and verbose says so"; else not_ok "user setting wins"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train=nic=eth0 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=${NCCL_IB_HCA:-none} nic=$DLT_NIC"' 2>&1)
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train=nic=eth0 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=${NCCL_IB_HCA:-none} nic=$DLT_NIC"' 2>&1)
 if [[ $out == "if==eth0 hca=none nic=eth0" ]]; then ok "nic=eth0: NCCL told to use that interface, no HCA"; else not_ok "nic=eth0"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train=nic=ib9 bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train=nic=ib9 bash -c 'echo RAN' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"nic=ib9: no such HCA or interface on this node (found: mlx5_0, mlx5_1, eth0)"* ]]; then ok "nic=ib9: the task is refused, naming what the node has"; else not_ok "absent nic (rc=$rc)"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"needs GPUs"*"--gpus-per-node=N"* ]]; then ok "no GPUs requested: srun refuses, saying how to ask for them"; else not_ok "no-GPU refusal (rc=$rc)"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --mpi=none --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --mpi=none --dl-train bash -c 'echo RAN' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"--mpi=none: add --mpi=pmix"* ]]; then ok "--mpi=none: srun refuses, naming --mpi=pmix / MpiDefault=pmix"; else not_ok "mpi refusal (rc=$rc)"; echo "$out" | diag; fi
 
 big=$(printf 'a%.0s' $(seq 5000))
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 "--dl-train=$big" bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 "--dl-train=$big" bash -c 'echo RAN' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"longer than the 1023 allowed"* ]]; then ok "a 5000-byte --dl-train value is refused, not truncated"; else not_ok "oversized option (rc=$rc)"; echo "$out" | tail -3 | diag; fi
 
 # A link planted where the next step's directory goes must be removed, never followed.
 next=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
 victim=$WORK/victim; rm -rf "$victim"; mkdir -p "$victim"
 ln -sfn "$victim" "$TOPO_DIR/$next.0"
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo "topo=$NCCL_TOPO_FILE"; test -f "$NCCL_TOPO_FILE" && echo FILE' 2>&1)
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo "topo=$NCCL_TOPO_FILE"; test -f "$NCCL_TOPO_FILE" && echo FILE' 2>&1)
 if [[ -z $(ls -A "$victim") && $out == *"topo=$TOPO_DIR/$next.0/nccl_topo.xml"* && $out == *FILE* && ! -L $TOPO_DIR/$next.0 ]]; then
   ok "a symlink at the step directory's path is replaced, its target untouched"
 else not_ok "symlink at step dir"; { echo "$out"; ls -la "$victim" "$TOPO_DIR"; } | diag; fi
 
 chmod 777 "$TOPO_DIR"
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
 chmod 755 "$TOPO_DIR"
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"must be owned by root and not writable by group or others"* ]]; then ok "a world-writable topo_dir is refused"; else not_ok "writable topo_dir (rc=$rc)"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N2 --ntasks-per-node=2 --gpus-per-node=2 --dl-train=verbose "$DLTRAIN" env 2>&1)
+out=$(timeout 60 srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --dl-train=verbose "$DLTRAIN" env 2>&1)
 if [[ $out == *"topology of n1: 4 GPU(s), 3 NIC(s), 2 NUMA node(s)"* && $out == *"GPU0     X      NV2    NV1    SYS    PIX      SYS      PHB      0              0"* && $out == *"node n2 task 1: GPU 1 (0000:05:00.0) cpus 0 (NUMA-local) nic mlx5_0 (PIX)"* ]]; then
   ok "verbose: a topology matrix per node and each task's binding"
 else not_ok "verbose report"; echo "$out" | diag; fi
@@ -83,9 +83,9 @@ if [[ $out == *"all-reduce check passed (mpi, sum of ranks 6)"* ]] && grep -q '^
 # GPUs fail with a message about NVML. plugstack.conf is re-read by every new step.
 cp "$DIR/etc/plugstack.conf" "$WORK/plugstack.saved"
 sed -i 's|nvml_lib=[^ ]*|nvml_lib=/nonexistent/libnvidia-ml.so.1|; s|$| enable=always|' "$DIR/etc/plugstack.conf"
-out=$(timeout 60 srun -N2 -n2 bash -c 'echo "ok ${DLT_OPTS:-unset}"' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N2 -n2 bash -c 'echo "ok ${DLT_OPTS:-unset}"' 2>&1); rc=$?
 if ((rc == 0)) && [[ $(grep -c '^ok bind=closest' <<<"$out") -eq 2 ]]; then ok "enable=always, no GPU driver, no GPUs: the step runs"; else not_ok "enable=always without GPUs (rc=$rc)"; echo "$out" | diag; fi
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
 cp "$WORK/plugstack.saved" "$DIR/etc/plugstack.conf"
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"this step has GPUs but the GPU driver's NVML cannot be used"* ]]; then ok "GPUs requested but no NVML: a clear error"; else not_ok "GPUs without NVML (rc=$rc)"; echo "$out" | diag; fi
 

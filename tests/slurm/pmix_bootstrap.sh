@@ -8,7 +8,7 @@ tap_plan 12
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
-out=$(timeout 60 srun -N2 -n4 --mpi=pmix "$PROBE" 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N2 -n4 --mpi=pmix "$PROBE" 2>&1); rc=$?
 lines=$(grep -c '^probe rank=.* GOOD$' <<<"$out")
 if ((rc == 0 && lines == 4)); then ok "srun -N2 -n4: 4 ranks bootstrap, all-gather matches SLURM_PROCID/LOCALID/NODEID"; else not_ok "bootstrap -N2 -n4 (rc=$rc, good=$lines)"; echo "$out" | diag; fi
 b0=$(grep -o 'blob0=[0-9a-f]*' <<<"$out" | sort -u)
@@ -16,34 +16,34 @@ bn=$(grep -o 'blobN=[0-9a-f]*' <<<"$out" | sort -u)
 if [[ $(wc -l <<<"$b0") -eq 1 && ${#b0} -eq $((6 + 256)) && $b0 != "blob0=$(printf '0%.0s' {1..256})" ]]; then ok "128-byte random blob from rank 0 identical on all ranks"; else not_ok "rank 0 broadcast"; echo "$b0" | diag; fi
 if [[ $(wc -l <<<"$bn") -eq 1 && ${#bn} -eq $((6 + 256)) && ${b0#blob0=} != "${bn#blobN=}" ]]; then ok "a different blob from the last rank identical on all ranks"; else not_ok "last-rank broadcast"; echo "$bn" | diag; fi
 # Block distribution puts 3 tasks on n1 and 1 on n2: local ranks and node ids must still match.
-out=$(timeout 60 srun -N2 -n4 --distribution=block "$PROBE" 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N2 -n4 --distribution=block "$PROBE" 2>&1); rc=$?
 if ((rc == 0)) && [[ $(grep -c 'GOOD$' <<<"$out") -eq 4 && $out == *"local=2/3 node=0/2"* ]]; then ok "uneven placement (3+1): local ranks and node ids match Slurm"; else not_ok "uneven placement"; echo "$out" | diag; fi
-out=$(timeout 60 srun -N2 -n4 --distribution=cyclic "$PROBE" 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N2 -n4 --distribution=cyclic "$PROBE" 2>&1); rc=$?
 if ((rc == 0)) && [[ $(grep -c 'GOOD$' <<<"$out") -eq 4 ]] && grep -q 'probe rank=1 .*node=1/2' <<<"$out"; then ok "cyclic distribution: rank 1 on node 1, all checks pass"; else not_ok "cyclic distribution"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N2 -n4 --mpi=none "$PROBE" 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N2 -n4 --mpi=none "$PROBE" 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"--mpi=pmix"* ]]; then ok "--mpi=none: fails, saying to use --mpi=pmix"; else not_ok "--mpi=none refusal (rc=$rc)"; echo "$out" | diag; fi
 
 start=$SECONDS
-out=$(timeout 120 srun -N2 -n4 "$PROBE" --timeout 5 --exit-before-fence 3 2>&1); rc=$?
+out=$(timeout 120 srun --quiet -N2 -n4 "$PROBE" --timeout 5 --exit-before-fence 3 2>&1); rc=$?
 el=$((SECONDS - start))
 if ((rc != 0 && rc != 124 && el < 30)); then ok "a rank exiting before the fence ends the step with an error in ${el}s (no hang)"; else not_ok "rank exit before fence (rc=$rc, ${el}s)"; echo "$out" | diag; fi
 
 start=$SECONDS
-out=$(timeout 120 srun -N2 -n4 "$PROBE" --timeout 4 --stall-before-fence 2 30 2>&1); rc=$?
+out=$(timeout 120 srun --quiet -N2 -n4 "$PROBE" --timeout 4 --stall-before-fence 2 30 2>&1); rc=$?
 el=$((SECONDS - start))
 if ((rc != 0 && rc != 124 && el < 25)) && [[ $out == *"timed out after 4 s"* && $out == *"never arrived: 2"* ]]; then
   ok "a stalled rank: the others time out in ${el}s naming rank 2"
 else not_ok "stalled rank timeout (rc=$rc, ${el}s)"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N2 -n4 --ntasks-per-node=2 "$DLTRAIN" env 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N2 -n4 --ntasks-per-node=2 "$DLTRAIN" env 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"4 rank(s) on 2 node(s)"* && $out == *"all-reduce check passed (mpi, sum of ranks 6)"* ]]; then ok "dltrain env: MPI host communicator direct-launched by srun --mpi=pmix"; else not_ok "dltrain env over MPI (rc=$rc)"; echo "$out" | diag; fi
 
-out=$(timeout 60 srun -N1 -n1 "$DLTRAIN" env --comm single 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -N1 -n1 "$DLTRAIN" env --comm single 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"1 rank(s) on 1 node(s)"* && $out == *"(single, sum of ranks 0)"* ]]; then ok "single-rank path needs no MPI"; else not_ok "single rank (rc=$rc)"; echo "$out" | diag; fi
 
 out=$(env -u SLURM_CONF -u PMIX_NAMESPACE SLURM_STEP_NUM_TASKS=1 "$DLTRAIN" env 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"namespace singleton"* ]]; then ok "outside Slurm: runs as a singleton"; else not_ok "singleton (rc=$rc)"; echo "$out" | diag; fi
-out=$(DLTPMIX_LIB=$DLT_BUILDDIR/pmix/.libs/libdltpmix.so.0 timeout 60 srun -N2 -n2 python3 "$DLT_SRCDIR/tests/slurm/ctypes_example.py" 2>&1 | sort); rc=$?
+out=$(DLTPMIX_LIB=$DLT_BUILDDIR/pmix/.libs/libdltpmix.so.0 timeout 60 srun --quiet -N2 -n2 python3 "$DLT_SRCDIR/tests/slurm/ctypes_example.py" 2>&1 | sort); rc=$?
 if [[ $out == $'0 2 n1 b\'hello\'\n1 2 n2 b\'hello\'' ]]; then ok "the dltpmix(3) ctypes example works under srun"; else not_ok "ctypes example"; echo "$out" | diag; fi
 exit 0

@@ -8,10 +8,10 @@ cluster_up 2 4
 tap_plan 6
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
-rm -rf "$WORK/a" "$WORK/b"
+rm -rf "$WORK/a" "$WORK/b" "$WORK"/*.jsonl "$WORK/b.out" "$WORK/b.rc"
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 512 --epochs 4
      --steps 48 --warmup-epochs 0 --lr 0.8 --label-smoothing 0 --seed 5 --log-every 4 --check-every 4)
-SRUN=(srun -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
+SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
 
 out=$(timeout 300 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" --checkpoint-dir "$WORK/a" --metrics "$WORK/a.jsonl" 2>&1); rc=$?
 first=$(head -1 "$WORK/a.jsonl" 2>/dev/null | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p'); last=$(tail -1 "$WORK/a.jsonl" 2>/dev/null | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p')
@@ -25,6 +25,7 @@ if [[ $(grep -o '"images_per_s":[0-9.]*' "$WORK/a.jsonl" | wc -l) -ge 12 && $(gr
 ( timeout 300 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" --checkpoint-dir "$WORK/b" --metrics "$WORK/b.jsonl" > "$WORK/b.out" 2>&1; echo $? > "$WORK/b.rc" ) &
 for _ in $(seq 300); do grep -q '"step":8,' "$WORK/b.jsonl" 2>/dev/null && break; sleep 0.1; done
 job=$(squeue -h -o %i | head -1)
+[[ -n $job ]] || echo "# no running job found to signal"
 scancel --signal=USR1 "$job"
 wait
 rc=$(cat "$WORK/b.rc")
