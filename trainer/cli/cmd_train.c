@@ -16,7 +16,7 @@ enum {
     O_ARCH = 256, O_WIDTH, O_IMAGE, O_CLASSES, O_BATCH, O_PRECISION, O_EPOCHS, O_STEPS, O_LR, O_MOMENTUM, O_WD,
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
-    O_TIMEOUT, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
+    O_TIMEOUT, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
 };
 
 static const struct option g_opts[] = {
@@ -47,6 +47,8 @@ static const struct option g_opts[] = {
     {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
     {"checkpoint-every", required_argument, NULL, O_CKPT_EVERY},
     {"resume", required_argument, NULL, O_RESUME},
+    {"checkpoint-minutes", required_argument, NULL, O_CKPT_MIN},
+    {"baseline", required_argument, NULL, O_BASELINE},
     {"eval-size", required_argument, NULL, O_EVAL_SIZE},
     {"check-every", required_argument, NULL, O_CHECK_EVERY},
     {"comm", required_argument, NULL, O_COMM},
@@ -89,6 +91,8 @@ static void _usage(FILE *f, const char *cmd)
             "  --metrics FILE         append one JSON object per log line (rank 0)\n"
             "  --checkpoint-dir DIR   checkpoints (rank 0): ckpt-STEP.safetensors + .state.safetensors\n"
             "  --checkpoint-every N   steps between checkpoints (default: end and on SIGTERM/SIGUSR1)\n"
+            "  --checkpoint-minutes M also checkpoint when M minutes passed since the last one\n"
+            "  --baseline FILE        metrics of a smaller run: the summary adds scaling efficiency\n"
             "  --resume PATH|auto     continue from a checkpoint (auto: newest valid in --checkpoint-dir)\n"
             "  --check-every N        steps between cross-rank weight checks (default 100)\n"
             "evaluation (eval):\n"
@@ -166,6 +170,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_EVAL_SIZE: NUM(1, 1e10, c.eval_size = (int64_t)v); break;
         case O_CHECK_EVERY: NUM(0, 1e9, c.check_every = (int)v); break;
         case O_TIMEOUT: NUM(1, 86400, timeout = v); break;
+        case O_CKPT_MIN: NUM(0, 1e6, c.checkpoint_minutes = v); break;
         case O_WARMUP_ITERS: NUM(0, 1e6, b.warmup = (int)v); break;
         case O_ITERS: NUM(1, 1e6, b.iters = (int)v); break;
 #undef NUM
@@ -216,6 +221,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_METRICS: c.metrics_path = optarg; break;
         case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
         case O_RESUME: c.resume = optarg; break;
+        case O_BASELINE: c.baseline = optarg; break;
         case O_COMM: comm_kind = optarg; break;
         case O_INFERENCE: b.inference = 1; break;
         case O_JSON: b.json = 1; break;

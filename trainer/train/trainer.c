@@ -226,6 +226,29 @@ static int _check_replicas(_run *r, int64_t step)
     return 0;
 }
 
+/* Mean images/s per rank of a metrics file (its first interval left out as warm-up). */
+static int _baseline_per_rank(const char *path, double *per_rank)
+{
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    double sum = 0;
+    int n = 0, lines = 0;
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f)) {
+        const char *a = strstr(line, "\"images_per_s\":"), *r = strstr(line, "\"ranks\":");
+        if (!a || !r || lines++ == 0)
+            continue;
+        sum += atof(a + 15) / atof(r + 8);
+        n++;
+    }
+    fclose(f);
+    if (!n)
+        return -EINVAL;
+    *per_rank = sum / n;
+    return 0;
+}
+
 int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
 {
     _run r;
@@ -310,6 +333,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     }
 
     t_start = window_t0 = _now();
+    double last_ckpt = t_start, run_images = 0, steady_t0 = 0;
+    int64_t first_step = step;
     while (step < total) {
         int64_t epoch = step / spe, in_epoch = step % spe;
         double t0 = _now(), t1, t2, t3, lr, flags[3];
@@ -344,6 +369,10 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         if (_sgd(&r, lr) != 0)
             goto out;
         step++;
+        if (step == first_step + 1)
+            steady_t0 = _now(); /* the first step includes one-time setup */
+        else
+            run_images += (double)c->model.batch * comm->size;
         w_data += t1 - t0;
         w_comm += t3 - t2;
         w_total += _now() - t0;
@@ -384,14 +413,28 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             rc = DLT_EXIT_PREEMPTED;
             goto out;
         }
-        if (c->checkpoint_every > 0 && step % c->checkpoint_every == 0 && step < total && _save(&r, step, step / spe))
-            goto out;
+        if (step < total && ((c->checkpoint_every > 0 && step % c->checkpoint_every == 0) ||
+                             (c->checkpoint_minutes > 0 && _now() - last_ckpt >= 60 * c->checkpoint_minutes))) {
+            if (_save(&r, step, step / spe))
+                goto out;
+            last_ckpt = _now();
+        }
     }
     if (_save(&r, step, step / spe) != 0)
         goto out;
     if (comm->rank == 0) {
-        double el = _now() - t_start;
+        double el = _now() - t_start, steady = _now() - steady_t0, ips = steady > 0 ? run_images / steady : 0;
+        double base = 0;
         printf("dltrain: done: %" PRId64 " steps in %.1f s\n", step, el);
+        if (run_images > 0) {
+            printf("dltrain: summary: %.1f images/s, %.1f per rank, %d rank(s)", ips, ips / comm->size, comm->size);
+            if (c->baseline && _baseline_per_rank(c->baseline, &base) == 0)
+                printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / comm->size / base,
+                       base, c->baseline);
+            else if (c->baseline)
+                printf(" (baseline %s unreadable or empty)", c->baseline);
+            printf("\n");
+        }
     }
     rc = 0;
 out:

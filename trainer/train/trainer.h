@@ -31,6 +31,8 @@ typedef struct {
     const char *metrics_path;
     const char *checkpoint_dir;
     int64_t checkpoint_every; /* steps; 0: only at the end and on preemption */
+    double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */
+    const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
     int eval_each_epoch;
     int64_t eval_size;

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""report.py RUN.jsonl... [--svg FILE] [--skip N]: turns dltrain's metrics (one JSON object per log
+interval) into a throughput / speed-up / efficiency table, one row per run, grouped by precision
+(from the file name, e.g. fp32-8.jsonl, else "run"), with speed-up against that group's
+smallest run, and optionally an SVG plot of speed-up against ranks like the benchmark's figures.
+The first --skip intervals of each run (default 1) are left out as warm-up. Standard library only."""
+import argparse
+import json
+import os
+import re
+import sys
+
+
+def load(path, skip):
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
+    rows = [r for r in rows if "images_per_s" in r and "ranks" in r]
+    if not rows:
+        sys.exit(f"report.py: {path}: no metrics lines")
+    use = rows[skip:] or rows[-1:]
+    ips = sum(r["images_per_s"] for r in use) / len(use)
+    m = re.match(r"(.+?)-(\d+)\.jsonl$", os.path.basename(path))
+    return {"file": path, "group": m.group(1) if m else "run", "ranks": use[-1]["ranks"], "ips": ips,
+            "data": sum(r.get("data_wait", 0) for r in use) / len(use),
+            "allreduce": sum(r.get("allreduce", 0) for r in use) / len(use), "loss": use[-1].get("loss")}
+
+
+def svg(groups, path):
+    w, h, m = 640, 420, 60
+    maxr = max(r["ranks"] for g in groups.values() for r in g)
+    maxs = max(max(r["speedup"] for g in groups.values() for r in g), maxr)
+    sx = lambda v: m + (w - 2 * m) * v / maxr
+    sy = lambda v: h - m - (h - 2 * m) * v / maxs
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',
+           f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="black"/>',
+           f'<text x="{w / 2}" y="{h - 20}" text-anchor="middle">ranks (GPUs)</text>',
+           f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle">speed-up</text>',
+           f'<line x1="{sx(0)}" y1="{sy(0)}" x2="{sx(maxr)}" y2="{sy(maxr)}" stroke="#999" stroke-dasharray="4"/>']
+    for t in range(0, maxr + 1, max(1, maxr // 8)):
+        out.append(f'<text x="{sx(t)}" y="{h - m + 16}" text-anchor="middle">{t}</text>')
+        out.append(f'<text x="{m - 8}" y="{sy(t) + 4}" text-anchor="end">{t}</text>')
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    for i, (name, rows) in enumerate(sorted(groups.items())):
+        c = colours[i % len(colours)]
+        pts = " ".join(f"{sx(r['ranks']):.1f},{sy(r['speedup']):.1f}" for r in rows)
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"/>')
+        for r in rows:
+            out.append(f'<circle cx="{sx(r["ranks"]):.1f}" cy="{sy(r["speedup"]):.1f}" r="3" fill="{c}"/>')
+        out.append(f'<text x="{w - m - 80}" y="{m + 16 * i}" fill="{c}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--svg")
+    ap.add_argument("--skip", type=int, default=1)
+    a = ap.parse_args()
+    groups = {}
+    for p in a.runs:
+        r = load(p, a.skip)
+        groups.setdefault(r["group"], []).append(r)
+    print(f"{'group':<8} {'ranks':>5} {'images/s':>10} {'per rank':>9} {'speed-up':>8} {'efficiency':>10} {'data':>6} {'allreduce':>9}")
+    for name, rows in sorted(groups.items()):
+        rows.sort(key=lambda r: r["ranks"])
+        base = rows[0]
+        for r in rows:
+            r["speedup"] = r["ips"] / base["ips"] * base["ranks"]
+            eff = r["speedup"] / r["ranks"]
+            print(f"{name:<8} {r['ranks']:>5} {r['ips']:>10.1f} {r['ips'] / r['ranks']:>9.1f} {r['speedup']:>7.2f}x "
+                  f"{100 * eff:>9.1f}% {100 * r['data']:>5.1f}% {100 * r['allreduce']:>8.1f}%")
+    if a.svg:
+        svg(groups, a.svg)
+        print(f"report.py: plot written to {a.svg}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# contrib/sbatch templates on the local cluster, scaled down through their variables:
+# resnet50-imagenet.sbatch is preempted with SIGUSR1, requeues itself, resumes from its checkpoint
+# and completes; resnet50-scaling.sbatch runs a 1/2/4-rank sweep and contrib/report.py turns its
+# JSON lines into the speed-up table and an SVG plot.
+. "$(dirname "$0")/lib.sh"
+cluster_up 2 5
+tap_plan 6
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+T=$DLT_SRCDIR/contrib/sbatch
+D=$WORK/sb
+rm -rf "$D"; mkdir -p "$D"; cd "$D"
+SMALL="--width 0.25 --image-size 32 --classes 4 --synthetic-size 512 --warmup-epochs 0 --lr 0.4 --log-every 4"
+wait_done() { for _ in $(seq "${2:-600}"); do [[ -z $(squeue -h -j "$1" 2>/dev/null) ]] && return 0; sleep 0.2; done; return 1; }
+
+jid=$(sbatch --parsable -N2 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 -o "$D/train.out" \
+  --export=ALL,DLTRAIN=$DLTRAIN,ARCH=resnet18,EPOCHS=4,BATCH=8,CKPT=$D/ck,EXTRA="$SMALL" "$T/resnet50-imagenet.sbatch")
+for _ in $(seq 300); do grep -q '"step":8,' "$D/ck/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+scancel --signal=USR1 "$jid"
+for _ in $(seq 150); do [[ $(squeue -h -j "$jid" -o %r 2>/dev/null) == BeginTime ]] && break; sleep 0.2; done
+state=$(scontrol show job "$jid" | grep -o 'Restarts=[0-9]*')
+if [[ $state == Restarts=1 ]] && grep -q 'requeueing' "$D/train.out"; then ok "SIGUSR1: dltrain checkpoints, exits 75, the job requeues itself"; else not_ok "requeue ($state)"; tail -5 "$D/train.out" | diag; fi
+# Slurm holds a requeued job for two minutes; release it now instead of waiting.
+scontrol update JobId="$jid" StartTime=now
+wait_done "$jid" 900
+if grep -q 'resumed from .*/ck/ckpt-' "$D/train.out" && grep -q 'checkpoint .*ckpt-00000064.safetensors' "$D/train.out" && grep -q 'done: 64 steps' "$D/train.out"; then
+  ok "the requeued job resumes from its checkpoint and completes all 64 steps"
+else not_ok "resume after requeue"; tail -8 "$D/train.out" | diag; fi
+if [[ $(grep -c 'restart' "$D/train.out") -ge 2 ]]; then ok "--open-mode=append keeps both runs' output in one file"; else not_ok "output of both runs"; fi
+
+jid=$(sbatch --parsable -N2 --ntasks-per-node=2 --gpus-per-node=2 -o "$D/scaling.out" \
+  --export=ALL,DLTRAIN=$DLTRAIN,ARCH=resnet18,BATCH=8,STEPS=12,POINTS="1 2 4",PRECISIONS=fp32,OUT=$D/scal,PER_NODE=2,GPUS_PER_NODE=2,EXTRA="$SMALL" \
+  "$T/resnet50-scaling.sbatch")
+wait_done "$jid" 900
+if [[ -s $D/scal/fp32-1.jsonl && -s $D/scal/fp32-2.jsonl && -s $D/scal/fp32-4.jsonl ]]; then ok "scaling sweep: 1, 2 and 4 ranks each wrote their metrics"; else not_ok "scaling sweep"; tail -8 "$D/scaling.out" | diag; fi
+out=$(python3 "$DLT_SRCDIR/contrib/report.py" "$D"/scal/fp32-*.jsonl --svg "$D/scaling.svg" 2>&1); rc=$?
+if ((rc == 0)) && grep -qE '^fp32 +1 .* 1\.00x +100\.0%' <<<"$out" && grep -qE '^fp32 +4 ' <<<"$out"; then ok "report.py: speed-up / efficiency table per rank count"; else not_ok "report table (rc=$rc)"; echo "$out" | diag; fi
+if python3 -c 'import sys,xml.etree.ElementTree as E; r=E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg") and len(r.findall(".//{http://www.w3.org/2000/svg}circle")) == 3' "$D/scaling.svg" 2>/dev/null; then ok "report.py --svg: a valid SVG with the 3 measured points"; else not_ok "report svg"; fi
+exit 0
