@@ -16,7 +16,7 @@ enum {
     O_ARCH = 256, O_WIDTH, O_IMAGE, O_CLASSES, O_BATCH, O_PRECISION, O_EPOCHS, O_STEPS, O_LR, O_MOMENTUM, O_WD,
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
-    O_TIMEOUT, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
+    O_TIMEOUT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
 };
 
 static const struct option g_opts[] = {
@@ -48,6 +48,8 @@ static const struct option g_opts[] = {
     {"checkpoint-every", required_argument, NULL, O_CKPT_EVERY},
     {"resume", required_argument, NULL, O_RESUME},
     {"checkpoint-minutes", required_argument, NULL, O_CKPT_MIN},
+    {"max-bad-steps", required_argument, NULL, O_MAX_BAD},
+    {"stall-timeout", required_argument, NULL, O_STALL},
     {"baseline", required_argument, NULL, O_BASELINE},
     {"eval-size", required_argument, NULL, O_EVAL_SIZE},
     {"check-every", required_argument, NULL, O_CHECK_EVERY},
@@ -95,6 +97,9 @@ static void _usage(FILE *f, const char *cmd)
             "  --baseline FILE        metrics of a smaller run: the summary adds scaling efficiency\n"
             "  --resume PATH|auto     continue from a checkpoint (auto: newest valid in --checkpoint-dir)\n"
             "  --check-every N        steps between cross-rank weight checks (default 100)\n"
+            "  --max-bad-steps K      skip updates with a non-finite loss, stop after K in a row (default 5)\n"
+            "  --stall-timeout S      abort when one phase (data, compute, all-reduce, checkpoint) takes\n"
+            "                         longer than S seconds (default 900, 0 = off)\n"
             "evaluation (eval):\n"
             "  --checkpoint PATH      model file to evaluate      --eval-size N (default 50000)\n"
             "benchmark (bench):\n"
@@ -158,7 +163,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_BATCH: NUM(1, 65536, c.model.batch = (int)v); break;
         case O_EPOCHS: NUM(1, 100000, c.epochs = (int64_t)v); break;
         case O_STEPS: NUM(1, 1e12, c.max_steps = (int64_t)v); break;
-        case O_LR: NUM(0, 100, c.base_lr = v); break;
+        case O_LR: NUM(0, 1e9, c.base_lr = v); break;
         case O_MOMENTUM: NUM(0, 1, c.momentum = v); break;
         case O_WD: NUM(0, 1, c.weight_decay = v); break;
         case O_SMOOTH: NUM(0, 0.99, c.label_smoothing = v); break;
@@ -171,6 +176,8 @@ int dlt_cmd_train(int argc, char **argv)
         case O_CHECK_EVERY: NUM(0, 1e9, c.check_every = (int)v); break;
         case O_TIMEOUT: NUM(1, 86400, timeout = v); break;
         case O_CKPT_MIN: NUM(0, 1e6, c.checkpoint_minutes = v); break;
+        case O_MAX_BAD: NUM(0, 1e6, c.max_bad_steps = (int)v); break;
+        case O_STALL: NUM(0, 1e7, c.stall_timeout = v); break;
         case O_WARMUP_ITERS: NUM(0, 1e6, b.warmup = (int)v); break;
         case O_ITERS: NUM(1, 1e6, b.iters = (int)v); break;
 #undef NUM

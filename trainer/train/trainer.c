@@ -56,6 +56,8 @@ void dlt_train_config_defaults(dlt_train_config *c)
     c->log_every = 10;
     c->eval_size = 50000;
     c->check_every = 100;
+    c->max_bad_steps = 5;
+    c->stall_timeout = 900;
 }
 
 static double _now(void)
@@ -256,11 +258,19 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     int64_t spe, step = 0, total;
     double t_start, window_t0, w_data = 0, w_comm = 0, w_total = 0, loss_acc = 0;
     int64_t w_images = 0, w_correct = 0, w_seen = 0;
-    int rc = 1;
+    int rc = 1, bad_steps = 0;
+    float *stats_backup = NULL;
+    int64_t *batches_backup = NULL;
     struct sigaction sa;
 
     if (_setup(&r, c, comm, c->learnable, c->seed, c->synthetic_size) != 0)
         goto out;
+    stats_backup = malloc((r.net.model.nstats + 1) * sizeof(float));
+    batches_backup = malloc(((size_t)r.net.model.nbn + 1) * sizeof(int64_t));
+    if (!stats_backup || !batches_backup) {
+        fprintf(stderr, "dltrain: out of memory\n");
+        goto out;
+    }
     spe = dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
     if (spe < 1) {
         fprintf(stderr, "dltrain: %" PRId64 " images per epoch give no full batch of %d on each of %d ranks\n",
@@ -345,6 +355,9 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             goto out;
         }
         t1 = _now();
+        /* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
+        memcpy(stats_backup, r.net.stats, r.net.model.nstats * sizeof(float));
+        memcpy(batches_backup, r.net.bn_batches, (size_t)r.net.model.nbn * sizeof(int64_t));
         if (_fwd_bwd(&r, &loss_sum, &top1, &top5) != 0)
             goto out;
         t2 = _now();
@@ -361,13 +374,28 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             goto out;
         }
         t3 = _now();
-        if (!isfinite(flags[0])) {
-            fprintf(stderr, "dltrain: loss is %g at step %" PRId64 ": stopping (lower --lr?)\n", flags[0], step);
-            goto out;
-        }
         lr = dlt_schedule_lr(&sched, step);
-        if (_sgd(&r, lr) != 0)
-            goto out;
+        if (!isfinite(flags[0])) {
+            /* Every rank sees the same summed loss, so all skip the same update. */
+            if (++bad_steps > c->max_bad_steps) {
+                fprintf(stderr,
+                        "dltrain: rank %d: loss not finite for %d consecutive steps (last at step %" PRId64 "): "
+                        "stopping; the last checkpoint is intact (lower --lr?)\n",
+                        comm->rank, bad_steps, step);
+                goto out;
+            }
+            if (comm->rank == 0)
+                fprintf(stderr, "dltrain: loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)\n",
+                        flags[0], step, bad_steps, c->max_bad_steps);
+            /* Weights and momentum untouched, statistics restored; the step still counts so the data
+             * moves on. */
+            memcpy(r.net.stats, stats_backup, r.net.model.nstats * sizeof(float));
+            memcpy(r.net.bn_batches, batches_backup, (size_t)r.net.model.nbn * sizeof(int64_t));
+        } else {
+            bad_steps = 0;
+            if (_sgd(&r, lr) != 0)
+                goto out;
+        }
         step++;
         if (step == first_step + 1)
             steady_t0 = _now(); /* the first step includes one-time setup */
@@ -413,12 +441,16 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             rc = DLT_EXIT_PREEMPTED;
             goto out;
         }
-        if (step < total && ((c->checkpoint_every > 0 && step % c->checkpoint_every == 0) ||
+        if (step < total && bad_steps == 0 && ((c->checkpoint_every > 0 && step % c->checkpoint_every == 0) ||
                              (c->checkpoint_minutes > 0 && _now() - last_ckpt >= 60 * c->checkpoint_minutes))) {
             if (_save(&r, step, step / spe))
                 goto out;
             last_ckpt = _now();
         }
+    }
+    if (bad_steps > 0) {
+        fprintf(stderr, "dltrain: the run ended on non-finite losses: no final checkpoint written\n");
+        goto out;
     }
     if (_save(&r, step, step / spe) != 0)
         goto out;
@@ -438,6 +470,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     }
     rc = 0;
 out:
+    free(stats_backup);
+    free(batches_backup);
     _teardown(&r);
     return rc;
 }

@@ -37,6 +37,8 @@ typedef struct {
     int eval_each_epoch;
     int64_t eval_size;
     int check_every;          /* steps between cross-rank weight checks (0: never) */
+    int max_bad_steps;        /* consecutive non-finite losses tolerated (updates skipped) before stopping */
+    double stall_timeout;     /* seconds one phase may take before the watchdog aborts the run (0: off) */
 } dlt_train_config;
 
 void dlt_train_config_defaults(dlt_train_config *c);
