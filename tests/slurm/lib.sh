@@ -22,6 +22,7 @@ skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 # Brings a cluster up for this script (its own dir and ports) and down when the script exits.
 # $1: node count; $2: port offset so scripts run by make -j do not collide.
 cluster_up() {
+  [[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: an ASan plugin cannot be loaded into slurmstepd (the non-sanitized build runs these)"
   [[ $(id -u) -eq 0 ]] || skip_all "the local Slurm cluster needs root"
   command -v slurmctld >/dev/null 2>&1 || [[ -x /usr/sbin/slurmctld ]] || skip_all "Slurm daemons not installed (contrib/install-deps.sh)"
   export DLT_CLUSTER_NODES=$1

@@ -18,6 +18,8 @@ typedef struct {
     int (*bcast)(dlt_comm *c, void *buf, size_t bytes, int root);
     int (*barrier)(dlt_comm *c);
     void (*destroy)(dlt_comm *c);
+    /* Ends every rank now (a peer is lost or a collective is wedged); may be called from any thread. */
+    void (*abort)(dlt_comm *c, int code);
 } dlt_comm_ops;
 
 struct dlt_comm {

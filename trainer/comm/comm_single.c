@@ -38,7 +38,13 @@ static void _destroy(dlt_comm *c)
     free(c);
 }
 
-static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy};
+static void _abort(dlt_comm *c, int code)
+{
+    (void)c;
+    (void)code;
+}
+
+static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort};
 
 int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen)
 {

@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/model/network.h"
 #include "trainer/train/schedule.h"
+#include "trainer/train/watchdog.h"
 
 /* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
 static const float g_mean[3] = {123.675f, 116.28f, 103.53f};
@@ -177,18 +179,46 @@ static void _config_text(const dlt_train_config *c, int world, char *buf, size_t
              c->synthetic_size);
 }
 
+static void _abort_comm(void *arg)
+{
+    dlt_comm *comm = arg;
+    comm->ops->abort(comm, DLT_EXIT_STALLED);
+}
+
+/* Fault injection for the tests: DLT_TEST_STALL=PHASE:STEP:SECONDS sleeps in that phase of that step
+ * (PHASE: data, compute, allreduce). Rank selection: DLT_TEST_STALL_RANK (default all). */
+static void _test_stall(const char *phase, int64_t step, int rank)
+{
+    const char *spec = getenv("DLT_TEST_STALL"), *who = getenv("DLT_TEST_STALL_RANK");
+    char p[16];
+    long long s;
+    unsigned secs;
+    if (!spec || sscanf(spec, "%15[a-z]:%lld:%u", p, &s, &secs) != 3 || strcmp(p, phase) || s != step ||
+        (who && atoi(who) != rank))
+        return;
+    sleep(secs);
+}
+
 static void _skipped(const char *path, const char *why, void *arg)
 {
     (void)arg;
     fprintf(stderr, "dltrain: skipping checkpoint %s: %s\n", path, why);
 }
 
-static int _save(_run *r, int64_t step, int64_t epoch)
+static int _save(_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
 {
     dlt_train_state st;
     char path[4096], err[1024];
     if (r->comm->rank != 0 || !r->c->checkpoint_dir)
         return 0;
+    dlt_watchdog_phase(wd, DLT_PHASE_CHECKPOINT, step);
+    /* Never replace a good checkpoint with diverged weights: the next loss will stop the run. */
+    for (size_t i = 0; i < r->net.model.nparams; i++)
+        if (!isfinite(r->net.params[i])) {
+            fprintf(stderr, "dltrain: weights not finite at step %" PRId64 ": checkpoint not written (the previous "
+                    "one stays)\n", step);
+            return 0;
+        }
     memset(&st, 0, sizeof(st));
     st.step = step;
     st.epoch = epoch;
@@ -261,8 +291,10 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     int rc = 1, bad_steps = 0;
     float *stats_backup = NULL;
     int64_t *batches_backup = NULL;
+    dlt_watchdog wd;
     struct sigaction sa;
 
+    memset(&wd, 0, sizeof(wd));
     if (_setup(&r, c, comm, c->learnable, c->seed, c->synthetic_size) != 0)
         goto out;
     stats_backup = malloc((r.net.model.nstats + 1) * sizeof(float));
@@ -342,6 +374,15 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         fflush(stdout);
     }
 
+    {
+        char host[64] = "?";
+        if (gethostname(host, sizeof(host) - 1) != 0 || getenv("SLURMD_NODENAME"))
+            snprintf(host, sizeof(host), "%.63s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "?");
+        if (dlt_watchdog_start(&wd, c->stall_timeout, comm->rank, host, _abort_comm, comm) != 0) {
+            fprintf(stderr, "dltrain: cannot start the stall watchdog\n");
+            goto out;
+        }
+    }
     t_start = window_t0 = _now();
     double last_ckpt = t_start, run_images = 0, steady_t0 = 0;
     int64_t first_step = step;
@@ -350,6 +391,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         double t0 = _now(), t1, t2, t3, lr, flags[3];
         double loss_sum = 0;
         int top1 = 0, top5 = 0;
+        dlt_watchdog_phase(&wd, DLT_PHASE_DATA, step);
+        _test_stall("data", step, comm->rank);
         if (_load_batch(&r, epoch, in_epoch) != 0) {
             _fail_be(&r, "input");
             goto out;
@@ -358,9 +401,13 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         /* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
         memcpy(stats_backup, r.net.stats, r.net.model.nstats * sizeof(float));
         memcpy(batches_backup, r.net.bn_batches, (size_t)r.net.model.nbn * sizeof(int64_t));
+        dlt_watchdog_phase(&wd, DLT_PHASE_COMPUTE, step);
+        _test_stall("compute", step, comm->rank);
         if (_fwd_bwd(&r, &loss_sum, &top1, &top5) != 0)
             goto out;
         t2 = _now();
+        dlt_watchdog_phase(&wd, DLT_PHASE_ALLREDUCE, step);
+        _test_stall("allreduce", step, comm->rank);
         if (comm->ops->allreduce_sum(comm, r.net.grads, r.net.model.nparams, DLT_DTYPE_F32) != 0) {
             fprintf(stderr, "dltrain: rank %d: gradient all-reduce: %s\n", comm->rank, comm->err);
             goto out;
@@ -374,6 +421,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             goto out;
         }
         t3 = _now();
+        dlt_watchdog_phase(&wd, DLT_PHASE_COMPUTE, step);
         lr = dlt_schedule_lr(&sched, step);
         if (!isfinite(flags[0])) {
             /* Every rank sees the same summed loss, so all skip the same update. */
@@ -436,14 +484,14 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         if (flags[2] > 0) {
             if (comm->rank == 0)
                 printf("dltrain: stop requested (signal) at step %" PRId64 ": checkpointing\n", step);
-            if (_save(&r, step, step / spe) != 0)
+            if (_save(&r, step, step / spe, &wd) != 0)
                 goto out;
             rc = DLT_EXIT_PREEMPTED;
             goto out;
         }
         if (step < total && bad_steps == 0 && ((c->checkpoint_every > 0 && step % c->checkpoint_every == 0) ||
                              (c->checkpoint_minutes > 0 && _now() - last_ckpt >= 60 * c->checkpoint_minutes))) {
-            if (_save(&r, step, step / spe))
+            if (_save(&r, step, step / spe, &wd))
                 goto out;
             last_ckpt = _now();
         }
@@ -452,7 +500,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         fprintf(stderr, "dltrain: the run ended on non-finite losses: no final checkpoint written\n");
         goto out;
     }
-    if (_save(&r, step, step / spe) != 0)
+    if (_save(&r, step, step / spe, &wd) != 0)
         goto out;
     if (comm->rank == 0) {
         double el = _now() - t_start, steady = _now() - steady_t0, ips = steady > 0 ? run_images / steady : 0;
@@ -470,6 +518,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     }
     rc = 0;
 out:
+    dlt_watchdog_stop(&wd);
     free(stats_backup);
     free(batches_backup);
     _teardown(&r);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Faults in a 2-node x 2-rank training step: a rank that stops progressing (stalled in compute)
+# and a rank killed with SIGKILL must each end the whole step with an error naming what happened,
+# within a bounded time, and leave every node idle.
+. "$(dirname "$0")/lib.sh"
+cluster_up 2 6
+tap_plan 5
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+cd /tmp
+RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 4096 --epochs 10
+     --warmup-epochs 0 --log-every 2 --stall-timeout 5)
+SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
+
+start=$SECONDS
+out=$(DLT_TEST_STALL=compute:4:120 DLT_TEST_STALL_RANK=3 timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" 2>&1); rc=$?
+el=$((SECONDS - start))
+if ((rc != 0 && rc != 124 && el < 60)) && [[ $out == *"stuck in gradient all-reduce for "*"at step 4"* ]]; then
+  ok "rank 3 stalls: the other ranks' watchdogs abort the step after ${el}s, naming the all-reduce and step 4"
+else not_ok "stalled rank (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi
+if [[ $out == *"rank 0 on n1"* || $out == *"rank 1 on n1"* || $out == *"rank 2 on n2"* ]]; then ok "the message names rank and host"; else not_ok "rank/host in the watchdog message"; fi
+
+rm -f "$WORK/kill.out"
+( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" > "$WORK/kill.out" 2>&1; echo $? > "$WORK/kill.rc" ) &
+for _ in $(seq 300); do grep -q 'step 4/' "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
+victim=""
+for p in $(pgrep -x dltrain); do
+  if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=3' &&
+     tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF"; then victim=$p; fi
+done
+start=$SECONDS
+[[ -n $victim ]] && kill -KILL "$victim"
+wait
+el=$((SECONDS - start)); rc=$(cat "$WORK/kill.rc")
+if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -q 'task 3: Killed' "$WORK/kill.out"; then
+  ok "rank 3 killed (SIGKILL): the step ends in ${el}s with an error naming task 3"
+else not_ok "killed rank (victim=$victim rc=$rc ${el}s)"; tail -6 "$WORK/kill.out" | diag; fi
+if ! pgrep -x dltrain >/dev/null; then ok "no rank left running"; else not_ok "ranks left running: $(pgrep -x dltrain | tr '\n' ' ')"; fi
+sleep 1
+check "every node idle afterwards" bash -c '[[ $(sinfo -h -N -o "%t" | sort -u) == idle ]]'
+exit 0

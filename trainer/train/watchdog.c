@@ -1,0 +1,99 @@
+/* watchdog: abort a run whose current phase exceeds its bound. */
+#include "config.h"
+
+#include "trainer/train/watchdog.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *dlt_phase_name(dlt_phase p)
+{
+    static const char *n[] = {"idle", "data loading", "forward/backward", "gradient all-reduce", "checkpoint"};
+    return p <= DLT_PHASE_CHECKPOINT ? n[p] : "?";
+}
+
+static void *_run(void *arg)
+{
+    dlt_watchdog *w = arg;
+    double tick = w->limit_s / 4 < 1.0 ? w->limit_s / 4 : 1.0;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec ts;
+        double now = _now();
+        if (w->phase != DLT_PHASE_IDLE && now - w->since > w->limit_s) {
+            fprintf(stderr,
+                    "dltrain: watchdog: rank %d on %s stuck in %s for %.0f s at step %lld (limit %.0f s, "
+                    "--stall-timeout): aborting the step\n",
+                    w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step, w->limit_s);
+            fflush(stderr);
+            fflush(stdout);
+            if (w->abort_fn)
+                w->abort_fn(w->abort_arg);
+            _exit(DLT_EXIT_STALLED);
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)tick;
+        ts.tv_nsec += (long)((tick - (double)(time_t)tick) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
+                       void *arg)
+{
+    memset(w, 0, sizeof(*w));
+    w->limit_s = limit_s;
+    w->rank = rank;
+    snprintf(w->host, sizeof(w->host), "%.63s", host ? host : "?");
+    w->abort_fn = abort_fn;
+    w->abort_arg = arg;
+    if (limit_s <= 0)
+        return 0;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, _run, w) != 0)
+        return -errno;
+    w->running = 1;
+    return 0;
+}
+
+void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
+{
+    if (!w->running)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->phase = phase;
+    w->step = step;
+    w->since = _now();
+    pthread_mutex_unlock(&w->mu);
+}
+
+void dlt_watchdog_stop(dlt_watchdog *w)
+{
+    if (!w->running)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    w->running = 0;
+}

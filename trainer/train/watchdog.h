@@ -1,0 +1,36 @@
+/* watchdog: a thread that aborts the run when one phase of a step (data, compute, all-reduce,
+ * checkpoint) takes longer than a bound, naming the phase, rank, host and step, so a lost peer
+ * or a wedged collective ends the job step instead of hanging it (Caffe2's trainer did the same). */
+#ifndef DLT_WATCHDOG_H
+#define DLT_WATCHDOG_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define DLT_EXIT_STALLED 86
+
+typedef enum { DLT_PHASE_IDLE = 0, DLT_PHASE_DATA, DLT_PHASE_COMPUTE, DLT_PHASE_ALLREDUCE, DLT_PHASE_CHECKPOINT } dlt_phase;
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, stop;
+    dlt_phase phase;
+    double since;
+    int64_t step;
+    double limit_s;
+    int rank;
+    char host[64];
+    void (*abort_fn)(void *arg); /* tears the communicator down before the process exits */
+    void *abort_arg;
+} dlt_watchdog;
+
+/* limit_s <= 0: no thread, every call is a no-op. */
+int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
+                       void *arg);
+void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step);
+void dlt_watchdog_stop(dlt_watchdog *w);
+const char *dlt_phase_name(dlt_phase p);
+
+#endif
