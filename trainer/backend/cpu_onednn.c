@@ -327,8 +327,10 @@ fail:
     return rc;
 }
 
-static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta, float *y,
-                         float *mean, float *var)
+/* Training and inference forward take the same six arguments; only the primitive differs (training
+ * writes mean/var, inference reads them). */
+static int _bn_fwd(dlt_backend *be, dlt_op *op, dnnl_primitive_t prim, const float *x, const float *gamma,
+                   const float *beta, const float *mean, const float *var, float *y)
 {
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},        {DNNL_ARG_SCALE, op->m_scale},
                            {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean},      {DNNL_ARG_VARIANCE, op->m_var}};
@@ -338,21 +340,19 @@ static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const floa
     SET(op->m_shift, beta);
     SET(op->m_mean, mean);
     SET(op->m_var, var);
-    return _exec(be, op->fwd, 6, a);
+    return _exec(be, prim, 6, a);
+}
+
+static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta, float *y,
+                         float *mean, float *var)
+{
+    return _bn_fwd(be, op, op->fwd, x, gamma, beta, mean, var, y);
 }
 
 static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta,
                          const float *mean, const float *var, float *y)
 {
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},        {DNNL_ARG_SCALE, op->m_scale},
-                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean},      {DNNL_ARG_VARIANCE, op->m_var}};
-    SET(op->m_src, x);
-    SET(op->m_dst, y);
-    SET(op->m_scale, gamma);
-    SET(op->m_shift, beta);
-    SET(op->m_mean, mean);
-    SET(op->m_var, var);
-    return _exec(be, op->bn_infer, 6, a);
+    return _bn_fwd(be, op, op->bn_infer, x, gamma, beta, mean, var, y);
 }
 
 static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
