@@ -22,10 +22,11 @@ if [[ $out == *"rank 0 on n1"* || $out == *"rank 1 on n1"* || $out == *"rank 2 o
 rm -f "$WORK/kill.out"
 ( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" > "$WORK/kill.out" 2>&1; echo $? > "$WORK/kill.rc" ) &
 for _ in $(seq 300); do grep -q 'step 4/' "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
+# Only this test's cluster's ranks: other tests may run their own clusters at the same time.
+ours() { for p in $(pgrep -x dltrain); do tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" && echo "$p"; done; }
 victim=""
-for p in $(pgrep -x dltrain); do
-  if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=3' &&
-     tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF"; then victim=$p; fi
+for p in $(ours); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=3' && victim=$p
 done
 start=$SECONDS
 [[ -n $victim ]] && kill -KILL "$victim"
@@ -34,7 +35,8 @@ el=$((SECONDS - start)); rc=$(cat "$WORK/kill.rc")
 if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -q 'task 3: Killed' "$WORK/kill.out"; then
   ok "rank 3 killed (SIGKILL): the step ends in ${el}s with an error naming task 3"
 else not_ok "killed rank (victim=$victim rc=$rc ${el}s)"; tail -6 "$WORK/kill.out" | diag; fi
-if ! pgrep -x dltrain >/dev/null; then ok "no rank left running"; else not_ok "ranks left running: $(pgrep -x dltrain | tr '\n' ' ')"; fi
+left=$(ours)
+if [[ -z $left ]]; then ok "no rank left running"; else not_ok "ranks left running: $(tr '\n' ' ' <<<"$left")"; fi
 sleep 1
 check "every node idle afterwards" bash -c '[[ $(sinfo -h -N -o "%t" | sort -u) == idle ]]'
 exit 0

@@ -20,15 +20,14 @@ scancel --signal=USR1 "$jid"
 for _ in $(seq 150); do [[ $(squeue -h -j "$jid" -o %r 2>/dev/null) == BeginTime ]] && break; sleep 0.2; done
 state=$(scontrol show job "$jid" | grep -o 'Restarts=[0-9]*')
 if [[ $state == Restarts=1 ]] && grep -q 'requeueing' "$D/train.out"; then ok "SIGUSR1: dltrain checkpoints, exits 75, the job requeues itself"; else not_ok "requeue ($state)"; tail -5 "$D/train.out" | diag; fi
-# Slurm holds a requeued job for two minutes; release it now instead of waiting (repeatedly: the
-# update is refused while the first run is still completing).
-for _ in $(seq 300); do
-  st=$(squeue -h -j "$jid" -o %T 2>/dev/null)
-  [[ $st == RUNNING || -z $st ]] && break
-  [[ $st == PENDING ]] && scontrol update JobId="$jid" StartTime=now 2>/dev/null
+# Slurm holds a requeued job for two minutes; release it now instead of waiting (again and again:
+# the update is refused while the first run is still completing), until the second run finishes.
+for _ in $(seq 900); do
+  grep -q 'done: 64 steps' "$D/train.out" 2>/dev/null && break
+  scontrol update JobId="$jid" StartTime=now >/dev/null 2>&1
   sleep 0.2
 done
-wait_done "$jid" 900
+wait_done "$jid" 300
 if grep -q 'resumed from .*/ck/ckpt-' "$D/train.out" && grep -q 'checkpoint .*ckpt-00000064.safetensors' "$D/train.out" && grep -q 'done: 64 steps' "$D/train.out"; then
   ok "the requeued job resumes from its checkpoint and completes all 64 steps"
 else not_ok "resume after requeue"; tail -8 "$D/train.out" | diag; fi

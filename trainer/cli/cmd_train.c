@@ -16,7 +16,7 @@ enum {
     O_ARCH = 256, O_WIDTH, O_IMAGE, O_CLASSES, O_BATCH, O_PRECISION, O_EPOCHS, O_STEPS, O_LR, O_MOMENTUM, O_WD,
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
-    O_TIMEOUT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
+    O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
 };
 
 static const struct option g_opts[] = {
@@ -42,6 +42,10 @@ static const struct option g_opts[] = {
     {"synthetic-size", required_argument, NULL, O_SYNTH_SIZE},
     {"noise", no_argument, NULL, O_NOISE},
     {"data", required_argument, NULL, O_DATA},
+    {"val-data", required_argument, NULL, O_VAL_DATA},
+    {"val-labels", required_argument, NULL, O_VAL_LABELS},
+    {"workers", required_argument, NULL, O_WORKERS},
+    {"strict", no_argument, NULL, O_STRICT},
     {"log-every", required_argument, NULL, O_LOG_EVERY},
     {"metrics", required_argument, NULL, O_METRICS},
     {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
@@ -77,7 +81,13 @@ static void _usage(FILE *f, const char *cmd)
             "  --batch N              images per rank per step (default 32)\n"
             "  --precision P          fp32 | bf16 (bf16 convolutions where the CPU has AVX512-BF16/AMX)\n"
             "data:\n"
-            "  --synthetic            generated learnable images (the only source in this build)\n"
+            "  --data PATH            ImageFolder root (PATH/train and PATH/val, or PATH/CLASS/*.JPEG) or a\n"
+            "                         RecordIO file (PATH.rec + PATH.idx, as im2rec writes)\n"
+            "  --val-data PATH        validation images for eval (default PATH/val)\n"
+            "  --val-labels FILE      \"FILENAME CLASS\" lines for a flat validation folder\n"
+            "  --workers N            decode threads per rank (default: the task's CPUs minus one)\n"
+            "  --strict               stop at the first unreadable image instead of skipping it\n"
+            "  --synthetic            generated learnable images (the default without --data)\n"
             "  --synthetic-size N     images per epoch (default 1281167, as ILSVRC-2012 train)\n"
             "  --noise                random images (throughput only; nothing to learn)\n"
             "training (train):\n"
@@ -159,7 +169,8 @@ int dlt_cmd_train(int argc, char **argv)
     } while (0)
         case O_WIDTH: NUM(0.01, 4, c.model.width = (float)v); break;
         case O_IMAGE: NUM(32, 1024, c.model.image = (int)v); break;
-        case O_CLASSES: NUM(2, 100000, c.model.classes = (int)v); break;
+        case O_CLASSES: NUM(2, 100000, c.model.classes = (int)v; c.classes_given = 1); break;
+        case O_WORKERS: NUM(0, 1024, c.workers = (int)v); break;
         case O_BATCH: NUM(1, 65536, c.model.batch = (int)v); break;
         case O_EPOCHS: NUM(1, 100000, c.epochs = (int64_t)v); break;
         case O_STEPS: NUM(1, 1e12, c.max_steps = (int64_t)v); break;
@@ -221,10 +232,10 @@ int dlt_cmd_train(int argc, char **argv)
         case O_NO_ZERO_INIT: c.zero_init_residual = 0; break;
         case O_SYNTH: break;
         case O_NOISE: c.learnable = 0; break;
-        case O_DATA:
-            fprintf(stderr, "dltrain: --data %s: the ImageFolder and RecordIO readers are not in this build yet; "
-                    "use --synthetic\n", optarg);
-            return 2;
+        case O_DATA: c.data = optarg; break;
+        case O_VAL_DATA: c.val_data = optarg; break;
+        case O_VAL_LABELS: c.val_labels = optarg; break;
+        case O_STRICT: c.strict = 1; break;
         case O_METRICS: c.metrics_path = optarg; break;
         case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
         case O_RESUME: c.resume = optarg; break;

@@ -15,6 +15,7 @@ static void _usage(FILE *f)
                "  eval      top-1/top-5 of a checkpoint\n"
                "  bench     training (or --inference) images/s on synthetic data\n"
                "  info      layers, parameter count and FLOPs of a model\n"
+               "  data pack an ImageFolder into MXNet RecordIO (.rec + .idx), optionally resized\n"
                "  env       bootstrap through PMIx and report every rank's placement, GPU, CPU binding\n"
                "            and NCCL settings, then check the host communicator with an all-reduce\n"
                "\n"
@@ -39,6 +40,8 @@ int main(int argc, char **argv)
         return dlt_cmd_env(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "bench"))
         return dlt_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "data"))
+        return dlt_cmd_data(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info"))
         return dlt_cmd_info(argc - 1, argv + 1);
     fprintf(stderr, "dltrain: unknown command '%s'\n", argv[1]);

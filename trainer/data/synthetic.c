@@ -4,7 +4,6 @@
 #include "trainer/data/synthetic.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "trainer/train/rng.h"
@@ -13,7 +12,7 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
                        int learnable, int rank, int world)
 {
     memset(s, 0, sizeof(*s));
-    if (image < 8 || classes < 2 || size < world || world < 1 || rank < 0 || rank >= world)
+    if (image < 8 || classes < 2)
         return -EINVAL;
     s->image = image;
     s->classes = classes;
@@ -23,39 +22,23 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
     s->learnable = learnable;
     s->rank = rank;
     s->world = world;
-    s->perm = malloc((size_t)size * sizeof(int64_t));
-    s->perm_epoch = -1;
-    return s->perm ? 0 : -ENOMEM;
+    return dlt_sampler_init(&s->sampler, size, seed, rank, world, 1);
 }
 
 void dlt_synthetic_free(dlt_synthetic *s)
 {
-    free(s->perm);
+    dlt_sampler_free(&s->sampler);
     memset(s, 0, sizeof(*s));
 }
 
 int64_t dlt_synthetic_steps_per_epoch(const dlt_synthetic *s, int batch)
 {
-    return (s->size / s->world) / batch;
+    return dlt_sampler_per_rank(&s->sampler) / batch;
 }
 
 int64_t dlt_synthetic_index(dlt_synthetic *s, int64_t epoch, int64_t k)
 {
-    if (s->perm_epoch != epoch) {
-        /* Same permutation on every rank: seeded by (seed, epoch) only. */
-        dlt_rng r;
-        dlt_rng_seed(&r, s->seed ^ 0x9e3779b97f4a7c15ull, (uint64_t)epoch + 1);
-        for (int64_t i = 0; i < s->size; i++)
-            s->perm[i] = i;
-        for (int64_t i = s->size - 1; i > 0; i--) {
-            int64_t j = (int64_t)(((uint64_t)dlt_rng_u32(&r) << 32 | dlt_rng_u32(&r)) % (uint64_t)(i + 1));
-            int64_t t = s->perm[i];
-            s->perm[i] = s->perm[j];
-            s->perm[j] = t;
-        }
-        s->perm_epoch = epoch;
-    }
-    return s->perm[s->rank + k * s->world];
+    return dlt_sampler_index(&s->sampler, epoch, k);
 }
 
 void dlt_synthetic_sample(const dlt_synthetic *s, int64_t idx, uint8_t *img, int32_t *label)

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/data/sampler.h"
+
 typedef struct {
     int image;         /* height = width */
     int classes;
@@ -16,8 +18,7 @@ typedef struct {
     uint64_t class_seed; /* draws each class's pattern: the same for training and validation */
     int learnable;
     int rank, world;
-    int64_t *perm;     /* this epoch's permutation */
-    int64_t perm_epoch;
+    dlt_sampler sampler;
 } dlt_synthetic;
 
 int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,

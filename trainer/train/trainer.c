@@ -10,10 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/loader.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/model/network.h"
 #include "trainer/train/schedule.h"
@@ -75,26 +78,91 @@ typedef struct {
     dlt_backend *be;
     dlt_net net;
     dlt_synthetic data;
+    dlt_dataset *ds;     /* real images, when --data is given */
+    dlt_loader *loader;
     uint8_t *images;
     int32_t *labels;
     FILE *metrics;
 } _run;
 
-static int _setup(_run *r, const dlt_train_config *c, dlt_comm *comm, int learnable, uint64_t data_seed,
+/* Where the images of one split are: an explicit path, ROOT/train|val, ROOT itself, or a .rec. */
+static int _open_dataset(const char *path, const char *labels, dlt_dataset **ds, char *err, size_t errlen)
+{
+    size_t n = strlen(path);
+    if (n > 4 && !strcmp(path + n - 4, ".rec"))
+        return dlt_dataset_open_recordio(ds, path, err, errlen);
+    return dlt_dataset_open_folder(ds, path, labels, err, errlen);
+}
+
+static int _split_path(const char *root, const char *split, char *out, size_t len)
+{
+    struct stat st;
+    if (snprintf(out, len, "%s/%s", root, split) < (int)len && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        return 1;
+    snprintf(out, len, "%s", root);
+    return 0;
+}
+
+/* Opens the dataset for training (train) or evaluation and the loader over it; fixes the class
+ * count from the data unless --classes was given. */
+static int _setup_data(_run *r, dlt_train_config *c, dlt_comm *comm, int train, char *err, size_t errlen)
+{
+    char path[4096];
+    dlt_loader_config lc;
+    int rc;
+    if (train || !c->val_data)
+        _split_path(c->data, train ? "train" : "val", path, sizeof(path));
+    else
+        snprintf(path, sizeof(path), "%s", c->val_data);
+    if ((rc = _open_dataset(path, train ? NULL : c->val_labels, &r->ds, err, errlen)) != 0)
+        return rc;
+    if (!c->classes_given)
+        c->model.classes = dlt_dataset_classes(r->ds);
+    else if (c->model.classes != dlt_dataset_classes(r->ds)) {
+        snprintf(err, errlen, "%s has %d classes but --classes %d was given", path, dlt_dataset_classes(r->ds),
+                 c->model.classes);
+        return -EINVAL;
+    }
+    memset(&lc, 0, sizeof(lc));
+    lc.batch = c->model.batch;
+    lc.out = c->model.image;
+    lc.train = train;
+    lc.seed = c->seed;
+    lc.rank = comm->rank;
+    lc.world = comm->size;
+    lc.workers = c->workers;
+    lc.strict = c->strict;
+    if ((rc = dlt_loader_create(&r->loader, r->ds, &lc, err, errlen)) != 0)
+        return rc;
+    if (comm->rank == 0)
+        printf("dltrain: %s: %lld images, %d classes, %lld batches per rank per epoch\n", path,
+               (long long)dlt_dataset_count(r->ds), dlt_dataset_classes(r->ds),
+               (long long)dlt_loader_steps_per_epoch(r->loader));
+    return 0;
+}
+
+static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int learnable, uint64_t data_seed,
                   int64_t data_size)
 {
     char err[1024];
-    size_t img = (size_t)c->model.image * c->model.image * 3;
+    static dlt_train_config copy; /* classes may come from the data */
+    const dlt_train_config *c = &copy;
+    size_t img = (size_t)cin->model.image * cin->model.image * 3;
     memset(r, 0, sizeof(*r));
+    copy = *cin;
     r->c = c;
     r->comm = comm;
+    if (cin->data && _setup_data(r, &copy, comm, learnable >= 0, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+        return -1;
+    }
     if (dlt_backend_cpu_create(&r->be, c->precision, err, sizeof(err)) != 0 ||
         dlt_net_create(&r->net, &c->model, r->be, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
         return -1;
     }
-    if (dlt_synthetic_init(&r->data, c->model.image, c->model.classes, data_size, data_seed, c->seed, learnable,
-                           comm->rank, comm->size) != 0) {
+    if (!c->data && dlt_synthetic_init(&r->data, c->model.image, c->model.classes, data_size, data_seed, c->seed,
+                                       learnable > 0, comm->rank, comm->size) != 0) {
         fprintf(stderr, "dltrain: synthetic data: %" PRId64 " images cannot be split over %d ranks\n", data_size,
                 comm->size);
         return -1;
@@ -110,6 +178,10 @@ static int _setup(_run *r, const dlt_train_config *c, dlt_comm *comm, int learna
 
 static void _teardown(_run *r)
 {
+    if (r->loader && r->comm && r->comm->rank == 0 && dlt_loader_bad_images(r->loader) > 0)
+        fprintf(stderr, "dltrain: %lld bad image(s) were skipped and replaced\n", (long long)dlt_loader_bad_images(r->loader));
+    dlt_loader_destroy(r->loader);
+    dlt_dataset_close(r->ds);
     if (r->net.params)
         dlt_net_destroy(&r->net);
     if (r->be)
@@ -125,7 +197,17 @@ static int _load_batch(_run *r, int64_t epoch, int64_t step)
 {
     dlt_net *n = &r->net;
     size_t pixels = (size_t)r->c->model.batch * r->c->model.image * r->c->model.image;
-    dlt_synthetic_batch(&r->data, epoch, step, r->c->model.batch, r->images, r->labels);
+    if (r->loader) {
+        char err[sizeof(r->be->err)];
+        (void)epoch;
+        (void)step; /* the loader was positioned by dlt_loader_start and runs in order */
+        if (dlt_loader_next(r->loader, r->images, r->labels, err, sizeof(err)) != 0) {
+            snprintf(r->be->err, sizeof(r->be->err), "%s", err);
+            return -EIO;
+        }
+    } else {
+        dlt_synthetic_batch(&r->data, epoch, step, r->c->model.batch, r->images, r->labels);
+    }
     return r->be->ops->normalize_input(r->be, r->images, dlt_net_input(n), pixels, g_mean, g_inv_std);
 }
 
@@ -303,7 +385,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         fprintf(stderr, "dltrain: out of memory\n");
         goto out;
     }
-    spe = dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
+    spe = r.loader ? dlt_loader_steps_per_epoch(r.loader) : dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
+    c = r.c; /* the class count may have come from the data */
     if (spe < 1) {
         fprintf(stderr, "dltrain: %" PRId64 " images per epoch give no full batch of %d on each of %d ranks\n",
                 c->synthetic_size, c->model.batch, comm->size);
@@ -359,6 +442,10 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             fprintf(stderr, "dltrain: cannot open metrics file %s: %s\n", c->metrics_path, strerror(errno));
             goto out;
         }
+    }
+    if (r.loader && dlt_loader_start(r.loader, step / spe, step % spe) != 0) {
+        fprintf(stderr, "dltrain: cannot start the data loader threads\n");
+        goto out;
     }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = _on_signal;
@@ -533,13 +620,18 @@ int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoi
     double counts[3] = {0, 0, 0};
     int rc = 1;
     /* The validation set: other images (another seed) of the same classes. */
-    if (_setup(&r, c, comm, c->learnable, c->seed ^ 0x5eed5eedull, c->eval_size) != 0)
+    if (_setup(&r, c, comm, c->data ? -1 : c->learnable, c->seed ^ 0x5eed5eedull, c->eval_size) != 0)
         goto out;
+    c = r.c;
     if (dlt_checkpoint_load(&r.net, checkpoint, NULL, err, sizeof(err)) != 0 || dlt_net_sync_weights(&r.net) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
     }
-    steps = dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
+    steps = r.loader ? dlt_loader_steps_per_epoch(r.loader) : dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
+    if (r.loader && dlt_loader_start(r.loader, 0, 0) != 0) {
+        fprintf(stderr, "dltrain: cannot start the data loader threads\n");
+        goto out;
+    }
     for (int64_t s = 0; s < steps; s++) {
         double loss = 0;
         int t1 = 0, t5 = 0;

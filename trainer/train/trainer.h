@@ -26,6 +26,12 @@ typedef struct {
     int zero_init_residual;
     uint64_t seed;
     int64_t synthetic_size; /* images per epoch */
+    const char *data;         /* ImageFolder root (or ROOT/train), or a RecordIO .rec; NULL: synthetic */
+    const char *val_data;     /* validation images (default ROOT/val when data has train/ and val/) */
+    const char *val_labels;   /* "FILENAME CLASS" lines for a flat validation folder */
+    int workers;              /* decode threads per rank (0: the task's CPUs minus one) */
+    int strict;               /* a bad image stops the run instead of being skipped */
+    int classes_given;        /* --classes was set: the dataset must agree */
     int learnable;
     int log_every;
     const char *metrics_path;

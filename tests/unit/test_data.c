@@ -1,0 +1,355 @@
+/* The data pipeline: crop parameters against their definitions, JPEG decode + transform on
+ * images made here with libjpeg-turbo (RGB, grayscale, CMYK, progressive, odd sizes), refusal of
+ * damaged data without poisoning the next decode, ImageFolder class order, RecordIO round trip
+ * (including a record split around the magic number), and the loader's determinism, sharding and
+ * bad-image handling. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "trainer/data/dataset.h"
+#include "trainer/data/loader.h"
+#include "trainer/data/transform.h"
+#include "trainer/train/rng.h"
+
+static char g_dir[256];
+
+static unsigned char *_jpeg(int w, int h, int kind, unsigned long *len)
+{
+    tjhandle tj = tjInitCompress();
+    unsigned char *rgb = malloc((size_t)w * h * 4), *out = NULL;
+    int pf = kind == 2 ? TJPF_CMYK : TJPF_RGB, samp = kind == 1 ? TJSAMP_GRAY : kind == 2 ? TJSAMP_444 : TJSAMP_420;
+    const int ps = tjPixelSize[pf];
+    /* Smooth gradients (a photo survives DCT downscaling; a one-pixel pattern would average out). */
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < ps; k++)
+                rgb[((size_t)y * w + x) * ps + k] =
+                    (unsigned char)(k == 3 ? 255 : (x * 200 / w + y * 50 / h + 60 * k) % 256);
+    assert_int_equal(tjCompress2(tj, rgb, w, w * ps, h, pf, &out, len, samp, 90,
+                                 kind == 3 ? TJFLAG_PROGRESSIVE : 0),
+                     0);
+    tjDestroy(tj);
+    free(rgb);
+    return out;
+}
+
+static void _write(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+static void test_crop_parameters(void **state)
+{
+    dlt_rng r;
+    dlt_crop c;
+    (void)state;
+    dlt_rng_seed(&r, 1, 2);
+    for (int i = 0; i < 20000; i++) {
+        /* Aspect inside [3/4, 4/3]: the fallback then is the whole image, inside the bounds below. */
+        int w = 32 + (int)dlt_rng_below(&r, 900), h = (int)(w * (0.75 + 0.58 * dlt_rng_uniform(&r)));
+        double area, ratio;
+        dlt_crop_random_resized(&r, w, h, &c);
+        assert_true(c.x >= 0 && c.y >= 0 && c.w >= 1 && c.h >= 1 && c.x + c.w <= w && c.y + c.h <= h);
+        area = (double)c.w * c.h / ((double)w * h);
+        ratio = (double)c.w / c.h;
+        /* Rounding to whole pixels moves area and ratio a little off the sampled values. */
+        assert_true(area >= 0.08 * 0.9 && area <= 1.0);
+        assert_true(ratio >= 0.75 * 0.9 && ratio <= 4.0 / 3.0 * 1.1);
+    }
+    dlt_crop_center(500, 375, 0.875, &c);
+    assert_int_equal(c.w, 328);
+    assert_int_equal(c.h, 328);
+    assert_int_equal(c.x, 86);
+    assert_int_equal(c.y, 23);
+    /* A very narrow image: RandomResizedCrop falls back to the centre with the ratio clamped. */
+    dlt_rng_seed(&r, 3, 4);
+    dlt_crop_random_resized(&r, 1000, 40, &c);
+    assert_true(c.w <= 1000 && c.h <= 40);
+}
+
+static void test_decode_transform(void **state)
+{
+    dlt_decoder *d = dlt_decoder_create();
+    uint8_t out[64 * 64 * 3], again[64 * 64 * 3];
+    char err[256];
+    int num, den;
+    (void)state;
+    assert_non_null(d);
+    for (int kind = 0; kind < 4; kind++) {
+        unsigned long len;
+        unsigned char *j = _jpeg(500, 375, kind, &len);
+        dlt_rng r1, r2;
+        int lo = 255, hi = 0;
+        memset(out, 0xab, sizeof(out));
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 0, NULL, out, err, sizeof(err)), 0);
+        /* Centre crop 328 px -> 64: DCT scale 1/4 (82 px), not 1/8 (41 px < 64). */
+        dlt_decoder_last_scale(d, &num, &den);
+        assert_int_equal(num * 4, den);
+        for (size_t i = 0; i < sizeof(out); i++) {
+            lo = out[i] < lo ? out[i] : lo;
+            hi = out[i] > hi ? out[i] : hi;
+        }
+        if (hi - lo <= 50)
+            fail_msg("kind %d: output spans only %d..%d", kind, lo, hi); /* an image, not a constant fill */
+        dlt_rng_seed(&r1, 9, 9);
+        dlt_rng_seed(&r2, 9, 9);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 1, &r1, out, err, sizeof(err)), 0);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 1, &r2, again, err, sizeof(err)), 0);
+        assert_memory_equal(out, again, sizeof(out)); /* deterministic for a seed */
+        tjFree(j);
+    }
+    {
+        /* Smaller than the output: upsampled at scale 1. */
+        unsigned long len;
+        unsigned char *j = _jpeg(20, 30, 0, &len);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 0, NULL, out, err, sizeof(err)), 0);
+        dlt_decoder_last_scale(d, &num, &den);
+        assert_int_equal(num, den);
+        tjFree(j);
+    }
+    dlt_decoder_destroy(d);
+}
+
+static void test_damaged_data(void **state)
+{
+    dlt_decoder *d = dlt_decoder_create();
+    uint8_t out[32 * 32 * 3], junk[2048];
+    char err[256];
+    unsigned long len;
+    unsigned char *j = _jpeg(100, 80, 0, &len);
+    (void)state;
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 31 + 7);
+    assert_int_equal(dlt_decode_transform(d, j, 0, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "empty"));
+    assert_int_equal(dlt_decode_transform(d, junk, sizeof(junk), 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "not a readable JPEG"));
+    /* Right after a failure the next good image must decode (libjpeg-turbo 2.1 handle reuse bug). */
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    assert_int_equal(dlt_decode_transform(d, j, len / 2, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "JPEG"));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    memcpy(junk, j, len < sizeof(junk) ? len : sizeof(junk));
+    junk[len / 2] ^= 0xff;
+    junk[len / 2 + 1] ^= 0x5a;
+    (void)dlt_decode_transform(d, junk, len < sizeof(junk) ? len : sizeof(junk), 32, 0, NULL, out, err, sizeof(err));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    tjFree(j);
+    dlt_decoder_destroy(d);
+}
+
+static void _make_folder(const char *root, const char *const *classes, int ncls, int per, int bad_in_first)
+{
+    char p[512];
+    mkdir(root, 0755);
+    for (int c = 0; c < ncls; c++) {
+        snprintf(p, sizeof(p), "%s/%s", root, classes[c]);
+        mkdir(p, 0755);
+        for (int i = 0; i < per; i++) {
+            unsigned long len;
+            unsigned char *j = _jpeg(40 + 8 * c, 30 + 4 * i, i % 4, &len);
+            snprintf(p, sizeof(p), "%s/%s/img%02d.JPEG", root, classes[c], i);
+            _write(p, j, (c == 0 && i < bad_in_first) ? len / 3 : len);
+            tjFree(j);
+        }
+    }
+    snprintf(p, sizeof(p), "%s/%s/README.txt", root, classes[0]);
+    _write(p, "not an image", 12); /* ignored: not a .JPEG/.jpg */
+}
+
+static void test_folder_and_recordio(void **state)
+{
+    static const char *const classes[] = {"b", "A", "a", "n01440764"};
+    char root[512], rec[512], name[1024], err[512];
+    dlt_dataset *ds, *rs;
+    uint8_t *buf = NULL, *buf2 = NULL;
+    size_t cap = 0, cap2 = 0, len, len2;
+    int32_t label, label2;
+    dlt_recordio_writer w;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/folder", g_dir);
+    _make_folder(root, classes, 4, 3, 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_classes(ds), 4);
+    assert_int_equal(dlt_dataset_count(ds), 12);
+    /* torchvision: sorted(os.scandir names) = code point order. */
+    assert_string_equal(dlt_dataset_class_name(ds, 0), "A");
+    assert_string_equal(dlt_dataset_class_name(ds, 1), "a");
+    assert_string_equal(dlt_dataset_class_name(ds, 2), "b");
+    assert_string_equal(dlt_dataset_class_name(ds, 3), "n01440764");
+    assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+    assert_int_equal(label, 0);
+    assert_non_null(strstr(name, "/A/img00.JPEG"));
+
+    snprintf(rec, sizeof(rec), "%s/data.rec", g_dir);
+    assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+    for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)label, buf, len, err, sizeof(err)), 0);
+    }
+    assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(rs), 12);
+    assert_int_equal(dlt_dataset_classes(rs), 4);
+    for (int64_t i = 0; i < 12; i++) {
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, i, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(len, len2);
+        assert_int_equal(label, label2);
+        assert_memory_equal(buf, buf2, len);
+    }
+    dlt_dataset_close(rs);
+
+    {
+        /* A record split by a writer that cut the magic out of the data: parts 1, 2, 3. */
+        char rec2[512], idx[512];
+        uint32_t magic = 0xced7230au;
+        uint8_t payload_hdr[24] = {0};
+        float lab = 2.0f;
+        uint8_t file[256];
+        size_t o = 0;
+        const uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[4] = {9, 9, 9, 9}, c[3] = {7, 7, 7};
+        memcpy(payload_hdr + 4, &lab, 4);
+#define PART(cflag, data, n)                                                                                   \
+    do {                                                                                                       \
+        uint32_t l = ((uint32_t)(cflag) << 29) | (uint32_t)(n);                                                \
+        memcpy(file + o, &magic, 4);                                                                           \
+        memcpy(file + o + 4, &l, 4);                                                                           \
+        memcpy(file + o + 8, data, n);                                                                         \
+        o += 8 + (((n) + 3u) & ~3u);                                                                           \
+    } while (0)
+        {
+            uint8_t first[32];
+            memcpy(first, payload_hdr, 24);
+            memcpy(first + 24, a, 8);
+            PART(1, first, 32);
+        }
+        PART(2, b, 4);
+        PART(3, c, 3);
+#undef PART
+        snprintf(rec2, sizeof(rec2), "%s/split.rec", g_dir);
+        snprintf(idx, sizeof(idx), "%s/split.idx", g_dir);
+        _write(rec2, file, o);
+        _write(idx, "0\t0\n", 4);
+        assert_int_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, 0, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)),
+                         0);
+        assert_int_equal(label2, 2);
+        assert_int_equal(len2, 8 + 4 + 4 + 4 + 3); /* a | magic | b | magic | c */
+        assert_memory_equal(buf2, a, 8);
+        assert_memory_equal(buf2 + 8, &magic, 4);
+        assert_memory_equal(buf2 + 12, b, 4);
+        assert_memory_equal(buf2 + 20, c, 3);
+        dlt_dataset_close(rs);
+        /* A bad magic is refused with the offset. */
+        file[0] ^= 1;
+        _write(rec2, file, o);
+        assert_int_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
+        assert_int_not_equal(dlt_dataset_read(rs, 0, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)),
+                             0);
+        assert_non_null(strstr(err, "bad magic"));
+        dlt_dataset_close(rs);
+    }
+    free(buf);
+    free(buf2);
+    dlt_dataset_close(ds);
+}
+
+static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict, uint8_t *images, int32_t *labels,
+                   int *rc_out, int64_t *bad)
+{
+    dlt_loader *l;
+    dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = rank, .world = world,
+                           .workers = workers, .depth = 2, .strict = strict};
+    char err[512];
+    int rc = 0;
+    assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_start(l, 1, 0), 0);
+    for (int64_t s = 0; s < dlt_loader_steps_per_epoch(l) && rc == 0; s++)
+        rc = dlt_loader_next(l, images + (size_t)s * 4 * 32 * 32 * 3, labels + s * 4, err, sizeof(err));
+    *rc_out = rc;
+    *bad = dlt_loader_bad_images(l);
+    dlt_loader_destroy(l);
+}
+
+static void test_loader(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2", "c3"};
+    char root[512], err[512];
+    dlt_dataset *ds;
+    uint8_t *a = calloc(16 * 32 * 32 * 3, 1), *b = calloc(16 * 32 * 32 * 3, 1);
+    int32_t la[16], lb[16], counts[4] = {0};
+    int rc;
+    int64_t bad;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/loader", g_dir);
+    _make_folder(root, classes, 4, 4, 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    _epoch(ds, 1, 0, 1, 0, a, la, &rc, &bad);
+    assert_int_equal(rc, 0);
+    _epoch(ds, 3, 0, 1, 0, b, lb, &rc, &bad);
+    assert_int_equal(rc, 0);
+    assert_memory_equal(a, b, 16 * 32 * 32 * 3); /* thread count does not change the batches */
+    assert_memory_equal(la, lb, sizeof(la));
+    for (int i = 0; i < 16; i++)
+        counts[la[i]]++;
+    for (int c = 0; c < 4; c++)
+        assert_int_equal(counts[c], 4); /* one epoch: every image once */
+    /* Two ranks: disjoint halves, together the whole epoch. */
+    _epoch(ds, 2, 0, 2, 0, a, la, &rc, &bad);
+    _epoch(ds, 2, 1, 2, 0, b, lb, &rc, &bad);
+    memset(counts, 0, sizeof(counts));
+    for (int i = 0; i < 8; i++)
+        counts[la[i]]++, counts[lb[i]]++;
+    for (int c = 0; c < 4; c++)
+        assert_int_equal(counts[c], 4);
+    dlt_dataset_close(ds);
+
+    /* Damaged images: replaced and counted; with strict the run fails naming the file. */
+    snprintf(root, sizeof(root), "%s/loader_bad", g_dir);
+    _make_folder(root, classes, 4, 4, 2);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    _epoch(ds, 2, 0, 1, 0, a, la, &rc, &bad);
+    assert_int_equal(rc, 0);
+    assert_true(bad >= 2);
+    _epoch(ds, 2, 0, 1, 1, a, la, &rc, &bad);
+    assert_int_equal(rc, -EIO);
+    dlt_dataset_close(ds);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crop_parameters), cmocka_unit_test(test_decode_transform),
+        cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
+        cmocka_unit_test(test_loader),
+    };
+    char cmd[300];
+    int rc;
+    snprintf(g_dir, sizeof(g_dir), "/tmp/dlt-test-data-%d", (int)getpid());
+    mkdir(g_dir, 0755);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
+    if (system(cmd) != 0)
+        return 1;
+    return rc;
+}

@@ -1,0 +1,148 @@
+/* cmd_data: `dltrain data pack`: an ImageFolder into an MXNet RecordIO pair (.rec + .idx), each
+ * image optionally re-encoded with its shorter side resized (e.g. 256 or 160), with a progress
+ * line. Unreadable images are reported and left out. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stb/stb_image_resize.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <turbojpeg.h>
+
+#include "trainer/cli/commands.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/transform.h"
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
+ * `side`, re-encodes at `quality`. */
+static int _resize_jpeg(dlt_decoder *dec, tjhandle enc, const uint8_t *in, size_t len, int side, int quality,
+                        unsigned char **out, unsigned long *outlen, char *err, size_t errlen)
+{
+    const uint8_t *rgb;
+    int w, h, nw, nh, rc = -1;
+    unsigned char *small;
+    if (dlt_decode_rgb(dec, in, len, &rgb, &w, &h, err, errlen) != 0)
+        return -1;
+    nw = w <= h ? side : (int)((long)w * side / h);
+    nh = w <= h ? (int)((long)h * side / w) : side;
+    small = malloc((size_t)nw * nh * 3);
+    if (!small)
+        snprintf(err, errlen, "out of memory");
+    else if (!stbir_resize_uint8(rgb, w, h, w * 3, small, nw, nh, nw * 3, 3))
+        snprintf(err, errlen, "resize failed");
+    else if (tjCompress2(enc, small, nw, 0, nh, TJPF_RGB, out, outlen, TJSAMP_420, quality, 0) != 0)
+        snprintf(err, errlen, "encode failed: %s", tjGetErrorStr2(enc));
+    else
+        rc = 0;
+    free(small);
+    return rc;
+}
+
+int dlt_cmd_data(int argc, char **argv)
+{
+    static const struct option o[] = {{"resize", required_argument, NULL, 'r'}, {"quality", required_argument, NULL, 'q'},
+                                      {"labels", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
+                                      {NULL, 0, NULL, 0}};
+    const char *labels = NULL;
+    int side = 0, quality = 90, opt, rc = 1;
+    dlt_dataset *ds = NULL;
+    dlt_recordio_writer w;
+    dlt_decoder *dec = NULL;
+    tjhandle enc = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int64_t n, written = 0, bad = 0;
+    char err[1024];
+    double t0;
+
+    if (argc < 2 || strcmp(argv[1], "pack")) {
+        fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE]\n");
+        return 2;
+    }
+    optind = 2;
+    while ((opt = getopt_long(argc, argv, "h", o, NULL)) != -1) {
+        switch (opt) {
+        case 'r': side = atoi(optarg); break;
+        case 'q': quality = atoi(optarg); break;
+        case 'l': labels = optarg; break;
+        case 'h':
+            printf("usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE]\n"
+                   "Packs an ImageFolder (SRC_DIR/CLASS/IMAGE.JPEG, classes numbered in sorted order) into OUT.rec\n"
+                   "and OUT.idx in MXNet's RecordIO format; --resize re-encodes with the shorter side at N pixels.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (argc - optind != 2 || (side && (side < 16 || side > 4096)) || quality < 1 || quality > 100) {
+        fprintf(stderr, "dltrain data pack: SRC_DIR and OUT.rec are needed (--resize 16..4096, --quality 1..100)\n");
+        return 2;
+    }
+    if (dlt_dataset_open_folder(&ds, argv[optind], labels, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err);
+        return 1;
+    }
+    if (dlt_recordio_create(&w, argv[optind + 1], err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err);
+        goto out;
+    }
+    dec = dlt_decoder_create();
+    enc = tjInitCompress();
+    if (!dec || !enc) {
+        fprintf(stderr, "dltrain: cannot create the JPEG codec\n");
+        goto out;
+    }
+    n = dlt_dataset_count(ds);
+    t0 = _now();
+    for (int64_t i = 0; i < n; i++) {
+        char name[4096];
+        size_t len;
+        int32_t label;
+        unsigned char *jpg = NULL;
+        unsigned long jlen = 0;
+        if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)) != 0 ||
+            (side && _resize_jpeg(dec, enc, buf, len, side, quality, &jpg, &jlen, err, sizeof(err)) != 0) ||
+            (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0}, err,
+                                     sizeof(err)) != 0)) {
+            fprintf(stderr, "\rdltrain: leaving out %s: %s\n", name, err);
+            bad++;
+            continue;
+        }
+        if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, err,
+                                sizeof(err)) != 0) {
+            fprintf(stderr, "\ndltrain: writing %s: %s\n", argv[optind + 1], err);
+            tjFree(jpg);
+            dlt_recordio_close(&w, err, sizeof(err));
+            goto out;
+        }
+        tjFree(jpg);
+        written++;
+        if (written % 64 == 0 || i + 1 == n)
+            fprintf(stderr, "\rpacking %lld/%lld (%.0f%%) %.0f images/s", (long long)(i + 1), (long long)n,
+                    100.0 * (i + 1) / n, (i + 1) / (_now() - t0 + 1e-9));
+    }
+    fprintf(stderr, "\n");
+    if (dlt_recordio_close(&w, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err);
+        goto out;
+    }
+    printf("dltrain: packed %lld images of %d classes into %s (%lld left out)\n", (long long)written,
+           dlt_dataset_classes(ds), argv[optind + 1], (long long)bad);
+    rc = 0;
+out:
+    dlt_decoder_destroy(dec);
+    if (enc)
+        tjDestroy(enc);
+    free(buf);
+    dlt_dataset_close(ds);
+    return rc;
+}

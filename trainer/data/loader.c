@@ -1,0 +1,247 @@
+/* loader: a worker pool filling a bounded ring of batches in sampler order. */
+#include "config.h"
+
+#include "trainer/data/loader.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/data/transform.h"
+#include "trainer/train/rng.h"
+
+typedef struct {
+    int64_t seq;      /* which batch of the stream this slot holds (-1 free) */
+    int done;         /* images finished */
+    uint8_t *images;
+    int32_t *labels;
+} _slot;
+
+struct dlt_loader {
+    dlt_dataset *ds;
+    dlt_loader_config cfg;
+    dlt_sampler sampler;
+    int64_t spe;          /* steps per epoch */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    _slot *slots;
+    int64_t next_task;    /* next (batch, image) to hand out, as seq * batch + j */
+    int64_t consumed;     /* batches handed to the trainer */
+    int64_t start_seq;
+    int stop, fatal, started;
+    char fatal_msg[1024];
+    int64_t bad;
+    unsigned char *reported; /* one bit per dataset index: already logged */
+    pthread_t *threads;
+    int nthreads;
+};
+
+static int _default_workers(void)
+{
+    cpu_set_t set;
+    int n = 1;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set) - 1;
+    return n > 0 ? n : 1;
+}
+
+int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, char *err, size_t errlen)
+{
+    dlt_loader *l = calloc(1, sizeof(*l));
+    size_t img = (size_t)cfg->out * cfg->out * 3;
+    *out = NULL;
+    if (!l)
+        return -ENOMEM;
+    l->ds = ds;
+    l->cfg = *cfg;
+    if (l->cfg.depth <= 0)
+        l->cfg.depth = 3;
+    if (l->cfg.workers <= 0)
+        l->cfg.workers = _default_workers();
+    if (dlt_sampler_init(&l->sampler, dlt_dataset_count(ds), cfg->seed, cfg->rank, cfg->world, cfg->train) != 0) {
+        snprintf(err, errlen, "%lld images cannot be split over %d ranks", (long long)dlt_dataset_count(ds),
+                 cfg->world);
+        free(l);
+        return -EINVAL;
+    }
+    l->spe = dlt_sampler_per_rank(&l->sampler) / cfg->batch;
+    l->slots = calloc((size_t)l->cfg.depth, sizeof(_slot));
+    l->reported = calloc((size_t)(dlt_dataset_count(ds) / 8 + 1), 1);
+    l->threads = calloc((size_t)l->cfg.workers, sizeof(pthread_t));
+    if (!l->slots || !l->reported || !l->threads)
+        goto oom;
+    for (int s = 0; s < l->cfg.depth; s++) {
+        l->slots[s].seq = -1;
+        l->slots[s].images = malloc(img * (size_t)cfg->batch);
+        l->slots[s].labels = malloc(sizeof(int32_t) * (size_t)cfg->batch);
+        if (!l->slots[s].images || !l->slots[s].labels)
+            goto oom;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv_work, NULL);
+    pthread_cond_init(&l->cv_done, NULL);
+    *out = l;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory for %d prefetched batches", l->cfg.depth);
+    dlt_loader_destroy(l);
+    return -ENOMEM;
+}
+
+int64_t dlt_loader_steps_per_epoch(const dlt_loader *l)
+{
+    return l->spe;
+}
+
+int64_t dlt_loader_bad_images(const dlt_loader *l)
+{
+    return l->bad;
+}
+
+/* Decodes image j of stream batch seq into its slot, replacing unreadable images. */
+static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap, int64_t seq, int j, _slot *slot)
+{
+    const int64_t epoch = seq / l->spe, step = seq % l->spe, n = dlt_dataset_count(l->ds);
+    const size_t img = (size_t)l->cfg.out * l->cfg.out * 3;
+    int64_t idx;
+    pthread_mutex_lock(&l->mu);
+    idx = dlt_sampler_index(&l->sampler, epoch, step * l->cfg.batch + j);
+    pthread_mutex_unlock(&l->mu);
+    for (int attempt = 0; attempt < 16; attempt++, idx = (idx + 7919) % n) {
+        char name[1024], err[512];
+        size_t len = 0;
+        int32_t label = 0;
+        dlt_rng r;
+        dlt_rng_seed(&r, l->cfg.seed ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ull), (uint64_t)idx);
+        if (dlt_dataset_read(l->ds, idx, buf, cap, &len, &label, name, sizeof(name), err, sizeof(err)) == 0 &&
+            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train, &r, slot->images + (size_t)j * img, err,
+                                 sizeof(err)) == 0) {
+            slot->labels[j] = label;
+            return;
+        }
+        pthread_mutex_lock(&l->mu);
+        l->bad++;
+        if (!(l->reported[idx / 8] & (1u << (idx % 8)))) {
+            l->reported[idx / 8] |= (unsigned char)(1u << (idx % 8));
+            fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
+        }
+        if (l->cfg.strict && !l->fatal) {
+            l->fatal = 1;
+            snprintf(l->fatal_msg, sizeof(l->fatal_msg), "bad image %.900s (--strict): %.100s", name, err);
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (l->cfg.strict)
+            break;
+    }
+    /* Nothing readable nearby: a black image keeps the batch shape; the count says so. */
+    memset(slot->images + (size_t)j * img, 0, img);
+    slot->labels[j] = 0;
+}
+
+static void *_worker(void *arg)
+{
+    dlt_loader *l = arg;
+    dlt_decoder *dec = dlt_decoder_create();
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    pthread_mutex_lock(&l->mu);
+    if (!dec) {
+        l->fatal = 1;
+        snprintf(l->fatal_msg, sizeof(l->fatal_msg), "cannot create a JPEG decoder");
+        pthread_cond_broadcast(&l->cv_done);
+    }
+    while (!l->stop && dec) {
+        int64_t task = l->next_task, seq = task / l->cfg.batch;
+        int j = (int)(task % l->cfg.batch);
+        _slot *slot = &l->slots[seq % l->cfg.depth];
+        /* The ring is full: wait until the trainer takes the batch this slot still holds. */
+        if (seq >= l->consumed + l->cfg.depth || (slot->seq != seq && slot->seq != -1)) {
+            pthread_cond_wait(&l->cv_work, &l->mu);
+            continue;
+        }
+        if (slot->seq == -1) {
+            slot->seq = seq;
+            slot->done = 0;
+        }
+        l->next_task++;
+        pthread_mutex_unlock(&l->mu);
+        _produce(l, dec, &buf, &cap, seq, j, slot);
+        pthread_mutex_lock(&l->mu);
+        if (++slot->done == l->cfg.batch)
+            pthread_cond_broadcast(&l->cv_done);
+    }
+    pthread_mutex_unlock(&l->mu);
+    free(buf);
+    dlt_decoder_destroy(dec);
+    return NULL;
+}
+
+int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step)
+{
+    l->start_seq = epoch * l->spe + step;
+    l->consumed = l->start_seq;
+    l->next_task = l->start_seq * l->cfg.batch;
+    for (int i = 0; i < l->cfg.workers; i++) {
+        if (pthread_create(&l->threads[i], NULL, _worker, l) != 0)
+            return -errno;
+        l->nthreads++;
+    }
+    l->started = 1;
+    return 0;
+}
+
+int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen)
+{
+    int64_t seq;
+    _slot *slot;
+    pthread_mutex_lock(&l->mu);
+    seq = l->consumed;
+    slot = &l->slots[seq % l->cfg.depth];
+    while (!l->fatal && !(slot->seq == seq && slot->done == l->cfg.batch))
+        pthread_cond_wait(&l->cv_done, &l->mu);
+    if (l->fatal) {
+        snprintf(err, errlen, "%s", l->fatal_msg);
+        pthread_mutex_unlock(&l->mu);
+        return -EIO;
+    }
+    pthread_mutex_unlock(&l->mu);
+    memcpy(images, slot->images, (size_t)l->cfg.batch * l->cfg.out * l->cfg.out * 3);
+    memcpy(labels, slot->labels, sizeof(int32_t) * (size_t)l->cfg.batch);
+    pthread_mutex_lock(&l->mu);
+    slot->seq = -1;
+    l->consumed++;
+    pthread_cond_broadcast(&l->cv_work);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+void dlt_loader_destroy(dlt_loader *l)
+{
+    if (!l)
+        return;
+    if (l->started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_cond_broadcast(&l->cv_work);
+        pthread_mutex_unlock(&l->mu);
+        for (int i = 0; i < l->nthreads; i++)
+            pthread_join(l->threads[i], NULL);
+    }
+    if (l->slots)
+        for (int s = 0; s < l->cfg.depth; s++) {
+            free(l->slots[s].images);
+            free(l->slots[s].labels);
+        }
+    if (l->slots) {
+        pthread_mutex_destroy(&l->mu);
+        pthread_cond_destroy(&l->cv_work);
+        pthread_cond_destroy(&l->cv_done);
+    }
+    free(l->slots);
+    free(l->reported);
+    free(l->threads);
+    dlt_sampler_free(&l->sampler);
+    free(l);
+}

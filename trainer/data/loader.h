@@ -1,0 +1,37 @@
+/* loader: batches of decoded, augmented images from a dataset, prepared ahead by a pool of worker
+ * threads into a bounded ring of batches, in DistributedSampler order. Each image's augmentation
+ * is drawn from (seed, epoch, index), so batches do not depend on thread timing and a resumed run
+ * sees the same images. A bad image is counted, reported once with its name and reason, and
+ * replaced by another of the shard (or, with strict, ends the run). */
+#ifndef DLT_LOADER_H
+#define DLT_LOADER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "trainer/data/dataset.h"
+#include "trainer/data/sampler.h"
+
+typedef struct dlt_loader dlt_loader;
+
+typedef struct {
+    int batch, out;     /* images per batch, output side */
+    int train;          /* random crops and flips, shuffled order; else centre crops in order */
+    uint64_t seed;
+    int rank, world;
+    int workers;        /* threads; <= 0: the CPUs this process may use, minus one, at least 1 */
+    int depth;          /* batches prepared ahead (default 3) */
+    int strict;         /* a bad image ends the run */
+} dlt_loader_config;
+
+int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, char *err, size_t errlen);
+/* Batches per epoch for this rank. */
+int64_t dlt_loader_steps_per_epoch(const dlt_loader *l);
+/* Positions the stream at (epoch, step) and starts the workers; call once before next(). */
+int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step);
+/* The next batch (uint8 NHWC images, labels). Blocks until ready. Returns 0 or -EIO (err). */
+int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen);
+int64_t dlt_loader_bad_images(const dlt_loader *l);
+void dlt_loader_destroy(dlt_loader *l);
+
+#endif

@@ -1,0 +1,281 @@
+/* transform: JPEG bytes -> uint8 RGB crop, with DCT-domain downscaling. */
+#include "config.h"
+
+#include "trainer/data/transform.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stb/stb_image_resize.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+struct dlt_decoder {
+    tjhandle tj;
+    uint8_t *buf;
+    size_t cap;
+    tjscalingfactor *factors;
+    int nfactors;
+    int last_num, last_denom;
+    int poisoned; /* the last call failed inside libjpeg-turbo */
+};
+
+void dlt_crop_random_resized(dlt_rng *r, int w, int h, dlt_crop *c)
+{
+    const double area = (double)w * h, lr0 = log(3.0 / 4.0), lr1 = log(4.0 / 3.0);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * (0.08 + (1.0 - 0.08) * dlt_rng_uniform(r));
+        double ratio = exp(lr0 + (lr1 - lr0) * dlt_rng_uniform(r));
+        int cw = (int)lround(sqrt(target * ratio)), ch = (int)lround(sqrt(target / ratio));
+        if (cw > 0 && ch > 0 && cw <= w && ch <= h) {
+            c->x = (int)dlt_rng_below(r, (uint32_t)(w - cw + 1));
+            c->y = (int)dlt_rng_below(r, (uint32_t)(h - ch + 1));
+            c->w = cw;
+            c->h = ch;
+            c->flip = (int)(dlt_rng_u32(r) & 1u);
+            return;
+        }
+    }
+    /* Fallback: the whole image, cut to the nearest allowed aspect ratio. */
+    {
+        double in_ratio = (double)w / h;
+        int cw = w, ch = h;
+        if (in_ratio < 3.0 / 4.0)
+            ch = (int)lround(w / (3.0 / 4.0));
+        else if (in_ratio > 4.0 / 3.0)
+            cw = (int)lround(h * (4.0 / 3.0));
+        c->w = cw > 0 ? cw : 1;
+        c->h = ch > 0 ? ch : 1;
+        c->x = (w - c->w) / 2;
+        c->y = (h - c->h) / 2;
+        c->flip = (int)(dlt_rng_u32(r) & 1u);
+    }
+}
+
+void dlt_crop_center(int w, int h, double ratio, dlt_crop *c)
+{
+    /* Shorter side to out/ratio, then out x out: in original pixels a square of ratio x shorter. */
+    int side = (int)lround(ratio * (w < h ? w : h));
+    if (side < 1)
+        side = 1;
+    c->w = c->h = side;
+    c->x = (w - side) / 2;
+    c->y = (h - side) / 2;
+    c->flip = 0;
+}
+
+/* Bilinear shrink of an RGB crop by a factor in [1, 2), fixed point. The DCT scale choice leaves
+ * exactly this case (the crop is at least out and less than twice out after scaling), where
+ * bilinear needs no prefilter; stb_image_resize's general float path costs ~5x more here. */
+static void _shrink_bilinear(const uint8_t *src, int sw, int sh, int stride, uint8_t *dst, int out)
+{
+    int xi[1024], xf[1024];
+    for (int x = 0; x < out; x++) {
+        /* Sample at pixel centres: (x + 0.5) * sw / out - 0.5, in 1/256 steps. */
+        int p = (int)(((2 * x + 1) * (int64_t)sw * 256 / out - 256) / 2);
+        if (p < 0)
+            p = 0;
+        xi[x] = p >> 8;
+        xf[x] = p & 255;
+        if (xi[x] >= sw - 1) {
+            xi[x] = sw - 2;
+            xf[x] = 256;
+        }
+    }
+    for (int y = 0; y < out; y++) {
+        int p = (int)(((2 * y + 1) * (int64_t)sh * 256 / out - 256) / 2), yi, yf;
+        const uint8_t *r0, *r1;
+        uint8_t *o = dst + (size_t)y * out * 3;
+        if (p < 0)
+            p = 0;
+        yi = p >> 8;
+        yf = p & 255;
+        if (yi >= sh - 1) {
+            yi = sh - 2;
+            yf = 256;
+        }
+        r0 = src + (size_t)yi * stride;
+        r1 = r0 + stride;
+        for (int x = 0; x < out; x++) {
+            const uint8_t *a = r0 + xi[x] * 3, *b = r1 + xi[x] * 3;
+            int fx = xf[x];
+            for (int k = 0; k < 3; k++) {
+                int top = a[k] * (256 - fx) + a[k + 3] * fx, bot = b[k] * (256 - fx) + b[k + 3] * fx;
+                o[x * 3 + k] = (uint8_t)((top * (256 - yf) + bot * yf + 32768) >> 16);
+            }
+        }
+    }
+}
+
+dlt_decoder *dlt_decoder_create(void)
+{
+    dlt_decoder *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->tj = tjInitDecompress();
+    d->factors = tjGetScalingFactors(&d->nfactors);
+    if (!d->tj || !d->factors) {
+        dlt_decoder_destroy(d);
+        return NULL;
+    }
+    return d;
+}
+
+void dlt_decoder_destroy(dlt_decoder *d)
+{
+    if (!d)
+        return;
+    if (d->tj)
+        tjDestroy(d->tj);
+    free(d->buf);
+    free(d);
+}
+
+void dlt_decoder_last_scale(const dlt_decoder *d, int *num, int *denom)
+{
+    *num = d->last_num;
+    *denom = d->last_denom;
+}
+
+static int _fail(char *err, size_t errlen, const char *fmt, const char *detail)
+{
+    snprintf(err, errlen, fmt, detail);
+    return -EINVAL;
+}
+
+static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int *h, int *cmyk, char *err,
+                   size_t errlen)
+{
+    int subsamp, cs;
+    /* libjpeg-turbo 2.1: after a failed call, the next tjDecompressHeader3 on the same handle may
+     * report success without setting the size. A fresh handle after every failure avoids it. */
+    if (d->poisoned) {
+        tjhandle fresh = tjInitDecompress();
+        if (!fresh)
+            return _fail(err, errlen, "%s", "cannot create a JPEG decoder");
+        tjDestroy(d->tj);
+        d->tj = fresh;
+        d->poisoned = 0;
+    }
+    *w = *h = 0;
+    if (len < 4 || len > (size_t)INT32_MAX)
+        return _fail(err, errlen, "%s", len < 4 ? "empty or truncated file" : "file too large");
+    if (tjDecompressHeader3(d->tj, jpeg, (unsigned long)len, w, h, &subsamp, &cs) != 0) {
+        d->poisoned = 1;
+        return _fail(err, errlen, "not a readable JPEG: %s", tjGetErrorStr2(d->tj));
+    }
+    if (*w < 1 || *h < 1 || *w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE ||
+        (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
+        return _fail(err, errlen, "%s", "image dimensions out of range");
+    *cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    return 0;
+}
+
+/* Decodes at DCT scale num/denom into d->buf as RGB (sw x sh). */
+static int _decode_scaled(dlt_decoder *d, const uint8_t *jpeg, size_t len, int w, int h, int cmyk, int num, int denom,
+                          int *sw, int *sh, char *err, size_t errlen)
+{
+    tjscalingfactor f = {num, denom};
+    size_t need;
+    *sw = TJSCALED(w, f);
+    *sh = TJSCALED(h, f);
+    need = (size_t)*sw * *sh * (cmyk ? 4 : 3);
+    if (need > d->cap) {
+        uint8_t *nb = realloc(d->buf, need);
+        if (!nb)
+            return _fail(err, errlen, "%s", "out of memory decoding");
+        d->buf = nb;
+        d->cap = need;
+    }
+    /* Warnings (truncated data, corrupt segments) are errors: such an image is skipped, not used. */
+    if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->buf, *sw, 0, *sh, cmyk ? TJPF_CMYK : TJPF_RGB,
+                      TJFLAG_STOPONWARNING | TJFLAG_FASTDCT) != 0) {
+        d->poisoned = 1;
+        return _fail(err, errlen, "corrupt JPEG data: %s", tjGetErrorStr2(d->tj));
+    }
+    if (cmyk) {
+        /* Adobe CMYK JPEGs store inverted values: R = C K / 255, etc. In place, 4 -> 3 bytes. */
+        for (size_t p = 0; p < (size_t)*sw * *sh; p++) {
+            const uint8_t *q = d->buf + 4 * p;
+            uint8_t rgb[3] = {(uint8_t)(q[0] * q[3] / 255), (uint8_t)(q[1] * q[3] / 255), (uint8_t)(q[2] * q[3] / 255)};
+            memcpy(d->buf + 3 * p, rgb, 3);
+        }
+    }
+    d->last_num = num;
+    d->last_denom = denom;
+    return 0;
+}
+
+int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, char *err,
+                   size_t errlen)
+{
+    int cmyk, sw, sh, rc;
+    if ((rc = _header(d, jpeg, len, w, h, &cmyk, err, errlen)) != 0 ||
+        (rc = _decode_scaled(d, jpeg, len, *w, *h, cmyk, 1, 1, &sw, &sh, err, errlen)) != 0)
+        return rc;
+    *rgb = d->buf;
+    return 0;
+}
+
+int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
+                         uint8_t *dst, char *err, size_t errlen)
+{
+    int w, h, sw = 0, sh = 0, num = 1, denom = 1, cmyk, rc;
+    dlt_crop c;
+    const uint8_t *src;
+
+    if ((rc = _header(d, jpeg, len, &w, &h, &cmyk, err, errlen)) != 0)
+        return rc;
+    if (train)
+        dlt_crop_random_resized(r, w, h, &c);
+    else
+        dlt_crop_center(w, h, 0.875, &c);
+    /* The smallest DCT scale whose crop still covers out x out, among 1/1, 1/2, 1/4, 1/8: the
+     * scales libjpeg-turbo has SIMD code for (3/8, 5/8, ... run slower than a full decode). */
+    for (int i = 0; i < d->nfactors; i++) {
+        tjscalingfactor f = d->factors[i];
+        if (f.num != 1 || (f.denom != 1 && f.denom != 2 && f.denom != 4 && f.denom != 8))
+            continue;
+        if (TJSCALED(c.w, f) >= out && TJSCALED(c.h, f) >= out && (f.num * denom < num * f.denom)) {
+            num = f.num;
+            denom = f.denom;
+        }
+    }
+    if ((rc = _decode_scaled(d, jpeg, len, w, h, cmyk, num, denom, &sw, &sh, err, errlen)) != 0)
+        return rc;
+    {
+        /* The crop in scaled pixels, kept inside the decoded image. */
+        int x0 = (int)((int64_t)c.x * sw / w), y0 = (int)((int64_t)c.y * sh / h);
+        int cw = (int)((int64_t)c.w * sw / w), ch = (int)((int64_t)c.h * sh / h);
+        if (cw < 1)
+            cw = 1;
+        if (ch < 1)
+            ch = 1;
+        if (x0 + cw > sw)
+            x0 = sw - cw;
+        if (y0 + ch > sh)
+            y0 = sh - ch;
+        src = d->buf + ((size_t)y0 * sw + (size_t)x0) * 3;
+        /* Shrinking by less than 2x: bilinear. More: a box (area-average) filter, anti-aliased and much
+         * faster than stb's default Mitchell; growing: stb's default (Catmull-Rom). stb's triangle
+         * filter trips an internal assertion on some shrink ratios, so it is not used. */
+        stbir_filter f = (cw >= out && ch >= out) ? STBIR_FILTER_BOX : STBIR_FILTER_DEFAULT;
+        if (cw >= out && ch >= out && cw < 2 * out && ch < 2 * out && cw >= 2 && ch >= 2 && out <= 1024)
+            _shrink_bilinear(src, cw, ch, sw * 3, dst, out);
+        else if (!stbir_resize_uint8_generic(src, cw, ch, sw * 3, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
+                                        STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, NULL))
+            return _fail(err, errlen, "%s", "resize failed");
+    }
+    if (c.flip)
+        for (int y = 0; y < out; y++) {
+            uint8_t *row = dst + (size_t)y * out * 3;
+            for (int a = 0, b = out - 1; a < b; a++, b--)
+                for (int k = 0; k < 3; k++) {
+                    uint8_t t = row[a * 3 + k];
+                    row[a * 3 + k] = row[b * 3 + k];
+                    row[b * 3 + k] = t;
+                }
+        }
+    return 0;
+}

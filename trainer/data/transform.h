@@ -1,0 +1,46 @@
+/* transform: JPEG bytes -> a uint8 NHWC crop of out x out pixels, as torchvision prepares
+ * ImageNet: training takes a RandomResizedCrop (area 8-100%, aspect 3/4-4/3) with a random
+ * horizontal flip; evaluation resizes the shorter side to out/0.875 (256 for 224) and takes the
+ * centre. The JPEG is decoded with libjpeg-turbo at the smallest DCT scale (1/8..1) that still
+ * covers the crop at the output size, which is most of the speed; stb_image_resize does the rest.
+ * Normalisation is left to the device (uint8 is a quarter of the bytes to move). */
+#ifndef DLT_TRANSFORM_H
+#define DLT_TRANSFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/train/rng.h"
+
+#define DLT_IMAGE_MAX_SIDE 16384
+#define DLT_IMAGE_MAX_PIXELS (100u * 1000u * 1000u)
+
+typedef struct {
+    int x, y, w, h; /* in the original image */
+    int flip;
+} dlt_crop;
+
+/* torchvision's RandomResizedCrop parameters (10 tries, then the centre with the ratio clamped). */
+void dlt_crop_random_resized(dlt_rng *r, int w, int h, dlt_crop *c);
+/* Resize-to-(out/ratio)-then-centre-crop-out, expressed as a crop of the original. */
+void dlt_crop_center(int w, int h, double ratio, dlt_crop *c);
+
+typedef struct dlt_decoder dlt_decoder;
+
+dlt_decoder *dlt_decoder_create(void);
+void dlt_decoder_destroy(dlt_decoder *d);
+
+/* Decodes jpeg (len bytes) and writes out x out x 3 RGB to dst. train: random crop and flip from r;
+ * else the centre crop. Returns 0, or -EINVAL with err naming what is wrong with the data. */
+int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
+                         uint8_t *dst, char *err, size_t errlen);
+
+/* Decodes the whole image to RGB at full size (CMYK converted, warnings refused). *rgb points into
+ * the decoder's buffer, valid until its next use. */
+int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, char *err,
+                   size_t errlen);
+
+/* Last decode's DCT scale (numerator/denominator), for benchmarks. */
+void dlt_decoder_last_scale(const dlt_decoder *d, int *num, int *denom);
+
+#endif
