@@ -11,7 +11,7 @@ TOP=$(cd "$HERE/../.." && pwd)
 BUILD=${DLT_BUILDDIR:-$TOP}
 OUT=${FUZZ_OUT:-$BUILD/tests/tmp/fuzz}
 CC=${FUZZ_CC:-clang}
-TARGETS=(${@:-options safetensors topology sysfs})
+TARGETS=(${@:-options safetensors topology sysfs recordio jpeg})
 [[ -f $BUILD/config.h ]] || { echo "run.sh: $BUILD/config.h missing: run ./configure first"; exit 2; }
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang libclang-rt-14-dev)"; exit 2; }
 mkdir -p "$OUT/crashes"
@@ -22,6 +22,8 @@ sources() {
     safetensors) echo "trainer/checkpoint/safetensors.c" ;;
     topology) echo "plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c" ;;
     sysfs) echo "plugin/topology.c plugin/nccl_topo_xml.c" ;;
+    recordio) echo "trainer/data/dataset.c" ;;
+    jpeg) echo "trainer/data/transform.c -lturbojpeg -lstb -lm" ;;
     *) return 1 ;;
   esac
 }
@@ -44,6 +46,24 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(24))
 PY
       ;;
     topology) head -c 512 /dev/urandom > "$d/s1"; head -c 64 /dev/urandom > "$d/s2" ;;
+    recordio)
+      python3 - "$d" <<'PY'
+import struct, sys
+def rec(cflag, payload):
+    n = len(payload)
+    return struct.pack("<II", 0xced7230a, (cflag << 29) | n) + payload + bytes((4 - n % 4) % 4)
+hdr = struct.pack("<IfQQ", 0, 3.0, 7, 0)
+open(sys.argv[1] + "/s1", "wb").write(rec(0, hdr + b"\xff\xd8jpegdata") + rec(1, hdr + b"ab") + rec(2, b"cd") + rec(3, b"e"))
+PY
+      ;;
+    jpeg)
+      if [[ -x $BUILD/tests/unit/mkjpegs ]]; then
+        "$BUILD/tests/unit/mkjpegs" bench "$d" 2 40 30 80 >/dev/null
+        "$BUILD/tests/unit/mkjpegs" folder "$d/f" 1 4 24 16 variants >/dev/null
+        find "$d/f" -type f -exec mv {} "$d" \; ; rm -rf "$d/f"
+      else
+        printf '\xff\xd8\xff\xe0' > "$d/s1"
+      fi ;;
     sysfs) printf '0|0-3,8|0x030200|16.0 GT/s PCIe|100 Gb/sec (4X EDR)|248a:0703:0049:d4f0|ib0|.' > "$d/s1"
            printf -- '-1|garbage|0x02|weird|abc|zz|eth0|x' > "$d/s2" ;;
   esac

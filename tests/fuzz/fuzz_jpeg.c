@@ -1,0 +1,25 @@
+/* libFuzzer target: JPEG decode + RandomResizedCrop/flip + resize, and the evaluation crop, on
+ * arbitrary bytes: errors are fine, crashes, overflows and reads past the input are not. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "trainer/data/transform.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static dlt_decoder *d;
+    static uint8_t out[48 * 48 * 3];
+    char err[256];
+    dlt_rng r;
+    if (!d)
+        d = dlt_decoder_create();
+    if (!d)
+        abort();
+    dlt_rng_seed(&r, size, 1);
+    (void)dlt_decode_transform(d, data, size, 48, 1, &r, out, err, sizeof(err));
+    (void)dlt_decode_transform(d, data, size, 48, 0, NULL, out, err, sizeof(err));
+    return 0;
+}
