@@ -73,6 +73,7 @@ static double _now(void)
 }
 
 typedef struct {
+    dlt_train_config cfg; /* the run's settings; the class count may come from the data */
     const dlt_train_config *c;
     dlt_comm *comm;
     dlt_backend *be;
@@ -145,14 +146,13 @@ static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int lear
                   int64_t data_size)
 {
     char err[1024];
-    static dlt_train_config copy; /* classes may come from the data */
-    const dlt_train_config *c = &copy;
+    const dlt_train_config *c = &r->cfg;
     size_t img = (size_t)cin->model.image * cin->model.image * 3;
     memset(r, 0, sizeof(*r));
-    copy = *cin;
+    r->cfg = *cin;
     r->c = c;
     r->comm = comm;
-    if (cin->data && _setup_data(r, &copy, comm, learnable >= 0, err, sizeof(err)) != 0) {
+    if (cin->data && _setup_data(r, &r->cfg, comm, learnable >= 0, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
         return -1;
     }
