@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "trainer/common/io.h"
+
 static int _fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static int _fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -88,21 +90,6 @@ static void _sb_str(_sb *b, const char *s)
     _sb_put(b, "\"", 1);
 }
 
-static int _write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta, char *err,
                  size_t errlen)
 {
@@ -171,12 +158,12 @@ int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *co
         rc = _fail(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
         goto out;
     }
-    if (_write_all(fd, len8, 8) || _write_all(fd, h.p, h.len)) {
+    if (dlt_write_all(fd, len8, 8) || dlt_write_all(fd, h.p, h.len)) {
         rc = _fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
     for (int i = 0; i < n; i++)
-        if (t[i].bytes && _write_all(fd, t[i].data, t[i].bytes)) {
+        if (t[i].bytes && dlt_write_all(fd, t[i].data, t[i].bytes)) {
             rc = _fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
             goto out;
         }

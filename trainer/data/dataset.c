@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "trainer/common/io.h"
+
 #define RECORDIO_MAGIC 0xced7230au
 
 struct dlt_dataset {
@@ -461,21 +463,6 @@ int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, char *err,
     return 0;
 }
 
-static int _write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *c = p;
-    while (n) {
-        ssize_t r = write(fd, c, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, char *err,
                         size_t errlen)
 {
@@ -495,7 +482,7 @@ int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const 
     memcpy(hdr + 12, &label, 4);
     memcpy(hdr + 16, &id, 8);
     memcpy(hdr + 24, &id2, 8);
-    if (_write_all(w->fd, hdr, sizeof(hdr)) || _write_all(w->fd, data, len) || _write_all(w->fd, zeros, pad))
+    if (dlt_write_all(w->fd, hdr, sizeof(hdr)) || dlt_write_all(w->fd, data, len) || dlt_write_all(w->fd, zeros, pad))
         return _fail(err, errlen, -errno, "write failed: %s", strerror(errno));
     fprintf(w->idx, "%llu\t%llu\n", (unsigned long long)id, (unsigned long long)w->offset);
     w->offset += sizeof(hdr) + len + pad;

@@ -1,0 +1,26 @@
+/* io: small file I/O helpers. */
+#include "config.h"
+
+#include "trainer/common/io.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+int dlt_write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
