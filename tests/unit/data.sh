@@ -7,7 +7,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 7
+tap_plan 8
 rm -rf "$WORK"/*
 "$MK" folder "$WORK/ds" 4 32 64 48 variants
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 16 --warmup-epochs 0 --lr 0.4 --label-smoothing 0 --workers 2)
@@ -34,4 +34,12 @@ if ((rc == 0)) && [[ $out == *"train.rec: 127 images, 4 classes, 7 batches per r
 
 out=$(timeout 300 "$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 1 --strict 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"(--strict)"* && $out == *"$WORK/ds/train/c0"* ]]; then ok "--strict: the first bad image stops the run, naming it"; else not_ok "--strict (rc=$rc)"; echo "$out" | tail -3 | diag; fi
+# The data directory disappears mid-epoch: a clear error naming it, not a stream of skipped images.
+cp -r "$WORK/ds" "$WORK/vanish"
+( timeout 300 "$DLTRAIN" train --data "$WORK/vanish" "${SMALL[@]}" --epochs 200 --log-every 4 > "$WORK/vanish.out" 2>&1; echo $? > "$WORK/vanish.rc" ) &
+for _ in $(seq 300); do grep -q 'step 8/' "$WORK/vanish.out" 2>/dev/null && break; sleep 0.1; done
+mv "$WORK/vanish" "$WORK/vanished"
+wait
+rc=$(cat "$WORK/vanish.rc")
+if [[ $rc != 0 && $rc != 124 ]] && grep -q "the data at $WORK/vanish/train is gone (removed or unmounted during the run)" "$WORK/vanish.out"; then ok "the data directory vanishing mid-run ends it with an error naming the directory"; else not_ok "vanishing data (rc=$rc)"; tail -3 "$WORK/vanish.out" | diag; fi
 exit 0

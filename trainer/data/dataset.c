@@ -28,6 +28,7 @@ struct dlt_dataset {
     uint64_t *offsets; /* recordio: record offsets */
     int fd;            /* recordio */
     char rec_path[PATH_MAX];
+    char root[PATH_MAX]; /* folder root, or the .rec path */
 };
 
 static int _fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -215,6 +216,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
     }
     d->class_names = classes;
     d->nclasses = (int)ncls;
+    snprintf(d->root, sizeof(d->root), "%s", root);
     *out = d;
     return 0;
 fail:
@@ -238,6 +240,7 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
         return -ENOMEM;
     d->recordio = 1;
     snprintf(d->rec_path, sizeof(d->rec_path), "%s", rec_path);
+    snprintf(d->root, sizeof(d->root), "%s", rec_path);
     if (n > 4 && !strcmp(rec_path + n - 4, ".rec"))
         snprintf(idx_path, sizeof(idx_path), "%.*s.idx", (int)(n - 4), rec_path);
     else
@@ -310,6 +313,17 @@ void dlt_dataset_close(dlt_dataset *d)
 int64_t dlt_dataset_count(const dlt_dataset *d)
 {
     return d->n;
+}
+
+int dlt_dataset_present(const dlt_dataset *d)
+{
+    struct stat st;
+    return stat(d->root, &st) == 0;
+}
+
+const char *dlt_dataset_root(const dlt_dataset *d)
+{
+    return d->root;
 }
 
 int dlt_dataset_classes(const dlt_dataset *d)

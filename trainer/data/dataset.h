@@ -20,6 +20,9 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
 void dlt_dataset_close(dlt_dataset *d);
 
 int64_t dlt_dataset_count(const dlt_dataset *d);
+/* 1 while the dataset's root directory (or .rec file) is still there. */
+int dlt_dataset_present(const dlt_dataset *d);
+const char *dlt_dataset_root(const dlt_dataset *d);
 int dlt_dataset_classes(const dlt_dataset *d);
 const char *dlt_dataset_class_name(const dlt_dataset *d, int c);
 

@@ -121,6 +121,18 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             slot->labels[j] = label;
             return;
         }
+        if (!dlt_dataset_present(l->ds)) {
+            /* Not a bad image: the data itself is gone. Replacing would only fail again. */
+            pthread_mutex_lock(&l->mu);
+            if (!l->fatal) {
+                l->fatal = 1;
+                snprintf(l->fatal_msg, sizeof(l->fatal_msg),
+                         "the data at %.900s is gone (removed or unmounted during the run)", dlt_dataset_root(l->ds));
+                pthread_cond_broadcast(&l->cv_done);
+            }
+            pthread_mutex_unlock(&l->mu);
+            break;
+        }
         pthread_mutex_lock(&l->mu);
         l->bad++;
         if (!(l->reported[idx / 8] & (1u << (idx % 8)))) {
@@ -129,6 +141,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         }
         if (l->cfg.strict && !l->fatal) {
             l->fatal = 1;
+            pthread_cond_broadcast(&l->cv_done);
             snprintf(l->fatal_msg, sizeof(l->fatal_msg), "bad image %.900s (--strict): %.100s", name, err);
         }
         pthread_mutex_unlock(&l->mu);
