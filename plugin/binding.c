@@ -106,6 +106,8 @@ void dlt_step_gpus_order(const dlt_topology *t, dlt_step_gpus *s)
                 best_dist = d;
             }
         }
+        if (best < 0)
+            break; /* cannot happen: k < n leaves an unused GPU */
         s->order[k] = best;
         used[best] = 1;
         cur = best;

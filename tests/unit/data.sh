@@ -7,7 +7,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 8
+tap_plan 9
 rm -rf "$WORK"/*
 "$MK" folder "$WORK/ds" 4 32 64 48 variants
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 16 --warmup-epochs 0 --lr 0.4 --label-smoothing 0 --workers 2)
@@ -26,6 +26,13 @@ ck=$(ls "$WORK/ck" | grep -v state | tail -1)
 out=$(timeout 300 "$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$WORK/ck/$ck" 2>&1); rc=$?
 t1=$(sed -n 's/.*top-1 \([0-9.]*\).*/\1/p' <<<"$out")
 if ((rc == 0)) && [[ $out == *"$WORK/ds/val: 128 images, 4 classes"* ]] && awk -v a="$t1" 'BEGIN{exit !(a >= 0.35)}'; then ok "eval reads ROOT/val with centre crops, above chance (0.25): $(sed -n 's/.*\(top-1 [0-9.]*\).*/\1/p' <<<"$out")"; else not_ok "eval on ROOT/val (rc=$rc)"; echo "$out" | tail -3 | diag; fi
+
+# The same validation images as one flat folder with a labels file: the same top-1.
+mkdir -p "$WORK/flat"; : > "$WORK/flat.txt"
+for f in "$WORK"/ds/val/*/*.JPEG; do c=$(basename "$(dirname "$f")"); b="${c}_$(basename "$f")"; cp "$f" "$WORK/flat/$b"; echo "$b $c" >> "$WORK/flat.txt"; done
+out2=$(timeout 300 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/flat.txt" "${SMALL[@]}" --checkpoint "$WORK/ck/$ck" 2>&1); rc=$?
+t2=$(sed -n 's/.*top-1 \([0-9.]*\).*/\1/p' <<<"$out2")
+if ((rc == 0)) && [[ -n $t1 && $t1 == "$t2" && $out2 == *"$WORK/flat: 128 images, 4 classes"* ]]; then ok "flat validation folder + labels file: same top-1 as the class folders ($t2)"; else not_ok "flat val (rc=$rc, $t1 vs $t2)"; echo "$out2" | tail -3 | diag; fi
 
 out=$(timeout 300 "$DLTRAIN" data pack "$WORK/ds/train" "$WORK/train.rec" --resize 40 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"packed 127 images of 4 classes into $WORK/train.rec (3 left out)"* && -s $WORK/train.idx ]]; then ok "data pack: 127 good images into RecordIO, the 3 bad ones left out and named"; else not_ok "packer (rc=$rc)"; echo "$out" | tail -4 | diag; fi

@@ -166,31 +166,55 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
             if (sscanf(line, "%511s %255s", fn, cl) != 2)
                 continue;
             if (nl == capl) {
-                capl = capl ? 2 * capl : 1024;
-                names = realloc(names, (size_t)capl * sizeof(char *));
-                fnames = realloc(fnames, (size_t)capl * sizeof(char *));
-                if (!names || !fnames) {
+                int64_t nc = capl ? 2 * capl : 1024;
+                char **nn = realloc(names, (size_t)nc * sizeof(char *)), **nf;
+                if (nn)
+                    names = nn;
+                nf = nn ? realloc(fnames, (size_t)nc * sizeof(char *)) : NULL;
+                if (nf)
+                    fnames = nf;
+                if (!nn || !nf) {
                     fclose(f);
+                    _free_list(names, nl);
+                    _free_list(fnames, nl);
                     rc = -ENOMEM;
                     goto fail;
                 }
+                capl = nc;
             }
             fnames[nl] = strdup(fn);
-            names[nl++] = strdup(cl);
+            names[nl] = strdup(cl);
+            if (!fnames[nl] || !names[nl]) {
+                free(fnames[nl]);
+                free(names[nl]);
+                fclose(f);
+                _free_list(names, nl);
+                _free_list(fnames, nl);
+                rc = -ENOMEM;
+                goto fail;
+            }
+            nl++;
         }
         fclose(f);
         {
             char **sorted = malloc((size_t)(nl ? nl : 1) * sizeof(char *));
             int64_t u = 0;
-            memcpy(sorted, names, (size_t)nl * sizeof(char *));
+            if (!sorted) {
+                _free_list(names, nl);
+                _free_list(fnames, nl);
+                rc = -ENOMEM;
+                goto fail;
+            }
+            if (nl)
+                memcpy(sorted, names, (size_t)nl * sizeof(char *));
             qsort(sorted, (size_t)nl, sizeof(char *), _cmp_str);
             for (int64_t i = 0; i < nl; i++)
                 if (!u || strcmp(sorted[u - 1], sorted[i]))
                     sorted[u++] = sorted[i];
-            classes = malloc((size_t)(u ? u : 1) * sizeof(char *));
-            for (int64_t i = 0; i < u; i++)
+            classes = calloc((size_t)(u ? u : 1), sizeof(char *));
+            for (int64_t i = 0; classes && i < u; i++)
                 classes[i] = strdup(sorted[i]);
-            ncls = u;
+            ncls = classes ? u : 0;
             free(sorted);
             for (int64_t i = 0; i < nl; i++) {
                 char p[PATH_MAX];
