@@ -19,10 +19,10 @@ mkdir -p "$OUT/crashes"
 sources() {
   case $1 in
     options) echo "plugin/options.c" ;;
-    safetensors) echo "trainer/checkpoint/safetensors.c trainer/common/io.c" ;;
+    safetensors) echo "trainer/checkpoint/safetensors.c trainer/common/io.c trainer/common/status.c" ;;
     topology) echo "plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c" ;;
     sysfs) echo "plugin/topology.c plugin/nccl_topo_xml.c" ;;
-    recordio) echo "trainer/data/dataset.c trainer/common/io.c" ;;
+    recordio) echo "trainer/data/dataset.c trainer/common/io.c trainer/common/status.c" ;;
     jpeg) echo "trainer/data/transform.c -lturbojpeg -lstb -lm" ;;
     *) return 1 ;;
   esac

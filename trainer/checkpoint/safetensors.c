@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +14,7 @@
 #include <unistd.h>
 
 #include "trainer/common/io.h"
-
-static int _fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int _fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return code;
-}
+#include "trainer/common/status.h"
 
 size_t dlt_st_dtype_size(const char *d)
 {
@@ -118,7 +107,7 @@ int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *co
             count *= (size_t)t[i].shape[d];
         if (!esz || count * esz != t[i].bytes) {
             free(h.p);
-            return _fail(err, errlen, -EINVAL, "tensor %s: %zu bytes do not match dtype %s and its shape", t[i].name,
+            return dlt_fail(err, errlen, -EINVAL, "tensor %s: %zu bytes do not match dtype %s and its shape", t[i].name,
                          t[i].bytes, t[i].dtype);
         }
         if (i || nmeta > 0)
@@ -144,41 +133,41 @@ int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *co
         _sb_put(&h, " ", 1);
     if (h.oom) {
         free(h.p);
-        return _fail(err, errlen, -ENOMEM, "out of memory writing %s", path);
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory writing %s", path);
     }
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
 
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
         free(h.p);
-        return _fail(err, errlen, -ENAMETOOLONG, "path too long: %s", path);
+        return dlt_fail(err, errlen, -ENAMETOOLONG, "path too long: %s", path);
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = _fail(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
         goto out;
     }
     if (dlt_write_all(fd, len8, 8) || dlt_write_all(fd, h.p, h.len)) {
-        rc = _fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
     for (int i = 0; i < n; i++)
         if (t[i].bytes && dlt_write_all(fd, t[i].data, t[i].bytes)) {
-            rc = _fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+            rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
             goto out;
         }
     if (fsync(fd) != 0) {
-        rc = _fail(err, errlen, -errno, "cannot flush %s to disk: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, errlen, -errno, "cannot flush %s to disk: %s", tmp, strerror(errno));
         goto out;
     }
     if (close(fd) != 0) {
         fd = -1;
-        rc = _fail(err, errlen, -errno, "cannot close %s: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, errlen, -errno, "cannot close %s: %s", tmp, strerror(errno));
         goto out;
     }
     fd = -1;
     if (rename(tmp, path) != 0) {
-        rc = _fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        rc = dlt_fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
         goto out;
     }
     snprintf(dirbuf, sizeof(dirbuf), "%s", path);
@@ -214,7 +203,7 @@ static int _expect(_js *j, char c)
 {
     _ws(j);
     if (j->p >= j->end || *j->p != c)
-        return _fail(j->err, j->errlen, -EINVAL, "header JSON: expected '%c' (corrupted header?)", c);
+        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: expected '%c' (corrupted header?)", c);
     j->p++;
     return 0;
 }
@@ -225,13 +214,13 @@ static int _string(_js *j, char **out, size_t max)
     _sb b = {0};
     _ws(j);
     if (j->p >= j->end || *j->p != '"')
-        return _fail(j->err, j->errlen, -EINVAL, "header JSON: expected a string");
+        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: expected a string");
     j->p++;
     while (j->p < j->end && *j->p != '"') {
         unsigned char c = (unsigned char)*j->p++;
         if (c < 0x20) {
             free(b.p);
-            return _fail(j->err, j->errlen, -EINVAL, "header JSON: control character in a string");
+            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: control character in a string");
         }
         if (c == '\\') {
             char e;
@@ -253,7 +242,7 @@ static int _string(_js *j, char **out, size_t max)
                         v |= (unsigned)(h - 'A' + 10);
                     else {
                         free(b.p);
-                        return _fail(j->err, j->errlen, -EINVAL, "header JSON: bad \\u escape");
+                        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: bad \\u escape");
                     }
                 }
                 if (v < 0x80) {
@@ -272,23 +261,23 @@ static int _string(_js *j, char **out, size_t max)
             c = (unsigned char)(e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e);
             if (e != '"' && e != '\\' && e != '/' && e != 'n' && e != 't' && e != 'r' && e != 'b' && e != 'f') {
                 free(b.p);
-                return _fail(j->err, j->errlen, -EINVAL, "header JSON: bad escape");
+                return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: bad escape");
             }
         }
         _sb_put(&b, (const char *)&c, 1);
         if (b.len > max) {
             free(b.p);
-            return _fail(j->err, j->errlen, -EINVAL, "header JSON: string longer than %zu bytes", max);
+            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: string longer than %zu bytes", max);
         }
     }
     if (j->p >= j->end) {
         free(b.p);
-        return _fail(j->err, j->errlen, -EINVAL, "header JSON: unterminated string");
+        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: unterminated string");
     }
     j->p++;
     if (b.oom) {
         free(b.p);
-        return _fail(j->err, j->errlen, -ENOMEM, "out of memory");
+        return dlt_fail(j->err, j->errlen, -ENOMEM, "out of memory");
     }
     *out = b.p ? b.p : strdup("");
     return *out ? 0 : -ENOMEM;
@@ -301,12 +290,12 @@ static int _uint(_js *j, uint64_t *out)
     _ws(j);
     while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
         if (v > (UINT64_MAX - 9) / 10)
-            return _fail(j->err, j->errlen, -EINVAL, "header JSON: number too large");
+            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: number too large");
         v = v * 10 + (uint64_t)(*j->p++ - '0');
         digits++;
     }
     if (!digits)
-        return _fail(j->err, j->errlen, -EINVAL, "header JSON: expected a non-negative integer");
+        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: expected a non-negative integer");
     *out = v;
     return 0;
 }
@@ -325,7 +314,7 @@ static int _uint_array(_js *j, uint64_t *vals, int max, int *n)
     }
     for (;;) {
         if (*n >= max)
-            return _fail(j->err, j->errlen, -EINVAL, "header JSON: array longer than %d", max);
+            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: array longer than %d", max);
         if ((rc = _uint(j, &vals[(*n)++])))
             return rc;
         _ws(j);
@@ -354,7 +343,7 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
             if (!rc) {
                 snprintf(e->dtype, sizeof(e->dtype), "%s", v);
                 if (!dlt_st_dtype_size(e->dtype))
-                    rc = _fail(j->err, j->errlen, -EINVAL, "tensor %s: unknown dtype '%s'", e->name, v);
+                    rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: unknown dtype '%s'", e->name, v);
             }
             free(v);
             have_dtype = 1;
@@ -363,7 +352,7 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
             rc = _uint_array(j, dims, DLT_ST_MAX_DIMS, &e->ndim);
             for (int d = 0; !rc && d < e->ndim; d++) {
                 if (dims[d] > ((uint64_t)1 << 40))
-                    rc = _fail(j->err, j->errlen, -EINVAL, "tensor %s: dimension too large", e->name);
+                    rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: dimension too large", e->name);
                 e->shape[d] = (int64_t)dims[d];
             }
             have_shape = 1;
@@ -372,12 +361,12 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
             int n = 0;
             rc = _uint_array(j, o, 2, &n);
             if (!rc && (n != 2 || o[1] < o[0]))
-                rc = _fail(j->err, j->errlen, -EINVAL, "tensor %s: bad data_offsets", e->name);
+                rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: bad data_offsets", e->name);
             e->begin = (size_t)o[0];
             e->end = (size_t)o[1];
             have_off = 1;
         } else {
-            rc = _fail(j->err, j->errlen, -EINVAL, "tensor %s: unexpected or repeated field '%.32s'", e->name, key);
+            rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: unexpected or repeated field '%.32s'", e->name, key);
         }
         free(key);
         if (rc)
@@ -392,7 +381,7 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
         break;
     }
     if (!have_dtype || !have_shape || !have_off)
-        return _fail(j->err, j->errlen, -EINVAL, "tensor %s: dtype, shape and data_offsets are all required", e->name);
+        return dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: dtype, shape and data_offsets are all required", e->name);
     return 0;
 }
 
@@ -455,11 +444,11 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
     f->buf = (uint8_t *)buf;
     f->size = size;
     if (size < 8)
-        return _fail(err, errlen, -EINVAL, "file of %zu bytes is too short to be safetensors (truncated?)", size);
+        return dlt_fail(err, errlen, -EINVAL, "file of %zu bytes is too short to be safetensors (truncated?)", size);
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)buf[i] << (8 * i);
     if (hlen < 2 || hlen > DLT_ST_HEADER_MAX || hlen > size - 8)
-        return _fail(err, errlen, -EINVAL,
+        return dlt_fail(err, errlen, -EINVAL,
                      "header length %llu does not fit a %zu-byte file (truncated or not safetensors)",
                      (unsigned long long)hlen, size);
     f->data_off = 8 + (size_t)hlen;
@@ -480,7 +469,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
             if (!strcmp(name, "__metadata__")) {
                 free(name);
                 if (f->meta_keys) {
-                    rc = _fail(err, errlen, -EINVAL, "two __metadata__ objects");
+                    rc = dlt_fail(err, errlen, -EINVAL, "two __metadata__ objects");
                     goto fail;
                 }
                 if ((rc = _parse_meta(&j, f)))
@@ -488,7 +477,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
             } else {
                 dlt_st_entry *e;
                 if (dlt_st_find(f, name)) {
-                    rc = _fail(err, errlen, -EINVAL, "tensor %s listed twice", name);
+                    rc = dlt_fail(err, errlen, -EINVAL, "tensor %s listed twice", name);
                     free(name);
                     goto fail;
                 }
@@ -497,7 +486,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
                     cap = cap ? cap * 2 : 64;
                     if (cap > 1000000 || !(ne = realloc(f->entries, (size_t)cap * sizeof(*ne)))) {
                         free(name);
-                        rc = _fail(err, errlen, -ENOMEM, "too many tensors");
+                        rc = dlt_fail(err, errlen, -ENOMEM, "too many tensors");
                         goto fail;
                     }
                     f->entries = ne;
@@ -522,7 +511,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
     }
     _ws(&j);
     if (j.p != j.end) {
-        rc = _fail(err, errlen, -EINVAL, "header JSON: trailing bytes after the object");
+        rc = dlt_fail(err, errlen, -EINVAL, "header JSON: trailing bytes after the object");
         goto fail;
     }
     /* Sizes, bounds, and a data section covered exactly once. */
@@ -531,18 +520,18 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
         uint64_t count = 1;
         for (int d = 0; d < e->ndim; d++) {
             if (e->shape[d] && count > UINT64_MAX / (uint64_t)e->shape[d]) {
-                rc = _fail(err, errlen, -EINVAL, "tensor %s: shape overflows", e->name);
+                rc = dlt_fail(err, errlen, -EINVAL, "tensor %s: shape overflows", e->name);
                 goto fail;
             }
             count *= (uint64_t)e->shape[d];
         }
         if (count > (uint64_t)SIZE_MAX / 8 || count * dlt_st_dtype_size(e->dtype) != e->end - e->begin) {
-            rc = _fail(err, errlen, -EINVAL, "tensor %s: data_offsets cover %zu bytes, its shape and dtype need %llu",
+            rc = dlt_fail(err, errlen, -EINVAL, "tensor %s: data_offsets cover %zu bytes, its shape and dtype need %llu",
                        e->name, e->end - e->begin, (unsigned long long)(count * dlt_st_dtype_size(e->dtype)));
             goto fail;
         }
         if (e->end > data_len) {
-            rc = _fail(err, errlen, -EINVAL, "tensor %s ends at byte %zu of a %zu-byte data section (truncated file)",
+            rc = dlt_fail(err, errlen, -EINVAL, "tensor %s ends at byte %zu of a %zu-byte data section (truncated file)",
                        e->name, e->end, data_len);
             goto fail;
         }
@@ -558,7 +547,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
         qsort(sorted, (size_t)f->n, sizeof(*sorted), _cmp_begin);
         for (int i = 0; i < f->n; i++) {
             if (sorted[i].begin != pos) {
-                rc = _fail(err, errlen, -EINVAL, "tensor %s: data overlaps another or leaves a gap", sorted[i].name);
+                rc = dlt_fail(err, errlen, -EINVAL, "tensor %s: data overlaps another or leaves a gap", sorted[i].name);
                 free(sorted);
                 goto fail;
             }
@@ -566,7 +555,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
         }
         free(sorted);
         if (pos != data_len) {
-            rc = _fail(err, errlen, -EINVAL, "%zu bytes after the last tensor (not a safetensors file we wrote?)",
+            rc = dlt_fail(err, errlen, -EINVAL, "%zu bytes after the last tensor (not a safetensors file we wrote?)",
                        data_len - pos);
             goto fail;
         }
@@ -587,15 +576,15 @@ int dlt_st_load(dlt_st_file *f, const char *path, char *err, size_t errlen)
     memset(f, 0, sizeof(*f));
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return _fail(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+        return dlt_fail(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return _fail(err, errlen, -EINVAL, "%s is not a regular file", path);
+        return dlt_fail(err, errlen, -EINVAL, "%s is not a regular file", path);
     }
     buf = malloc(st.st_size ? (size_t)st.st_size : 1);
     if (!buf) {
         close(fd);
-        return _fail(err, errlen, -ENOMEM, "cannot allocate %lld bytes for %s", (long long)st.st_size, path);
+        return dlt_fail(err, errlen, -ENOMEM, "cannot allocate %lld bytes for %s", (long long)st.st_size, path);
     }
     while (got < (size_t)st.st_size) {
         ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
@@ -608,12 +597,12 @@ int dlt_st_load(dlt_st_file *f, const char *path, char *err, size_t errlen)
     close(fd);
     if (got != (size_t)st.st_size) {
         free(buf);
-        return _fail(err, errlen, -EIO, "short read of %s", path);
+        return dlt_fail(err, errlen, -EIO, "short read of %s", path);
     }
     rc = dlt_st_parse(f, buf, got, perr, sizeof(perr));
     if (rc) {
         free(buf);
-        return _fail(err, errlen, rc, "%s: %s", path, perr);
+        return dlt_fail(err, errlen, rc, "%s: %s", path, perr);
     }
     f->owns_buf = 1;
     return 0;

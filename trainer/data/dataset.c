@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "trainer/common/io.h"
+#include "trainer/common/status.h"
 
 #define RECORDIO_MAGIC 0xced7230au
 
@@ -30,17 +30,6 @@ struct dlt_dataset {
     char rec_path[PATH_MAX];
     char root[PATH_MAX]; /* folder root, or the .rec path */
 };
-
-static int _fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int _fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 static int _cmp_str(const void *a, const void *b)
 {
@@ -61,7 +50,7 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, char *
     char **v = NULL;
     int64_t cap = 0, k = 0;
     if (!d)
-        return _fail(err, errlen, -errno, "cannot open %s: %s", dir, strerror(errno));
+        return dlt_fail(err, errlen, -errno, "cannot open %s: %s", dir, strerror(errno));
     while ((e = readdir(d)) != NULL) {
         char p[PATH_MAX];
         struct stat st;
@@ -133,7 +122,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
         if ((rc = _list(root, 1, &classes, &ncls, err, errlen)) != 0)
             goto fail;
         if (ncls < 1) {
-            rc = _fail(err, errlen, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
+            rc = dlt_fail(err, errlen, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
             goto fail;
         }
         for (int64_t c = 0; c < ncls; c++) {
@@ -158,7 +147,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
         char **names = NULL, **fnames = NULL;
         int64_t nl = 0, capl = 0;
         if (!f) {
-            rc = _fail(err, errlen, -errno, "cannot open labels file %s: %s", labels_file, strerror(errno));
+            rc = dlt_fail(err, errlen, -errno, "cannot open labels file %s: %s", labels_file, strerror(errno));
             goto fail;
         }
         while (fgets(line, sizeof(line), f)) {
@@ -230,12 +219,12 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
             _free_list(fnames, nl);
         }
         if (ncls < 1 || d->n < 1) {
-            rc = _fail(err, errlen, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
+            rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
             goto fail;
         }
     }
     if (d->n < 1) {
-        rc = _fail(err, errlen, -ENOENT, "%s holds no .JPEG/.jpg images", root);
+        rc = dlt_fail(err, errlen, -ENOENT, "%s holds no .JPEG/.jpg images", root);
         goto fail;
     }
     d->class_names = classes;
@@ -273,13 +262,13 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
     if (d->fd < 0) {
         int e = errno;
         dlt_dataset_close(d);
-        return _fail(err, errlen, -e, "cannot open %s: %s", rec_path, strerror(e));
+        return dlt_fail(err, errlen, -e, "cannot open %s: %s", rec_path, strerror(e));
     }
     f = fopen(idx_path, "r");
     if (!f) {
         int e = errno;
         dlt_dataset_close(d);
-        return _fail(err, errlen, -e, "cannot open the index %s: %s (im2rec writes it beside the .rec)", idx_path,
+        return dlt_fail(err, errlen, -e, "cannot open the index %s: %s (im2rec writes it beside the .rec)", idx_path,
                      strerror(e));
     }
     while (fgets(line, sizeof(line), f)) {
@@ -300,7 +289,7 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
     fclose(f);
     if (d->n < 1) {
         dlt_dataset_close(d);
-        return _fail(err, errlen, -EINVAL, "%s lists no records", idx_path);
+        return dlt_fail(err, errlen, -EINVAL, "%s lists no records", idx_path);
     }
     /* Class count: the largest label + 1, from each record's header (16 bytes per record). */
     for (int64_t i = 0; i < d->n; i++) {
@@ -389,15 +378,15 @@ static int _read_record(dlt_dataset *d, uint64_t off, uint8_t **buf, size_t *cap
         uint8_t h[8];
         uint32_t lrec, plen, cflag;
         if (pread(d->fd, h, 8, (off_t)off) != 8)
-            return _fail(err, errlen, -EINVAL, "record at offset %llu: truncated header", (unsigned long long)off);
+            return dlt_fail(err, errlen, -EINVAL, "record at offset %llu: truncated header", (unsigned long long)off);
         if (_u32(h) != RECORDIO_MAGIC)
-            return _fail(err, errlen, -EINVAL, "record at offset %llu: bad magic 0x%08x", (unsigned long long)off,
+            return dlt_fail(err, errlen, -EINVAL, "record at offset %llu: bad magic 0x%08x", (unsigned long long)off,
                          _u32(h));
         lrec = _u32(h + 4);
         cflag = lrec >> 29;
         plen = lrec & ((1u << 29) - 1);
         if (total + plen + 4 > DLT_DATASET_MAX_FILE)
-            return _fail(err, errlen, -EINVAL, "record at offset %llu: length %u too large", (unsigned long long)off,
+            return dlt_fail(err, errlen, -EINVAL, "record at offset %llu: length %u too large", (unsigned long long)off,
                          plen);
         if (_grow(buf, cap, total + plen + 4) != 0)
             return -ENOMEM;
@@ -407,14 +396,14 @@ static int _read_record(dlt_dataset *d, uint64_t off, uint8_t **buf, size_t *cap
             total += 4;
         }
         if (plen && pread(d->fd, *buf + total, plen, (off_t)(off + 8)) != (ssize_t)plen)
-            return _fail(err, errlen, -EINVAL, "record at offset %llu: truncated data (length %u)",
+            return dlt_fail(err, errlen, -EINVAL, "record at offset %llu: truncated data (length %u)",
                          (unsigned long long)off, plen);
         total += plen;
         off += 8 + ((plen + 3u) & ~3u);
         if ((part == 0 && cflag == 0) || cflag == 3)
             break;
         if ((part == 0 && cflag != 1) || (part > 0 && cflag != 2))
-            return _fail(err, errlen, -EINVAL, "record at offset %llu: broken multi-part sequence (cflag %u)",
+            return dlt_fail(err, errlen, -EINVAL, "record at offset %llu: broken multi-part sequence (cflag %u)",
                          (unsigned long long)off, cflag);
     }
     *len = total;
@@ -425,7 +414,7 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
                      size_t namelen, char *err, size_t errlen)
 {
     if (i < 0 || i >= d->n)
-        return _fail(err, errlen, -EINVAL, "sample %lld out of range", (long long)i);
+        return dlt_fail(err, errlen, -EINVAL, "sample %lld out of range", (long long)i);
     if (!d->recordio) {
         int fd = open(d->paths[i], O_RDONLY | O_CLOEXEC);
         struct stat st;
@@ -433,10 +422,10 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
         snprintf(name, namelen, "%s", d->paths[i]);
         *label = d->labels[i];
         if (fd < 0)
-            return _fail(err, errlen, -errno, "cannot open: %s", strerror(errno));
+            return dlt_fail(err, errlen, -errno, "cannot open: %s", strerror(errno));
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > DLT_DATASET_MAX_FILE) {
             close(fd);
-            return _fail(err, errlen, -EINVAL, "not a regular file under %u MiB", DLT_DATASET_MAX_FILE >> 20);
+            return dlt_fail(err, errlen, -EINVAL, "not a regular file under %u MiB", DLT_DATASET_MAX_FILE >> 20);
         }
         if (_grow(buf, cap, (size_t)st.st_size + 1) != 0) {
             close(fd);
@@ -463,17 +452,17 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
         if ((rc = _read_record(d, d->offsets[i], buf, cap, len, err, errlen)) != 0)
             return rc;
         if (*len < 24)
-            return _fail(err, errlen, -EINVAL, "record shorter than its image header");
+            return dlt_fail(err, errlen, -EINVAL, "record shorter than its image header");
         memcpy(&flag, *buf, 4);
         memcpy(&lab, *buf + 4, 4);
         /* flag > 0: that many float labels follow the header; the first is the class. */
         skip = 24 + (size_t)flag * 4;
         if (flag > 1024 || skip > *len)
-            return _fail(err, errlen, -EINVAL, "record header claims %u labels", flag);
+            return dlt_fail(err, errlen, -EINVAL, "record header claims %u labels", flag);
         if (flag > 0)
             memcpy(&lab, *buf + 24, 4);
         if (!(lab >= 0 && lab < 1e6))
-            return _fail(err, errlen, -EINVAL, "record label out of range");
+            return dlt_fail(err, errlen, -EINVAL, "record label out of range");
         *label = (int32_t)lab;
         memmove(*buf, *buf + skip, *len - skip);
         *len -= skip;
@@ -492,11 +481,11 @@ int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, char *err,
         snprintf(idx, sizeof(idx), "%s.idx", rec_path);
     w->fd = open(rec_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0)
-        return _fail(err, errlen, -errno, "cannot create %s: %s", rec_path, strerror(errno));
+        return dlt_fail(err, errlen, -errno, "cannot create %s: %s", rec_path, strerror(errno));
     w->idx = fopen(idx, "w");
     if (!w->idx) {
         close(w->fd);
-        return _fail(err, errlen, -errno, "cannot create %s: %s", idx, strerror(errno));
+        return dlt_fail(err, errlen, -errno, "cannot create %s: %s", idx, strerror(errno));
     }
     return 0;
 }
@@ -512,7 +501,7 @@ int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const 
     size_t body = 24 + len, pad = (4 - body % 4) % 4;
     static const uint8_t zeros[4] = {0};
     if (body >= (1u << 29))
-        return _fail(err, errlen, -EINVAL, "image of %zu bytes too large for a record", len);
+        return dlt_fail(err, errlen, -EINVAL, "image of %zu bytes too large for a record", len);
     lrec = (uint32_t)body;
     memcpy(hdr, &magic, 4);
     memcpy(hdr + 4, &lrec, 4);
@@ -521,7 +510,7 @@ int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const 
     memcpy(hdr + 16, &id, 8);
     memcpy(hdr + 24, &id2, 8);
     if (dlt_write_all(w->fd, hdr, sizeof(hdr)) || dlt_write_all(w->fd, data, len) || dlt_write_all(w->fd, zeros, pad))
-        return _fail(err, errlen, -errno, "write failed: %s", strerror(errno));
+        return dlt_fail(err, errlen, -errno, "write failed: %s", strerror(errno));
     fprintf(w->idx, "%llu\t%llu\n", (unsigned long long)id, (unsigned long long)w->offset);
     w->offset += sizeof(hdr) + len + pad;
     return 0;
@@ -531,8 +520,8 @@ int dlt_recordio_close(dlt_recordio_writer *w, char *err, size_t errlen)
 {
     int rc = 0;
     if (fsync(w->fd) != 0 || close(w->fd) != 0)
-        rc = _fail(err, errlen, -errno, "closing the .rec failed: %s", strerror(errno));
+        rc = dlt_fail(err, errlen, -errno, "closing the .rec failed: %s", strerror(errno));
     if (fclose(w->idx) != 0 && !rc)
-        rc = _fail(err, errlen, -EIO, "closing the .idx failed");
+        rc = dlt_fail(err, errlen, -EIO, "closing the .idx failed");
     return rc;
 }

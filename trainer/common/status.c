@@ -1,0 +1,18 @@
+/* status: filling a caller's error buffer and returning a status in one expression. */
+#include "config.h"
+
+#include "trainer/common/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int dlt_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
