@@ -29,6 +29,7 @@ for _ in $(seq 1800); do
   sleep 0.2
 done
 wait_done "$jid" 300
+grep -q 'done: 64 steps' "$D/train.out" || { scontrol show job "$jid" | grep -E 'JobState|Reason|Restarts|BeginTime|StartTime'; sinfo -N -o '%N %t %E'; } 2>&1 | diag
 if grep -q 'resumed from .*/ck/ckpt-' "$D/train.out" && grep -q 'checkpoint .*ckpt-00000064.safetensors' "$D/train.out" && grep -q 'done: 64 steps' "$D/train.out"; then
   ok "the requeued job resumes from its checkpoint and completes all 64 steps"
 else not_ok "resume after requeue"; tail -8 "$D/train.out" | diag; fi
