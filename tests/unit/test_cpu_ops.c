@@ -313,14 +313,20 @@ static void test_softmax_xent(void **state)
         r5 += rank < 5;
     }
     assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, dz, &loss, &top1, &top5), 0);
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz, &loss, &top1, &top5), 0);
     if (fabs(loss - rloss) > 1e-9 * fabs(rloss) + 1e-9)
         fail_msg("loss %.17g, reference %.17g", loss, rloss);
     assert_true(_rel_err(dz, rdz, (size_t)n * k) < 1e-6);
     assert_int_equal(top1, r1);
     assert_int_equal(top5, r5);
+    /* A loss scale multiplies the gradient only (fp16 loss scaling), never the reported loss. */
+    for (int i = 0; i < n * k; i++)
+        rdz[i] *= 1024.0;
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1024.f, dz, &loss, &top1, &top5), 0);
+    assert_true(fabs(loss - rloss) <= 1e-9 * fabs(rloss) + 1e-9);
+    assert_true(_rel_err(dz, rdz, (size_t)n * k) < 1e-6);
     labels[0] = 9; /* out of range: refused, not read */
-    assert_int_not_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, dz, &loss, &top1, &top5), 0);
+    assert_int_not_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz, &loss, &top1, &top5), 0);
     be->ops->destroy(be);
     free(z), free(dz);
 }
@@ -351,13 +357,81 @@ static void test_sgd_and_input(void **state)
     free(w), free(v), free(g);
 }
 
+/* The fully connected layer, the running-statistics update and the finiteness check: the ops
+ * the network used to do in its own loops, now in the table so a GPU backend can run them. */
+static void test_fc_stats_finite(void **state)
+{
+    enum { N = 5, C = 7, K = 4 };
+    dlt_backend *be;
+    char err[256];
+    float *x = _rand(N * C, 1.f), *w = _rand(K * C, 1.f), *b = _rand(K, 1.f), *dy = _rand(N * K, 1.f);
+    float *y = _poisoned(N * K), *dx = _poisoned(N * C), *dw = _poisoned(K * C), *db = _poisoned(K);
+    double ry[N * K], rdx[N * C], rdw[K * C], rdb[K];
+    float rm[3] = {1, 2, 3}, rv[3] = {4, 5, 6}, bm[3] = {0.5f, -1, 2}, bv[3] = {1, 2, 0.25f};
+    int fin = -1;
+    (void)state;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            double a = b[k];
+            for (int c = 0; c < C; c++)
+                a += (double)x[n * C + c] * w[k * C + c];
+            ry[n * K + k] = a;
+        }
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double a = 0;
+            for (int k = 0; k < K; k++)
+                a += (double)dy[n * K + k] * w[k * C + c];
+            rdx[n * C + c] = a;
+        }
+    for (int k = 0; k < K; k++) {
+        rdb[k] = 0;
+        for (int n = 0; n < N; n++)
+            rdb[k] += dy[n * K + k];
+        for (int c = 0; c < C; c++) {
+            double a = 0;
+            for (int n = 0; n < N; n++)
+                a += (double)dy[n * K + k] * x[n * C + c];
+            rdw[k * C + c] = a;
+        }
+    }
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->fc_fwd(be, x, w, b, y, N, C, K), 0);
+    assert_true(_rel_err(y, ry, N * K) < 1e-6);
+    assert_int_equal(be->ops->fc_bwd(be, x, w, dy, dx, dw, db, N, C, K), 0);
+    assert_true(_rel_err(dx, rdx, N * C) < 1e-6);
+    assert_true(_rel_err(dw, rdw, K * C) < 1e-6);
+    assert_true(_rel_err(db, rdb, K) < 1e-6);
+    /* PyTorch: running = (1 - m) running + m batch, the variance unbiased by n / (n - 1). */
+    assert_int_equal(be->ops->bn_stats_update(be, rm, rv, bm, bv, 3, 0.1f, 2.f), 0);
+    assert_true(fabsf(rm[1] - (0.9f * 2 + 0.1f * -1)) < 1e-6f && fabsf(rv[2] - (0.9f * 6 + 0.1f * 0.5f)) < 1e-6f);
+    assert_int_equal(be->ops->all_finite(be, x, N * C, &fin), 0);
+    assert_int_equal(fin, 1);
+    x[N * C - 1] = INFINITY;
+    assert_int_equal(be->ops->all_finite(be, x, N * C, &fin), 0);
+    assert_int_equal(fin, 0);
+    x[N * C - 1] = NAN;
+    x[0] = 1.f;
+    assert_int_equal(be->ops->all_finite(be, x, N * C, &fin), 0);
+    assert_int_equal(fin, 0);
+    /* fp16 and tf32 are GPU precisions: the CPU backend refuses them by name. */
+    {
+        dlt_backend *refused = NULL;
+        assert_int_not_equal(dlt_backend_cpu_create(&refused, DLT_PREC_FP16, err, sizeof(err)), 0);
+        assert_null(refused);
+        assert_non_null(strstr(err, "CUDA"));
+    }
+    be->ops->destroy(be);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_fp32),   cmocka_unit_test(test_conv_bf16),
         cmocka_unit_test(test_batchnorm),   cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_avgpool_gemm_eltwise), cmocka_unit_test(test_softmax_xent),
-        cmocka_unit_test(test_sgd_and_input),
+        cmocka_unit_test(test_sgd_and_input), cmocka_unit_test(test_fc_stats_finite),
     };
     dlt_rng_seed(&g_rng, 12345, 1);
     return cmocka_run_group_tests(tests, NULL, NULL);

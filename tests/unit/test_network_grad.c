@@ -24,7 +24,7 @@ static double _loss(dlt_net *net, const int32_t *labels)
     /* Training-mode forward (batch statistics), as the gradient is defined for. */
     assert_int_equal(dlt_net_forward(net, 1), 0);
     assert_int_equal(net->be->ops->softmax_xent(net->be, dlt_net_logits(net), labels, net->model.cfg.batch,
-                                                net->model.cfg.classes, 0.1f, dlt_net_dlogits(net), &loss, &t1, &t5),
+                                                net->model.cfg.classes, 0.1f, 1.f, dlt_net_dlogits(net), &loss, &t1, &t5),
                      0);
     return loss / net->model.cfg.batch;
 }

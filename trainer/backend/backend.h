@@ -1,13 +1,26 @@
 /* backend: the ops table every compute backend implements (CPU: oneDNN, CUDA: cuDNN/cuBLAS).
  * Activations are NHWC, conv weights OIHW as torchvision stores them; a backend only does
- * arithmetic: the graph, the loop and the optimizer logic live once, above this table. */
+ * arithmetic: the graph, the loop and the optimizer logic live once, above this table.
+ *
+ * Memory: every pointer handed to an op is backend memory (host memory for the CPU backend,
+ * device memory for CUDA), obtained from alloc. Parameter-side buffers (weights, gradients,
+ * momentum, BN statistics, logits' gradient scale) are float. Activation buffers hold the
+ * backend's activation type, act_size bytes per element (float on the CPU; half or bfloat16
+ * under mixed precision on a GPU): callers size them with act_size and treat them as opaque;
+ * they are typed float * below for the CPU's sake. */
 #ifndef DLT_BACKEND_H
 #define DLT_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { DLT_PREC_FP32 = 0, DLT_PREC_BF16 = 1 } dlt_precision;
+/* fp32; bf16 / fp16 mixed precision (float master weights); tf32: fp32 tensors, TF32 tensor-core
+ * math (Ampere and newer GPUs). */
+typedef enum { DLT_PREC_FP32 = 0, DLT_PREC_BF16 = 1, DLT_PREC_FP16 = 2, DLT_PREC_TF32 = 3 } dlt_precision;
+
+const char *dlt_precision_name(dlt_precision p);
+/* Parses "fp32", "tf32", "fp16", "bf16"; -1 when unknown. */
+int dlt_precision_parse(const char *s);
 
 typedef struct {
     int n, c, h, w;        /* input, NHWC */
@@ -28,6 +41,19 @@ typedef struct {
     void (*destroy)(dlt_backend *be);
     void (*op_destroy)(dlt_backend *be, dlt_op *op);
 
+    /* Backend memory: alloc returns zeroed memory or NULL; upload/download cross between host
+     * and backend memory, copy stays inside it; all three complete before returning. */
+    void *(*alloc)(dlt_backend *be, size_t bytes);
+    void (*release)(dlt_backend *be, void *p);
+    int (*upload)(dlt_backend *be, void *dst, const void *host_src, size_t bytes);
+    int (*download)(dlt_backend *be, void *host_dst, const void *src, size_t bytes);
+    int (*copy)(dlt_backend *be, void *dst, const void *src, size_t bytes);
+    /* Waits for every queued operation (timing; errors of asynchronous work surface here). */
+    int (*sync)(dlt_backend *be);
+    /* Activations to/from host floats (n elements), converting from/to the activation type. */
+    int (*act_from_float)(dlt_backend *be, float *act, const float *host, size_t n);
+    int (*act_to_float)(dlt_backend *be, float *host, const float *act, size_t n);
+
     /* Convolution without bias. set_weights is called once per step, after the update, so the
      * backend may keep the weights in its preferred layout. */
     int (*conv_plan)(dlt_backend *be, const dlt_conv_shape *s, dlt_op **op);
@@ -45,6 +71,18 @@ typedef struct {
                         const float *mean, const float *var, float *y);
     int (*bn_bwd)(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
                   const float *mean, const float *var, float *dx, float *dgamma, float *dbeta);
+
+    /* Running statistics as PyTorch keeps them: r = (1-m) r + m batch (variance times unbias). */
+    int (*bn_stats_update)(dlt_backend *be, float *run_mean, float *run_var, const float *mean, const float *var,
+                           int c, float momentum, float unbias);
+
+    /* Optional (NULL: the network runs bn_fwd_train + add_relu and relu_bwd + bn_bwd): training
+     * forward y = relu(bn(x) + z) (z may be NULL) in one pass, and its backward from y, which
+     * also writes dz, the gradient of z (NULL when there is no z); dy is left as it is. */
+    int (*bn_fwd_train_relu)(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *gamma,
+                             const float *beta, float *y, float *mean, float *var);
+    int (*bn_bwd_relu)(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy,
+                       const float *gamma, const float *beta, float *dx, float *dz, float *dgamma, float *dbeta);
 
     /* Max pooling (training keeps what backward needs inside op). */
     int (*maxpool_plan)(dlt_backend *be, const dlt_act_shape *in, int k, int stride, int pad, dlt_op **op);
@@ -65,23 +103,42 @@ typedef struct {
     int (*gemm)(dlt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                 const float *b, int ldb, float beta, float *c, int ldc);
 
+    /* Fully connected layer over activations x[n,c] -> y[n,k] with float weights w[k,c] and bias b[k];
+     * backward writes dx (activations), dw and db (float, overwritten). */
+    int (*fc_fwd)(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k);
+    int (*fc_bwd)(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                  int n, int c, int k);
+
     /* uint8 NHWC images -> normalized float NHWC (per-channel mean/std over 0..255). */
     int (*normalize_input)(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
                            const float inv_std[3]);
 
     /* Softmax cross-entropy with label smoothing over [n, k] logits: returns the summed loss in
-     * *loss_sum and writes d(mean loss)/d(logits) into dlogits; top-1/top-5 hit counts. */
+     * *loss_sum and writes loss_scale * d(mean loss)/d(logits) into dlogits (may be NULL); top-1/top-5
+     * hit counts. labels are host memory. */
     int (*softmax_xent)(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
-                        float *dlogits, double *loss_sum, int *top1, int *top5);
+                        float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5);
+
+    /* *finite = 1 when all n floats are finite. */
+    int (*all_finite)(dlt_backend *be, const float *x, size_t n, int *finite);
 
     /* SGD with momentum (PyTorch form): v = mu v + g + wd w; w -= lr v, over n values. */
     int (*sgd_update)(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
                       float grad_scale);
+
+    /* Optional (NULL when the backend leaves gradient reduction to the host communicator):
+     * backward reports that every gradient at flat offsets >= lo is final, so the buckets lying
+     * there may be reduced while backward goes on; grad_comm_finish queues the rest and orders
+     * the next use of the gradients after every reduction. */
+    int (*grad_comm_ready)(dlt_backend *be, size_t lo);
+    int (*grad_comm_finish)(dlt_backend *be);
 } dlt_backend_ops;
 
 struct dlt_backend {
     const dlt_backend_ops *ops;
     dlt_precision precision;
+    size_t act_size;  /* bytes per activation element */
+    int host_memory;  /* backend memory is host memory: no copies between the two */
     int threads;
     char err[512];
 };
@@ -91,6 +148,19 @@ static inline int dlt_out_size(int in, int k, int stride, int pad)
 {
     return (in + 2 * pad - k) / stride + 1;
 }
+
+typedef struct {
+    const char *kind;        /* "auto" (CUDA when built in and a GPU is visible, else CPU), "cpu", "cuda" */
+    dlt_precision precision;
+    int device;              /* CUDA: GPU index among the visible ones; -1: the first */
+    double bucket_mib;       /* CUDA: gradient all-reduce bucket size */
+    int reduce_lowp;         /* CUDA fp16/bf16: all-reduce gradients in that type instead of fp32 */
+} dlt_backend_config;
+
+void dlt_backend_config_defaults(dlt_backend_config *c);
+int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
+/* 1 when this build has the CUDA backend and the CUDA runtime sees a GPU. */
+int dlt_backend_cuda_available(void);
 
 int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, size_t errlen);
 /* 1 when this CPU has native bf16 (oneDNN's avx512_core_bf16 or newer). */

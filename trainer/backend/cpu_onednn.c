@@ -524,7 +524,7 @@ static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, siz
 }
 
 static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
-                         float *dlogits, double *loss_sum, int *top1, int *top5)
+                         float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5)
 {
     double total = 0;
     int hit1 = 0, hit5 = 0;
@@ -557,7 +557,7 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
             for (int j = 0; j < k; j++) {
                 double p = exp((double)z[j] - logsum);
                 double t = (j == y ? 1.0 - smoothing : 0.0) + smoothing / k;
-                dz[j] = (float)((p - t) / n);
+                dz[j] = (float)((p - t) / n * loss_scale);
             }
     }
     *loss_sum = total;
@@ -579,6 +579,87 @@ static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size
         w[i] -= lr * v[i];
     }
     return 0;
+}
+
+static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
+{
+    /* y[n,k] = x[n,c] W[k,c]^T + b */
+    for (int i = 0; i < n; i++)
+        memcpy(y + (size_t)i * k, b, (size_t)k * sizeof(float));
+    return _gemm(be, 0, 1, n, k, c, 1.f, x, c, w, c, 1.f, y, k);
+}
+
+static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                   int n, int c, int k)
+{
+    /* dW[k,c] = dy^T x; db = sum_n dy; dx[n,c] = dy W */
+    int rc = _gemm(be, 1, 0, k, c, n, 1.f, dy, k, x, c, 0.f, dw, c);
+    for (int j = 0; j < k; j++) {
+        float s = 0.f;
+        for (int i = 0; i < n; i++)
+            s += dy[(size_t)i * k + j];
+        db[j] = s;
+    }
+    return rc ? rc : _gemm(be, 0, 0, n, c, k, 1.f, dy, k, w, c, 0.f, dx, c);
+}
+
+static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *bm, const float *bv, int c,
+                            float momentum, float unbias)
+{
+    (void)be;
+    for (int i = 0; i < c; i++) {
+        rm[i] = (1.f - momentum) * rm[i] + momentum * bm[i];
+        rv[i] = (1.f - momentum) * rv[i] + momentum * bv[i] * unbias;
+    }
+    return 0;
+}
+
+static int _all_finite(dlt_backend *be, const float *x, size_t n, int *finite)
+{
+    int ok = 1;
+    (void)be;
+#pragma omp parallel for schedule(static) reduction(&& : ok)
+    for (size_t i = 0; i < n; i++)
+        ok = ok && isfinite(x[i]);
+    *finite = ok;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ memory (host) */
+
+static void *_alloc(dlt_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    (void)be;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
+        return NULL;
+    memset(p, 0, bytes ? bytes : 1);
+    return p;
+}
+
+static void _release(dlt_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static int _copy(dlt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (dst != src && bytes)
+        memmove(dst, src, bytes);
+    return 0;
+}
+
+static int _sync(dlt_backend *be)
+{
+    (void)be;
+    return 0;
+}
+
+static int _act_copy(dlt_backend *be, float *dst, const float *src, size_t n)
+{
+    return _copy(be, dst, src, n * sizeof(float));
 }
 
 /* ------------------------------------------------------------------ lifetime */
@@ -641,6 +722,18 @@ static const dlt_backend_ops g_cpu_ops = {
     .name = "cpu-onednn",
     .destroy = _destroy,
     .op_destroy = _op_destroy,
+    .alloc = _alloc,
+    .release = _release,
+    .upload = _copy,
+    .download = _copy,
+    .copy = _copy,
+    .sync = _sync,
+    .act_from_float = _act_copy,
+    .act_to_float = _act_copy,
+    .bn_stats_update = _bn_stats_update,
+    .fc_fwd = _fc_fwd,
+    .fc_bwd = _fc_bwd,
+    .all_finite = _all_finite,
     .conv_plan = _conv_plan,
     .conv_set_weights = _conv_set_weights,
     .conv_fwd = _conv_fwd,
@@ -681,6 +774,14 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, siz
     }
     c->base.ops = &g_cpu_ops;
     c->base.precision = prec;
+    c->base.act_size = sizeof(float);
+    c->base.host_memory = 1;
+    if (prec == DLT_PREC_FP16 || prec == DLT_PREC_TF32) {
+        snprintf(err, errlen, "--precision %s needs the CUDA backend (the CPU backend has fp32 and bf16)",
+                 dlt_precision_name(prec));
+        free(c);
+        return -ENOTSUP;
+    }
     if (prec == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
         snprintf(err, errlen, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
         free(c);

@@ -16,7 +16,8 @@ enum {
     O_ARCH = 256, O_WIDTH, O_IMAGE, O_CLASSES, O_BATCH, O_PRECISION, O_EPOCHS, O_STEPS, O_LR, O_MOMENTUM, O_WD,
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
-    O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP
+    O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
+    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW
 };
 
 static const struct option g_opts[] = {
@@ -64,6 +65,13 @@ static const struct option g_opts[] = {
     {"inference", no_argument, NULL, O_INFERENCE},
     {"json", no_argument, NULL, O_JSON},
     {"checkpoint", required_argument, NULL, O_CHECKPOINT},
+    {"backend", required_argument, NULL, O_BACKEND},
+    {"device", required_argument, NULL, O_DEVICE},
+    {"tf32", no_argument, NULL, O_TF32},
+    {"bucket-mib", required_argument, NULL, O_BUCKET},
+    {"allreduce-lowp", no_argument, NULL, O_LOWP},
+    {"loss-scale", required_argument, NULL, O_LOSS_SCALE},
+    {"loss-scale-window", required_argument, NULL, O_LS_WINDOW},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -79,7 +87,17 @@ static void _usage(FILE *f, const char *cmd)
             "  --image-size N         input height and width (default 224)\n"
             "  --classes N            output classes (default 1000)\n"
             "  --batch N              images per rank per step (default 32)\n"
-            "  --precision P          fp32 | bf16 (bf16 convolutions where the CPU has AVX512-BF16/AMX)\n"
+            "compute:\n"
+            "  --backend B            auto | cpu | cuda (default auto: cuda when built in and a GPU is visible)\n"
+            "  --precision P          fp32 | tf32 | fp16 | bf16 (default fp32). CPU: fp32, bf16 (convolutions,\n"
+            "                         AVX512-BF16/AMX). CUDA: all four; fp16/bf16 are mixed precision with\n"
+            "                         fp32 master weights; tf32 and bf16 need Ampere or newer\n"
+            "  --tf32                 same as --precision tf32\n"
+            "  --device N             CUDA device among the visible ones (default 0: the task's own GPU)\n"
+            "  --bucket-mib M         CUDA: gradient all-reduce bucket size (default 25)\n"
+            "  --allreduce-lowp       CUDA fp16/bf16: all-reduce gradients in that type (default fp32)\n"
+            "  --loss-scale S         fp16: initial dynamic loss scale (default 65536)\n"
+            "  --loss-scale-window N  fp16: clean steps before the scale doubles (default 2000)\n"
             "data:\n"
             "  --data PATH            ImageFolder root (PATH/train and PATH/val, or PATH/CLASS/*.JPEG) or a\n"
             "                         RecordIO file (PATH.rec + PATH.idx, as im2rec writes)\n"
@@ -116,7 +134,8 @@ static void _usage(FILE *f, const char *cmd)
             "  --warmup N --iters N   untimed and timed steps (default 3, 10)\n"
             "  --inference            forward only               --json   one JSON line\n"
             "ranks:\n"
-            "  --comm auto|single|mpi host communicator (default auto)\n"
+            "  --comm auto|single|mpi|nccl  communicator between ranks (default auto: NCCL on GPUs when there\n"
+            "                         is more than one rank, else MPI; single for one rank)\n"
             "  --timeout S            bootstrap timeout (default 300 or $DLTPMIX_TIMEOUT)\n"
             "\n"
             "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d. See dltrain(1).\n",
@@ -191,17 +210,27 @@ int dlt_cmd_train(int argc, char **argv)
         case O_STALL: NUM(0, 1e7, c.stall_timeout = v); break;
         case O_WARMUP_ITERS: NUM(0, 1e6, b.warmup = (int)v); break;
         case O_ITERS: NUM(1, 1e6, b.iters = (int)v); break;
-#undef NUM
         case O_PRECISION:
-            if (!strcmp(optarg, "fp32"))
-                c.precision = DLT_PREC_FP32;
-            else if (!strcmp(optarg, "bf16"))
-                c.precision = DLT_PREC_BF16;
-            else {
-                fprintf(stderr, "dltrain: --precision %s: the CPU backend has fp32 and bf16\n", optarg);
+            if (dlt_precision_parse(optarg) < 0) {
+                fprintf(stderr, "dltrain: --precision %s: one of fp32, tf32, fp16, bf16\n", optarg);
                 return 2;
             }
+            c.backend.precision = (dlt_precision)dlt_precision_parse(optarg);
             break;
+        case O_TF32: c.backend.precision = DLT_PREC_TF32; break;
+        case O_BACKEND:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                fprintf(stderr, "dltrain: --backend %s: auto, cpu or cuda\n", optarg);
+                return 2;
+            }
+            c.backend.kind = optarg;
+            break;
+        case O_DEVICE: NUM(0, 1024, c.backend.device = (int)v); break;
+        case O_BUCKET: NUM(0.0625, 4096, c.backend.bucket_mib = v); break;
+        case O_LOWP: c.backend.reduce_lowp = 1; break;
+        case O_LOSS_SCALE: NUM(1, 16777216, c.loss_scale = v); break;
+        case O_LS_WINDOW: NUM(1, 1e9, c.loss_scale_window = (int)v); break;
+#undef NUM
         case O_SCHEDULE:
             if (!strcmp(optarg, "step") || !strcmp(optarg, "cosine"))
                 c.cosine = !strcmp(optarg, "cosine");
@@ -257,7 +286,11 @@ int dlt_cmd_train(int argc, char **argv)
         fprintf(stderr, "dltrain eval: --checkpoint PATH is required\n");
         return 2;
     }
-    if (dlt_cli_launch(comm_kind, timeout, &px, &comm) != 0)
+    /* A GPU run's ranks talk through NCCL unless told otherwise. */
+    if (!strcmp(comm_kind, "auto") && strcmp(c.backend.kind, "cpu") &&
+        (!strcmp(c.backend.kind, "cuda") || dlt_backend_cuda_available()))
+        comm_kind = "auto-gpu";
+    if (dlt_cli_launch(comm_kind, c.backend.device, timeout, &px, &comm) != 0)
         return 1;
     if (!strcmp(cmd, "train"))
         rc = dlt_train_run(&c, comm);

@@ -72,7 +72,7 @@ static void _abort(dlt_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort};
+static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL};
 
 int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, size_t errlen)
 {

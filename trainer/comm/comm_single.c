@@ -44,7 +44,7 @@ static void _abort(dlt_comm *c, int code)
     (void)code;
 }
 
-static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort};
+static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL};
 
 int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen)
 {

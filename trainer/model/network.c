@@ -20,10 +20,30 @@ static float *_falloc(size_t n)
     return p;
 }
 
+static float *_balloc(dlt_backend *be, size_t bytes)
+{
+    return be->ops->alloc(be, bytes);
+}
+
+void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo)
+{
+    /* After layers nlayers-1..i are done, the unfinished gradients are those of layers < i; every
+     * offset at or above the highest end among them is final. */
+    size_t hi = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const dlt_layer *l = &m->layers[i];
+        lo[i] = hi;
+        if (l->w_len)
+            hi = l->w_off + l->w_len > hi ? l->w_off + l->w_len : hi;
+        if (l->b_len)
+            hi = l->b_off + l->b_len > hi ? l->b_off + l->b_len : hi;
+    }
+}
+
 int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, char *err, size_t errlen)
 {
     dlt_model *m = &net->model;
-    size_t maxt = 0, nbn_c = 0;
+    size_t maxt = 0, nbn_c = 0, as = be->act_size;
     int rc;
     memset(net, 0, sizeof(*net));
     net->be = be;
@@ -35,40 +55,57 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         if (m->layers[i].kind == DLT_LAYER_BN)
             nbn_c += (size_t)m->layers[i].cs.c;
     net->params = _falloc(m->nparams);
-    net->grads = _falloc(m->nparams);
     net->momentum = _falloc(m->nparams);
     net->stats = _falloc(m->nstats);
-    net->batch_mean = _falloc(nbn_c);
-    net->batch_var = _falloc(nbn_c);
+    if (!net->params || !net->momentum || !net->stats)
+        goto oom;
+    if (be->host_memory) {
+        net->d_params = net->params;
+        net->d_momentum = net->momentum;
+        net->d_stats = net->stats;
+    } else {
+        net->d_params = _balloc(be, m->nparams * sizeof(float));
+        net->d_momentum = _balloc(be, m->nparams * sizeof(float));
+        net->d_stats = _balloc(be, (m->nstats ? m->nstats : 1) * sizeof(float));
+        if (!net->d_params || !net->d_momentum || !net->d_stats)
+            goto oom;
+    }
+    net->grads = _balloc(be, m->nparams * sizeof(float));
+    net->batch_mean = _balloc(be, (nbn_c ? nbn_c : 1) * sizeof(float));
+    net->batch_var = _balloc(be, (nbn_c ? nbn_c : 1) * sizeof(float));
     net->bn_batches = calloc((size_t)m->nbn + 1, sizeof(int64_t));
     net->act = calloc((size_t)m->ntensors, sizeof(float *));
     net->dact = calloc((size_t)m->ntensors, sizeof(float *));
     net->dact_live = calloc((size_t)m->ntensors, sizeof(int));
-    if (!net->params || !net->grads || !net->momentum || !net->stats || !net->batch_mean || !net->batch_var ||
-        !net->bn_batches || !net->act || !net->dact || !net->dact_live)
+    net->grad_ready_lo = calloc((size_t)m->nlayers + 1, sizeof(size_t));
+    if (!net->grads || !net->batch_mean || !net->batch_var || !net->bn_batches || !net->act || !net->dact ||
+        !net->dact_live || !net->grad_ready_lo)
         goto oom;
+    dlt_model_grad_ready_offsets(m, net->grad_ready_lo);
     for (int t = 0; t < m->ntensors; t++) {
         size_t sz = m->tensors[t].size;
-        net->act[t] = _falloc(sz);
-        net->dact[t] = _falloc(sz);
+        net->act[t] = _balloc(be, sz * as);
+        net->dact[t] = _balloc(be, sz * as);
         if (!net->act[t] || !net->dact[t])
             goto oom;
-        net->act_bytes += 2 * sz * sizeof(float);
+        net->act_bytes += 2 * sz * as;
         maxt = sz > maxt ? sz : maxt;
     }
-    net->scratch = _falloc(maxt);
+    net->scratch = _balloc(be, maxt * as);
     if (!net->scratch)
+        goto oom;
+    if (be->ops->bn_bwd_relu && !(net->scratch2 = _balloc(be, maxt * as)))
         goto oom;
     for (int i = 0; i < m->nlayers; i++) {
         dlt_layer *l = &m->layers[i];
-        dlt_act_shape as = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
+        dlt_act_shape ash = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
         rc = 0;
         if (l->kind == DLT_LAYER_CONV)
             rc = be->ops->conv_plan(be, &l->cs, &l->op);
         else if (l->kind == DLT_LAYER_BN)
-            rc = be->ops->bn_plan(be, &as, net->bn_eps, &l->op);
+            rc = be->ops->bn_plan(be, &ash, net->bn_eps, &l->op);
         else if (l->kind == DLT_LAYER_MAXPOOL)
-            rc = be->ops->maxpool_plan(be, &as, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
+            rc = be->ops->maxpool_plan(be, &ash, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
         if (rc != 0) {
             snprintf(err, errlen, "planning layer %s: %s", l->name, be->err);
             dlt_net_destroy(net);
@@ -77,8 +114,8 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
     }
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory for the model's buffers (batch %d, image %d): lower --batch", cfg->batch,
-             cfg->image);
+    snprintf(err, errlen, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
+             be->host_memory ? "host" : "device", cfg->batch, cfg->image);
     dlt_net_destroy(net);
     return -ENOMEM;
 }
@@ -86,26 +123,38 @@ oom:
 void dlt_net_destroy(dlt_net *net)
 {
     dlt_model *m = &net->model;
+    dlt_backend *be = net->be;
+    if (!be)
+        return;
     for (int i = 0; i < m->nlayers && m->layers; i++)
         if (m->layers[i].op)
-            net->be->ops->op_destroy(net->be, m->layers[i].op);
+            be->ops->op_destroy(be, m->layers[i].op);
     for (int t = 0; t < m->ntensors; t++) {
-        if (net->act)
-            free(net->act[t]);
-        if (net->dact)
-            free(net->dact[t]);
+        if (net->act && net->act[t])
+            be->ops->release(be, net->act[t]);
+        if (net->dact && net->dact[t])
+            be->ops->release(be, net->dact[t]);
+    }
+    if (!be->host_memory) {
+        float *dev[] = {net->d_params, net->d_momentum, net->d_stats};
+        for (size_t i = 0; i < 3; i++)
+            if (dev[i])
+                be->ops->release(be, dev[i]);
+    }
+    {
+        float *bm[] = {net->grads, net->batch_mean, net->batch_var, net->scratch, net->scratch2};
+        for (size_t i = 0; i < 5; i++)
+            if (bm[i])
+                be->ops->release(be, bm[i]);
     }
     free(net->act);
     free(net->dact);
     free(net->dact_live);
+    free(net->grad_ready_lo);
     free(net->params);
-    free(net->grads);
     free(net->momentum);
     free(net->stats);
-    free(net->batch_mean);
-    free(net->batch_var);
     free(net->bn_batches);
-    free(net->scratch);
     dlt_model_free(m);
     memset(net, 0, sizeof(*net));
 }
@@ -141,13 +190,37 @@ void dlt_net_init_params(dlt_net *net, uint64_t seed, int zero_init_residual)
     memset(net->bn_batches, 0, (size_t)m->nbn * sizeof(int64_t));
 }
 
+int dlt_net_upload(dlt_net *net)
+{
+    dlt_backend *be = net->be;
+    const dlt_model *m = &net->model;
+    if (!be->host_memory &&
+        (be->ops->upload(be, net->d_params, net->params, m->nparams * sizeof(float)) != 0 ||
+         be->ops->upload(be, net->d_momentum, net->momentum, m->nparams * sizeof(float)) != 0 ||
+         be->ops->upload(be, net->d_stats, net->stats, m->nstats * sizeof(float)) != 0))
+        return -EIO;
+    return dlt_net_sync_weights(net);
+}
+
+int dlt_net_download(dlt_net *net)
+{
+    dlt_backend *be = net->be;
+    const dlt_model *m = &net->model;
+    if (!be->host_memory &&
+        (be->ops->download(be, net->params, net->d_params, m->nparams * sizeof(float)) != 0 ||
+         be->ops->download(be, net->momentum, net->d_momentum, m->nparams * sizeof(float)) != 0 ||
+         be->ops->download(be, net->stats, net->d_stats, m->nstats * sizeof(float)) != 0))
+        return -EIO;
+    return 0;
+}
+
 int dlt_net_sync_weights(dlt_net *net)
 {
     dlt_model *m = &net->model;
     for (int i = 0; i < m->nlayers; i++) {
         dlt_layer *l = &m->layers[i];
         if (l->kind == DLT_LAYER_CONV) {
-            int rc = net->be->ops->conv_set_weights(net->be, l->op, net->params + l->w_off);
+            int rc = net->be->ops->conv_set_weights(net->be, l->op, net->d_params + l->w_off);
             if (rc)
                 return rc;
         }
@@ -170,23 +243,28 @@ int dlt_net_forward(dlt_net *net, int training)
             rc = o->conv_fwd(be, l->op, x, y);
             break;
         case DLT_LAYER_BN: {
-            const float *g = net->params + l->w_off, *bta = net->params + l->b_off;
-            float *rm = net->stats + l->stat_off, *rv = rm + l->cs.c;
+            const float *g = net->d_params + l->w_off, *bta = net->d_params + l->b_off;
+            int fused = 0;
+            float *rm = net->d_stats + l->stat_off, *rv = rm + l->cs.c;
             float *bm = net->batch_mean + bn_c, *bv = net->batch_var + bn_c;
             if (training) {
                 /* Running statistics as PyTorch keeps them: unbiased variance, momentum 0.1. */
                 double count = (double)l->cs.n * l->cs.h * l->cs.w;
                 float unbias = count > 1 ? (float)(count / (count - 1)) : 1.f;
-                rc = o->bn_fwd_train(be, l->op, x, g, bta, y, bm, bv);
-                for (int c = 0; rc == 0 && c < l->cs.c; c++) {
-                    rm[c] = (1.f - net->bn_momentum) * rm[c] + net->bn_momentum * bm[c];
-                    rv[c] = (1.f - net->bn_momentum) * rv[c] + net->bn_momentum * bv[c] * unbias;
+                if (o->bn_fwd_train_relu && l->relu) {
+                    /* One pass: y = relu(bn(x) + residual). */
+                    rc = o->bn_fwd_train_relu(be, l->op, x, l->add >= 0 ? net->act[l->add] : NULL, g, bta, y, bm, bv);
+                    fused = 1;
+                } else {
+                    rc = o->bn_fwd_train(be, l->op, x, g, bta, y, bm, bv);
                 }
+                if (rc == 0)
+                    rc = o->bn_stats_update(be, rm, rv, bm, bv, l->cs.c, net->bn_momentum, unbias);
                 net->bn_batches[bn_i]++;
             } else {
                 rc = o->bn_fwd_infer(be, l->op, x, g, bta, rm, rv, y);
             }
-            if (rc == 0 && (l->relu || l->add >= 0))
+            if (rc == 0 && !fused && (l->relu || l->add >= 0))
                 rc = o->add_relu(be, y, l->add >= 0 ? net->act[l->add] : NULL, m->tensors[l->out].size);
             bn_c += (size_t)l->cs.c;
             bn_i++;
@@ -200,14 +278,9 @@ int dlt_net_forward(dlt_net *net, int training)
             rc = o->avgpool_fwd(be, &s, x, y);
             break;
         }
-        case DLT_LAYER_FC: {
-            /* y[n,k] = x[n,c] W[k,c]^T + b */
-            const float *w = net->params + l->w_off, *b = net->params + l->b_off;
-            for (int n = 0; n < l->cs.n; n++)
-                memcpy(y + (size_t)n * l->cs.k, b, (size_t)l->cs.k * sizeof(float));
-            rc = o->gemm(be, 0, 1, l->cs.n, l->cs.k, l->cs.c, 1.f, x, l->cs.c, w, l->cs.c, 1.f, y, l->cs.k);
+        case DLT_LAYER_FC:
+            rc = o->fc_fwd(be, x, net->d_params + l->w_off, net->d_params + l->b_off, y, l->cs.n, l->cs.c, l->cs.k);
             break;
-        }
         }
         if (rc)
             snprintf(be->err + strlen(be->err), sizeof(be->err) - strlen(be->err), " (layer %s)", l->name);
@@ -227,12 +300,24 @@ static int _route(dlt_net *net, int t, float **dst)
     return 1;
 }
 
+/* As _route, with the second scratch buffer (for a gradient produced beside dx). */
+static int _route2(dlt_net *net, int t, float **dst)
+{
+    if (!net->dact_live[t]) {
+        net->dact_live[t] = 1;
+        *dst = net->dact[t];
+        return 0;
+    }
+    *dst = net->scratch2;
+    return 1;
+}
+
 int dlt_net_backward(dlt_net *net)
 {
     dlt_model *m = &net->model;
     const dlt_backend_ops *o = net->be->ops;
     dlt_backend *be = net->be;
-    size_t bn_c = 0;
+    size_t bn_c = 0, ready_lo = m->nparams;
     int rc = 0;
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].kind == DLT_LAYER_BN)
@@ -245,21 +330,11 @@ int dlt_net_backward(dlt_net *net)
         size_t xn = m->tensors[l->in].size;
         int acc;
         switch (l->kind) {
-        case DLT_LAYER_FC: {
-            float *w = net->params + l->w_off, *dw = net->grads + l->w_off, *db = net->grads + l->b_off;
-            /* dW[k,c] = dy^T x; db = sum_n dy; dx[n,c] = dy W */
-            rc = o->gemm(be, 1, 0, l->cs.k, l->cs.c, l->cs.n, 1.f, dy, l->cs.k, x, l->cs.c, 0.f, dw, l->cs.c);
-            for (int k = 0; k < l->cs.k; k++) {
-                float s = 0.f;
-                for (int n = 0; n < l->cs.n; n++)
-                    s += dy[(size_t)n * l->cs.k + k];
-                db[k] = s;
-            }
+        case DLT_LAYER_FC:
             acc = _route(net, l->in, &dx);
-            if (rc == 0)
-                rc = o->gemm(be, 0, 0, l->cs.n, l->cs.c, l->cs.k, 1.f, dy, l->cs.k, w, l->cs.c, 0.f, dx, l->cs.c);
+            rc = o->fc_bwd(be, x, net->d_params + l->w_off, dy, dx, net->grads + l->w_off, net->grads + l->b_off,
+                           l->cs.n, l->cs.c, l->cs.k);
             break;
-        }
         case DLT_LAYER_AVGPOOL: {
             dlt_act_shape s = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
             acc = _route(net, l->in, &dx);
@@ -274,6 +349,19 @@ int dlt_net_backward(dlt_net *net)
             float *y = net->act[l->out];
             size_t yn = m->tensors[l->out].size;
             bn_c -= (size_t)l->cs.c;
+            if (o->bn_bwd_relu && l->relu) {
+                /* Fused: the backend returns dz (the residual's gradient) next to dx. */
+                float *dz = NULL;
+                int acc_add = 0;
+                if (l->add >= 0)
+                    acc_add = _route2(net, l->add, &dz);
+                acc = _route(net, l->in, &dx);
+                rc = o->bn_bwd_relu(be, l->op, x, y, dy, net->d_params + l->w_off, net->d_params + l->b_off, dx, dz,
+                                    net->grads + l->w_off, net->grads + l->b_off);
+                if (rc == 0 && acc_add)
+                    rc = o->accumulate(be, net->dact[l->add], net->scratch2, yn);
+                break;
+            }
             /* dz = dy through the ReLU; it is also the gradient of the residual input. */
             if (l->relu)
                 rc = o->relu_bwd(be, y, dy, dy, yn);
@@ -282,21 +370,21 @@ int dlt_net_backward(dlt_net *net)
                 if (_route(net, l->add, &da))
                     rc = o->accumulate(be, net->dact[l->add], dy, yn);
                 else
-                    memcpy(da, dy, yn * sizeof(float));
+                    rc = o->copy(be, da, dy, yn * be->act_size);
             }
             acc = _route(net, l->in, &dx);
             if (rc == 0)
-                rc = o->bn_bwd(be, l->op, x, dy, net->params + l->w_off, net->params + l->b_off, net->batch_mean + bn_c,
+                rc = o->bn_bwd(be, l->op, x, dy, net->d_params + l->w_off, net->d_params + l->b_off, net->batch_mean + bn_c,
                                net->batch_var + bn_c, dx, net->grads + l->w_off, net->grads + l->b_off);
             break;
         }
         case DLT_LAYER_CONV:
             rc = o->conv_bwd_weights(be, l->op, x, dy, net->grads + l->w_off);
-            if (l->in == m->input_tensor) /* no gradient wanted for the images */
-                continue;
-            acc = _route(net, l->in, &dx);
-            if (rc == 0)
+            acc = 0;
+            if (rc == 0 && l->in != m->input_tensor) { /* no gradient wanted for the images */
+                acc = _route(net, l->in, &dx);
                 rc = o->conv_bwd_data(be, l->op, dy, dx);
+            }
             break;
         default:
             acc = 0;
@@ -304,8 +392,15 @@ int dlt_net_backward(dlt_net *net)
         }
         if (rc == 0 && acc)
             rc = o->accumulate(be, net->dact[l->in], net->scratch, xn);
+        /* Hand finished gradient buckets to the communicator while backward goes on. */
+        if (rc == 0 && o->grad_comm_ready && (l->w_len || l->b_len) && net->grad_ready_lo[i] < ready_lo) {
+            ready_lo = net->grad_ready_lo[i];
+            rc = o->grad_comm_ready(be, ready_lo);
+        }
         if (rc)
             snprintf(be->err + strlen(be->err), sizeof(be->err) - strlen(be->err), " (layer %s, backward)", l->name);
     }
+    if (rc == 0 && o->grad_comm_finish)
+        rc = o->grad_comm_finish(be);
     return rc;
 }

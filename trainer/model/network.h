@@ -9,13 +9,20 @@
 typedef struct {
     dlt_model model;
     dlt_backend *be;
-    float *params, *grads, *momentum; /* nparams each */
+    /* Host copies: initialisation, checkpoints and replica checks read and write these; the
+     * backend works on the d_* buffers (the very same memory when be->host_memory). */
+    float *params, *momentum;         /* nparams each */
     float *stats;                     /* BN running mean/var */
-    int64_t *bn_batches;              /* num_batches_tracked per BN */
+    int64_t *bn_batches;              /* num_batches_tracked per BN (host only) */
+    /* Backend memory. */
+    float *d_params, *d_momentum, *d_stats;
+    float *grads;                     /* nparams */
     float *batch_mean, *batch_var;    /* per BN channel, from the last training forward */
-    float **act, **dact;              /* per tensor */
+    float **act, **dact;              /* per tensor, activation type */
     int *dact_live;                   /* backward: gradient buffer already holds a value */
     float *scratch;                   /* largest tensor, for accumulating into a live gradient */
+    float *scratch2;                  /* a second one, when the backend fuses BN + add + ReLU */
+    size_t *grad_ready_lo;            /* per layer: backward done down to it, gradients >= this are final */
     size_t act_bytes;
     float bn_momentum, bn_eps;
 } dlt_net;
@@ -29,6 +36,15 @@ void dlt_net_init_params(dlt_net *net, uint64_t seed, int zero_init_residual);
 
 /* Hands updated weights to the backend (its own layouts); call after every parameter change. */
 int dlt_net_sync_weights(dlt_net *net);
+
+/* Host copies -> backend memory (then the weight layouts), after initialisation or loading. */
+int dlt_net_upload(dlt_net *net);
+/* Backend memory -> host copies of params, momentum and statistics (before checkpoints, checks). */
+int dlt_net_download(dlt_net *net);
+
+/* For each layer i, the flat offset above which every gradient is final once backward has done
+ * layers nlayers-1 .. i (params laid out in state-dict order need not follow layer order). */
+void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo);
 
 /* Forward over the input tensor (already normalized floats). training: batch statistics and
  * running-stat update; else running statistics. Returns 0 or a negative status (err in be->err). */

@@ -14,11 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef DLT_HAVE_CUDA_BACKEND
+#include "trainer/backend/cuda_backend.h"
+#endif
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/model/network.h"
+#include "trainer/train/loss_scaler.h"
 #include "trainer/train/schedule.h"
 #include "trainer/train/watchdog.h"
 
@@ -43,7 +47,8 @@ void dlt_train_config_defaults(dlt_train_config *c)
     c->model.image = 224;
     c->model.classes = 1000;
     c->model.batch = 32;
-    c->precision = DLT_PREC_FP32;
+    dlt_backend_config_defaults(&c->backend);
+    c->loss_scale_window = 2000;
     c->epochs = 90;
     c->base_lr = 0.1;
     c->momentum = 0.9;
@@ -83,6 +88,8 @@ typedef struct {
     dlt_loader *loader;
     uint8_t *images;
     int32_t *labels;
+    float *host_grads;   /* gradients staged for a host communicator when the backend is a GPU */
+    dlt_loss_scaler scaler;
     FILE *metrics;
 } _run;
 
@@ -156,7 +163,7 @@ static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int lear
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
         return -1;
     }
-    if (dlt_backend_cpu_create(&r->be, c->precision, err, sizeof(err)) != 0 ||
+    if (dlt_backend_create(&r->be, &c->backend, err, sizeof(err)) != 0 ||
         dlt_net_create(&r->net, &c->model, r->be, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
         return -1;
@@ -166,6 +173,26 @@ static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int lear
         fprintf(stderr, "dltrain: synthetic data: %" PRId64 " images cannot be split over %d ranks\n", data_size,
                 comm->size);
         return -1;
+    }
+#ifdef DLT_HAVE_CUDA_BACKEND
+    /* GPUs under NCCL: gradients are reduced on the device, bucket by bucket, during backward. */
+    if (!r->be->host_memory && comm->size > 1 && comm->ops->nccl && comm->ops->nccl(comm) &&
+        dlt_backend_cuda_attach_nccl(r->be, comm->ops->nccl(comm), r->net.grads, r->net.model.nparams, err,
+                                     sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+        return -1;
+    }
+#endif
+    if (c->backend.precision == DLT_PREC_FP16)
+        dlt_loss_scaler_init(&r->scaler, 1, c->loss_scale > 0 ? c->loss_scale : 0, c->loss_scale_window);
+    else
+        dlt_loss_scaler_init(&r->scaler, 0, 1, 0);
+    if (!r->be->host_memory && comm->size > 1 && !r->be->ops->grad_comm_ready) {
+        r->host_grads = malloc(r->net.model.nparams * sizeof(float));
+        if (!r->host_grads) {
+            fprintf(stderr, "dltrain: out of memory for the gradient staging buffer\n");
+            return -1;
+        }
     }
     r->images = malloc(img * (size_t)c->model.batch);
     r->labels = malloc(sizeof(int32_t) * (size_t)c->model.batch);
@@ -189,6 +216,7 @@ static void _teardown(_run *r)
     dlt_synthetic_free(&r->data);
     free(r->images);
     free(r->labels);
+    free(r->host_grads);
     if (r->metrics)
         fclose(r->metrics);
 }
@@ -224,10 +252,35 @@ static int _fwd_bwd(_run *r, double *loss_sum, int *top1, int *top5)
     if (dlt_net_forward(n, 1) != 0)
         return _fail_be(r, "forward");
     if (r->be->ops->softmax_xent(r->be, dlt_net_logits(n), r->labels, r->c->model.batch, r->c->model.classes,
-                                 (float)r->c->label_smoothing, dlt_net_dlogits(n), loss_sum, top1, top5) != 0)
+                                 (float)r->c->label_smoothing, (float)r->scaler.scale, dlt_net_dlogits(n), loss_sum,
+                                 top1, top5) != 0)
         return _fail_be(r, "loss");
     if (dlt_net_backward(n) != 0)
         return _fail_be(r, "backward");
+    return 0;
+}
+
+/* Sums the gradients over ranks: on the device while backward ran (CUDA + NCCL), else through the
+ * host communicator (staged through host memory when the backend's memory is a GPU's). */
+static int _allreduce_grads(_run *r)
+{
+    dlt_net *n = &r->net;
+    dlt_backend *be = r->be;
+    size_t bytes = n->model.nparams * sizeof(float);
+    if (r->comm->size == 1 || be->ops->grad_comm_ready)
+        return 0;
+    if (be->host_memory)
+        return r->comm->ops->allreduce_sum(r->comm, n->grads, n->model.nparams, DLT_DTYPE_F32);
+    if (be->ops->download(be, r->host_grads, n->grads, bytes) != 0) {
+        snprintf(r->comm->err, sizeof(r->comm->err), "%s", be->err);
+        return -1;
+    }
+    if (r->comm->ops->allreduce_sum(r->comm, r->host_grads, n->model.nparams, DLT_DTYPE_F32) != 0)
+        return -1;
+    if (be->ops->upload(be, n->grads, r->host_grads, bytes) != 0) {
+        snprintf(r->comm->err, sizeof(r->comm->err), "%s", be->err);
+        return -1;
+    }
     return 0;
 }
 
@@ -235,13 +288,13 @@ static int _sgd(_run *r, double lr)
 {
     dlt_net *n = &r->net;
     const dlt_model *m = &n->model;
-    float scale = 1.0f / (float)r->comm->size;
+    float scale = (float)dlt_loss_scaler_unscale(&r->scaler, r->comm->size);
     for (int i = 0; i < m->nentries; i++) {
         const dlt_state_entry *e = &m->entries[i];
         float wd = (e->no_decay && !r->c->decay_bn_bias) ? 0.f : (float)r->c->weight_decay;
         if (!e->is_param)
             continue;
-        if (r->be->ops->sgd_update(r->be, n->params + e->off, n->momentum + e->off, n->grads + e->off, e->len,
+        if (r->be->ops->sgd_update(r->be, n->d_params + e->off, n->d_momentum + e->off, n->grads + e->off, e->len,
                                    (float)lr, (float)r->c->momentum, wd, scale) != 0)
             return _fail_be(r, "SGD update");
     }
@@ -256,7 +309,7 @@ static void _config_text(const dlt_train_config *c, int world, char *buf, size_t
              "arch=%s width=%g image=%d classes=%d batch=%d world=%d precision=%s base_lr=%g momentum=%g wd=%g "
              "smoothing=%g warmup=%g schedule=%s epochs=%" PRId64 " seed=%" PRIu64 " synthetic_size=%" PRId64,
              c->model.arch, (double)c->model.width, c->model.image, c->model.classes, c->model.batch, world,
-             c->precision == DLT_PREC_BF16 ? "bf16" : "fp32", c->base_lr, c->momentum, c->weight_decay,
+             dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay,
              c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
              c->synthetic_size);
 }
@@ -294,6 +347,11 @@ static int _save(_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     if (r->comm->rank != 0 || !r->c->checkpoint_dir)
         return 0;
     dlt_watchdog_phase(wd, DLT_PHASE_CHECKPOINT, step);
+    if (dlt_net_download(&r->net) != 0) {
+        fprintf(stderr, "dltrain: checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): "
+                "reading the weights back: %s\n", step, r->be->err);
+        return -1;
+    }
     /* Never replace a good checkpoint with diverged weights: the next loss will stop the run. */
     for (size_t i = 0; i < r->net.model.nparams; i++)
         if (!isfinite(r->net.params[i])) {
@@ -320,7 +378,13 @@ static int _save(_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
 static int _check_replicas(_run *r, int64_t step)
 {
     double v[2] = {0, 0}, sum = 0;
-    const dlt_net *n = &r->net;
+    dlt_net *n = &r->net;
+    if (r->comm->size < 2)
+        return 0;
+    if (dlt_net_download(n) != 0) {
+        fprintf(stderr, "dltrain: rank %d: reading the weights back: %s\n", r->comm->rank, r->be->err);
+        return -1;
+    }
     for (size_t i = 0; i < n->model.nparams; i++)
         sum += (double)n->params[i] * (double)((i % 7) + 1);
     v[0] = sum;
@@ -379,7 +443,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     memset(&wd, 0, sizeof(wd));
     if (_setup(&r, c, comm, c->learnable, c->seed, c->synthetic_size) != 0)
         goto out;
-    stats_backup = malloc((r.net.model.nstats + 1) * sizeof(float));
+    stats_backup = r.be->ops->alloc(r.be, (r.net.model.nstats + 1) * sizeof(float));
     batches_backup = malloc(((size_t)r.net.model.nbn + 1) * sizeof(int64_t));
     if (!stats_backup || !batches_backup) {
         fprintf(stderr, "dltrain: out of memory\n");
@@ -432,8 +496,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
                 printf("dltrain: resumed from %s at step %" PRId64 " (epoch %" PRId64 ")\n", path, step, st.epoch);
         }
     }
-    if (dlt_net_sync_weights(&r.net) != 0) {
-        _fail_be(&r, "weight layout");
+    if (dlt_net_upload(&r.net) != 0) {
+        _fail_be(&r, "loading the weights into the backend");
         goto out;
     }
     if (comm->rank == 0 && c->metrics_path) {
@@ -457,7 +521,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
                " steps/epoch, %" PRId64 " steps, peak lr %.4g, backend %s %s\n",
                c->model.arch, r.net.model.nparams, (double)r.net.model.macs * 1e-9, comm->size, c->model.batch,
                comm->size, c->model.batch * comm->size, spe, total, sched.peak, r.be->ops->name,
-               c->precision == DLT_PREC_BF16 ? "bf16" : "fp32");
+               dlt_precision_name(c->backend.precision));
         fflush(stdout);
     }
 
@@ -477,7 +541,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         int64_t epoch = step / spe, in_epoch = step % spe;
         double t0 = _now(), t1, t2, t3, lr, flags[3];
         double loss_sum = 0;
-        int top1 = 0, top5 = 0;
+        int top1 = 0, top5 = 0, overflow;
         dlt_watchdog_phase(&wd, DLT_PHASE_DATA, step);
         _test_stall("data", step, comm->rank);
         if (_load_batch(&r, epoch, in_epoch) != 0) {
@@ -486,7 +550,10 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         }
         t1 = _now();
         /* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
-        memcpy(stats_backup, r.net.stats, r.net.model.nstats * sizeof(float));
+        if (r.be->ops->copy(r.be, stats_backup, r.net.d_stats, r.net.model.nstats * sizeof(float)) != 0) {
+            _fail_be(&r, "statistics backup");
+            goto out;
+        }
         memcpy(batches_backup, r.net.bn_batches, (size_t)r.net.model.nbn * sizeof(int64_t));
         dlt_watchdog_phase(&wd, DLT_PHASE_COMPUTE, step);
         _test_stall("compute", step, comm->rank);
@@ -495,9 +562,20 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         t2 = _now();
         dlt_watchdog_phase(&wd, DLT_PHASE_ALLREDUCE, step);
         _test_stall("allreduce", step, comm->rank);
-        if (comm->ops->allreduce_sum(comm, r.net.grads, r.net.model.nparams, DLT_DTYPE_F32) != 0) {
+        if (_allreduce_grads(&r) != 0) {
             fprintf(stderr, "dltrain: rank %d: gradient all-reduce: %s\n", comm->rank, comm->err);
             goto out;
+        }
+        /* fp16: the summed gradients are the same on every rank, so every rank finds the same
+         * overflow and skips the same step. */
+        overflow = 0;
+        if (r.scaler.enabled) {
+            int finite = 1;
+            if (r.be->ops->all_finite(r.be, r.net.grads, r.net.model.nparams, &finite) != 0) {
+                _fail_be(&r, "gradient check");
+                goto out;
+            }
+            overflow = !finite;
         }
         /* Loss, accuracy and the stop flag travel together: every rank stops at the same step. */
         flags[0] = loss_sum;
@@ -524,7 +602,18 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
                         flags[0], step, bad_steps, c->max_bad_steps);
             /* Weights and momentum untouched, statistics restored; the step still counts so the data
              * moves on. */
-            memcpy(r.net.stats, stats_backup, r.net.model.nstats * sizeof(float));
+            if (r.be->ops->copy(r.be, r.net.d_stats, stats_backup, r.net.model.nstats * sizeof(float)) != 0) {
+                _fail_be(&r, "statistics restore");
+                goto out;
+            }
+            memcpy(r.net.bn_batches, batches_backup, (size_t)r.net.model.nbn * sizeof(int64_t));
+        } else if (!dlt_loss_scaler_update(&r.scaler, overflow)) {
+            /* fp16 overflow: a normal event while the scale settles; no trace left, not a divergence. */
+            bad_steps = 0;
+            if (r.be->ops->copy(r.be, r.net.d_stats, stats_backup, r.net.model.nstats * sizeof(float)) != 0) {
+                _fail_be(&r, "statistics restore");
+                goto out;
+            }
             memcpy(r.net.bn_batches, batches_backup, (size_t)r.net.model.nbn * sizeof(int64_t));
         } else {
             bad_steps = 0;
@@ -549,9 +638,12 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             double now = _now(), ips = (double)w_images / (now - window_t0);
             if (comm->rank == 0) {
                 printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.5f img/s %.1f "
-                       "(%.1f per rank) data %.1f%% allreduce %.1f%%\n",
+                       "(%.1f per rank) data %.1f%% allreduce %.1f%%",
                        step / spe, step, total, loss_acc / (double)w_seen, (double)w_correct / (double)w_seen, lr, ips,
                        ips / comm->size, 100 * w_data / w_total, 100 * w_comm / w_total);
+                if (r.scaler.enabled)
+                    printf(" loss-scale %g skipped %" PRId64, r.scaler.scale, r.scaler.skipped);
+                printf("\n");
                 fflush(stdout);
                 if (r.metrics) {
                     fprintf(r.metrics,
@@ -606,7 +698,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     rc = 0;
 out:
     dlt_watchdog_stop(&wd);
-    free(stats_backup);
+    if (stats_backup)
+        r.be->ops->release(r.be, stats_backup);
     free(batches_backup);
     _teardown(&r);
     return rc;
@@ -623,8 +716,12 @@ int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoi
     if (_setup(&r, c, comm, c->data ? -1 : c->learnable, c->seed ^ 0x5eed5eedull, c->eval_size) != 0)
         goto out;
     c = r.c;
-    if (dlt_checkpoint_load(&r.net, checkpoint, NULL, err, sizeof(err)) != 0 || dlt_net_sync_weights(&r.net) != 0) {
+    if (dlt_checkpoint_load(&r.net, checkpoint, NULL, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
+        goto out;
+    }
+    if (dlt_net_upload(&r.net) != 0) {
+        _fail_be(&r, "loading the weights into the backend");
         goto out;
     }
     steps = r.loader ? dlt_loader_steps_per_epoch(r.loader) : dlt_synthetic_steps_per_epoch(&r.data, c->model.batch);
@@ -636,8 +733,8 @@ int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoi
         double loss = 0;
         int t1 = 0, t5 = 0;
         if (_load_batch(&r, 0, s) != 0 || dlt_net_forward(&r.net, 0) != 0 ||
-            r.be->ops->softmax_xent(r.be, dlt_net_logits(&r.net), r.labels, c->model.batch, c->model.classes, 0.f, NULL,
-                                    &loss, &t1, &t5) != 0) {
+            r.be->ops->softmax_xent(r.be, dlt_net_logits(&r.net), r.labels, c->model.batch, c->model.classes, 0.f, 1.f,
+                                    NULL, &loss, &t1, &t5) != 0) {
             _fail_be(&r, "evaluation");
             goto out;
         }
@@ -666,7 +763,7 @@ int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm
     if (_setup(&r, c, comm, 0, c->seed, (int64_t)c->model.batch * comm->size) != 0)
         goto out;
     dlt_net_init_params(&r.net, c->seed, 1);
-    if (dlt_net_sync_weights(&r.net) != 0 || _load_batch(&r, 0, 0) != 0) {
+    if (dlt_net_upload(&r.net) != 0 || _load_batch(&r, 0, 0) != 0) {
         _fail_be(&r, "setup");
         goto out;
     }
@@ -684,12 +781,16 @@ int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm
         }
         if (_fwd_bwd(&r, &loss, &t1, &t5) != 0)
             goto out;
-        if (comm->ops->allreduce_sum(comm, r.net.grads, r.net.model.nparams, DLT_DTYPE_F32) != 0) {
+        if (_allreduce_grads(&r) != 0) {
             fprintf(stderr, "dltrain: %s\n", comm->err);
             goto out;
         }
         if (_sgd(&r, 0.01) != 0)
             goto out;
+    }
+    if (r.be->ops->sync(r.be) != 0) {
+        _fail_be(&r, "device");
+        goto out;
     }
     el = _now() - t0;
     if (comm->rank == 0) {
@@ -699,13 +800,13 @@ int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm
             printf("{\"arch\":\"%s\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"precision\":\"%s\",\"mode\":\"%s\","
                    "\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f}\n",
                    c->model.arch, c->model.image, c->model.batch, comm->size,
-                   c->precision == DLT_PREC_BF16 ? "bf16" : "fp32", b->inference ? "inference" : "train", b->iters, ips,
+                   dlt_precision_name(c->backend.precision), b->inference ? "inference" : "train", b->iters, ips,
                    ips * flops * 1e-12);
         else
             printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.2f GFLOP "
                    "per image)\n",
                    c->model.arch, c->model.image, c->model.image, c->model.batch, comm->size,
-                   c->precision == DLT_PREC_BF16 ? "bf16" : "fp32", b->inference ? "inference" : "training", ips,
+                   dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training", ips,
                    ips * flops * 1e-12, flops * 1e-9);
     }
     rc = 0;

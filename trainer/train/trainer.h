@@ -15,7 +15,9 @@
 
 typedef struct {
     dlt_model_config model; /* batch is per rank */
-    dlt_precision precision;
+    dlt_backend_config backend; /* kind, precision, GPU buckets */
+    double loss_scale;        /* fp16: initial dynamic loss scale (0: 65536) */
+    int loss_scale_window;    /* fp16: clean steps before the scale grows (default 2000) */
     int64_t epochs;
     int64_t max_steps;      /* stop after this many optimizer steps in total (0: epochs decide) */
     double base_lr;         /* per 256 images of global batch */

@@ -1,0 +1,67 @@
+/* backend: precision names and the choice between the CPU and CUDA backends. */
+#include "config.h"
+
+#include "trainer/backend/backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef DLT_HAVE_CUDA_BACKEND
+#include "trainer/backend/cuda_backend.h"
+#endif
+
+static const char *const g_prec_names[] = {"fp32", "bf16", "fp16", "tf32"};
+
+const char *dlt_precision_name(dlt_precision p)
+{
+    return (unsigned)p < sizeof(g_prec_names) / sizeof(g_prec_names[0]) ? g_prec_names[p] : "?";
+}
+
+int dlt_precision_parse(const char *s)
+{
+    for (size_t i = 0; s && i < sizeof(g_prec_names) / sizeof(g_prec_names[0]); i++)
+        if (!strcmp(s, g_prec_names[i]))
+            return (int)i;
+    return -1;
+}
+
+int dlt_backend_cuda_available(void)
+{
+#ifdef DLT_HAVE_CUDA_BACKEND
+    return dlt_cuda_device_count() > 0;
+#else
+    return 0;
+#endif
+}
+
+void dlt_backend_config_defaults(dlt_backend_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = "auto";
+    c->precision = DLT_PREC_FP32;
+    c->device = -1;
+    c->bucket_mib = 25;
+}
+
+int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
+{
+    const char *kind = cfg->kind;
+    dlt_precision prec = cfg->precision;
+    *out = NULL;
+    if (!kind || !strcmp(kind, "auto"))
+        kind = dlt_backend_cuda_available() ? "cuda" : "cpu";
+    if (!strcmp(kind, "cpu"))
+        return dlt_backend_cpu_create(out, prec, err, errlen);
+    if (!strcmp(kind, "cuda")) {
+#ifdef DLT_HAVE_CUDA_BACKEND
+        return dlt_backend_cuda_create(out, cfg, err, errlen);
+#else
+        snprintf(err, errlen, "this dltrain was built without the CUDA backend (configure found no CUDA toolkit "
+                              "with cuDNN, cuBLAS and NCCL; see ./configure's summary): use --backend cpu");
+        return -ENOTSUP;
+#endif
+    }
+    snprintf(err, errlen, "unknown backend '%s' (auto, cpu, cuda)", kind);
+    return -EINVAL;
+}

@@ -1,0 +1,1077 @@
+/* cuda_cudnn: the ops table on one GPU. NHWC activations in the run's type (float, half or
+ * bfloat16), float master weights, gradients and statistics. cuDNN convolutions with the fastest
+ * algorithms found once per shape (cached across layers of the same shape) and one shared
+ * workspace; cuDNN batch norm (fused with the residual add and ReLU in fp16); cuDNN max pooling;
+ * cuBLAS for the FC layer; kernels of ours for the rest (cuda_kernels.cu). Everything runs on one
+ * compute stream; gradient buckets are reduced with NCCL on a second stream as backward produces
+ * them. Host waits poll the stream and NCCL's asynchronous error state, so a lost peer ends the
+ * step with an error instead of a hang. */
+#include "config.h"
+
+#include "trainer/backend/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <errno.h>
+#include <nccl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/backend/cuda_kernels.h"
+#include "trainer/backend/grad_buckets.h"
+
+/* One convolution geometry's chosen algorithms (many ResNet layers share a geometry). */
+typedef struct algo_entry {
+    dlt_conv_shape s;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws;
+    struct algo_entry *next;
+} algo_entry;
+
+/* Results the host reads back after a loss or a finiteness check. */
+typedef struct {
+    double loss;
+    int hits[3];
+    int nonfinite;
+} small_results;
+
+typedef struct {
+    dlt_backend base;
+    dlt_backend_ops ops; /* a copy: optional entries depend on precision and NCCL */
+    dlt_backend_config cfg;
+    int device, cc_major;
+    dlt_dt dt;
+    cudnnDataType_t cdt;
+    cudaDataType_t blas_dt;
+    cublasComputeType_t blas_compute;
+    cudnnMathType_t math;
+    cudnnBatchNormMode_t bn_mode;
+    cudaStream_t s, cs; /* compute, communication */
+    cudnnHandle_t dnn;
+    cublasHandle_t blas;
+    void *ws;
+    size_t ws_size, ws_limit;
+    algo_entry *algos;
+    /* input staging: pinned host -> device bytes */
+    uint8_t *pin, *d_u8;
+    size_t pin_size;
+    cudaEvent_t pin_free;
+    int32_t *pin_labels, *d_labels;
+    int labels_cap;
+    small_results *h_res, *d_res;
+    void *fc_w; /* FC weights in the activation type */
+    size_t fc_w_cap;
+    /* NCCL gradient reduction */
+    ncclComm_t nccl;
+    float *grads;
+    size_t ngrads;
+    void *lowp_grads;
+    dlt_grad_buckets bk;
+    cudaEvent_t *bucket_ready, comm_done;
+} cuda_backend;
+
+typedef enum { OP_CONV, OP_BN, OP_POOL } op_kind;
+
+struct dlt_op {
+    op_kind kind;
+    /* conv */
+    dlt_conv_shape cs;
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t conv;
+    const algo_entry *algo;
+    void *w_lp, *dw_lp; /* OHWI in the activation type */
+    /* bn */
+    dlt_act_shape as;
+    float eps;
+    cudnnTensorDescriptor_t pd;
+    cudnnActivationDescriptor_t act;
+    float *save_mean, *save_inv;
+    void *reserve;
+    size_t reserve_size;
+    /* pool */
+    cudnnPoolingDescriptor_t pool;
+    const void *px, *py;
+};
+
+static cuda_backend *_cu(dlt_backend *be)
+{
+    return (cuda_backend *)be;
+}
+
+static int _cuda_fail(dlt_backend *be, const char *what, cudaError_t e, const char *file, int line)
+{
+    snprintf(be->err, sizeof(be->err), "%s:%d: %s: %s", file, line, what, cudaGetErrorString(e));
+    return -EIO;
+}
+
+#define CUDA_TRY(be, call)                                                                                    \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess)                                                                                \
+            return _cuda_fail((be), #call, e_, __FILE__, __LINE__);                                           \
+    } while (0)
+
+/* Our kernel launchers return a cudaError_t as int. */
+#define KERNEL_TRY(be, call) CUDA_TRY(be, (cudaError_t)(call))
+
+#define DNN_TRY(be, call)                                                                                     \
+    do {                                                                                                      \
+        cudnnStatus_t s_ = (call);                                                                            \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                     \
+            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s: %s", __FILE__, __LINE__, #call,                \
+                     cudnnGetErrorString(s_));                                                                \
+            return -EIO;                                                                                      \
+        }                                                                                                     \
+    } while (0)
+
+#define BLAS_TRY(be, call)                                                                                    \
+    do {                                                                                                      \
+        cublasStatus_t s_ = (call);                                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
+            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s: %s", __FILE__, __LINE__, #call,                \
+                     cublasGetStatusString(s_));                                                              \
+            return -EIO;                                                                                      \
+        }                                                                                                     \
+    } while (0)
+
+#define NCCL_TRY(be, call)                                                                                    \
+    do {                                                                                                      \
+        ncclResult_t r_ = (call);                                                                             \
+        if (r_ != ncclSuccess) {                                                                              \
+            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,           \
+                     ncclGetErrorString(r_), ncclGetLastError(_cu(be)->nccl));                                \
+            return -EIO;                                                                                      \
+        }                                                                                                     \
+    } while (0)
+
+static const float g_one = 1.f, g_zero = 0.f;
+
+static size_t _dt_size(dlt_dt dt)
+{
+    return dt == DLT_DT_F32 ? 4 : 2;
+}
+
+/* Waits for a stream without blocking blindly: between polls, NCCL's asynchronous error state is
+ * checked, and on an error the communicator is aborted so no rank waits forever. */
+static int _wait(dlt_backend *be, cudaStream_t st)
+{
+    cuda_backend *c = _cu(be);
+    for (unsigned spin = 0;; spin++) {
+        cudaError_t e = cudaStreamQuery(st);
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady)
+            return _cuda_fail(be, "waiting for the GPU", e, __FILE__, __LINE__);
+        if (c->nccl) {
+            ncclResult_t ar = ncclSuccess;
+            if (ncclCommGetAsyncError(c->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
+                snprintf(be->err, sizeof(be->err), "NCCL failed while the GPU worked: %s (%s): communicator aborted",
+                         ncclGetErrorString(ar), ncclGetLastError(c->nccl));
+                ncclCommAbort(c->nccl);
+                c->nccl = NULL;
+                return -EIO;
+            }
+        }
+        if (spin < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static void *_alloc(dlt_backend *be, size_t bytes)
+{
+    cuda_backend *c = _cu(be);
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, c->s) != cudaSuccess || _wait(be, c->s) != 0) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void _release(dlt_backend *be, void *p)
+{
+    (void)be;
+    cudaFree(p);
+}
+
+static int _upload(dlt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, _cu(be)->s));
+    return _wait(be, _cu(be)->s);
+}
+
+static int _download(dlt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, _cu(be)->s));
+    return _wait(be, _cu(be)->s);
+}
+
+static int _copy(dlt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    /* Ordered on the compute stream with everything else that touches the buffers. */
+    if (dst != src && bytes)
+        CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, _cu(be)->s));
+    return 0;
+}
+
+static int _sync(dlt_backend *be)
+{
+    int rc = _wait(be, _cu(be)->s);
+    return rc ? rc : _wait(be, _cu(be)->cs);
+}
+
+static int _act_from_float(dlt_backend *be, float *act, const float *host, size_t n)
+{
+    cuda_backend *c = _cu(be);
+    float *tmp = NULL;
+    int rc;
+    if (c->dt == DLT_DT_F32)
+        return _upload(be, act, host, n * sizeof(float));
+    CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
+    rc = _upload(be, tmp, host, n * sizeof(float));
+    if (rc == 0 && dlt_k_cast_from_f32(tmp, act, c->dt, n, (dlt_stream)c->s) != 0)
+        rc = _cuda_fail(be, "cast kernel", cudaGetLastError(), __FILE__, __LINE__);
+    if (rc == 0)
+        rc = _wait(be, c->s);
+    cudaFree(tmp);
+    return rc;
+}
+
+static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t n)
+{
+    cuda_backend *c = _cu(be);
+    float *tmp = NULL;
+    int rc = 0;
+    if (c->dt == DLT_DT_F32)
+        return _download(be, host, act, n * sizeof(float));
+    CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
+    if (dlt_k_cast_to_f32(act, c->dt, tmp, n, (dlt_stream)c->s) != 0)
+        rc = _cuda_fail(be, "cast kernel", cudaGetLastError(), __FILE__, __LINE__);
+    if (rc == 0)
+        rc = _download(be, host, tmp, n * sizeof(float));
+    cudaFree(tmp);
+    return rc;
+}
+
+/* Grows the shared workspace (only while nothing is queued: at planning time). */
+static int _workspace(dlt_backend *be, size_t need)
+{
+    cuda_backend *c = _cu(be);
+    if (need <= c->ws_size)
+        return 0;
+    CUDA_TRY(be, cudaStreamSynchronize(c->s));
+    cudaFree(c->ws);
+    c->ws = NULL;
+    c->ws_size = 0;
+    CUDA_TRY(be, cudaMalloc(&c->ws, need));
+    c->ws_size = need;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ convolution */
+
+static int _nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int h, int w)
+{
+    DNN_TRY(be, cudnnCreateTensorDescriptor(d));
+    DNN_TRY(be, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NHWC, _cu(be)->cdt, n, ch, h, w));
+    return 0;
+}
+
+/* Fastest successful algorithm within the workspace limit from cuDNN's measured list. */
+#define PICK(results, count, limit, out, mem)                                                                 \
+    do {                                                                                                      \
+        int found_ = 0;                                                                                       \
+        for (int i_ = 0; i_ < (count) && !found_; i_++)                                                       \
+            if ((results)[i_].status == CUDNN_STATUS_SUCCESS && (results)[i_].memory <= (limit)) {            \
+                (out) = (results)[i_].algo;                                                                   \
+                (mem) = (results)[i_].memory;                                                                 \
+                found_ = 1;                                                                                   \
+            }                                                                                                 \
+        if (!found_) {                                                                                        \
+            snprintf(be->err, sizeof(be->err), "cuDNN found no %s algorithm for this convolution within "     \
+                     "%zu MiB of workspace", #out, (size_t)(limit) >> 20);                                    \
+            return -ENOTSUP;                                                                                  \
+        }                                                                                                     \
+    } while (0)
+
+static int _find_algos(dlt_backend *be, dlt_op *op)
+{
+    cuda_backend *c = _cu(be);
+    cudnnConvolutionFwdAlgoPerf_t fr[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t dr[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t wr[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int nf = 0, nd = 0, nw = 0;
+    size_t mf = 0, md = 0, mw = 0;
+    algo_entry *e;
+    for (e = c->algos; e; e = e->next)
+        if (!memcmp(&e->s, &op->cs, sizeof(op->cs))) {
+            op->algo = e;
+            return 0;
+        }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        snprintf(be->err, sizeof(be->err), "out of memory");
+        return -ENOMEM;
+    }
+    e->s = op->cs;
+    e->next = c->algos;
+    c->algos = e; /* owned by the list from here, even if the search below fails */
+    /* cuDNN times each candidate on scratch buffers of its own. */
+    DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+    DNN_TRY(be, cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr));
+    DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+    PICK(fr, nf, c->ws_limit, e->fwd, mf);
+    PICK(dr, nd, c->ws_limit, e->bwd_data, md);
+    PICK(wr, nw, c->ws_limit, e->bwd_filter, mw);
+    e->ws = mf > md ? mf : md;
+    e->ws = mw > e->ws ? mw : e->ws;
+    op->algo = e;
+    return _workspace(be, e->ws);
+}
+
+static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
+{
+    cuda_backend *c = _cu(be);
+    dlt_op *op = calloc(1, sizeof(*op));
+    int n, ch, h, w, rc;
+    size_t wn = (size_t)s->k * s->c * s->r * s->s;
+    *out = op;
+    if (!op) {
+        snprintf(be->err, sizeof(be->err), "out of memory");
+        return -ENOMEM;
+    }
+    op->kind = OP_CONV;
+    op->cs = *s;
+    if ((rc = _nhwc(be, &op->xd, s->n, s->c, s->h, s->w)) != 0 || (rc = _nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
+        return rc;
+    DNN_TRY(be, cudnnCreateFilterDescriptor(&op->wd));
+    DNN_TRY(be, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k, s->c, s->r, s->s));
+    DNN_TRY(be, cudnnCreateConvolutionDescriptor(&op->conv));
+    DNN_TRY(be, cudnnSetConvolution2dDescriptor(op->conv, s->pad, s->pad, s->stride, s->stride, 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DNN_TRY(be, cudnnSetConvolutionMathType(op->conv, c->math));
+    DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
+    if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
+        snprintf(be->err, sizeof(be->err), "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
+                 s->n, s->k, s->oh, s->ow);
+        return -EINVAL;
+    }
+    CUDA_TRY(be, cudaMalloc(&op->w_lp, wn * _dt_size(c->dt)));
+    CUDA_TRY(be, cudaMalloc(&op->dw_lp, wn * _dt_size(c->dt)));
+    return _find_algos(be, op);
+}
+
+static int _conv_set_weights(dlt_backend *be, dlt_op *op, const float *w)
+{
+    const dlt_conv_shape *s = &op->cs;
+    KERNEL_TRY(be, dlt_k_oihw_to_ohwi(w, op->w_lp, _cu(be)->dt, s->k, s->c, s->r, s->s, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
+{
+    cuda_backend *c = _cu(be);
+    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w_lp, op->conv, op->algo->fwd, c->ws,
+                                        c->ws_size, &g_zero, op->yd, y));
+    return 0;
+}
+
+static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    cuda_backend *c = _cu(be);
+    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w_lp, op->yd, dy, op->conv,
+                                             op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
+    return 0;
+}
+
+static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_conv_shape *s = &op->cs;
+    DNN_TRY(be, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv, op->algo->bwd_filter,
+                                               c->ws, c->ws_size, &g_zero, op->wd, op->dw_lp));
+    KERNEL_TRY(be, dlt_k_ohwi_to_oihw(op->dw_lp, c->dt, dw, s->k, s->c, s->r, s->s, (dlt_stream)c->s));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ batch norm */
+
+static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op **out)
+{
+    cuda_backend *c = _cu(be);
+    dlt_op *op = calloc(1, sizeof(*op));
+    int rc;
+    *out = op;
+    if (!op) {
+        snprintf(be->err, sizeof(be->err), "out of memory");
+        return -ENOMEM;
+    }
+    op->kind = OP_BN;
+    op->as = *s;
+    op->eps = eps < CUDNN_BN_MIN_EPSILON ? (float)CUDNN_BN_MIN_EPSILON : eps;
+    if ((rc = _nhwc(be, &op->xd, s->n, s->c, s->h, s->w)) != 0)
+        return rc;
+    DNN_TRY(be, cudnnCreateTensorDescriptor(&op->pd));
+    DNN_TRY(be, cudnnDeriveBNTensorDescriptor(op->pd, op->xd, c->bn_mode));
+    CUDA_TRY(be, cudaMalloc((void **)&op->save_mean, (size_t)s->c * sizeof(float)));
+    CUDA_TRY(be, cudaMalloc((void **)&op->save_inv, (size_t)s->c * sizeof(float)));
+    if (c->ops.bn_fwd_train_relu) {
+        size_t r1 = 0, r2 = 0, w1 = 0, w2 = 0, b1 = 0, b2 = 0;
+        DNN_TRY(be, cudnnCreateActivationDescriptor(&op->act));
+        DNN_TRY(be, cudnnSetActivationDescriptor(op->act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+        DNN_TRY(be, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
+                                                                         op->act, op->xd, &r1));
+        DNN_TRY(be, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+                        c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, op->act, op->xd, &r2));
+        DNN_TRY(be, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+                        c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, op->xd, NULL, op->xd, op->pd, op->act, &w1));
+        DNN_TRY(be, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, c->bn_mode,
+                                                                             CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, op->xd,
+                                                                             op->xd, op->xd, op->pd, op->act, &w2));
+        DNN_TRY(be, cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
+                                                                      op->xd, op->xd, op->xd, NULL, op->xd, op->pd,
+                                                                      op->act, &b1));
+        DNN_TRY(be, cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, c->bn_mode,
+                                                                      CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, op->xd,
+                                                                      op->xd, op->xd, op->xd, op->xd, op->pd, op->act,
+                                                                      &b2));
+        op->reserve_size = r1 > r2 ? r1 : r2;
+        if (op->reserve_size)
+            CUDA_TRY(be, cudaMalloc(&op->reserve, op->reserve_size));
+        w1 = w1 > w2 ? w1 : w2;
+        b1 = b1 > b2 ? b1 : b2;
+        return _workspace(be, w1 > b1 ? w1 : b1);
+    }
+    return 0;
+}
+
+/* Batch mean and biased variance for the caller, from cuDNN's saved mean and 1/sqrt(var + eps). */
+static int _bn_report(dlt_backend *be, dlt_op *op, float *mean, float *var)
+{
+    KERNEL_TRY(be, dlt_k_bn_saved_to_var(op->save_mean, op->save_inv, mean, var, op->as.c, op->eps,
+                                         (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta, float *y,
+                         float *mean, float *var)
+{
+    cuda_backend *c = _cu(be);
+    /* Running statistics are the network's business (bn_stats_update): cuDNN keeps none here. */
+    DNN_TRY(be, cudnnBatchNormalizationForwardTraining(c->dnn, c->bn_mode, &g_one, &g_zero, op->xd, x, op->xd, y, op->pd,
+                                                       gamma, beta, 0.0, NULL, NULL, op->eps, op->save_mean,
+                                                       op->save_inv));
+    return _bn_report(be, op, mean, var);
+}
+
+static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta,
+                         const float *mean, const float *var, float *y)
+{
+    cuda_backend *c = _cu(be);
+    DNN_TRY(be, cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &g_one, &g_zero, op->xd, x,
+                                                        op->xd, y, op->pd, gamma, beta, mean, var, op->eps));
+    return 0;
+}
+
+static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
+                   const float *mean, const float *var, float *dx, float *dgamma, float *dbeta)
+{
+    cuda_backend *c = _cu(be);
+    (void)beta;
+    (void)mean;
+    (void)var; /* cuDNN's own saved statistics of the forward are the same numbers, more precisely */
+    DNN_TRY(be, cudnnBatchNormalizationBackward(c->dnn, c->bn_mode, &g_one, &g_zero, &g_one, &g_zero, op->xd, x, op->xd,
+                                                dy, op->xd, dx, op->pd, gamma, dgamma, dbeta, op->eps, op->save_mean,
+                                                op->save_inv));
+    return 0;
+}
+
+static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *gamma,
+                              const float *beta, float *y, float *mean, float *var)
+{
+    cuda_backend *c = _cu(be);
+    cudnnBatchNormOps_t ops = z ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, ops, &g_one, &g_zero, op->xd, x,
+                                                         z ? op->xd : NULL, z, op->xd, y, op->pd, gamma, beta, 0.0,
+                                                         NULL, NULL, op->eps, op->save_mean, op->save_inv, op->act, c->ws,
+                                                         c->ws_size, op->reserve, op->reserve_size));
+    return _bn_report(be, op, mean, var);
+}
+
+static int _bn_bwd_relu(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy,
+                        const float *gamma, const float *beta, float *dx, float *dz, float *dgamma, float *dbeta)
+{
+    cuda_backend *c = _cu(be);
+    cudnnBatchNormOps_t ops = dz ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
+                                                  op->xd, y, op->xd, dy, dz ? op->xd : NULL, dz, op->xd, dx, op->pd,
+                                                  gamma, beta, dgamma, dbeta, op->eps, op->save_mean, op->save_inv,
+                                                  op->act, c->ws, c->ws_size, op->reserve, op->reserve_size));
+    return 0;
+}
+
+static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *bm, const float *bv, int ch,
+                            float momentum, float unbias)
+{
+    KERNEL_TRY(be, dlt_k_bn_stats_update(rm, rv, bm, bv, ch, momentum, unbias, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ pooling, elementwise */
+
+static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int stride, int pad, dlt_op **out)
+{
+    dlt_op *op = calloc(1, sizeof(*op));
+    int rc;
+    *out = op;
+    if (!op) {
+        snprintf(be->err, sizeof(be->err), "out of memory");
+        return -ENOMEM;
+    }
+    op->kind = OP_POOL;
+    op->as = *in;
+    if ((rc = _nhwc(be, &op->xd, in->n, in->c, in->h, in->w)) != 0 ||
+        (rc = _nhwc(be, &op->yd, in->n, in->c, dlt_out_size(in->h, k, stride, pad), dlt_out_size(in->w, k, stride, pad))))
+        return rc;
+    DNN_TRY(be, cudnnCreatePoolingDescriptor(&op->pool));
+    DNN_TRY(be, cudnnSetPooling2dDescriptor(op->pool, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride,
+                                            stride));
+    return 0;
+}
+
+static int _maxpool_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
+{
+    DNN_TRY(be, cudnnPoolingForward(_cu(be)->dnn, op->pool, &g_one, op->xd, x, &g_zero, op->yd, y));
+    op->px = x; /* backward reads the forward's input and output (they live until then) */
+    op->py = y;
+    return 0;
+}
+
+static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    if (!op->px) {
+        snprintf(be->err, sizeof(be->err), "max-pool backward before any forward");
+        return -EINVAL;
+    }
+    DNN_TRY(be, cudnnPoolingBackward(_cu(be)->dnn, op->pool, &g_one, op->yd, op->py, op->yd, dy, op->xd, op->px, &g_zero,
+                                     op->xd, dx));
+    return 0;
+}
+
+static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
+{
+    KERNEL_TRY(be, dlt_k_add_relu(y, add, _cu(be)->dt, n, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
+{
+    KERNEL_TRY(be, dlt_k_relu_bwd(y, dy, dz, _cu(be)->dt, n, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+static int _accumulate(dlt_backend *be, float *dst, const float *src, size_t n)
+{
+    KERNEL_TRY(be, dlt_k_accumulate(dst, src, _cu(be)->dt, n, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+static int _avgpool_fwd(dlt_backend *be, const dlt_act_shape *s, const float *x, float *y)
+{
+    KERNEL_TRY(be, dlt_k_avgpool_fwd(x, y, _cu(be)->dt, s->n, s->h * s->w, s->c, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy, float *dx)
+{
+    KERNEL_TRY(be, dlt_k_avgpool_bwd(dy, dx, _cu(be)->dt, s->n, s->h * s->w, s->c, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ cuBLAS */
+
+/* Row-major C = alpha op(A) op(B) + beta C over float buffers (column-major: C^T = op(B)^T op(A)^T). */
+static int _gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *cm, int ldc)
+{
+    cuda_backend *c = _cu(be);
+    BLAS_TRY(be, cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                              CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, cm, CUDA_R_32F, ldc,
+                              c->cfg.precision == DLT_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+/* The FC weights in the activation type (a cast copy when that is not float). */
+static int _fc_weights(dlt_backend *be, const float *w, size_t n, const void **out)
+{
+    cuda_backend *c = _cu(be);
+    if (c->dt == DLT_DT_F32) {
+        *out = w;
+        return 0;
+    }
+    if (c->fc_w_cap < n) {
+        cudaFree(c->fc_w);
+        c->fc_w = NULL;
+        c->fc_w_cap = 0;
+        CUDA_TRY(be, cudaMalloc(&c->fc_w, n * _dt_size(c->dt)));
+        c->fc_w_cap = n;
+    }
+    KERNEL_TRY(be, dlt_k_cast_from_f32(w, c->fc_w, c->dt, n, (dlt_stream)c->s));
+    *out = c->fc_w;
+    return 0;
+}
+
+static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int ch, int k)
+{
+    cuda_backend *c = _cu(be);
+    const void *wl;
+    int rc;
+    /* y^T (k x n) = W (k x c) x^T; W's row-major [k, c] storage read column-major is W^T. */
+    if ((rc = _fc_weights(be, w, (size_t)k * ch, &wl)) != 0)
+        return rc;
+    KERNEL_TRY(be, dlt_k_bias_rows(y, b, c->dt, n, k, (dlt_stream)c->s));
+    BLAS_TRY(be, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, n, ch, &g_one, wl, c->blas_dt, ch, x, c->blas_dt, ch,
+                              &g_one, y, c->blas_dt, k, c->blas_compute, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                   int n, int ch, int k)
+{
+    cuda_backend *c = _cu(be);
+    const void *wl;
+    int rc;
+    if ((rc = _fc_weights(be, w, (size_t)k * ch, &wl)) != 0)
+        return rc;
+    /* dW^T (c x k) = x^T (c x n) dy (n x k), written as float whatever the activation type. */
+    BLAS_TRY(be, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, ch, k, n, &g_one, x, c->blas_dt, ch, dy, c->blas_dt, k,
+                              &g_zero, dw, CUDA_R_32F, ch, c->blas_compute, CUBLAS_GEMM_DEFAULT));
+    KERNEL_TRY(be, dlt_k_colsum(dy, c->dt, db, n, k, (dlt_stream)c->s));
+    /* dx^T (c x n) = W^T (c x k) dy^T (k x n) */
+    BLAS_TRY(be, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, ch, n, k, &g_one, wl, c->blas_dt, ch, dy, c->blas_dt, k,
+                              &g_zero, dx, c->blas_dt, ch, c->blas_compute, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ input, loss, optimizer */
+
+static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
+                            const float inv_std[3])
+{
+    cuda_backend *c = _cu(be);
+    size_t bytes = pixels * 3;
+    if (c->pin_size < bytes) {
+        CUDA_TRY(be, cudaStreamSynchronize(c->s));
+        cudaFreeHost(c->pin);
+        cudaFree(c->d_u8);
+        c->pin = NULL;
+        c->d_u8 = NULL;
+        c->pin_size = 0;
+        CUDA_TRY(be, cudaMallocHost((void **)&c->pin, bytes));
+        CUDA_TRY(be, cudaMalloc((void **)&c->d_u8, bytes));
+        c->pin_size = bytes;
+    }
+    /* The previous batch's copy out of the pinned buffer must be done before it is refilled. */
+    CUDA_TRY(be, cudaEventSynchronize(c->pin_free));
+    memcpy(c->pin, src, bytes);
+    CUDA_TRY(be, cudaMemcpyAsync(c->d_u8, c->pin, bytes, cudaMemcpyHostToDevice, c->s));
+    CUDA_TRY(be, cudaEventRecord(c->pin_free, c->s));
+    KERNEL_TRY(be, dlt_k_normalize(c->d_u8, dst, c->dt, pixels, mean, inv_std, (dlt_stream)c->s));
+    return 0;
+}
+
+static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
+                         float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    if (c->labels_cap < n) {
+        CUDA_TRY(be, cudaStreamSynchronize(c->s));
+        cudaFreeHost(c->pin_labels);
+        cudaFree(c->d_labels);
+        c->pin_labels = NULL;
+        c->d_labels = NULL;
+        c->labels_cap = 0;
+        CUDA_TRY(be, cudaMallocHost((void **)&c->pin_labels, (size_t)n * sizeof(int32_t)));
+        CUDA_TRY(be, cudaMalloc((void **)&c->d_labels, (size_t)n * sizeof(int32_t)));
+        c->labels_cap = n;
+    }
+    memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
+    CUDA_TRY(be, cudaMemcpyAsync(c->d_labels, c->pin_labels, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
+    CUDA_TRY(be, cudaMemsetAsync(c->d_res, 0, sizeof(*c->d_res), c->s));
+    KERNEL_TRY(be, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits, &c->d_res->loss,
+                                      c->d_res->hits, (dlt_stream)c->s));
+    CUDA_TRY(be, cudaMemcpyAsync(c->h_res, c->d_res, sizeof(*c->h_res), cudaMemcpyDeviceToHost, c->s));
+    if ((rc = _wait(be, c->s)) != 0)
+        return rc;
+    if (c->h_res->hits[2]) {
+        snprintf(be->err, sizeof(be->err), "a label is outside 0..%d", k - 1);
+        return -EINVAL;
+    }
+    *loss_sum = c->h_res->loss;
+    if (top1)
+        *top1 = c->h_res->hits[0];
+    if (top5)
+        *top5 = c->h_res->hits[1];
+    return 0;
+}
+
+static int _all_finite(dlt_backend *be, const float *x, size_t n, int *finite)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    CUDA_TRY(be, cudaMemsetAsync(&c->d_res->nonfinite, 0, sizeof(int), c->s));
+    KERNEL_TRY(be, dlt_k_all_finite(x, n, &c->d_res->nonfinite, (dlt_stream)c->s));
+    CUDA_TRY(be, cudaMemcpyAsync(&c->h_res->nonfinite, &c->d_res->nonfinite, sizeof(int), cudaMemcpyDeviceToHost, c->s));
+    if ((rc = _wait(be, c->s)) != 0)
+        return rc;
+    *finite = !c->h_res->nonfinite;
+    return 0;
+}
+
+static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
+                       float grad_scale)
+{
+    KERNEL_TRY(be, dlt_k_sgd(w, v, g, n, lr, mu, wd, grad_scale, (dlt_stream)_cu(be)->s));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ NCCL buckets */
+
+static int _launch_bucket(dlt_backend *be, int i)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_grad_bucket *b = &c->bk.b[i];
+    size_t count = b->hi - b->lo;
+    float *g = c->grads + b->lo;
+    /* The bucket's gradients were written on the compute stream: the reduction waits for them. */
+    CUDA_TRY(be, cudaEventRecord(c->bucket_ready[i], c->s));
+    CUDA_TRY(be, cudaStreamWaitEvent(c->cs, c->bucket_ready[i], 0));
+    if (c->lowp_grads) {
+        void *lp = (char *)c->lowp_grads + b->lo * 2;
+        KERNEL_TRY(be, dlt_k_cast_from_f32(g, lp, c->dt, count, (dlt_stream)c->cs));
+        NCCL_TRY(be, ncclAllReduce(lp, lp, count, c->dt == DLT_DT_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum, c->nccl,
+                                   c->cs));
+        KERNEL_TRY(be, dlt_k_cast_to_f32(lp, c->dt, g, count, (dlt_stream)c->cs));
+    } else {
+        NCCL_TRY(be, ncclAllReduce(g, g, count, ncclFloat32, ncclSum, c->nccl, c->cs));
+    }
+    return 0;
+}
+
+static int _grad_comm_ready(dlt_backend *be, size_t lo)
+{
+    cuda_backend *c = _cu(be);
+    int first = c->bk.launched, k = dlt_grad_buckets_take(&c->bk, lo), rc;
+    for (int i = first; i < first + k; i++)
+        if ((rc = _launch_bucket(be, i)) != 0)
+            return rc;
+    return 0;
+}
+
+static int _grad_comm_finish(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    int rc = _grad_comm_ready(be, 0);
+    dlt_grad_buckets_reset(&c->bk);
+    if (rc)
+        return rc;
+    /* The optimizer (compute stream) reads the gradients only after every reduction. */
+    CUDA_TRY(be, cudaEventRecord(c->comm_done, c->cs));
+    CUDA_TRY(be, cudaStreamWaitEvent(c->s, c->comm_done, 0));
+    return 0;
+}
+
+int dlt_backend_cuda_attach_nccl(dlt_backend *be, struct ncclComm *comm, float *grads, size_t n, char *err,
+                                 size_t errlen)
+{
+    cuda_backend *c = _cu(be);
+    size_t cap = (size_t)(c->cfg.bucket_mib * 1048576.0 / sizeof(float));
+    int rc = dlt_grad_buckets_plan(&c->bk, n, cap ? cap : 1, 64);
+    if (rc) {
+        snprintf(err, errlen, "gradient buckets: %s", strerror(-rc));
+        return rc;
+    }
+    c->bucket_ready = calloc((size_t)c->bk.n, sizeof(cudaEvent_t));
+    if (!c->bucket_ready) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < c->bk.n; i++)
+        if (cudaEventCreateWithFlags(&c->bucket_ready[i], cudaEventDisableTiming) != cudaSuccess) {
+            snprintf(err, errlen, "cannot create CUDA events for %d gradient buckets", c->bk.n);
+            return -EIO;
+        }
+    if (cudaEventCreateWithFlags(&c->comm_done, cudaEventDisableTiming) != cudaSuccess) {
+        snprintf(err, errlen, "cannot create a CUDA event");
+        return -EIO;
+    }
+    if (c->cfg.reduce_lowp && c->dt != DLT_DT_F32 && cudaMalloc(&c->lowp_grads, n * 2) != cudaSuccess) {
+        snprintf(err, errlen, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
+                 dlt_precision_name(c->cfg.precision));
+        return -ENOMEM;
+    }
+    c->nccl = (ncclComm_t)comm;
+    c->grads = grads;
+    c->ngrads = n;
+    c->ops.grad_comm_ready = _grad_comm_ready;
+    c->ops.grad_comm_finish = _grad_comm_finish;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+static void _op_destroy(dlt_backend *be, dlt_op *op)
+{
+    (void)be;
+    if (!op)
+        return;
+    if (op->xd)
+        cudnnDestroyTensorDescriptor(op->xd);
+    if (op->yd)
+        cudnnDestroyTensorDescriptor(op->yd);
+    if (op->pd)
+        cudnnDestroyTensorDescriptor(op->pd);
+    if (op->wd)
+        cudnnDestroyFilterDescriptor(op->wd);
+    if (op->conv)
+        cudnnDestroyConvolutionDescriptor(op->conv);
+    if (op->act)
+        cudnnDestroyActivationDescriptor(op->act);
+    if (op->pool)
+        cudnnDestroyPoolingDescriptor(op->pool);
+    cudaFree(op->w_lp);
+    cudaFree(op->dw_lp);
+    cudaFree(op->save_mean);
+    cudaFree(op->save_inv);
+    cudaFree(op->reserve);
+    free(op);
+}
+
+static void _destroy(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    if (!c)
+        return;
+    if (c->s)
+        cudaStreamSynchronize(c->s);
+    if (c->cs)
+        cudaStreamSynchronize(c->cs);
+    while (c->algos) {
+        algo_entry *n = c->algos->next;
+        free(c->algos);
+        c->algos = n;
+    }
+    for (int i = 0; c->bucket_ready && i < c->bk.n; i++)
+        if (c->bucket_ready[i])
+            cudaEventDestroy(c->bucket_ready[i]);
+    free(c->bucket_ready);
+    dlt_grad_buckets_free(&c->bk);
+    if (c->comm_done)
+        cudaEventDestroy(c->comm_done);
+    if (c->pin_free)
+        cudaEventDestroy(c->pin_free);
+    cudaFree(c->lowp_grads);
+    cudaFree(c->ws);
+    cudaFree(c->d_u8);
+    cudaFree(c->d_labels);
+    cudaFree(c->d_res);
+    cudaFree(c->fc_w);
+    cudaFreeHost(c->pin);
+    cudaFreeHost(c->pin_labels);
+    cudaFreeHost(c->h_res);
+    if (c->dnn)
+        cudnnDestroy(c->dnn);
+    if (c->blas)
+        cublasDestroy(c->blas);
+    if (c->s)
+        cudaStreamDestroy(c->s);
+    if (c->cs)
+        cudaStreamDestroy(c->cs);
+    free(c); /* the NCCL communicator belongs to the comm layer */
+}
+
+static const dlt_backend_ops g_cuda_ops = {
+    .name = "cuda-cudnn",
+    .destroy = _destroy,
+    .op_destroy = _op_destroy,
+    .alloc = _alloc,
+    .release = _release,
+    .upload = _upload,
+    .download = _download,
+    .copy = _copy,
+    .sync = _sync,
+    .act_from_float = _act_from_float,
+    .act_to_float = _act_to_float,
+    .conv_plan = _conv_plan,
+    .conv_set_weights = _conv_set_weights,
+    .conv_fwd = _conv_fwd,
+    .conv_bwd_data = _conv_bwd_data,
+    .conv_bwd_weights = _conv_bwd_weights,
+    .bn_plan = _bn_plan,
+    .bn_fwd_train = _bn_fwd_train,
+    .bn_fwd_infer = _bn_fwd_infer,
+    .bn_bwd = _bn_bwd,
+    .bn_stats_update = _bn_stats_update,
+    .maxpool_plan = _maxpool_plan,
+    .maxpool_fwd = _maxpool_fwd,
+    .maxpool_bwd = _maxpool_bwd,
+    .add_relu = _add_relu,
+    .relu_bwd = _relu_bwd,
+    .accumulate = _accumulate,
+    .avgpool_fwd = _avgpool_fwd,
+    .avgpool_bwd = _avgpool_bwd,
+    .gemm = _gemm,
+    .fc_fwd = _fc_fwd,
+    .fc_bwd = _fc_bwd,
+    .normalize_input = _normalize_input,
+    .softmax_xent = _softmax_xent,
+    .all_finite = _all_finite,
+    .sgd_update = _sgd_update,
+};
+
+int dlt_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no device" status */
+        return 0;
+    }
+    return n;
+}
+
+int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
+{
+    int n = dlt_cuda_device_count(), d = requested < 0 ? 0 : requested;
+    cudaError_t e;
+    if (n == 0) {
+        snprintf(err, errlen, "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
+                 "them): run with --backend cpu or on a GPU node (srun --gpus-per-node=N)",
+                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
+        return -ENODEV;
+    }
+    if (d >= n) {
+        snprintf(err, errlen, "--device %d: this task sees %d GPU(s) (0..%d)", d, n, n - 1);
+        return -ENODEV;
+    }
+    if ((e = cudaSetDevice(d)) != cudaSuccess) {
+        snprintf(err, errlen, "cudaSetDevice(%d): %s", d, cudaGetErrorString(e));
+        return -EIO;
+    }
+    *device = d;
+    return 0;
+}
+
+int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
+{
+    cuda_backend *c;
+    struct cudaDeviceProp prop;
+    cudnnStatus_t ds;
+    cublasStatus_t bs;
+    int rc, dev;
+    *out = NULL;
+    if ((rc = dlt_cuda_select_device(cfg->device, &dev, err, errlen)) != 0)
+        return rc;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        snprintf(err, errlen, "cannot read the properties of CUDA device %d", dev);
+        return -EIO;
+    }
+    if ((cfg->precision == DLT_PREC_TF32 || cfg->precision == DLT_PREC_BF16) && prop.major < 8) {
+        snprintf(err, errlen, "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
+                 "or fp32)", dlt_precision_name(cfg->precision), prop.name, prop.major, prop.minor);
+        return -ENOTSUP;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->ops = g_cuda_ops;
+    c->base.ops = &c->ops;
+    c->base.precision = cfg->precision;
+    c->base.host_memory = 0;
+    c->cfg = *cfg;
+    c->device = dev;
+    c->cc_major = prop.major;
+    c->ws_limit = (size_t)1 << 30;
+    switch (cfg->precision) {
+    case DLT_PREC_FP16:
+        c->dt = DLT_DT_F16;
+        c->cdt = CUDNN_DATA_HALF;
+        c->blas_dt = CUDA_R_16F;
+        c->math = CUDNN_TENSOR_OP_MATH;
+        c->blas_compute = CUBLAS_COMPUTE_32F;
+        c->bn_mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+        /* cuDNN fuses BN + add + ReLU for half NHWC tensors. */
+        c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
+        c->ops.bn_bwd_relu = _bn_bwd_relu;
+        break;
+    case DLT_PREC_BF16:
+        c->dt = DLT_DT_BF16;
+        c->cdt = CUDNN_DATA_BFLOAT16;
+        c->blas_dt = CUDA_R_16BF;
+        c->math = CUDNN_TENSOR_OP_MATH;
+        c->blas_compute = CUBLAS_COMPUTE_32F;
+        c->bn_mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+        break;
+    case DLT_PREC_TF32:
+        c->dt = DLT_DT_F32;
+        c->cdt = CUDNN_DATA_FLOAT;
+        c->blas_dt = CUDA_R_32F;
+        c->math = CUDNN_DEFAULT_MATH; /* lets cuDNN use TF32 tensor cores */
+        c->blas_compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+        c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
+        break;
+    default:
+        c->dt = DLT_DT_F32;
+        c->cdt = CUDNN_DATA_FLOAT;
+        c->blas_dt = CUDA_R_32F;
+        c->math = CUDNN_FMA_MATH; /* strict fp32: no TF32 */
+        c->blas_compute = CUBLAS_COMPUTE_32F;
+        c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
+        break;
+    }
+    c->base.act_size = _dt_size(c->dt);
+    if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&c->pin_free, cudaEventDisableTiming) != cudaSuccess ||
+        cudaMalloc((void **)&c->d_res, sizeof(*c->d_res)) != cudaSuccess ||
+        cudaMallocHost((void **)&c->h_res, sizeof(*c->h_res)) != cudaSuccess) {
+        snprintf(err, errlen, "CUDA device %d (%s): cannot create streams or buffers: %s", dev, prop.name,
+                 cudaGetErrorString(cudaGetLastError()));
+        _destroy(&c->base);
+        return -EIO;
+    }
+    if ((ds = cudnnCreate(&c->dnn)) != CUDNN_STATUS_SUCCESS || (ds = cudnnSetStream(c->dnn, c->s)) != CUDNN_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
+                 CUDNN_MAJOR);
+        _destroy(&c->base);
+        return -EIO;
+    }
+    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cuBLAS: %s", cublasGetStatusString(bs));
+        _destroy(&c->base);
+        return -EIO;
+    }
+    *out = &c->base;
+    return 0;
+}

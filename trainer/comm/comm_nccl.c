@@ -1,0 +1,190 @@
+/* comm_nccl: the trainer's communicator over NCCL, bootstrapped through PMIx (no MPI, no
+ * MASTER_ADDR). Host buffers (loss, flags, checksums: a few values per step) travel through a
+ * small device buffer; the gradient all-reduce itself runs inside the CUDA backend on the same
+ * communicator. Waits poll NCCL's asynchronous error so a lost peer ends the run with a message. */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <nccl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trainer/backend/cuda_backend.h"
+#include "trainer/comm/comm.h"
+
+typedef struct {
+    ncclComm_t nccl;
+    cudaStream_t s;
+    void *dbuf;
+    size_t dcap;
+} nccl_impl;
+
+static nccl_impl *_impl(dlt_comm *c)
+{
+    return c->impl;
+}
+
+static int _fail(dlt_comm *c, const char *what, const char *why)
+{
+    snprintf(c->err, sizeof(c->err), "NCCL %s: %s", what, why);
+    return -EIO;
+}
+
+static int _wait(dlt_comm *c)
+{
+    nccl_impl *m = _impl(c);
+    for (unsigned spin = 0;; spin++) {
+        cudaError_t e = cudaStreamQuery(m->s);
+        ncclResult_t ar = ncclSuccess;
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady)
+            return _fail(c, "stream", cudaGetErrorString(e));
+        if (ncclCommGetAsyncError(m->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
+            snprintf(c->err, sizeof(c->err), "NCCL failed: %s (%s): communicator aborted", ncclGetErrorString(ar),
+                     ncclGetLastError(m->nccl));
+            ncclCommAbort(m->nccl);
+            m->nccl = NULL;
+            return -EIO;
+        }
+        if (spin < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static int _room(dlt_comm *c, size_t bytes)
+{
+    nccl_impl *m = _impl(c);
+    if (bytes <= m->dcap)
+        return 0;
+    cudaFree(m->dbuf);
+    m->dbuf = NULL;
+    m->dcap = 0;
+    if (cudaMalloc(&m->dbuf, bytes) != cudaSuccess)
+        return _fail(c, "staging buffer", "out of device memory");
+    m->dcap = bytes;
+    return 0;
+}
+
+static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    nccl_impl *m = _impl(c);
+    size_t bytes = count * dlt_dtype_size(type);
+    ncclDataType_t t = type == DLT_DTYPE_F32 ? ncclFloat32 : type == DLT_DTYPE_F64 ? ncclFloat64 : ncclInt64;
+    ncclResult_t r;
+    int rc;
+    if (!m->nccl)
+        return _fail(c, "all-reduce", "the communicator was aborted earlier");
+    if ((rc = _room(c, bytes)) != 0)
+        return rc;
+    if (cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s) != cudaSuccess)
+        return _fail(c, "all-reduce", "copy to the device failed");
+    if ((r = ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s)) != ncclSuccess)
+        return _fail(c, "all-reduce", ncclGetErrorString(r));
+    if (cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s) != cudaSuccess)
+        return _fail(c, "all-reduce", "copy back failed");
+    return _wait(c);
+}
+
+static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
+{
+    nccl_impl *m = _impl(c);
+    ncclResult_t r;
+    int rc;
+    if (!m->nccl)
+        return _fail(c, "broadcast", "the communicator was aborted earlier");
+    if ((rc = _room(c, bytes)) != 0)
+        return rc;
+    if (cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s) != cudaSuccess)
+        return _fail(c, "broadcast", "copy to the device failed");
+    if ((r = ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s)) != ncclSuccess)
+        return _fail(c, "broadcast", ncclGetErrorString(r));
+    if (cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s) != cudaSuccess)
+        return _fail(c, "broadcast", "copy back failed");
+    return _wait(c);
+}
+
+static int _barrier(dlt_comm *c)
+{
+    int64_t one = 1;
+    return _allreduce(c, &one, 1, DLT_DTYPE_I64);
+}
+
+static void _destroy(dlt_comm *c)
+{
+    nccl_impl *m = _impl(c);
+    if (m) {
+        if (m->s)
+            cudaStreamSynchronize(m->s);
+        if (m->nccl)
+            ncclCommDestroy(m->nccl);
+        cudaFree(m->dbuf);
+        if (m->s)
+            cudaStreamDestroy(m->s);
+        free(m);
+    }
+    free(c);
+}
+
+static void _abort(dlt_comm *c, int code)
+{
+    /* Peers blocked in a collective with us see the abort as an error and stop too. */
+    nccl_impl *m = _impl(c);
+    if (m && m->nccl)
+        ncclCommAbort(m->nccl);
+    fflush(NULL);
+    _exit(code);
+}
+
+static struct ncclComm *_handle(dlt_comm *c)
+{
+    return (struct ncclComm *)_impl(c)->nccl;
+}
+
+static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle};
+
+int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char *err, size_t errlen)
+{
+    dlt_comm *c = calloc(1, sizeof(*c));
+    nccl_impl *m = calloc(1, sizeof(*m));
+    const dltpmix_info *info = dltpmix_get_info(px);
+    struct ncclComm *nc = NULL;
+    int dev, rc;
+    *out = NULL;
+    if (!c || !m) {
+        free(c);
+        free(m);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->ops = &g_nccl_ops;
+    c->impl = m;
+    c->rank = info->rank;
+    c->size = info->size;
+    if ((rc = dlt_cuda_select_device(cuda_device, &dev, err, errlen)) != 0) {
+        _destroy(c);
+        return rc;
+    }
+    if (cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking) != cudaSuccess) {
+        snprintf(err, errlen, "cannot create a CUDA stream on device %d", dev);
+        _destroy(c);
+        return -EIO;
+    }
+    if ((rc = dltpmix_nccl_comm_init(px, dev, &nc)) != 0) {
+        snprintf(err, errlen, "NCCL bootstrap over PMIx failed: %s", dltpmix_error(px));
+        _destroy(c);
+        return -EIO;
+    }
+    m->nccl = (ncclComm_t)nc;
+    *out = c;
+    return 0;
+}
