@@ -1,0 +1,247 @@
+/* The GPU path's host-side logic, which needs no GPU: the fp16 loss-scale state machine, the
+ * gradient bucket layout, and the order in which backward hands finished buckets to the
+ * communicator (checked on the CPU backend with a recording hook: whenever backward says
+ * "everything >= lo is final", every gradient there must already hold its final value). */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "trainer/backend/grad_buckets.h"
+#include "trainer/model/network.h"
+#include "trainer/train/loss_scaler.h"
+
+static void test_loss_scaler(void **state)
+{
+    dlt_loss_scaler s;
+    (void)state;
+    dlt_loss_scaler_init(&s, 1, 0, 3);
+    assert_true(s.scale == 65536.0);
+    /* Overflow: skip and halve. */
+    assert_int_equal(dlt_loss_scaler_update(&s, 1), 0);
+    assert_true(s.scale == 32768.0);
+    assert_int_equal(s.skipped, 1);
+    /* Three clean steps in a row: double once; an overflow in between restarts the count. */
+    assert_int_equal(dlt_loss_scaler_update(&s, 0), 1);
+    assert_int_equal(dlt_loss_scaler_update(&s, 0), 1);
+    assert_true(s.scale == 32768.0);
+    assert_int_equal(dlt_loss_scaler_update(&s, 1), 0);
+    assert_true(s.scale == 16384.0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dlt_loss_scaler_update(&s, 0), 1);
+    assert_true(s.scale == 16384.0);
+    assert_int_equal(dlt_loss_scaler_update(&s, 0), 1);
+    assert_true(s.scale == 32768.0);
+    assert_int_equal(s.grown, 1);
+    assert_int_equal(s.skipped, 2);
+    /* Never below 1, never above 2^24. */
+    for (int i = 0; i < 40; i++)
+        dlt_loss_scaler_update(&s, 1);
+    assert_true(s.scale == 1.0);
+    dlt_loss_scaler_init(&s, 1, 16777216.0, 1);
+    dlt_loss_scaler_update(&s, 0);
+    assert_true(s.scale == 16777216.0);
+    /* The unscale factor undoes the scale and averages over ranks. */
+    assert_true(fabs(dlt_loss_scaler_unscale(&s, 8) * 16777216.0 * 8 - 1.0) < 1e-15);
+    /* Disabled (fp32, bf16): scale 1, a non-finite step is reported as not applicable but the
+     * scale never moves and nothing is counted as an overflow skip. */
+    dlt_loss_scaler_init(&s, 0, 0, 0);
+    assert_true(s.scale == 1.0);
+    assert_int_equal(dlt_loss_scaler_update(&s, 0), 1);
+    assert_int_equal(dlt_loss_scaler_update(&s, 1), 0);
+    assert_true(s.scale == 1.0);
+    assert_int_equal(s.skipped, 0);
+}
+
+static void _check_plan(size_t n, size_t cap, size_t align)
+{
+    dlt_grad_buckets bk;
+    size_t covered = 0;
+    char msg[128];
+    snprintf(msg, sizeof(msg), "n=%zu cap=%zu align=%zu", n, cap, align);
+    assert_int_equal(dlt_grad_buckets_plan(&bk, n, cap, align), 0);
+    assert_true(bk.n >= 1);
+    /* Top first, contiguous, no gaps or overlaps, within the cap, aligned inner boundaries. */
+    for (int i = 0; i < bk.n; i++) {
+        const dlt_grad_bucket *b = &bk.b[i];
+        if (i == 0 && b->hi != n)
+            fail_msg("%s: first bucket ends at %zu", msg, b->hi);
+        if (i > 0 && b->hi != bk.b[i - 1].lo)
+            fail_msg("%s: gap before bucket %d", msg, i);
+        if (b->lo >= b->hi || b->hi - b->lo > (cap > align ? cap : align))
+            fail_msg("%s: bucket %d is [%zu, %zu)", msg, i, b->lo, b->hi);
+        if (b->lo % align)
+            fail_msg("%s: bucket %d starts at %zu, not aligned", msg, i, b->lo);
+        covered += b->hi - b->lo;
+    }
+    assert_int_equal(bk.b[bk.n - 1].lo, 0);
+    assert_int_equal(covered, n);
+    /* Bucket count: no more than the ceiling at the aligned cap, plus the unaligned top. */
+    assert_true((size_t)bk.n <= n / (cap > align ? cap - cap % align : align) + 2);
+    dlt_grad_buckets_free(&bk);
+}
+
+static void test_bucket_layout(void **state)
+{
+    dlt_grad_buckets bk;
+    (void)state;
+    /* ResNet-50 at the default 25 MiB (6,553,600 floats): 4 buckets. */
+    _check_plan(25557032, 6553600, 64);
+    assert_int_equal(dlt_grad_buckets_plan(&bk, 25557032, 6553600, 64), 0);
+    assert_int_equal(bk.n, 4);
+    /* Take: nothing until the lowest offset done reaches a bucket's start, then in order. */
+    assert_int_equal(dlt_grad_buckets_take(&bk, 25557032), 0);
+    assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[0].lo + 1), 0);
+    assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[0].lo), 1);
+    assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[0].lo), 0);
+    assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[2].lo), 2);
+    assert_int_equal(dlt_grad_buckets_take(&bk, 0), 1);
+    assert_int_equal(bk.launched, 4);
+    dlt_grad_buckets_reset(&bk);
+    assert_int_equal(dlt_grad_buckets_take(&bk, 0), 4);
+    dlt_grad_buckets_free(&bk);
+    for (size_t n = 1; n < 700; n += 37)
+        for (size_t cap = 1; cap < 300; cap += 29)
+            _check_plan(n, cap, 16);
+    _check_plan(1000, 1000, 64);
+    _check_plan(1000, 100000, 64);
+    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 10, 4, 3), 0); /* align not a power of two */
+    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 0, 4, 4), 0);
+}
+
+/* Offsets from the model description vs a brute-force reading of the same. */
+static void test_ready_offsets(void **state)
+{
+    dlt_model m;
+    dlt_model_config cfg = {"resnet50", 50, 0, 1.0f, 64, 10, 2};
+    char err[256];
+    size_t *lo;
+    (void)state;
+    assert_int_equal(dlt_model_build(&m, &cfg, err, sizeof(err)), 0);
+    lo = calloc((size_t)m.nlayers, sizeof(size_t));
+    dlt_model_grad_ready_offsets(&m, lo);
+    for (int i = 0; i < m.nlayers; i++) {
+        size_t want = 0;
+        for (int j = 0; j < i; j++) {
+            const dlt_layer *l = &m.layers[j];
+            if (l->w_len && l->w_off + l->w_len > want)
+                want = l->w_off + l->w_len;
+            if (l->b_len && l->b_off + l->b_len > want)
+                want = l->b_off + l->b_len;
+        }
+        assert_int_equal(lo[i], want);
+        /* Nothing below layer i owns a parameter at or above lo[i]. */
+        for (int j = 0; j < i; j++)
+            assert_true(m.layers[j].w_len == 0 || m.layers[j].w_off + m.layers[j].w_len <= lo[i]);
+    }
+    assert_int_equal(lo[0], 0);
+    free(lo);
+    dlt_model_free(&m);
+}
+
+/* ---- backward's hand-off order, on the CPU backend with a recording hook */
+
+typedef struct {
+    dlt_net *net;
+    float *final;    /* the gradients of a plain backward */
+    size_t last_lo;
+    int calls, violations, finished;
+} hook_state;
+
+static hook_state g_hook;
+
+static int _hook_ready(dlt_backend *be, size_t lo)
+{
+    const dlt_net *n = g_hook.net;
+    (void)be;
+    g_hook.calls++;
+    if (lo >= g_hook.last_lo)
+        g_hook.violations++; /* must strictly decrease */
+    g_hook.last_lo = lo;
+    for (size_t i = lo; i < n->model.nparams; i++)
+        if (memcmp(&n->grads[i], &g_hook.final[i], sizeof(float)) != 0) {
+            g_hook.violations++;
+            break;
+        }
+    return 0;
+}
+
+static int _hook_finish(dlt_backend *be)
+{
+    (void)be;
+    g_hook.finished++;
+    return 0;
+}
+
+static void test_backward_handoff(void **state)
+{
+    dlt_backend *be;
+    dlt_backend_ops ops;
+    dlt_net net;
+    dlt_model_config cfg = {"resnet18", 18, 0, 0.125f, 32, 10, 2};
+    char err[256];
+    uint8_t img[2 * 32 * 32 * 3];
+    int32_t labels[2] = {1, 7};
+    const float mean[3] = {120, 115, 100}, inv[3] = {0.02f, 0.02f, 0.02f};
+    double loss;
+    int t1, t5;
+    (void)state;
+    for (size_t i = 0; i < sizeof(img); i++)
+        img[i] = (uint8_t)(i * 37 + 11);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_net_create(&net, &cfg, be, err, sizeof(err)), 0);
+    dlt_net_init_params(&net, 3, 0);
+    assert_int_equal(dlt_net_upload(&net), 0);
+    assert_int_equal(be->ops->normalize_input(be, img, dlt_net_input(&net), 2 * 32 * 32, mean, inv), 0);
+    /* Reference gradients of a backward without the hook. */
+    assert_int_equal(dlt_net_forward(&net, 1), 0);
+    assert_int_equal(be->ops->softmax_xent(be, dlt_net_logits(&net), labels, 2, 10, 0.1f, 1.f, dlt_net_dlogits(&net),
+                                           &loss, &t1, &t5),
+                     0);
+    assert_int_equal(dlt_net_backward(&net), 0);
+    g_hook.final = malloc(net.model.nparams * sizeof(float));
+    memcpy(g_hook.final, net.grads, net.model.nparams * sizeof(float));
+    /* The same step again with the hook, gradients poisoned first. */
+    ops = *be->ops;
+    ops.grad_comm_ready = _hook_ready;
+    ops.grad_comm_finish = _hook_finish;
+    be->ops = &ops;
+    for (size_t i = 0; i < net.model.nparams; i++)
+        net.grads[i] = NAN;
+    g_hook.net = &net;
+    g_hook.last_lo = net.model.nparams + 1;
+    assert_int_equal(dlt_net_forward(&net, 1), 0);
+    assert_int_equal(be->ops->softmax_xent(be, dlt_net_logits(&net), labels, 2, 10, 0.1f, 1.f, dlt_net_dlogits(&net),
+                                           &loss, &t1, &t5),
+                     0);
+    assert_int_equal(dlt_net_backward(&net), 0);
+    if (g_hook.violations)
+        fail_msg("%d hand-offs announced gradients that were not final yet (or lo did not decrease)",
+                 g_hook.violations);
+    assert_true(g_hook.calls > 10);     /* many hand-offs: the reduction can overlap backward */
+    assert_int_equal(g_hook.last_lo, 0); /* the last covers everything */
+    assert_int_equal(g_hook.finished, 1);
+    assert_memory_equal(net.grads, g_hook.final, net.model.nparams * sizeof(float));
+    free(g_hook.final);
+    dlt_net_destroy(&net);
+    be->ops->destroy(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loss_scaler),
+        cmocka_unit_test(test_bucket_layout),
+        cmocka_unit_test(test_ready_offsets),
+        cmocka_unit_test(test_backward_handoff),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
