@@ -63,13 +63,13 @@ if ((rc != 0)) && [[ $out != *RAN* && $out == *"longer than the 1023 allowed"* ]
 next=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
 victim=$WORK/victim; rm -rf "$victim"; mkdir -p "$victim"
 ln -sfn "$victim" "$TOPO_DIR/$next.0"
-out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo "topo=$NCCL_TOPO_FILE"; test -f "$NCCL_TOPO_FILE" && echo FILE' 2>&1)
+out=$(timeout 60 srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo "topo=$NCCL_TOPO_FILE"; test -f "$NCCL_TOPO_FILE" && echo FILE' 2>&1)
 if [[ -z $(ls -A "$victim") && $out == *"topo=$TOPO_DIR/$next.0/nccl_topo.xml"* && $out == *FILE* && ! -L $TOPO_DIR/$next.0 ]]; then
   ok "a symlink at the step directory's path is replaced, its target untouched"
 else not_ok "symlink at step dir"; { echo "$out"; ls -la "$victim" "$TOPO_DIR"; } | diag; fi
 
-chmod 777 "$TOPO_DIR"
-out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+chmod 777 "$TOPO_DIR"  # n1's: the step must land there (another test's job may hold n1 a moment)
+out=$(timeout 60 srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
 chmod 755 "$TOPO_DIR"
 if ((rc != 0)) && [[ $out != *RAN* && $out == *"must be owned by root and not writable by group or others"* ]]; then ok "a world-writable topo_dir is refused"; else not_ok "writable topo_dir (rc=$rc)"; echo "$out" | diag; fi
 

@@ -5,7 +5,8 @@
 command -v valgrind >/dev/null || skip_all "valgrind not installed"
 [[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: valgrind does not run ASan binaries"
 export OMP_NUM_THREADS=1 ONEDNN_MAX_CPU_ISA=AVX2 CMOCKA_MESSAGE_OUTPUT=STDOUT
-VG=(valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite)
+VG=(valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite
+    --suppressions="$DLT_SRCDIR/tests/unit/valgrind.supp")
 U=$DLT_BUILDDIR/tests/unit
 tests=(test_options test_dltpmix_blob test_plugin_pure test_synthetic test_cpu_ops)
 tap_plan $((${#tests[@]} + 1))

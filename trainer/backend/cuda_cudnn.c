@@ -30,6 +30,7 @@ typedef struct algo_entry {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    int bwd_data_ok; /* the image-input convolution needs no data gradient; cuDNN may have none */
     size_t ws;
     struct algo_entry *next;
 } algo_entry;
@@ -334,13 +335,19 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     /* cuDNN times each candidate on scratch buffers of its own. */
     DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
-    DNN_TRY(be, cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
-                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr));
+    if (cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr) != CUDNN_STATUS_SUCCESS)
+        nd = 0;
     DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
     PICK(fr, nf, c->ws_limit, e->fwd, mf);
-    PICK(dr, nd, c->ws_limit, e->bwd_data, md);
     PICK(wr, nw, c->ws_limit, e->bwd_filter, mw);
+    for (int i = 0; i < nd && !e->bwd_data_ok; i++)
+        if (dr[i].status == CUDNN_STATUS_SUCCESS && dr[i].memory <= c->ws_limit) {
+            e->bwd_data = dr[i].algo;
+            md = dr[i].memory;
+            e->bwd_data_ok = 1;
+        }
     e->ws = mf > md ? mf : md;
     e->ws = mw > e->ws ? mw : e->ws;
     op->algo = e;
@@ -397,6 +404,11 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 {
     cuda_backend *c = _cu(be);
+    if (!op->algo->bwd_data_ok) {
+        snprintf(be->err, sizeof(be->err), "cuDNN has no backward-data algorithm for this convolution (%d->%d "
+                 "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+        return -ENOTSUP;
+    }
     DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w_lp, op->yd, dy, op->conv,
                                              op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
     return 0;

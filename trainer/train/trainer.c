@@ -175,8 +175,9 @@ static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int lear
         return -1;
     }
 #ifdef DLT_HAVE_CUDA_BACKEND
-    /* GPUs under NCCL: gradients are reduced on the device, bucket by bucket, during backward. */
-    if (!r->be->host_memory && comm->size > 1 && comm->ops->nccl && comm->ops->nccl(comm) &&
+    /* GPUs under NCCL: gradients are reduced on the device, bucket by bucket, during backward
+     * (also for one rank when --comm nccl asks for it: the device check exercises the path so). */
+    if (!r->be->host_memory && comm->ops->nccl && comm->ops->nccl(comm) &&
         dlt_backend_cuda_attach_nccl(r->be, comm->ops->nccl(comm), r->net.grads, r->net.model.nparams, err,
                                      sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
