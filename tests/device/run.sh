@@ -51,57 +51,65 @@ else
 fi
 
 # ---- 4. training on a fixed batch
-train() { # precision comm steps metrics-file
-  timeout 180 "$DLT" train --backend cuda --precision "$1" --comm "$2" --arch resnet50 --batch 64 \
-    --synthetic-size 64 --steps "$3" --log-every 5 --warmup-epochs 0 --milestones 100000 --lr 0.4 \
-    --check-every 0 --stall-timeout 120 --bucket-mib 4 --metrics "$4"
+train() { # precision comm steps metrics-file [extra options]
+  local p=$1 c=$2 n=$3 m=$4; shift 4
+  timeout 180 "$DLT" train --backend cuda --precision "$p" --comm "$c" --arch resnet50 --batch 64 \
+    --synthetic-size 64 --steps "$n" --log-every 5 --warmup-epochs 0 --milestones 100000 --lr 0.4 \
+    --check-every 0 --stall-timeout 120 --bucket-mib 4 --metrics "$m" "$@"
 }
 losses() { python3 -c 'import json,sys; print(" ".join("%.6f" % json.loads(l)["loss"] for l in open(sys.argv[1])))' "$1"; }
-for prec in fp32 fp16; do
-  m=$OUT/train-$prec.jsonl; rm -f "$m"
-  if train "$prec" nccl 50 "$m" >"$OUT/train-$prec.log" 2>&1; then
+for run in fp32 fp16 fp16-graphs; do
+  prec=${run%%-*} extra=(); [[ $run == *graphs ]] && extra=(--cuda-graphs)
+  m=$OUT/train-$run.jsonl; rm -f "$m"
+  if train "$prec" nccl 50 "$m" "${extra[@]}" >"$OUT/train-$run.log" 2>&1; then
     read -r -a L <<<"$(losses "$m")"
     if python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if b < 0.7*a else 1)" "${L[0]}" "${L[-1]}"; then
-      ok "ResNet-50 $prec 50 steps on one batch: loss ${L[0]} -> ${L[-1]} ($(grep -o 'loss-scale [^ ]* skipped [0-9]*' "$OUT/train-$prec.log" | tail -1))"
+      ok "ResNet-50 $run 50 steps on one batch: loss ${L[0]} -> ${L[-1]} ($(grep -o 'loss-scale [^ ]* skipped [0-9]*' "$OUT/train-$run.log" | tail -1))"
     else
-      bad "ResNet-50 $prec: loss did not fall (${L[*]})"
+      bad "ResNet-50 $run: loss did not fall (${L[*]})"
     fi
   else
-    bad "ResNet-50 $prec training run failed:"; tail -5 "$OUT/train-$prec.log"
+    bad "ResNet-50 $run training run failed:"; tail -5 "$OUT/train-$run.log"
   fi
 done
-rm -f "$OUT/id-single.jsonl" "$OUT/id-nccl.jsonl"
-if train fp32 single 10 "$OUT/id-single.jsonl" >"$OUT/id-single.log" 2>&1 &&
-   train fp32 nccl 10 "$OUT/id-nccl.jsonl" >"$OUT/id-nccl.log" 2>&1; then
-  a=$(losses "$OUT/id-single.jsonl") b=$(losses "$OUT/id-nccl.jsonl")
+# Same losses, bit for bit, with deterministic cuDNN algorithms: one rank plain, through NCCL
+# buckets, and replayed as a CUDA graph.
+rm -f "$OUT"/id-*.jsonl
+if train fp32 single 10 "$OUT/id-single.jsonl" --deterministic >"$OUT/id-single.log" 2>&1 &&
+   train fp32 nccl 10 "$OUT/id-nccl.jsonl" --deterministic >"$OUT/id-nccl.log" 2>&1 &&
+   train fp32 nccl 10 "$OUT/id-graph.jsonl" --deterministic --cuda-graphs >"$OUT/id-graph.log" 2>&1; then
+  a=$(losses "$OUT/id-single.jsonl") b=$(losses "$OUT/id-nccl.jsonl") g=$(losses "$OUT/id-graph.jsonl")
   if [ "$a" = "$b" ]; then ok "fp32 with NCCL buckets repeats the single-rank losses exactly ($a)"
   else bad "fp32 NCCL-bucket losses ($b) differ from single-rank ($a)"; fi
+  if [ "$a" = "$g" ]; then ok "fp32 replayed as a CUDA graph repeats them too"
+  else bad "fp32 CUDA-graph losses ($g) differ from plain ($a)"; fi
 else
-  bad "single/NCCL identity runs failed"; tail -3 "$OUT/id-single.log" "$OUT/id-nccl.log"
+  bad "identity runs failed"; tail -3 "$OUT"/id-*.log
 fi
 
 # ---- 5. benchmark against PyTorch eager, same machine, same run
-if [ "${DLT_DEVICE_QUICK:-0}" = 1 ]; then CONFIGS="fp32:128 fp16:256"
-else CONFIGS="fp32:128 tf32:128 fp16:128 fp16:256 bf16:256"; fi
+if [ "${DLT_DEVICE_QUICK:-0}" = 1 ]; then CONFIGS="fp32:128 fp16:256 fp16:256:graphs"
+else CONFIGS="fp32:128 tf32:128 fp16:256 fp16:256:graphs bf16:256"; fi
 PY=${DLT_TORCH_PYTHON:-python3}
 : >"$OUT/bench.jsonl"
 for cfg in $CONFIGS; do
-  prec=${cfg%%:*} batch=${cfg##*:}
+  IFS=: read -r prec batch graphs <<<"$cfg"
+  extra=() g=false; [ -n "$graphs" ] && extra=(--cuda-graphs) g=true
   ours=$(timeout 150 "$DLT" bench --backend cuda --precision "$prec" --arch resnet50 --batch "$batch" \
-         --warmup 5 --iters 20 --json 2>>"$OUT/bench.err" | tail -1)
+         --warmup 5 --iters 20 --json "${extra[@]}" 2>>"$OUT/bench.err" | tail -1)
   peer=$(timeout 150 "$PY" tests/device/torch_bench.py --precision "$prec" --batch "$batch" --warmup 5 --iters 20 \
          2>>"$OUT/bench.err" | tail -1)
-  echo "{\"precision\":\"$prec\",\"batch\":$batch,\"ours\":${ours:-null},\"pytorch\":${peer:-null}}" >>"$OUT/bench.jsonl"
+  echo "{\"precision\":\"$prec\",\"batch\":$batch,\"graphs\":$g,\"ours\":${ours:-null},\"pytorch\":${peer:-null}}" >>"$OUT/bench.jsonl"
 done
 python3 - "$OUT/bench.jsonl" <<'EOF' | tee "$OUT/bench-table.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("%-6s %6s %12s %12s %8s %10s %10s" % ("prec", "batch", "dltrain/s", "pytorch/s", "ratio", "ours TF/s", "torch TF/s"))
+print("%-6s %6s %6s %12s %12s %8s %10s %10s" % ("prec", "batch", "graphs", "dltrain/s", "pytorch/s", "ratio", "ours TF/s", "torch TF/s"))
 best = {}
 for r in rows:
     o = (r.get("ours") or {}).get("images_per_s"); p = (r.get("pytorch") or {}).get("images_per_s")
     f = lambda v, fmt: (fmt % v) if v else "-"
-    print("%-6s %6d %12s %12s %8s %10s %10s" % (r["precision"], r["batch"], f(o, "%.1f"), f(p, "%.1f"),
+    print("%-6s %6d %6s %12s %12s %8s %10s %10s" % (r["precision"], r["batch"], "yes" if r["graphs"] else "no", f(o, "%.1f"), f(p, "%.1f"),
           f(o / p if o and p else None, "%.2fx"), f(o * 0.0245 if o else None, "%.1f"), f(p * 0.0245 if p else None, "%.1f")))
     if o: best[r["precision"]] = max(best.get(r["precision"], 0), o)
 if best.get("fp16") and best.get("fp32"):

@@ -132,6 +132,16 @@ typedef struct {
      * the next use of the gradients after every reduction. */
     int (*grad_comm_ready)(dlt_backend *be, size_t lo);
     int (*grad_comm_finish)(dlt_backend *be);
+
+    /* Optional (CUDA graphs): between capture_begin and capture_end the ops are recorded, not
+     * run; softmax_xent then reports nothing (loss_results does, after a replay). replay stages
+     * the step's labels (host memory) and runs the recorded work once; loss_results waits for it
+     * and returns what softmax_xent would have. graph_reset drops the recording. */
+    int (*capture_begin)(dlt_backend *be);
+    int (*capture_end)(dlt_backend *be);
+    int (*replay)(dlt_backend *be, const int32_t *labels, int n);
+    int (*loss_results)(dlt_backend *be, double *loss_sum, int *top1, int *top5);
+    void (*graph_reset)(dlt_backend *be);
 } dlt_backend_ops;
 
 struct dlt_backend {
@@ -155,6 +165,7 @@ typedef struct {
     int device;              /* CUDA: GPU index among the visible ones; -1: the first */
     double bucket_mib;       /* CUDA: gradient all-reduce bucket size */
     int reduce_lowp;         /* CUDA fp16/bf16: all-reduce gradients in that type instead of fp32 */
+    int deterministic;       /* CUDA: only algorithms that give the same bits every run */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

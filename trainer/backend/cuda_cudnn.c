@@ -75,6 +75,12 @@ typedef struct {
     void *lowp_grads;
     dlt_grad_buckets bk;
     cudaEvent_t *bucket_ready, comm_done;
+    /* CUDA graph of the forward/loss/backward(/reduction) of one step */
+    int capturing;
+    cudaGraph_t graph;
+    cudaGraphExec_t graph_exec;
+    void *blas_ws; /* cuBLAS must not allocate while a graph is captured */
+    int loss_k;    /* classes of the captured loss, for its label check */
 } cuda_backend;
 
 typedef enum { OP_CONV, OP_BN, OP_POOL } op_kind;
@@ -298,14 +304,16 @@ static int _nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int
     do {                                                                                                      \
         int found_ = 0;                                                                                       \
         for (int i_ = 0; i_ < (count) && !found_; i_++)                                                       \
-            if ((results)[i_].status == CUDNN_STATUS_SUCCESS && (results)[i_].memory <= (limit)) {            \
+            if ((results)[i_].status == CUDNN_STATUS_SUCCESS && (results)[i_].memory <= (limit) &&             \
+                (!c->cfg.deterministic || (results)[i_].determinism == CUDNN_DETERMINISTIC)) {                   \
                 (out) = (results)[i_].algo;                                                                   \
                 (mem) = (results)[i_].memory;                                                                 \
                 found_ = 1;                                                                                   \
             }                                                                                                 \
         if (!found_) {                                                                                        \
-            snprintf(be->err, sizeof(be->err), "cuDNN found no %s algorithm for this convolution within "     \
-                     "%zu MiB of workspace", #out, (size_t)(limit) >> 20);                                    \
+            snprintf(be->err, sizeof(be->err), "cuDNN found no %s%s algorithm for this convolution within "   \
+                     "%zu MiB of workspace", c->cfg.deterministic ? "deterministic " : "", #out,              \
+                     (size_t)(limit) >> 20);                                                                  \
             return -ENOTSUP;                                                                                  \
         }                                                                                                     \
     } while (0)
@@ -343,7 +351,8 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     PICK(fr, nf, c->ws_limit, e->fwd, mf);
     PICK(wr, nw, c->ws_limit, e->bwd_filter, mw);
     for (int i = 0; i < nd && !e->bwd_data_ok; i++)
-        if (dr[i].status == CUDNN_STATUS_SUCCESS && dr[i].memory <= c->ws_limit) {
+        if (dr[i].status == CUDNN_STATUS_SUCCESS && dr[i].memory <= c->ws_limit &&
+            (!c->cfg.deterministic || dr[i].determinism == CUDNN_DETERMINISTIC)) {
             e->bwd_data = dr[i].algo;
             md = dr[i].memory;
             e->bwd_data_ok = 1;
@@ -711,6 +720,21 @@ static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, siz
     return 0;
 }
 
+static int _read_results(dlt_backend *be, double *loss_sum, int *top1, int *top5)
+{
+    cuda_backend *c = _cu(be);
+    if (c->h_res->hits[2]) {
+        snprintf(be->err, sizeof(be->err), "a label is outside 0..%d", c->loss_k - 1);
+        return -EINVAL;
+    }
+    *loss_sum = c->h_res->loss;
+    if (top1)
+        *top1 = c->h_res->hits[0];
+    if (top5)
+        *top5 = c->h_res->hits[1];
+    return 0;
+}
+
 static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
                          float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5)
 {
@@ -733,18 +757,24 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
     KERNEL_TRY(be, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits, &c->d_res->loss,
                                       c->d_res->hits, (dlt_stream)c->s));
     CUDA_TRY(be, cudaMemcpyAsync(c->h_res, c->d_res, sizeof(*c->h_res), cudaMemcpyDeviceToHost, c->s));
+    c->loss_k = k;
+    if (c->capturing) { /* recorded only: loss_results reads it after the replay */
+        *loss_sum = 0;
+        if (top1)
+            *top1 = 0;
+        if (top5)
+            *top5 = 0;
+        return 0;
+    }
     if ((rc = _wait(be, c->s)) != 0)
         return rc;
-    if (c->h_res->hits[2]) {
-        snprintf(be->err, sizeof(be->err), "a label is outside 0..%d", k - 1);
-        return -EINVAL;
-    }
-    *loss_sum = c->h_res->loss;
-    if (top1)
-        *top1 = c->h_res->hits[0];
-    if (top5)
-        *top5 = c->h_res->hits[1];
-    return 0;
+    return _read_results(be, loss_sum, top1, top5);
+}
+
+static int _loss_results(dlt_backend *be, double *loss_sum, int *top1, int *top5)
+{
+    int rc = _wait(be, _cu(be)->s);
+    return rc ? rc : _read_results(be, loss_sum, top1, top5);
 }
 
 static int _all_finite(dlt_backend *be, const float *x, size_t n, int *finite)
@@ -850,6 +880,56 @@ int dlt_backend_cuda_attach_nccl(dlt_backend *be, struct ncclComm *comm, float *
     return 0;
 }
 
+/* ------------------------------------------------------------------ CUDA graphs */
+
+static void _graph_reset(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    if (c->graph_exec)
+        cudaGraphExecDestroy(c->graph_exec);
+    if (c->graph)
+        cudaGraphDestroy(c->graph);
+    c->graph_exec = NULL;
+    c->graph = NULL;
+}
+
+static int _capture_begin(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    _graph_reset(be);
+    /* Everything queued so far (the input upload) runs before; the recording starts empty. */
+    CUDA_TRY(be, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    c->capturing = 1;
+    return 0;
+}
+
+static int _capture_end(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    cudaError_t e = cudaStreamEndCapture(c->s, &c->graph);
+    c->capturing = 0;
+    if (e != cudaSuccess) {
+        c->graph = NULL;
+        return _cuda_fail(be, "recording the step as a CUDA graph (run without --cuda-graphs)", e, __FILE__, __LINE__);
+    }
+    CUDA_TRY(be, cudaGraphInstantiate(&c->graph_exec, c->graph, 0));
+    return 0;
+}
+
+static int _replay(dlt_backend *be, const int32_t *labels, int n)
+{
+    cuda_backend *c = _cu(be);
+    if (!c->graph_exec || n > c->labels_cap) {
+        snprintf(be->err, sizeof(be->err), "no recorded step to replay");
+        return -EINVAL;
+    }
+    /* The recording copies the labels from this pinned buffer: wait until the previous replay
+     * has read them (it has: loss_results waited), then refill. */
+    memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
+    CUDA_TRY(be, cudaGraphLaunch(c->graph_exec, c->s));
+    return 0;
+}
+
 /* ------------------------------------------------------------------ lifetime */
 
 static void _op_destroy(dlt_backend *be, dlt_op *op)
@@ -898,6 +978,8 @@ static void _destroy(dlt_backend *be)
             cudaEventDestroy(c->bucket_ready[i]);
     free(c->bucket_ready);
     dlt_grad_buckets_free(&c->bk);
+    _graph_reset(&c->base);
+    cudaFree(c->blas_ws);
     if (c->comm_done)
         cudaEventDestroy(c->comm_done);
     if (c->pin_free)
@@ -959,6 +1041,11 @@ static const dlt_backend_ops g_cuda_ops = {
     .softmax_xent = _softmax_xent,
     .all_finite = _all_finite,
     .sgd_update = _sgd_update,
+    .capture_begin = _capture_begin,
+    .capture_end = _capture_end,
+    .replay = _replay,
+    .loss_results = _loss_results,
+    .graph_reset = _graph_reset,
 };
 
 int dlt_cuda_device_count(void)
@@ -1079,7 +1166,13 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         _destroy(&c->base);
         return -EIO;
     }
-    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS) {
+    if (cudaMalloc(&c->blas_ws, (size_t)32 << 20) != cudaSuccess) {
+        snprintf(err, errlen, "CUDA device %d: out of memory for the cuBLAS workspace", dev);
+        _destroy(&c->base);
+        return -ENOMEM;
+    }
+    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
+        (bs = cublasSetWorkspace(c->blas, c->blas_ws, (size_t)32 << 20)) != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "cuBLAS: %s", cublasGetStatusString(bs));
         _destroy(&c->base);
         return -EIO;

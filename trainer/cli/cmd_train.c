@@ -17,7 +17,7 @@ enum {
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
-    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW
+    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC
 };
 
 static const struct option g_opts[] = {
@@ -72,6 +72,8 @@ static const struct option g_opts[] = {
     {"allreduce-lowp", no_argument, NULL, O_LOWP},
     {"loss-scale", required_argument, NULL, O_LOSS_SCALE},
     {"loss-scale-window", required_argument, NULL, O_LS_WINDOW},
+    {"cuda-graphs", no_argument, NULL, O_GRAPHS},
+    {"deterministic", no_argument, NULL, O_DETERMINISTIC},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -98,6 +100,8 @@ static void _usage(FILE *f, const char *cmd)
             "  --allreduce-lowp       CUDA fp16/bf16: all-reduce gradients in that type (default fp32)\n"
             "  --loss-scale S         fp16: initial dynamic loss scale (default 65536)\n"
             "  --loss-scale-window N  fp16: clean steps before the scale doubles (default 2000)\n"
+            "  --cuda-graphs          CUDA: record one training step as a CUDA graph and replay it\n"
+            "  --deterministic        CUDA: only cuDNN algorithms that repeat bit for bit\n"
             "data:\n"
             "  --data PATH            ImageFolder root (PATH/train and PATH/val, or PATH/CLASS/*.JPEG) or a\n"
             "                         RecordIO file (PATH.rec + PATH.idx, as im2rec writes)\n"
@@ -228,6 +232,8 @@ int dlt_cmd_train(int argc, char **argv)
         case O_DEVICE: NUM(0, 1024, c.backend.device = (int)v); break;
         case O_BUCKET: NUM(0.0625, 4096, c.backend.bucket_mib = v); break;
         case O_LOWP: c.backend.reduce_lowp = 1; break;
+        case O_GRAPHS: c.cuda_graphs = 1; break;
+        case O_DETERMINISTIC: c.backend.deterministic = 1; break;
         case O_LOSS_SCALE: NUM(1, 16777216, c.loss_scale = v); break;
         case O_LS_WINDOW: NUM(1, 1e9, c.loss_scale_window = (int)v); break;
 #undef NUM

@@ -90,6 +90,8 @@ typedef struct {
     int32_t *labels;
     float *host_grads;   /* gradients staged for a host communicator when the backend is a GPU */
     dlt_loss_scaler scaler;
+    int graph_warm, graph_ready; /* --cuda-graphs: a plain step ran; a recording exists */
+    double graph_scale;          /* the loss scale the recording was made with */
     FILE *metrics;
 } _run;
 
@@ -184,6 +186,10 @@ static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int lear
         return -1;
     }
 #endif
+    if (c->cuda_graphs && !r->be->ops->capture_begin) {
+        fprintf(stderr, "dltrain: --cuda-graphs needs the CUDA backend (this run uses %s)\n", r->be->ops->name);
+        return -1;
+    }
     if (c->backend.precision == DLT_PREC_FP16)
         dlt_loss_scaler_init(&r->scaler, 1, c->loss_scale > 0 ? c->loss_scale : 0, c->loss_scale_window);
     else
@@ -246,8 +252,7 @@ static int _fail_be(_run *r, const char *what)
     return -1;
 }
 
-/* One forward/backward on the loaded batch. loss_sum/top1/top5 for this rank's batch. */
-static int _fwd_bwd(_run *r, double *loss_sum, int *top1, int *top5)
+static int _fwd_loss_bwd(_run *r, double *loss_sum, int *top1, int *top5)
 {
     dlt_net *n = &r->net;
     if (dlt_net_forward(n, 1) != 0)
@@ -258,6 +263,41 @@ static int _fwd_bwd(_run *r, double *loss_sum, int *top1, int *top5)
         return _fail_be(r, "loss");
     if (dlt_net_backward(n) != 0)
         return _fail_be(r, "backward");
+    return 0;
+}
+
+/* One forward/backward on the loaded batch. loss_sum/top1/top5 for this rank's batch. With
+ * --cuda-graphs the second step is recorded as a CUDA graph (the first ran plainly, so every
+ * lazily made buffer exists) and later steps replay it; a new loss scale (a kernel argument of
+ * the recording) records again. */
+static int _fwd_bwd(_run *r, double *loss_sum, int *top1, int *top5)
+{
+    dlt_backend *be = r->be;
+    dlt_net *n = &r->net;
+    int batch = r->c->model.batch;
+    if (!r->c->cuda_graphs || !r->graph_warm) {
+        r->graph_warm = 1;
+        return _fwd_loss_bwd(r, loss_sum, top1, top5);
+    }
+    if (r->graph_ready && r->graph_scale == r->scaler.scale) {
+        if (be->ops->replay(be, r->labels, batch) != 0 || be->ops->loss_results(be, loss_sum, top1, top5) != 0)
+            return _fail_be(r, "CUDA graph replay");
+        for (int i = 0; i < n->model.nbn; i++)
+            n->bn_batches[i]++; /* the host side of a BN forward, which a replay does not run */
+        return 0;
+    }
+    r->graph_ready = 0;
+    if (be->ops->capture_begin(be) != 0)
+        return _fail_be(r, "CUDA graph capture");
+    if (_fwd_loss_bwd(r, loss_sum, top1, top5) != 0) {
+        be->ops->capture_end(be); /* leave the stream usable; the error above says what failed */
+        return -1;
+    }
+    if (be->ops->capture_end(be) != 0 || be->ops->replay(be, r->labels, batch) != 0 ||
+        be->ops->loss_results(be, loss_sum, top1, top5) != 0)
+        return _fail_be(r, "CUDA graph");
+    r->graph_ready = 1;
+    r->graph_scale = r->scaler.scale;
     return 0;
 }
 

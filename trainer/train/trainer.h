@@ -18,6 +18,7 @@ typedef struct {
     dlt_backend_config backend; /* kind, precision, GPU buckets */
     double loss_scale;        /* fp16: initial dynamic loss scale (0: 65536) */
     int loss_scale_window;    /* fp16: clean steps before the scale grows (default 2000) */
+    int cuda_graphs;          /* CUDA: record one step as a CUDA graph and replay it */
     int64_t epochs;
     int64_t max_steps;      /* stop after this many optimizer steps in total (0: epochs decide) */
     double base_lr;         /* per 256 images of global batch */
