@@ -166,7 +166,7 @@ static size_t _dt_size(dlt_dt dt)
 }
 
 /* Waits for a stream without blocking blindly: between polls, NCCL's asynchronous error state is
- * checked, and on an error the communicator is aborted so no rank waits forever. */
+ * checked, so a failed collective ends the wait with an error instead of a hang. */
 static int _wait(dlt_backend *be, cudaStream_t st)
 {
     cuda_backend *c = _cu(be);
@@ -179,10 +179,9 @@ static int _wait(dlt_backend *be, cudaStream_t st)
         if (c->nccl) {
             ncclResult_t ar = ncclSuccess;
             if (ncclCommGetAsyncError(c->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
-                snprintf(be->err, sizeof(be->err), "NCCL failed while the GPU worked: %s (%s): communicator aborted",
+                /* The communicator belongs to the comm layer, which aborts it as the run ends. */
+                snprintf(be->err, sizeof(be->err), "NCCL failed while the GPU worked (a peer lost?): %s (%s)",
                          ncclGetErrorString(ar), ncclGetLastError(c->nccl));
-                ncclCommAbort(c->nccl);
-                c->nccl = NULL;
                 return -EIO;
             }
         }

@@ -1,7 +1,8 @@
 /* comm_nccl: the trainer's communicator over NCCL, bootstrapped through PMIx (no MPI, no
  * MASTER_ADDR). Host buffers (loss, flags, checksums: a few values per step) travel through a
  * small device buffer; the gradient all-reduce itself runs inside the CUDA backend on the same
- * communicator. Waits poll NCCL's asynchronous error so a lost peer ends the run with a message. */
+ * communicator. Waits poll NCCL's asynchronous error so a lost peer ends the run with a message,
+ * and teardown aborts (rather than destroys) a communicator that saw one. */
 #include "config.h"
 
 #include <cuda_runtime.h>
@@ -46,10 +47,9 @@ static int _wait(dlt_comm *c)
         if (e != cudaErrorNotReady)
             return _fail(c, "stream", cudaGetErrorString(e));
         if (ncclCommGetAsyncError(m->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
-            snprintf(c->err, sizeof(c->err), "NCCL failed: %s (%s): communicator aborted", ncclGetErrorString(ar),
+            /* Aborted (not destroyed, which could wait on the dead peer) when the run ends. */
+            snprintf(c->err, sizeof(c->err), "NCCL failed (a peer lost?): %s (%s)", ncclGetErrorString(ar),
                      ncclGetLastError(m->nccl));
-            ncclCommAbort(m->nccl);
-            m->nccl = NULL;
             return -EIO;
         }
         if (spin < 64) {
@@ -82,8 +82,6 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
     ncclDataType_t t = type == DLT_DTYPE_F32 ? ncclFloat32 : type == DLT_DTYPE_F64 ? ncclFloat64 : ncclInt64;
     ncclResult_t r;
     int rc;
-    if (!m->nccl)
-        return _fail(c, "all-reduce", "the communicator was aborted earlier");
     if ((rc = _room(c, bytes)) != 0)
         return rc;
     if (cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s) != cudaSuccess)
@@ -100,8 +98,6 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     nccl_impl *m = _impl(c);
     ncclResult_t r;
     int rc;
-    if (!m->nccl)
-        return _fail(c, "broadcast", "the communicator was aborted earlier");
     if ((rc = _room(c, bytes)) != 0)
         return rc;
     if (cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s) != cudaSuccess)
@@ -123,10 +119,15 @@ static void _destroy(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
     if (m) {
-        if (m->s)
-            cudaStreamSynchronize(m->s);
-        if (m->nccl)
+        ncclResult_t ar = ncclSuccess;
+        /* After an asynchronous error, destroy could wait forever on the lost peer: abort. */
+        if (m->nccl && (ncclCommGetAsyncError(m->nccl, &ar) != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)))
+            ncclCommAbort(m->nccl);
+        else if (m->nccl) {
+            if (m->s)
+                cudaStreamSynchronize(m->s);
             ncclCommDestroy(m->nccl);
+        }
         cudaFree(m->dbuf);
         if (m->s)
             cudaStreamDestroy(m->s);

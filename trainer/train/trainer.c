@@ -92,6 +92,7 @@ typedef struct {
     dlt_loss_scaler scaler;
     int graph_warm, graph_ready; /* --cuda-graphs: a plain step ran; a recording exists */
     double graph_scale;          /* the loss scale the recording was made with */
+    int failed;                  /* the run ends on an error */
     FILE *metrics;
 } _run;
 
@@ -212,6 +213,10 @@ static int _setup(_run *r, const dlt_train_config *cin, dlt_comm *comm, int lear
 
 static void _teardown(_run *r)
 {
+    /* A failed GPU run may have NCCL kernels waiting on a lost peer: freeing device memory would
+     * wait for them forever. Abort the communicator (which ends the process with status 1). */
+    if (r->failed && r->comm && r->comm->ops->nccl && r->be && !r->be->host_memory)
+        r->comm->ops->abort(r->comm, 1);
     if (r->loader && r->comm && r->comm->rank == 0 && dlt_loader_bad_images(r->loader) > 0)
         fprintf(stderr, "dltrain: %lld bad image(s) were skipped and replaced\n", (long long)dlt_loader_bad_images(r->loader));
     dlt_loader_destroy(r->loader);
@@ -739,7 +744,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     rc = 0;
 out:
     dlt_watchdog_stop(&wd);
-    if (stats_backup)
+    r.failed = rc != 0 && rc != DLT_EXIT_PREEMPTED;
+    if (stats_backup && (!r.failed || r.be->host_memory)) /* see _teardown for the GPU case */
         r.be->ops->release(r.be, stats_backup);
     free(batches_backup);
     _teardown(&r);
@@ -792,6 +798,7 @@ int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoi
                counts[1] / counts[2]);
     rc = 0;
 out:
+    r.failed = rc != 0;
     _teardown(&r);
     return rc;
 }
@@ -852,6 +859,7 @@ int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm
     }
     rc = 0;
 out:
+    r.failed = rc != 0;
     _teardown(&r);
     return rc;
 }
