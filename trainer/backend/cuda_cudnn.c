@@ -165,25 +165,24 @@ static size_t _dt_size(dlt_dt dt)
     return dt == DLT_DT_F32 ? 4 : 2;
 }
 
-/* Waits for a stream without blocking blindly: between polls, NCCL's asynchronous error state is
- * checked, so a failed collective ends the wait with an error instead of a hang. */
-static int _wait(dlt_backend *be, cudaStream_t st)
+int dlt_cuda_stream_wait(void *stream, struct ncclComm *nccl, char *err, size_t errlen)
 {
-    cuda_backend *c = _cu(be);
+    cudaStream_t st = (cudaStream_t)stream;
     for (unsigned spin = 0;; spin++) {
         cudaError_t e = cudaStreamQuery(st);
+        ncclResult_t ar = ncclSuccess;
         if (e == cudaSuccess)
             return 0;
-        if (e != cudaErrorNotReady)
-            return _cuda_fail(be, "waiting for the GPU", e, __FILE__, __LINE__);
-        if (c->nccl) {
-            ncclResult_t ar = ncclSuccess;
-            if (ncclCommGetAsyncError(c->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
-                /* The communicator belongs to the comm layer, which aborts it as the run ends. */
-                snprintf(be->err, sizeof(be->err), "NCCL failed while the GPU worked (a peer lost?): %s (%s)",
-                         ncclGetErrorString(ar), ncclGetLastError(c->nccl));
-                return -EIO;
-            }
+        if (e != cudaErrorNotReady) {
+            snprintf(err, errlen, "waiting for the GPU: %s", cudaGetErrorString(e));
+            return -EIO;
+        }
+        /* The communicator belongs to the comm layer, which aborts it as the run ends. */
+        if (nccl && ncclCommGetAsyncError((ncclComm_t)nccl, &ar) == ncclSuccess && ar != ncclSuccess &&
+            ar != ncclInProgress) {
+            snprintf(err, errlen, "NCCL failed while the GPU worked (a peer lost?): %s (%s)", ncclGetErrorString(ar),
+                     ncclGetLastError((ncclComm_t)nccl));
+            return -EIO;
         }
         if (spin < 64) {
             sched_yield();
@@ -192,6 +191,11 @@ static int _wait(dlt_backend *be, cudaStream_t st)
             nanosleep(&ts, NULL);
         }
     }
+}
+
+static int _wait(dlt_backend *be, cudaStream_t st)
+{
+    return dlt_cuda_stream_wait(st, (struct ncclComm *)_cu(be)->nccl, be->err, sizeof(be->err));
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -1111,42 +1115,42 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->device = dev;
     c->cc_major = prop.major;
     c->ws_limit = (size_t)1 << 30;
-    switch (cfg->precision) {
-    case DLT_PREC_FP16:
-        c->dt = DLT_DT_F16;
-        c->cdt = CUDNN_DATA_HALF;
-        c->blas_dt = CUDA_R_16F;
-        c->math = CUDNN_TENSOR_OP_MATH;
-        c->blas_compute = CUBLAS_COMPUTE_32F;
-        c->bn_mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-        /* cuDNN fuses BN + add + ReLU for half NHWC tensors. */
+    {
+        /* Storage type, cuDNN/cuBLAS types, math mode and BN mode of each precision. fp32 is strict
+         * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. */
+        static const struct {
+            dlt_precision prec;
+            dlt_dt dt;
+            cudnnDataType_t cdt;
+            cudaDataType_t blas_dt;
+            cudnnMathType_t math;
+            cublasComputeType_t compute;
+            cudnnBatchNormMode_t bn;
+        } modes[] = {
+            {DLT_PREC_FP32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F,
+             CUDNN_BATCHNORM_SPATIAL},
+            {DLT_PREC_TF32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_DEFAULT_MATH, CUBLAS_COMPUTE_32F_FAST_TF32,
+             CUDNN_BATCHNORM_SPATIAL},
+            {DLT_PREC_FP16, DLT_DT_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
+             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
+            {DLT_PREC_BF16, DLT_DT_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
+             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
+        };
+        size_t i, nmodes = sizeof(modes) / sizeof(modes[0]);
+        for (i = 0; i < nmodes && modes[i].prec != cfg->precision; i++)
+            ;
+        if (i == nmodes)
+            i = 0; /* unreachable: precisions are parsed by name */
+        c->dt = modes[i].dt;
+        c->cdt = modes[i].cdt;
+        c->blas_dt = modes[i].blas_dt;
+        c->math = modes[i].math;
+        c->blas_compute = modes[i].compute;
+        c->bn_mode = modes[i].bn;
+    }
+    if (cfg->precision == DLT_PREC_FP16) { /* cuDNN fuses BN + add + ReLU for half NHWC tensors */
         c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
         c->ops.bn_bwd_relu = _bn_bwd_relu;
-        break;
-    case DLT_PREC_BF16:
-        c->dt = DLT_DT_BF16;
-        c->cdt = CUDNN_DATA_BFLOAT16;
-        c->blas_dt = CUDA_R_16BF;
-        c->math = CUDNN_TENSOR_OP_MATH;
-        c->blas_compute = CUBLAS_COMPUTE_32F;
-        c->bn_mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-        break;
-    case DLT_PREC_TF32:
-        c->dt = DLT_DT_F32;
-        c->cdt = CUDNN_DATA_FLOAT;
-        c->blas_dt = CUDA_R_32F;
-        c->math = CUDNN_DEFAULT_MATH; /* lets cuDNN use TF32 tensor cores */
-        c->blas_compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-        c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
-        break;
-    default:
-        c->dt = DLT_DT_F32;
-        c->cdt = CUDNN_DATA_FLOAT;
-        c->blas_dt = CUDA_R_32F;
-        c->math = CUDNN_FMA_MATH; /* strict fp32: no TF32 */
-        c->blas_compute = CUBLAS_COMPUTE_32F;
-        c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
-        break;
     }
     c->base.act_size = _dt_size(c->dt);
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||

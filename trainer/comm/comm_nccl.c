@@ -8,11 +8,9 @@
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <nccl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "trainer/backend/cuda_backend.h"
@@ -39,26 +37,7 @@ static int _fail(dlt_comm *c, const char *what, const char *why)
 static int _wait(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
-    for (unsigned spin = 0;; spin++) {
-        cudaError_t e = cudaStreamQuery(m->s);
-        ncclResult_t ar = ncclSuccess;
-        if (e == cudaSuccess)
-            return 0;
-        if (e != cudaErrorNotReady)
-            return _fail(c, "stream", cudaGetErrorString(e));
-        if (ncclCommGetAsyncError(m->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
-            /* Aborted (not destroyed, which could wait on the dead peer) when the run ends. */
-            snprintf(c->err, sizeof(c->err), "NCCL failed (a peer lost?): %s (%s)", ncclGetErrorString(ar),
-                     ncclGetLastError(m->nccl));
-            return -EIO;
-        }
-        if (spin < 64) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
-    }
+    return dlt_cuda_stream_wait(m->s, (struct ncclComm *)m->nccl, c->err, sizeof(c->err));
 }
 
 static int _room(dlt_comm *c, size_t bytes)
