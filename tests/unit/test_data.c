@@ -27,8 +27,12 @@
 
 static char g_dir[256];
 
+/* kind: 0 RGB 4:2:0, 1 grayscale, 2 CMYK, 3 progressive 4:2:0; + 16: sharp colour texture
+ * (per-pixel noise: the chroma edges where cropped decoding could differ from a whole decode). */
 static unsigned char *_jpeg(int w, int h, int kind, unsigned long *len)
 {
+    int textured = kind & 16;
+    kind &= 15;
     tjhandle tj = tjInitCompress();
     unsigned char *rgb = malloc((size_t)w * h * 4), *out = NULL;
     int pf = kind == 2 ? TJPF_CMYK : TJPF_RGB, samp = kind == 1 ? TJSAMP_GRAY : kind == 2 ? TJSAMP_444 : TJSAMP_420;
@@ -38,7 +42,9 @@ static unsigned char *_jpeg(int w, int h, int kind, unsigned long *len)
         for (int x = 0; x < w; x++)
             for (int k = 0; k < ps; k++)
                 rgb[((size_t)y * w + x) * ps + k] =
-                    (unsigned char)(k == 3 ? 255 : (x * 200 / w + y * 50 / h + 60 * k) % 256);
+                    (unsigned char)(k == 3 ? 255
+                                    : textured ? (int)(((uint32_t)x * 73856093u ^ (uint32_t)y * 19349663u ^ (uint32_t)k * 83492791u) >> 13) % 256
+                                               : (x * 200 / w + y * 50 / h + 60 * k) % 256);
     assert_int_equal(tjCompress2(tj, rgb, w, w * ps, h, pf, &out, len, samp, 90,
                                  kind == 3 ? TJFLAG_PROGRESSIVE : 0),
                      0);
@@ -125,6 +131,39 @@ static void test_decode_transform(void **state)
         tjFree(j);
     }
     dlt_decoder_destroy(d);
+}
+
+/* Decoding only the crop's region gives the pixels decoding the whole image and cutting gives:
+ * every kind of JPEG (4:2:0, grayscale, CMYK, progressive), many random crops and scales. */
+static void test_region_decode(void **state)
+{
+    dlt_decoder *whole = dlt_decoder_create(), *region = dlt_decoder_create();
+    static uint8_t a[224 * 224 * 3], b[224 * 224 * 3];
+    char err[256];
+    (void)state;
+    assert_non_null(whole);
+    assert_non_null(region);
+    dlt_decoder_decode_whole(whole, 1);
+    for (int kind = 0; kind < 4; kind++) {
+        unsigned long len;
+        unsigned char *j = _jpeg(500, 375, kind | 16, &len);
+        for (int i = 0; i < 40; i++) {
+            dlt_rng r1, r2;
+            int out = i % 2 ? 224 : 64, worst = 0; /* 224: mostly full scale, where chroma is upsampled */
+            dlt_rng_seed(&r1, 77, (uint64_t)i);
+            dlt_rng_seed(&r2, 77, (uint64_t)i);
+            assert_int_equal(dlt_decode_transform(whole, j, len, out, 1, &r1, a, err, sizeof(err)), 0);
+            assert_int_equal(dlt_decode_transform(region, j, len, out, 1, &r2, b, err, sizeof(err)), 0);
+            for (size_t k = 0; k < (size_t)out * out * 3; k++)
+                worst = abs(a[k] - b[k]) > worst ? abs(a[k] - b[k]) : worst;
+            if (worst > 0)
+                fail_msg("kind %d crop %d (out %d): region decode differs from whole decode by %d", kind, i, out,
+                         worst);
+        }
+        tjFree(j);
+    }
+    dlt_decoder_destroy(whole);
+    dlt_decoder_destroy(region);
 }
 
 static void test_damaged_data(void **state)
@@ -340,6 +379,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crop_parameters), cmocka_unit_test(test_decode_transform),
+        cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
         cmocka_unit_test(test_loader),
     };

@@ -5,11 +5,14 @@
 
 #include <errno.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stb/stb_image_resize.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
+
+#include <jpeglib.h>
 
 struct dlt_decoder {
     tjhandle tj;
@@ -19,6 +22,7 @@ struct dlt_decoder {
     int nfactors;
     int last_num, last_denom;
     int poisoned; /* the last call failed inside libjpeg-turbo */
+    int full;     /* decode whole images even for a crop (tests and benchmarks compare) */
 };
 
 void dlt_crop_random_resized(dlt_rng *r, int w, int h, dlt_crop *c)
@@ -65,10 +69,10 @@ void dlt_crop_center(int w, int h, double ratio, dlt_crop *c)
     c->flip = 0;
 }
 
-/* Bilinear shrink of an RGB crop by a factor in [1, 2), fixed point. The DCT scale choice leaves
- * exactly this case (the crop is at least out and less than twice out after scaling), where
- * bilinear needs no prefilter; stb_image_resize's general float path costs ~5x more here. */
-static void _shrink_bilinear(const uint8_t *src, int sw, int sh, int stride, uint8_t *dst, int out)
+/* Bilinear resize of an RGB crop (at least 2x2) to out x out, fixed point, for any growth and for
+ * shrinks below 2x, where bilinear needs no prefilter (the DCT scale choice leaves most crops
+ * there); stb_image_resize's general float path costs ~5x more. */
+static void _resize_bilinear(const uint8_t *src, int sw, int sh, int stride, uint8_t *dst, int out)
 {
     int xi[1024], xf[1024];
     for (int x = 0; x < out; x++) {
@@ -207,6 +211,107 @@ static int _decode_scaled(dlt_decoder *d, const uint8_t *jpeg, size_t len, int w
     return 0;
 }
 
+/* libjpeg errors and warnings end the decode through a jump (warnings too: corrupt data is
+ * refused, as TJFLAG_STOPONWARNING does for the whole-image path). */
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX];
+} _jpeg_err;
+
+static void _jpeg_error_exit(j_common_ptr ci)
+{
+    _jpeg_err *e = (_jpeg_err *)ci->err;
+    (*ci->err->format_message)(ci, e->msg);
+    longjmp(e->jump, 1);
+}
+
+static void _jpeg_emit(j_common_ptr ci, int level)
+{
+    if (level < 0) /* a warning: corrupt or truncated data */
+        _jpeg_error_exit(ci);
+}
+
+static void _jpeg_output(j_common_ptr ci)
+{
+    (void)ci;
+}
+
+/* Decodes at DCT scale num/denom only the rows y0 .. y0+ch-1 and the iMCU columns that cover
+ * x0 .. x0+cw-1 (libjpeg-turbo's jpeg_skip_scanlines and jpeg_crop_scanline: rows above the crop
+ * are entropy-decoded but not transformed, rows below are not read at all). The crop's first
+ * pixel is at d->buf + *rx * 3, rows *stride bytes apart. RGB output (grayscale expanded). */
+static int _decode_region(dlt_decoder *d, const uint8_t *jpeg, size_t len, int num, int denom, int x0, int y0, int cw,
+                          int ch, int *rx, int *stride, char *err, size_t errlen)
+{
+    struct jpeg_decompress_struct ci;
+    _jpeg_err je;
+    volatile int created = 0;
+    JDIMENSION xoff = (JDIMENSION)x0, width = (JDIMENSION)cw;
+    memset(&ci, 0, sizeof(ci));
+    ci.err = jpeg_std_error(&je.pub);
+    je.pub.error_exit = _jpeg_error_exit;
+    je.pub.emit_message = _jpeg_emit;
+    je.pub.output_message = _jpeg_output;
+    je.msg[0] = 0;
+    if (setjmp(je.jump)) {
+        if (created)
+            jpeg_destroy_decompress(&ci);
+        return _fail(err, errlen, "corrupt JPEG data: %s", je.msg);
+    }
+    jpeg_create_decompress(&ci);
+    created = 1;
+    jpeg_mem_src(&ci, jpeg, (unsigned long)len);
+    jpeg_read_header(&ci, TRUE);
+    ci.scale_num = (unsigned)num;
+    ci.scale_denom = (unsigned)denom;
+    ci.out_color_space = JCS_RGB;
+    ci.dct_method = JDCT_IFAST;
+    jpeg_start_decompress(&ci);
+    if ((int)ci.output_width < x0 + cw || (int)ci.output_height < y0 + ch) {
+        jpeg_destroy_decompress(&ci);
+        return _fail(err, errlen, "%s", "crop outside the scaled image");
+    }
+    jpeg_crop_scanline(&ci, &xoff, &width);
+    {
+        size_t need = (size_t)width * 3 * (size_t)ch;
+        if (need > d->cap) {
+            uint8_t *nb = realloc(d->buf, need);
+            if (!nb) {
+                jpeg_destroy_decompress(&ci);
+                return _fail(err, errlen, "%s", "out of memory decoding");
+            }
+            d->buf = nb;
+            d->cap = need;
+        }
+    }
+    if (y0 > 0 && jpeg_skip_scanlines(&ci, (JDIMENSION)y0) != (JDIMENSION)y0) {
+        jpeg_destroy_decompress(&ci);
+        return _fail(err, errlen, "%s", "corrupt JPEG data: cannot skip to the crop");
+    }
+    for (int row = 0; row < ch;) {
+        JSAMPROW p = d->buf + (size_t)row * width * 3;
+        JDIMENSION got = jpeg_read_scanlines(&ci, &p, 1);
+        if (got != 1) {
+            jpeg_destroy_decompress(&ci);
+            return _fail(err, errlen, "%s", "corrupt JPEG data: rows missing");
+        }
+        row++;
+    }
+    jpeg_abort_decompress(&ci); /* the rows below the crop are not needed */
+    jpeg_destroy_decompress(&ci);
+    *rx = x0 - (int)xoff;
+    *stride = (int)width * 3;
+    d->last_num = num;
+    d->last_denom = denom;
+    return 0;
+}
+
+void dlt_decoder_decode_whole(dlt_decoder *d, int on)
+{
+    d->full = on;
+}
+
 int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, char *err,
                    size_t errlen)
 {
@@ -242,12 +347,15 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
             denom = f.denom;
         }
     }
-    if ((rc = _decode_scaled(d, jpeg, len, w, h, cmyk, num, denom, &sw, &sh, err, errlen)) != 0)
-        return rc;
+    {
+        tjscalingfactor f = {num, denom};
+        sw = TJSCALED(w, f);
+        sh = TJSCALED(h, f);
+    }
     {
         /* The crop in scaled pixels, kept inside the decoded image. */
         int x0 = (int)((int64_t)c.x * sw / w), y0 = (int)((int64_t)c.y * sh / h);
-        int cw = (int)((int64_t)c.w * sw / w), ch = (int)((int64_t)c.h * sh / h);
+        int cw = (int)((int64_t)c.w * sw / w), ch = (int)((int64_t)c.h * sh / h), rx, stride;
         if (cw < 1)
             cw = 1;
         if (ch < 1)
@@ -256,14 +364,31 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
             x0 = sw - cw;
         if (y0 + ch > sh)
             y0 = sh - ch;
-        src = d->buf + ((size_t)y0 * sw + (size_t)x0) * 3;
-        /* Shrinking by less than 2x: bilinear. More: a box (area-average) filter, anti-aliased and much
-         * faster than stb's default Mitchell; growing: stb's default (Catmull-Rom). stb's triangle
-         * filter trips an internal assertion on some shrink ratios, so it is not used. */
+        if (cmyk || d->full) {
+            if ((rc = _decode_scaled(d, jpeg, len, w, h, cmyk, num, denom, &sw, &sh, err, errlen)) != 0)
+                return rc;
+            src = d->buf + ((size_t)y0 * sw + (size_t)x0) * 3;
+            stride = sw * 3;
+        } else {
+            /* A margin left and right of the crop: libjpeg's chroma upsampling replicates the
+             * region's edge columns where a whole decode sees their neighbours (rows need none:
+             * skipped rows keep their upsampling context). tests/unit/test_data checks the
+             * result equals a whole decode's, bit for bit. */
+            int m = 16, rx0 = x0 > m ? x0 - m : 0, ry0 = y0;
+            int rx1 = x0 + cw + m < sw ? x0 + cw + m : sw, ry1 = y0 + ch;
+            if ((rc = _decode_region(d, jpeg, len, num, denom, rx0, ry0, rx1 - rx0, ry1 - ry0, &rx, &stride, err,
+                                     errlen)) != 0)
+                return rc;
+            src = d->buf + (size_t)(y0 - ry0) * stride + (size_t)(rx + x0 - rx0) * 3;
+        }
+        /* Growing, or shrinking by less than 2x: bilinear (torchvision's RandomResizedCrop
+         * interpolation; no prefilter is needed below 2x). Shrinking more: a box (area-average)
+         * filter, anti-aliased and much faster than stb's default Mitchell. stb's triangle filter
+         * trips an internal assertion on some shrink ratios, so it is not used. */
         stbir_filter f = (cw >= out && ch >= out) ? STBIR_FILTER_BOX : STBIR_FILTER_DEFAULT;
-        if (cw >= out && ch >= out && cw < 2 * out && ch < 2 * out && cw >= 2 && ch >= 2 && out <= 1024)
-            _shrink_bilinear(src, cw, ch, sw * 3, dst, out);
-        else if (!stbir_resize_uint8_generic(src, cw, ch, sw * 3, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
+        if (cw < 2 * out && ch < 2 * out && cw >= 2 && ch >= 2 && out <= 1024)
+            _resize_bilinear(src, cw, ch, stride, dst, out);
+        else if (!stbir_resize_uint8_generic(src, cw, ch, stride, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
                                         STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, NULL))
             return _fail(err, errlen, "%s", "resize failed");
     }

@@ -2,7 +2,8 @@
  * ImageNet: training takes a RandomResizedCrop (area 8-100%, aspect 3/4-4/3) with a random
  * horizontal flip; evaluation resizes the shorter side to out/0.875 (256 for 224) and takes the
  * centre. The JPEG is decoded with libjpeg-turbo at the smallest DCT scale (1/8..1) that still
- * covers the crop at the output size, which is most of the speed; stb_image_resize does the rest.
+ * covers the crop at the output size, and only the crop's rows and iMCU columns are transformed;
+ * a fixed-point bilinear (or stb_image_resize's box filter beyond 2x) does the rest.
  * Normalisation is left to the device (uint8 is a quarter of the bytes to move). */
 #ifndef DLT_TRANSFORM_H
 #define DLT_TRANSFORM_H
@@ -39,6 +40,10 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
  * the decoder's buffer, valid until its next use. */
 int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, char *err,
                    size_t errlen);
+
+/* on: decode whole images and crop afterwards instead of decoding only the crop's region (tests
+ * and benchmarks compare the two; the region is the default). */
+void dlt_decoder_decode_whole(dlt_decoder *d, int on);
 
 /* Last decode's DCT scale (numerator/denominator), for benchmarks. */
 void dlt_decoder_last_scale(const dlt_decoder *d, int *num, int *denom);
