@@ -23,7 +23,7 @@ sources() {
     topology) echo "plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c" ;;
     sysfs) echo "plugin/topology.c plugin/nccl_topo_xml.c" ;;
     recordio) echo "trainer/data/dataset.c trainer/common/io.c trainer/common/status.c" ;;
-    jpeg) echo "trainer/data/transform.c -lturbojpeg -lstb -lm" ;;
+    jpeg) echo "trainer/data/transform.c -lturbojpeg -ljpeg -lstb -lm" ;;
     *) return 1 ;;
   esac
 }

@@ -262,7 +262,7 @@ static void test_folder_and_recordio(void **state)
         uint32_t magic = 0xced7230au;
         uint8_t payload_hdr[24] = {0};
         float lab = 2.0f;
-        uint8_t file[256];
+        uint8_t file[256] = {0}; /* zero padding between parts, as im2rec writes */
         size_t o = 0;
         const uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[4] = {9, 9, 9, 9}, c[3] = {7, 7, 7};
         memcpy(payload_hdr + 4, &lab, 4);
