@@ -8,6 +8,8 @@ bash contrib/install-deps.sh
 [ -x configure ] || ./autogen.sh
 [ -f Makefile ] || ./configure
 make -j"$(nproc)"
+# The local cluster's stand-in NVML (a test library, not installed; make check builds it too).
+make tests/fake_nvml/libfakenvml.la
 export DLT_CLUSTER_NODES=2
 trap 'bash tests/slurm/cluster.sh down; rm -rf "${ckpt:-}"' EXIT
 bash tests/slurm/cluster.sh up
