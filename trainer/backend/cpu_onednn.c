@@ -1,6 +1,7 @@
 /* cpu_onednn: the ops table on the CPU with oneDNN primitives (created once per shape and
- * reused), OpenMP loops for the elementwise work. With bf16, convolutions read bf16 activations
- * and weights and accumulate in fp32; everything else stays fp32. */
+ * reused), OpenMP loops for the elementwise work (`parallel for simd`: at -O2 GCC would not
+ * vectorise them, and they are a quarter of a training step). With bf16, convolutions read bf16
+ * activations and weights and accumulate in fp32; everything else stays fp32. */
 #include "config.h"
 
 #include <errno.h>
@@ -441,13 +442,13 @@ static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
 {
     (void)be;
     if (add) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) {
             float v = y[i] + add[i];
             y[i] = v > 0.f ? v : 0.f;
         }
     } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++)
             y[i] = y[i] > 0.f ? y[i] : 0.f;
     }
@@ -457,16 +458,18 @@ static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
 static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
 {
     (void)be;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        dz[i] = y[i] > 0.f ? dy[i] : 0.f;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = dy[i]; /* loaded unconditionally: a select, which vectorises */
+        dz[i] = y[i] > 0.f ? g : 0.f;
+    }
     return 0;
 }
 
 static int _accumulate(dlt_backend *be, float *dst, const float *src, size_t n)
 {
     (void)be;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
     return 0;
@@ -499,9 +502,13 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < s->n; n++)
-        for (size_t p = 0; p < hw; p++)
+        for (size_t p = 0; p < hw; p++) {
+            float *o = dx + ((size_t)n * hw + p) * s->c;
+            const float *g = dy + (size_t)n * s->c;
+#pragma omp simd
             for (int c = 0; c < s->c; c++)
-                dx[((size_t)n * hw + p) * s->c + c] = dy[(size_t)n * s->c + c] * inv;
+                o[c] = g[c] * inv;
+        }
     return 0;
 }
 
@@ -572,7 +579,7 @@ static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size
                        float grad_scale)
 {
     (void)be;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float d = g[i] * grad_scale + wd * w[i];
         v[i] = mu * v[i] + d;
