@@ -612,6 +612,14 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             fprintf(stderr, "dltrain: rank %d: gradient all-reduce: %s\n", comm->rank, comm->err);
             goto out;
         }
+        /* Gradient buckets reduced by NCCL on the backend's stream: the host collective below uses
+         * the same communicator from another stream, so it must not start before they end (NCCL
+         * needs one order of operations on every rank). Its result is needed before the update
+         * anyway, so this wait costs no overlap. */
+        if (comm->size > 1 && r.be->ops->grad_comm_ready && r.be->ops->sync(r.be) != 0) {
+            _fail_be(&r, "gradient all-reduce");
+            goto out;
+        }
         /* fp16: the summed gradients are the same on every rank, so every rank finds the same
          * overflow and skips the same step. */
         overflow = 0;
