@@ -64,7 +64,7 @@ typedef struct {
     size_t pin_size;
     cudaEvent_t pin_free;
     int32_t *pin_labels, *d_labels;
-    int labels_cap;
+    size_t labels_size;
     small_results *h_res, *d_res;
     void *fc_w; /* FC weights in the activation type */
     size_t fc_w_cap;
@@ -249,13 +249,13 @@ static int _act_from_float(dlt_backend *be, float *act, const float *host, size_
 {
     cuda_backend *c = _cu(be);
     float *tmp = NULL;
-    int rc;
+    int rc, ke;
     if (c->dt == DLT_DT_F32)
         return _upload(be, act, host, n * sizeof(float));
     CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
     rc = _upload(be, tmp, host, n * sizeof(float));
-    if (rc == 0 && dlt_k_cast_from_f32(tmp, act, c->dt, n, (dlt_stream)c->s) != 0)
-        rc = _cuda_fail(be, "cast kernel", cudaGetLastError(), __FILE__, __LINE__);
+    if (rc == 0 && (ke = dlt_k_cast_from_f32(tmp, act, c->dt, n, (dlt_stream)c->s)) != 0)
+        rc = _cuda_fail(be, "cast kernel", (cudaError_t)ke, __FILE__, __LINE__);
     if (rc == 0)
         rc = _wait(be, c->s);
     cudaFree(tmp);
@@ -266,12 +266,12 @@ static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t 
 {
     cuda_backend *c = _cu(be);
     float *tmp = NULL;
-    int rc = 0;
+    int rc = 0, ke;
     if (c->dt == DLT_DT_F32)
         return _download(be, host, act, n * sizeof(float));
     CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
-    if (dlt_k_cast_to_f32(act, c->dt, tmp, n, (dlt_stream)c->s) != 0)
-        rc = _cuda_fail(be, "cast kernel", cudaGetLastError(), __FILE__, __LINE__);
+    if ((ke = dlt_k_cast_to_f32(act, c->dt, tmp, n, (dlt_stream)c->s)) != 0)
+        rc = _cuda_fail(be, "cast kernel", (cudaError_t)ke, __FILE__, __LINE__);
     if (rc == 0)
         rc = _download(be, host, tmp, n * sizeof(float));
     cudaFree(tmp);
@@ -698,22 +698,30 @@ static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float 
 
 /* ------------------------------------------------------------------ input, loss, optimizer */
 
+/* A pinned host buffer and its device twin of at least `bytes` (grown while nothing uses them). */
+static int _staging(dlt_backend *be, void **pin, void **dev, size_t *size, size_t bytes)
+{
+    if (*size >= bytes)
+        return 0;
+    CUDA_TRY(be, cudaStreamSynchronize(_cu(be)->s));
+    cudaFreeHost(*pin);
+    cudaFree(*dev);
+    *pin = *dev = NULL;
+    *size = 0;
+    CUDA_TRY(be, cudaMallocHost(pin, bytes));
+    CUDA_TRY(be, cudaMalloc(dev, bytes));
+    *size = bytes;
+    return 0;
+}
+
 static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
                             const float inv_std[3])
 {
     cuda_backend *c = _cu(be);
     size_t bytes = pixels * 3;
-    if (c->pin_size < bytes) {
-        CUDA_TRY(be, cudaStreamSynchronize(c->s));
-        cudaFreeHost(c->pin);
-        cudaFree(c->d_u8);
-        c->pin = NULL;
-        c->d_u8 = NULL;
-        c->pin_size = 0;
-        CUDA_TRY(be, cudaMallocHost((void **)&c->pin, bytes));
-        CUDA_TRY(be, cudaMalloc((void **)&c->d_u8, bytes));
-        c->pin_size = bytes;
-    }
+    int rc;
+    if ((rc = _staging(be, (void **)&c->pin, (void **)&c->d_u8, &c->pin_size, bytes)) != 0)
+        return rc;
     /* The previous batch's copy out of the pinned buffer must be done before it is refilled. */
     CUDA_TRY(be, cudaEventSynchronize(c->pin_free));
     memcpy(c->pin, src, bytes);
@@ -743,17 +751,9 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
 {
     cuda_backend *c = _cu(be);
     int rc;
-    if (c->labels_cap < n) {
-        CUDA_TRY(be, cudaStreamSynchronize(c->s));
-        cudaFreeHost(c->pin_labels);
-        cudaFree(c->d_labels);
-        c->pin_labels = NULL;
-        c->d_labels = NULL;
-        c->labels_cap = 0;
-        CUDA_TRY(be, cudaMallocHost((void **)&c->pin_labels, (size_t)n * sizeof(int32_t)));
-        CUDA_TRY(be, cudaMalloc((void **)&c->d_labels, (size_t)n * sizeof(int32_t)));
-        c->labels_cap = n;
-    }
+    if ((rc = _staging(be, (void **)&c->pin_labels, (void **)&c->d_labels, &c->labels_size,
+                       (size_t)n * sizeof(int32_t))) != 0)
+        return rc;
     memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     CUDA_TRY(be, cudaMemcpyAsync(c->d_labels, c->pin_labels, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
     CUDA_TRY(be, cudaMemsetAsync(c->d_res, 0, sizeof(*c->d_res), c->s));
@@ -922,7 +922,7 @@ static int _capture_end(dlt_backend *be)
 static int _replay(dlt_backend *be, const int32_t *labels, int n)
 {
     cuda_backend *c = _cu(be);
-    if (!c->graph_exec || n > c->labels_cap) {
+    if (!c->graph_exec || (size_t)n * sizeof(int32_t) > c->labels_size) {
         snprintf(be->err, sizeof(be->err), "no recorded step to replay");
         return -EINVAL;
     }

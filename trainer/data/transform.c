@@ -176,6 +176,19 @@ static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int 
     return 0;
 }
 
+/* d->buf holds at least need bytes. */
+static int _reserve(dlt_decoder *d, size_t need)
+{
+    if (need > d->cap) {
+        uint8_t *nb = realloc(d->buf, need);
+        if (!nb)
+            return -ENOMEM;
+        d->buf = nb;
+        d->cap = need;
+    }
+    return 0;
+}
+
 /* Decodes at DCT scale num/denom into d->buf as RGB (sw x sh). */
 static int _decode_scaled(dlt_decoder *d, const uint8_t *jpeg, size_t len, int w, int h, int cmyk, int num, int denom,
                           int *sw, int *sh, char *err, size_t errlen)
@@ -185,13 +198,8 @@ static int _decode_scaled(dlt_decoder *d, const uint8_t *jpeg, size_t len, int w
     *sw = TJSCALED(w, f);
     *sh = TJSCALED(h, f);
     need = (size_t)*sw * *sh * (cmyk ? 4 : 3);
-    if (need > d->cap) {
-        uint8_t *nb = realloc(d->buf, need);
-        if (!nb)
-            return _fail(err, errlen, "%s", "out of memory decoding");
-        d->buf = nb;
-        d->cap = need;
-    }
+    if (_reserve(d, need) != 0)
+        return _fail(err, errlen, "%s", "out of memory decoding");
     /* Warnings (truncated data, corrupt segments) are errors: such an image is skipped, not used. */
     if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->buf, *sw, 0, *sh, cmyk ? TJPF_CMYK : TJPF_RGB,
                       TJFLAG_STOPONWARNING | TJFLAG_FASTDCT) != 0) {
@@ -273,17 +281,9 @@ static int _decode_region(dlt_decoder *d, const uint8_t *jpeg, size_t len, int n
         return _fail(err, errlen, "%s", "crop outside the scaled image");
     }
     jpeg_crop_scanline(&ci, &xoff, &width);
-    {
-        size_t need = (size_t)width * 3 * (size_t)ch;
-        if (need > d->cap) {
-            uint8_t *nb = realloc(d->buf, need);
-            if (!nb) {
-                jpeg_destroy_decompress(&ci);
-                return _fail(err, errlen, "%s", "out of memory decoding");
-            }
-            d->buf = nb;
-            d->cap = need;
-        }
+    if (_reserve(d, (size_t)width * 3 * (size_t)ch) != 0) {
+        jpeg_destroy_decompress(&ci);
+        return _fail(err, errlen, "%s", "out of memory decoding");
     }
     if (y0 > 0 && jpeg_skip_scanlines(&ci, (JDIMENSION)y0) != (JDIMENSION)y0) {
         jpeg_destroy_decompress(&ci);

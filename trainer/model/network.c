@@ -288,28 +288,22 @@ int dlt_net_forward(dlt_net *net, int training)
     return rc;
 }
 
-/* Gives the gradient g (len n) to tensor t: written when it is the first, added otherwise. */
-static int _route(dlt_net *net, int t, float **dst)
+/* Where tensor t's gradient goes: its own buffer when this is the first (returns 0), else
+ * `scratch`, for the caller to add in (returns 1). */
+static int _route_via(dlt_net *net, int t, float *scratch, float **dst)
 {
     if (!net->dact_live[t]) {
         net->dact_live[t] = 1;
         *dst = net->dact[t];
         return 0;
     }
-    *dst = net->scratch;
+    *dst = scratch;
     return 1;
 }
 
-/* As _route, with the second scratch buffer (for a gradient produced beside dx). */
-static int _route2(dlt_net *net, int t, float **dst)
+static int _route(dlt_net *net, int t, float **dst)
 {
-    if (!net->dact_live[t]) {
-        net->dact_live[t] = 1;
-        *dst = net->dact[t];
-        return 0;
-    }
-    *dst = net->scratch2;
-    return 1;
+    return _route_via(net, t, net->scratch, dst);
 }
 
 int dlt_net_backward(dlt_net *net)
@@ -354,7 +348,7 @@ int dlt_net_backward(dlt_net *net)
                 float *dz = NULL;
                 int acc_add = 0;
                 if (l->add >= 0)
-                    acc_add = _route2(net, l->add, &dz);
+                    acc_add = _route_via(net, l->add, net->scratch2, &dz); /* beside dx's scratch */
                 acc = _route(net, l->in, &dx);
                 rc = o->bn_bwd_relu(be, l->op, x, y, dy, net->d_params + l->w_off, net->d_params + l->b_off, dx, dz,
                                     net->grads + l->w_off, net->grads + l->b_off);

@@ -93,6 +93,9 @@ typedef struct {
     int graph_warm, graph_ready; /* --cuda-graphs: a plain step ran; a recording exists */
     double graph_scale;          /* the loss scale the recording was made with */
     int failed;                  /* the run ends on an error */
+    /* BN statistics before the step (backend memory) and batch counters, to undo a skipped step */
+    float *stats_backup;
+    int64_t *batches_backup;
     FILE *metrics;
 } _run;
 
@@ -221,6 +224,9 @@ static void _teardown(_run *r)
         fprintf(stderr, "dltrain: %lld bad image(s) were skipped and replaced\n", (long long)dlt_loader_bad_images(r->loader));
     dlt_loader_destroy(r->loader);
     dlt_dataset_close(r->ds);
+    if (r->stats_backup)
+        r->be->ops->release(r->be, r->stats_backup);
+    free(r->batches_backup);
     if (r->net.params)
         dlt_net_destroy(&r->net);
     if (r->be)
@@ -481,17 +487,15 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     double t_start, window_t0, w_data = 0, w_comm = 0, w_total = 0, loss_acc = 0;
     int64_t w_images = 0, w_correct = 0, w_seen = 0;
     int rc = 1, bad_steps = 0;
-    float *stats_backup = NULL;
-    int64_t *batches_backup = NULL;
     dlt_watchdog wd;
     struct sigaction sa;
 
     memset(&wd, 0, sizeof(wd));
     if (_setup(&r, c, comm, c->learnable, c->seed, c->synthetic_size) != 0)
         goto out;
-    stats_backup = r.be->ops->alloc(r.be, (r.net.model.nstats + 1) * sizeof(float));
-    batches_backup = malloc(((size_t)r.net.model.nbn + 1) * sizeof(int64_t));
-    if (!stats_backup || !batches_backup) {
+    r.stats_backup = r.be->ops->alloc(r.be, (r.net.model.nstats + 1) * sizeof(float));
+    r.batches_backup = malloc(((size_t)r.net.model.nbn + 1) * sizeof(int64_t));
+    if (!r.stats_backup || !r.batches_backup) {
         fprintf(stderr, "dltrain: out of memory\n");
         goto out;
     }
@@ -587,7 +591,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         int64_t epoch = step / spe, in_epoch = step % spe;
         double t0 = _now(), t1, t2, t3, lr, flags[3];
         double loss_sum = 0;
-        int top1 = 0, top5 = 0, overflow;
+        int top1 = 0, top5 = 0, overflow, apply;
         dlt_watchdog_phase(&wd, DLT_PHASE_DATA, step);
         _test_stall("data", step, comm->rank);
         if (_load_batch(&r, epoch, in_epoch) != 0) {
@@ -596,11 +600,11 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
         }
         t1 = _now();
         /* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
-        if (r.be->ops->copy(r.be, stats_backup, r.net.d_stats, r.net.model.nstats * sizeof(float)) != 0) {
+        if (r.be->ops->copy(r.be, r.stats_backup, r.net.d_stats, r.net.model.nstats * sizeof(float)) != 0) {
             _fail_be(&r, "statistics backup");
             goto out;
         }
-        memcpy(batches_backup, r.net.bn_batches, (size_t)r.net.model.nbn * sizeof(int64_t));
+        memcpy(r.batches_backup, r.net.bn_batches, (size_t)r.net.model.nbn * sizeof(int64_t));
         dlt_watchdog_phase(&wd, DLT_PHASE_COMPUTE, step);
         _test_stall("compute", step, comm->rank);
         if (_fwd_bwd(&r, &loss_sum, &top1, &top5) != 0)
@@ -654,25 +658,23 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
             if (comm->rank == 0)
                 fprintf(stderr, "dltrain: loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)\n",
                         flags[0], step, bad_steps, c->max_bad_steps);
-            /* Weights and momentum untouched, statistics restored; the step still counts so the data
-             * moves on. */
-            if (r.be->ops->copy(r.be, r.net.d_stats, stats_backup, r.net.model.nstats * sizeof(float)) != 0) {
-                _fail_be(&r, "statistics restore");
-                goto out;
-            }
-            memcpy(r.net.bn_batches, batches_backup, (size_t)r.net.model.nbn * sizeof(int64_t));
-        } else if (!dlt_loss_scaler_update(&r.scaler, overflow)) {
-            /* fp16 overflow: a normal event while the scale settles; no trace left, not a divergence. */
-            bad_steps = 0;
-            if (r.be->ops->copy(r.be, r.net.d_stats, stats_backup, r.net.model.nstats * sizeof(float)) != 0) {
-                _fail_be(&r, "statistics restore");
-                goto out;
-            }
-            memcpy(r.net.bn_batches, batches_backup, (size_t)r.net.model.nbn * sizeof(int64_t));
+            apply = 0;
         } else {
+            /* An fp16 overflow is a normal event while the scale settles, not a divergence. */
             bad_steps = 0;
+            apply = dlt_loss_scaler_update(&r.scaler, overflow);
+        }
+        if (apply) {
             if (_sgd(&r, lr) != 0)
                 goto out;
+        } else {
+            /* Skipped: weights and momentum untouched, statistics restored, no trace left; the step
+             * still counts so the data moves on. */
+            if (r.be->ops->copy(r.be, r.net.d_stats, r.stats_backup, r.net.model.nstats * sizeof(float)) != 0) {
+                _fail_be(&r, "statistics restore");
+                goto out;
+            }
+            memcpy(r.net.bn_batches, r.batches_backup, (size_t)r.net.model.nbn * sizeof(int64_t));
         }
         step++;
         if (step == first_step + 1)
@@ -753,9 +755,6 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
 out:
     dlt_watchdog_stop(&wd);
     r.failed = rc != 0 && rc != DLT_EXIT_PREEMPTED;
-    if (stats_backup && (!r.failed || r.be->host_memory)) /* see _teardown for the GPU case */
-        r.be->ops->release(r.be, stats_backup);
-    free(batches_backup);
     _teardown(&r);
     return rc;
 }
