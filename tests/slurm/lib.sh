@@ -20,13 +20,14 @@ check() {
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 
 # Brings a cluster up for this script (its own dir and ports) and down when the script exits.
-# $1: node count; $2: port offset so scripts run by make -j do not collide.
+# $1: node count; $2: port offset so scripts run by make -j do not collide (DLT_TEST_PORT_BASE moves
+# them all, for two test runs on one machine).
 cluster_up() {
   [[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: an ASan plugin cannot be loaded into slurmstepd (the non-sanitized build runs these)"
   [[ $(id -u) -eq 0 ]] || skip_all "the local Slurm cluster needs root"
   command -v slurmctld >/dev/null 2>&1 || [[ -x /usr/sbin/slurmctld ]] || skip_all "Slurm daemons not installed (contrib/install-deps.sh)"
   export DLT_CLUSTER_NODES=$1
-  export DLT_CLUSTER_PORT=$((17800 + 100 * $2))
+  export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * $2))
   export DLT_CLUSTER_DIR=/tmp/dltrain-test-$(basename "$0" .sh)-$$
   export DLT_PLUGIN=$DLT_BUILDDIR/plugin/.libs/spank_dltrain.so
   trap cluster_down EXIT
