@@ -12,7 +12,8 @@
 
 #include "trainer/backend/backend.h"
 #include "trainer/backend/cuda_backend.h"
-#include "trainer/train/rng.h"
+#include "trainer/common/cuda_check.h"
+#include "trainer/common/rng.h"
 
 typedef struct {
     dlt_backend *cpu, *gpu;

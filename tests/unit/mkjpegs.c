@@ -11,7 +11,7 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 static int _write(const char *path, const unsigned char *buf, unsigned long len)
 {

@@ -23,7 +23,7 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/transform.h"
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 static char g_dir[256];
 

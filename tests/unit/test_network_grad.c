@@ -15,7 +15,7 @@
 
 #include "trainer/data/synthetic.h"
 #include "trainer/model/network.h"
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 static double _loss(dlt_net *net, const int32_t *labels)
 {
@@ -52,7 +52,7 @@ static void _check(const char *arch, float width, const char *last_bn)
     assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 8, img, labels), 0);
     assert_int_equal(be->ops->normalize_input(be, img, dlt_net_input(&net), 8 * 64 * 64, mean, inv), 0);
     (void)_loss(&net, labels);
-    assert_int_equal(dlt_net_backward(&net), 0);
+    assert_int_equal(dlt_net_backward(&net, NULL), 0);
 
     /* The directional derivative over all parameters at once: a ReLU or max-pool kink crossed by
      * one parameter's step spoils a per-entry difference; over the whole vector it is a small part. */

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "trainer/backend/grad_buckets.h"
+#include "trainer/comm/grad_buckets.h"
 #include "trainer/model/network.h"
 #include "trainer/train/loss_scaler.h"
 
@@ -158,10 +158,10 @@ typedef struct {
 
 static hook_state g_hook;
 
-static int _hook_ready(dlt_backend *be, size_t lo)
+static int _hook_ready(void *arg, size_t lo)
 {
     const dlt_net *n = g_hook.net;
-    (void)be;
+    (void)arg;
     g_hook.calls++;
     if (lo >= g_hook.last_lo)
         g_hook.violations++; /* must strictly decrease */
@@ -174,9 +174,9 @@ static int _hook_ready(dlt_backend *be, size_t lo)
     return 0;
 }
 
-static int _hook_finish(dlt_backend *be)
+static int _hook_finish(void *arg)
 {
-    (void)be;
+    (void)arg;
     g_hook.finished++;
     return 0;
 }
@@ -184,7 +184,7 @@ static int _hook_finish(dlt_backend *be)
 static void test_backward_handoff(void **state)
 {
     dlt_backend *be;
-    dlt_backend_ops ops;
+    dlt_grad_listener listen = {_hook_ready, _hook_finish, NULL};
     dlt_net net;
     dlt_model_config cfg = {"resnet18", 18, 0, 0.125f, 32, 10, 2};
     char err[256];
@@ -206,14 +206,10 @@ static void test_backward_handoff(void **state)
     assert_int_equal(be->ops->softmax_xent(be, dlt_net_logits(&net), labels, 2, 10, 0.1f, 1.f, dlt_net_dlogits(&net),
                                            &loss, &t1, &t5),
                      0);
-    assert_int_equal(dlt_net_backward(&net), 0);
+    assert_int_equal(dlt_net_backward(&net, NULL), 0);
     g_hook.final = malloc(net.model.nparams * sizeof(float));
     memcpy(g_hook.final, net.grads, net.model.nparams * sizeof(float));
     /* The same step again with the hook, gradients poisoned first. */
-    ops = *be->ops;
-    ops.grad_comm_ready = _hook_ready;
-    ops.grad_comm_finish = _hook_finish;
-    be->ops = &ops;
     for (size_t i = 0; i < net.model.nparams; i++)
         net.grads[i] = NAN;
     g_hook.net = &net;
@@ -222,7 +218,7 @@ static void test_backward_handoff(void **state)
     assert_int_equal(be->ops->softmax_xent(be, dlt_net_logits(&net), labels, 2, 10, 0.1f, 1.f, dlt_net_dlogits(&net),
                                            &loss, &t1, &t5),
                      0);
-    assert_int_equal(dlt_net_backward(&net), 0);
+    assert_int_equal(dlt_net_backward(&net, &listen), 0);
     if (g_hook.violations)
         fail_msg("%d hand-offs announced gradients that were not final yet (or lo did not decrease)",
                  g_hook.violations);

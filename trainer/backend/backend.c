@@ -9,6 +9,7 @@
 
 #ifdef DLT_HAVE_CUDA_BACKEND
 #include "trainer/backend/cuda_backend.h"
+#include "trainer/common/cuda_check.h"
 #endif
 
 static const char *const g_prec_names[] = {"fp32", "bf16", "fp16", "tf32"};
@@ -35,13 +36,18 @@ int dlt_backend_cuda_available(void)
 #endif
 }
 
+int dlt_backend_is_gpu(const dlt_backend_config *cfg)
+{
+    const char *kind = cfg->kind ? cfg->kind : "auto";
+    return !strcmp(kind, "cuda") || (!strcmp(kind, "auto") && dlt_backend_cuda_available());
+}
+
 void dlt_backend_config_defaults(dlt_backend_config *c)
 {
     memset(c, 0, sizeof(*c));
     c->kind = "auto";
     c->precision = DLT_PREC_FP32;
     c->device = -1;
-    c->bucket_mib = 25;
 }
 
 int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)

@@ -99,10 +99,6 @@ typedef struct {
     int (*avgpool_fwd)(dlt_backend *be, const dlt_act_shape *s, const float *x, float *y);
     int (*avgpool_bwd)(dlt_backend *be, const dlt_act_shape *s, const float *dy, float *dx);
 
-    /* Row-major C[m,n] = alpha * op(A) op(B) + beta * C. */
-    int (*gemm)(dlt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                const float *b, int ldb, float beta, float *c, int ldc);
-
     /* Fully connected layer over activations x[n,c] -> y[n,k] with float weights w[k,c] and bias b[k];
      * backward writes dx (activations), dw and db (float, overwritten). */
     int (*fc_fwd)(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k);
@@ -126,31 +122,37 @@ typedef struct {
     int (*sgd_update)(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
                       float grad_scale);
 
-    /* Optional (NULL when the backend leaves gradient reduction to the host communicator):
-     * backward reports that every gradient at flat offsets >= lo is final, so the buckets lying
-     * there may be reduced while backward goes on; grad_comm_finish queues the rest and orders
-     * the next use of the gradients after every reduction. */
-    int (*grad_comm_ready)(dlt_backend *be, size_t lo);
-    int (*grad_comm_finish)(dlt_backend *be);
+} dlt_backend_ops;
 
-    /* Optional (CUDA graphs): between capture_begin and capture_end the ops are recorded, not
-     * run; softmax_xent then reports nothing (loss_results does, after a replay). replay stages
-     * the step's labels (host memory) and runs the recorded work once; loss_results waits for it
-     * and returns what softmax_xent would have. graph_reset drops the recording. */
+/* CUDA graphs, where the backend has them: between capture_begin and capture_end the ops are
+ * recorded, not run; softmax_xent then reports nothing (loss_results does, after a replay).
+ * replay stages the step's labels (host memory) and runs the recorded work once; loss_results
+ * waits for it and returns what softmax_xent would have. */
+typedef struct {
     int (*capture_begin)(dlt_backend *be);
     int (*capture_end)(dlt_backend *be);
     int (*replay)(dlt_backend *be, const int32_t *labels, int n);
     int (*loss_results)(dlt_backend *be, double *loss_sum, int *top1, int *top5);
-    void (*graph_reset)(dlt_backend *be);
-} dlt_backend_ops;
+} dlt_graph_ops;
+
+/* While the backend waits for its device it asks this, between polls, whether a peer failed
+ * (the comm layer installs NCCL's asynchronous error check); nonzero ends the wait with err. */
+typedef int (*dlt_peer_check)(void *arg, char *err, size_t errlen);
 
 struct dlt_backend {
     const dlt_backend_ops *ops;
+    const dlt_graph_ops *graphs; /* NULL: no CUDA graphs */
     dlt_precision precision;
     size_t act_size;  /* bytes per activation element */
     int host_memory;  /* backend memory is host memory: no copies between the two */
     int threads;
-    char err[512];
+    void *stream;     /* CUDA: the cudaStream_t every op is queued on; NULL on the CPU */
+    dlt_peer_check peer_check;
+    void *peer_check_arg;
+    /* The error sink: the buffer given to dlt_backend_create, which receives every op's error
+     * for the backend's life (one error channel from the ops up to the command). */
+    char *err;
+    size_t errlen;
 };
 
 /* Output size of a convolution/pooling window. */
@@ -163,17 +165,22 @@ typedef struct {
     const char *kind;        /* "auto" (CUDA when built in and a GPU is visible, else CPU), "cpu", "cuda" */
     dlt_precision precision;
     int device;              /* CUDA: GPU index among the visible ones; -1: the first */
-    double bucket_mib;       /* CUDA: gradient all-reduce bucket size */
-    int reduce_lowp;         /* CUDA fp16/bf16: all-reduce gradients in that type instead of fp32 */
     int deterministic;       /* CUDA: only algorithms that give the same bits every run */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);
+/* err receives this call's error and, for the backend's life, every op's (it must outlive the
+ * backend). */
 int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
+/* 1 when dlt_backend_create would make a GPU backend of cfg. */
+int dlt_backend_is_gpu(const dlt_backend_config *cfg);
 /* 1 when this build has the CUDA backend and the CUDA runtime sees a GPU. */
 int dlt_backend_cuda_available(void);
 
 int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, size_t errlen);
+/* Row-major C[m,n] = alpha * op(A) op(B) + beta * C on host floats (the CPU backend's FC layer). */
+int dlt_backend_cpu_gemm(dlt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
 /* 1 when this CPU has native bf16 (oneDNN's avx512_core_bf16 or newer). */
 int dlt_backend_cpu_has_bf16(void);
 

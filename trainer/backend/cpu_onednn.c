@@ -19,15 +19,12 @@ typedef struct {
     dnnl_stream_t stream;
 } cpu_backend;
 
-typedef enum { OP_CONV, OP_BN, OP_POOL } op_kind;
-
 /* A oneDNN memory object bound to caller buffers at execution time. */
 typedef struct {
     dnnl_memory_t mem;
 } bound_mem;
 
 struct dlt_op {
-    op_kind kind;
     /* conv */
     dlt_conv_shape cs;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
@@ -55,7 +52,7 @@ struct dlt_op {
     do {                                                                                                      \
         dnnl_status_t s_ = (call);                                                                            \
         if (s_ != dnnl_success) {                                                                             \
-            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,         \
+            snprintf((be)->err, (be)->errlen, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,         \
                      _dnnl_status_str(s_));                                                                   \
             return -EIO;                                                                                      \
         }                                                                                                     \
@@ -136,7 +133,6 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     int rc;
     if (!op)
         return -ENOMEM;
-    op->kind = OP_CONV;
     op->cs = *s;
     if ((rc = _md(be, &x_f32, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) || (rc = _md(be, &x_lp, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
         (rc = _md(be, &y_md, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
@@ -296,7 +292,6 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     int rc;
     if (!op)
         return -ENOMEM;
-    op->kind = OP_BN;
     op->as = *s;
     if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)))
         goto fail;
@@ -391,7 +386,6 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     int rc;
     if (!op)
         return -ENOMEM;
-    op->kind = OP_POOL;
     if ((rc = _md(be, &x_md, in->n, in->c, in->h, in->w, dnnl_f32, dnnl_nhwc)) ||
         (rc = _md(be, &y_md, in->n, in->c, oh, ow, dnnl_f32, dnnl_nhwc)))
         goto fail;
@@ -512,8 +506,8 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
     return 0;
 }
 
-static int _gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *c, int ldc)
+int dlt_backend_cpu_gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc)
 {
     DNNL_TRY(be, dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
     return 0;
@@ -542,7 +536,7 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
         int y = labels[i], rank = 0;
         double mx = z[0], sum = 0, logsum, loss, mean_logp = 0;
         if (y < 0 || y >= k) {
-            snprintf(be->err, sizeof(be->err), "label %d outside 0..%d", y, k - 1);
+            snprintf(be->err, be->errlen, "label %d outside 0..%d", y, k - 1);
             return -EINVAL;
         }
         for (int j = 1; j < k; j++)
@@ -593,21 +587,21 @@ static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float 
     /* y[n,k] = x[n,c] W[k,c]^T + b */
     for (int i = 0; i < n; i++)
         memcpy(y + (size_t)i * k, b, (size_t)k * sizeof(float));
-    return _gemm(be, 0, 1, n, k, c, 1.f, x, c, w, c, 1.f, y, k);
+    return dlt_backend_cpu_gemm(be, 0, 1, n, k, c, 1.f, x, c, w, c, 1.f, y, k);
 }
 
 static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
                    int n, int c, int k)
 {
     /* dW[k,c] = dy^T x; db = sum_n dy; dx[n,c] = dy W */
-    int rc = _gemm(be, 1, 0, k, c, n, 1.f, dy, k, x, c, 0.f, dw, c);
+    int rc = dlt_backend_cpu_gemm(be, 1, 0, k, c, n, 1.f, dy, k, x, c, 0.f, dw, c);
     for (int j = 0; j < k; j++) {
         float s = 0.f;
         for (int i = 0; i < n; i++)
             s += dy[(size_t)i * k + j];
         db[j] = s;
     }
-    return rc ? rc : _gemm(be, 0, 0, n, c, k, 1.f, dy, k, w, c, 0.f, dx, c);
+    return rc ? rc : dlt_backend_cpu_gemm(be, 0, 0, n, c, k, 1.f, dy, k, w, c, 0.f, dx, c);
 }
 
 static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *bm, const float *bv, int c,
@@ -758,7 +752,6 @@ static const dlt_backend_ops g_cpu_ops = {
     .accumulate = _accumulate,
     .avgpool_fwd = _avgpool_fwd,
     .avgpool_bwd = _avgpool_bwd,
-    .gemm = _gemm,
     .normalize_input = _normalize_input,
     .softmax_xent = _softmax_xent,
     .sgd_update = _sgd_update,
@@ -783,6 +776,8 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, siz
     c->base.precision = prec;
     c->base.act_size = sizeof(float);
     c->base.host_memory = 1;
+    c->base.err = err;
+    c->base.errlen = errlen;
     if (prec == DLT_PREC_FP16 || prec == DLT_PREC_TF32) {
         snprintf(err, errlen, "--precision %s needs the CUDA backend (the CPU backend has fp32 and bf16)",
                  dlt_precision_name(prec));

@@ -3,9 +3,9 @@
  * algorithms found once per shape (cached across layers of the same shape) and one shared
  * workspace; cuDNN batch norm (fused with the residual add and ReLU in fp16); cuDNN max pooling;
  * cuBLAS for the FC layer; kernels of ours for the rest (cuda_kernels.cu). Everything runs on one
- * compute stream; gradient buckets are reduced with NCCL on a second stream as backward produces
- * them. Host waits poll the stream and NCCL's asynchronous error state, so a lost peer ends the
- * step with an error instead of a hang. */
+ * compute stream (be->stream), which the comm layer's gradient reducer orders its NCCL stream
+ * against. Host waits poll the stream and the peer check the comm layer installs, so a lost peer
+ * ends the step with an error instead of a hang. */
 #include "config.h"
 
 #include "trainer/backend/cuda_backend.h"
@@ -14,15 +14,13 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <errno.h>
-#include <nccl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "trainer/backend/cuda_kernels.h"
-#include "trainer/backend/grad_buckets.h"
+#include "trainer/common/cuda_check.h"
+#include "trainer/common/tunables.h"
 
 /* One convolution geometry's chosen algorithms (many ResNet layers share a geometry). */
 typedef struct algo_entry {
@@ -44,7 +42,7 @@ typedef struct {
 
 typedef struct {
     dlt_backend base;
-    dlt_backend_ops ops; /* a copy: optional entries depend on precision and NCCL */
+    dlt_backend_ops ops; /* a copy: optional entries depend on precision */
     dlt_backend_config cfg;
     int device, cc_major;
     dlt_dt dt;
@@ -53,7 +51,7 @@ typedef struct {
     cublasComputeType_t blas_compute;
     cudnnMathType_t math;
     cudnnBatchNormMode_t bn_mode;
-    cudaStream_t s, cs; /* compute, communication */
+    cudaStream_t s; /* every op runs on it */
     cudnnHandle_t dnn;
     cublasHandle_t blas;
     void *ws;
@@ -68,13 +66,6 @@ typedef struct {
     small_results *h_res, *d_res;
     void *fc_w; /* FC weights in the activation type */
     size_t fc_w_cap;
-    /* NCCL gradient reduction */
-    ncclComm_t nccl;
-    float *grads;
-    size_t ngrads;
-    void *lowp_grads;
-    dlt_grad_buckets bk;
-    cudaEvent_t *bucket_ready, comm_done;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */
     int capturing;
     cudaGraph_t graph;
@@ -83,10 +74,7 @@ typedef struct {
     int loss_k;    /* classes of the captured loss, for its label check */
 } cuda_backend;
 
-typedef enum { OP_CONV, OP_BN, OP_POOL } op_kind;
-
 struct dlt_op {
-    op_kind kind;
     /* conv */
     dlt_conv_shape cs;
     cudnnTensorDescriptor_t xd, yd;
@@ -112,51 +100,12 @@ static cuda_backend *_cu(dlt_backend *be)
     return (cuda_backend *)be;
 }
 
-static int _cuda_fail(dlt_backend *be, const char *what, cudaError_t e, const char *file, int line)
-{
-    snprintf(be->err, sizeof(be->err), "%s:%d: %s: %s", file, line, what, cudaGetErrorString(e));
-    return -EIO;
-}
-
-#define CUDA_TRY(be, call)                                                                                    \
-    do {                                                                                                      \
-        cudaError_t e_ = (call);                                                                              \
-        if (e_ != cudaSuccess)                                                                                \
-            return _cuda_fail((be), #call, e_, __FILE__, __LINE__);                                           \
-    } while (0)
-
+/* The library checks of cuda_check.h, reporting into the backend's error sink. */
+#define CUDA_TRY(be, call) DLT_CUDA_TRY((be)->err, (be)->errlen, call)
 /* Our kernel launchers return a cudaError_t as int. */
 #define KERNEL_TRY(be, call) CUDA_TRY(be, (cudaError_t)(call))
-
-#define DNN_TRY(be, call)                                                                                     \
-    do {                                                                                                      \
-        cudnnStatus_t s_ = (call);                                                                            \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                     \
-            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s: %s", __FILE__, __LINE__, #call,                \
-                     cudnnGetErrorString(s_));                                                                \
-            return -EIO;                                                                                      \
-        }                                                                                                     \
-    } while (0)
-
-#define BLAS_TRY(be, call)                                                                                    \
-    do {                                                                                                      \
-        cublasStatus_t s_ = (call);                                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
-            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s: %s", __FILE__, __LINE__, #call,                \
-                     cublasGetStatusString(s_));                                                              \
-            return -EIO;                                                                                      \
-        }                                                                                                     \
-    } while (0)
-
-#define NCCL_TRY(be, call)                                                                                    \
-    do {                                                                                                      \
-        ncclResult_t r_ = (call);                                                                             \
-        if (r_ != ncclSuccess) {                                                                              \
-            snprintf((be)->err, sizeof((be)->err), "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,           \
-                     ncclGetErrorString(r_), ncclGetLastError(_cu(be)->nccl));                                \
-            return -EIO;                                                                                      \
-        }                                                                                                     \
-    } while (0)
+#define DNN_TRY(be, call) DLT_CUDNN_TRY((be)->err, (be)->errlen, call)
+#define BLAS_TRY(be, call) DLT_CUBLAS_TRY((be)->err, (be)->errlen, call)
 
 static const float g_one = 1.f, g_zero = 0.f;
 
@@ -165,37 +114,9 @@ static size_t _dt_size(dlt_dt dt)
     return dt == DLT_DT_F32 ? 4 : 2;
 }
 
-int dlt_cuda_stream_wait(void *stream, struct ncclComm *nccl, char *err, size_t errlen)
-{
-    cudaStream_t st = (cudaStream_t)stream;
-    for (unsigned spin = 0;; spin++) {
-        cudaError_t e = cudaStreamQuery(st);
-        ncclResult_t ar = ncclSuccess;
-        if (e == cudaSuccess)
-            return 0;
-        if (e != cudaErrorNotReady) {
-            snprintf(err, errlen, "waiting for the GPU: %s", cudaGetErrorString(e));
-            return -EIO;
-        }
-        /* The communicator belongs to the comm layer, which aborts it as the run ends. */
-        if (nccl && ncclCommGetAsyncError((ncclComm_t)nccl, &ar) == ncclSuccess && ar != ncclSuccess &&
-            ar != ncclInProgress) {
-            snprintf(err, errlen, "NCCL failed while the GPU worked (a peer lost?): %s (%s)", ncclGetErrorString(ar),
-                     ncclGetLastError((ncclComm_t)nccl));
-            return -EIO;
-        }
-        if (spin < 64) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
 static int _wait(dlt_backend *be, cudaStream_t st)
 {
-    return dlt_cuda_stream_wait(st, (struct ncclComm *)_cu(be)->nccl, be->err, sizeof(be->err));
+    return dlt_cuda_stream_wait(st, be->peer_check, be->peer_check_arg, be->err, be->errlen);
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -241,8 +162,7 @@ static int _copy(dlt_backend *be, void *dst, const void *src, size_t bytes)
 
 static int _sync(dlt_backend *be)
 {
-    int rc = _wait(be, _cu(be)->s);
-    return rc ? rc : _wait(be, _cu(be)->cs);
+    return _wait(be, _cu(be)->s);
 }
 
 static int _act_from_float(dlt_backend *be, float *act, const float *host, size_t n)
@@ -255,7 +175,7 @@ static int _act_from_float(dlt_backend *be, float *act, const float *host, size_
     CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
     rc = _upload(be, tmp, host, n * sizeof(float));
     if (rc == 0 && (ke = dlt_k_cast_from_f32(tmp, act, c->dt, n, (dlt_stream)c->s)) != 0)
-        rc = _cuda_fail(be, "cast kernel", (cudaError_t)ke, __FILE__, __LINE__);
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
     if (rc == 0)
         rc = _wait(be, c->s);
     cudaFree(tmp);
@@ -271,7 +191,7 @@ static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t 
         return _download(be, host, act, n * sizeof(float));
     CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
     if ((ke = dlt_k_cast_to_f32(act, c->dt, tmp, n, (dlt_stream)c->s)) != 0)
-        rc = _cuda_fail(be, "cast kernel", (cudaError_t)ke, __FILE__, __LINE__);
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
     if (rc == 0)
         rc = _download(be, host, tmp, n * sizeof(float));
     cudaFree(tmp);
@@ -314,7 +234,7 @@ static int _nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int
                 found_ = 1;                                                                                   \
             }                                                                                                 \
         if (!found_) {                                                                                        \
-            snprintf(be->err, sizeof(be->err), "cuDNN found no %s%s algorithm for this convolution within "   \
+            snprintf(be->err, be->errlen, "cuDNN found no %s%s algorithm for this convolution within "   \
                      "%zu MiB of workspace", c->cfg.deterministic ? "deterministic " : "", #out,              \
                      (size_t)(limit) >> 20);                                                                  \
             return -ENOTSUP;                                                                                  \
@@ -337,7 +257,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
         }
     e = calloc(1, sizeof(*e));
     if (!e) {
-        snprintf(be->err, sizeof(be->err), "out of memory");
+        snprintf(be->err, be->errlen, "out of memory");
         return -ENOMEM;
     }
     e->s = op->cs;
@@ -374,10 +294,9 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     size_t wn = (size_t)s->k * s->c * s->r * s->s;
     *out = op;
     if (!op) {
-        snprintf(be->err, sizeof(be->err), "out of memory");
+        snprintf(be->err, be->errlen, "out of memory");
         return -ENOMEM;
     }
-    op->kind = OP_CONV;
     op->cs = *s;
     if ((rc = _nhwc(be, &op->xd, s->n, s->c, s->h, s->w)) != 0 || (rc = _nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
         return rc;
@@ -389,7 +308,7 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     DNN_TRY(be, cudnnSetConvolutionMathType(op->conv, c->math));
     DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
     if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
-        snprintf(be->err, sizeof(be->err), "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
+        snprintf(be->err, be->errlen, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
                  s->n, s->k, s->oh, s->ow);
         return -EINVAL;
     }
@@ -417,7 +336,7 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
 {
     cuda_backend *c = _cu(be);
     if (!op->algo->bwd_data_ok) {
-        snprintf(be->err, sizeof(be->err), "cuDNN has no backward-data algorithm for this convolution (%d->%d "
+        snprintf(be->err, be->errlen, "cuDNN has no backward-data algorithm for this convolution (%d->%d "
                  "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
         return -ENOTSUP;
     }
@@ -445,10 +364,9 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     int rc;
     *out = op;
     if (!op) {
-        snprintf(be->err, sizeof(be->err), "out of memory");
+        snprintf(be->err, be->errlen, "out of memory");
         return -ENOMEM;
     }
-    op->kind = OP_BN;
     op->as = *s;
     op->eps = eps < CUDNN_BN_MIN_EPSILON ? (float)CUDNN_BN_MIN_EPSILON : eps;
     if ((rc = _nhwc(be, &op->xd, s->n, s->c, s->h, s->w)) != 0)
@@ -567,10 +485,9 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     int rc;
     *out = op;
     if (!op) {
-        snprintf(be->err, sizeof(be->err), "out of memory");
+        snprintf(be->err, be->errlen, "out of memory");
         return -ENOMEM;
     }
-    op->kind = OP_POOL;
     op->as = *in;
     if ((rc = _nhwc(be, &op->xd, in->n, in->c, in->h, in->w)) != 0 ||
         (rc = _nhwc(be, &op->yd, in->n, in->c, dlt_out_size(in->h, k, stride, pad), dlt_out_size(in->w, k, stride, pad))))
@@ -592,7 +509,7 @@ static int _maxpool_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 {
     if (!op->px) {
-        snprintf(be->err, sizeof(be->err), "max-pool backward before any forward");
+        snprintf(be->err, be->errlen, "max-pool backward before any forward");
         return -EINVAL;
     }
     DNN_TRY(be, cudnnPoolingBackward(_cu(be)->dnn, op->pool, &g_one, op->yd, op->py, op->yd, dy, op->xd, op->px, &g_zero,
@@ -631,18 +548,6 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
 }
 
 /* ------------------------------------------------------------------ cuBLAS */
-
-/* Row-major C = alpha op(A) op(B) + beta C over float buffers (column-major: C^T = op(B)^T op(A)^T). */
-static int _gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *cm, int ldc)
-{
-    cuda_backend *c = _cu(be);
-    BLAS_TRY(be, cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-                              CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, cm, CUDA_R_32F, ldc,
-                              c->cfg.precision == DLT_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
-    return 0;
-}
 
 /* The FC weights in the activation type (a cast copy when that is not float). */
 static int _fc_weights(dlt_backend *be, const float *w, size_t n, const void **out)
@@ -735,7 +640,7 @@ static int _read_results(dlt_backend *be, double *loss_sum, int *top1, int *top5
 {
     cuda_backend *c = _cu(be);
     if (c->h_res->hits[2]) {
-        snprintf(be->err, sizeof(be->err), "a label is outside 0..%d", c->loss_k - 1);
+        snprintf(be->err, be->errlen, "a label is outside 0..%d", c->loss_k - 1);
         return -EINVAL;
     }
     *loss_sum = c->h_res->loss;
@@ -800,89 +705,6 @@ static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size
     return 0;
 }
 
-/* ------------------------------------------------------------------ NCCL buckets */
-
-static int _launch_bucket(dlt_backend *be, int i)
-{
-    cuda_backend *c = _cu(be);
-    const dlt_grad_bucket *b = &c->bk.b[i];
-    size_t count = b->hi - b->lo;
-    float *g = c->grads + b->lo;
-    /* The bucket's gradients were written on the compute stream: the reduction waits for them. */
-    CUDA_TRY(be, cudaEventRecord(c->bucket_ready[i], c->s));
-    CUDA_TRY(be, cudaStreamWaitEvent(c->cs, c->bucket_ready[i], 0));
-    if (c->lowp_grads) {
-        void *lp = (char *)c->lowp_grads + b->lo * 2;
-        KERNEL_TRY(be, dlt_k_cast_from_f32(g, lp, c->dt, count, (dlt_stream)c->cs));
-        NCCL_TRY(be, ncclAllReduce(lp, lp, count, c->dt == DLT_DT_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum, c->nccl,
-                                   c->cs));
-        KERNEL_TRY(be, dlt_k_cast_to_f32(lp, c->dt, g, count, (dlt_stream)c->cs));
-    } else {
-        NCCL_TRY(be, ncclAllReduce(g, g, count, ncclFloat32, ncclSum, c->nccl, c->cs));
-    }
-    return 0;
-}
-
-static int _grad_comm_ready(dlt_backend *be, size_t lo)
-{
-    cuda_backend *c = _cu(be);
-    int first = c->bk.launched, k = dlt_grad_buckets_take(&c->bk, lo), rc;
-    for (int i = first; i < first + k; i++)
-        if ((rc = _launch_bucket(be, i)) != 0)
-            return rc;
-    return 0;
-}
-
-static int _grad_comm_finish(dlt_backend *be)
-{
-    cuda_backend *c = _cu(be);
-    int rc = _grad_comm_ready(be, 0);
-    dlt_grad_buckets_reset(&c->bk);
-    if (rc)
-        return rc;
-    /* The optimizer (compute stream) reads the gradients only after every reduction. */
-    CUDA_TRY(be, cudaEventRecord(c->comm_done, c->cs));
-    CUDA_TRY(be, cudaStreamWaitEvent(c->s, c->comm_done, 0));
-    return 0;
-}
-
-int dlt_backend_cuda_attach_nccl(dlt_backend *be, struct ncclComm *comm, float *grads, size_t n, char *err,
-                                 size_t errlen)
-{
-    cuda_backend *c = _cu(be);
-    size_t cap = (size_t)(c->cfg.bucket_mib * 1048576.0 / sizeof(float));
-    int rc = dlt_grad_buckets_plan(&c->bk, n, cap ? cap : 1, 64);
-    if (rc) {
-        snprintf(err, errlen, "gradient buckets: %s", strerror(-rc));
-        return rc;
-    }
-    c->bucket_ready = calloc((size_t)c->bk.n, sizeof(cudaEvent_t));
-    if (!c->bucket_ready) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    for (int i = 0; i < c->bk.n; i++)
-        if (cudaEventCreateWithFlags(&c->bucket_ready[i], cudaEventDisableTiming) != cudaSuccess) {
-            snprintf(err, errlen, "cannot create CUDA events for %d gradient buckets", c->bk.n);
-            return -EIO;
-        }
-    if (cudaEventCreateWithFlags(&c->comm_done, cudaEventDisableTiming) != cudaSuccess) {
-        snprintf(err, errlen, "cannot create a CUDA event");
-        return -EIO;
-    }
-    if (c->cfg.reduce_lowp && c->dt != DLT_DT_F32 && cudaMalloc(&c->lowp_grads, n * 2) != cudaSuccess) {
-        snprintf(err, errlen, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
-                 dlt_precision_name(c->cfg.precision));
-        return -ENOMEM;
-    }
-    c->nccl = (ncclComm_t)comm;
-    c->grads = grads;
-    c->ngrads = n;
-    c->ops.grad_comm_ready = _grad_comm_ready;
-    c->ops.grad_comm_finish = _grad_comm_finish;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ CUDA graphs */
 
 static void _graph_reset(dlt_backend *be)
@@ -913,7 +735,8 @@ static int _capture_end(dlt_backend *be)
     c->capturing = 0;
     if (e != cudaSuccess) {
         c->graph = NULL;
-        return _cuda_fail(be, "recording the step as a CUDA graph (run without --cuda-graphs)", e, __FILE__, __LINE__);
+        return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "recording the step as a CUDA graph (run without --cuda-graphs)",
+                             cudaGetErrorString(e));
     }
     CUDA_TRY(be, cudaGraphInstantiate(&c->graph_exec, c->graph, 0));
     return 0;
@@ -923,7 +746,7 @@ static int _replay(dlt_backend *be, const int32_t *labels, int n)
 {
     cuda_backend *c = _cu(be);
     if (!c->graph_exec || (size_t)n * sizeof(int32_t) > c->labels_size) {
-        snprintf(be->err, sizeof(be->err), "no recorded step to replay");
+        snprintf(be->err, be->errlen, "no recorded step to replay");
         return -EINVAL;
     }
     /* The recording copies the labels from this pinned buffer: wait until the previous replay
@@ -969,25 +792,15 @@ static void _destroy(dlt_backend *be)
         return;
     if (c->s)
         cudaStreamSynchronize(c->s);
-    if (c->cs)
-        cudaStreamSynchronize(c->cs);
     while (c->algos) {
         algo_entry *n = c->algos->next;
         free(c->algos);
         c->algos = n;
     }
-    for (int i = 0; c->bucket_ready && i < c->bk.n; i++)
-        if (c->bucket_ready[i])
-            cudaEventDestroy(c->bucket_ready[i]);
-    free(c->bucket_ready);
-    dlt_grad_buckets_free(&c->bk);
     _graph_reset(&c->base);
     cudaFree(c->blas_ws);
-    if (c->comm_done)
-        cudaEventDestroy(c->comm_done);
     if (c->pin_free)
         cudaEventDestroy(c->pin_free);
-    cudaFree(c->lowp_grads);
     cudaFree(c->ws);
     cudaFree(c->d_u8);
     cudaFree(c->d_labels);
@@ -1002,9 +815,7 @@ static void _destroy(dlt_backend *be)
         cublasDestroy(c->blas);
     if (c->s)
         cudaStreamDestroy(c->s);
-    if (c->cs)
-        cudaStreamDestroy(c->cs);
-    free(c); /* the NCCL communicator belongs to the comm layer */
+    free(c);
 }
 
 static const dlt_backend_ops g_cuda_ops = {
@@ -1037,51 +848,20 @@ static const dlt_backend_ops g_cuda_ops = {
     .accumulate = _accumulate,
     .avgpool_fwd = _avgpool_fwd,
     .avgpool_bwd = _avgpool_bwd,
-    .gemm = _gemm,
     .fc_fwd = _fc_fwd,
     .fc_bwd = _fc_bwd,
     .normalize_input = _normalize_input,
     .softmax_xent = _softmax_xent,
     .all_finite = _all_finite,
     .sgd_update = _sgd_update,
+};
+
+static const dlt_graph_ops g_cuda_graph_ops = {
     .capture_begin = _capture_begin,
     .capture_end = _capture_end,
     .replay = _replay,
     .loss_results = _loss_results,
-    .graph_reset = _graph_reset,
 };
-
-int dlt_cuda_device_count(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky "no device" status */
-        return 0;
-    }
-    return n;
-}
-
-int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
-{
-    int n = dlt_cuda_device_count(), d = requested < 0 ? 0 : requested;
-    cudaError_t e;
-    if (n == 0) {
-        snprintf(err, errlen, "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
-                 "them): run with --backend cpu or on a GPU node (srun --gpus-per-node=N)",
-                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
-        return -ENODEV;
-    }
-    if (d >= n) {
-        snprintf(err, errlen, "--device %d: this task sees %d GPU(s) (0..%d)", d, n, n - 1);
-        return -ENODEV;
-    }
-    if ((e = cudaSetDevice(d)) != cudaSuccess) {
-        snprintf(err, errlen, "cudaSetDevice(%d): %s", d, cudaGetErrorString(e));
-        return -EIO;
-    }
-    *device = d;
-    return 0;
-}
 
 int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
 {
@@ -1110,11 +890,14 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->ops = g_cuda_ops;
     c->base.ops = &c->ops;
     c->base.precision = cfg->precision;
+    c->base.graphs = &g_cuda_graph_ops;
     c->base.host_memory = 0;
+    c->base.err = err;
+    c->base.errlen = errlen;
     c->cfg = *cfg;
     c->device = dev;
     c->cc_major = prop.major;
-    c->ws_limit = (size_t)1 << 30;
+    c->ws_limit = DLT_CUDNN_WORKSPACE_CAP;
     {
         /* Storage type, cuDNN/cuBLAS types, math mode and BN mode of each precision. fp32 is strict
          * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. */
@@ -1154,7 +937,6 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     }
     c->base.act_size = _dt_size(c->dt);
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&c->pin_free, cudaEventDisableTiming) != cudaSuccess ||
         cudaMalloc((void **)&c->d_res, sizeof(*c->d_res)) != cudaSuccess ||
         cudaMallocHost((void **)&c->h_res, sizeof(*c->h_res)) != cudaSuccess) {
@@ -1169,17 +951,18 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         _destroy(&c->base);
         return -EIO;
     }
-    if (cudaMalloc(&c->blas_ws, (size_t)32 << 20) != cudaSuccess) {
+    if (cudaMalloc(&c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES) != cudaSuccess) {
         snprintf(err, errlen, "CUDA device %d: out of memory for the cuBLAS workspace", dev);
         _destroy(&c->base);
         return -ENOMEM;
     }
     if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
-        (bs = cublasSetWorkspace(c->blas, c->blas_ws, (size_t)32 << 20)) != CUBLAS_STATUS_SUCCESS) {
+        (bs = cublasSetWorkspace(c->blas, c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "cuBLAS: %s", cublasGetStatusString(bs));
         _destroy(&c->base);
         return -EIO;
     }
+    c->base.stream = c->s;
     *out = &c->base;
     return 0;
 }

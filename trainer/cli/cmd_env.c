@@ -114,13 +114,13 @@ int dlt_cmd_env(int argc, char **argv)
         fprintf(stderr, "dltrain: %s\n", dltpmix_error(px));
         goto out;
     }
-    if (dlt_comm_create(&comm, comm_kind, info, err, sizeof(err)) != 0) {
+    if (dlt_comm_open(&comm, &(dlt_comm_request){comm_kind, 0, -1}, px, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err);
         goto out;
     }
     sum = info->rank;
     if (comm->ops->allreduce_sum(comm, &sum, 1, DLT_DTYPE_I64) != 0) {
-        fprintf(stderr, "dltrain: %s\n", comm->err);
+        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err);
         goto out;
     }
     if (sum != (long long)info->size * (info->size - 1) / 2) {

@@ -17,7 +17,7 @@ enum {
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
-    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC
+    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_QUIET, O_VERBOSE
 };
 
 static const struct option g_opts[] = {
@@ -74,6 +74,8 @@ static const struct option g_opts[] = {
     {"loss-scale-window", required_argument, NULL, O_LS_WINDOW},
     {"cuda-graphs", no_argument, NULL, O_GRAPHS},
     {"deterministic", no_argument, NULL, O_DETERMINISTIC},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"verbose", no_argument, NULL, O_VERBOSE},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -122,6 +124,7 @@ static void _usage(FILE *f, const char *cmd)
             "  --no-zero-init         keep the last BN gamma of each block at 1\n"
             "  --seed N               (default 1)\n"
             "  --log-every N          steps between log lines (default 10)\n"
+            "  --quiet | --verbose    errors, warnings and results only | also setup details (DLT_LOG)\n"
             "  --metrics FILE         append one JSON object per log line (rank 0)\n"
             "  --checkpoint-dir DIR   checkpoints (rank 0): ckpt-STEP.safetensors + .state.safetensors\n"
             "  --checkpoint-every N   steps between checkpoints (default: end and on SIGTERM/SIGUSR1)\n"
@@ -167,7 +170,7 @@ int dlt_cmd_train(int argc, char **argv)
     dlt_bench_config b = {3, 10, 0, 0};
     const char *comm_kind = "auto", *checkpoint = NULL;
     double v, timeout = 0;
-    char err[512];
+    char err[1024];
     int opt, rc;
     dltpmix_ctx *px;
     dlt_comm *comm;
@@ -230,8 +233,10 @@ int dlt_cmd_train(int argc, char **argv)
             c.backend.kind = optarg;
             break;
         case O_DEVICE: NUM(0, 1024, c.backend.device = (int)v); break;
-        case O_BUCKET: NUM(0.0625, 4096, c.backend.bucket_mib = v); break;
-        case O_LOWP: c.backend.reduce_lowp = 1; break;
+        case O_BUCKET: NUM(0.0625, 4096, c.reduce.bucket_mib = v); break;
+        case O_LOWP: c.reduce.lowp = 1; break;
+        case O_QUIET: c.log_level = DLT_LOG_QUIET; break;
+        case O_VERBOSE: c.log_level = DLT_LOG_VERBOSE; break;
         case O_GRAPHS: c.cuda_graphs = 1; break;
         case O_DETERMINISTIC: c.backend.deterministic = 1; break;
         case O_LOSS_SCALE: NUM(1, 16777216, c.loss_scale = v); break;
@@ -292,18 +297,20 @@ int dlt_cmd_train(int argc, char **argv)
         fprintf(stderr, "dltrain eval: --checkpoint PATH is required\n");
         return 2;
     }
-    /* A GPU run's ranks talk through NCCL unless told otherwise. */
-    if (!strcmp(comm_kind, "auto") && strcmp(c.backend.kind, "cpu") &&
-        (!strcmp(c.backend.kind, "cuda") || dlt_backend_cuda_available()))
-        comm_kind = "auto-gpu";
-    if (dlt_cli_launch(comm_kind, c.backend.device, timeout, &px, &comm) != 0)
-        return 1;
+    {
+        dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
+        if (dlt_cli_launch(&req, timeout, &px, &comm, err, sizeof(err)) != 0)
+            return 1;
+    }
     if (!strcmp(cmd, "train"))
-        rc = dlt_train_run(&c, comm);
+        rc = dlt_train_run(&c, comm, err, sizeof(err));
     else if (!strcmp(cmd, "eval"))
-        rc = dlt_eval_run(&c, comm, checkpoint);
+        rc = dlt_eval_run(&c, comm, checkpoint, err, sizeof(err));
     else
-        rc = dlt_bench_run(&c, &b, comm);
+        rc = dlt_bench_run(&c, &b, comm, err, sizeof(err));
+    /* One error channel: whatever failed below wrote here; said once, with the rank. */
+    if (rc < 0)
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
     dlt_cli_finish(px, comm);
-    return rc;
+    return rc < 0 ? 1 : rc;
 }

@@ -1,4 +1,4 @@
-/* comm: choice of the host communicator. */
+/* comm: the choice of communicator. */
 #include "config.h"
 
 #include "trainer/comm/comm.h"
@@ -17,34 +17,51 @@ size_t dlt_dtype_size(dlt_dtype type)
     return 0;
 }
 
-int dlt_comm_create(dlt_comm **out, const char *kind, const dltpmix_info *pmix, char *err, size_t errlen)
+const char *dlt_comm_resolve(const dlt_comm_request *req, int ranks, char *err, size_t errlen)
 {
-    int want_mpi;
-    *out = NULL;
-    if (!kind || !strcmp(kind, "auto"))
-        want_mpi = pmix && pmix->size > 1;
-    else if (!strcmp(kind, "single"))
-        want_mpi = 0;
-    else if (!strcmp(kind, "mpi"))
-        want_mpi = 1;
-    else {
-        snprintf(err, errlen, "unknown communicator '%s' (auto|single|mpi)", kind);
-        return -EINVAL;
-    }
-    if (!want_mpi) {
-        if (pmix && pmix->size > 1) {
-            snprintf(err, errlen, "communicator 'single' cannot serve %d ranks (use auto or mpi)", pmix->size);
-            return -EINVAL;
+    const char *kind = req->kind ? req->kind : "auto";
+    if (!strcmp(kind, "auto"))
+        return ranks <= 1 ? "single" : req->gpu ? "nccl" : "mpi";
+    if (!strcmp(kind, "single")) {
+        if (ranks > 1) {
+            snprintf(err, errlen, "communicator 'single' cannot serve %d ranks (use auto or mpi)", ranks);
+            return NULL;
         }
-        return dlt_comm_single_create(out, err, errlen);
+        return kind;
     }
-#ifdef DLT_HAVE_MPI
-    return dlt_comm_mpi_create(out, pmix, err, errlen);
+    if (!strcmp(kind, "mpi") || !strcmp(kind, "nccl"))
+        return kind;
+    snprintf(err, errlen, "unknown communicator '%s' (auto|single|mpi|nccl)", kind);
+    return NULL;
+}
+
+int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, char *err, size_t errlen)
+{
+    const dltpmix_info *info = dltpmix_get_info(px);
+    const char *kind = dlt_comm_resolve(req, info->size, err, errlen);
+    int rc;
+    *out = NULL;
+    if (!kind)
+        return -EINVAL;
+    if (!strcmp(kind, "single"))
+        rc = dlt_comm_single_create(out, err, errlen);
+    else if (!strcmp(kind, "nccl")) {
+#ifdef DLT_HAVE_CUDA_BACKEND
+        rc = dlt_comm_nccl_create(out, px, req->cuda_device, err, errlen);
 #else
-    snprintf(err, errlen, "%d ranks need the MPI host communicator, but dltrain was built without MPI "
-             "(install libopenmpi-dev and rebuild)", pmix ? pmix->size : 0);
-    return -ENOTSUP;
+        snprintf(err, errlen, "--comm nccl: this dltrain was built without the CUDA backend");
+        rc = -ENOTSUP;
 #endif
+    } else {
+#ifdef DLT_HAVE_MPI
+        rc = dlt_comm_mpi_create(out, info, err, errlen);
+#else
+        snprintf(err, errlen, "%d ranks need the MPI host communicator, but dltrain was built without MPI "
+                 "(install libopenmpi-dev and rebuild)", info->size);
+        rc = -ENOTSUP;
+#endif
+    }
+    return rc;
 }
 
 void dlt_comm_destroy(dlt_comm *c)

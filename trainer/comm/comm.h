@@ -1,5 +1,6 @@
-/* comm: the trainer's collective interface over host buffers (MPI or a single rank) and, in the
- * CUDA backend, device buffers (NCCL). The training loop sees only this table. */
+/* comm: everything that crosses ranks: the host collectives (MPI, NCCL or a single rank), the
+ * choice of communicator in one function, and the gradient reducer (grad_reducer.h) that sums the
+ * gradients while backward runs. The training loop sees only these two interfaces. */
 #ifndef DLT_COMM_H
 #define DLT_COMM_H
 
@@ -7,44 +8,55 @@
 
 #include "pmix/dltpmix.h"
 
-struct ncclComm;
-
 typedef enum { DLT_DTYPE_F32 = 0, DLT_DTYPE_F64 = 1, DLT_DTYPE_I64 = 2 } dlt_dtype;
 
 typedef struct dlt_comm dlt_comm;
 
 typedef struct {
     const char *name;
-    /* In-place sum over all ranks. */
+    /* In-place sum over all ranks of host memory. */
     int (*allreduce_sum)(dlt_comm *c, void *buf, size_t count, dlt_dtype type);
     int (*bcast)(dlt_comm *c, void *buf, size_t bytes, int root);
     int (*barrier)(dlt_comm *c);
     void (*destroy)(dlt_comm *c);
     /* Ends every rank now (a peer is lost or a collective is wedged); may be called from any thread. */
     void (*abort)(dlt_comm *c, int code);
-    /* The ncclComm_t of an NCCL communicator (the CUDA backend reduces gradients on it); NULL
+    /* The ncclComm_t of an NCCL communicator (the gradient reducer's NCCL path runs on it); NULL
      * entry for host communicators. */
-    struct ncclComm *(*nccl)(dlt_comm *c);
+    void *(*nccl)(dlt_comm *c);
 } dlt_comm_ops;
 
 struct dlt_comm {
     const dlt_comm_ops *ops;
     int rank;
     int size;
-    char err[512];
+    /* The error sink given at creation: every collective's error goes there. */
+    char *err;
+    size_t errlen;
     void *impl;
 };
 
-/* kind: "auto" (MPI when there is more than one rank, else single), "single", "mpi".
- * pmix gives rank and size; the communicator is checked against them. */
-int dlt_comm_create(dlt_comm **out, const char *kind, const dltpmix_info *pmix, char *err, size_t errlen);
+/* What the run asks for: kind "auto", "single", "mpi" or "nccl"; gpu: the run's backend is a GPU
+ * (then "auto" means NCCL for more than one rank); cuda_device for NCCL (-1: the first visible). */
+typedef struct {
+    const char *kind;
+    int gpu;
+    int cuda_device;
+} dlt_comm_request;
+
+/* The one place the communicator is chosen: auto -> single for one rank, else NCCL on GPUs and
+ * MPI on CPUs. px gives rank and size (and bootstraps NCCL). err receives this call's error and,
+ * for the communicator's life, every collective's (it must outlive the communicator). */
+int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, char *err, size_t errlen);
+/* The kind dlt_comm_open would choose for ranks ranks ("single", "mpi" or "nccl"); NULL with err
+ * filled when the request is invalid. */
+const char *dlt_comm_resolve(const dlt_comm_request *req, int ranks, char *err, size_t errlen);
 void dlt_comm_destroy(dlt_comm *c);
 
 int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen);
 #ifdef DLT_HAVE_MPI
 int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, size_t errlen);
 #endif
-
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* NCCL between the ranks of the PMIx namespace (bootstrapped by dltpmix_nccl_comm_init) on CUDA
  * device cuda_device (-1: the first visible); host buffers are staged through the device. */

@@ -15,7 +15,7 @@ static int _mpi_fail(dlt_comm *c, const char *what, int code)
     int len = 0;
     if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof(msg), "MPI error %d", code);
-    snprintf(c->err, sizeof(c->err), "%s failed on rank %d: %s", what, c->rank, msg);
+    snprintf(c->err, c->errlen, "%s failed on rank %d: %s", what, c->rank, msg);
     return -EIO;
 }
 
@@ -86,6 +86,8 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, siz
         return -ENOMEM;
     }
     c->ops = &g_mpi_ops;
+    c->err = err;
+    c->errlen = errlen;
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) {
         snprintf(err, errlen, "MPI_Init failed (error %d); the CPU backend needs srun --mpi=pmix", rc);

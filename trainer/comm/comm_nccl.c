@@ -1,20 +1,18 @@
 /* comm_nccl: the trainer's communicator over NCCL, bootstrapped through PMIx (no MPI, no
  * MASTER_ADDR). Host buffers (loss, flags, checksums: a few values per step) travel through a
- * small device buffer; the gradient all-reduce itself runs inside the CUDA backend on the same
+ * small device buffer; the gradient reducer's NCCL path (grad_reducer_nccl.c) runs on the same
  * communicator. Waits poll NCCL's asynchronous error so a lost peer ends the run with a message,
  * and teardown aborts (rather than destroys) a communicator that saw one. */
 #include "config.h"
 
-#include <cuda_runtime.h>
 #include <errno.h>
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/backend/cuda_backend.h"
 #include "trainer/comm/comm.h"
+#include "trainer/common/cuda_check.h"
 
 typedef struct {
     ncclComm_t nccl;
@@ -30,14 +28,14 @@ static nccl_impl *_impl(dlt_comm *c)
 
 static int _fail(dlt_comm *c, const char *what, const char *why)
 {
-    snprintf(c->err, sizeof(c->err), "NCCL %s: %s", what, why);
+    snprintf(c->err, c->errlen, "NCCL %s: %s", what, why);
     return -EIO;
 }
 
 static int _wait(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
-    return dlt_cuda_stream_wait(m->s, (struct ncclComm *)m->nccl, c->err, sizeof(c->err));
+    return dlt_cuda_stream_wait(m->s, dlt_nccl_peer_check, m->nccl, c->err, c->errlen);
 }
 
 static int _room(dlt_comm *c, size_t bytes)
@@ -125,9 +123,9 @@ static void _abort(dlt_comm *c, int code)
     _exit(code);
 }
 
-static struct ncclComm *_handle(dlt_comm *c)
+static void *_handle(dlt_comm *c)
 {
-    return (struct ncclComm *)_impl(c)->nccl;
+    return _impl(c)->nccl;
 }
 
 static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle};
@@ -147,6 +145,8 @@ int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char 
         return -ENOMEM;
     }
     c->ops = &g_nccl_ops;
+    c->err = err;
+    c->errlen = errlen;
     c->impl = m;
     c->rank = info->rank;
     c->size = info->size;

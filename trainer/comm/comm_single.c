@@ -21,7 +21,7 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     (void)buf;
     (void)bytes;
     if (root != 0) {
-        snprintf(c->err, sizeof(c->err), "broadcast root %d on a single rank", root);
+        snprintf(c->err, c->errlen, "broadcast root %d on a single rank", root);
         return -EINVAL;
     }
     return 0;
@@ -54,6 +54,8 @@ int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen)
         return -ENOMEM;
     }
     c->ops = &g_single_ops;
+    c->err = err;
+    c->errlen = errlen;
     c->rank = 0;
     c->size = 1;
     *out = c;

@@ -16,3 +16,17 @@ int dlt_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     }
     return code;
 }
+
+int dlt_fail_prefix(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    char prefix[512], old[2048];
+    va_list ap;
+    if (!err || !errlen)
+        return code;
+    snprintf(old, sizeof(old), "%s", err);
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "%s: %s", prefix, old);
+    return code;
+}

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "trainer/data/transform.h"
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 typedef struct {
     int64_t seq;      /* which batch of the stream this slot holds (-1 free) */

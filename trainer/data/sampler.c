@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 int dlt_sampler_init(dlt_sampler *s, int64_t size, uint64_t seed, int rank, int world, int shuffle)
 {

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
                        int learnable, int rank, int world)

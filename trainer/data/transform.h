@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
 
 #define DLT_IMAGE_MAX_SIDE 16384
 #define DLT_IMAGE_MAX_PIXELS (100u * 1000u * 1000u)

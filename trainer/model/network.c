@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/train/rng.h"
+#include "trainer/common/rng.h"
+#include "trainer/common/status.h"
 
 static float *_falloc(size_t n)
 {
@@ -107,7 +108,9 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         else if (l->kind == DLT_LAYER_MAXPOOL)
             rc = be->ops->maxpool_plan(be, &ash, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
         if (rc != 0) {
-            snprintf(err, errlen, "planning layer %s: %s", l->name, be->err);
+            if (err != be->err)
+                snprintf(err, errlen, "%s", be->err);
+            dlt_fail_prefix(err, errlen, rc, "planning layer %s", l->name);
             dlt_net_destroy(net);
             return rc;
         }
@@ -283,7 +286,7 @@ int dlt_net_forward(dlt_net *net, int training)
             break;
         }
         if (rc)
-            snprintf(be->err + strlen(be->err), sizeof(be->err) - strlen(be->err), " (layer %s)", l->name);
+            snprintf(be->err + strlen(be->err), be->errlen - strlen(be->err), " (layer %s)", l->name);
     }
     return rc;
 }
@@ -306,7 +309,7 @@ static int _route(dlt_net *net, int t, float **dst)
     return _route_via(net, t, net->scratch, dst);
 }
 
-int dlt_net_backward(dlt_net *net)
+int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
 {
     dlt_model *m = &net->model;
     const dlt_backend_ops *o = net->be->ops;
@@ -387,14 +390,14 @@ int dlt_net_backward(dlt_net *net)
         if (rc == 0 && acc)
             rc = o->accumulate(be, net->dact[l->in], net->scratch, xn);
         /* Hand finished gradient buckets to the communicator while backward goes on. */
-        if (rc == 0 && o->grad_comm_ready && (l->w_len || l->b_len) && net->grad_ready_lo[i] < ready_lo) {
+        if (rc == 0 && listen && listen->ready && (l->w_len || l->b_len) && net->grad_ready_lo[i] < ready_lo) {
             ready_lo = net->grad_ready_lo[i];
-            rc = o->grad_comm_ready(be, ready_lo);
+            rc = listen->ready(listen->arg, ready_lo);
         }
         if (rc)
-            snprintf(be->err + strlen(be->err), sizeof(be->err) - strlen(be->err), " (layer %s, backward)", l->name);
+            snprintf(be->err + strlen(be->err), be->errlen - strlen(be->err), " (layer %s, backward)", l->name);
     }
-    if (rc == 0 && o->grad_comm_finish)
-        rc = o->grad_comm_finish(be);
+    if (rc == 0 && listen && listen->done)
+        rc = listen->done(listen->arg);
     return rc;
 }

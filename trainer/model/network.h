@@ -47,10 +47,21 @@ int dlt_net_download(dlt_net *net);
 void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo);
 
 /* Forward over the input tensor (already normalized floats). training: batch statistics and
- * running-stat update; else running statistics. Returns 0 or a negative status (err in be->err). */
+ * running-stat update; else running statistics. Returns 0 or a negative status (err in be->err,
+ * the backend's error sink). */
 int dlt_net_forward(dlt_net *net, int training);
-/* Backward from d(loss)/d(logits) in dact[logits]; writes grads (overwritten, not accumulated). */
-int dlt_net_backward(dlt_net *net);
+/* Who listens to backward's progress (the gradient reducer): ready when every gradient at flat
+ * offsets >= lo is final, so those may be reduced while backward goes on; done when backward is
+ * over. Either may be NULL. */
+typedef struct {
+    int (*ready)(void *arg, size_t lo);
+    int (*done)(void *arg);
+    void *arg;
+} dlt_grad_listener;
+
+/* Backward from d(loss)/d(logits) in dact[logits]; writes grads (overwritten, not accumulated),
+ * telling listen (may be NULL) as they become final. */
+int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen);
 
 static inline float *dlt_net_input(dlt_net *net)
 {

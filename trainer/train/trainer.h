@@ -1,5 +1,6 @@
-/* trainer: the training loop (data -> forward -> loss -> backward -> gradient all-reduce -> SGD),
- * evaluation, and the synthetic-data benchmark, over any backend and host communicator. */
+/* trainer: what the commands call: training (train_loop.c: data -> forward -> loss -> backward
+ * with the gradient all-reduce -> SGD), evaluation (eval.c) and the benchmark (bench.c), over any
+ * backend and communicator, and the settings they share. */
 #ifndef DLT_TRAINER_H
 #define DLT_TRAINER_H
 
@@ -7,7 +8,9 @@
 
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
+#include "trainer/comm/grad_reducer.h"
 #include "trainer/model/resnet.h"
+#include "trainer/train/run_log.h"
 
 /* Exit status of a run stopped by SIGTERM/SIGUSR1 after writing its checkpoint: the job can be
  * requeued and resumed with --resume auto. */
@@ -15,7 +18,8 @@
 
 typedef struct {
     dlt_model_config model; /* batch is per rank */
-    dlt_backend_config backend; /* kind, precision, GPU buckets */
+    dlt_backend_config backend; /* kind, precision, device */
+    dlt_grad_reducer_config reduce; /* GPU buckets */
     double loss_scale;        /* fp16: initial dynamic loss scale (0: 65536) */
     int loss_scale_window;    /* fp16: clean steps before the scale grows (default 2000) */
     int cuda_graphs;          /* CUDA: record one step as a CUDA graph and replay it */
@@ -37,6 +41,7 @@ typedef struct {
     int classes_given;        /* --classes was set: the dataset must agree */
     int learnable;
     int log_every;
+    dlt_log_level log_level;  /* --quiet, default, --verbose (or DLT_LOG=quiet|info|verbose) */
     const char *metrics_path;
     const char *checkpoint_dir;
     int64_t checkpoint_every; /* steps; 0: only at the end and on preemption */
@@ -52,11 +57,12 @@ typedef struct {
 
 void dlt_train_config_defaults(dlt_train_config *c);
 
-/* Returns 0, DLT_EXIT_PREEMPTED, or 1 with a message printed. */
-int dlt_train_run(const dlt_train_config *c, dlt_comm *comm);
+/* Each returns 0 (dlt_train_run also DLT_EXIT_PREEMPTED) or a negative status with err filled; err
+ * should be the communicator's error buffer, so that every layer reports into one place. */
+int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen);
 
-/* Top-1/top-5 over the synthetic validation set of a checkpoint. */
-int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint);
+/* Top-1/top-5 of a checkpoint over the validation images (or generated ones). */
+int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *err, size_t errlen);
 
 typedef struct {
     int warmup, iters;
@@ -64,6 +70,6 @@ typedef struct {
     int json;
 } dlt_bench_config;
 
-int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm);
+int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, char *err, size_t errlen);
 
 #endif

@@ -5,16 +5,12 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "trainer/common/clock.h"
 
 const char *dlt_phase_name(dlt_phase p)
 {
@@ -29,7 +25,7 @@ static void *_run(void *arg)
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec ts;
-        double now = _now();
+        double now = dlt_now();
         if (w->phase != DLT_PHASE_IDLE && now - w->since > w->limit_s) {
             fprintf(stderr,
                     "dltrain: watchdog: rank %d on %s stuck in %s for %.0f s at step %lld (limit %.0f s, "
@@ -54,6 +50,26 @@ static void *_run(void *arg)
     return NULL;
 }
 
+static void _test_stall_parse(dlt_watchdog *w)
+{
+    static const struct {
+        const char *name;
+        dlt_phase phase;
+    } names[] = {{"data", DLT_PHASE_DATA}, {"compute", DLT_PHASE_COMPUTE}, {"allreduce", DLT_PHASE_ALLREDUCE}};
+    const char *spec = getenv("DLT_TEST_STALL"), *who = getenv("DLT_TEST_STALL_RANK");
+    char p[16];
+    long long step;
+    unsigned secs;
+    if (!spec || sscanf(spec, "%15[a-z]:%lld:%u", p, &step, &secs) != 3 || (who && atoi(who) != w->rank))
+        return;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(p, names[i].name)) {
+            w->stall_phase = names[i].phase;
+            w->stall_step = step;
+            w->stall_s = secs;
+        }
+}
+
 int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
                        void *arg)
 {
@@ -63,6 +79,7 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
     snprintf(w->host, sizeof(w->host), "%.63s", host ? host : "?");
     w->abort_fn = abort_fn;
     w->abort_arg = arg;
+    _test_stall_parse(w);
     if (limit_s <= 0)
         return 0;
     pthread_mutex_init(&w->mu, NULL);
@@ -75,13 +92,18 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
 
 void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
 {
-    if (!w->running)
-        return;
-    pthread_mutex_lock(&w->mu);
-    w->phase = phase;
-    w->step = step;
-    w->since = _now();
-    pthread_mutex_unlock(&w->mu);
+    if (w->running) {
+        pthread_mutex_lock(&w->mu);
+        w->phase = phase;
+        w->step = step;
+        w->since = dlt_now();
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (w->stall_s && phase == w->stall_phase && step == w->stall_step) {
+        unsigned s = w->stall_s;
+        w->stall_s = 0; /* once */
+        sleep(s);
+    }
 }
 
 void dlt_watchdog_stop(dlt_watchdog *w)

@@ -24,9 +24,14 @@ typedef struct {
     char host[64];
     void (*abort_fn)(void *arg); /* tears the communicator down before the process exits */
     void *abort_arg;
+    /* Fault injection for the tests (DLT_TEST_STALL=PHASE:STEP:SECONDS, PHASE data, compute or
+     * allreduce; DLT_TEST_STALL_RANK picks one rank): entering that phase of that step sleeps. */
+    dlt_phase stall_phase;
+    int64_t stall_step;
+    unsigned stall_s;
 } dlt_watchdog;
 
-/* limit_s <= 0: no thread, every call is a no-op. */
+/* limit_s <= 0: no thread (phases are still marked for the fault injection). */
 int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
                        void *arg);
 void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step);

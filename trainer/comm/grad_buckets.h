@@ -1,6 +1,6 @@
 /* grad_buckets: the flat gradient buffer cut into contiguous all-reduce buckets, from the top
  * (backward finishes the last layers' gradients first), and which buckets a backward position
- * has completed. Pure planning: the CUDA backend launches the reductions. */
+ * has completed. Pure planning: the gradient reducer launches the reductions. */
 #ifndef DLT_GRAD_BUCKETS_H
 #define DLT_GRAD_BUCKETS_H
 

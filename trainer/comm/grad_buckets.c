@@ -1,7 +1,7 @@
 /* grad_buckets: bucket planning over the flat gradient buffer. */
 #include "config.h"
 
-#include "trainer/backend/grad_buckets.h"
+#include "trainer/comm/grad_buckets.h"
 
 #include <errno.h>
 #include <stdlib.h>

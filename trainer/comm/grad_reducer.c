@@ -1,0 +1,118 @@
+/* grad_reducer: the choice of reduction path, and the host paths. */
+#include "config.h"
+
+#include "trainer/comm/grad_reducer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "trainer/common/status.h"
+
+static int _none_ready(dlt_grad_reducer *r, size_t lo)
+{
+    (void)r;
+    (void)lo;
+    return 0;
+}
+
+static int _none_done(dlt_grad_reducer *r)
+{
+    (void)r;
+    return 0;
+}
+
+static int _none_finish(dlt_grad_reducer *r, int host_collective_next)
+{
+    (void)r;
+    (void)host_collective_next;
+    return 0;
+}
+
+static void _host_destroy(dlt_grad_reducer *r)
+{
+    free(r->host);
+}
+
+/* One collective over the whole buffer once backward is over; a GPU's gradients cross through
+ * host memory. */
+static int _host_finish(dlt_grad_reducer *r, int host_collective_next)
+{
+    dlt_backend *be = r->be;
+    size_t bytes = r->n * sizeof(float);
+    int rc;
+    (void)host_collective_next;
+    if (be->host_memory)
+        return r->comm->ops->allreduce_sum(r->comm, r->grads, r->n, DLT_DTYPE_F32);
+    if ((rc = be->ops->download(be, r->host, r->grads, bytes)) != 0 ||
+        (rc = r->comm->ops->allreduce_sum(r->comm, r->host, r->n, DLT_DTYPE_F32)) != 0)
+        return rc;
+    return be->ops->upload(be, r->grads, r->host, bytes);
+}
+
+static const dlt_grad_reducer_ops g_none = {"none", _none_ready, _none_done, _none_finish, NULL};
+static const dlt_grad_reducer_ops g_host = {"host", _none_ready, _none_done, _host_finish, _host_destroy};
+
+int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
+                            dlt_backend *be, float *grads, size_t n, char *err, size_t errlen)
+{
+    dlt_grad_reducer *r = calloc(1, sizeof(*r));
+    int rc = 0;
+    *out = NULL;
+    if (!r)
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+    r->comm = comm;
+    r->be = be;
+    r->grads = grads;
+    r->n = n;
+    r->ops = &g_none;
+    if (!be->host_memory && comm->ops->nccl) {
+#ifdef DLT_HAVE_CUDA_BACKEND
+        rc = dlt_grad_reducer_nccl_create(r, cfg, err, errlen);
+#else
+        rc = dlt_fail(err, errlen, -ENOTSUP, "NCCL gradient reduction needs the CUDA backend");
+#endif
+    } else if (comm->size > 1) {
+        r->ops = &g_host;
+        if (!be->host_memory && !(r->host = malloc(n * sizeof(float))))
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the gradient staging buffer");
+    }
+    (void)cfg;
+    if (rc) {
+        dlt_grad_reducer_destroy(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void dlt_grad_reducer_destroy(dlt_grad_reducer *r)
+{
+    if (!r)
+        return;
+    if (r->ops->destroy)
+        r->ops->destroy(r);
+    free(r);
+}
+
+static int _listener_ready(void *arg, size_t lo)
+{
+    dlt_grad_reducer *r = arg;
+    return r->ops->ready(r, lo);
+}
+
+static int _listener_done(void *arg)
+{
+    dlt_grad_reducer *r = arg;
+    return r->ops->done(r);
+}
+
+dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r)
+{
+    dlt_grad_listener l = {_listener_ready, _listener_done, r};
+    return l;
+}
+
+int dlt_grad_reducer_finish(dlt_grad_reducer *r, int host_collective_next)
+{
+    return r->ops->finish(r, host_collective_next);
+}

@@ -1,0 +1,60 @@
+/* grad_reducer: sums the flat gradient buffer over the ranks. Backward tells it which gradients
+ * are final (ready) and when it is over (done); finish completes the sum. Behind it: nothing for
+ * one rank, the host communicator (in place on the CPU, staged through host memory for a GPU),
+ * or NCCL buckets on the GPU that overlap the rest of backward (grad_reducer_nccl.c). */
+#ifndef DLT_GRAD_REDUCER_H
+#define DLT_GRAD_REDUCER_H
+
+#include <stddef.h>
+
+#include "trainer/backend/backend.h"
+#include "trainer/comm/comm.h"
+#include "trainer/model/network.h"
+
+typedef struct {
+    double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */
+    int lowp;          /* NCCL path, fp16/bf16 runs: reduce copies in that type (--allreduce-lowp) */
+} dlt_grad_reducer_config;
+
+typedef struct dlt_grad_reducer dlt_grad_reducer;
+
+/* The implementations' table (one per path). */
+typedef struct {
+    const char *name;
+    int (*ready)(dlt_grad_reducer *r, size_t lo);
+    int (*done)(dlt_grad_reducer *r);
+    int (*finish)(dlt_grad_reducer *r, int host_collective_next);
+    void (*destroy)(dlt_grad_reducer *r);
+} dlt_grad_reducer_ops;
+
+struct dlt_grad_reducer {
+    const dlt_grad_reducer_ops *ops;
+    dlt_comm *comm;
+    dlt_backend *be;
+    float *grads; /* backend memory */
+    size_t n;
+    float *host;  /* host staging (GPU backend, host communicator) */
+    void *impl;
+};
+
+/* The path follows from the communicator and the backend: NCCL buckets when the communicator is
+ * NCCL and the backend a GPU (also for one rank, so the device check exercises it), else the
+ * host communicator for more than one rank, else nothing. grads: n floats of backend memory. */
+int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
+                            dlt_backend *be, float *grads, size_t n, char *err, size_t errlen);
+void dlt_grad_reducer_destroy(dlt_grad_reducer *r);
+
+/* What backward calls: dlt_net_backward(net, dlt_grad_reducer_listener(r)). */
+dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r);
+
+/* After the step's backward (run or replayed): the gradients are summed when it returns (host
+ * paths) or, on the NCCL path, ordered before any later work of the backend's stream. With
+ * host_collective_next, the NCCL path also waits for its reductions, because a host collective on
+ * the same communicator follows from another stream and NCCL needs one order on every rank. */
+int dlt_grad_reducer_finish(dlt_grad_reducer *r, int host_collective_next);
+
+#ifdef DLT_HAVE_CUDA_BACKEND
+int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen);
+#endif
+
+#endif

@@ -1,0 +1,140 @@
+/* grad_reducer_nccl: the GPU path of the gradient reducer. The flat gradient buffer is cut into
+ * buckets from the top (grad_buckets.h); as backward reports a bucket final, the bucket is summed
+ * with ncclAllReduce on a communication stream that waits for it on the backend's stream (an
+ * event), so the reduction overlaps the rest of backward. When backward is over the backend's
+ * stream waits for every reduction (another event), so the optimizer reads summed gradients.
+ * Also recorded into a CUDA graph: the events fork and join the capture. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "trainer/backend/cuda_kernels.h"
+#include "trainer/comm/grad_buckets.h"
+#include "trainer/comm/grad_reducer.h"
+#include "trainer/common/cuda_check.h"
+#include "trainer/common/status.h"
+#include "trainer/common/tunables.h"
+
+typedef struct {
+    ncclComm_t nccl;
+    cudaStream_t compute, cs; /* the backend's stream; ours */
+    dlt_grad_buckets bk;
+    cudaEvent_t *bucket_ready, comm_done;
+    void *lowp;     /* fp16/bf16 copy of the gradients (--allreduce-lowp), else NULL */
+    dlt_dt lowp_dt;
+} nccl_path;
+
+#define R_CUDA_TRY(r, call) DLT_CUDA_TRY((r)->comm->err, (r)->comm->errlen, call)
+#define R_KERNEL_TRY(r, call) R_CUDA_TRY(r, (cudaError_t)(call))
+#define R_NCCL_TRY(r, p, call) DLT_NCCL_TRY((r)->comm->err, (r)->comm->errlen, (p)->nccl, call)
+
+static int _launch_bucket(dlt_grad_reducer *r, int i)
+{
+    nccl_path *p = r->impl;
+    const dlt_grad_bucket *b = &p->bk.b[i];
+    size_t count = b->hi - b->lo;
+    float *g = r->grads + b->lo;
+    /* The bucket's gradients were written on the compute stream: the reduction waits for them. */
+    R_CUDA_TRY(r, cudaEventRecord(p->bucket_ready[i], p->compute));
+    R_CUDA_TRY(r, cudaStreamWaitEvent(p->cs, p->bucket_ready[i], 0));
+    if (p->lowp) {
+        void *lp = (char *)p->lowp + b->lo * 2;
+        R_KERNEL_TRY(r, dlt_k_cast_from_f32(g, lp, p->lowp_dt, count, (dlt_stream)p->cs));
+        R_NCCL_TRY(r, p, ncclAllReduce(lp, lp, count, p->lowp_dt == DLT_DT_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum,
+                                       p->nccl, p->cs));
+        R_KERNEL_TRY(r, dlt_k_cast_to_f32(lp, p->lowp_dt, g, count, (dlt_stream)p->cs));
+    } else {
+        R_NCCL_TRY(r, p, ncclAllReduce(g, g, count, ncclFloat32, ncclSum, p->nccl, p->cs));
+    }
+    return 0;
+}
+
+static int _ready(dlt_grad_reducer *r, size_t lo)
+{
+    nccl_path *p = r->impl;
+    int first = p->bk.launched, k = dlt_grad_buckets_take(&p->bk, lo), rc;
+    for (int i = first; i < first + k; i++)
+        if ((rc = _launch_bucket(r, i)) != 0)
+            return rc;
+    return 0;
+}
+
+static int _done(dlt_grad_reducer *r)
+{
+    nccl_path *p = r->impl;
+    int rc = _ready(r, 0);
+    dlt_grad_buckets_reset(&p->bk);
+    if (rc)
+        return rc;
+    /* The optimizer (compute stream) reads the gradients only after every reduction. */
+    R_CUDA_TRY(r, cudaEventRecord(p->comm_done, p->cs));
+    R_CUDA_TRY(r, cudaStreamWaitEvent(p->compute, p->comm_done, 0));
+    return 0;
+}
+
+static int _finish(dlt_grad_reducer *r, int host_collective_next)
+{
+    nccl_path *p = r->impl;
+    if (!host_collective_next || r->comm->size < 2)
+        return 0;
+    return dlt_cuda_stream_wait(p->cs, dlt_nccl_peer_check, p->nccl, r->comm->err, r->comm->errlen);
+}
+
+static void _destroy(dlt_grad_reducer *r)
+{
+    nccl_path *p = r->impl;
+    if (!p)
+        return;
+    if (p->cs)
+        cudaStreamSynchronize(p->cs);
+    for (int i = 0; p->bucket_ready && i < p->bk.n; i++)
+        if (p->bucket_ready[i])
+            cudaEventDestroy(p->bucket_ready[i]);
+    free(p->bucket_ready);
+    if (p->comm_done)
+        cudaEventDestroy(p->comm_done);
+    cudaFree(p->lowp);
+    if (p->cs)
+        cudaStreamDestroy(p->cs);
+    dlt_grad_buckets_free(&p->bk);
+    free(p);
+    r->be->peer_check = NULL;
+    r->be->peer_check_arg = NULL;
+}
+
+static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", _ready, _done, _finish, _destroy};
+
+int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen)
+{
+    nccl_path *p = calloc(1, sizeof(*p));
+    double mib = cfg && cfg->bucket_mib > 0 ? cfg->bucket_mib : DLT_DEFAULT_BUCKET_MIB;
+    size_t cap = (size_t)(mib * 1048576.0 / sizeof(float));
+    dlt_precision prec = r->be->precision;
+    int rc;
+    if (!p)
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+    r->impl = p;
+    r->ops = &g_nccl;
+    p->nccl = (ncclComm_t)r->comm->ops->nccl(r->comm);
+    p->compute = (cudaStream_t)r->be->stream;
+    if ((rc = dlt_grad_buckets_plan(&p->bk, r->n, cap ? cap : 1, DLT_BUCKET_ALIGN_ELEMS)) != 0)
+        return dlt_fail(err, errlen, rc, "gradient buckets: cannot plan %zu values", r->n);
+    if (!(p->bucket_ready = calloc((size_t)p->bk.n, sizeof(cudaEvent_t))))
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+    for (int i = 0; i < p->bk.n; i++)
+        DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming));
+    DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming));
+    DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithFlags(&p->cs, cudaStreamNonBlocking));
+    if (cfg && cfg->lowp && (prec == DLT_PREC_FP16 || prec == DLT_PREC_BF16)) {
+        p->lowp_dt = prec == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;
+        if (cudaMalloc(&p->lowp, r->n * 2) != cudaSuccess)
+            return dlt_fail(err, errlen, -ENOMEM, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
+                            dlt_precision_name(prec));
+    }
+    /* While the backend waits for its stream, a lost peer ends the wait (NCCL's asynchronous
+     * error), instead of a hang. */
+    r->be->peer_check = dlt_nccl_peer_check;
+    r->be->peer_check_arg = p->nccl;
+    return 0;
+}

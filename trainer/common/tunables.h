@@ -1,0 +1,21 @@
+/* tunables: every fixed limit and default of the trainer that a site or a developer might want to
+ * change, in one place (the options that expose some of them say so). */
+#ifndef DLT_TUNABLES_H
+#define DLT_TUNABLES_H
+
+/* Gradient all-reduce bucket size in MiB (--bucket-mib; PyTorch DDP's default is 25). */
+#define DLT_DEFAULT_BUCKET_MIB 25.0
+/* Bucket boundaries are aligned to this many elements (256 bytes of float). */
+#define DLT_BUCKET_ALIGN_ELEMS 64
+/* Largest cuDNN convolution workspace one algorithm may take. */
+#define DLT_CUDNN_WORKSPACE_CAP ((size_t)1 << 30)
+/* cuBLAS workspace, set explicitly so a CUDA graph capture never makes cuBLAS allocate. */
+#define DLT_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+/* Seconds one phase of a step may take before the stall watchdog aborts the run (--stall-timeout). */
+#define DLT_DEFAULT_STALL_TIMEOUT_S 900.0
+/* Seconds the PMIx bootstrap waits for every rank (--timeout, DLTPMIX_TIMEOUT). */
+#define DLT_DEFAULT_BOOTSTRAP_TIMEOUT_S 300.0
+/* Steps between cross-rank weight checks (--check-every). */
+#define DLT_DEFAULT_CHECK_EVERY 100
+
+#endif

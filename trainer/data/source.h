@@ -1,0 +1,42 @@
+/* source: where a run's batches come from: one interface over real images (a dataset read by the
+ * threaded loader) and the synthetic generator, so the loops never ask which it is. */
+#ifndef DLT_SOURCE_H
+#define DLT_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/data/dataset.h"
+#include "trainer/data/loader.h"
+#include "trainer/data/synthetic.h"
+
+typedef struct {
+    dlt_dataset *ds;    /* real images, or NULL */
+    dlt_loader *loader;
+    dlt_synthetic synth; /* generated images when ds is NULL */
+    int batch;
+    char path[4096];    /* what was opened (real images) */
+} dlt_source;
+
+/* Real images at path: an ImageFolder root (labels: a "FILENAME CLASS" file for a flat folder,
+ * may be NULL) or a RecordIO .rec; lc says how the loader cuts and transforms them. */
+int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
+                           char *err, size_t errlen);
+/* Generated images (see synthetic.h for the arguments). */
+int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
+                              uint64_t class_seed, int learnable, int rank, int world, char *err, size_t errlen);
+void dlt_source_close(dlt_source *s);
+
+/* Classes of a real data set; 0 for generated images (the model's count applies). */
+int dlt_source_classes(const dlt_source *s);
+int64_t dlt_source_images(const dlt_source *s);
+int64_t dlt_source_steps_per_epoch(const dlt_source *s);
+/* Positions the stream at (epoch, step); call once before next. */
+int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size_t errlen);
+/* The batch of (epoch, step) into host buffers: batch images of image*image*3 bytes, labels. */
+int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images, int32_t *labels, char *err,
+                    size_t errlen);
+/* Unreadable images skipped (and replaced) so far on this rank. */
+int64_t dlt_source_bad_images(const dlt_source *s);
+
+#endif

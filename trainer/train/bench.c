@@ -1,0 +1,68 @@
+/* bench: images/s of training steps (or forward passes) on one batch loaded once, after warm-up. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "trainer/common/clock.h"
+#include "trainer/common/status.h"
+#include "trainer/train/run.h"
+#include "trainer/train/trainer.h"
+
+static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
+{
+    double t0 = 0;
+    int rc;
+    dlt_net_init_params(&r->net, r->cfg.seed, 1);
+    if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_run_load_batch(r, 0, 0)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "setup");
+    for (int i = 0; i < b->warmup + b->iters; i++) {
+        double loss;
+        int t1, t5;
+        if (i == b->warmup)
+            t0 = dlt_now();
+        if (b->inference) {
+            if ((rc = dlt_net_forward(&r->net, 0)) != 0)
+                return dlt_fail_prefix(r->err, r->errlen, rc, "forward");
+            continue;
+        }
+        if ((rc = dlt_run_forward_backward(r, &loss, &t1, &t5)) != 0 || (rc = dlt_run_reduce(r, 0)) != 0 ||
+            (rc = dlt_run_sgd(r, 0.01)) != 0)
+            return rc;
+    }
+    if ((rc = r->be->ops->sync(r->be)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "device");
+    *seconds = dlt_now() - t0;
+    return 0;
+}
+
+static void _report(const dlt_run *r, const dlt_bench_config *b, double el)
+{
+    const dlt_train_config *c = &r->cfg;
+    double ips = (double)b->iters * c->model.batch * r->comm->size / el;
+    double flops = (double)r->net.model.macs * 2 * (b->inference ? 1 : 3);
+    if (r->comm->rank != 0)
+        return;
+    if (b->json)
+        printf("{\"arch\":\"%s\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"precision\":\"%s\",\"mode\":\"%s\","
+               "\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f}\n",
+               c->model.arch, c->model.image, c->model.batch, r->comm->size, dlt_precision_name(c->backend.precision),
+               b->inference ? "inference" : "train", b->iters, ips, ips * flops * 1e-12);
+    else
+        printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.2f GFLOP "
+               "per image)\n",
+               c->model.arch, c->model.image, c->model.image, c->model.batch, r->comm->size,
+               dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training", ips,
+               ips * flops * 1e-12, flops * 1e-9);
+    fflush(stdout);
+}
+
+int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, char *err, size_t errlen)
+{
+    dlt_run r;
+    double el = 0;
+    int rc = dlt_run_open(&r, c, comm, DLT_RUN_BENCH, err, errlen);
+    if (rc == 0 && (rc = _measure(&r, b, &el)) == 0)
+        _report(&r, b, el);
+    dlt_run_close(&r, rc != 0);
+    return rc;
+}

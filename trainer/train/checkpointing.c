@@ -1,0 +1,109 @@
+/* checkpointing: writing, resuming, replica checks. */
+#include "config.h"
+
+#include "trainer/train/checkpointing.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/status.h"
+
+static void _config_text(const dlt_train_config *c, int world, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "arch=%s width=%g image=%d classes=%d batch=%d world=%d precision=%s base_lr=%g momentum=%g wd=%g "
+             "smoothing=%g warmup=%g schedule=%s epochs=%" PRId64 " seed=%" PRIu64 " synthetic_size=%" PRId64,
+             c->model.arch, (double)c->model.width, c->model.image, c->model.classes, c->model.batch, world,
+             dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay,
+             c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
+             c->synthetic_size);
+}
+
+int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
+{
+    const dlt_train_config *c = &r->cfg;
+    dlt_train_state st;
+    char path[4096];
+    int rc;
+    if (r->comm->rank != 0 || !c->checkpoint_dir)
+        return 0;
+    dlt_watchdog_phase(wd, DLT_PHASE_CHECKPOINT, step);
+    if ((rc = dlt_net_download(&r->net)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc,
+                               "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): "
+                               "reading the weights back", step);
+    /* Never replace a good checkpoint with diverged weights: the next loss will stop the run. */
+    for (size_t i = 0; i < r->net.model.nparams; i++)
+        if (!isfinite(r->net.params[i])) {
+            dlt_log_warn(&r->log, "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
+                         "stays)", step);
+            return 0;
+        }
+    memset(&st, 0, sizeof(st));
+    st.step = step;
+    st.epoch = epoch;
+    st.seed = c->seed;
+    _config_text(c, r->comm->size, st.config, sizeof(st.config));
+    if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err, r->errlen)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc ? rc : -EIO,
+                               "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
+    dlt_log(&r->log, DLT_LOG_INFO, "checkpoint %s (step %" PRId64 ")", path, step);
+    return 0;
+}
+
+static void _skipped(const char *path, const char *why, void *arg)
+{
+    dlt_log_warn(arg, "skipping checkpoint %s: %s", path, why);
+}
+
+int dlt_run_resume(dlt_run *r, int64_t *step)
+{
+    const dlt_train_config *c = &r->cfg;
+    char path[4096];
+    dlt_train_state st;
+    int rc;
+    *step = 0;
+    if (!c->resume)
+        return 0;
+    if (!strcmp(c->resume, "auto")) {
+        if (!c->checkpoint_dir)
+            return dlt_fail(r->err, r->errlen, -EINVAL, "--resume auto needs --checkpoint-dir");
+        if (dlt_checkpoint_find_latest(c->checkpoint_dir, path, sizeof(path), r->comm->rank == 0 ? _skipped : NULL,
+                                       &r->log) != 0) {
+            dlt_log(&r->log, DLT_LOG_INFO, "no checkpoint in %s: starting from scratch", c->checkpoint_dir);
+            return 0;
+        }
+    } else {
+        snprintf(path, sizeof(path), "%s", c->resume);
+    }
+    if ((rc = dlt_checkpoint_load(&r->net, path, &st, r->err, r->errlen)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "cannot resume");
+    *step = st.step;
+    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (epoch %" PRId64 ")", path, st.step, st.epoch);
+    return 0;
+}
+
+int dlt_run_check_replicas(dlt_run *r, int64_t step)
+{
+    double v[2] = {0, 0}, sum = 0;
+    dlt_net *n = &r->net;
+    int size = r->comm->size, rc;
+    if (size < 2)
+        return 0;
+    if ((rc = dlt_net_download(n)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "reading the weights back");
+    for (size_t i = 0; i < n->model.nparams; i++)
+        sum += (double)n->params[i] * (double)((i % 7) + 1);
+    v[0] = sum;
+    v[1] = sum * sum;
+    if ((rc = r->comm->ops->allreduce_sum(r->comm, v, 2, DLT_DTYPE_F64)) != 0)
+        return rc;
+    if (fabs(v[1] / size - (v[0] / size) * (v[0] / size)) > 1e-9 * fmax(1.0, v[1] / size))
+        return dlt_fail(r->err, r->errlen, -EIO,
+                        "weights differ across ranks at step %" PRId64 " (checksum %.17g): stopping", step, sum);
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* eval: top-1/top-5 of a checkpoint over the validation images (or generated ones), every rank
+ * scoring its shard and one collective summing the counts. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/status.h"
+#include "trainer/train/run.h"
+#include "trainer/train/trainer.h"
+
+static int _score(dlt_run *r, const char *checkpoint)
+{
+    double counts[3] = {0, 0, 0};
+    int64_t steps;
+    int rc;
+    if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err, r->errlen)) != 0)
+        return rc;
+    if ((rc = dlt_net_upload(&r->net)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
+    steps = dlt_source_steps_per_epoch(&r->src);
+    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
+        return rc;
+    for (int64_t s = 0; s < steps; s++) {
+        int t1 = 0, t5 = 0;
+        if ((rc = dlt_run_load_batch(r, 0, s)) != 0 || (rc = dlt_run_forward_loss(r, 0, NULL, &t1, &t5)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+        counts[0] += t1;
+        counts[1] += t5;
+        counts[2] += r->cfg.model.batch;
+    }
+    if ((rc = r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64)) != 0)
+        return rc;
+    dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
+            counts[0] / counts[2], counts[1] / counts[2]);
+    return 0;
+}
+
+int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *err, size_t errlen)
+{
+    dlt_run r;
+    int rc = dlt_run_open(&r, c, comm, DLT_RUN_EVAL, err, errlen);
+    if (rc == 0)
+        rc = _score(&r, checkpoint);
+    dlt_run_close(&r, rc != 0);
+    return rc;
+}

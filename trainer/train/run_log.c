@@ -1,0 +1,149 @@
+/* run_log: event lines, the step line and JSON metrics, the end summary. */
+#include "config.h"
+
+#include "trainer/train/run_log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/common/clock.h"
+#include "trainer/common/status.h"
+
+int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
+                     char *err, size_t errlen)
+{
+    memset(l, 0, sizeof(*l));
+    l->rank = rank;
+    l->ranks = ranks;
+    l->batch = batch;
+    l->level = level;
+    if (rank == 0 && metrics_path && !(l->metrics = fopen(metrics_path, "a")))
+        return dlt_fail(err, errlen, -errno, "cannot open metrics file %s: %s", metrics_path, strerror(errno));
+    return 0;
+}
+
+void dlt_run_log_close(dlt_run_log *l)
+{
+    if (l->metrics)
+        fclose(l->metrics);
+    l->metrics = NULL;
+}
+
+void dlt_log(const dlt_run_log *l, dlt_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    if (l->rank != 0 || l->level < level)
+        return;
+    fputs("dltrain: ", stdout);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void dlt_log_warn(const dlt_run_log *l, const char *fmt, ...)
+{
+    va_list ap;
+    (void)l;
+    fputs("dltrain: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void dlt_run_log_start(dlt_run_log *l, int64_t first_step)
+{
+    l->t_start = l->window_t0 = dlt_now();
+    l->first_step = first_step;
+}
+
+void dlt_run_log_step(dlt_run_log *l, int64_t step, double loss_sum, double correct, double data_s, double comm_s,
+                      double step_s)
+{
+    int64_t global = (int64_t)l->batch * l->ranks;
+    if (step == l->first_step + 1)
+        l->steady_t0 = dlt_now(); /* the first step includes one-time setup */
+    else
+        l->steady_images += (double)global;
+    l->data_s += data_s;
+    l->comm_s += comm_s;
+    l->total_s += step_s;
+    l->images += global;
+    l->loss_sum += loss_sum;
+    l->correct += (int64_t)correct;
+}
+
+void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
+{
+    double now = dlt_now(), ips = (double)l->images / (now - l->window_t0);
+    double seen = (double)l->images;
+    if (l->rank == 0 && l->level >= DLT_LOG_INFO) {
+        printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.5f img/s %.1f "
+               "(%.1f per rank) data %.1f%% allreduce %.1f%%",
+               st->step / st->steps_per_epoch, st->step, st->total, l->loss_sum / seen, (double)l->correct / seen,
+               st->lr, ips, ips / l->ranks, 100 * l->data_s / l->total_s, 100 * l->comm_s / l->total_s);
+        if (st->loss_scaled)
+            printf(" loss-scale %g skipped %" PRId64, st->loss_scale, st->skipped);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (l->metrics) {
+        fprintf(l->metrics,
+                "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
+                "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
+                "\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f}\n",
+                st->step, (double)st->step / st->steps_per_epoch, l->loss_sum / seen, (double)l->correct / seen, st->lr,
+                ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s, l->ranks, l->batch,
+                now - l->t_start);
+        fflush(l->metrics);
+    }
+    l->window_t0 = now;
+    l->data_s = l->comm_s = l->total_s = l->loss_sum = 0;
+    l->images = l->correct = 0;
+}
+
+/* Mean images/s per rank of a metrics file (its first interval left out as warm-up). */
+static int _baseline_per_rank(const char *path, double *per_rank)
+{
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    double sum = 0;
+    int n = 0, lines = 0;
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f)) {
+        const char *a = strstr(line, "\"images_per_s\":"), *r = strstr(line, "\"ranks\":");
+        if (!a || !r || lines++ == 0)
+            continue;
+        sum += atof(a + 15) / atof(r + 8);
+        n++;
+    }
+    fclose(f);
+    if (!n)
+        return -EINVAL;
+    *per_rank = sum / n;
+    return 0;
+}
+
+void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline)
+{
+    double now = dlt_now(), steady = now - l->steady_t0, ips = steady > 0 ? l->steady_images / steady : 0, base = 0;
+    if (l->rank != 0)
+        return;
+    printf("dltrain: done: %" PRId64 " steps in %.1f s\n", steps, now - l->t_start);
+    if (l->steady_images > 0) {
+        printf("dltrain: summary: %.1f images/s, %.1f per rank, %d rank(s)", ips, ips / l->ranks, l->ranks);
+        if (baseline && _baseline_per_rank(baseline, &base) == 0)
+            printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / l->ranks / base, base,
+                   baseline);
+        else if (baseline)
+            printf(" (baseline %s unreadable or empty)", baseline);
+        printf("\n");
+    }
+    fflush(stdout);
+}

@@ -1,0 +1,55 @@
+/* run_log: what a run tells its user: event lines with the `dltrain: ` prefix at three levels
+ * (--quiet: errors, warnings and the end summary; default: progress too; --verbose: setup
+ * details), the per-interval step line and its JSON twin in --metrics, and the end summary. Only
+ * rank 0 prints progress; warnings may come from any rank. */
+#ifndef DLT_RUN_LOG_H
+#define DLT_RUN_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { DLT_LOG_QUIET = 0, DLT_LOG_INFO = 1, DLT_LOG_VERBOSE = 2 } dlt_log_level;
+
+typedef struct {
+    int rank, ranks, batch;
+    dlt_log_level level;
+    FILE *metrics;
+    /* the current logging interval */
+    double window_t0, data_s, comm_s, total_s, loss_sum;
+    int64_t images, correct;
+    /* the whole run (its first step, which includes one-time setup, left out of the rate) */
+    double t_start, steady_t0, steady_images;
+    int64_t first_step;
+} dlt_run_log;
+
+/* metrics_path (may be NULL) is opened for appending on rank 0. */
+int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
+                     char *err, size_t errlen);
+void dlt_run_log_close(dlt_run_log *l);
+
+/* An event line on rank 0 (stdout) when the run's level is at least `level`. */
+void dlt_log(const dlt_run_log *l, dlt_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A warning from this rank (stderr), at every level. */
+void dlt_log_warn(const dlt_run_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Starts the run's clocks at step first_step. */
+void dlt_run_log_start(dlt_run_log *l, int64_t first_step);
+/* One finished step: the summed loss and top-1 hits over all ranks, seconds waiting for data and
+ * in the all-reduce, and the step's wall time. */
+void dlt_run_log_step(dlt_run_log *l, int64_t step, double loss_sum, double correct, double data_s, double comm_s,
+                      double step_s);
+
+typedef struct {
+    int64_t step, total, steps_per_epoch;
+    double lr;
+    int loss_scaled;  /* fp16: show the loss scale and skipped steps */
+    double loss_scale;
+    int64_t skipped;
+} dlt_step_status;
+
+/* The interval's line (and JSON object); starts a new interval. */
+void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st);
+/* The end: steps and time, images/s, and the scaling efficiency against a baseline metrics file. */
+void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline);
+
+#endif

@@ -1,0 +1,272 @@
+/* train_loop: dlt_train_run, the training loop as named steps: load the batch, forward + loss +
+ * backward (the gradient reducer sums gradients as they are produced), agree across ranks (the
+ * reduction's end, fp16 overflow, and one small collective carrying loss, hits and the stop flag),
+ * apply the update or skip it, log, checkpoint. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/common/clock.h"
+#include "trainer/common/status.h"
+#include "trainer/train/checkpointing.h"
+#include "trainer/train/run.h"
+#include "trainer/train/schedule.h"
+#include "trainer/train/trainer.h"
+#include "trainer/train/watchdog.h"
+
+/* Set by the signal handler only; read at step boundaries. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void _on_signal(int sig)
+{
+    g_stop_signal = sig;
+}
+
+/* What the loop carries from step to step. */
+typedef struct {
+    dlt_schedule sched;
+    dlt_watchdog wd;
+    int64_t spe, step, total;
+    int bad_steps;      /* consecutive non-finite losses */
+    double last_ckpt;
+    float *stats_backup; /* BN statistics before the step (backend memory), to undo a skipped step */
+    int64_t *batches_backup;
+} loop_state;
+
+/* What one step found, all ranks agreeing. */
+typedef struct {
+    double t0, t_data, t_compute, t_agreed;
+    double flags[3]; /* summed over ranks: loss, top-1 hits, stop requests */
+    int overflow;
+    double lr;
+} step_result;
+
+static void _abort_comm(void *arg)
+{
+    dlt_comm *comm = arg;
+    comm->ops->abort(comm, DLT_EXIT_STALLED);
+}
+
+/* Schedule, initial or resumed weights, the data stream positioned, signals, the banner, the
+ * watchdog. */
+static int _prepare(dlt_run *r, loop_state *t)
+{
+    const dlt_train_config *c = &r->cfg;
+    struct sigaction sa;
+    char host[64] = "?";
+    int rc;
+    t->spe = dlt_source_steps_per_epoch(&r->src);
+    if (t->spe < 1)
+        return dlt_fail(r->err, r->errlen, -EINVAL, "%" PRId64 " images per epoch give no full batch of %d on each of %d ranks",
+                        dlt_source_images(&r->src), c->model.batch, r->comm->size);
+    t->total = c->epochs * t->spe;
+    if (c->max_steps > 0 && c->max_steps < t->total)
+        t->total = c->max_steps;
+    t->sched.peak = c->base_lr * (double)c->model.batch * r->comm->size / 256.0;
+    t->sched.steps_per_epoch = t->spe;
+    t->sched.warmup_epochs = c->warmup_epochs;
+    t->sched.cosine = c->cosine;
+    t->sched.total_epochs = (int)c->epochs;
+    t->sched.nmilestones = c->nmilestones;
+    memcpy(t->sched.milestones, c->milestones, sizeof(t->sched.milestones));
+    t->stats_backup = r->be->ops->alloc(r->be, (r->net.model.nstats + 1) * sizeof(float));
+    t->batches_backup = malloc(((size_t)r->net.model.nbn + 1) * sizeof(int64_t));
+    if (!t->stats_backup || !t->batches_backup)
+        return dlt_fail(r->err, r->errlen, -ENOMEM, "out of memory");
+    dlt_net_init_params(&r->net, c->seed, c->zero_init_residual);
+    if ((rc = dlt_run_resume(r, &t->step)) != 0)
+        return rc;
+    if ((rc = dlt_net_upload(&r->net)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
+    if ((rc = dlt_source_start(&r->src, t->step / t->spe, t->step % t->spe, r->err, r->errlen)) != 0)
+        return rc;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = _on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    dlt_log(&r->log, DLT_LOG_INFO,
+            "training %s (%zu parameters, %.3g GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
+            " steps/epoch, %" PRId64 " steps, peak lr %.4g, backend %s %s",
+            c->model.arch, r->net.model.nparams, (double)r->net.model.macs * 1e-9, r->comm->size, c->model.batch,
+            r->comm->size, c->model.batch * r->comm->size, t->spe, t->total, t->sched.peak, r->be->ops->name,
+            dlt_precision_name(c->backend.precision));
+    dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
+    if (gethostname(host, sizeof(host) - 1) != 0 || getenv("SLURMD_NODENAME"))
+        snprintf(host, sizeof(host), "%.63s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "?");
+    if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
+        return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
+    t->last_ckpt = dlt_now();
+    dlt_run_log_start(&r->log, t->step);
+    return 0;
+}
+
+static int _load_batch(dlt_run *r, loop_state *t, step_result *s)
+{
+    int rc;
+    s->t0 = dlt_now();
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_DATA, t->step);
+    if ((rc = dlt_run_load_batch(r, t->step / t->spe, t->step % t->spe)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "input");
+    s->t_data = dlt_now();
+    return 0;
+}
+
+/* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
+static int _backup_statistics(dlt_run *r, loop_state *t)
+{
+    int rc = r->be->ops->copy(r->be, t->stats_backup, r->net.d_stats, r->net.model.nstats * sizeof(float));
+    if (rc)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "statistics backup");
+    memcpy(t->batches_backup, r->net.bn_batches, (size_t)r->net.model.nbn * sizeof(int64_t));
+    return 0;
+}
+
+static int _forward_backward(dlt_run *r, loop_state *t, step_result *s)
+{
+    double loss_sum = 0;
+    int top1 = 0, top5 = 0, rc;
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
+    if ((rc = dlt_run_forward_backward(r, &loss_sum, &top1, &top5)) != 0)
+        return rc;
+    s->flags[0] = loss_sum;
+    s->flags[1] = top1;
+    s->t_compute = dlt_now();
+    return 0;
+}
+
+/* The gradient sum completes; fp16 overflow is found on the summed gradients (the same on every
+ * rank, so every rank skips the same step); loss, hits and the stop flag travel in one collective,
+ * so every rank stops at the same step. */
+static int _agree(dlt_run *r, loop_state *t, step_result *s)
+{
+    int rc, finite = 1;
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step);
+    if ((rc = dlt_run_reduce(r, 1)) != 0)
+        return rc;
+    if (r->scaler.enabled &&
+        (rc = r->be->ops->all_finite(r->be, r->net.grads, r->net.model.nparams, &finite)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");
+    s->overflow = !finite;
+    s->flags[2] = g_stop_signal ? 1.0 : 0.0;
+    if ((rc = r->comm->ops->allreduce_sum(r->comm, s->flags, 3, DLT_DTYPE_F64)) != 0)
+        return rc;
+    s->t_agreed = dlt_now();
+    return 0;
+}
+
+/* Applies the update, or skips it (non-finite loss, fp16 overflow): weights and momentum
+ * untouched, statistics restored, no trace left; the step still counts so the data moves on. */
+static int _apply_or_skip(dlt_run *r, loop_state *t, step_result *s)
+{
+    const dlt_train_config *c = &r->cfg;
+    int apply, rc;
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
+    s->lr = dlt_schedule_lr(&t->sched, t->step);
+    if (!isfinite(s->flags[0])) {
+        if (++t->bad_steps > c->max_bad_steps)
+            return dlt_fail(r->err, r->errlen, -ERANGE,
+                            "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the last "
+                            "checkpoint is intact (lower --lr?)", t->bad_steps, t->step);
+        if (r->comm->rank == 0)
+            dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
+                         s->flags[0], t->step, t->bad_steps, c->max_bad_steps);
+        apply = 0;
+    } else {
+        /* An fp16 overflow is a normal event while the scale settles, not a divergence. */
+        t->bad_steps = 0;
+        apply = dlt_loss_scaler_update(&r->scaler, s->overflow);
+    }
+    if (apply)
+        return dlt_run_sgd(r, s->lr);
+    if ((rc = r->be->ops->copy(r->be, r->net.d_stats, t->stats_backup, r->net.model.nstats * sizeof(float))) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "statistics restore");
+    memcpy(r->net.bn_batches, t->batches_backup, (size_t)r->net.model.nbn * sizeof(int64_t));
+    return 0;
+}
+
+static void _log(dlt_run *r, loop_state *t, const step_result *s)
+{
+    const dlt_train_config *c = &r->cfg;
+    dlt_step_status st = {t->step, t->total, t->spe, s->lr, r->scaler.enabled, r->scaler.scale, r->scaler.skipped};
+    dlt_run_log_step(&r->log, t->step, s->flags[0], s->flags[1], s->t_data - s->t0, s->t_agreed - s->t_compute,
+                     dlt_now() - s->t0);
+    if ((c->log_every > 0 && t->step % c->log_every == 0) || t->step == t->total || s->flags[2] > 0)
+        dlt_run_log_line(&r->log, &st);
+}
+
+/* Preemption (a stop flag from any rank) checkpoints and ends the run with DLT_EXIT_PREEMPTED;
+ * else a checkpoint when --checkpoint-every or --checkpoint-minutes says so. */
+static int _checkpoint(dlt_run *r, loop_state *t, const step_result *s)
+{
+    const dlt_train_config *c = &r->cfg;
+    int rc;
+    if (s->flags[2] > 0) {
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
+        return (rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 ? rc : DLT_EXIT_PREEMPTED;
+    }
+    if (t->step < t->total && t->bad_steps == 0 &&
+        ((c->checkpoint_every > 0 && t->step % c->checkpoint_every == 0) ||
+         (c->checkpoint_minutes > 0 && dlt_now() - t->last_ckpt >= 60 * c->checkpoint_minutes))) {
+        if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0)
+            return rc;
+        t->last_ckpt = dlt_now();
+    }
+    return 0;
+}
+
+static int _train_step(dlt_run *r, loop_state *t)
+{
+    step_result s;
+    int rc;
+    memset(&s, 0, sizeof(s));
+    if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
+        (rc = _forward_backward(r, t, &s)) != 0 || (rc = _agree(r, t, &s)) != 0 ||
+        (rc = _apply_or_skip(r, t, &s)) != 0)
+        return rc;
+    t->step++;
+    _log(r, t, &s);
+    if (r->cfg.check_every > 0 && t->step % r->cfg.check_every == 0 &&
+        (rc = dlt_run_check_replicas(r, t->step)) != 0)
+        return rc;
+    return _checkpoint(r, t, &s);
+}
+
+/* The final checkpoint and summary; a run that ended on non-finite losses writes none. */
+static int _finish(dlt_run *r, loop_state *t)
+{
+    int rc;
+    if (t->bad_steps > 0)
+        return dlt_fail(r->err, r->errlen, -ERANGE, "the run ended on non-finite losses: no final checkpoint written");
+    if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0)
+        return rc;
+    dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
+    return 0;
+}
+
+int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen)
+{
+    dlt_run r;
+    loop_state t;
+    int rc;
+    memset(&t, 0, sizeof(t));
+    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 && (rc = _prepare(&r, &t)) == 0) {
+        while (rc == 0 && t.step < t.total)
+            rc = _train_step(&r, &t);
+        if (rc == 0)
+            rc = _finish(&r, &t);
+    }
+    dlt_watchdog_stop(&t.wd);
+    if (t.stats_backup)
+        r.be->ops->release(r.be, t.stats_backup);
+    free(t.batches_backup);
+    dlt_run_close(&r, rc != 0 && rc != DLT_EXIT_PREEMPTED);
+    return rc;
+}
