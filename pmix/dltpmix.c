@@ -32,6 +32,18 @@ int dltpmix_set_error(dltpmix_ctx *ctx, int code, const char *fmt, ...)
     return code;
 }
 
+/* The one report of a failed PMIx call: "dltpmix: WHAT failed: PMIx's own error string". */
+static int _pmix_fail(dltpmix_ctx *ctx, pmix_status_t rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int _pmix_fail(dltpmix_ctx *ctx, pmix_status_t rc, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s failed: %s", what, PMIx_Error_string(rc));
+}
+
 const char *dltpmix_error(const dltpmix_ctx *ctx)
 {
     return ctx ? ctx->err : "no dltpmix context";
@@ -277,8 +289,7 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
     do {                                                                                                       \
         rc = _get_int(ctx, (rank_), (key_), &v);                                                               \
         if (rc != PMIX_SUCCESS)                                                                                \
-            return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: PMIx_Get(%s) failed: %s", (key_),        \
-                                     PMIx_Error_string(rc));                                                   \
+            return _pmix_fail(ctx, rc, "PMIx_Get(%s)", (key_));                                                 \
         ctx->info.field_ = (int)v;                                                                             \
     } while (0)
     /* Per-process keys must be asked with the process's own rank; job keys with the wildcard. */
@@ -290,8 +301,7 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
 
     rc = _get_string(ctx, ctx->me.rank, PMIX_HOSTNAME, ctx->info.hostname, sizeof(ctx->info.hostname));
     if (rc != PMIX_SUCCESS)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: PMIx_Get(PMIX_HOSTNAME) failed: %s",
-                                 PMIx_Error_string(rc));
+        return _pmix_fail(ctx, rc, "PMIx_Get(PMIX_HOSTNAME)");
     /* The node index: PMIX_NODEID where the server gives it, else our place in the node list. */
     if (_get_int(ctx, ctx->me.rank, PMIX_NODEID, &v) == PMIX_SUCCESS) {
         ctx->info.node_rank = (int)v;
@@ -438,8 +448,7 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
         val.data.bo.size = framelen;
         rc = PMIx_Put(PMIX_GLOBAL, key, &val);
         if (rc != PMIX_SUCCESS)
-            return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: PMIx_Put(%s) failed: %s", what, key,
-                                     PMIx_Error_string(rc));
+            return _pmix_fail(ctx, rc, "%s: PMIx_Put(%s)", what, key);
     }
     if (dltpmix_key(akey, sizeof(akey), DLTPMIX_OP_ARRIVE, ctx->seq) != 0)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: key overflow");
@@ -449,8 +458,7 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
     if (rc == PMIX_SUCCESS)
         rc = PMIx_Commit();
     if (rc != PMIX_SUCCESS)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: PMIx_Put/Commit failed: %s", what,
-                                 PMIx_Error_string(rc));
+        return _pmix_fail(ctx, rc, "%s: PMIx_Put/Commit", what);
 
     op = _op_new();
     if (!op)
@@ -466,8 +474,7 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
 #pragma GCC diagnostic pop
     if (rc != PMIX_SUCCESS) {
         _op_free(op);
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: PMIx_Fence_nb failed: %s", what,
-                                 PMIx_Error_string(rc));
+        return _pmix_fail(ctx, rc, "%s: PMIx_Fence_nb", what);
     }
     if (!_op_wait(op, &deadline)) {
         char missing[256];
@@ -482,8 +489,7 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
     rc = op->status;
     _op_free(op);
     if (rc != PMIX_SUCCESS)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: PMIx_Fence failed: %s", what,
-                                 PMIx_Error_string(rc));
+        return _pmix_fail(ctx, rc, "%s: PMIx_Fence", what);
     return 0;
 }
 
@@ -501,8 +507,7 @@ static int _get_frame(dltpmix_ctx *ctx, const char *what, const char *key, int r
     PMIX_LOAD_PROCID(&p, ctx->me.nspace, (pmix_rank_t)rank);
     rc = PMIx_Get(&p, key, NULL, 0, &val);
     if (rc != PMIX_SUCCESS)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: PMIx_Get(rank %d, %s) failed: %s", what, rank,
-                                 key, PMIx_Error_string(rc));
+        return _pmix_fail(ctx, rc, "%s: PMIx_Get(rank %d, %s)", what, rank, key);
     if (val->type != PMIX_BYTE_OBJECT) {
         ret = dltpmix_set_error(ctx, DLTPMIX_ERR_MISMATCH, "dltpmix: %s: rank %d's %s is not a byte object", what,
                                 rank, key);

@@ -4,16 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trainer/common/crc32.h"
+
 uint32_t dltpmix_crc32(const void *data, size_t len)
 {
-    const unsigned char *p = data;
-    uint32_t crc = 0xffffffffu;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
-    }
-    return ~crc;
+    return dlt_crc32(0, data, len);
 }
 
 int dltpmix_key(char *key, size_t keylen, dltpmix_op op, uint64_t seq)

@@ -9,6 +9,7 @@
 
 #include "dltpmix.h"
 #include "dltpmix_internal.h"
+#include "trainer/common/clock.h"
 
 #define CUDA_TRY(ctx, call)                                                                                  \
     do {                                                                                                     \
@@ -25,13 +26,6 @@
             return dltpmix_set_error((ctx), DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s (%s)", __FILE__, \
                                      __LINE__, #call, ncclGetErrorString(r_), ncclGetLastError(NULL));       \
     } while (0)
-
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int dltpmix_have_nccl(void)
 {
@@ -60,12 +54,12 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     /* Non-blocking init so a rank that never joins ends in an abort, not a hang. */
     config.blocking = 0;
     NCCL_TRY(ctx, ncclCommInitRankConfig(&comm, ctx->info.size, id, ctx->info.rank, &config));
-    start = _now();
+    start = dlt_now();
     while (state == ncclInProgress) {
         if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
             state = ncclInternalError;
         if (state == ncclInProgress) {
-            if (_now() - start > ctx->timeout_s) {
+            if (dlt_now() - start > ctx->timeout_s) {
                 ncclCommAbort(comm);
                 return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
                                          "dltpmix: ncclCommInitRank on rank %d (device %d) did not finish in %.0f s; "

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "trainer/checkpoint/safetensors.h"
+#include "trainer/common/crc32.h"
 
 #define FORMAT_TAG "dltrain-checkpoint-1"
 
@@ -20,23 +21,18 @@ static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, s
 {
     FILE *f = fopen(path, "rb");
     static unsigned char buf[1 << 16];
-    uint32_t c = 0xffffffffu;
+    uint32_t c = 0;
     size_t n, total = 0;
     if (!f) {
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -errno;
     }
-    /* Incremental CRC-32 (same polynomial as dltpmix_crc32). */
     while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            c ^= buf[i];
-            for (int k = 0; k < 8; k++)
-                c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-        }
+        c = dlt_crc32(c, buf, n);
         total += n;
     }
     fclose(f);
-    *crc = ~c;
+    *crc = c;
     *size = total;
     return 0;
 }

@@ -586,14 +586,7 @@ int dlt_st_load(dlt_st_file *f, const char *path, char *err, size_t errlen)
         close(fd);
         return dlt_fail(err, errlen, -ENOMEM, "cannot allocate %lld bytes for %s", (long long)st.st_size, path);
     }
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    got = dlt_read_full(fd, buf, (size_t)st.st_size);
     close(fd);
     if (got != (size_t)st.st_size) {
         free(buf);

@@ -15,13 +15,7 @@
 #include "trainer/cli/commands.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/transform.h"
-
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "trainer/common/clock.h"
 
 /* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
  * `side`, re-encodes at `quality`. */
@@ -102,7 +96,7 @@ int dlt_cmd_data(int argc, char **argv)
         goto out;
     }
     n = dlt_dataset_count(ds);
-    t0 = _now();
+    t0 = dlt_now();
     for (int64_t i = 0; i < n; i++) {
         char name[4096];
         size_t len;
@@ -128,7 +122,7 @@ int dlt_cmd_data(int argc, char **argv)
         written++;
         if (written % 64 == 0 || i + 1 == n)
             fprintf(stderr, "\rpacking %lld/%lld (%.0f%%) %.0f images/s", (long long)(i + 1), (long long)n,
-                    100.0 * (i + 1) / n, (i + 1) / (_now() - t0 + 1e-9));
+                    100.0 * (i + 1) / n, (i + 1) / (dlt_now() - t0 + 1e-9));
     }
     fprintf(stderr, "\n");
     if (dlt_recordio_close(&w, err, sizeof(err)) != 0) {

@@ -1,4 +1,4 @@
-/* io: small file I/O helpers. */
+/* io: small file I/O helpers (whole writes, whole reads). */
 #include "config.h"
 
 #include "trainer/common/io.h"
@@ -23,4 +23,19 @@ int dlt_write_all(int fd, const void *p, size_t n)
         n -= (size_t)w;
     }
     return 0;
+}
+
+size_t dlt_read_full(int fd, void *p, size_t n)
+{
+    uint8_t *c = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, c + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
 }

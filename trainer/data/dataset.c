@@ -431,14 +431,7 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
             close(fd);
             return -ENOMEM;
         }
-        while (got < (size_t)st.st_size) {
-            ssize_t r = read(fd, *buf + got, (size_t)st.st_size - got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
-            got += (size_t)r;
-        }
+        got = dlt_read_full(fd, *buf, (size_t)st.st_size);
         close(fd);
         *len = got;
         return 0;
