@@ -60,8 +60,10 @@ int dltpmix_barrier(dltpmix_ctx *ctx);
 int dltpmix_finalize(dltpmix_ctx *ctx);
 
 /* Rank 0 makes the NCCL unique id, it goes to all ranks through PMIx, every rank creates its
- * communicator on CUDA device cuda_device; bounded by the context timeout (ncclCommAbort on
- * expiry). comm receives an ncclComm_t. Returns DLTPMIX_ERR_NOTBUILT without NCCL. */
+ * communicator on CUDA device cuda_device. The communicator is blocking (NCCL's default: no call
+ * returns ncclInProgress). The init is bounded by the context timeout: on expiry the error says
+ * so and the process should end (the init thread is left to NCCL). comm receives an ncclComm_t.
+ * Returns DLTPMIX_ERR_NOTBUILT without NCCL. */
 struct ncclComm;
 int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **comm);
 

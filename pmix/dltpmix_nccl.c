@@ -1,9 +1,22 @@
 /* dltpmix_nccl: an NCCL communicator bootstrapped through PMIx, with a bounded wait.
- * ncclGetUniqueId runs in rank 0 of the application (its listener lives in this process). */
+ * ncclGetUniqueId runs in rank 0 of the application (its listener lives in this process).
+ *
+ * The communicator is blocking, NCCL's default and PyTorch's (ProcessGroupNCCL creates blocking
+ * communicators unless TORCH_NCCL_USE_COMM_NONBLOCKING is set). A non-blocking one makes every
+ * collective of a multi-rank communicator return ncclInProgress (NCCL's group.cc / enqueue.cc),
+ * which each caller would have to wait out with ncclCommGetAsyncError before touching the
+ * communicator or queueing work that depends on the result: correct only if every program
+ * using this library does so. ncclCommGetAsyncError and ncclCommAbort work on blocking
+ * communicators too, so a lost peer is still seen and aborted after init. The init itself is
+ * bounded by running the blocking ncclCommInitRankConfig on a helper thread and waiting for it
+ * with the context timeout. */
 #include "config.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,7 +35,7 @@
 #define NCCL_TRY(ctx, call)                                                                                  \
     do {                                                                                                     \
         ncclResult_t r_ = (call);                                                                            \
-        if (r_ != ncclSuccess && r_ != ncclInProgress)                                                       \
+        if (r_ != ncclSuccess)                                                                               \
             return dltpmix_set_error((ctx), DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s (%s)", __FILE__, \
                                      __LINE__, #call, ncclGetErrorString(r_), ncclGetLastError(NULL));       \
     } while (0)
@@ -32,14 +45,62 @@ int dltpmix_have_nccl(void)
     return 1;
 }
 
+/* The blocking init on its own thread, so the caller can stop waiting. Shared between the two
+ * threads under mu; whoever is last out frees it (the helper may outlive a timed-out caller). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, abandoned;
+    int device, size, rank;
+    ncclUniqueId id;
+    ncclComm_t comm;
+    ncclResult_t result;
+    cudaError_t cuda;
+} _init_job;
+
+static void _job_release(_init_job *j)
+{
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static void *_init_thread(void *arg)
+{
+    _init_job *j = arg;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclSystemError;
+    cudaError_t ce = cudaSetDevice(j->device); /* the device is per thread: NCCL binds the current one */
+    int abandoned;
+    config.blocking = 1;
+    if (ce == cudaSuccess)
+        r = ncclCommInitRankConfig(&comm, j->size, j->id, j->rank, &config);
+    pthread_mutex_lock(&j->mu);
+    j->comm = comm;
+    j->result = r;
+    j->cuda = ce;
+    j->done = 1;
+    abandoned = j->abandoned;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (abandoned) { /* the caller gave up and reported the timeout: nobody will use this */
+        if (comm)
+            ncclCommAbort(comm);
+        _job_release(j);
+    }
+    return NULL;
+}
+
 int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **out)
 {
     ncclUniqueId id;
-    ncclComm_t comm = NULL;
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    ncclResult_t state = ncclInProgress;
-    double start;
-    int rc;
+    _init_job *j;
+    pthread_t th;
+    pthread_attr_t attr;
+    struct timespec deadline;
+    double end;
+    int rc, done, err = 0;
 
     if (!ctx || !out)
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument")
@@ -51,30 +112,52 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     rc = dltpmix_bcast(ctx, 0, &id, sizeof(id));
     if (rc != 0)
         return rc;
-    /* Non-blocking init so a rank that never joins ends in an abort, not a hang. */
-    config.blocking = 0;
-    NCCL_TRY(ctx, ncclCommInitRankConfig(&comm, ctx->info.size, id, ctx->info.rank, &config));
-    start = dlt_now();
-    while (state == ncclInProgress) {
-        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
-            state = ncclInternalError;
-        if (state == ncclInProgress) {
-            if (dlt_now() - start > ctx->timeout_s) {
-                ncclCommAbort(comm);
-                return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
-                                         "dltpmix: ncclCommInitRank on rank %d (device %d) did not finish in %.0f s; "
-                                         "communicator aborted (check NCCL_SOCKET_IFNAME; NCCL_DEBUG=INFO shows why)",
-                                         ctx->info.rank, cuda_device, ctx->timeout_s);
-            }
-            usleep(1000);
-        }
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: out of memory");
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->device = cuda_device;
+    j->size = ctx->info.size;
+    j->rank = ctx->info.rank;
+    j->id = id;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &attr, _init_thread, j) != 0) {
+        pthread_attr_destroy(&attr);
+        _job_release(j);
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: cannot start the NCCL init thread");
     }
-    if (state != ncclSuccess) {
-        const char *last = ncclGetLastError(comm);
-        ncclCommAbort(comm);
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: ncclCommInitRank on rank %d failed: %s (%s)",
-                                 ctx->info.rank, ncclGetErrorString(state), last ? last : "");
+    pthread_attr_destroy(&attr);
+    end = dlt_now() + ctx->timeout_s;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)ctx->timeout_s;
+    pthread_mutex_lock(&j->mu);
+    while (!j->done && err != ETIMEDOUT && dlt_now() < end)
+        err = pthread_cond_timedwait(&j->cv, &j->mu, &deadline);
+    done = j->done;
+    if (!done)
+        j->abandoned = 1; /* the thread frees the job when NCCL returns, if ever */
+    pthread_mutex_unlock(&j->mu);
+    if (!done)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
+                                 "dltpmix: ncclCommInitRank on rank %d (device %d) did not finish in %.0f s: a rank "
+                                 "never joined or the network path is wrong (check NCCL_SOCKET_IFNAME; "
+                                 "NCCL_DEBUG=INFO shows why); end the process",
+                                 ctx->info.rank, cuda_device, ctx->timeout_s);
+    if (j->cuda != cudaSuccess || j->result != ncclSuccess) {
+        const char *last = j->comm ? ncclGetLastError(j->comm) : ncclGetLastError(NULL);
+        rc = j->cuda != cudaSuccess
+                 ? dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: cudaSetDevice(%d) on the NCCL init thread: %s",
+                                     cuda_device, cudaGetErrorString(j->cuda))
+                 : dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: ncclCommInitRank on rank %d failed: %s (%s)",
+                                     ctx->info.rank, ncclGetErrorString(j->result), last ? last : "");
+        if (j->comm)
+            ncclCommAbort(j->comm);
+        _job_release(j);
+        return rc;
     }
-    *out = comm;
+    *out = (struct ncclComm *)j->comm;
+    _job_release(j);
     return 0;
 }

@@ -425,12 +425,33 @@ static void test_fc_stats_finite(void **state)
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
 }
 
+/* The replica checksum against the same sum taken in another order (by residue class). */
+static void test_checksum(void **state)
+{
+    dlt_backend *be;
+    char err[256];
+    const size_t n = 10007;
+    float *x = _rand(n, 3.f);
+    double got = 0, by_class[7] = {0}, ref = 0;
+    (void)state;
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(be->ops->checksum(be, x, n, &got), 0);
+    for (size_t i = 0; i < n; i++)
+        by_class[i % 7] += (double)x[i];
+    for (int k = 0; k < 7; k++)
+        ref += (k + 1) * by_class[k];
+    assert_true(fabs(got - ref) <= 1e-12 * fmax(1.0, fabs(ref)));
+    free(x);
+    be->ops->destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_fp32),   cmocka_unit_test(test_conv_bf16),
         cmocka_unit_test(test_batchnorm),   cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_avgpool_gemm_eltwise), cmocka_unit_test(test_softmax_xent),
+        cmocka_unit_test(test_checksum),
         cmocka_unit_test(test_sgd_and_input), cmocka_unit_test(test_fc_stats_finite),
     };
     dlt_rng_seed(&g_rng, 12345, 1);

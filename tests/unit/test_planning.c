@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "trainer/comm/grad_buckets.h"
+#include "trainer/comm/grad_reducer.h"
 #include "trainer/model/network.h"
 #include "trainer/train/loss_scaler.h"
 
@@ -231,6 +232,102 @@ static void test_backward_handoff(void **state)
     be->ops->destroy(be);
 }
 
+/* Copies between host and backend memory and collectives the reducer makes, counted through
+ * recording hooks on the ops table and a stand-in host communicator. */
+static struct {
+    int downloads, uploads, allreduces;
+    size_t allreduce_count;
+    const dlt_backend_ops *real;
+} g_rec;
+
+static int _rec_download(dlt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    g_rec.downloads++;
+    return g_rec.real->download(be, dst, src, bytes);
+}
+
+static int _rec_upload(dlt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    g_rec.uploads++;
+    return g_rec.real->upload(be, dst, src, bytes);
+}
+
+static int _rec_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    (void)c;
+    (void)buf;
+    (void)type;
+    g_rec.allreduces++;
+    g_rec.allreduce_count += count;
+    return 0;
+}
+
+static void _noop_destroy(dlt_comm *c)
+{
+    (void)c;
+}
+
+static void _noop_abort(dlt_comm *c, int code)
+{
+    (void)c;
+    (void)code;
+}
+
+/* The reduction path for each kind of run, and what one step's reduction costs: nothing for one
+ * rank (a single-GPU run copies no gradients to the host), one in-place collective on the CPU, and
+ * one staged round trip for a GPU behind a host communicator. */
+static void test_reducer_paths(void **state)
+{
+    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL};
+    const struct {
+        int ranks, host_memory;
+        const char *path;
+        int downloads, uploads, allreduces;
+    } cases[] = {
+        {1, 0, "none", 0, 0, 0}, {1, 1, "none", 0, 0, 0}, {2, 1, "host", 0, 0, 1}, {4, 0, "host", 1, 1, 1},
+    };
+    char err[256];
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dlt_backend *be;
+        dlt_backend_ops ops;
+        dlt_comm comm = {&host_ops, 0, cases[i].ranks, err, sizeof(err), NULL};
+        dlt_grad_reducer *red;
+        dlt_grad_listener l;
+        const size_t n = 1000;
+        float *grads;
+        assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+        g_rec.real = be->ops;
+        ops = *be->ops;
+        ops.download = _rec_download;
+        ops.upload = _rec_upload;
+        be->ops = &ops;
+        be->host_memory = cases[i].host_memory; /* 0: as a GPU's memory would be */
+        grads = be->ops->alloc(be, n * sizeof(float));
+        assert_non_null(grads);
+        assert_int_equal(dlt_grad_reducer_create(&red, NULL, &comm, be, grads, n, err, sizeof(err)), 0);
+        assert_string_equal(red->ops->name, cases[i].path);
+        {
+            const dlt_backend_ops *real = g_rec.real;
+            memset(&g_rec, 0, sizeof(g_rec));
+            g_rec.real = real;
+        }
+        l = dlt_grad_reducer_listener(red);
+        assert_int_equal(l.ready(l.arg, n / 2), 0);
+        assert_int_equal(l.ready(l.arg, 0), 0);
+        assert_int_equal(l.done(l.arg), 0);
+        assert_int_equal(dlt_grad_reducer_finish(red, 1), 0);
+        assert_int_equal(g_rec.downloads, cases[i].downloads);
+        assert_int_equal(g_rec.uploads, cases[i].uploads);
+        assert_int_equal(g_rec.allreduces, cases[i].allreduces);
+        if (cases[i].allreduces)
+            assert_int_equal(g_rec.allreduce_count, n);
+        dlt_grad_reducer_destroy(red);
+        be->ops->release(be, grads);
+        be->ops->destroy(be);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_bucket_layout),
         cmocka_unit_test(test_ready_offsets),
         cmocka_unit_test(test_backward_handoff),
+        cmocka_unit_test(test_reducer_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

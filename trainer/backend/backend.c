@@ -36,6 +36,29 @@ int dlt_backend_cuda_available(void)
 #endif
 }
 
+int dlt_backend_gpu_count(void)
+{
+#ifdef DLT_HAVE_CUDA_BACKEND
+    return dlt_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+int dlt_backend_gpu_id(int device, char *out, size_t outlen)
+{
+#ifdef DLT_HAVE_CUDA_BACKEND
+    char bus[64];
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device) == cudaSuccess) {
+        snprintf(out, outlen, "%s", bus);
+        return 0;
+    }
+    cudaGetLastError();
+#endif
+    snprintf(out, outlen, "device %d", device);
+    return -1;
+}
+
 int dlt_backend_is_gpu(const dlt_backend_config *cfg)
 {
     const char *kind = cfg->kind ? cfg->kind : "auto";
@@ -48,6 +71,7 @@ void dlt_backend_config_defaults(dlt_backend_config *c)
     c->kind = "auto";
     c->precision = DLT_PREC_FP32;
     c->device = -1;
+    c->stem_pad = -1;
 }
 
 int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)

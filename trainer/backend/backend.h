@@ -115,6 +115,10 @@ typedef struct {
     int (*softmax_xent)(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
                         float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5);
 
+    /* *sum = sum_i x[i] * ((i % 7) + 1) over n floats, in double, the same bits for the same data
+     * on every rank (the cross-rank replica check: no copy of the weights to the host). */
+    int (*checksum)(dlt_backend *be, const float *x, size_t n, double *sum);
+
     /* *finite = 1 when all n floats are finite. */
     int (*all_finite)(dlt_backend *be, const float *x, size_t n, int *finite);
 
@@ -164,14 +168,20 @@ static inline int dlt_out_size(int in, int k, int stride, int pad)
 typedef struct {
     const char *kind;        /* "auto" (CUDA when built in and a GPU is visible, else CPU), "cpu", "cuda" */
     dlt_precision precision;
-    int device;              /* CUDA: GPU index among the visible ones; -1: the first */
+    int device;              /* CUDA: GPU index among the visible ones; -1: chosen at launch
+                              * (device_choice.h: the plugin's GPU, else the local rank's) */
     int deterministic;       /* CUDA: only algorithms that give the same bits every run */
+    int stem_pad;            /* CUDA: pad the 3-channel input to 4 for tensor cores (-1 auto: all but fp32) */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);
 /* err receives this call's error and, for the backend's life, every op's (it must outlive the
  * backend). */
 int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
+/* GPUs the CUDA runtime sees (0 without the CUDA backend or a driver). */
+int dlt_backend_gpu_count(void);
+/* The PCI bus id of visible GPU `device` (0), or "device N" (-1) when the runtime cannot say. */
+int dlt_backend_gpu_id(int device, char *out, size_t outlen);
 /* 1 when dlt_backend_create would make a GPU backend of cfg. */
 int dlt_backend_is_gpu(const dlt_backend_config *cfg);
 /* 1 when this build has the CUDA backend and the CUDA runtime sees a GPU. */

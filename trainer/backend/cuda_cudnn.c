@@ -22,12 +22,17 @@
 #include "trainer/common/cuda_check.h"
 #include "trainer/common/tunables.h"
 
-/* One convolution geometry's chosen algorithms (many ResNet layers share a geometry). */
+/* One convolution geometry's chosen algorithms (many ResNet layers share a geometry), each with
+ * the math type cudnnFind timed it with: cuDNN's Find returns (algo, mathType, memory) and the
+ * descriptor must carry that mathType when the algorithm runs, or cuDNN may run another variant
+ * than the one timed (PyTorch's note "behavior of cudnnFind and cudnnGet" in Conv_v7.cpp sets the
+ * descriptor's math type from the perf result likewise). */
 typedef struct algo_entry {
     dlt_conv_shape s;
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
     int bwd_data_ok; /* the image-input convolution needs no data gradient; cuDNN may have none */
     size_t ws;
     struct algo_entry *next;
@@ -36,6 +41,7 @@ typedef struct algo_entry {
 /* Results the host reads back after a loss or a finiteness check. */
 typedef struct {
     double loss;
+    double checksum;
     int hits[3];
     int nonfinite;
 } small_results;
@@ -45,6 +51,7 @@ typedef struct {
     dlt_backend_ops ops; /* a copy: optional entries depend on precision */
     dlt_backend_config cfg;
     int device, cc_major;
+    int stem_pad; /* pad the 3-channel stem input to 4 channels */
     dlt_dt dt;
     cudnnDataType_t cdt;
     cudaDataType_t blas_dt;
@@ -64,6 +71,7 @@ typedef struct {
     int32_t *pin_labels, *d_labels;
     size_t labels_size;
     small_results *h_res, *d_res;
+    double *sum_scratch; /* the checksum's per-block partial sums */
     void *fc_w; /* FC weights in the activation type */
     size_t fc_w_cap;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */
@@ -77,11 +85,14 @@ typedef struct {
 struct dlt_op {
     /* conv */
     dlt_conv_shape cs;
+    int cp;                      /* input channels as cuDNN sees them (4 for the padded 3-channel stem) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
-    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionDescriptor_t conv;                          /* the search's (the run's math type) */
+    cudnnConvolutionDescriptor_t conv_fwd, conv_bwd_data, conv_bwd_filter; /* each with its winner's */
     const algo_entry *algo;
-    void *w_lp, *dw_lp; /* OHWI in the activation type */
+    void *w_lp, *dw_lp; /* OHWI (cp channels) in the activation type */
+    void *x_pad;        /* the padded input of the stem, kept from forward for backward-filter */
     /* bn */
     dlt_act_shape as;
     float eps;
@@ -223,13 +234,14 @@ static int _nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int
 }
 
 /* Fastest successful algorithm within the workspace limit from cuDNN's measured list. */
-#define PICK(results, count, limit, out, mem)                                                                 \
+#define PICK(results, count, limit, out, math, mem)                                                           \
     do {                                                                                                      \
         int found_ = 0;                                                                                       \
         for (int i_ = 0; i_ < (count) && !found_; i_++)                                                       \
             if ((results)[i_].status == CUDNN_STATUS_SUCCESS && (results)[i_].memory <= (limit) &&             \
                 (!c->cfg.deterministic || (results)[i_].determinism == CUDNN_DETERMINISTIC)) {                   \
                 (out) = (results)[i_].algo;                                                                   \
+                (math) = (results)[i_].mathType;                                                              \
                 (mem) = (results)[i_].memory;                                                                 \
                 found_ = 1;                                                                                   \
             }                                                                                                 \
@@ -241,19 +253,41 @@ static int _nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int
         }                                                                                                     \
     } while (0)
 
+/* A convolution descriptor of op's geometry with the given math type. */
+static int _conv_descriptor(dlt_backend *be, const dlt_op *op, cudnnMathType_t math, cudnnConvolutionDescriptor_t *d)
+{
+    const dlt_conv_shape *s = &op->cs;
+    DNN_TRY(be, cudnnCreateConvolutionDescriptor(d));
+    DNN_TRY(be, cudnnSetConvolution2dDescriptor(*d, s->pad, s->pad, s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    DNN_TRY(be, cudnnSetConvolutionMathType(*d, math));
+    return 0;
+}
+
+/* One descriptor per direction, each with the math type its algorithm was timed with. */
+static int _direction_descriptors(dlt_backend *be, dlt_op *op)
+{
+    const algo_entry *e = op->algo;
+    int rc;
+    if ((rc = _conv_descriptor(be, op, e->fwd_math, &op->conv_fwd)) != 0 ||
+        (rc = _conv_descriptor(be, op, e->bwd_filter_math, &op->conv_bwd_filter)) != 0)
+        return rc;
+    return e->bwd_data_ok ? _conv_descriptor(be, op, e->bwd_data_math, &op->conv_bwd_data) : 0;
+}
+
 static int _find_algos(dlt_backend *be, dlt_op *op)
 {
     cuda_backend *c = _cu(be);
     cudnnConvolutionFwdAlgoPerf_t fr[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t dr[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t wr[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int nf = 0, nd = 0, nw = 0;
+    int nf = 0, nd = 0, nw = 0, rc;
     size_t mf = 0, md = 0, mw = 0;
     algo_entry *e;
     for (e = c->algos; e; e = e->next)
         if (!memcmp(&e->s, &op->cs, sizeof(op->cs))) {
             op->algo = e;
-            return 0;
+            return _direction_descriptors(be, op);
         }
     e = calloc(1, sizeof(*e));
     if (!e) {
@@ -266,23 +300,28 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     /* cuDNN times each candidate on scratch buffers of its own. */
     DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
-    if (cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
+    /* The stem's data gradient is never computed (the images need none): no search for it. */
+    if (op->cs.c == 3 ||
+        cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr) != CUDNN_STATUS_SUCCESS)
         nd = 0;
     DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
-    PICK(fr, nf, c->ws_limit, e->fwd, mf);
-    PICK(wr, nw, c->ws_limit, e->bwd_filter, mw);
+    PICK(fr, nf, c->ws_limit, e->fwd, e->fwd_math, mf);
+    PICK(wr, nw, c->ws_limit, e->bwd_filter, e->bwd_filter_math, mw);
     for (int i = 0; i < nd && !e->bwd_data_ok; i++)
         if (dr[i].status == CUDNN_STATUS_SUCCESS && dr[i].memory <= c->ws_limit &&
             (!c->cfg.deterministic || dr[i].determinism == CUDNN_DETERMINISTIC)) {
             e->bwd_data = dr[i].algo;
+            e->bwd_data_math = dr[i].mathType;
             md = dr[i].memory;
             e->bwd_data_ok = 1;
         }
     e->ws = mf > md ? mf : md;
     e->ws = mw > e->ws ? mw : e->ws;
     op->algo = e;
+    if ((rc = _direction_descriptors(be, op)) != 0)
+        return rc;
     return _workspace(be, e->ws);
 }
 
@@ -291,21 +330,26 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     cuda_backend *c = _cu(be);
     dlt_op *op = calloc(1, sizeof(*op));
     int n, ch, h, w, rc;
-    size_t wn = (size_t)s->k * s->c * s->r * s->s;
+    size_t wn;
     *out = op;
     if (!op) {
         snprintf(be->err, be->errlen, "out of memory");
         return -ENOMEM;
     }
     op->cs = *s;
-    if ((rc = _nhwc(be, &op->xd, s->n, s->c, s->h, s->w)) != 0 || (rc = _nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
+    /* Tensor-core NHWC kernels want channel counts that are multiples of 4 or 8: the 3-channel
+     * image input is padded to 4 (a zero channel, zero weights), as the MLPerf ResNet-50 GPU
+     * implementations do. The padding lives here only; checkpoints keep 3 channels. */
+    op->cp = s->c == 3 && c->stem_pad ? 4 : s->c;
+    wn = (size_t)s->k * op->cp * s->r * s->s;
+    if ((rc = _nhwc(be, &op->xd, s->n, op->cp, s->h, s->w)) != 0 || (rc = _nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
         return rc;
     DNN_TRY(be, cudnnCreateFilterDescriptor(&op->wd));
-    DNN_TRY(be, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k, s->c, s->r, s->s));
-    DNN_TRY(be, cudnnCreateConvolutionDescriptor(&op->conv));
-    DNN_TRY(be, cudnnSetConvolution2dDescriptor(op->conv, s->pad, s->pad, s->stride, s->stride, 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    DNN_TRY(be, cudnnSetConvolutionMathType(op->conv, c->math));
+    DNN_TRY(be, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k, op->cp, s->r, s->s));
+    if ((rc = _conv_descriptor(be, op, c->math, &op->conv)) != 0)
+        return rc;
+    if (op->cp != s->c)
+        CUDA_TRY(be, cudaMalloc(&op->x_pad, (size_t)s->n * s->h * s->w * op->cp * _dt_size(c->dt)));
     DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
     if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
         snprintf(be->err, be->errlen, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
@@ -320,14 +364,20 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
 static int _conv_set_weights(dlt_backend *be, dlt_op *op, const float *w)
 {
     const dlt_conv_shape *s = &op->cs;
-    KERNEL_TRY(be, dlt_k_oihw_to_ohwi(w, op->w_lp, _cu(be)->dt, s->k, s->c, s->r, s->s, (dlt_stream)_cu(be)->s));
+    KERNEL_TRY(be, dlt_k_oihw_to_ohwi(w, op->w_lp, _cu(be)->dt, s->k, s->c, op->cp, s->r, s->s, (dlt_stream)_cu(be)->s));
     return 0;
 }
 
 static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
     cuda_backend *c = _cu(be);
-    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w_lp, op->conv, op->algo->fwd, c->ws,
+    if (op->x_pad) {
+        const dlt_conv_shape *s = &op->cs;
+        KERNEL_TRY(be, dlt_k_pad_channels(x, op->x_pad, c->dt, (size_t)s->n * s->h * s->w, s->c, op->cp,
+                                          (dlt_stream)c->s));
+        x = op->x_pad;
+    }
+    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w_lp, op->conv_fwd, op->algo->fwd, c->ws,
                                         c->ws_size, &g_zero, op->yd, y));
     return 0;
 }
@@ -335,12 +385,16 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 {
     cuda_backend *c = _cu(be);
+    if (op->x_pad) {
+        snprintf(be->err, be->errlen, "the padded stem convolution has no data gradient (the images need none)");
+        return -ENOTSUP;
+    }
     if (!op->algo->bwd_data_ok) {
         snprintf(be->err, be->errlen, "cuDNN has no backward-data algorithm for this convolution (%d->%d "
                  "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
         return -ENOTSUP;
     }
-    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w_lp, op->yd, dy, op->conv,
+    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w_lp, op->yd, dy, op->conv_bwd_data,
                                              op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
     return 0;
 }
@@ -349,18 +403,43 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
 {
     cuda_backend *c = _cu(be);
     const dlt_conv_shape *s = &op->cs;
-    DNN_TRY(be, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv, op->algo->bwd_filter,
-                                               c->ws, c->ws_size, &g_zero, op->wd, op->dw_lp));
-    KERNEL_TRY(be, dlt_k_ohwi_to_oihw(op->dw_lp, c->dt, dw, s->k, s->c, s->r, s->s, (dlt_stream)c->s));
+    if (op->x_pad)
+        x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
+    DNN_TRY(be, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
+                                               op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd, op->dw_lp));
+    KERNEL_TRY(be, dlt_k_ohwi_to_oihw(op->dw_lp, c->dt, dw, s->k, s->c, op->cp, s->r, s->s, (dlt_stream)c->s));
     return 0;
 }
 
 /* ------------------------------------------------------------------ batch norm */
 
+/* Batch norm goes through cuDNN's Ex API with the workspace and reserve space it asks for, for
+ * every layer: the NHWC persistent mode (fp16/bf16) may need both, also without the fused
+ * add/ReLU, and the plain API cannot be given them. PyTorch does the same
+ * (aten/src/ATen/native/cudnn/BatchNorm.cpp: CUDNN_BATCHNORM_OPS_BN, no z, no activation,
+ * workspace and reserve queried per input). */
+static int _bn_sizes(dlt_backend *be, dlt_op *op, cudnnBatchNormOps_t ops, size_t *ws, size_t *reserve)
+{
+    cuda_backend *c = _cu(be);
+    cudnnActivationDescriptor_t act = ops == CUDNN_BATCHNORM_OPS_BN ? NULL : op->act;
+    cudnnTensorDescriptor_t z = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? op->xd : NULL;
+    size_t r = 0, f = 0, b = 0;
+    DNN_TRY(be, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c->dnn, c->bn_mode, ops, act, op->xd, &r));
+    DNN_TRY(be, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, c->bn_mode, ops, op->xd, z, op->xd,
+                                                                         op->pd, act, &f));
+    DNN_TRY(be, cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, c->bn_mode, ops, op->xd, op->xd, op->xd, z,
+                                                                  op->xd, op->pd, act, &b));
+    *reserve = r > *reserve ? r : *reserve;
+    f = f > b ? f : b;
+    *ws = f > *ws ? f : *ws;
+    return 0;
+}
+
 static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op **out)
 {
     cuda_backend *c = _cu(be);
     dlt_op *op = calloc(1, sizeof(*op));
+    size_t ws = 0;
     int rc;
     *out = op;
     if (!op) {
@@ -375,34 +454,18 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     DNN_TRY(be, cudnnDeriveBNTensorDescriptor(op->pd, op->xd, c->bn_mode));
     CUDA_TRY(be, cudaMalloc((void **)&op->save_mean, (size_t)s->c * sizeof(float)));
     CUDA_TRY(be, cudaMalloc((void **)&op->save_inv, (size_t)s->c * sizeof(float)));
+    if ((rc = _bn_sizes(be, op, CUDNN_BATCHNORM_OPS_BN, &ws, &op->reserve_size)) != 0)
+        return rc;
     if (c->ops.bn_fwd_train_relu) {
-        size_t r1 = 0, r2 = 0, w1 = 0, w2 = 0, b1 = 0, b2 = 0;
         DNN_TRY(be, cudnnCreateActivationDescriptor(&op->act));
         DNN_TRY(be, cudnnSetActivationDescriptor(op->act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-        DNN_TRY(be, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-                                                                         op->act, op->xd, &r1));
-        DNN_TRY(be, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-                        c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, op->act, op->xd, &r2));
-        DNN_TRY(be, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-                        c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, op->xd, NULL, op->xd, op->pd, op->act, &w1));
-        DNN_TRY(be, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, c->bn_mode,
-                                                                             CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, op->xd,
-                                                                             op->xd, op->xd, op->pd, op->act, &w2));
-        DNN_TRY(be, cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-                                                                      op->xd, op->xd, op->xd, NULL, op->xd, op->pd,
-                                                                      op->act, &b1));
-        DNN_TRY(be, cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, c->bn_mode,
-                                                                      CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, op->xd,
-                                                                      op->xd, op->xd, op->xd, op->xd, op->pd, op->act,
-                                                                      &b2));
-        op->reserve_size = r1 > r2 ? r1 : r2;
-        if (op->reserve_size)
-            CUDA_TRY(be, cudaMalloc(&op->reserve, op->reserve_size));
-        w1 = w1 > w2 ? w1 : w2;
-        b1 = b1 > b2 ? b1 : b2;
-        return _workspace(be, w1 > b1 ? w1 : b1);
+        if ((rc = _bn_sizes(be, op, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &ws, &op->reserve_size)) != 0 ||
+            (rc = _bn_sizes(be, op, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &ws, &op->reserve_size)) != 0)
+            return rc;
     }
-    return 0;
+    if (op->reserve_size)
+        CUDA_TRY(be, cudaMalloc(&op->reserve, op->reserve_size));
+    return _workspace(be, ws);
 }
 
 /* Batch mean and biased variance for the caller, from cuDNN's saved mean and 1/sqrt(var + eps). */
@@ -418,9 +481,10 @@ static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const floa
 {
     cuda_backend *c = _cu(be);
     /* Running statistics are the network's business (bn_stats_update): cuDNN keeps none here. */
-    DNN_TRY(be, cudnnBatchNormalizationForwardTraining(c->dnn, c->bn_mode, &g_one, &g_zero, op->xd, x, op->xd, y, op->pd,
-                                                       gamma, beta, 0.0, NULL, NULL, op->eps, op->save_mean,
-                                                       op->save_inv));
+    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero,
+                                                         op->xd, x, NULL, NULL, op->xd, y, op->pd, gamma, beta, 0.0, NULL,
+                                                         NULL, op->eps, op->save_mean, op->save_inv, NULL, c->ws,
+                                                         c->ws_size, op->reserve, op->reserve_size));
     return _bn_report(be, op, mean, var);
 }
 
@@ -440,9 +504,11 @@ static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy,
     (void)beta;
     (void)mean;
     (void)var; /* cuDNN's own saved statistics of the forward are the same numbers, more precisely */
-    DNN_TRY(be, cudnnBatchNormalizationBackward(c->dnn, c->bn_mode, &g_one, &g_zero, &g_one, &g_zero, op->xd, x, op->xd,
-                                                dy, op->xd, dx, op->pd, gamma, dgamma, dbeta, op->eps, op->save_mean,
-                                                op->save_inv));
+    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
+                                                  &g_zero, op->xd, x, NULL, NULL, op->xd, dy, NULL, NULL, op->xd, dx,
+                                                  op->pd, gamma, NULL, dgamma, dbeta, op->eps, op->save_mean,
+                                                  op->save_inv, NULL, c->ws, c->ws_size, op->reserve,
+                                                  op->reserve_size));
     return 0;
 }
 
@@ -698,6 +764,20 @@ static int _all_finite(dlt_backend *be, const float *x, size_t n, int *finite)
     return 0;
 }
 
+static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    if (!c->sum_scratch)
+        CUDA_TRY(be, cudaMalloc((void **)&c->sum_scratch, dlt_k_checksum_scratch()));
+    KERNEL_TRY(be, dlt_k_checksum(x, n, c->sum_scratch, &c->d_res->checksum, (dlt_stream)c->s));
+    CUDA_TRY(be, cudaMemcpyAsync(&c->h_res->checksum, &c->d_res->checksum, sizeof(double), cudaMemcpyDeviceToHost, c->s));
+    if ((rc = _wait(be, c->s)) != 0)
+        return rc;
+    *sum = c->h_res->checksum;
+    return 0;
+}
+
 static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
                        float grad_scale)
 {
@@ -773,6 +853,13 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
         cudnnDestroyFilterDescriptor(op->wd);
     if (op->conv)
         cudnnDestroyConvolutionDescriptor(op->conv);
+    if (op->conv_fwd)
+        cudnnDestroyConvolutionDescriptor(op->conv_fwd);
+    if (op->conv_bwd_data)
+        cudnnDestroyConvolutionDescriptor(op->conv_bwd_data);
+    if (op->conv_bwd_filter)
+        cudnnDestroyConvolutionDescriptor(op->conv_bwd_filter);
+    cudaFree(op->x_pad);
     if (op->act)
         cudnnDestroyActivationDescriptor(op->act);
     if (op->pool)
@@ -805,6 +892,7 @@ static void _destroy(dlt_backend *be)
     cudaFree(c->d_u8);
     cudaFree(c->d_labels);
     cudaFree(c->d_res);
+    cudaFree(c->sum_scratch);
     cudaFree(c->fc_w);
     cudaFreeHost(c->pin);
     cudaFreeHost(c->pin_labels);
@@ -853,6 +941,7 @@ static const dlt_backend_ops g_cuda_ops = {
     .normalize_input = _normalize_input,
     .softmax_xent = _softmax_xent,
     .all_finite = _all_finite,
+    .checksum = _checksum,
     .sgd_update = _sgd_update,
 };
 
@@ -898,6 +987,7 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->device = dev;
     c->cc_major = prop.major;
     c->ws_limit = DLT_CUDNN_WORKSPACE_CAP;
+    c->stem_pad = cfg->stem_pad < 0 ? cfg->precision != DLT_PREC_FP32 : cfg->stem_pad;
     {
         /* Storage type, cuDNN/cuBLAS types, math mode and BN mode of each precision. fp32 is strict
          * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. */
@@ -931,7 +1021,9 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         c->blas_compute = modes[i].compute;
         c->bn_mode = modes[i].bn;
     }
-    if (cfg->precision == DLT_PREC_FP16) { /* cuDNN fuses BN + add + ReLU for half NHWC tensors */
+    /* cuDNN fuses BN + add + ReLU for half and bfloat16 NHWC tensors in persistent mode (libcudnn_ops
+     * ships both); fp32/tf32 keep the unfused path. */
+    if (cfg->precision == DLT_PREC_FP16 || cfg->precision == DLT_PREC_BF16) {
         c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
         c->ops.bn_bwd_relu = _bn_bwd_relu;
     }

@@ -63,23 +63,24 @@ template <typename T> __global__ void k_to_f32(const T *src, float *dst, size_t 
     GRID_STRIDE(i, n) dst[i] = ld(src, i);
 }
 
-/* dst[o][h][w][i] = w[o][i][h][w] */
-template <typename T> __global__ void k_oihw_to_ohwi(const float *w, T *dst, int K, int C, int R, int S)
+/* dst[o][h][w][i] = w[o][i][h][w], i < C; channels C..Cp-1 (padding) are zero. */
+template <typename T> __global__ void k_oihw_to_ohwi(const float *w, T *dst, int K, int C, int Cp, int R, int S)
 {
-    size_t n = (size_t)K * C * R * S;
+    size_t n = (size_t)K * Cp * R * S;
     GRID_STRIDE(j, n)
     {
-        int i = (int)(j % C);
-        size_t t = j / C;
+        int i = (int)(j % Cp);
+        size_t t = j / Cp;
         int x = (int)(t % S);
         t /= S;
         int y = (int)(t % R);
         int o = (int)(t / R);
-        st(dst, j, w[(((size_t)o * C + i) * R + y) * S + x]);
+        st(dst, j, i < C ? w[(((size_t)o * C + i) * R + y) * S + x] : 0.f);
     }
 }
 
-template <typename T> __global__ void k_ohwi_to_oihw(const T *w, float *dst, int K, int C, int R, int S)
+/* The inverse, dropping the padding channels. */
+template <typename T> __global__ void k_ohwi_to_oihw(const T *w, float *dst, int K, int C, int Cp, int R, int S)
 {
     size_t n = (size_t)K * C * R * S;
     GRID_STRIDE(j, n)
@@ -90,8 +91,47 @@ template <typename T> __global__ void k_ohwi_to_oihw(const T *w, float *dst, int
         t /= R;
         int i = (int)(t % C);
         int o = (int)(t / C);
-        dst[j] = ld(w, (((size_t)o * R + y) * S + x) * C + i);
+        dst[j] = ld(w, (((size_t)o * R + y) * S + x) * Cp + i);
     }
+}
+
+/* [pixels, C] -> [pixels, Cp], the extra channels zero. */
+template <typename T> __global__ void k_pad_channels(const T *x, T *xp, size_t pixels, int C, int Cp)
+{
+    GRID_STRIDE(j, pixels * (size_t)Cp)
+    {
+        int i = (int)(j % Cp);
+        size_t p = j / Cp;
+        xp[j] = i < C ? x[p * C + i] : T(0.f);
+    }
+}
+
+/* sum_i x[i] * ((i % 7) + 1) in double: fixed grid, a tree in shared memory per block, then one
+ * thread over the block sums in order, so the same data gives the same bits on every rank. */
+constexpr int kSumBlocks = 256;
+
+__global__ void k_checksum_blocks(const float *x, size_t n, double *partial)
+{
+    __shared__ double acc[kThreads];
+    double v = 0;
+    GRID_STRIDE(i, n) v += (double)x[i] * (double)((i % 7) + 1);
+    acc[threadIdx.x] = v;
+    __syncthreads();
+    for (int h = kThreads / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h)
+            acc[threadIdx.x] += acc[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = acc[0];
+}
+
+__global__ void k_checksum_total(const double *partial, int nb, double *out)
+{
+    double v = 0;
+    for (int b = 0; b < nb; b++)
+        v += partial[b];
+    *out = v;
 }
 
 template <typename T> __global__ void k_add_relu(T *y, const T *add, size_t n)
@@ -282,13 +322,19 @@ template <typename T> void l_to_f32(const void *src, float *dst, size_t n, cudaS
 {
     k_to_f32<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)src, dst, n);
 }
-template <typename T> void l_oihw_to_ohwi(const float *w, void *dst, int K, int C, int R, int S, cudaStream_t s)
+template <typename T>
+void l_oihw_to_ohwi(const float *w, void *dst, int K, int C, int Cp, int R, int S, cudaStream_t s)
 {
-    k_oihw_to_ohwi<T><<<blocks_for((size_t)K * C * R * S), kThreads, 0, s>>>(w, (T *)dst, K, C, R, S);
+    k_oihw_to_ohwi<T><<<blocks_for((size_t)K * Cp * R * S), kThreads, 0, s>>>(w, (T *)dst, K, C, Cp, R, S);
 }
-template <typename T> void l_ohwi_to_oihw(const void *w, float *dst, int K, int C, int R, int S, cudaStream_t s)
+template <typename T>
+void l_ohwi_to_oihw(const void *w, float *dst, int K, int C, int Cp, int R, int S, cudaStream_t s)
 {
-    k_ohwi_to_oihw<T><<<blocks_for((size_t)K * C * R * S), kThreads, 0, s>>>((const T *)w, dst, K, C, R, S);
+    k_ohwi_to_oihw<T><<<blocks_for((size_t)K * C * R * S), kThreads, 0, s>>>((const T *)w, dst, K, C, Cp, R, S);
+}
+template <typename T> void l_pad_channels(const void *x, void *xp, size_t pixels, int C, int Cp, cudaStream_t s)
+{
+    k_pad_channels<T><<<blocks_for(pixels * (size_t)Cp), kThreads, 0, s>>>((const T *)x, (T *)xp, pixels, C, Cp);
 }
 template <typename T> void l_add_relu(void *y, const void *add, size_t n, cudaStream_t s)
 {
@@ -350,14 +396,31 @@ int dlt_k_cast_to_f32(const void *src, dlt_dt dt, float *dst, size_t n, dlt_stre
     DISPATCH(dt, l_to_f32, src, dst, n, (cudaStream_t)s);
 }
 
-int dlt_k_oihw_to_ohwi(const float *w, void *dst, dlt_dt dt, int k, int c, int r, int sz, dlt_stream s)
+int dlt_k_oihw_to_ohwi(const float *w, void *dst, dlt_dt dt, int k, int c, int cp, int r, int sz, dlt_stream s)
 {
-    DISPATCH(dt, l_oihw_to_ohwi, w, dst, k, c, r, sz, (cudaStream_t)s);
+    DISPATCH(dt, l_oihw_to_ohwi, w, dst, k, c, cp, r, sz, (cudaStream_t)s);
 }
 
-int dlt_k_ohwi_to_oihw(const void *w, dlt_dt dt, float *dst, int k, int c, int r, int sz, dlt_stream s)
+int dlt_k_ohwi_to_oihw(const void *w, dlt_dt dt, float *dst, int k, int c, int cp, int r, int sz, dlt_stream s)
 {
-    DISPATCH(dt, l_ohwi_to_oihw, w, dst, k, c, r, sz, (cudaStream_t)s);
+    DISPATCH(dt, l_ohwi_to_oihw, w, dst, k, c, cp, r, sz, (cudaStream_t)s);
+}
+
+int dlt_k_pad_channels(const void *x, void *xp, dlt_dt dt, size_t pixels, int c, int cp, dlt_stream s)
+{
+    DISPATCH(dt, l_pad_channels, x, xp, pixels, c, cp, (cudaStream_t)s);
+}
+
+size_t dlt_k_checksum_scratch(void)
+{
+    return (size_t)kSumBlocks * sizeof(double);
+}
+
+int dlt_k_checksum(const float *x, size_t n, double *scratch, double *out, dlt_stream s)
+{
+    k_checksum_blocks<<<kSumBlocks, kThreads, 0, (cudaStream_t)s>>>(x, n, scratch);
+    k_checksum_total<<<1, 1, 0, (cudaStream_t)s>>>(scratch, kSumBlocks, out);
+    return (int)cudaGetLastError();
 }
 
 int dlt_k_add_relu(void *y, const void *add, dlt_dt dt, size_t n, dlt_stream s)

@@ -21,9 +21,16 @@ int dlt_k_normalize(const uint8_t *src, void *dst, dlt_dt dt, size_t pixels, con
 /* float <-> dt, n elements. */
 int dlt_k_cast_from_f32(const float *src, void *dst, dlt_dt dt, size_t n, dlt_stream s);
 int dlt_k_cast_to_f32(const void *src, dlt_dt dt, float *dst, size_t n, dlt_stream s);
-/* Conv weights: float OIHW -> dt OHWI (cuDNN's NHWC filter layout), and dt OHWI -> float OIHW. */
-int dlt_k_oihw_to_ohwi(const float *w, void *dst, dlt_dt dt, int k, int c, int r, int sz, dlt_stream s);
-int dlt_k_ohwi_to_oihw(const void *w, dlt_dt dt, float *dst, int k, int c, int r, int sz, dlt_stream s);
+/* Conv weights: float OIHW -> dt OHWI (cuDNN's NHWC filter layout) with cp >= c input channels
+ * (the extra ones zero), and dt OHWI (cp channels) -> float OIHW (c channels). */
+int dlt_k_oihw_to_ohwi(const float *w, void *dst, dlt_dt dt, int k, int c, int cp, int r, int sz, dlt_stream s);
+int dlt_k_ohwi_to_oihw(const void *w, dlt_dt dt, float *dst, int k, int c, int cp, int r, int sz, dlt_stream s);
+/* NHWC activations [pixels, c] -> [pixels, cp], the extra channels zero (the padded stem input). */
+int dlt_k_pad_channels(const void *x, void *xp, dlt_dt dt, size_t pixels, int c, int cp, dlt_stream s);
+/* *out = sum_i x[i] * ((i % 7) + 1) in double, the same bits for the same data (replica checks);
+ * scratch: dlt_k_checksum_scratch() bytes of device memory. */
+size_t dlt_k_checksum_scratch(void);
+int dlt_k_checksum(const float *x, size_t n, double *scratch, double *out, dlt_stream s);
 /* y = relu(y + add) (add may be NULL); dz = dy * (y > 0); dst += src. */
 int dlt_k_add_relu(void *y, const void *add, dlt_dt dt, size_t n, dlt_stream s);
 int dlt_k_relu_bwd(const void *y, const void *dy, void *dz, dlt_dt dt, size_t n, dlt_stream s);

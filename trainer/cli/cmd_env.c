@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "pmix/dltpmix.h"
+#include "trainer/backend/backend.h"
+#include "trainer/backend/device_choice.h"
 #include "trainer/cli/commands.h"
 #include "trainer/comm/comm.h"
 
@@ -21,7 +23,25 @@ typedef struct {
     char dlt_local_gpu[16];
     char cpus[128];
     char nccl_topo[128];
+    int device;       /* the CUDA device index dltrain train would use (-1: no GPU visible) */
+    char gpu[64];     /* which GPU that is: its CUDA_VISIBLE_DEVICES entry, or its PCI bus id */
 } _rank_report;
+
+/* The device dltrain train would pick (device_choice.h) and which GPU that is, from the task's
+ * CUDA_VISIBLE_DEVICES (no driver is needed to report it) or the CUDA runtime. */
+static void _device_report(_rank_report *r)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    int visible = cvd ? dlt_device_visible_count(cvd) : dlt_backend_gpu_count();
+    char err[256];
+    r->device = -1;
+    snprintf(r->gpu, sizeof(r->gpu), "-");
+    if (visible <= 0 || dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, r->local_rank, visible, &r->device,
+                                          err, sizeof(err)) != 0)
+        return;
+    if (dlt_backend_gpu_id(r->device, r->gpu, sizeof(r->gpu)) != 0 && cvd)
+        dlt_device_visible_entry(cvd, r->device, r->gpu, sizeof(r->gpu));
+}
 
 static void _env_copy(char *dst, size_t len, const char *name)
 {
@@ -104,6 +124,7 @@ int dlt_cmd_env(int argc, char **argv)
     _env_copy(mine.dlt_local_gpu, sizeof(mine.dlt_local_gpu), "DLT_LOCAL_GPU");
     _env_copy(mine.nccl_topo, sizeof(mine.nccl_topo), "NCCL_TOPO_FILE");
     mine.ncpus = _affinity_list(mine.cpus, sizeof(mine.cpus));
+    _device_report(&mine);
 
     all = calloc((size_t)info->size, sizeof(*all));
     if (!all) {
@@ -131,12 +152,42 @@ int dlt_cmd_env(int argc, char **argv)
     if (info->rank == 0) {
         printf("dltrain: %d rank(s) on %d node(s), namespace %s, host communicator %s\n", info->size,
                info->node_count, info->nspace, comm->ops->name);
-        printf("%-5s %-16s %-4s %-5s %-12s %-5s %-16s %s\n", "rank", "host", "node", "local", "CUDA_VISIBLE", "gpu",
-               "cpus", "NCCL_TOPO_FILE");
-        for (int r = 0; r < info->size; r++)
-            printf("%-5d %-16s %-4d %-5d %-12s %-5s %-16s %s\n", all[r].rank, all[r].host, all[r].node_rank,
-                   all[r].local_rank, all[r].cuda_visible, all[r].dlt_local_gpu, all[r].cpus, all[r].nccl_topo);
+        printf("%-5s %-16s %-4s %-5s %-12s %-5s %-16s %s %s\n", "rank", "host", "node", "local", "CUDA_VISIBLE",
+               "gpu", "cpus", "NCCL_TOPO_FILE", "device(=GPU)");
+        for (int r = 0; r < info->size; r++) {
+            char dev[80] = "-";
+            if (all[r].device >= 0)
+                snprintf(dev, sizeof(dev), "%d=%s", all[r].device, all[r].gpu);
+            printf("%-5d %-16s %-4d %-5d %-12s %-5s %-16s %s %s\n", all[r].rank, all[r].host, all[r].node_rank,
+                   all[r].local_rank, all[r].cuda_visible, all[r].dlt_local_gpu, all[r].cpus, all[r].nccl_topo, dev);
+        }
         printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
+    }
+    /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
+    {
+        dlt_device_claim *claims = calloc((size_t)info->size, sizeof(*claims));
+        int n = 0;
+        if (!claims) {
+            fprintf(stderr, "dltrain: out of memory\n");
+            goto out;
+        }
+        for (int r = 0; r < info->size; r++)
+            if (all[r].device >= 0) {
+                claims[n].rank = all[r].rank;
+                snprintf(claims[n].host, sizeof(claims[n].host), "%s", all[r].host);
+                snprintf(claims[n].gpu, sizeof(claims[n].gpu), "%s", all[r].gpu);
+                n++;
+            }
+        rc = dlt_device_check_distinct(claims, n, err, sizeof(err));
+        free(claims);
+        if (rc != 0) {
+            if (info->rank == 0)
+                fprintf(stderr, "dltrain: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        if (info->rank == 0 && n > 0)
+            printf("dltrain: GPU check passed (%d rank(s), one GPU each)\n", n);
     }
     rc = 0;
 out:

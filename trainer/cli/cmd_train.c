@@ -17,7 +17,7 @@ enum {
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
-    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_QUIET, O_VERBOSE
+    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_QUIET, O_VERBOSE, O_STEM_PAD
 };
 
 static const struct option g_opts[] = {
@@ -74,6 +74,7 @@ static const struct option g_opts[] = {
     {"loss-scale-window", required_argument, NULL, O_LS_WINDOW},
     {"cuda-graphs", no_argument, NULL, O_GRAPHS},
     {"deterministic", no_argument, NULL, O_DETERMINISTIC},
+    {"stem-pad", required_argument, NULL, O_STEM_PAD},
     {"quiet", no_argument, NULL, O_QUIET},
     {"verbose", no_argument, NULL, O_VERBOSE},
     {"help", no_argument, NULL, O_HELP},
@@ -97,13 +98,15 @@ static void _usage(FILE *f, const char *cmd)
             "                         AVX512-BF16/AMX). CUDA: all four; fp16/bf16 are mixed precision with\n"
             "                         fp32 master weights; tf32 and bf16 need Ampere or newer\n"
             "  --tf32                 same as --precision tf32\n"
-            "  --device N             CUDA device among the visible ones (default 0: the task's own GPU)\n"
+            "  --device N             CUDA device among the visible ones (default: the one --dl-train bound\n"
+            "                         the task to, else the local rank modulo the visible GPUs)\n"
             "  --bucket-mib M         CUDA: gradient all-reduce bucket size (default 25)\n"
             "  --allreduce-lowp       CUDA fp16/bf16: all-reduce gradients in that type (default fp32)\n"
             "  --loss-scale S         fp16: initial dynamic loss scale (default 65536)\n"
             "  --loss-scale-window N  fp16: clean steps before the scale doubles (default 2000)\n"
             "  --cuda-graphs          CUDA: record one training step as a CUDA graph and replay it\n"
             "  --deterministic        CUDA: only cuDNN algorithms that repeat bit for bit\n"
+            "  --stem-pad auto|on|off CUDA: pad the 3-channel input to 4 for tensor cores (auto: all but fp32)\n"
             "data:\n"
             "  --data PATH            ImageFolder root (PATH/train and PATH/val, or PATH/CLASS/*.JPEG) or a\n"
             "                         RecordIO file (PATH.rec + PATH.idx, as im2rec writes)\n"
@@ -239,6 +242,14 @@ int dlt_cmd_train(int argc, char **argv)
         case O_VERBOSE: c.log_level = DLT_LOG_VERBOSE; break;
         case O_GRAPHS: c.cuda_graphs = 1; break;
         case O_DETERMINISTIC: c.backend.deterministic = 1; break;
+        case O_STEM_PAD:
+            if (!strcmp(optarg, "auto") || !strcmp(optarg, "on") || !strcmp(optarg, "off"))
+                c.backend.stem_pad = !strcmp(optarg, "auto") ? -1 : !strcmp(optarg, "on");
+            else {
+                fprintf(stderr, "dltrain: --stem-pad %s: auto, on or off\n", optarg);
+                return 2;
+            }
+            break;
         case O_LOSS_SCALE: NUM(1, 16777216, c.loss_scale = v); break;
         case O_LS_WINDOW: NUM(1, 1e9, c.loss_scale_window = (int)v); break;
 #undef NUM
@@ -299,7 +310,7 @@ int dlt_cmd_train(int argc, char **argv)
     }
     {
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
-        if (dlt_cli_launch(&req, timeout, &px, &comm, err, sizeof(err)) != 0)
+        if (dlt_cli_launch(&req, &c.backend, timeout, &px, &comm, err, sizeof(err)) != 0)
             return 1;
     }
     if (!strcmp(cmd, "train"))

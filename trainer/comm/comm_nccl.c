@@ -1,8 +1,9 @@
 /* comm_nccl: the trainer's communicator over NCCL, bootstrapped through PMIx (no MPI, no
  * MASTER_ADDR). Host buffers (loss, flags, checksums: a few values per step) travel through a
  * small device buffer; the gradient reducer's NCCL path (grad_reducer_nccl.c) runs on the same
- * communicator. Waits poll NCCL's asynchronous error so a lost peer ends the run with a message,
- * and teardown aborts (rather than destroys) a communicator that saw one. */
+ * communicator. Every NCCL call goes through nccl_call.h; waits poll NCCL's asynchronous error so
+ * a lost peer ends the run with a message, and teardown aborts (rather than destroys) a
+ * communicator that saw one. */
 #include "config.h"
 
 #include <errno.h>
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include "trainer/comm/comm.h"
+#include "trainer/comm/nccl_call.h"
 #include "trainer/common/cuda_check.h"
+#include "trainer/common/status.h"
 
 typedef struct {
     ncclComm_t nccl;
@@ -24,12 +27,6 @@ typedef struct {
 static nccl_impl *_impl(dlt_comm *c)
 {
     return c->impl;
-}
-
-static int _fail(dlt_comm *c, const char *what, const char *why)
-{
-    snprintf(c->err, c->errlen, "NCCL %s: %s", what, why);
-    return -EIO;
 }
 
 static int _wait(dlt_comm *c)
@@ -46,8 +43,7 @@ static int _room(dlt_comm *c, size_t bytes)
     cudaFree(m->dbuf);
     m->dbuf = NULL;
     m->dcap = 0;
-    if (cudaMalloc(&m->dbuf, bytes) != cudaSuccess)
-        return _fail(c, "staging buffer", "out of device memory");
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMalloc(&m->dbuf, bytes));
     m->dcap = bytes;
     return 0;
 }
@@ -57,32 +53,24 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
     nccl_impl *m = _impl(c);
     size_t bytes = count * dlt_dtype_size(type);
     ncclDataType_t t = type == DLT_DTYPE_F32 ? ncclFloat32 : type == DLT_DTYPE_F64 ? ncclFloat64 : ncclInt64;
-    ncclResult_t r;
     int rc;
     if ((rc = _room(c, bytes)) != 0)
         return rc;
-    if (cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s) != cudaSuccess)
-        return _fail(c, "all-reduce", "copy to the device failed");
-    if ((r = ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s)) != ncclSuccess)
-        return _fail(c, "all-reduce", ncclGetErrorString(r));
-    if (cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s) != cudaSuccess)
-        return _fail(c, "all-reduce", "copy back failed");
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s));
+    DLT_NCCL_TRY(c->err, c->errlen, m->nccl, ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s));
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
     return _wait(c);
 }
 
 static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
 {
     nccl_impl *m = _impl(c);
-    ncclResult_t r;
     int rc;
     if ((rc = _room(c, bytes)) != 0)
         return rc;
-    if (cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s) != cudaSuccess)
-        return _fail(c, "broadcast", "copy to the device failed");
-    if ((r = ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s)) != ncclSuccess)
-        return _fail(c, "broadcast", ncclGetErrorString(r));
-    if (cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s) != cudaSuccess)
-        return _fail(c, "broadcast", "copy back failed");
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s));
+    DLT_NCCL_TRY(c->err, c->errlen, m->nccl, ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s));
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
     return _wait(c);
 }
 
@@ -96,15 +84,9 @@ static void _destroy(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
     if (m) {
-        ncclResult_t ar = ncclSuccess;
-        /* After an asynchronous error, destroy could wait forever on the lost peer: abort. */
-        if (m->nccl && (ncclCommGetAsyncError(m->nccl, &ar) != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)))
-            ncclCommAbort(m->nccl);
-        else if (m->nccl) {
-            if (m->s)
-                cudaStreamSynchronize(m->s);
-            ncclCommDestroy(m->nccl);
-        }
+        if (m->nccl && m->s)
+            cudaStreamSynchronize(m->s);
+        dlt_nccl_release(m->nccl);
         cudaFree(m->dbuf);
         if (m->s)
             cudaStreamDestroy(m->s);
@@ -141,8 +123,7 @@ int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char 
     if (!c || !m) {
         free(c);
         free(m);
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
     }
     c->ops = &g_nccl_ops;
     c->err = err;
@@ -155,14 +136,12 @@ int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char 
         return rc;
     }
     if (cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking) != cudaSuccess) {
-        snprintf(err, errlen, "cannot create a CUDA stream on device %d", dev);
         _destroy(c);
-        return -EIO;
+        return dlt_fail(err, errlen, -EIO, "cannot create a CUDA stream on device %d", dev);
     }
-    if ((rc = dltpmix_nccl_comm_init(px, dev, &nc)) != 0) {
-        snprintf(err, errlen, "NCCL bootstrap over PMIx failed: %s", dltpmix_error(px));
+    if (dltpmix_nccl_comm_init(px, dev, &nc) != 0) {
         _destroy(c);
-        return -EIO;
+        return dlt_fail(err, errlen, -EIO, "NCCL bootstrap over PMIx failed: %s", dltpmix_error(px));
     }
     m->nccl = (ncclComm_t)nc;
     *out = c;

@@ -12,6 +12,7 @@
 #include "trainer/backend/cuda_kernels.h"
 #include "trainer/comm/grad_buckets.h"
 #include "trainer/comm/grad_reducer.h"
+#include "trainer/comm/nccl_call.h"
 #include "trainer/common/cuda_check.h"
 #include "trainer/common/status.h"
 #include "trainer/common/tunables.h"

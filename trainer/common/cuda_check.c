@@ -16,14 +16,6 @@ int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const ch
     return -EIO;
 }
 
-int dlt_nccl_fail(char *err, size_t errlen, const char *file, int line, const char *call, ncclResult_t r,
-                  ncclComm_t comm)
-{
-    if (err && errlen)
-        snprintf(err, errlen, "%s:%d: %s: %s (%s)", file, line, call, ncclGetErrorString(r), ncclGetLastError(comm));
-    return -EIO;
-}
-
 int dlt_cuda_device_count(void)
 {
     int n = 0;
@@ -76,17 +68,4 @@ int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err,
             nanosleep(&ts, NULL);
         }
     }
-}
-
-int dlt_nccl_peer_check(void *comm, char *err, size_t errlen)
-{
-    ncclResult_t ar = ncclSuccess;
-    /* The communicator belongs to the comm layer, which aborts it as the run ends. */
-    if (comm && ncclCommGetAsyncError((ncclComm_t)comm, &ar) == ncclSuccess && ar != ncclSuccess &&
-        ar != ncclInProgress) {
-        snprintf(err, errlen, "NCCL failed while the GPU worked (a peer lost?): %s (%s)", ncclGetErrorString(ar),
-                 ncclGetLastError((ncclComm_t)comm));
-        return -EIO;
-    }
-    return 0;
 }

@@ -1,7 +1,7 @@
 /* cuda_check: the CUDA-side helpers every GPU module shares: one check macro per library (CUDA
- * runtime, cuDNN, cuBLAS, NCCL) that fills an error buffer with file:line, the call and the
- * library's own error string, device selection, and a host wait that can be interrupted by a
- * failed peer. Built only with the CUDA backend. */
+ * runtime, cuDNN, cuBLAS; NCCL's is in trainer/comm/nccl_call.h) that fills an error buffer with
+ * file:line, the call and the library's own error string, device selection, and a host wait that
+ * can be interrupted by a failed peer. Built only with the CUDA backend. */
 #ifndef DLT_CUDA_CHECK_H
 #define DLT_CUDA_CHECK_H
 
@@ -10,7 +10,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
-#include <nccl.h>
 
 /* Writes "file:line: call: msg" into err and returns -EIO. */
 int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const char *call, const char *msg);
@@ -34,16 +33,6 @@ int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const ch
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                                      \
             return dlt_cuda_fail((err), (errlen), __FILE__, __LINE__, #call, cublasGetStatusString(s_));      \
     } while (0)
-/* NCCL's message plus its last error text for comm (the detail NCCL_DEBUG would print). */
-int dlt_nccl_fail(char *err, size_t errlen, const char *file, int line, const char *call, ncclResult_t r,
-                  ncclComm_t comm);
-#define DLT_NCCL_TRY(err, errlen, comm, call)                                                                \
-    do {                                                                                                      \
-        ncclResult_t r_ = (call);                                                                             \
-        if (r_ != ncclSuccess)                                                                                \
-            return dlt_nccl_fail((err), (errlen), __FILE__, __LINE__, #call, r_, (comm));                     \
-    } while (0)
-
 /* GPUs the CUDA runtime sees (0 without a driver or device). */
 int dlt_cuda_device_count(void);
 /* Makes `requested` (-1: 0) the calling thread's device; *device gets it. */
@@ -53,9 +42,5 @@ int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
  * an error, e.g. NCCL's asynchronous error state of a lost peer, instead of a hang. */
 int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
                          char *err, size_t errlen);
-
-/* A peer check for dlt_cuda_stream_wait: nonzero (err filled) when NCCL reports an asynchronous
- * error on comm (a ncclComm_t). */
-int dlt_nccl_peer_check(void *comm, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,94 @@
+/* test_device_choice: the task's GPU over CUDA_VISIBLE_DEVICES / local rank / --device, and the
+ * refusal of two ranks on one GPU. */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "trainer/backend/device_choice.h"
+
+static void test_visible_list(void **state)
+{
+    char e[16];
+    (void)state;
+    assert_int_equal(dlt_device_visible_count(NULL), -1);
+    assert_int_equal(dlt_device_visible_count(""), 0);
+    assert_int_equal(dlt_device_visible_count("3"), 1);
+    assert_int_equal(dlt_device_visible_count("0,1,3,2"), 4);
+    assert_int_equal(dlt_device_visible_entry("0,1,3,2", 2, e, sizeof(e)), 0);
+    assert_string_equal(e, "3");
+    assert_int_equal(dlt_device_visible_entry("GPU-aa,GPU-bb", 1, e, sizeof(e)), 0);
+    assert_string_equal(e, "GPU-bb");
+    assert_int_equal(dlt_device_visible_entry("0,1", 2, e, sizeof(e)), -1);
+}
+
+/* Four ranks on a node that sees four GPUs (plain srun --gpus-per-node=4, no plugin): each its own. */
+static void test_local_rank_rule(void **state)
+{
+    char err[256];
+    int dev, seen[4] = {0};
+    (void)state;
+    for (int lr = 0; lr < 4; lr++) {
+        assert_int_equal(dlt_device_choose(-1, 0, lr, 4, &dev, err, sizeof(err)), 0);
+        assert_int_equal(dev, lr);
+        seen[dev]++;
+    }
+    for (int d = 0; d < 4; d++)
+        assert_int_equal(seen[d], 1);
+    /* 8 ranks, 4 GPUs: two per GPU by the modulo (the distinct check then refuses). */
+    assert_int_equal(dlt_device_choose(-1, 0, 6, 4, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dev, 2);
+    /* One GPU visible (gpus-per-task, or the plugin's gpus=task): device 0. */
+    assert_int_equal(dlt_device_choose(-1, 0, 3, 1, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dev, 0);
+}
+
+/* With the plugin (gpus=step keeps all GPUs visible, the task's own first) device 0 is the task's. */
+static void test_plugin_bound_uses_device_zero(void **state)
+{
+    char err[256];
+    int dev;
+    (void)state;
+    assert_int_equal(dlt_device_choose(-1, 1, 3, 4, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dev, 0);
+}
+
+static void test_explicit_device(void **state)
+{
+    char err[256];
+    int dev;
+    (void)state;
+    assert_int_equal(dlt_device_choose(2, 1, 0, 4, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dev, 2);
+    assert_int_equal(dlt_device_choose(4, 0, 0, 4, &dev, err, sizeof(err)), -ENODEV);
+    assert_non_null(strstr(err, "--device 4: this task sees 4 GPU(s) (0..3)"));
+}
+
+static void test_two_ranks_one_gpu_refused(void **state)
+{
+    char err[512];
+    dlt_device_claim ok[4] = {{0, "n1", "0000:1a:00.0"}, {1, "n1", "0000:1b:00.0"},
+                              {2, "n2", "0000:1a:00.0"}, {3, "n2", "0000:1b:00.0"}};
+    dlt_device_claim bad[3] = {{0, "n1", "0000:1a:00.0"}, {1, "n2", "0000:1a:00.0"}, {2, "n1", "0000:1a:00.0"}};
+    (void)state;
+    assert_int_equal(dlt_device_check_distinct(ok, 4, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_check_distinct(bad, 3, err, sizeof(err)), -EBUSY);
+    assert_non_null(strstr(err, "ranks 0 and 2 on n1 would both train on GPU 0000:1a:00.0"));
+    assert_non_null(strstr(err, "--gpus-per-task=1"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_visible_list),          cmocka_unit_test(test_local_rank_rule),
+        cmocka_unit_test(test_plugin_bound_uses_device_zero), cmocka_unit_test(test_explicit_device),
+        cmocka_unit_test(test_two_ranks_one_gpu_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

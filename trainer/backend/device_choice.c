@@ -1,0 +1,65 @@
+/* device_choice: a task's GPU among the visible ones; one GPU per rank. */
+#include "config.h"
+
+#include "trainer/backend/device_choice.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/common/status.h"
+
+int dlt_device_visible_count(const char *cvd)
+{
+    int n = 1;
+    if (!cvd)
+        return -1;
+    if (!*cvd)
+        return 0;
+    for (const char *p = cvd; *p; p++)
+        n += *p == ',';
+    return n;
+}
+
+int dlt_device_visible_entry(const char *cvd, int n, char *out, size_t outlen)
+{
+    const char *p = cvd;
+    size_t len;
+    if (!cvd || n < 0 || n >= dlt_device_visible_count(cvd))
+        return -1;
+    while (n-- > 0)
+        p = strchr(p, ',') + 1;
+    len = strcspn(p, ",");
+    snprintf(out, outlen, "%.*s", (int)len, p);
+    return 0;
+}
+
+int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visible, int *device, char *err,
+                      size_t errlen)
+{
+    if (requested >= 0) {
+        if (visible > 0 && requested >= visible)
+            return dlt_fail(err, errlen, -ENODEV, "--device %d: this task sees %d GPU(s) (0..%d)", requested, visible,
+                            visible - 1);
+        *device = requested;
+        return 0;
+    }
+    if (plugin_bound || visible <= 0 || local_rank < 0)
+        *device = 0;
+    else
+        *device = local_rank % visible;
+    return 0;
+}
+
+int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (!strcmp(all[i].host, all[j].host) && !strcmp(all[i].gpu, all[j].gpu))
+                return dlt_fail(err, errlen, -EBUSY,
+                                "ranks %d and %d on %s would both train on GPU %s: give each task its own GPU "
+                                "(srun --gpus-per-task=1, or --gpus-per-node=N with N tasks per node, or "
+                                "--dl-train), or pick one with --device",
+                                all[i].rank, all[j].rank, all[i].host, all[i].gpu);
+    return 0;
+}

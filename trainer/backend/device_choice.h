@@ -1,0 +1,33 @@
+/* device_choice: which of the GPUs a task sees it trains on, and the refusal of two ranks of one
+ * node on one GPU (NCCL would fail with "Duplicate GPU detected" or hang). Pure functions. */
+#ifndef DLT_DEVICE_CHOICE_H
+#define DLT_DEVICE_CHOICE_H
+
+#include <stddef.h>
+
+/* Entries of a CUDA_VISIBLE_DEVICES value ("0,1,3" -> 3; "" -> 0); -1 when cvd is NULL. */
+int dlt_device_visible_count(const char *cvd);
+/* The n-th entry (0-based) of a CUDA_VISIBLE_DEVICES value into out; -1 when there is none. */
+int dlt_device_visible_entry(const char *cvd, int n, char *out, size_t outlen);
+
+/* The device index (among the visible) a task uses: --device when given (requested >= 0, checked
+ * against visible); else 0 when the plugin bound the task (its GPU is device 0, with gpus=task
+ * and gpus=step alike); else the local rank modulo the visible devices (torchrun's rule; the
+ * global rank modulo GPUs per node is wrong under cyclic distribution). visible <= 0: unknown,
+ * the choice is requested or 0. */
+int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visible, int *device, char *err,
+                      size_t errlen);
+
+/* What one rank trains on: its host and the GPU's identity (PCI bus id, or a visible-device
+ * entry when no driver is there to ask). */
+typedef struct {
+    int rank;
+    char host[64];
+    char gpu[64];
+} dlt_device_claim;
+
+/* 0 when no two ranks on one host claim one GPU; else -EBUSY with err naming both ranks, the
+ * host, the GPU and the fix. */
+int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, size_t errlen);
+
+#endif
