@@ -9,6 +9,9 @@
 #include <time.h>
 
 #include "pmix/dltpmix.h"
+#include "trainer/backend/device_choice.h"
+#include "trainer/comm/nccl_call.h"
+#include "trainer/common/clock.h"
 
 #define CHECK_CUDA(x)                                                                                        \
     do {                                                                                                     \
@@ -18,21 +21,15 @@
             return 1;                                                                                        \
         }                                                                                                    \
     } while (0)
+/* The trainer's one NCCL call path (nccl_call.h): errors with NCCL's own text. */
 #define CHECK_NCCL(x)                                                                                        \
     do {                                                                                                     \
-        ncclResult_t r_ = (x);                                                                               \
-        if (r_ != ncclSuccess) {                                                                             \
-            fprintf(stderr, "nccl_check: %s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_));   \
+        char e_[512];                                                                                        \
+        if (dlt_nccl_settle(comm, (x), #x, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, e_, sizeof(e_))) { \
+            fprintf(stderr, "nccl_check: %s\n", e_);                                                         \
             return 1;                                                                                        \
         }                                                                                                    \
     } while (0)
-
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int main(void)
 {
@@ -54,15 +51,18 @@ int main(void)
     }
     in = dltpmix_get_info(px);
     CHECK_CUDA(cudaGetDeviceCount(&ndev));
-    /* One visible GPU: the plugin (or Slurm) already chose it; otherwise pick by local rank. */
-    dev = ndev == 1 ? 0 : in->local_rank % ndev;
-    t0 = _now();
+    /* The trainer's rule: the plugin's GPU, else the local rank modulo the visible GPUs. */
+    if (dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, in->local_rank, ndev, &dev, err, sizeof(err))) {
+        fprintf(stderr, "nccl_check: %s\n", err);
+        return 1;
+    }
+    t0 = dlt_now();
     if (dltpmix_nccl_comm_init(px, dev, (struct ncclComm **)&comm)) {
         fprintf(stderr, "nccl_check: %s\n", dltpmix_error(px));
         return 1;
     }
     if (in->rank == 0)
-        printf("nccl_check: communicator of %d ranks in %.3f s\n", in->size, _now() - t0);
+        printf("nccl_check: communicator of %d ranks in %.3f s\n", in->size, dlt_now() - t0);
     CHECK_CUDA(cudaStreamCreate(&s));
     CHECK_CUDA(cudaMalloc((void **)&buf, n * sizeof(float)));
     host = malloc(n * sizeof(float));
@@ -77,17 +77,17 @@ int main(void)
     expect = (double)in->size * (in->size + 1) / 2;
     for (size_t i = 0; i < n; i++)
         bad += host[i] != (float)expect;
-    t0 = _now();
+    t0 = dlt_now();
     for (int i = 0; i < iters; i++)
         CHECK_NCCL(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, s));
     CHECK_CUDA(cudaStreamSynchronize(s));
-    dt = (_now() - t0) / iters;
+    dt = (dlt_now() - t0) / iters;
     bytes = (double)n * sizeof(float);
     if (in->rank == 0)
         printf("nccl_check: all-reduce %s (%zu wrong values); %.0f MiB in %.3f ms: algbw %.1f GB/s busbw %.1f GB/s\n",
                bad ? "WRONG" : "correct", bad, bytes / (1 << 20), dt * 1e3, bytes / dt / 1e9,
                bytes / dt / 1e9 * 2.0 * (in->size - 1) / in->size);
-    ncclCommDestroy(comm);
+    dlt_nccl_release(comm);
     cudaFree(buf);
     free(host);
     dltpmix_finalize(px);
