@@ -76,6 +76,23 @@ static void *_init_thread(void *arg)
     config.blocking = 1;
     if (ce == cudaSuccess)
         r = ncclCommInitRankConfig(&comm, j->size, j->id, j->rank, &config);
+    /* NCCL_COMM_BLOCKING=0 in the environment overrides the config (NCCL's parseCommConfig): the
+     * init then returns ncclInProgress and must be waited out (until the caller gives up). */
+    while (r == ncclInProgress && comm) {
+        ncclResult_t state = ncclInProgress;
+        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
+            state = ncclInternalError;
+        r = state;
+        if (r == ncclInProgress) {
+            int gone;
+            pthread_mutex_lock(&j->mu);
+            gone = j->abandoned;
+            pthread_mutex_unlock(&j->mu);
+            if (gone)
+                break;
+            usleep(1000);
+        }
+    }
     pthread_mutex_lock(&j->mu);
     j->comm = comm;
     j->result = r;

@@ -159,6 +159,12 @@ static int _upload(dlt_backend *be, void *dst, const void *src, size_t bytes)
 
 static int _download(dlt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    /* A copy into pageable memory blocks the host until it is done, and with it everything queued
+     * before it (gradient reductions included): wait for those first, polling, so a lost peer
+     * ends the wait with NCCL's error instead of a hang inside the copy. */
+    int rc = _wait(be, _cu(be)->s);
+    if (rc)
+        return rc;
     CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, _cu(be)->s));
     return _wait(be, _cu(be)->s);
 }
@@ -213,6 +219,8 @@ static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t 
 static int _workspace(dlt_backend *be, size_t need)
 {
     cuda_backend *c = _cu(be);
+    if (need < 4096)
+        need = 4096; /* never NULL: cuDNN's fast NHWC batch-norm kernels want a workspace pointer */
     if (need <= c->ws_size)
         return 0;
     CUDA_TRY(be, cudaStreamSynchronize(c->s));
@@ -275,28 +283,15 @@ static int _direction_descriptors(dlt_backend *be, dlt_op *op)
     return e->bwd_data_ok ? _conv_descriptor(be, op, e->bwd_data_math, &op->conv_bwd_data) : 0;
 }
 
-static int _find_algos(dlt_backend *be, dlt_op *op)
+/* cudnnFind* for the three directions of op's geometry into e. */
+static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
 {
     cuda_backend *c = _cu(be);
     cudnnConvolutionFwdAlgoPerf_t fr[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t dr[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t wr[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int nf = 0, nd = 0, nw = 0, rc;
+    int nf = 0, nd = 0, nw = 0;
     size_t mf = 0, md = 0, mw = 0;
-    algo_entry *e;
-    for (e = c->algos; e; e = e->next)
-        if (!memcmp(&e->s, &op->cs, sizeof(op->cs))) {
-            op->algo = e;
-            return _direction_descriptors(be, op);
-        }
-    e = calloc(1, sizeof(*e));
-    if (!e) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
-    }
-    e->s = op->cs;
-    e->next = c->algos;
-    c->algos = e; /* owned by the list from here, even if the search below fails */
     /* cuDNN times each candidate on scratch buffers of its own. */
     DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
@@ -319,7 +314,34 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
         }
     e->ws = mf > md ? mf : md;
     e->ws = mw > e->ws ? mw : e->ws;
+    return 0;
+}
+
+/* The algorithms of op's geometry: from the cache, or searched and cached. */
+static int _find_algos(dlt_backend *be, dlt_op *op)
+{
+    cuda_backend *c = _cu(be);
+    algo_entry *e;
+    int rc;
+    for (e = c->algos; e; e = e->next)
+        if (!memcmp(&e->s, &op->cs, sizeof(op->cs))) {
+            op->algo = e;
+            return _direction_descriptors(be, op);
+        }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    e->s = op->cs;
     op->algo = e;
+    if ((rc = _search_algos(be, op, e)) != 0) {
+        free(e); /* not cached: a later plan of this shape searches again */
+        op->algo = NULL;
+        return rc;
+    }
+    e->next = c->algos;
+    c->algos = e;
     if ((rc = _direction_descriptors(be, op)) != 0)
         return rc;
     return _workspace(be, e->ws);
@@ -952,6 +974,88 @@ static const dlt_graph_ops g_cuda_graph_ops = {
     .loss_results = _loss_results,
 };
 
+/* One training forward and backward of a small bf16 batch norm in the configured mode and ops;
+ * CUDNN_STATUS_NOT_SUPPORTED is an answer (1), any other failure an error (-EIO). */
+static int _bn_try(dlt_backend *be, int fused)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_act_shape s = {2, 64, 4, 4};
+    const size_t n = (size_t)s.n * s.c * s.h * s.w;
+    dlt_op *op = NULL;
+    void *x = NULL, *z = NULL, *y = NULL, *dx = NULL, *dz = NULL;
+    float *p = NULL;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    int rc = 0;
+    char keep[512];
+    snprintf(keep, sizeof(keep), "%s", be->err);
+    if (cudaMalloc(&x, n * 2) != cudaSuccess || cudaMalloc(&z, n * 2) != cudaSuccess ||
+        cudaMalloc(&y, n * 2) != cudaSuccess || cudaMalloc(&dx, n * 2) != cudaSuccess ||
+        cudaMalloc(&dz, n * 2) != cudaSuccess || cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
+        cudaMemset(x, 0, n * 2) != cudaSuccess || cudaMemset(z, 0, n * 2) != cudaSuccess ||
+        cudaMemset(p, 0, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess) {
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe buffers",
+                           cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    if ((rc = _bn_plan(be, &s, 1e-5f, &op)) != 0) {
+        rc = 1; /* the size queries refused: not supported in this mode */
+        snprintf(be->err, be->errlen, "%s", keep);
+        goto out;
+    }
+    if (fused) {
+        st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &g_one,
+                                                      &g_zero, op->xd, x, op->xd, z, op->xd, y, op->pd, p, p + s.c, 0.0,
+                                                      NULL, NULL, op->eps, op->save_mean, op->save_inv, op->act, c->ws,
+                                                      c->ws_size, op->reserve, op->reserve_size);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &g_one,
+                                                   &g_zero, &g_one, &g_zero, op->xd, x, op->xd, y, op->xd, y, op->xd, dz,
+                                                   op->xd, dx, op->pd, p, p + s.c, p + 2 * s.c, p + 3 * s.c, op->eps,
+                                                   op->save_mean, op->save_inv, op->act, c->ws, c->ws_size, op->reserve,
+                                                   op->reserve_size);
+    } else {
+        st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, op->xd,
+                                                      x, NULL, NULL, op->xd, y, op->pd, p, p + s.c, 0.0, NULL, NULL,
+                                                      op->eps, op->save_mean, op->save_inv, NULL, c->ws, c->ws_size,
+                                                      op->reserve, op->reserve_size);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
+                                                   &g_zero, op->xd, x, NULL, NULL, op->xd, y, NULL, NULL, op->xd, dx,
+                                                   op->pd, p, NULL, p + 2 * s.c, p + 3 * s.c, op->eps, op->save_mean,
+                                                   op->save_inv, NULL, c->ws, c->ws_size, op->reserve,
+                                                   op->reserve_size);
+    }
+    if (st == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(c->s) != cudaSuccess)
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe",
+                           cudaGetErrorString(cudaGetLastError()));
+    else if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM)
+        rc = 1;
+    else if (st != CUDNN_STATUS_SUCCESS)
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe", cudnnGetErrorString(st));
+out:
+    _op_destroy(be, op);
+    cudaFree(x), cudaFree(z), cudaFree(y), cudaFree(dx), cudaFree(dz), cudaFree(p);
+    return rc;
+}
+
+/* bf16 batch norm: fused persistent, else unfused persistent, else plain spatial, whichever cuDNN
+ * runs here; the backend's name says which. */
+static int _bn_probe_bf16(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    int rc = _bn_try(be, 1);
+    if (rc <= 0)
+        return rc;
+    c->ops.bn_fwd_train_relu = NULL;
+    c->ops.bn_bwd_relu = NULL;
+    c->ops.name = "cuda-cudnn (bf16 batch norm unfused: cuDNN has no fused bf16 kernel here)";
+    if ((rc = _bn_try(be, 0)) <= 0)
+        return rc;
+    c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
+    c->ops.name = "cuda-cudnn (bf16 batch norm in spatial mode: no persistent bf16 kernel here)";
+    return 0;
+}
+
 int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
 {
     cuda_backend *c;
@@ -965,6 +1069,12 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
         snprintf(err, errlen, "cannot read the properties of CUDA device %d", dev);
         return -EIO;
+    }
+    if (prop.major * 10 + prop.minor < DLT_CUDA_MIN_SM) {
+        snprintf(err, errlen, "%s is compute capability %d.%d, but this build's kernels start at sm_%d (configure "
+                 "picks the architectures from nvcc; for Volta/Turing GPUs build with a CUDA 12.x toolkit: "
+                 "--with-cuda=DIR)", prop.name, prop.major, prop.minor, DLT_CUDA_MIN_SM);
+        return -ENOTSUP;
     }
     if ((cfg->precision == DLT_PREC_TF32 || cfg->precision == DLT_PREC_BF16) && prop.major < 8) {
         snprintf(err, errlen, "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
@@ -1021,8 +1131,10 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         c->blas_compute = modes[i].compute;
         c->bn_mode = modes[i].bn;
     }
-    /* cuDNN fuses BN + add + ReLU for half and bfloat16 NHWC tensors in persistent mode (libcudnn_ops
-     * ships both); fp32/tf32 keep the unfused path. */
+    /* cuDNN fuses BN + add + ReLU for half NHWC tensors in persistent mode; fp32/tf32 keep the
+     * unfused path. bf16: libcudnn_ops ships fused kernels, but cuDNN's documentation names half
+     * only (and PyTorch keeps bf16 batch norm off cuDNN), so bf16 is probed at creation below and
+     * falls back to the unfused persistent, then the plain spatial mode, saying so in the name. */
     if (cfg->precision == DLT_PREC_FP16 || cfg->precision == DLT_PREC_BF16) {
         c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
         c->ops.bn_bwd_relu = _bn_bwd_relu;
@@ -1055,6 +1167,11 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         return -EIO;
     }
     c->base.stream = c->s;
+    if (cfg->precision == DLT_PREC_BF16 && (rc = _bn_probe_bf16(&c->base)) != 0) {
+        snprintf(err, errlen, "%s", c->base.err);
+        _destroy(&c->base);
+        return rc;
+    }
     *out = &c->base;
     return 0;
 }

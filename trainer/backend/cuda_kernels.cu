@@ -29,8 +29,13 @@ inline unsigned blocks_for(size_t n)
 #define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* Runs F<T> with T the storage type of dt. */
+/* The launch's own status: the thread's last error is cleared first, because a cudaStreamQuery or
+ * cudaEventQuery that answered cudaErrorNotReady (ours, or NCCL's on this thread) leaves that
+ * there, and cudaGetLastError after the launch would report it as a launch failure (PyTorch's
+ * CUDAStream::query clears it likewise). A sticky error is reported again by the launch itself. */
 #define DISPATCH(dt, F, ...)                                                                                  \
     do {                                                                                                      \
+        (void)cudaGetLastError();                                                                             \
         switch (dt) {                                                                                         \
         case DLT_DT_F32: F<float>(__VA_ARGS__); break;                                                        \
         case DLT_DT_F16: F<__half>(__VA_ARGS__); break;                                                       \
@@ -418,6 +423,7 @@ size_t dlt_k_checksum_scratch(void)
 
 int dlt_k_checksum(const float *x, size_t n, double *scratch, double *out, dlt_stream s)
 {
+    (void)cudaGetLastError();
     k_checksum_blocks<<<kSumBlocks, kThreads, 0, (cudaStream_t)s>>>(x, n, scratch);
     k_checksum_total<<<1, 1, 0, (cudaStream_t)s>>>(scratch, kSumBlocks, out);
     return (int)cudaGetLastError();
@@ -467,12 +473,14 @@ int dlt_k_softmax_xent(const void *logits, dlt_dt dt, const int32_t *labels, int
 int dlt_k_sgd(float *w, float *v, const float *g, size_t n, float lr, float mu, float wd, float grad_scale,
               dlt_stream s)
 {
+    (void)cudaGetLastError();
     k_sgd<<<blocks_for(n), kThreads, 0, (cudaStream_t)s>>>(w, v, g, n, lr, mu, wd, grad_scale);
     return (int)cudaGetLastError();
 }
 
 int dlt_k_all_finite(const float *x, size_t n, int *flag, dlt_stream s)
 {
+    (void)cudaGetLastError();
     k_all_finite<<<blocks_for(n), kThreads, 0, (cudaStream_t)s>>>(x, n, flag);
     return (int)cudaGetLastError();
 }
@@ -480,6 +488,7 @@ int dlt_k_all_finite(const float *x, size_t n, int *flag, dlt_stream s)
 int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *mean, float *var, int c, float eps,
                           dlt_stream s)
 {
+    (void)cudaGetLastError();
     k_bn_saved_to_var<<<blocks_for((size_t)c), kThreads, 0, (cudaStream_t)s>>>(save_mean, save_inv, mean, var, c, eps);
     return (int)cudaGetLastError();
 }
@@ -487,6 +496,7 @@ int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *
 int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float momentum,
                           float unbias, dlt_stream s)
 {
+    (void)cudaGetLastError();
     k_bn_stats_update<<<blocks_for((size_t)c), kThreads, 0, (cudaStream_t)s>>>(rm, rv, bm, bv, c, momentum, unbias);
     return (int)cudaGetLastError();
 }

@@ -20,7 +20,9 @@
 typedef struct {
     ncclComm_t nccl;
     cudaStream_t s;
-    void *dbuf;
+    void *dbuf;    /* device copy of the host buffer */
+    void *pinned;  /* its pinned host twin: a copy from the device into pageable memory would block
+                    * the host until done, before the wait that watches for a lost peer */
     size_t dcap;
 } nccl_impl;
 
@@ -41,9 +43,11 @@ static int _room(dlt_comm *c, size_t bytes)
     if (bytes <= m->dcap)
         return 0;
     cudaFree(m->dbuf);
-    m->dbuf = NULL;
+    cudaFreeHost(m->pinned);
+    m->dbuf = m->pinned = NULL;
     m->dcap = 0;
     DLT_CUDA_TRY(c->err, c->errlen, cudaMalloc(&m->dbuf, bytes));
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMallocHost(&m->pinned, bytes));
     m->dcap = bytes;
     return 0;
 }
@@ -56,10 +60,14 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
     int rc;
     if ((rc = _room(c, bytes)) != 0)
         return rc;
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s));
+    memcpy(m->pinned, buf, bytes);
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
     DLT_NCCL_TRY(c->err, c->errlen, m->nccl, ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
-    return _wait(c);
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
+    if ((rc = _wait(c)) != 0)
+        return rc;
+    memcpy(buf, m->pinned, bytes);
+    return 0;
 }
 
 static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
@@ -68,10 +76,14 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     int rc;
     if ((rc = _room(c, bytes)) != 0)
         return rc;
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, buf, bytes, cudaMemcpyHostToDevice, m->s));
+    memcpy(m->pinned, buf, bytes);
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
     DLT_NCCL_TRY(c->err, c->errlen, m->nccl, ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(buf, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
-    return _wait(c);
+    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
+    if ((rc = _wait(c)) != 0)
+        return rc;
+    memcpy(buf, m->pinned, bytes);
+    return 0;
 }
 
 static int _barrier(dlt_comm *c)
@@ -88,6 +100,7 @@ static void _destroy(dlt_comm *c)
             cudaStreamSynchronize(m->s);
         dlt_nccl_release(m->nccl);
         cudaFree(m->dbuf);
+        cudaFreeHost(m->pinned);
         if (m->s)
             cudaStreamDestroy(m->s);
         free(m);

@@ -59,6 +59,7 @@ int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err,
             snprintf(err, errlen, "waiting for the GPU: %s", cudaGetErrorString(e));
             return -EIO;
         }
+        (void)cudaGetLastError(); /* "not ready" is not an error: do not leave it for the next launch */
         if (check && check(arg, err, errlen) != 0)
             return -EIO;
         if (spin < 64) {
