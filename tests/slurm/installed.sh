@@ -29,13 +29,14 @@ ARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 PLUGIN=/usr/lib/$ARCH/slurm-wlm/spank_dltrain.so
 SNIPPET=/etc/slurm/plugstack.conf.d/dltrain.conf
 unset LD_LIBRARY_PATH
+export PATH=$PATH:/usr/sbin:/sbin
 # This script's own cluster (set before the exit trap, which takes it down).
 export DLT_CLUSTER_NODES=2
 export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
 export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
 export DLT_PLUGIN=$PLUGIN
 cd /tmp
-tap_plan 16
+tap_plan 17
 
 # Slurm's configuration before anything happens (every file under /etc/slurm, by content).
 slurm_etc() { find /etc/slurm -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum; }
@@ -115,6 +116,11 @@ rm -f "$DLT_CLUSTER_DIR/lib/spank_dltrain.so"
 out=$(srun --help 2>&1)
 if [[ $(awk '{print $2}' "$conf") == "$PLUGIN" && $out == *--dl-train* ]]; then ok "plugstack.conf names the installed plugin only; srun offers --dl-train"
 else not_ok "cluster with the installed plugin"; { cat "$conf"; echo "$out" | grep -i -e dl-train -e error; } | diag; fi
+
+out=$(DLT_FAKE_NVML=$DLT_CLUSTER_DIR/fixture/nvml.txt timeout 60 dltrain-topo "$DLT_CLUSTER_DIR/lib/libfakenvml.so" "$DLT_CLUSTER_DIR/fixture" matrix 2>&1); rc=$?
+if ((rc == 0)) && [[ $(command -v dltrain-topo) == /usr/sbin/dltrain-topo && $out == *"4 GPU(s)"* ]]; then
+  ok "the node check: /usr/sbin/dltrain-topo shows the node's GPUs, NICs and NUMA nodes"
+else not_ok "dltrain-topo (rc=$rc)"; { command -v dltrain-topo; echo "$out"; } | diag; fi
 
 SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
 out=$(timeout 120 "${SRUN[@]}" dltrain env 2>&1); rc=$?
