@@ -11,6 +11,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libcmocka-dev valgrind clang libclang-rt-14-dev
   python3 iproute2 procps
+  debhelper lintian rpm chrpath
 )
 
 missing=()

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# installed.sh [DEB_DIR]: the installed product, as a site gets it. The .deb files `make deb` built
+# (default DEB_DIR: the build tree's _deb) are installed with apt-get; a local Slurm cluster loads
+# the plugin from the path the package installed (plugstack.conf holds the shipped snippet's line,
+# switched on) and runs the dltrain on PATH, no build tree: `srun --mpi=pmix --dl-train dltrain env`,
+# a short training, and a program built against libdltpmix-dev. Then the packages are purged:
+# nothing of theirs is left, and Slurm's configuration files are as they were before.
+# Needs root (apt-get, slurmd). Refuses to run where a dltrain package is already installed, since it
+# would remove it. The cluster's stand-in NVML is test scaffolding from the build tree.
+. "$(dirname "$0")/lib.sh"
+PKGS=(slurm-spank-dltrain dltrain libdltpmix0 libdltpmix-dev)
+DEBDIR=${1:-$DLT_BUILDDIR/_deb}
+[[ $(id -u) -eq 0 ]] || skip_all "installing packages needs root"
+command -v apt-get >/dev/null && command -v dpkg-architecture >/dev/null || skip_all "not a Debian system with dpkg-dev"
+command -v slurmctld >/dev/null 2>&1 || [[ -x /usr/sbin/slurmctld ]] || skip_all "Slurm daemons not installed (contrib/install-deps.sh)"
+[[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: the packages are built without sanitizers; the plain build runs this"
+for p in "${PKGS[@]}" dltrain-cuda; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' &&
+    skip_all "$p is already installed here; this test would purge it"
+done
+debs=()
+for p in "${PKGS[@]}"; do
+  f=$(ls "$DEBDIR/${p}_"*.deb 2>/dev/null | head -1)
+  [[ -n $f ]] || { echo "Bail out! no ${p}_*.deb in $DEBDIR (build them: make deb)"; exit 1; }
+  debs+=("$(readlink -f "$f")")
+done
+export DEBIAN_FRONTEND=noninteractive
+ARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+PLUGIN=/usr/lib/$ARCH/slurm-wlm/spank_dltrain.so
+SNIPPET=/etc/slurm/plugstack.conf.d/dltrain.conf
+unset LD_LIBRARY_PATH
+export PATH=$PATH:/usr/sbin:/sbin
+# This script's own cluster (set before the exit trap, which takes it down).
+export DLT_CLUSTER_NODES=2
+export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
+export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
+export DLT_PLUGIN=$PLUGIN
+cd /tmp
+tap_plan 17
+
+# Slurm's configuration before anything happens (every file under /etc/slurm, by content).
+slurm_etc() { find /etc/slurm -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum; }
+etc_before=$(slurm_etc)
+installed=0
+purge() { apt-get purge -y -q "${PKGS[@]}" >"$WORK/purge.log" 2>&1; }
+cleanup() {
+  cluster_down
+  ((installed)) && purge
+  rm -rf "$WORK/ckpt" "$WORK/probe" "$WORK/probe.c"
+}
+trap cleanup EXIT
+
+out=$(timeout 300 apt-get install -y -q --no-install-recommends "${debs[@]}" 2>&1); rc=$?
+installed=1
+states=$(for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null; done | sort -u)
+if ((rc == 0)) && [[ $states == "install ok installed" ]]; then ok "apt-get install of ${PKGS[*]}"
+else not_ok "apt-get install (rc=$rc)"; echo "$out" | tail -15 | diag; echo "Bail out! packages did not install"; exit 1; fi
+for p in "${PKGS[@]}"; do dpkg -L "$p"; done | sort -u > "$WORK/files"
+
+if [[ $(dpkg -S "$PLUGIN" 2>/dev/null) == "slurm-spank-dltrain: $PLUGIN" && -f $(dirname "$PLUGIN")/mpi_pmix.so ]]; then
+  ok "the plugin is in Slurm's plugin directory ($PLUGIN, beside mpi_pmix.so)"
+else not_ok "plugin location"; dpkg -L slurm-spank-dltrain | diag; fi
+
+if [[ -f $SNIPPET ]] && ! grep -v '^#' "$SNIPPET" | grep -q . && grep -q "^#required $PLUGIN " "$SNIPPET"; then
+  ok "the plugstack.conf.d snippet ships disabled (comments only) and names the installed plugin"
+else not_ok "plugstack.conf.d snippet"; cat "$SNIPPET" 2>&1 | diag; fi
+
+if [[ $(slurm_etc | grep -v " $SNIPPET\$") == "$etc_before" ]]; then ok "installing changed no Slurm configuration file (only added the snippet)"
+else not_ok "Slurm configuration changed by the install"; diff <(echo "$etc_before") <(slurm_etc) | diag; fi
+
+hard=$(for f in "$PLUGIN" /usr/lib/"$ARCH"/libdltpmix.so.0 /usr/bin/dltrain; do
+  echo "$f $(readelf -d "$f" | grep -c BIND_NOW) $(readelf -lW "$f" | grep -c GNU_RELRO) $(readelf -d "$f" | grep -c -E 'RPATH|RUNPATH')"; done)
+if ! grep -qv ' [1-9][0-9]* 1 0$' <<<"$hard"; then ok "installed plugin, library and trainer: BIND_NOW, GNU_RELRO, no RPATH"
+else not_ok "hardening of the installed files (file BIND_NOW GNU_RELRO RPATH)"; echo "$hard" | diag; fi
+
+ldd_out=$(ldd /usr/bin/dltrain 2>&1)
+if [[ $(command -v dltrain) == /usr/bin/dltrain ]] && grep -qE "libdltpmix.so.0 => (/usr)?/lib/$ARCH/libdltpmix.so.0 " <<<"$ldd_out" &&
+   ! grep -q 'not found' <<<"$ldd_out"; then ok "dltrain on PATH is /usr/bin/dltrain, loading the installed libdltpmix"
+else not_ok "installed dltrain"; { command -v dltrain; echo "$ldd_out"; } | diag; fi
+
+# libdltpmix-dev: a program from the installed header, pkg-config file and library only.
+cat > "$WORK/probe.c" <<'C'
+#include <dltpmix.h>
+#include <stdio.h>
+int main(void)
+{
+    char err[256];
+    dltpmix_ctx *ctx;
+    int token = 0;
+    if (dltpmix_init(&ctx, NULL, err, sizeof(err))) { fprintf(stderr, "%s\n", err); return 1; }
+    const dltpmix_info *i = dltpmix_get_info(ctx);
+    if (i->rank == 0) token = 4242;
+    if (dltpmix_bcast(ctx, 0, &token, sizeof(token))) { fprintf(stderr, "%s\n", dltpmix_error(ctx)); return 1; }
+    printf("probe %d/%d token %d\n", i->rank, i->size, token);
+    return dltpmix_finalize(ctx) ? 1 : 0;
+}
+C
+out=$(cc -o "$WORK/probe" "$WORK/probe.c" $(pkg-config --cflags --libs dltpmix) 2>&1); rc=$?
+if ((rc == 0)) && [[ $(pkg-config --modversion dltpmix) == "$(dpkg-query -W -f='${Version}' libdltpmix-dev | sed 's/-[^-]*$//')" ]]; then
+  ok "libdltpmix-dev: a program builds with pkg-config dltpmix (version $(pkg-config --modversion dltpmix))"
+else not_ok "build against libdltpmix-dev (rc=$rc)"; echo "$out" | diag; fi
+
+# The local cluster with the installed plugin: cluster.sh starts from a copy; plugstack.conf is then
+# rewritten to the shipped snippet's line, switched on, naming the installed path, with the test
+# cluster's arguments after it (later keys win: per-node topo_dir, the stand-in NVML), and the copy
+# is removed so no other plugin file exists.
+if ! "$CLUSTER" up 2>"$WORK.cluster.log"; then
+  echo "Bail out! cluster did not start: $(tail -3 "$WORK.cluster.log" | tr '\n' ' ')"; exit 1
+fi
+eval "$("$CLUSTER" env)"
+conf=$DLT_CLUSTER_DIR/etc/plugstack.conf
+test_args=$(sed -n "s|^required $DLT_CLUSTER_DIR/lib/spank_dltrain.so ||p" "$conf")
+[[ $test_args == *nvml_lib=* ]] || { echo "Bail out! the cluster's stand-in NVML is not built (make check builds tests/fake_nvml)"; exit 1; }
+echo "$(sed -n 's/^#required /required /p' "$SNIPPET") $test_args" > "$conf"
+rm -f "$DLT_CLUSTER_DIR/lib/spank_dltrain.so"
+out=$(srun --help 2>&1)
+if [[ $(awk '{print $2}' "$conf") == "$PLUGIN" && $out == *--dl-train* ]]; then ok "plugstack.conf names the installed plugin only; srun offers --dl-train"
+else not_ok "cluster with the installed plugin"; { cat "$conf"; echo "$out" | grep -i -e dl-train -e error; } | diag; fi
+
+out=$(DLT_FAKE_NVML=$DLT_CLUSTER_DIR/fixture/nvml.txt timeout 60 dltrain-topo "$DLT_CLUSTER_DIR/lib/libfakenvml.so" "$DLT_CLUSTER_DIR/fixture" matrix 2>&1); rc=$?
+if ((rc == 0)) && [[ $(command -v dltrain-topo) == /usr/sbin/dltrain-topo && $out == *"4 GPU(s)"* ]]; then
+  ok "the node check: /usr/sbin/dltrain-topo shows the node's GPUs, NICs and NUMA nodes"
+else not_ok "dltrain-topo (rc=$rc)"; { command -v dltrain-topo; echo "$out"; } | diag; fi
+
+SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
+out=$(timeout 120 "${SRUN[@]}" dltrain env 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"4 rank(s) on 2 node(s)"* && $out == *"all-reduce check passed"* ]] &&
+   [[ $(grep -c 'nccl_topo.xml' <<<"$out") -eq 4 ]]; then
+  ok "srun --mpi=pmix --dl-train dltrain env: 4 ranks on 2 nodes, each with the plugin's topology file"
+else not_ok "srun --dl-train dltrain env (rc=$rc)"; echo "$out" | diag; fi
+echo "$out" | diag
+
+out=$(timeout 120 "${SRUN[@]}" bash -c 'echo "$DLT_OPTS $DLT_LOCAL_GPU $(command -v dltrain)"' 2>&1); rc=$?
+if ((rc == 0)) && [[ $(grep -cxE 'bind=closest,gpus=task,nccl=auto,nic=auto [0-3] /usr/bin/dltrain' <<<"$out") -eq 4 ]]; then
+  ok "each task gets the plugin's settings (DLT_OPTS, DLT_LOCAL_GPU) and runs /usr/bin/dltrain"
+else not_ok "task environment under the installed plugin"; echo "$out" | diag; fi
+
+out=$(timeout 300 "${SRUN[@]}" dltrain train --synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 \
+  --batch 8 --synthetic-size 64 --steps 2 --warmup-epochs 0 --log-every 1 --checkpoint-dir "$WORK/ckpt" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"on 4 rank(s)"* && -f $WORK/ckpt/ckpt-00000002.safetensors ]]; then
+  ok "srun ... --dl-train dltrain train: 2 synchronous steps on 4 ranks, checkpoint written"
+else not_ok "short training with the installed trainer (rc=$rc)"; { echo "$out" | tail -12; ls "$WORK/ckpt" 2>&1; } | diag; fi
+echo "$out" | tail -4 | diag
+
+out=$(timeout 120 srun --quiet -N2 --ntasks-per-node=1 --mpi=pmix "$WORK/probe" 2>&1 | sort); rc=$?
+if ((rc == 0)) && [[ $out == $'probe 0/2 token 4242\nprobe 1/2 token 4242' ]]; then ok "the libdltpmix-dev program bootstraps 2 ranks under srun --mpi=pmix"
+else not_ok "libdltpmix-dev program under srun (rc=$rc)"; echo "$out" | diag; fi
+
+sleep 1
+check "nodes idle after the steps (nothing drained)" bash -c '[[ $(sinfo -h -N -o "%t" | sort -u) == idle ]]'
+cluster_down
+
+out=$(timeout 300 apt-get purge -y -q "${PKGS[@]}" 2>&1); rc=$?
+left_pkgs=$(for p in "${PKGS[@]}"; do dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "$p" 2>/dev/null; done | grep -v '^un ' || true)
+if ((rc == 0)) && [[ -z $left_pkgs ]]; then installed=0; ok "apt-get purge removes all four packages"
+else not_ok "apt-get purge (rc=$rc)"; { echo "$out" | tail -8; echo "$left_pkgs"; } | diag; fi
+
+# Every path the packages held is gone, except directories other packages own (/usr/bin, ...).
+left=$(while read -r f; do
+  [[ $f == /. ]] && continue
+  [[ -e $f || -L $f ]] || continue
+  [[ -d $f && ! -L $f ]] && dpkg -S "$f" >/dev/null 2>&1 && continue
+  echo "$f"
+done < "$WORK/files")
+stray=$(find /etc /usr -xdev \( -name '*dltrain*' -o -name '*dltpmix*' \) -not -path '/usr/local/*' 2>/dev/null)
+if [[ -z $left && -z $stray ]]; then ok "nothing of the packages is left ($(wc -l < "$WORK/files") paths checked, and no *dltrain*/*dltpmix* under /etc, /usr)"
+else not_ok "files left after purge"; { echo "$left"; echo "$stray"; } | diag; fi
+
+if [[ $(slurm_etc) == "$etc_before" ]]; then ok "Slurm's configuration files are byte for byte as before the install"
+else not_ok "Slurm configuration differs after purge"; diff <(echo "$etc_before") <(slurm_etc) | diag; fi
+exit 0
