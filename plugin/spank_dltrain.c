@@ -1,5 +1,7 @@
 /* spank_dltrain: the SPANK entry points of the dltrain plugin, and nothing else.
  * Each callback dispatches by context to srun_side.c (local) or stepd_side.c (remote). */
+#include "config.h"
+
 #include <errno.h>
 #include <slurm/spank.h>
 #include <stdint.h>
@@ -42,15 +44,18 @@ static struct spank_option g_option = {
     .cb = _opt_cb,
 };
 
+#ifdef DLT_HAVE_SPANK_FAILURE_MODE
+/* Slurm versions whose spank.h has ESPANK_JOB_FAILURE read this exported variable: a failing
+ * slurm_spank_init fails the job, never drains the node. (It is a variable, not a function;
+ * Slurm 22.05 has neither and fails only the job for errors after slurm_spank_init.) */
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     spank_context_t ctx = spank_context();
     spank_err_t rc;
 
-#ifdef ESPANK_JOB_FAILURE
-    /* Slurm >= 23.02: a failing step fails the job, never drains the node. */
-    slurm_spank_init_failure_mode(sp, ESPANK_JOB_FAILURE);
-#endif
     memset(&g_state, 0, sizeof(g_state));
     if (dlt_site_conf_parse(&g_state.site, ac, av, g_state.err, sizeof(g_state.err)) != 0) {
         slurm_error("dltrain: %s", g_state.err);
