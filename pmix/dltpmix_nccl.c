@@ -24,7 +24,8 @@
 #include "dltpmix_internal.h"
 #include "trainer/common/clock.h"
 
-#define CUDA_TRY(ctx, call)                                                                                  \
+/* libdltpmix reports into its context (dltpmix_error), not the trainer's buffers: its own checks. */
+#define DLTPMIX_CUDA_TRY(ctx, call)                                                                          \
     do {                                                                                                     \
         cudaError_t e_ = (call);                                                                             \
         if (e_ != cudaSuccess)                                                                               \
@@ -32,7 +33,7 @@
                                      __LINE__, #call, cudaGetErrorString(e_));                               \
     } while (0)
 
-#define NCCL_TRY(ctx, call)                                                                                  \
+#define DLTPMIX_NCCL_TRY(ctx, call)                                                                          \
     do {                                                                                                     \
         ncclResult_t r_ = (call);                                                                            \
         if (r_ != ncclSuccess)                                                                               \
@@ -123,9 +124,9 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument")
                    : DLTPMIX_ERR_ARG;
     *out = NULL;
-    CUDA_TRY(ctx, cudaSetDevice(cuda_device));
+    DLTPMIX_CUDA_TRY(ctx, cudaSetDevice(cuda_device));
     if (ctx->info.rank == 0)
-        NCCL_TRY(ctx, ncclGetUniqueId(&id));
+        DLTPMIX_NCCL_TRY(ctx, ncclGetUniqueId(&id));
     rc = dltpmix_bcast(ctx, 0, &id, sizeof(id));
     if (rc != 0)
         return rc;
