@@ -567,7 +567,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     if (comm->rank == 0) {
-        printf("dltrain: training %s (%zu parameters, %.2f GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
+        printf("dltrain: training %s (%zu parameters, %.3g GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
                " steps/epoch, %" PRId64 " steps, peak lr %.4g, backend %s %s\n",
                c->model.arch, r.net.model.nparams, (double)r.net.model.macs * 1e-9, comm->size, c->model.batch,
                comm->size, c->model.batch * comm->size, spe, total, sched.peak, r.be->ops->name,
@@ -785,16 +785,17 @@ int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoi
     }
     for (int64_t s = 0; s < steps; s++) {
         double loss = 0;
-        int t1 = 0, t5 = 0;
+        int t1 = 0, t5 = 0, nv = c->model.batch; /* nv: real images; a rank's last batch may be short */
         if (_load_batch(&r, 0, s) != 0 || dlt_net_forward(&r.net, 0) != 0 ||
-            r.be->ops->softmax_xent(r.be, dlt_net_logits(&r.net), r.labels, c->model.batch, c->model.classes, 0.f, 1.f,
-                                    NULL, &loss, &t1, &t5) != 0) {
+            (nv = r.loader ? dlt_loader_last_valid(r.loader) : c->model.batch,
+             r.be->ops->softmax_xent(r.be, dlt_net_logits(&r.net), r.labels, nv, c->model.classes, 0.f, 1.f, NULL,
+                                     &loss, &t1, &t5)) != 0) {
             _fail_be(&r, "evaluation");
             goto out;
         }
         counts[0] += t1;
         counts[1] += t5;
-        counts[2] += c->model.batch;
+        counts[2] += nv;
     }
     if (comm->ops->allreduce_sum(comm, counts, 3, DLT_DTYPE_F64) != 0) {
         fprintf(stderr, "dltrain: %s\n", comm->err);
@@ -858,7 +859,7 @@ int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm
                    dlt_precision_name(c->backend.precision), b->inference ? "inference" : "train", b->iters, ips,
                    ips * flops * 1e-12);
         else
-            printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.2f GFLOP "
+            printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.3g GFLOP "
                    "per image)\n",
                    c->model.arch, c->model.image, c->model.image, c->model.batch, comm->size,
                    dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training", ips,
