@@ -244,8 +244,8 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         unsigned long want = strtoul(scrc, &end, 16);
         if (end == scrc || *end || have != (uint32_t)want)
             return dlt_fail(err, errlen, -EINVAL,
-                            "%s: its data has CRC-32 %08x but it recorded %.32s: the state file was damaged", state_path,
-                            have, scrc);
+                            "%s: its data has CRC-32 %08x but it recorded %.32s: the state file was damaged",
+                            state_path, have, scrc);
     }
     if (info) {
         const char *step = dlt_st_meta(sf, "step"), *epoch = dlt_st_meta(sf, "epoch"), *cfg = dlt_st_meta(sf, "config");
@@ -456,7 +456,8 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
             continue;
         }
         if (!c[best].has_state) {
-            _report(s, path, "no state file beside it (momentum and step are lost; its size and CRC cannot be checked)");
+            _report(s, path,
+                    "no state file beside it (momentum and step are lost; its size and CRC cannot be checked)");
             continue;
         }
         if (dlt_checkpoint_verify(path, &info, why, sizeof(why)) != 0) {

@@ -178,9 +178,11 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
     }
     if (!strcmp(cmd, "eval"))
         return dlt_preflight_eval_checkpoint(checkpoint, comm);
-    if (!strcmp(cmd, "train") && c->resume)
-        return dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len);
-    return 0;
+    if (strcmp(cmd, "train"))
+        return 0;
+    if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, comm) != 0)
+        return 1;
+    return c->resume ? dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len) : 0;
 }
 
 int dlt_cmd_train(int argc, char **argv)

@@ -47,11 +47,11 @@ int dlt_parse_real(const char *opt, const char *v, double lo, double hi, double 
     errno = 0;
     d = strtod(v, &end);
     if (end != v && !*end && !isfinite(d))
-        return dlt_fail(err, errlen, -EINVAL, "%s %s: not a finite number (expected a number in [%.10g, %.10g])", opt, v,
-                        lo, hi);
+        return dlt_fail(err, errlen, -EINVAL, "%s %s: not a finite number (expected a number in [%.10g, %.10g])", opt,
+                        v, lo, hi);
     if (end == v || *end || !_decimal(v))
-        return dlt_fail(err, errlen, -EINVAL, "%s %s: not a decimal number (expected a number in [%.10g, %.10g])", opt, v, lo,
-                        hi);
+        return dlt_fail(err, errlen, -EINVAL, "%s %s: not a decimal number (expected a number in [%.10g, %.10g])", opt,
+                        v, lo, hi);
     if (errno == ERANGE || d < lo || d > hi) /* ERANGE: beyond what a double holds, even as an underflow */
         return dlt_fail(err, errlen, -EINVAL, "%s %s: out of range (expected a number in [%.10g, %.10g])", opt, v, lo,
                         hi);
@@ -70,8 +70,9 @@ int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int6
     n = strtoll(v, &end, 10);
     if (end != v && !*end && errno == 0) {
         if (n < lo || n > hi)
-            return dlt_fail(err, errlen, -EINVAL, "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64
-                            "])", opt, v, lo, hi);
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v, lo,
+                            hi);
         *out = (int64_t)n;
         return 0;
     }
@@ -81,14 +82,17 @@ int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int6
         errno = 0;
         d = strtod(v, &end);
         if (end != v && !*end && !isfinite(d))
-            return dlt_fail(err, errlen, -EINVAL, "%s %s: not a finite number (expected a whole number in [%" PRId64
-                            ", %" PRId64 "])", opt, v, lo, hi);
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: not a finite number (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt,
+                            v, lo, hi);
         if (end == v || *end || !_decimal(v) || errno == ERANGE || d != floor(d) || fabs(d) > 9007199254740992.0)
-            return dlt_fail(err, errlen, -EINVAL, "%s %s: not a whole number (expected a whole number in [%" PRId64
-                            ", %" PRId64 "])", opt, v, lo, hi);
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: not a whole number (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v,
+                            lo, hi);
         if (d < (double)lo || d > (double)hi)
-            return dlt_fail(err, errlen, -EINVAL, "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64
-                            "])", opt, v, lo, hi);
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v, lo,
+                            hi);
         *out = (int64_t)d;
         return 0;
     }

@@ -4,9 +4,12 @@
 #include "trainer/cli/preflight.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/status.h"
@@ -39,7 +42,7 @@ int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
         _say(comm, err);
         if (comm->rank == 0)
             fprintf(stderr, "dltrain: nothing evaluated: a damaged checkpoint would give wrong results; evaluate "
-                    "another one (dltrain info --checkpoint FILE --verify checks a file)\n");
+                            "another one (dltrain info --checkpoint FILE --verify checks a file)\n");
     }
     bad = _failures(comm, rc != 0);
     if (bad != 0) {
@@ -75,8 +78,8 @@ int dlt_verify_checkpoint_cmd(const char *path)
                 path, info.tensors, info.state_path);
         return 1;
     }
-    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, step %" PRId64
-           ", epoch %" PRId64 "\n",
+    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, step %" PRId64 ", epoch %" PRId64
+           "\n",
            path, info.size, info.crc, info.state_path,
            info.state_data_verified ? " (whose own data matches its CRC)" : " (written before state files had a CRC)",
            info.tensors, info.step, info.epoch);
@@ -135,8 +138,10 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
             fprintf(stderr, "dltrain: rank %d: the newest valid checkpoint in %s is %s here, but rank 0 finds %s\n",
                     comm->rank, dir, s.found ? s.path : "none", rank0 >= 0 ? "another" : "none");
         if (comm->rank == 0 && bad > 0)
-            fprintf(stderr, "dltrain: %d rank(s) see other checkpoints in %s than rank 0: --checkpoint-dir must be one "
-                    "directory that every node shares\n", bad, dir);
+            fprintf(stderr,
+                    "dltrain: %d rank(s) see other checkpoints in %s than rank 0: --checkpoint-dir must be one "
+                    "directory that every node shares\n",
+                    bad, dir);
         return 1;
     }
     if (comm->rank == 0 && s.refused > 0) {
@@ -152,9 +157,10 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
                 fprintf(stderr, "dltrain:   (and %d more)\n", s.refused - shown);
             if (fresh_ok)
                 fprintf(stderr, "dltrain: starting from scratch as --resume auto-or-fresh asks (the files above stay "
-                        "where they are)\n");
+                                "where they are)\n");
             else
-                fprintf(stderr, "dltrain: not starting from scratch, which would throw the run's progress away: "
+                fprintf(stderr,
+                        "dltrain: not starting from scratch, which would throw the run's progress away: "
                         "restore a valid checkpoint, move these files out of %s, or use --resume auto-or-fresh\n",
                         dir);
         }
@@ -170,4 +176,35 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     snprintf(pathbuf, pathlen, "%s", s.path);
     *resume = pathbuf;
     return 0;
+}
+
+int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm)
+{
+    char msg[1536] = "";
+    if (comm->rank == 0 && metrics_path) {
+        FILE *f = fopen(metrics_path, "a");
+        if (!f)
+            snprintf(msg, sizeof(msg), "cannot open the metrics file %.1000s for appending: %s", metrics_path,
+                     strerror(errno));
+        else
+            fclose(f);
+    }
+    if (comm->rank == 0 && checkpoint_dir && !msg[0]) {
+        char probe[1200];
+        int fd;
+        if (mkdir(checkpoint_dir, 0755) != 0 && errno != EEXIST)
+            snprintf(msg, sizeof(msg), "cannot create the checkpoint directory %.1000s: %s", checkpoint_dir,
+                     strerror(errno));
+        else if (snprintf(probe, sizeof(probe), "%.1000s/.dltrain-write-test.%ld", checkpoint_dir, (long)getpid()),
+                 (fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+            snprintf(msg, sizeof(msg), "cannot write into the checkpoint directory %.1000s: %s", checkpoint_dir,
+                     strerror(errno));
+        else {
+            close(fd);
+            unlink(probe);
+        }
+    }
+    if (msg[0])
+        fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
+    return _failures(comm, msg[0] != 0) != 0 ? 1 : 0;
 }

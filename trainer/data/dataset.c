@@ -304,6 +304,13 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
             maxlabel = (int)label;
     }
     d->nclasses = maxlabel + 1;
+    if (d->nclasses < 1) {
+        dlt_dataset_close(d);
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s: no record header with a valid label at the offsets %s lists (not a RecordIO file of "
+                        "images, or the index belongs to another file)",
+                        rec_path, idx_path);
+    }
     *out = d;
     return 0;
 }
@@ -463,6 +470,11 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
             memcpy(&lab, *buf + 24, 4);
         if (!(lab >= 0 && lab < 1e6))
             return dlt_fail(err, errlen, -EINVAL, "record label out of range");
+        /* The class count came from the headers when the file was opened: a label beyond it (a
+         * multi-label record, or a header changed since) would fail the loss on this rank alone. */
+        if ((int)lab >= d->nclasses)
+            return dlt_fail(err, errlen, -EINVAL, "record label %d outside the %d classes the file's headers give",
+                            (int)lab, d->nclasses);
         *label = (int32_t)lab;
         memmove(*buf, *buf + skip, *len - skip);
         *len -= skip;
