@@ -100,8 +100,16 @@ import sys
 f = open(sys.argv[1], "r+b"); f.seek(-64, 2); f.write(b"\x55" * 8)
 PY
 run out rc "$DLTRAIN" info --checkpoint "$WORK/st.safetensors" --verify
-if ((rc == 1)) && [[ $out == *"st.state.safetensors: its data has CRC-32"*"the state file was damaged"* ]]; then ok "a state file whose momentum bytes were overwritten is refused (its own CRC)"
-else not_ok "damaged state file (rc=$rc)"; echo "$out" | diag; fi
+cp "$CK" "$WORK/st2.safetensors"
+python3 - "${CK%.safetensors}.state.safetensors" "$WORK/st2.state.safetensors" <<'PY'
+import sys
+b = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(b.replace(b'"step":"2"', b'"step":"3"', 1))
+PY
+run out2 rc2 "$DLTRAIN" train --data "$WORK/ds" "${TINY[@]}" --batch 4 --epochs 3 --resume "$WORK/st2.safetensors"
+if ((rc == 1 && rc2 == 1)) && [[ $out == *"st.state.safetensors has CRC-32"*"for itself: the state file was damaged"* && $out2 == *"st2.state.safetensors has CRC-32"*"for itself"* ]]; then
+  ok "a state file whose momentum bytes or recorded step were changed is refused (it carries a CRC of itself)"
+else not_ok "damaged state file ($rc $rc2)"; { echo "$out"; echo "$out2"; } | diag; fi
 
 # ---- 5: --resume auto over damaged checkpoints
 "$DLTRAIN" train "${SYN[@]}" --epochs 1 --checkpoint-dir "$WORK/r" >/dev/null 2>&1

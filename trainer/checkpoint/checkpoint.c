@@ -13,25 +13,10 @@
 #include <sys/stat.h>
 
 #include "trainer/checkpoint/safetensors.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
 
 #define FORMAT_TAG "dltrain-checkpoint-1"
-
-/* CRC-32 (IEEE, reflected; the same as zlib's and dltpmix_crc32), table-driven. */
-static uint32_t _crc32_update(uint32_t c, const unsigned char *p, size_t n)
-{
-    uint32_t table[256];
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t v = i;
-        for (int k = 0; k < 8; k++)
-            v = (v >> 1) ^ (0xedb88320u & (0u - (v & 1u)));
-        table[i] = v;
-    }
-    c = ~c;
-    for (size_t i = 0; i < n; i++)
-        c = table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
-    return ~c;
-}
 
 static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, size_t errlen)
 {
@@ -52,7 +37,7 @@ static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, s
         return -ENOMEM;
     }
     while ((n = fread(buf, 1, 1 << 16, f)) > 0) {
-        c = _crc32_update(c, buf, n);
+        c = dlt_crc32_update(c, buf, n);
         total += n;
     }
     e = ferror(f) ? EIO : 0;
@@ -83,9 +68,9 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
 {
     const dlt_model *m = &net->model;
     dlt_st_tensor *t = calloc((size_t)m->nentries, sizeof(*t));
-    char state_path[PATH_MAX], crcbuf[32], sizebuf[32], stepbuf[32], epochbuf[32], seedbuf[32], statecrcbuf[32];
+    char state_path[PATH_MAX], crcbuf[32], sizebuf[32], stepbuf[32], epochbuf[32], seedbuf[32];
     char (*names)[80] = calloc((size_t)m->nentries, sizeof(*names));
-    uint32_t crc, state_crc;
+    uint32_t crc;
     size_t size;
     int nt = 0, rc;
 
@@ -142,12 +127,6 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             x->bytes = e->len * sizeof(float);
             nt++;
         }
-        /* The state file's own data (the momentum, written in this order) gets a CRC too, so a
-         * damaged state file is refused instead of resuming with wrong momentum. */
-        state_crc = 0;
-        for (int i = 0; i < nt; i++)
-            state_crc = _crc32_update(state_crc, t[i].data, t[i].bytes);
-        snprintf(statecrcbuf, sizeof(statecrcbuf), "%08x", state_crc);
         snprintf(crcbuf, sizeof(crcbuf), "%08x", crc);
         snprintf(sizebuf, sizeof(sizebuf), "%zu", size);
         snprintf(stepbuf, sizeof(stepbuf), "%" PRId64, st->step);
@@ -157,9 +136,12 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             const char *slash = strrchr(path, '/');
             const char *meta[] = {"dltrain", FORMAT_TAG,  "model_file", slash ? slash + 1 : path, "model_crc32", crcbuf,
                                   "model_size", sizebuf, "step", stepbuf, "epoch", epochbuf, "seed", seedbuf,
-                                  "config", st->config, "state_crc32", statecrcbuf};
+                                  "config", st->config, "state_crc32", "00000000"};
+            /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
+             * damaged state file, header included (step, settings, tensor table), is refused instead of
+             * resuming with a wrong step or momentum. */
             _state_path(path, state_path, sizeof(state_path));
-            rc = dlt_st_write(state_path, t, nt, meta, 9, err, errlen);
+            rc = dlt_st_write_crc(state_path, t, nt, meta, 9, "state_crc32", err, errlen);
         }
     }
     free(t);
@@ -240,11 +222,10 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
                         "damaged after it was written",
                         model_path, crc, state_path, want_crc);
     if (scrc) {
-        uint32_t have = _crc32_update(0, sf->buf + sf->data_off, sf->size - sf->data_off);
-        unsigned long want = strtoul(scrc, &end, 16);
-        if (end == scrc || *end || have != (uint32_t)want)
+        uint32_t have = 0, want = 0;
+        if (dlt_st_self_crc(sf, "state_crc32", &have, &want) != 0 || have != want)
             return dlt_fail(err, errlen, -EINVAL,
-                            "%s: its data has CRC-32 %08x but it recorded %.32s: the state file was damaged",
+                            "%s has CRC-32 %08x but it recorded %.32s for itself: the state file was damaged",
                             state_path, have, scrc);
     }
     if (info) {

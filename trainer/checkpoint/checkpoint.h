@@ -31,7 +31,7 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
 /* What dlt_checkpoint_verify found. */
 typedef struct {
     int verified;            /* a state file lies beside the model file and its size and CRC match */
-    int state_data_verified; /* the state file's own data matched the CRC it records */
+    int state_data_verified; /* the state file matched the CRC it records for itself (header and data) */
     int tensors;             /* in the model file */
     size_t size;
     uint32_t crc;

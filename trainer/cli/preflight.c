@@ -81,7 +81,8 @@ int dlt_verify_checkpoint_cmd(const char *path)
     printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, step %" PRId64 ", epoch %" PRId64
            "\n",
            path, info.size, info.crc, info.state_path,
-           info.state_data_verified ? " (whose own data matches its CRC)" : " (written before state files had a CRC)",
+           info.state_data_verified ? " (which matches the CRC it records for itself)"
+                                      : " (written before state files had a CRC of their own)",
            info.tensors, info.step, info.epoch);
     if (info.config[0])
         printf("dltrain: verify: settings: %s\n", info.config);
