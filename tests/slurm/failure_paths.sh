@@ -2,12 +2,13 @@
 # Failure paths across ranks (2 nodes x 2 ranks): evaluation of a validation set smaller than one
 # batch per rank (no SIGFPE: every image scored exactly once, the same top-1 as one rank), training
 # with too little data refused on every rank with the fix, and a damaged checkpoint (eval, --resume
-# auto) stopping every rank promptly with the cause instead of some ranks waiting for the others.
+# auto) stopping every rank promptly with the cause instead of some ranks waiting for the others;
+# a few seeded random damage runs (tests/unit/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 9
-tap_plan 6
+tap_plan 7
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 rm -rf "${WORK:?}"/*
@@ -57,6 +58,13 @@ el=$((SECONDS - start))
 if ((rc == 1 && el < 60)) && [[ $(grep -c "none is valid" <<<"$out") == 1 && $out == *"has 1 checkpoint(s) and none is valid"* && $out == *"ckpt-00000004.safetensors has CRC-32"* && $out != *"training resnet18"* ]]; then
   ok "--resume auto over a damaged checkpoint on 4 ranks: all stop in ${el}s, the file and why listed once"
 else not_ok "--resume auto, damaged, 4 ranks (rc=$rc, ${el}s)"; echo "$out" | tail -5 | diag; fi
+# A few random damage runs across the 4 ranks (the single-rank test runs hundreds; --strict is left
+# out: a rank stopped by --strict still leaves its peers to the stall watchdog).
+res=$(timeout 300 python3 "$DLT_SRCDIR/tests/unit/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK/random" \
+  --seed "${DLT_RANDOM_SEED:-2}" --runs 16 --seconds 120 --no-strict --srun "${SRUN[*]}" 2>&1); rc=$?
+line=$(grep '^RESULT' <<<"$res")
+if ((rc == 0)) && [[ $line == *" violations=0 "* ]]; then ok "random damage on 4 ranks: ${line#RESULT }"
+else not_ok "random damage on 4 ranks (rc=$rc)"; grep '^# ' <<<"$res" | head -40 | diag; fi
 sleep 1
 check "every node idle afterwards" bash -c '[[ $(sinfo -h -N -o "%t" | sort -u) == idle ]]'
 exit 0
