@@ -9,7 +9,7 @@ DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 21
+tap_plan 22
 rm -rf "${WORK:?}"/*
 "$MK" folder "$WORK/ds" 2 4 40 40 plain # 8 train and 8 val images, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 2 --log-every 0)
@@ -134,6 +134,18 @@ run out2 rc2 "$DLTRAIN" train "${SYN[@]}" --epochs 1 --checkpoint-dir "$WORK/non
 if ((rc == 0 && rc2 == 0)) && [[ $out == *"resumed from $WORK/r/ckpt-00000016.safetensors at step 16"* && $out2 == *"no checkpoint in $WORK/none: starting from scratch"* ]]; then
   ok "a valid checkpoint beside the damaged one is resumed; 'no checkpoint' only where there is none"
 else not_ok "resume with a valid checkpoint / empty dir ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+
+# ---- class-wide: a labels file that would drop or double images silently
+mkdir -p "$WORK/flat"; cp "$WORK"/ds/val/c00/img_0000.JPEG "$WORK/flat/a.JPEG"; cp "$WORK"/ds/val/c01/img_0000.JPEG "$WORK/flat/b.JPEG"
+printf '# comment\n\na.JPEG c00\nb.JPEG c01\n' > "$WORK/good.txt"
+printf 'a.JPEG c00\nb.JPEG c01\na.JPEG c00\n' > "$WORK/dup.txt"
+printf 'a.JPEG c00\nb.JPEG\n' > "$WORK/short.txt"
+run out rc "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/good.txt" "${TINY[@]}" --checkpoint "$CK"
+run out2 rc2 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/dup.txt" "${TINY[@]}" --checkpoint "$CK"
+run out3 rc3 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/short.txt" "${TINY[@]}" --checkpoint "$CK"
+if ((rc == 0 && rc2 == 1 && rc3 == 1)) && [[ $out == *": 2 images, top-1"* && $out2 == *"lists a.JPEG more than once"* && $out3 == *"short.txt, line 2: 'b.JPEG' is not \"FILENAME CLASS\""* ]]; then
+  ok "--val-labels: a file named twice or a line without its class is refused (it would double or drop an image)"
+else not_ok "labels file checks ($rc $rc2 $rc3)"; { echo "$out"; echo "$out2"; echo "$out3"; } | tail -6 | diag; fi
 
 # ---- 7: words
 out=$("$DLTRAIN" --help)

@@ -6,7 +6,8 @@ a result, and never a damaged checkpoint accepted (eval, --verify, --resume) or 
 starts over silently.
 
 usage: random_damage.py --dltrain BIN --mkjpegs BIN --work DIR [--seed S] [--runs N] [--seconds T]
-                        [--only I] [--srun "srun ..."] [--kinds folder,recordio,checkpoint] [--no-strict]
+                        [--only I] [--srun "srun ..."] [--kinds folder,recordio,checkpoint,labels,options]
+                        [--no-strict]
 Run I uses the generator seeded with (S, I): `--only I` repeats that one run alone.
 """
 import argparse
@@ -272,6 +273,88 @@ def checkpoint_case(ctx, rng, d):
                                                                        "removed"), info
 
 
+def labels_case(ctx, rng, d):
+    """The validation images as one flat folder with a damaged "FILENAME CLASS" labels file."""
+    flat, labels = os.path.join(d, "flat"), os.path.join(d, "labels.txt")
+    os.makedirs(flat)
+    lines = []
+    for c in sorted(os.listdir(os.path.join(ctx.base, "val"))):
+        for f in sorted(os.listdir(os.path.join(ctx.base, "val", c))):
+            shutil.copy(os.path.join(ctx.base, "val", c, f), os.path.join(flat, c + "_" + f))
+            lines.append("%s_%s %s" % (c, f, c))
+    notes = []
+    for _ in range(rng.randrange(1, 4)):
+        op = rng.choice(["missing_file", "unknown_class", "garbage", "long_line", "one_field", "bytes", "empty",
+                         "dup", "path_escape"])
+        if op == "missing_file" and lines:
+            lines[rng.randrange(len(lines))] = "nothere.JPEG c00"
+        elif op == "unknown_class" and lines:
+            i = rng.randrange(len(lines))
+            lines[i] = lines[i].split()[0] + " zz_new_class"
+        elif op == "garbage":
+            lines.insert(rng.randrange(len(lines) + 1), "".join(chr(rng.randrange(33, 127)) for _ in range(40)))
+        elif op == "long_line":
+            lines.insert(rng.randrange(len(lines) + 1), "x" * rng.randrange(1000, 5000) + " c00")
+        elif op == "one_field" and lines:
+            i = rng.randrange(len(lines))
+            lines[i] = lines[i].split()[0]
+        elif op == "empty":
+            lines = []
+        elif op == "dup" and lines:
+            lines += lines[: rng.randrange(1, len(lines) + 1)]
+        elif op == "path_escape" and lines:
+            lines[rng.randrange(len(lines))] = "../../../../etc/passwd c00"
+        elif op == "bytes":
+            data, how = damage_bytes(rng, ("\n".join(lines) + "\n").encode())
+            lines = data.decode("latin-1").split("\n")
+            notes.append("labels " + how)
+            continue
+        notes.append("labels " + op)
+    open(labels, "wb").write(("\n".join(lines) + "\n").encode("latin-1"))
+    cmd = ["eval", "--data", ctx.base, "--val-data", flat, "--val-labels", labels, *TINY,
+           "--batch", str(rng.choice([1, 3, 4, 8, 32])), "--checkpoint", os.path.join(ctx.ck, "ckpt-00000008.safetensors")]
+    # The oracle: a line that is not blank, a comment or exactly "FILENAME CLASS", an overlong line or a
+    # file named twice must be refused (accepting it drops or doubles images without a word).
+    names, must_fail = [], False
+    for raw in open(labels, "rb").read().split(b"\n"):
+        f = raw.split()
+        if len(raw) > 1000:
+            must_fail = True
+        elif f and not f[0].startswith(b"#"):
+            must_fail |= len(f) != 2
+            names.append(f[0])
+    must_fail |= len(names) != len(set(names))
+    return cmd, "eval", "flat val: " + "; ".join(notes), {"labels_must_fail": must_fail}
+
+
+OPTION_VALUES = ["nan", "-nan", "inf", "-inf", "1e999", "1e-999", "", "abc", "0x10", "1.5", "-1", "0", "3", "0.5",
+                 "1e3", "99999999999999999999", "2,3"]
+OPTIONS = ["lr", "momentum", "wd", "label-smoothing", "warmup-epochs", "checkpoint-minutes", "stall-timeout",
+           "loss-scale", "bucket-mib", "timeout", "log-every", "check-every", "max-bad-steps", "seed", "milestones",
+           "loss-scale-window", "workers"]
+
+
+def options_case(ctx, rng, d):
+    """A short synthetic run with 1-3 options given random (mostly bad) values."""
+    cmdname = rng.choice(["train", "train", "eval", "bench"])
+    cmd = [cmdname, "--synthetic", *TINY, "--classes", "3", "--batch", "4"]
+    if cmdname == "train":
+        cmd += ["--synthetic-size", "16", "--steps", "2", "--checkpoint-dir", os.path.join(d, "ck")]
+    elif cmdname == "eval":
+        cmd += ["--eval-size", "16", "--checkpoint", os.path.join(ctx.ck, "ckpt-00000008.safetensors")]
+    else:
+        cmd += ["--iters", "1", "--warmup", "0"]
+    notes = []
+    for _ in range(rng.randrange(1, 4)):
+        o, v = rng.choice(OPTIONS), rng.choice(OPTION_VALUES)
+        if rng.random() < 0.5:
+            cmd += ["--" + o, v]
+        else:
+            cmd.append("--%s=%s" % (o, v))
+        notes.append("--%s %r" % (o, v))
+    return cmd, cmdname, "options: " + " ".join(notes), {}
+
+
 # ------------------------------------------------------------------ judging one run
 def judge(out, rc, expect, info):
     """None when the run is acceptable, else why not."""
@@ -280,8 +363,9 @@ def judge(out, rc, expect, info):
     if rc < 0 or rc >= 128:
         return "killed by a signal (status %d)" % rc
     results = [l for l in out.splitlines() if re.match(r"dltrain: (eval |epoch |bench |done|summary)", l)]
+    said = re.search(r"loss is (?:-?nan|-?inf)|loss not finite", out)
     for l in results:
-        if BAD_NUMBER.search(l):
+        if BAD_NUMBER.search(l) and not (said and l.startswith("dltrain: epoch ")):
             return "NaN/inf printed as a result: " + l
     if rc != 0:
         if not re.search(r"^dltrain[: ]", out, re.M):
@@ -290,6 +374,8 @@ def judge(out, rc, expect, info):
         m = re.search(r"dltrain: eval .*: (\d+) images, top-1 (%s), top-5 (%s)" % (NUMBER, NUMBER), out)
         if not m or int(m.group(1)) < 1 or not (0 <= float(m.group(2)) <= 1 and 0 <= float(m.group(3)) <= 1):
             return "eval succeeded without a sane result line"
+    if info.get("labels_must_fail") and rc == 0:
+        return "a labels file with a malformed or repeated line was accepted (images silently dropped or doubled)"
     if expect == "checkpoint":
         op, damaged = info["op"], info["damaged"]
         if op in ("verify_info", "verify_eval"):
@@ -327,13 +413,14 @@ def main():
     p.add_argument("--seconds", type=float, default=180)
     p.add_argument("--only", type=int, default=None)
     p.add_argument("--srun", default="")
-    p.add_argument("--kinds", default="folder,recordio,checkpoint")
+    p.add_argument("--kinds", default="folder,recordio,checkpoint,labels,options")
     p.add_argument("--no-strict", action="store_true",
                    help="never --strict (across ranks a --strict stop still waits for the stall watchdog)")
     a = p.parse_args()
     ctx = Ctx(a)
     prepare(ctx)
-    kinds = {"folder": folder_case, "recordio": recordio_case, "checkpoint": checkpoint_case}
+    kinds = {"folder": folder_case, "recordio": recordio_case, "checkpoint": checkpoint_case, "labels": labels_case,
+             "options": options_case}
     use = [kinds[k] for k in a.kinds.split(",")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     counts = {"runs": 0, "errors": 0, "successes": 0, "bad": 0}
