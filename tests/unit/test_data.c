@@ -443,6 +443,49 @@ static void test_loader_eval_exact(void **state)
     free(img);
 }
 
+/* Bad files once per run across ranks: what each rank found, exchanged, gives every rank the same
+ * distinct total and nothing left to report. */
+static void test_loader_bad_exchange(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2", "c3"};
+    char root[512], err[512];
+    dlt_dataset *ds;
+    dlt_loader *l[2];
+    uint8_t *img = calloc(4 * 32 * 32 * 3, 1);
+    int32_t lab[4];
+    int64_t found[2][16];
+    int n[2];
+    (void)state;
+    snprintf(root, sizeof(root), "%s/badx", g_dir);
+    _make_folder(root, classes, 4, 4, 2); /* c0/img00 and c0/img01 (indices 0 and 1) are damaged */
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    for (int r = 0; r < 2; r++) {
+        dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = r, .world = 2, .workers = 1};
+        assert_int_equal(dlt_loader_create(&l[r], ds, &c, err, sizeof(err)), 0);
+        assert_int_equal(dlt_loader_start(l[r], 0, 0), 0);
+        for (int s = 0; s < 2; s++)
+            assert_int_equal(dlt_loader_next(l[r], img, lab, err, sizeof(err)), 0);
+    }
+    for (int r = 0; r < 2; r++)
+        n[r] = dlt_loader_bad_take(l[r], found[r], 16);
+    assert_int_equal(n[0] + n[1] >= 2, 1); /* every damaged file met by some rank (replacements may add none) */
+    for (int r = 0; r < 2; r++) {
+        dlt_loader_bad_merge(l[r], found[1 - r], n[1 - r]);
+        dlt_loader_bad_merge(l[r], found[r], n[r]); /* own indices again: no double count */
+        assert_int_equal(dlt_loader_bad_files(l[r]), 2);
+        assert_int_equal(dlt_loader_bad_take(l[r], found[r], 16), 0); /* handed out once */
+    }
+    {
+        int64_t junk[2] = {-1, 99};
+        dlt_loader_bad_merge(l[0], junk, 2); /* out of range: ignored */
+        assert_int_equal(dlt_loader_bad_files(l[0]), 2);
+    }
+    dlt_loader_destroy(l[0]);
+    dlt_loader_destroy(l[1]);
+    dlt_dataset_close(ds);
+    free(img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
         cmocka_unit_test(test_loader),         cmocka_unit_test(test_loader_eval_exact),
+        cmocka_unit_test(test_loader_bad_exchange),
     };
     char cmd[300];
     int rc;

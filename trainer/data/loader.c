@@ -36,7 +36,10 @@ struct dlt_loader {
     int stop, fatal, started;
     char fatal_msg[1024];
     int64_t bad;
-    unsigned char *reported; /* one bit per dataset index: already logged */
+    unsigned char *reported; /* one bit per dataset index: known bad (logged here, or by another rank) */
+    int64_t known;           /* bits set in reported */
+    int64_t *fresh;          /* found bad here and not yet taken by dlt_loader_bad_take */
+    int nfresh, capfresh;
     pthread_t *threads;
     int nthreads;
 };
@@ -139,6 +142,39 @@ int64_t dlt_loader_images_per_epoch(const dlt_loader *l)
     return l->per_rank;
 }
 
+int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max)
+{
+    int n;
+    pthread_mutex_lock(&l->mu);
+    n = l->nfresh < max ? l->nfresh : max;
+    memcpy(idx, l->fresh, (size_t)n * sizeof(*idx));
+    memmove(l->fresh, l->fresh + n, (size_t)(l->nfresh - n) * sizeof(*idx));
+    l->nfresh -= n;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n)
+{
+    const int64_t count = dlt_dataset_count(l->ds);
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < n; i++)
+        if (idx[i] >= 0 && idx[i] < count && !(l->reported[idx[i] / 8] & (1u << (idx[i] % 8)))) {
+            l->reported[idx[i] / 8] |= (unsigned char)(1u << (idx[i] % 8));
+            l->known++;
+        }
+    pthread_mutex_unlock(&l->mu);
+}
+
+int64_t dlt_loader_bad_files(dlt_loader *l)
+{
+    int64_t n;
+    pthread_mutex_lock(&l->mu);
+    n = l->known;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
 int dlt_loader_last_valid(const dlt_loader *l)
 {
     return l->last_valid;
@@ -199,6 +235,17 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         l->bad++;
         if (!(l->reported[idx / 8] & (1u << (idx % 8)))) {
             l->reported[idx / 8] |= (unsigned char)(1u << (idx % 8));
+            l->known++;
+            if (l->nfresh == l->capfresh) {
+                int nc = l->capfresh ? 2 * l->capfresh : 64;
+                int64_t *nf = realloc(l->fresh, (size_t)nc * sizeof(*nf));
+                if (nf) {
+                    l->fresh = nf;
+                    l->capfresh = nc;
+                }
+            }
+            if (l->nfresh < l->capfresh)
+                l->fresh[l->nfresh++] = idx;
             fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
         }
         if (l->cfg.strict && !l->fatal) {
@@ -324,6 +371,7 @@ void dlt_loader_destroy(dlt_loader *l)
     }
     free(l->slots);
     free(l->reported);
+    free(l->fresh);
     free(l->threads);
     dlt_sampler_free(&l->sampler);
     free(l);

@@ -44,7 +44,18 @@ int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, 
 /* How many of the batch next() returned last are real images (the first ones); the batch size
  * except for the short last batch of an evaluation. Only these are to be scored. */
 int dlt_loader_last_valid(const dlt_loader *l);
+/* Bad-image events: a file met again (next epoch) counts again. */
 int64_t dlt_loader_bad_images(const dlt_loader *l);
+
+/* Bad files, once per run across ranks. Each rank logs a bad file the first time it meets one
+ * that it does not know of. To make that once per run over all ranks, the training loop shares
+ * what each rank found: take() hands out (and forgets) the dataset indices this rank found bad
+ * since the last take, at most max; merge() adds indices other ranks found, which this rank then
+ * skips without logging them again. bad_files() is the number of distinct bad files this rank
+ * knows of: after a last exchange, the run's total, the same on every rank. */
+int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max);
+void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n);
+int64_t dlt_loader_bad_files(dlt_loader *l);
 void dlt_loader_destroy(dlt_loader *l);
 
 #endif
