@@ -60,9 +60,10 @@ run out rc "$DLTRAIN" info --arch resnet18 --width nan
 run out2 rc2 "$DLTRAIN" env --timeout inf
 run out3 rc3 "$DLTRAIN" eval "${SYN[@]}" --checkpoint "$CK" --bucket-mib nan
 run out4 rc4 "$DLTRAIN" bench "${SYN[@]}" --loss-scale -inf
-if ((rc == 2 && rc2 == 2 && rc3 == 2 && rc4 == 2)) && [[ $out == *"--width nan"* && $out2 == *"--timeout inf"* && $out3 == *"--bucket-mib nan"* && $out4 == *"--loss-scale -inf"* ]]; then
-  ok "info --width, env --timeout, eval and bench options refuse NaN and infinities too"
-else not_ok "NaN in info/env/eval/bench ($rc $rc2 $rc3 $rc4)"; { echo "$out"; echo "$out2"; echo "$out3"; echo "$out4"; } | diag; fi
+run out5 rc5 env DLTPMIX_TIMEOUT=nan "$DLTRAIN" env
+if ((rc == 2 && rc2 == 2 && rc3 == 2 && rc4 == 2 && rc5 == 1)) && [[ $out == *"--width nan"* && $out2 == *"--timeout inf"* && $out3 == *"--bucket-mib nan"* && $out4 == *"--loss-scale -inf"* && $out5 == *"DLTPMIX_TIMEOUT='nan'"* ]]; then
+  ok "info --width, env --timeout, eval and bench options, and DLTPMIX_TIMEOUT refuse NaN and infinities too"
+else not_ok "NaN in info/env/eval/bench/DLTPMIX_TIMEOUT ($rc $rc2 $rc3 $rc4 $rc5)"; { echo "$out"; echo "$out2"; echo "$out3"; echo "$out4"; echo "$out5"; } | diag; fi
 bad=""
 for a in "--batch 1.5" "--epochs 2.5" "--steps 0x10" "--seed 1e999" "--image-size 32px" "--classes ''" "--workers -1" "--log-every 1e-999" "--milestones 30,,x" "--milestones 1,2,3,4,5,6,7,8,9"; do
   out=$(eval timeout 20 "$DLTRAIN" train "${SYN[*]}" --steps 1 $a 2>&1); rc=$?
