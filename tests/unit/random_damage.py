@@ -403,6 +403,29 @@ def judge(out, rc, expect, info):
     return None
 
 
+def run_bounded(argv, env, cwd, limit):
+    """Runs argv for at most limit seconds: (output, status, negative for a signal, 124 on a hang). A
+    hung dltrain is shown with its threads' stacks (gdb, when installed) before it is killed."""
+    pr = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                          env=env, cwd=cwd, start_new_session=True)
+    try:
+        out, _ = pr.communicate(timeout=limit)
+        return out, pr.returncode
+    except subprocess.TimeoutExpired:
+        stacks = ""
+        if shutil.which("gdb"):
+            pids = sh(["pgrep", "-s", str(pr.pid), "-x", "dltrain"]).stdout.split() or [str(pr.pid)]
+            for pid in pids[:2]:
+                g = sh(["timeout", "20", "gdb", "-batch", "-p", pid, "-ex", "thread apply all bt 12"])
+                stacks += "\n".join(l for l in g.stdout.splitlines() if l.startswith(("#", "Thread")))[-3000:]
+        try:
+            os.killpg(pr.pid, 9)
+        except OSError:
+            pass
+        out, _ = pr.communicate()
+        return out + "\n[hung; stacks:]\n" + stacks, 124
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dltrain", required=True)
@@ -436,19 +459,14 @@ def main():
         os.makedirs(d)
         cmd, expect, what, info = rng.choice(use)(ctx, rng, d)
         full = (a.srun.split() if a.srun else []) + [a.dltrain] + cmd
-        try:
-            r = subprocess.run(["timeout", "-k", "5", "30"] + full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, errors="replace", env=env, cwd=d, timeout=60)
-            out, rc = r.stdout, r.returncode
-        except subprocess.TimeoutExpired:
-            out, rc = "", 124
-        if rc > 128 and rc - 128 in (6, 8, 11, 4, 7):  # timeout passes a child's signal on as 128+N
-            rc = -(rc - 128)
+        if shutil.which("stdbuf"):  # line-buffered stdout: a hung run still shows how far it got
+            full = ["stdbuf", "-oL"] + full
+        out, rc = run_bounded(full, env, d, 30)
         why = judge(out, rc, expect, info)
         counts["runs"] += 1
         if why:
             counts["bad"] += 1
-            failures.append((i, why, what, " ".join(cmd), out[-1500:]))
+            failures.append((i, why, what, " ".join(cmd), out[-5000:]))
         elif rc == 0:
             counts["successes"] += 1
         else:
@@ -463,7 +481,7 @@ def main():
     for i, why, what, cmd, out in failures[:20]:
         print("# VIOLATION run %d (repeat: --seed %d --only %d): %s\n#   damage: %s\n#   dltrain %s" % (
             i, a.seed, i, why, what, cmd))
-        for l in out.splitlines()[-6:]:
+        for l in out.splitlines()[-(60 if why.startswith("hang") else 6):]:
             print("#   | " + l)
     print("RESULT runs=%d errors=%d successes=%d violations=%d seconds=%.0f"
           % (counts["runs"], counts["errors"], counts["successes"], counts["bad"], el))
