@@ -331,10 +331,25 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
             snprintf(err, errlen, "dltpmix: out of memory");
         return DLTPMIX_ERR_NOMEM;
     }
-    ctx->timeout_s = (opts && opts->timeout_s > 0) ? opts->timeout_s
-                                                   : (double)_env_long("DLTPMIX_TIMEOUT", (long)DLTPMIX_DEFAULT_TIMEOUT_S);
-    if (ctx->timeout_s <= 0)
-        ctx->timeout_s = DLTPMIX_DEFAULT_TIMEOUT_S;
+    ctx->timeout_s = DLTPMIX_DEFAULT_TIMEOUT_S;
+    if (opts && opts->timeout_s > 0 && opts->timeout_s <= 1e9) {
+        ctx->timeout_s = opts->timeout_s;
+    } else if (getenv("DLTPMIX_TIMEOUT") && *getenv("DLTPMIX_TIMEOUT")) {
+        /* A bound that cannot be read must not quietly become the default (or no bound at all). */
+        const char *v = getenv("DLTPMIX_TIMEOUT");
+        char *end;
+        double t;
+        errno = 0;
+        t = strtod(v, &end);
+        if (errno || end == v || *end || !(t > 0 && t <= 1e9)) {
+            if (err && errlen)
+                snprintf(err, errlen, "dltpmix: DLTPMIX_TIMEOUT='%.32s': expected seconds, a number in (0, 1e9] "
+                         "(default %d)", v, (int)DLTPMIX_DEFAULT_TIMEOUT_S);
+            free(ctx);
+            return DLTPMIX_ERR_ARG;
+        }
+        ctx->timeout_s = t;
+    }
 
     if (_env_has_pmix_server()) {
         rc = _init_from_pmix(ctx);

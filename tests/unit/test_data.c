@@ -375,13 +375,125 @@ static void test_loader(void **state)
     free(b);
 }
 
+/* Evaluation scores every image exactly once whatever the batch and rank count: each rank's last
+ * batch is short (its valid count says how short), a rank may have none; training with too few
+ * images for one batch per rank is refused with the count, the batch, the ranks and the fix. */
+static void test_loader_eval_exact(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2"};
+    char root[512], err[512];
+    dlt_dataset *ds;
+    dlt_loader *l;
+    uint8_t *img = calloc(4 * 32 * 32 * 3, 1);
+    int32_t lab[4];
+    (void)state;
+    snprintf(root, sizeof(root), "%s/evalset", g_dir);
+    _make_folder(root, classes, 3, 3, 0); /* 9 images: divides by neither batch 4 nor 2 or 4 ranks */
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    for (int world = 1; world <= 16; world *= 2) {
+        int seen[9] = {0}, total = 0;
+        for (int rank = 0; rank < world; rank++) {
+            dlt_loader_config c = {.batch = 4, .out = 32, .train = 0, .seed = 5, .rank = rank, .world = world,
+                                   .workers = 2, .depth = 2};
+            int64_t steps;
+            assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+            steps = dlt_loader_steps_per_epoch(l);
+            assert_int_equal(dlt_loader_images_per_epoch(l), (9 - rank + world - 1) / world);
+            assert_int_equal(steps, (dlt_loader_images_per_epoch(l) + 3) / 4);
+            assert_int_equal(dlt_loader_start(l, 0, 0), 0);
+            for (int64_t s = 0; s < steps; s++) {
+                int nv;
+                assert_int_equal(dlt_loader_next(l, img, lab, err, sizeof(err)), 0);
+                nv = dlt_loader_last_valid(l);
+                assert_true(nv >= 1 && nv <= 4);
+                assert_true(s + 1 == steps || nv == 4); /* only the last batch is short */
+                for (int j = 0; j < nv; j++) {
+                    /* in order: rank r's k-th image is dataset index r + k * world (labels: 3 per class) */
+                    int64_t idx = rank + (s * 4 + j) * world;
+                    assert_true(idx < 9);
+                    assert_int_equal(lab[j], idx / 3);
+                    seen[idx]++;
+                }
+                total += nv;
+            }
+            if (steps == 0) /* fewer images than ranks: this rank has none, and says so if asked */
+                assert_int_not_equal(dlt_loader_next(l, img, lab, err, sizeof(err)), 0);
+            dlt_loader_destroy(l);
+        }
+        assert_int_equal(total, 9);
+        for (int i = 0; i < 9; i++)
+            assert_int_equal(seen[i], 1);
+    }
+    {
+        /* Training: 9 images, batch 4 on 4 ranks: no full batch anywhere. */
+        dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 4, .workers = 1};
+        assert_int_not_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "9 image(s)"));
+        assert_non_null(strstr(err, "batch of 4 on each of 4 rank(s)"));
+        assert_non_null(strstr(err, "--batch 2"));
+        c.world = 16;
+        assert_int_not_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "fewer ranks"));
+        c.world = 2;
+        assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+        assert_int_equal(dlt_loader_steps_per_epoch(l), 1);
+        dlt_loader_destroy(l);
+    }
+    dlt_dataset_close(ds);
+    free(img);
+}
+
+/* Bad files once per run across ranks: what each rank found, exchanged, gives every rank the same
+ * distinct total and nothing left to report. */
+static void test_loader_bad_exchange(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2", "c3"};
+    char root[512], err[512];
+    dlt_dataset *ds;
+    dlt_loader *l[2];
+    uint8_t *img = calloc(4 * 32 * 32 * 3, 1);
+    int32_t lab[4];
+    int64_t found[2][16];
+    int n[2];
+    (void)state;
+    snprintf(root, sizeof(root), "%s/badx", g_dir);
+    _make_folder(root, classes, 4, 4, 2); /* c0/img00 and c0/img01 (indices 0 and 1) are damaged */
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    for (int r = 0; r < 2; r++) {
+        dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = r, .world = 2, .workers = 1};
+        assert_int_equal(dlt_loader_create(&l[r], ds, &c, err, sizeof(err)), 0);
+        assert_int_equal(dlt_loader_start(l[r], 0, 0), 0);
+        for (int s = 0; s < 2; s++)
+            assert_int_equal(dlt_loader_next(l[r], img, lab, err, sizeof(err)), 0);
+    }
+    for (int r = 0; r < 2; r++)
+        n[r] = dlt_loader_bad_take(l[r], found[r], 16);
+    assert_int_equal(n[0] + n[1] >= 2, 1); /* every damaged file met by some rank (replacements may add none) */
+    for (int r = 0; r < 2; r++) {
+        dlt_loader_bad_merge(l[r], found[1 - r], n[1 - r]);
+        dlt_loader_bad_merge(l[r], found[r], n[r]); /* own indices again: no double count */
+        assert_int_equal(dlt_loader_bad_files(l[r]), 2);
+        assert_int_equal(dlt_loader_bad_take(l[r], found[r], 16), 0); /* handed out once */
+    }
+    {
+        int64_t junk[2] = {-1, 99};
+        dlt_loader_bad_merge(l[0], junk, 2); /* out of range: ignored */
+        assert_int_equal(dlt_loader_bad_files(l[0]), 2);
+    }
+    dlt_loader_destroy(l[0]);
+    dlt_loader_destroy(l[1]);
+    dlt_dataset_close(ds);
+    free(img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crop_parameters), cmocka_unit_test(test_decode_transform),
         cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
-        cmocka_unit_test(test_loader),
+        cmocka_unit_test(test_loader),         cmocka_unit_test(test_loader_eval_exact),
+        cmocka_unit_test(test_loader_bad_exchange),
     };
     char cmd[300];
     int rc;

@@ -14,24 +14,40 @@
 
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/common/crc32.h"
+#include "trainer/common/io.h"
+#include "trainer/common/status.h"
 
 #define FORMAT_TAG "dltrain-checkpoint-1"
 
 static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    static unsigned char buf[1 << 16];
+    unsigned char *buf;
     uint32_t c = 0;
     size_t n, total = 0;
+    int e;
     if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -errno;
+        e = errno;
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+        return -e;
     }
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+    buf = malloc(1 << 16);
+    if (!buf) {
+        fclose(f);
+        snprintf(err, errlen, "out of memory reading %s", path);
+        return -ENOMEM;
+    }
+    while ((n = fread(buf, 1, 1 << 16, f)) > 0) {
         c = dlt_crc32(c, buf, n);
         total += n;
     }
+    e = ferror(f) ? EIO : 0;
     fclose(f);
+    free(buf);
+    if (e) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(e));
+        return -e;
+    }
     *crc = c;
     *size = total;
     return 0;
@@ -121,9 +137,12 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             const char *slash = strrchr(path, '/');
             const char *meta[] = {"dltrain", FORMAT_TAG,  "model_file", slash ? slash + 1 : path, "model_crc32", crcbuf,
                                   "model_size", sizebuf, "step", stepbuf, "epoch", epochbuf, "seed", seedbuf,
-                                  "config", st->config};
+                                  "config", st->config, "state_crc32", "00000000"};
+            /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
+             * damaged state file, header included (step, settings, tensor table), is refused instead of
+             * resuming with a wrong step or momentum. */
             _state_path(path, state_path, sizeof(state_path));
-            rc = dlt_st_write(state_path, t, nt, meta, 8, err, errlen);
+            rc = dlt_st_write_crc(state_path, t, nt, meta, 9, "state_crc32", err, errlen);
         }
     }
     free(t);
@@ -165,6 +184,91 @@ static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const cha
     return 0;
 }
 
+/* Checks the state file sf (loaded from state_path) against the model file at model_path: it is
+ * dltrain's, records the model file's size and CRC-32, and both match; its own data matches the
+ * CRC it records (checkpoints written before that CRC existed are checked without it). */
+static int _check_pair(const char *model_path, const char *state_path, const dlt_st_file *sf,
+                       dlt_checkpoint_info *info, char *err, size_t errlen)
+{
+    const char *v = dlt_st_meta(sf, "dltrain"), *rcrc = dlt_st_meta(sf, "model_crc32");
+    const char *rsize = dlt_st_meta(sf, "model_size"), *scrc = dlt_st_meta(sf, "state_crc32");
+    uint32_t crc;
+    size_t size;
+    char *end;
+    unsigned long long want_size;
+    unsigned long want_crc;
+    int rc;
+    if (!v || strcmp(v, FORMAT_TAG))
+        return dlt_fail(err, errlen, -EINVAL, "%s is not a dltrain state file (no \"dltrain\": \"%s\" metadata)",
+                        state_path, FORMAT_TAG);
+    if (!rcrc || !rsize)
+        return dlt_fail(err, errlen, -EINVAL, "%s records no model_size/model_crc32 for its model file", state_path);
+    errno = 0;
+    want_size = strtoull(rsize, &end, 10);
+    if (errno || end == rsize || *end)
+        return dlt_fail(err, errlen, -EINVAL, "%s: model_size '%.32s' is not a number", state_path, rsize);
+    want_crc = strtoul(rcrc, &end, 16);
+    if (end == rcrc || *end || strlen(rcrc) != 8)
+        return dlt_fail(err, errlen, -EINVAL, "%s: model_crc32 '%.32s' is not 8 hex digits", state_path, rcrc);
+    if ((rc = _file_crc(model_path, &crc, &size, err, errlen)) != 0)
+        return rc;
+    if (size != want_size)
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s is %zu bytes but its state file %s recorded %llu: a partial, replaced or damaged "
+                        "checkpoint",
+                        model_path, size, state_path, want_size);
+    if (crc != (uint32_t)want_crc)
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s has CRC-32 %08x but its state file %s recorded %08lx: the model file was changed or "
+                        "damaged after it was written",
+                        model_path, crc, state_path, want_crc);
+    if (scrc) {
+        uint32_t have = 0, want = 0;
+        if (dlt_st_self_crc(sf, "state_crc32", &have, &want) != 0 || have != want)
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s has CRC-32 %08x but it recorded %.32s for itself: the state file was damaged",
+                            state_path, have, scrc);
+    }
+    if (info) {
+        const char *step = dlt_st_meta(sf, "step"), *epoch = dlt_st_meta(sf, "epoch"), *cfg = dlt_st_meta(sf, "config");
+        info->verified = 1;
+        info->state_data_verified = scrc != NULL;
+        info->size = size;
+        info->crc = crc;
+        info->step = step ? strtoll(step, NULL, 10) : -1;
+        info->epoch = epoch ? strtoll(epoch, NULL, 10) : -1;
+        snprintf(info->config, sizeof(info->config), "%s", cfg ? cfg : "");
+    }
+    return 0;
+}
+
+int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen)
+{
+    _state_path(model_path, out, outlen);
+    return 0;
+}
+
+int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, char *err, size_t errlen)
+{
+    dlt_st_file mf, sf;
+    struct stat stt;
+    int rc;
+    memset(info, 0, sizeof(*info));
+    info->step = info->epoch = -1;
+    _state_path(model_path, info->state_path, sizeof(info->state_path));
+    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
+        return rc;
+    info->tensors = mf.n;
+    dlt_st_free(&mf);
+    if (stat(info->state_path, &stt) != 0 && errno == ENOENT)
+        return 0; /* readable, but nothing to check it against */
+    if ((rc = dlt_st_load(&sf, info->state_path, err, errlen)) != 0)
+        return rc;
+    rc = _check_pair(model_path, info->state_path, &sf, info, err, errlen);
+    dlt_st_free(&sf);
+    return rc;
+}
+
 int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen)
 {
     const dlt_model *m = &net->model;
@@ -177,29 +281,11 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
     if ((rc = _check_model_file(net, &mf, model_path, err, errlen)) != 0)
         goto out;
     if (st) {
-        const char *v;
-        uint32_t crc;
-        size_t size;
-        char crcbuf[32];
         _state_path(model_path, state_path, sizeof(state_path));
         if ((rc = dlt_st_load(&sf, state_path, err, errlen)) != 0)
             goto out;
-        v = dlt_st_meta(&sf, "dltrain");
-        if (!v || strcmp(v, FORMAT_TAG)) {
-            snprintf(err, errlen, "%s is not a dltrain state file", state_path);
-            rc = -EINVAL;
+        if ((rc = _check_pair(model_path, state_path, &sf, NULL, err, errlen)) != 0)
             goto out;
-        }
-        if ((rc = _file_crc(model_path, &crc, &size, err, errlen)) != 0)
-            goto out;
-        snprintf(crcbuf, sizeof(crcbuf), "%08x", crc);
-        if (!dlt_st_meta(&sf, "model_crc32") || strcmp(dlt_st_meta(&sf, "model_crc32"), crcbuf) ||
-            !dlt_st_meta(&sf, "model_size") || strtoull(dlt_st_meta(&sf, "model_size"), NULL, 10) != size) {
-            snprintf(err, errlen, "%s does not belong to %s (size or CRC differ: a partial or mixed checkpoint)",
-                     state_path, model_path);
-            rc = -EINVAL;
-            goto out;
-        }
         for (int i = 0; i < m->nentries; i++) {
             const dlt_state_entry *e = &m->entries[i];
             char name[96];
@@ -243,68 +329,144 @@ out:
     return rc;
 }
 
-static int _valid_pair(const char *model_path, char *why, size_t whylen)
+/* "ckpt-DIGITS.safetensors" or "ckpt-DIGITS.state.safetensors": the step, or -1. */
+static long long _ckpt_step(const char *name, int *is_state)
 {
-    dlt_st_file sf;
-    char state_path[PATH_MAX];
-    uint32_t crc;
-    size_t size;
-    char crcbuf[32];
-    int rc;
-    _state_path(model_path, state_path, sizeof(state_path));
-    if ((rc = dlt_st_load(&sf, state_path, why, whylen)) != 0)
-        return rc;
-    rc = _file_crc(model_path, &crc, &size, why, whylen);
-    snprintf(crcbuf, sizeof(crcbuf), "%08x", crc);
-    if (rc == 0 && (!dlt_st_meta(&sf, "model_crc32") || strcmp(dlt_st_meta(&sf, "model_crc32"), crcbuf))) {
-        snprintf(why, whylen, "model file CRC does not match its state file");
-        rc = -EINVAL;
+    const char *p = name + 5, *q;
+    long long s = 0;
+    if (strncmp(name, "ckpt-", 5) || !(*p >= '0' && *p <= '9'))
+        return -1;
+    for (q = p; *q >= '0' && *q <= '9'; q++) {
+        if (s > (LLONG_MAX - 9) / 10)
+            return -1;
+        s = 10 * s + (*q - '0');
     }
-    dlt_st_free(&sf);
-    return rc;
+    if (!strcmp(q, ".safetensors"))
+        *is_state = 0;
+    else if (!strcmp(q, ".state.safetensors"))
+        *is_state = 1;
+    else
+        return -1;
+    return s;
+}
+
+typedef struct {
+    long long step;
+    char name[256]; /* the model file's name (as found, or as the state file implies) */
+    int has_model, has_state;
+    int checked;
+} _cand;
+
+/* Copies src into dst, cut to fit. */
+static void _copy(char *dst, size_t len, const char *src)
+{
+    size_t n = strnlen(src, len - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static void _report(dlt_checkpoint_scan *s, const char *path, const char *why)
+{
+    if (s->refused < DLT_CKPT_SCAN_MAX) {
+        _copy(s->refusal[s->refused].path, sizeof(s->refusal[s->refused].path), path);
+        _copy(s->refusal[s->refused].why, sizeof(s->refusal[s->refused].why), why);
+    }
+    s->refused++;
+}
+
+int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, size_t errlen)
+{
+    DIR *d;
+    struct dirent *e;
+    _cand *c = NULL;
+    int n = 0, cap = 0;
+    memset(s, 0, sizeof(*s));
+    s->step = -1;
+    d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0; /* no directory yet: no checkpoint */
+        return dlt_fail(err, errlen, -errno, "cannot read the checkpoint directory %s: %s", dir, strerror(errno));
+    }
+    while ((e = readdir(d)) != NULL) {
+        int is_state = 0, k;
+        long long step = _ckpt_step(e->d_name, &is_state);
+        if (step < 0)
+            continue;
+        for (k = 0; k < n && c[k].step != step; k++)
+            ;
+        if (k == n) {
+            if (n == cap) {
+                _cand *nc = realloc(c, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*nc));
+                if (!nc) {
+                    closedir(d);
+                    free(c);
+                    return dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
+                }
+                c = nc;
+            }
+            memset(&c[n], 0, sizeof(c[n]));
+            c[n].step = step;
+            n++;
+        }
+        if (is_state) {
+            c[k].has_state = 1;
+            if (!c[k].has_model) /* the model file's name, as the state file implies */
+                snprintf(c[k].name, sizeof(c[k].name), "%.*s.safetensors",
+                         (int)(strlen(e->d_name) - strlen(".state.safetensors")), e->d_name);
+        } else {
+            c[k].has_model = 1;
+            snprintf(c[k].name, sizeof(c[k].name), "%s", e->d_name);
+        }
+    }
+    closedir(d);
+    s->candidates = n;
+    /* Newest first; an older one only when every newer one is refused (and said so). */
+    for (;;) {
+        int best = -1;
+        char path[PATH_MAX + 300], why[1024];
+        dlt_checkpoint_info info;
+        for (int i = 0; i < n; i++)
+            if (!c[i].checked && (best < 0 || c[i].step > c[best].step))
+                best = i;
+        if (best < 0)
+            break;
+        c[best].checked = 1;
+        snprintf(path, sizeof(path), "%s/%s", dir, c[best].name);
+        if (!c[best].has_model) {
+            _report(s, path, "missing (only its state file is there)");
+            continue;
+        }
+        if (!c[best].has_state) {
+            _report(s, path,
+                    "no state file beside it (momentum and step are lost; its size and CRC cannot be checked)");
+            continue;
+        }
+        if (dlt_checkpoint_verify(path, &info, why, sizeof(why)) != 0) {
+            _report(s, path, why);
+            continue;
+        }
+        s->found = 1;
+        s->step = c[best].step;
+        _copy(s->path, sizeof(s->path), path);
+        break;
+    }
+    free(c);
+    return 0;
 }
 
 int dlt_checkpoint_find_latest(const char *dir, char *path, size_t pathlen,
                                void (*skipped)(const char *path, const char *why, void *arg), void *arg)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    long long *steps = NULL;
-    int n = 0, cap = 0, found = -ENOENT;
-    if (!d)
-        return -errno;
-    while ((e = readdir(d)) != NULL) {
-        long long s;
-        char tail[32];
-        if (sscanf(e->d_name, "ckpt-%lld%31s", &s, tail) == 2 && !strcmp(tail, ".safetensors")) {
-            if (n >= cap) {
-                long long *ns = realloc(steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*ns));
-                if (!ns)
-                    break;
-                steps = ns;
-            }
-            steps[n++] = s;
-        }
-    }
-    closedir(d);
-    /* Newest first; fall back to older ones when the newest is damaged. */
-    for (;;) {
-        int best = -1;
-        char why[512];
-        for (int i = 0; i < n; i++)
-            if (steps[i] >= 0 && (best < 0 || steps[i] > steps[best]))
-                best = i;
-        if (best < 0)
-            break;
-        snprintf(path, pathlen, "%s/ckpt-%08lld.safetensors", dir, steps[best]);
-        steps[best] = -1;
-        if (_valid_pair(path, why, sizeof(why)) == 0) {
-            found = 0;
-            break;
-        }
-        if (skipped)
-            skipped(path, why, arg);
-    }
-    free(steps);
-    return found;
+    static dlt_checkpoint_scan s; /* large; callers are single-threaded */
+    char err[512];
+    int rc = dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err));
+    if (rc != 0)
+        return rc;
+    for (int i = 0; skipped && i < s.refused && i < DLT_CKPT_SCAN_MAX; i++)
+        skipped(s.refusal[i].path, s.refusal[i].why, arg);
+    if (!s.found)
+        return -ENOENT;
+    snprintf(path, pathlen, "%s", s.path);
+    return 0;
 }

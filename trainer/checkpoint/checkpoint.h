@@ -28,6 +28,46 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
  * refused and net is left unchanged. */
 int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen);
 
+/* What dlt_checkpoint_verify found. */
+typedef struct {
+    int verified;            /* a state file lies beside the model file and its size and CRC match */
+    int state_data_verified; /* the state file matched the CRC it records for itself (header and data) */
+    int tensors;             /* in the model file */
+    size_t size;
+    uint32_t crc;
+    int64_t step, epoch;     /* from the state file (-1 without one) */
+    char state_path[4096];
+    char config[1024];
+} dlt_checkpoint_info;
+
+/* Checks a model file without loading it into a model: it parses as safetensors; when its state
+ * file lies beside it, that file parses, is dltrain's, records the model file's size and CRC-32
+ * and both match (and its own data matches the CRC it records). Returns 0 with info->verified 1,
+ * 0 with info->verified 0 when there is no state file (the file cannot be verified), or a
+ * negative status with err saying what is wrong. */
+int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, char *err, size_t errlen);
+
+/* The state file's path for a model file's. */
+int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen);
+
+#define DLT_CKPT_SCAN_MAX 16
+/* A checkpoint directory, for --resume auto. */
+typedef struct {
+    int found;             /* path: the newest checkpoint whose pair verifies */
+    char path[4096];
+    int64_t step;
+    int candidates;        /* checkpoints present (by step: a model file, a state file, or both) */
+    int refused;           /* checked and refused: all of them when none is valid, else the newer ones */
+    struct {
+        char path[1024];
+        char why[512];
+    } refusal[DLT_CKPT_SCAN_MAX]; /* the first DLT_CKPT_SCAN_MAX refused, newest first */
+} dlt_checkpoint_scan;
+
+/* Scans dir: candidates 0 when it has no checkpoint (or does not exist). Returns 0, or a negative
+ * status with err when the directory cannot be read (then nothing can be said about it). */
+int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, size_t errlen);
+
 /* The newest valid checkpoint in dir (model path), or -ENOENT. Invalid ones are skipped and
  * reported through the callback when given. */
 int dlt_checkpoint_find_latest(const char *dir, char *path, size_t pathlen, void (*skipped)(const char *path,

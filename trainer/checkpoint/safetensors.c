@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "trainer/common/crc32.h"
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
 
@@ -82,6 +83,27 @@ static void _sb_str(_sb *b, const char *s)
 int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta, char *err,
                  size_t errlen)
 {
+    return dlt_st_write_crc(path, t, n, meta, nmeta, NULL, err, errlen);
+}
+
+/* Where the 8 hex digits of metadata key's value start in a header (key and value are written
+ * as "key":"xxxxxxxx"; inside JSON strings every quote is escaped, so the pattern is structural). */
+static const char *_crc_digits(const char *h, size_t len, const char *key)
+{
+    char pat[DLT_ST_NAME_MAX + 8];
+    const char *p;
+    int n = snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+    if (n <= 0 || (size_t)n >= sizeof(pat))
+        return NULL;
+    p = memmem(h, len, pat, (size_t)n);
+    if (!p || (size_t)(p - h) + (size_t)n + 9 > len || p[n + 8] != '"')
+        return NULL;
+    return p + n;
+}
+
+int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
+                     const char *crc_key, char *err, size_t errlen)
+{
     _sb h = {0};
     char num[64], tmp[PATH_MAX], dirbuf[PATH_MAX];
     size_t off = 0, pad;
@@ -137,6 +159,21 @@ int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *co
     }
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    if (crc_key) {
+        /* The file's CRC over all its bytes, with these 8 digits as zeros, written into them. */
+        char *d = (char *)_crc_digits(h.p, h.len, crc_key), hex[9];
+        uint32_t crc;
+        if (!d || memcmp(d, "00000000", 8)) {
+            free(h.p);
+            return dlt_fail(err, errlen, -EINVAL, "%s: metadata %s must be given as \"00000000\"", path, crc_key);
+        }
+        crc = dlt_crc32(0, len8, 8);
+        crc = dlt_crc32(crc, h.p, h.len);
+        for (int i = 0; i < n; i++)
+            crc = dlt_crc32(crc, t[i].data, t[i].bytes);
+        snprintf(hex, sizeof(hex), "%08x", crc);
+        memcpy(d, hex, 8);
+    }
 
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
         free(h.p);
@@ -621,6 +658,27 @@ const dlt_st_entry *dlt_st_find(const dlt_st_file *f, const char *name)
         if (!strcmp(f->entries[i].name, name))
             return &f->entries[i];
     return NULL;
+}
+
+int dlt_st_self_crc(const dlt_st_file *f, const char *crc_key, uint32_t *have, uint32_t *want)
+{
+    const char *v = dlt_st_meta(f, crc_key), *d;
+    char *end;
+    unsigned long w;
+    if (!v)
+        return -ENOENT;
+    w = strtoul(v, &end, 16);
+    d = _crc_digits((const char *)f->buf + 8, f->data_off - 8, crc_key);
+    if (end == v || *end || strlen(v) != 8 || !d)
+        return -EINVAL;
+    {
+        size_t at = (size_t)((const uint8_t *)d - f->buf);
+        uint32_t c = dlt_crc32(0, f->buf, at);
+        c = dlt_crc32(c, "00000000", 8);
+        *have = dlt_crc32(c, f->buf + at + 8, f->size - at - 8);
+    }
+    *want = (uint32_t)w;
+    return 0;
 }
 
 const char *dlt_st_meta(const dlt_st_file *f, const char *key)

@@ -43,6 +43,15 @@ typedef struct {
 int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta, char *err,
                  size_t errlen);
 
+/* As dlt_st_write, and the metadata value of crc_key (given as "00000000") becomes the CRC-32 of
+ * the whole file as written with those 8 digits as zeros: the file checks itself, header too. */
+int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
+                     const char *crc_key, char *err, size_t errlen);
+
+/* The CRC a file written by dlt_st_write_crc records for itself (want) and the one it has (have).
+ * Returns 0, -ENOENT without that key, -EINVAL when the value is not 8 hex digits. */
+int dlt_st_self_crc(const dlt_st_file *f, const char *crc_key, uint32_t *have, uint32_t *want);
+
 /* Parses a complete file image (buf is borrowed). Every field is checked: header length, JSON,
  * dtypes, shapes vs byte ranges, ranges inside the file, no overlaps or gaps, unique names. */
 int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include <turbojpeg.h>
 
 #include "trainer/cli/commands.h"
+#include "trainer/cli/parse.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/transform.h"
 #include "trainer/common/clock.h"
@@ -55,7 +56,7 @@ int dlt_cmd_data(int argc, char **argv)
     tjhandle enc = NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    int64_t n, written = 0, bad = 0;
+    int64_t n = 0, written = 0, bad = 0;
     char err[1024];
     double t0;
 
@@ -66,13 +67,26 @@ int dlt_cmd_data(int argc, char **argv)
     optind = 2;
     while ((opt = getopt_long(argc, argv, "h", o, NULL)) != -1) {
         switch (opt) {
-        case 'r': side = atoi(optarg); break;
-        case 'q': quality = atoi(optarg); break;
+        case 'r':
+        case 'q':
+            if (dlt_parse_whole(opt == 'r' ? "--resize" : "--quality", optarg, opt == 'r' ? 16 : 1,
+                                opt == 'r' ? 4096 : 100, &n, err, sizeof(err)) != 0) {
+                fprintf(stderr, "dltrain: %s\n", err);
+                return 2;
+            }
+            *(opt == 'r' ? &side : &quality) = (int)n;
+            break;
         case 'l': labels = optarg; break;
         case 'h':
             printf("usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE]\n"
+                   "\n"
                    "Packs an ImageFolder (SRC_DIR/CLASS/IMAGE.JPEG, classes numbered in sorted order) into OUT.rec\n"
-                   "and OUT.idx in MXNet's RecordIO format; --resize re-encodes with the shorter side at N pixels.\n");
+                   "and OUT.idx in MXNet's RecordIO format. Unreadable images are named and left out.\n"
+                   "\n"
+                   "  --resize SHORT_SIDE  re-encode each image with its shorter side at SHORT_SIDE pixels (16..4096;\n"
+                   "                       default: keep the original bytes)\n"
+                   "  --quality Q          JPEG quality of re-encoded images (1..100, default 90)\n"
+                   "  --labels FILE        SRC_DIR is a flat folder; FILE has \"FILENAME CLASS\" lines\n");
             return 0;
         default: return 2;
         }

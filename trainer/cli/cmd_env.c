@@ -12,6 +12,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/cli/commands.h"
+#include "trainer/cli/parse.h"
 #include "trainer/comm/comm.h"
 
 /* One rank's report, fixed size so it can be all-gathered. */
@@ -104,7 +105,12 @@ int dlt_cmd_env(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c': comm_kind = optarg; break;
-        case 't': popts.timeout_s = atof(optarg); break;
+        case 't':
+            if (dlt_parse_real("--timeout", optarg, 1, 86400, &popts.timeout_s, err, sizeof(err)) != 0) {
+                fprintf(stderr, "dltrain: %s\n", err);
+                return 2;
+            }
+            break;
         case 'h': _usage(stdout); return 0;
         default: _usage(stderr); return 2;
         }

@@ -10,6 +10,9 @@
 
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
+#include "trainer/cli/parse.h"
+#include "trainer/cli/preflight.h"
+#include "trainer/data/loader.h"
 #include "trainer/train/trainer.h"
 
 enum {
@@ -17,7 +20,8 @@ enum {
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
-    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_QUIET, O_VERBOSE, O_STEM_PAD
+    O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
+    O_QUIET, O_VERBOSE, O_STEM_PAD
 };
 
 static const struct option g_opts[] = {
@@ -65,6 +69,7 @@ static const struct option g_opts[] = {
     {"inference", no_argument, NULL, O_INFERENCE},
     {"json", no_argument, NULL, O_JSON},
     {"checkpoint", required_argument, NULL, O_CHECKPOINT},
+    {"verify", no_argument, NULL, O_VERIFY},
     {"backend", required_argument, NULL, O_BACKEND},
     {"device", required_argument, NULL, O_DEVICE},
     {"tf32", no_argument, NULL, O_TF32},
@@ -133,13 +138,17 @@ static void _usage(FILE *f, const char *cmd)
             "  --checkpoint-every N   steps between checkpoints (default: end and on SIGTERM/SIGUSR1)\n"
             "  --checkpoint-minutes M also checkpoint when M minutes passed since the last one\n"
             "  --baseline FILE        metrics of a smaller run: the summary adds scaling efficiency\n"
-            "  --resume PATH|auto     continue from a checkpoint (auto: newest valid in --checkpoint-dir)\n"
+            "  --resume PATH|auto|auto-or-fresh  continue from a checkpoint. auto: the newest valid one\n"
+            "                         in --checkpoint-dir; none there: from scratch; some there but none\n"
+            "                         valid: stop and list them. auto-or-fresh: start from scratch then\n"
             "  --check-every N        steps between cross-rank weight checks (default 100)\n"
             "  --max-bad-steps K      skip updates with a non-finite loss, stop after K in a row (default 5)\n"
             "  --stall-timeout S      abort when one phase (data, compute, all-reduce, checkpoint) takes\n"
             "                         longer than S seconds (default 900, 0 = off)\n"
             "evaluation (eval):\n"
-            "  --checkpoint PATH      model file to evaluate      --eval-size N (default 50000)\n"
+            "  --checkpoint PATH      model file to evaluate (checked against its state file, if beside it)\n"
+            "  --verify               only check --checkpoint against its state file (size, CRC), print, exit\n"
+            "  --eval-size N          synthetic validation images (default 50000)\n"
             "benchmark (bench):\n"
             "  --warmup N --iters N   untimed and timed steps (default 3, 10)\n"
             "  --inference            forward only               --json   one JSON line\n"
@@ -152,18 +161,35 @@ static void _usage(FILE *f, const char *cmd)
             cmd, DLT_EXIT_PREEMPTED);
 }
 
-static int _num(const char *opt, const char *v, double lo, double hi, double *out)
+/* The option's name as the user should type it (getopt resolved abbreviations and --opt=value). */
+static const char *_opt_name(int longindex, char *buf, size_t len)
 {
-    char *end;
-    double d;
-    errno = 0;
-    d = strtod(v, &end);
-    if (errno || end == v || *end || d < lo || d > hi) {
-        fprintf(stderr, "dltrain: %s %s: expected a number in [%g, %g]\n", opt, v, lo, hi);
-        return -1;
+    snprintf(buf, len, "--%s", longindex >= 0 ? g_opts[longindex].name : "option");
+    return buf;
+}
+
+/* Checks every rank makes the same way before the run (see preflight.h); synthetic data too small
+ * for one batch per rank is a usage error here (real data is counted when the trainer opens it). */
+static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *resume_path,
+                      size_t resume_len)
+{
+    char err[512], what[64];
+    int64_t n = !strcmp(cmd, "train") ? c->synthetic_size : c->eval_size;
+    if (!c->data && strcmp(cmd, "bench")) {
+        snprintf(what, sizeof(what), "%s %" PRId64, !strcmp(cmd, "train") ? "--synthetic-size" : "--eval-size", n);
+        if (dlt_loader_check_fit(n, c->model.batch, comm->size, what, err, sizeof(err)) != 0) {
+            if (comm->rank == 0)
+                fprintf(stderr, "dltrain: %s\n", err);
+            return 2;
+        }
     }
-    *out = d;
-    return 0;
+    if (!strcmp(cmd, "eval"))
+        return dlt_preflight_eval_checkpoint(checkpoint, comm);
+    if (strcmp(cmd, "train"))
+        return 0;
+    if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, comm) != 0)
+        return 1;
+    return c->resume ? dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len) : 0;
 }
 
 int dlt_cmd_train(int argc, char **argv)
@@ -172,9 +198,11 @@ int dlt_cmd_train(int argc, char **argv)
     dlt_train_config c;
     dlt_bench_config b = {3, 10, 0, 0};
     const char *comm_kind = "auto", *checkpoint = NULL;
+    static char resume_path[4096];
     double v, timeout = 0;
-    char err[1024];
-    int opt, rc;
+    int64_t w;
+    char err[1024], name[48];
+    int opt, rc, longindex, verify = 0;
     dltpmix_ctx *px;
     dlt_comm *comm;
 
@@ -182,7 +210,7 @@ int dlt_cmd_train(int argc, char **argv)
     if (!strcmp(cmd, "bench"))
         c.learnable = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", g_opts, NULL)) != -1) {
+    while ((longindex = -1, opt = getopt_long(argc, argv, "h", g_opts, &longindex)) != -1) {
         switch (opt) {
         case O_ARCH:
             if (dlt_model_parse_arch(optarg, &c.model, err, sizeof(err)) != 0) {
@@ -190,36 +218,47 @@ int dlt_cmd_train(int argc, char **argv)
                 return 2;
             }
             break;
-#define NUM(lo, hi, dst)                                                                                       \
+/* Every number is checked in full: finite, in range, whole where it counts something. */
+#define REAL(lo, hi, dst)                                                                                      \
     do {                                                                                                       \
-        if (_num(argv[optind - 2][1] == '-' ? argv[optind - 2] : "option", optarg, lo, hi, &v))                \
+        if (dlt_parse_real(_opt_name(longindex, name, sizeof(name)), optarg, lo, hi, &v, err, sizeof(err))) { \
+            fprintf(stderr, "dltrain: %s\n", err);                                                             \
             return 2;                                                                                          \
+        }                                                                                                      \
         dst;                                                                                                   \
     } while (0)
-        case O_WIDTH: NUM(0.01, 4, c.model.width = (float)v); break;
-        case O_IMAGE: NUM(32, 1024, c.model.image = (int)v); break;
-        case O_CLASSES: NUM(2, 100000, c.model.classes = (int)v; c.classes_given = 1); break;
-        case O_WORKERS: NUM(0, 1024, c.workers = (int)v); break;
-        case O_BATCH: NUM(1, 65536, c.model.batch = (int)v); break;
-        case O_EPOCHS: NUM(1, 100000, c.epochs = (int64_t)v); break;
-        case O_STEPS: NUM(1, 1e12, c.max_steps = (int64_t)v); break;
-        case O_LR: NUM(0, 1e9, c.base_lr = v); break;
-        case O_MOMENTUM: NUM(0, 1, c.momentum = v); break;
-        case O_WD: NUM(0, 1, c.weight_decay = v); break;
-        case O_SMOOTH: NUM(0, 0.99, c.label_smoothing = v); break;
-        case O_WARMUP: NUM(0, 1000, c.warmup_epochs = v); break;
-        case O_SEED: NUM(0, 1e18, c.seed = (uint64_t)v); break;
-        case O_SYNTH_SIZE: NUM(1, 1e10, c.synthetic_size = (int64_t)v); break;
-        case O_LOG_EVERY: NUM(0, 1e9, c.log_every = (int)v); break;
-        case O_CKPT_EVERY: NUM(0, 1e12, c.checkpoint_every = (int64_t)v); break;
-        case O_EVAL_SIZE: NUM(1, 1e10, c.eval_size = (int64_t)v); break;
-        case O_CHECK_EVERY: NUM(0, 1e9, c.check_every = (int)v); break;
-        case O_TIMEOUT: NUM(1, 86400, timeout = v); break;
-        case O_CKPT_MIN: NUM(0, 1e6, c.checkpoint_minutes = v); break;
-        case O_MAX_BAD: NUM(0, 1e6, c.max_bad_steps = (int)v); break;
-        case O_STALL: NUM(0, 1e7, c.stall_timeout = v); break;
-        case O_WARMUP_ITERS: NUM(0, 1e6, b.warmup = (int)v); break;
-        case O_ITERS: NUM(1, 1e6, b.iters = (int)v); break;
+#define WHOLE(lo, hi, dst)                                                                                     \
+    do {                                                                                                       \
+        if (dlt_parse_whole(_opt_name(longindex, name, sizeof(name)), optarg, lo, hi, &w, err, sizeof(err))) { \
+            fprintf(stderr, "dltrain: %s\n", err);                                                             \
+            return 2;                                                                                          \
+        }                                                                                                      \
+        dst;                                                                                                   \
+    } while (0)
+        case O_WIDTH: REAL(0.01, 4, c.model.width = (float)v); break;
+        case O_IMAGE: WHOLE(32, 1024, c.model.image = (int)w); break;
+        case O_CLASSES: WHOLE(2, 100000, c.model.classes = (int)w; c.classes_given = 1); break;
+        case O_WORKERS: WHOLE(0, 1024, c.workers = (int)w); break;
+        case O_BATCH: WHOLE(1, 65536, c.model.batch = (int)w); break;
+        case O_EPOCHS: WHOLE(1, 100000, c.epochs = w); break;
+        case O_STEPS: WHOLE(1, 1000000000000LL, c.max_steps = w); break;
+        case O_LR: REAL(0, 1e9, c.base_lr = v); break;
+        case O_MOMENTUM: REAL(0, 1, c.momentum = v); break;
+        case O_WD: REAL(0, 1, c.weight_decay = v); break;
+        case O_SMOOTH: REAL(0, 0.99, c.label_smoothing = v); break;
+        case O_WARMUP: REAL(0, 1000, c.warmup_epochs = v); break;
+        case O_SEED: WHOLE(0, INT64_MAX, c.seed = (uint64_t)w); break;
+        case O_SYNTH_SIZE: WHOLE(1, 10000000000LL, c.synthetic_size = w); break;
+        case O_LOG_EVERY: WHOLE(0, 1000000000, c.log_every = (int)w); break;
+        case O_CKPT_EVERY: WHOLE(0, 1000000000000LL, c.checkpoint_every = w); break;
+        case O_EVAL_SIZE: WHOLE(1, 10000000000LL, c.eval_size = w); break;
+        case O_CHECK_EVERY: WHOLE(0, 1000000000, c.check_every = (int)w); break;
+        case O_TIMEOUT: REAL(1, 86400, timeout = v); break;
+        case O_CKPT_MIN: REAL(0, 1e6, c.checkpoint_minutes = v); break;
+        case O_MAX_BAD: WHOLE(0, 1000000, c.max_bad_steps = (int)w); break;
+        case O_STALL: REAL(0, 1e7, c.stall_timeout = v); break;
+        case O_WARMUP_ITERS: WHOLE(0, 1000000, b.warmup = (int)w); break;
+        case O_ITERS: WHOLE(1, 1000000, b.iters = (int)w); break;
         case O_PRECISION:
             if (dlt_precision_parse(optarg) < 0) {
                 fprintf(stderr, "dltrain: --precision %s: one of fp32, tf32, fp16, bf16\n", optarg);
@@ -235,8 +274,8 @@ int dlt_cmd_train(int argc, char **argv)
             }
             c.backend.kind = optarg;
             break;
-        case O_DEVICE: NUM(0, 1024, c.backend.device = (int)v); break;
-        case O_BUCKET: NUM(0.0625, 4096, c.reduce.bucket_mib = v); break;
+        case O_DEVICE: WHOLE(0, 1024, c.backend.device = (int)w); break;
+        case O_BUCKET: REAL(0.0625, 4096, c.reduce.bucket_mib = v); break;
         case O_LOWP: c.reduce.lowp = 1; break;
         case O_QUIET: c.log_level = DLT_LOG_QUIET; break;
         case O_VERBOSE: c.log_level = DLT_LOG_VERBOSE; break;
@@ -250,9 +289,10 @@ int dlt_cmd_train(int argc, char **argv)
                 return 2;
             }
             break;
-        case O_LOSS_SCALE: NUM(1, 16777216, c.loss_scale = v); break;
-        case O_LS_WINDOW: NUM(1, 1e9, c.loss_scale_window = (int)v); break;
-#undef NUM
+        case O_LOSS_SCALE: REAL(1, 16777216, c.loss_scale = v); break;
+        case O_LS_WINDOW: WHOLE(1, 1000000000, c.loss_scale_window = (int)w); break;
+#undef REAL
+#undef WHOLE
         case O_SCHEDULE:
             if (!strcmp(optarg, "step") || !strcmp(optarg, "cosine"))
                 c.cosine = !strcmp(optarg, "cosine");
@@ -264,18 +304,17 @@ int dlt_cmd_train(int argc, char **argv)
         case O_MILESTONES: {
             char *s = optarg, *end;
             c.nmilestones = 0;
-            while (*s && c.nmilestones < 8) {
-                long m = strtol(s, &end, 10);
-                if (end == s || m < 0) {
-                    fprintf(stderr, "dltrain: --milestones %s: comma list of epochs\n", optarg);
+            while (*s) {
+                long m;
+                errno = 0;
+                m = strtol(s, &end, 10);
+                if (end == s || errno || m < 0 || m > 100000 || (*end && *end != ',') || c.nmilestones == 8) {
+                    fprintf(stderr, "dltrain: --milestones %s: expected up to 8 epochs in [0, 100000], separated by "
+                            "commas (e.g. 30,60,80)\n", optarg);
                     return 2;
                 }
                 c.milestones[c.nmilestones++] = (int)m;
                 s = *end == ',' ? end + 1 : end;
-                if (*end && *end != ',') {
-                    fprintf(stderr, "dltrain: --milestones %s: comma list of epochs\n", optarg);
-                    return 2;
-                }
             }
             break;
         }
@@ -295,6 +334,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_INFERENCE: b.inference = 1; break;
         case O_JSON: b.json = 1; break;
         case O_CHECKPOINT: checkpoint = optarg; break;
+        case O_VERIFY: verify = 1; break;
         case O_HELP:
         case 'h': _usage(stdout, cmd); return 0;
         default: _usage(stderr, cmd); return 2;
@@ -308,16 +348,28 @@ int dlt_cmd_train(int argc, char **argv)
         fprintf(stderr, "dltrain eval: --checkpoint PATH is required\n");
         return 2;
     }
+    if (verify && strcmp(cmd, "eval")) {
+        fprintf(stderr, "dltrain %s: --verify belongs to eval and info (dltrain eval --checkpoint FILE --verify)\n",
+                cmd);
+        return 2;
+    }
+    if (verify) /* one file pair, checked by this process: nothing to launch */
+        return dlt_verify_checkpoint_cmd(checkpoint);
+    if (c.resume && !*c.resume) {
+        fprintf(stderr, "dltrain: --resume '': expected a checkpoint file, auto or auto-or-fresh\n");
+        return 2;
+    }
     {
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
         if (dlt_cli_launch(&req, &c.backend, timeout, &px, &comm, err, sizeof(err)) != 0)
             return 1;
     }
-    if (!strcmp(cmd, "train"))
+    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, sizeof(resume_path));
+    if (rc == 0 && !strcmp(cmd, "train"))
         rc = dlt_train_run(&c, comm, err, sizeof(err));
-    else if (!strcmp(cmd, "eval"))
+    else if (rc == 0 && !strcmp(cmd, "eval"))
         rc = dlt_eval_run(&c, comm, checkpoint, err, sizeof(err));
-    else
+    else if (rc == 0)
         rc = dlt_bench_run(&c, &b, comm, err, sizeof(err));
     /* One error channel: whatever failed below wrote here; said once, with the rank. */
     if (rc < 0)

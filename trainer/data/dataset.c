@@ -146,14 +146,39 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
         char line[1024];
         char **names = NULL, **fnames = NULL;
         int64_t nl = 0, capl = 0;
+        long long lineno = 0;
         if (!f) {
             rc = dlt_fail(err, errlen, -errno, "cannot open labels file %s: %s", labels_file, strerror(errno));
             goto fail;
         }
         while (fgets(line, sizeof(line), f)) {
-            char fn[512], cl[256];
-            if (sscanf(line, "%511s %255s", fn, cl) != 2)
+            char fn[512], cl[256], extra[2];
+            int fields;
+            lineno++;
+            /* A line that is not "FILENAME CLASS" would drop its image from the set without a word:
+             * refuse it (blank lines and # comments aside). */
+            if (!strchr(line, '\n') && !feof(f)) {
+                fclose(f);
+                _free_list(names, nl);
+                _free_list(fnames, nl);
+                rc = dlt_fail(err, errlen, -EINVAL, "labels file %s, line %lld: longer than %zu characters",
+                              labels_file, lineno, sizeof(line) - 2);
+                goto fail;
+            }
+            fields = sscanf(line, "%511s %255s %1s", fn, cl, extra);
+            if (fields <= 0 || fn[0] == '#')
                 continue;
+            if (fields != 2 || strlen(fn) >= sizeof(fn) - 1 || strlen(cl) >= sizeof(cl) - 1) {
+                fclose(f);
+                _free_list(names, nl);
+                _free_list(fnames, nl);
+                line[strcspn(line, "\n")] = '\0';
+                rc = dlt_fail(err, errlen, -EINVAL,
+                              "labels file %s, line %lld: '%.80s' is not \"FILENAME CLASS\" (one file name and one "
+                              "class, separated by white space)",
+                              labels_file, lineno, line);
+                goto fail;
+            }
             if (nl == capl) {
                 int64_t nc = capl ? 2 * capl : 1024;
                 char **nn = realloc(names, (size_t)nc * sizeof(char *)), **nf;
@@ -185,6 +210,31 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
             nl++;
         }
         fclose(f);
+        {
+            /* The same file twice would be scored twice. */
+            char **byname = malloc((size_t)(nl ? nl : 1) * sizeof(char *));
+            const char *dup = NULL;
+            if (!byname) {
+                _free_list(names, nl);
+                _free_list(fnames, nl);
+                rc = -ENOMEM;
+                goto fail;
+            }
+            if (nl)
+                memcpy(byname, fnames, (size_t)nl * sizeof(char *));
+            qsort(byname, (size_t)nl, sizeof(char *), _cmp_str);
+            for (int64_t i = 1; i < nl && !dup; i++)
+                if (!strcmp(byname[i - 1], byname[i]))
+                    dup = byname[i];
+            if (dup) {
+                rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists %.300s more than once", labels_file, dup);
+                free(byname);
+                _free_list(names, nl);
+                _free_list(fnames, nl);
+                goto fail;
+            }
+            free(byname);
+        }
         {
             char **sorted = malloc((size_t)(nl ? nl : 1) * sizeof(char *));
             int64_t u = 0;
@@ -304,6 +354,13 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
             maxlabel = (int)label;
     }
     d->nclasses = maxlabel + 1;
+    if (d->nclasses < 1) {
+        dlt_dataset_close(d);
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s: no record header with a valid label at the offsets %s lists (not a RecordIO file of "
+                        "images, or the index belongs to another file)",
+                        rec_path, idx_path);
+    }
     *out = d;
     return 0;
 }
@@ -456,6 +513,11 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
             memcpy(&lab, *buf + 24, 4);
         if (!(lab >= 0 && lab < 1e6))
             return dlt_fail(err, errlen, -EINVAL, "record label out of range");
+        /* The class count came from the headers when the file was opened: a label beyond it (a
+         * multi-label record, or a header changed since) would fail the loss on this rank alone. */
+        if ((int)lab >= d->nclasses)
+            return dlt_fail(err, errlen, -EINVAL, "record label %d outside the %d classes the file's headers give",
+                            (int)lab, d->nclasses);
         *label = (int32_t)lab;
         memmove(*buf, *buf + skip, *len - skip);
         *len -= skip;

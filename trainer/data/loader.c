@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/common/status.h"
 #include "trainer/data/transform.h"
 #include "trainer/common/rng.h"
 
@@ -24,6 +25,8 @@ struct dlt_loader {
     dlt_loader_config cfg;
     dlt_sampler sampler;
     int64_t spe;          /* steps per epoch */
+    int64_t per_rank;     /* images of this rank per epoch */
+    int last_valid;       /* real images in the batch next() returned last */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     _slot *slots;
@@ -33,7 +36,10 @@ struct dlt_loader {
     int stop, fatal, started;
     char fatal_msg[1024];
     int64_t bad;
-    unsigned char *reported; /* one bit per dataset index: already logged */
+    unsigned char *reported; /* one bit per dataset index: known bad (logged here, or by another rank) */
+    int64_t known;           /* bits set in reported */
+    int64_t *fresh;          /* found bad here and not yet taken by dlt_loader_bad_take */
+    int nfresh, capfresh;
     pthread_t *threads;
     int nthreads;
 };
@@ -60,13 +66,31 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
         l->cfg.depth = 3;
     if (l->cfg.workers <= 0)
         l->cfg.workers = _default_workers();
-    if (dlt_sampler_init(&l->sampler, dlt_dataset_count(ds), cfg->seed, cfg->rank, cfg->world, cfg->train) != 0) {
-        snprintf(err, errlen, "%lld images cannot be split over %d ranks", (long long)dlt_dataset_count(ds),
-                 cfg->world);
+    if (cfg->batch < 1 || cfg->world < 1) {
+        snprintf(err, errlen, "batch %d on %d rank(s): both must be at least 1", cfg->batch, cfg->world);
         free(l);
         return -EINVAL;
     }
-    l->spe = dlt_sampler_per_rank(&l->sampler) / cfg->batch;
+    if (cfg->train) {
+        int rc = dlt_loader_check_fit(dlt_dataset_count(ds), cfg->batch, cfg->world, dlt_dataset_root(ds), err, errlen);
+        if (rc == 0 && dlt_sampler_init(&l->sampler, dlt_dataset_count(ds), cfg->seed, cfg->rank, cfg->world, 1) != 0)
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the sampler of %lld images",
+                          (long long)dlt_dataset_count(ds));
+        if (rc != 0) {
+            free(l);
+            return rc;
+        }
+        l->per_rank = dlt_sampler_per_rank(&l->sampler);
+        l->spe = l->per_rank / cfg->batch;
+    } else {
+        if (dlt_sampler_init_exact(&l->sampler, dlt_dataset_count(ds), cfg->rank, cfg->world) != 0) {
+            snprintf(err, errlen, "%s: no images to evaluate", dlt_dataset_root(ds));
+            free(l);
+            return -EINVAL;
+        }
+        l->per_rank = dlt_sampler_per_rank(&l->sampler);
+        l->spe = (l->per_rank + cfg->batch - 1) / cfg->batch;
+    }
     l->slots = calloc((size_t)l->cfg.depth, sizeof(_slot));
     l->reported = calloc((size_t)(dlt_dataset_count(ds) / 8 + 1), 1);
     l->threads = calloc((size_t)l->cfg.workers, sizeof(pthread_t));
@@ -90,9 +114,77 @@ oom:
     return -ENOMEM;
 }
 
+int dlt_loader_check_fit(int64_t count, int batch, int ranks, const char *what, char *err, size_t errlen)
+{
+    int64_t per_rank = ranks > 0 ? count / ranks : 0;
+    if (ranks < 1 || batch < 1)
+        return dlt_fail(err, errlen, -EINVAL, "batch %d on %d rank(s): both must be at least 1", batch, ranks);
+    if (per_rank >= batch)
+        return 0;
+    if (per_rank < 1)
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s: %lld image(s) for %d ranks: every rank needs at least one batch of --batch %d: use more "
+                        "images or fewer ranks",
+                        what, (long long)count, ranks, batch);
+    return dlt_fail(err, errlen, -EINVAL,
+                    "%s: %lld image(s) give no full batch of %d on each of %d rank(s) (%lld needed): use --batch %lld "
+                    "or less, or more images",
+                    what, (long long)count, batch, ranks, (long long)batch * ranks, (long long)per_rank);
+}
+
 int64_t dlt_loader_steps_per_epoch(const dlt_loader *l)
 {
     return l->spe;
+}
+
+int64_t dlt_loader_images_per_epoch(const dlt_loader *l)
+{
+    return l->per_rank;
+}
+
+int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max)
+{
+    int n;
+    pthread_mutex_lock(&l->mu);
+    n = l->nfresh < max ? l->nfresh : max;
+    memcpy(idx, l->fresh, (size_t)n * sizeof(*idx));
+    memmove(l->fresh, l->fresh + n, (size_t)(l->nfresh - n) * sizeof(*idx));
+    l->nfresh -= n;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n)
+{
+    const int64_t count = dlt_dataset_count(l->ds);
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < n; i++)
+        if (idx[i] >= 0 && idx[i] < count && !(l->reported[idx[i] / 8] & (1u << (idx[i] % 8)))) {
+            l->reported[idx[i] / 8] |= (unsigned char)(1u << (idx[i] % 8));
+            l->known++;
+        }
+    pthread_mutex_unlock(&l->mu);
+}
+
+int64_t dlt_loader_bad_files(dlt_loader *l)
+{
+    int64_t n;
+    pthread_mutex_lock(&l->mu);
+    n = l->known;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+int dlt_loader_last_valid(const dlt_loader *l)
+{
+    return l->last_valid;
+}
+
+/* Real images in stream batch seq: the batch, but fewer in the short last batch of an epoch. */
+static int _valid_in(const dlt_loader *l, int64_t seq)
+{
+    int64_t left = l->per_rank - (seq % l->spe) * l->cfg.batch;
+    return left < l->cfg.batch ? (int)left : l->cfg.batch;
 }
 
 int64_t dlt_loader_bad_images(const dlt_loader *l)
@@ -106,6 +198,12 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
     const int64_t epoch = seq / l->spe, step = seq % l->spe, n = dlt_dataset_count(l->ds);
     const size_t img = (size_t)l->cfg.out * l->cfg.out * 3;
     int64_t idx;
+    if (j >= _valid_in(l, seq)) {
+        /* Padding of a short evaluation batch: blank, and left out of the valid count. */
+        memset(slot->images + (size_t)j * img, 0, img);
+        slot->labels[j] = 0;
+        return;
+    }
     pthread_mutex_lock(&l->mu);
     idx = dlt_sampler_index(&l->sampler, epoch, step * l->cfg.batch + j);
     pthread_mutex_unlock(&l->mu);
@@ -137,6 +235,17 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         l->bad++;
         if (!(l->reported[idx / 8] & (1u << (idx % 8)))) {
             l->reported[idx / 8] |= (unsigned char)(1u << (idx % 8));
+            l->known++;
+            if (l->nfresh == l->capfresh) {
+                int nc = l->capfresh ? 2 * l->capfresh : 64;
+                int64_t *nf = realloc(l->fresh, (size_t)nc * sizeof(*nf));
+                if (nf) {
+                    l->fresh = nf;
+                    l->capfresh = nc;
+                }
+            }
+            if (l->nfresh < l->capfresh)
+                l->fresh[l->nfresh++] = idx;
             fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
         }
         if (l->cfg.strict && !l->fatal) {
@@ -166,6 +275,10 @@ static void *_worker(void *arg)
         pthread_cond_broadcast(&l->cv_done);
     }
     while (!l->stop && dec) {
+        if (l->spe == 0) { /* this rank has no image (fewer images than ranks): nothing to prepare */
+            pthread_cond_wait(&l->cv_work, &l->mu);
+            continue;
+        }
         int64_t task = l->next_task, seq = task / l->cfg.batch;
         int j = (int)(task % l->cfg.batch);
         _slot *slot = &l->slots[seq % l->cfg.depth];
@@ -209,6 +322,9 @@ int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, 
 {
     int64_t seq;
     _slot *slot;
+    if (l->spe == 0)
+        return dlt_fail(err, errlen, -EINVAL, "rank %d has no images of %s to read (fewer images than ranks)",
+                        l->cfg.rank, dlt_dataset_root(l->ds));
     pthread_mutex_lock(&l->mu);
     seq = l->consumed;
     slot = &l->slots[seq % l->cfg.depth];
@@ -222,6 +338,7 @@ int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, 
     pthread_mutex_unlock(&l->mu);
     memcpy(images, slot->images, (size_t)l->cfg.batch * l->cfg.out * l->cfg.out * 3);
     memcpy(labels, slot->labels, sizeof(int32_t) * (size_t)l->cfg.batch);
+    l->last_valid = _valid_in(l, seq);
     pthread_mutex_lock(&l->mu);
     slot->seq = -1;
     l->consumed++;
@@ -254,6 +371,7 @@ void dlt_loader_destroy(dlt_loader *l)
     }
     free(l->slots);
     free(l->reported);
+    free(l->fresh);
     free(l->threads);
     dlt_sampler_free(&l->sampler);
     free(l);

@@ -2,7 +2,9 @@
  * threads into a bounded ring of batches, in DistributedSampler order. Each image's augmentation
  * is drawn from (seed, epoch, index), so batches do not depend on thread timing and a resumed run
  * sees the same images. A bad image is counted, reported once with its name and reason, and
- * replaced by another of the shard (or, with strict, ends the run). */
+ * replaced by another of the shard (or, with strict, ends the run). Training takes full batches
+ * only (DistributedSampler, drop_last); evaluation scores every image exactly once: each rank's
+ * last batch may be short, padded with blank images that its valid count leaves out. */
 #ifndef DLT_LOADER_H
 #define DLT_LOADER_H
 
@@ -24,14 +26,36 @@ typedef struct {
     int strict;         /* a bad image ends the run */
 } dlt_loader_config;
 
+/* Fails with a usage message (image count, batch, ranks, the fix) when training would have no
+ * full batch per rank. */
 int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, char *err, size_t errlen);
-/* Batches per epoch for this rank. */
+/* Whether count images give each of ranks ranks a full batch: 0, or -EINVAL with a message naming
+ * what (where the images come from), the image count, the batch, the ranks and the fix. */
+int dlt_loader_check_fit(int64_t count, int batch, int ranks, const char *what, char *err, size_t errlen);
+/* Batches per epoch for this rank (evaluation: the last may be short; 0 when this rank has no
+ * image because there are fewer images than ranks). */
 int64_t dlt_loader_steps_per_epoch(const dlt_loader *l);
+/* Images of this rank per epoch. */
+int64_t dlt_loader_images_per_epoch(const dlt_loader *l);
 /* Positions the stream at (epoch, step) and starts the workers; call once before next(). */
 int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step);
 /* The next batch (uint8 NHWC images, labels). Blocks until ready. Returns 0 or -EIO (err). */
 int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen);
+/* How many of the batch next() returned last are real images (the first ones); the batch size
+ * except for the short last batch of an evaluation. Only these are to be scored. */
+int dlt_loader_last_valid(const dlt_loader *l);
+/* Bad-image events: a file met again (next epoch) counts again. */
 int64_t dlt_loader_bad_images(const dlt_loader *l);
+
+/* Bad files, once per run across ranks. Each rank logs a bad file the first time it meets one
+ * that it does not know of. To make that once per run over all ranks, the training loop shares
+ * what each rank found: take() hands out (and forgets) the dataset indices this rank found bad
+ * since the last take, at most max; merge() adds indices other ranks found, which this rank then
+ * skips without logging them again. bad_files() is the number of distinct bad files this rank
+ * knows of: after a last exchange, the run's total, the same on every rank. */
+int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max);
+void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n);
+int64_t dlt_loader_bad_files(dlt_loader *l);
 void dlt_loader_destroy(dlt_loader *l);
 
 #endif

@@ -24,6 +24,20 @@ int dlt_sampler_init(dlt_sampler *s, int64_t size, uint64_t seed, int rank, int 
     return s->perm ? 0 : -ENOMEM;
 }
 
+int dlt_sampler_init_exact(dlt_sampler *s, int64_t size, int rank, int world)
+{
+    memset(s, 0, sizeof(*s));
+    if (size < 1 || world < 1 || rank < 0 || rank >= world)
+        return -EINVAL;
+    s->size = size;
+    s->rank = rank;
+    s->world = world;
+    s->exact = 1;
+    s->perm_epoch = -1;
+    s->perm = malloc((size_t)size * sizeof(int64_t));
+    return s->perm ? 0 : -ENOMEM;
+}
+
 void dlt_sampler_free(dlt_sampler *s)
 {
     free(s->perm);
@@ -32,6 +46,8 @@ void dlt_sampler_free(dlt_sampler *s)
 
 int64_t dlt_sampler_per_rank(const dlt_sampler *s)
 {
+    if (s->exact)
+        return s->size > s->rank ? (s->size - s->rank + s->world - 1) / s->world : 0;
     return s->size / s->world;
 }
 

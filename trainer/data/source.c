@@ -76,6 +76,11 @@ int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images,
     return 0;
 }
 
+int dlt_source_last_valid(const dlt_source *s)
+{
+    return s->loader ? dlt_loader_last_valid(s->loader) : s->batch;
+}
+
 int64_t dlt_source_bad_images(const dlt_source *s)
 {
     return s->loader ? dlt_loader_bad_images(s->loader) : 0;

@@ -36,6 +36,9 @@ int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size
 /* The batch of (epoch, step) into host buffers: batch images of image*image*3 bytes, labels. */
 int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images, int32_t *labels, char *err,
                     size_t errlen);
+/* Real images in the batch next() gave last: the batch, or fewer in an evaluation's last batch
+ * on a rank (every image is scored exactly once; the rest of the batch is padding). */
+int dlt_source_last_valid(const dlt_source *s);
 /* Unreadable images skipped (and replaced) so far on this rank. */
 int64_t dlt_source_bad_images(const dlt_source *s);
 

@@ -219,8 +219,8 @@ int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, char *err, size_t
     for (size_t i = 0; i < sizeof(g_depths) / sizeof(g_depths[0]); i++)
         if (g_depths[i].depth == cfg->depth)
             row = &g_depths[i];
-    if (!row || cfg->image < 32 || cfg->image > 1024 || cfg->classes < 2 || cfg->batch < 1 || cfg->width <= 0.f ||
-        cfg->width > 4.f) {
+    if (!row || cfg->image < 32 || cfg->image > 1024 || cfg->classes < 2 || cfg->batch < 1 ||
+        !(cfg->width > 0.f && cfg->width <= 4.f)) { /* written so that a NaN width fails too */
         snprintf(err, errlen,
                  "invalid model: depth %d, image %d (32..1024), classes %d (>= 2), batch %d (>= 1), width %.3g "
                  "(0..4]",

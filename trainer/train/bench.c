@@ -48,7 +48,7 @@ static void _report(const dlt_run *r, const dlt_bench_config *b, double el)
                c->model.arch, c->model.image, c->model.batch, r->comm->size, dlt_precision_name(c->backend.precision),
                b->inference ? "inference" : "train", b->iters, ips, ips * flops * 1e-12);
     else
-        printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.2f GFLOP "
+        printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.3g GFLOP "
                "per image)\n",
                c->model.arch, c->model.image, c->model.image, c->model.batch, r->comm->size,
                dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training", ips,

@@ -22,12 +22,15 @@ static int _score(dlt_run *r, const char *checkpoint)
     if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
         return rc;
     for (int64_t s = 0; s < steps; s++) {
-        int t1 = 0, t5 = 0;
-        if ((rc = dlt_run_load_batch(r, 0, s)) != 0 || (rc = dlt_run_forward_loss(r, 0, NULL, &t1, &t5)) != 0)
+        int t1 = 0, t5 = 0, nv;
+        if ((rc = dlt_run_load_batch(r, 0, s)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+        nv = dlt_source_last_valid(&r->src); /* a rank's last batch may be short: score its real images only */
+        if ((rc = dlt_run_forward_loss(r, 0, nv, NULL, &t1, &t5)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
         counts[0] += t1;
         counts[1] += t5;
-        counts[2] += r->cfg.model.batch;
+        counts[2] += nv;
     }
     if ((rc = r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64)) != 0)
         return rc;

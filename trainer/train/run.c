@@ -141,17 +141,17 @@ int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
     return r->be->ops->normalize_input(r->be, r->images, dlt_net_input(&r->net), pixels, g_mean, g_inv_std);
 }
 
-int dlt_run_forward_loss(dlt_run *r, int training, double *loss_sum, int *top1, int *top5)
+int dlt_run_forward_loss(dlt_run *r, int training, int n, double *loss_sum, int *top1, int *top5)
 {
     const dlt_train_config *c = &r->cfg;
-    dlt_net *n = &r->net;
+    dlt_net *net = &r->net;
     double loss = 0;
     int t1 = 0, t5 = 0, rc;
-    if ((rc = dlt_net_forward(n, training)) != 0)
+    if ((rc = dlt_net_forward(net, training)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "forward");
-    if ((rc = r->be->ops->softmax_xent(r->be, dlt_net_logits(n), r->labels, c->model.batch, c->model.classes,
+    if ((rc = r->be->ops->softmax_xent(r->be, dlt_net_logits(net), r->labels, n, c->model.classes,
                                        training ? (float)c->label_smoothing : 0.f,
-                                       training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(n) : NULL,
+                                       training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL,
                                        &loss, &t1, &t5)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "loss");
     if (loss_sum)
@@ -167,7 +167,7 @@ static int _forward_loss_backward(dlt_run *r, double *loss_sum, int *top1, int *
 {
     dlt_grad_listener listen = dlt_grad_reducer_listener(r->reducer);
     int rc;
-    if ((rc = dlt_run_forward_loss(r, 1, loss_sum, top1, top5)) != 0)
+    if ((rc = dlt_run_forward_loss(r, 1, r->cfg.model.batch, loss_sum, top1, top5)) != 0)
         return rc;
     if ((rc = dlt_net_backward(&r->net, &listen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "backward");

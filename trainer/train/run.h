@@ -47,9 +47,9 @@ int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step);
 /* Forward, loss and backward of the loaded batch for this rank (summed loss, top-1/top-5 hits);
  * backward hands finished gradients to the reducer. */
 int dlt_run_forward_backward(dlt_run *r, double *loss_sum, int *top1, int *top5);
-/* Forward and loss (training: batch statistics, label smoothing, the loss scale and d(logits);
- * else evaluation); NULL results are not wanted. */
-int dlt_run_forward_loss(dlt_run *r, int training, double *loss_sum, int *top1, int *top5);
+/* Forward and loss over the first n images of the batch (training: batch statistics, label
+ * smoothing, the loss scale and d(logits); else evaluation); NULL results are not wanted. */
+int dlt_run_forward_loss(dlt_run *r, int training, int n, double *loss_sum, int *top1, int *top5);
 /* Completes the gradient sum over ranks (see dlt_grad_reducer_finish). */
 int dlt_run_reduce(dlt_run *r, int host_collective_next);
 /* SGD with momentum at lr over every parameter, undoing the loss scale and the rank sum. */

@@ -118,7 +118,8 @@ static int _baseline_per_rank(const char *path, double *per_rank)
         return -errno;
     while (fgets(line, sizeof(line), f)) {
         const char *a = strstr(line, "\"images_per_s\":"), *r = strstr(line, "\"ranks\":");
-        if (!a || !r || lines++ == 0)
+        /* A damaged line (no positive finite rate, no rank count) is left out rather than printed as inf or NaN. */
+        if (!a || !r || lines++ == 0 || !(atof(a + 15) > 0 && atof(a + 15) < 1e12 && atof(r + 8) >= 1))
             continue;
         sum += atof(a + 15) / atof(r + 8);
         n++;

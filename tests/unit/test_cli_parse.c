@@ -1,0 +1,70 @@
+/* test_cli_parse: the command line's numbers: every real option refuses NaN, infinities, hex
+ * floats, trailing text and values out of range, naming the option, the value and the range; whole
+ * numbers refuse fractions. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "trainer/cli/parse.h"
+
+static void test_real(void **state)
+{
+    static const char *const bad[] = {"nan", "NaN", "-nan", "inf", "-inf", "+Infinity", "infinity", "0x1p-3",
+                                      "1e999", "-1e999", "1e-999", "", " ", "0.1x", "x", "1,5", ".", "e5", "--1",
+                                      "1e", "1e+", "0.1 "};
+    char err[256];
+    double v = -7;
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_not_equal(dlt_parse_real("--lr", bad[i], 0, 1e9, &v, err, sizeof(err)), 0);
+        assert_true(v == -7); /* untouched */
+        assert_non_null(strstr(err, "--lr"));
+        assert_non_null(strstr(err, "[0, 1000000000]"));
+        if (bad[i][0] && bad[i][0] != ' ')
+            assert_non_null(strstr(err, bad[i]));
+    }
+    assert_int_not_equal(dlt_parse_real("--lr", "nan", 0, 1e9, &v, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "not a finite number"));
+    assert_int_not_equal(dlt_parse_real("--momentum", "1.5", 0, 1, &v, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_equal(dlt_parse_real("--lr", "0.1", 0, 1e9, &v, err, sizeof(err)), 0);
+    assert_true(v == 0.1);
+    assert_int_equal(dlt_parse_real("--lr", "2.5e-3", 0, 1e9, &v, err, sizeof(err)), 0);
+    assert_true(v == 2.5e-3);
+    assert_int_equal(dlt_parse_real("--lr", "+.5", 0, 1e9, &v, err, sizeof(err)), 0);
+    assert_true(v == 0.5);
+    assert_int_equal(dlt_parse_real("--lr", "0", 0, 1e9, &v, err, sizeof(err)), 0);
+    assert_true(v == 0);
+}
+
+static void test_whole(void **state)
+{
+    static const char *const bad[] = {"1.5", "nan", "inf", "0x10", "1e999", "1e-999", "", "32 ", "3e-1", "-1", "65537",
+                                      "99999999999999999999"};
+    char err[256];
+    int64_t n = -7;
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_not_equal(dlt_parse_whole("--batch", bad[i], 1, 65536, &n, err, sizeof(err)), 0);
+        assert_true(n == -7);
+        assert_non_null(strstr(err, "--batch"));
+        assert_non_null(strstr(err, "[1, 65536]"));
+    }
+    assert_int_equal(dlt_parse_whole("--batch", "32", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_true(n == 32);
+    assert_int_equal(dlt_parse_whole("--steps", "1e6", 1, 1000000000000LL, &n, err, sizeof(err)), 0);
+    assert_true(n == 1000000);
+    assert_int_equal(dlt_parse_whole("--batch", "7.0", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_true(n == 7);
+    assert_int_equal(dlt_parse_whole("--seed", "123456789012345678", 0, INT64_MAX, &n, err, sizeof(err)), 0);
+    assert_true(n == 123456789012345678LL); /* exact, not through a double */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_real), cmocka_unit_test(test_whole)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,99 @@
+/* parse: strict command-line numbers. */
+#include "config.h"
+
+#include "trainer/cli/parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/common/status.h"
+
+/* strtod also reads "nan", "inf", "infinity" and hexadecimal floats; only plain decimal numbers
+ * are meant here, so anything with a letter other than an exponent is refused before it. */
+static int _decimal(const char *v)
+{
+    const char *p = v;
+    int digits = 0;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '+' || *p == '-')
+        p++;
+    for (; *p; p++) {
+        if (isdigit((unsigned char)*p))
+            digits++;
+        else if (*p == 'e' || *p == 'E') {
+            if (!digits)
+                return 0;
+            if (p[1] == '+' || p[1] == '-')
+                p++;
+            if (!isdigit((unsigned char)p[1]))
+                return 0;
+        } else if (*p != '.')
+            return 0;
+    }
+    return digits > 0;
+}
+
+int dlt_parse_real(const char *opt, const char *v, double lo, double hi, double *out, char *err, size_t errlen)
+{
+    char *end;
+    double d;
+    if (!v || !*v)
+        return dlt_fail(err, errlen, -EINVAL, "%s '': expected a number in [%.10g, %.10g]", opt, lo, hi);
+    errno = 0;
+    d = strtod(v, &end);
+    if (end != v && !*end && !isfinite(d))
+        return dlt_fail(err, errlen, -EINVAL, "%s %s: not a finite number (expected a number in [%.10g, %.10g])", opt,
+                        v, lo, hi);
+    if (end == v || *end || !_decimal(v))
+        return dlt_fail(err, errlen, -EINVAL, "%s %s: not a decimal number (expected a number in [%.10g, %.10g])", opt,
+                        v, lo, hi);
+    if (errno == ERANGE || d < lo || d > hi) /* ERANGE: beyond what a double holds, even as an underflow */
+        return dlt_fail(err, errlen, -EINVAL, "%s %s: out of range (expected a number in [%.10g, %.10g])", opt, v, lo,
+                        hi);
+    *out = d;
+    return 0;
+}
+
+int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen)
+{
+    char *end;
+    long long n;
+    if (!v || !*v)
+        return dlt_fail(err, errlen, -EINVAL, "%s '': expected a whole number in [%" PRId64 ", %" PRId64 "]", opt, lo,
+                        hi);
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (end != v && !*end && errno == 0) {
+        if (n < lo || n > hi)
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v, lo,
+                            hi);
+        *out = (int64_t)n;
+        return 0;
+    }
+    /* 1e6, 2.5e3: accepted when the value is a whole number that a double holds exactly. */
+    {
+        double d;
+        errno = 0;
+        d = strtod(v, &end);
+        if (end != v && !*end && !isfinite(d))
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: not a finite number (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt,
+                            v, lo, hi);
+        if (end == v || *end || !_decimal(v) || errno == ERANGE || d != floor(d) || fabs(d) > 9007199254740992.0)
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: not a whole number (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v,
+                            lo, hi);
+        if (d < (double)lo || d > (double)hi)
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v, lo,
+                            hi);
+        *out = (int64_t)d;
+        return 0;
+    }
+}

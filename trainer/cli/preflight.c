@@ -1,0 +1,211 @@
+/* preflight: checks before a run, the same outcome on every rank. */
+#include "config.h"
+
+#include "trainer/cli/preflight.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/status.h"
+
+/* The number of ranks for which failed is set, or -1 when the ranks cannot even agree. */
+static int _failures(dlt_comm *comm, int failed)
+{
+    double v = failed ? 1.0 : 0.0;
+    if (comm->size > 1 && comm->ops->allreduce_sum(comm, &v, 1, DLT_DTYPE_F64) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, comm->err);
+        return -1;
+    }
+    return (int)(v + 0.5);
+}
+
+static void _say(dlt_comm *comm, const char *msg)
+{
+    if (comm->size > 1)
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, msg);
+    else
+        fprintf(stderr, "dltrain: %s\n", msg);
+}
+
+int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
+{
+    dlt_checkpoint_info info;
+    char err[2048];
+    int rc = dlt_checkpoint_verify(path, &info, err, sizeof(err)), bad;
+    if (rc != 0) {
+        _say(comm, err);
+        if (comm->rank == 0)
+            fprintf(stderr, "dltrain: nothing evaluated: a damaged checkpoint would give wrong results; evaluate "
+                            "another one (dltrain info --checkpoint FILE --verify checks a file)\n");
+    }
+    bad = _failures(comm, rc != 0);
+    if (bad != 0) {
+        if (bad > 0 && rc == 0 && comm->rank == 0)
+            fprintf(stderr, "dltrain: %d rank(s) refused the checkpoint (their messages say why): nothing evaluated\n",
+                    bad);
+        return 1;
+    }
+    if (comm->rank == 0) {
+        if (info.verified)
+            printf("dltrain: %s verified against %s (%zu bytes, CRC-32 %08x, step %" PRId64 ")\n", path,
+                   info.state_path, info.size, info.crc, info.step);
+        else
+            printf("dltrain: %s is unverified: no state file %s beside it to check its size and CRC against\n", path,
+                   info.state_path);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int dlt_verify_checkpoint_cmd(const char *path)
+{
+    dlt_checkpoint_info info;
+    char err[2048];
+    if (dlt_checkpoint_verify(path, &info, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dltrain: verify: %s\n", err);
+        return 1;
+    }
+    if (!info.verified) {
+        fprintf(stderr,
+                "dltrain: verify: %s parses (%d tensors) but cannot be verified: no state file %s beside it "
+                "records its size and CRC\n",
+                path, info.tensors, info.state_path);
+        return 1;
+    }
+    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, step %" PRId64 ", epoch %" PRId64
+           "\n",
+           path, info.size, info.crc, info.state_path,
+           info.state_data_verified ? " (which matches the CRC it records for itself)"
+                                      : " (written before state files had a CRC of their own)",
+           info.tensors, info.step, info.epoch);
+    if (info.config[0])
+        printf("dltrain: verify: settings: %s\n", info.config);
+    return 0;
+}
+
+/* "PATH: why", without saying the path twice when the reason starts with it. */
+static const char *_refusal(const dlt_checkpoint_scan *s, int i, char *buf, size_t len)
+{
+    const char *path = s->refusal[i].path, *why = s->refusal[i].why;
+    if (!strncmp(why, path, strlen(path)))
+        snprintf(buf, len, "%.511s", why);
+    else
+        snprintf(buf, len, "%.1023s: %.511s", path, why);
+    return buf;
+}
+
+/* One number for what a rank found: the step, -1 no checkpoint at all, -2 none valid. */
+static double _outcome(const dlt_checkpoint_scan *s)
+{
+    return s->found ? (double)s->step : s->candidates > 0 ? -2.0 : -1.0;
+}
+
+int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, char *pathbuf, size_t pathlen)
+{
+    static dlt_checkpoint_scan s; /* large */
+    const char *mode = *resume;
+    char err[1024], line[2048];
+    double mine, rank0;
+    int fresh_ok, rc, bad;
+    if (!mode || (strcmp(mode, "auto") && strcmp(mode, "auto-or-fresh")))
+        return 0; /* an explicit path: the trainer loads and checks it */
+    fresh_ok = !strcmp(mode, "auto-or-fresh");
+    if (!dir) {
+        if (comm->rank == 0)
+            fprintf(stderr, "dltrain: --resume %s needs --checkpoint-dir DIR (where the run writes its checkpoints)\n",
+                    mode);
+        return 2;
+    }
+    rc = dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err));
+    if (rc != 0)
+        _say(comm, err); /* e.g. permission denied: say so rather than start from scratch */
+    if ((bad = _failures(comm, rc != 0)) != 0)
+        return 1;
+    /* Every rank must continue from the same checkpoint: rank 0's finding against each rank's. */
+    mine = _outcome(&s);
+    rank0 = comm->rank == 0 ? mine : 0.0;
+    if (comm->size > 1 && comm->ops->allreduce_sum(comm, &rank0, 1, DLT_DTYPE_F64) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, comm->err);
+        return 1;
+    }
+    if ((bad = _failures(comm, mine != rank0)) != 0) {
+        if (mine != rank0)
+            fprintf(stderr, "dltrain: rank %d: the newest valid checkpoint in %s is %s here, but rank 0 finds %s\n",
+                    comm->rank, dir, s.found ? s.path : "none", rank0 >= 0 ? "another" : "none");
+        if (comm->rank == 0 && bad > 0)
+            fprintf(stderr,
+                    "dltrain: %d rank(s) see other checkpoints in %s than rank 0: --checkpoint-dir must be one "
+                    "directory that every node shares\n",
+                    bad, dir);
+        return 1;
+    }
+    if (comm->rank == 0 && s.refused > 0) {
+        int shown = s.refused < DLT_CKPT_SCAN_MAX ? s.refused : DLT_CKPT_SCAN_MAX;
+        if (s.found)
+            for (int i = 0; i < shown; i++)
+                fprintf(stderr, "dltrain: skipping checkpoint %s\n", _refusal(&s, i, line, sizeof(line)));
+        else {
+            fprintf(stderr, "dltrain: %s has %d checkpoint(s) and none is valid:\n", dir, s.candidates);
+            for (int i = 0; i < shown; i++)
+                fprintf(stderr, "dltrain:   %s\n", _refusal(&s, i, line, sizeof(line)));
+            if (s.refused > shown)
+                fprintf(stderr, "dltrain:   (and %d more)\n", s.refused - shown);
+            if (fresh_ok)
+                fprintf(stderr, "dltrain: starting from scratch as --resume auto-or-fresh asks (the files above stay "
+                                "where they are)\n");
+            else
+                fprintf(stderr,
+                        "dltrain: not starting from scratch, which would throw the run's progress away: "
+                        "restore a valid checkpoint, move these files out of %s, or use --resume auto-or-fresh\n",
+                        dir);
+        }
+    }
+    if (!s.found) {
+        if (s.candidates > 0 && !fresh_ok)
+            return 1;
+        if (comm->rank == 0 && s.candidates == 0)
+            printf("dltrain: no checkpoint in %s: starting from scratch\n", dir);
+        *resume = NULL;
+        return 0;
+    }
+    snprintf(pathbuf, pathlen, "%s", s.path);
+    *resume = pathbuf;
+    return 0;
+}
+
+int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm)
+{
+    char msg[1536] = "";
+    if (comm->rank == 0 && metrics_path) {
+        FILE *f = fopen(metrics_path, "a");
+        if (!f)
+            snprintf(msg, sizeof(msg), "cannot open the metrics file %.1000s for appending: %s", metrics_path,
+                     strerror(errno));
+        else
+            fclose(f);
+    }
+    if (comm->rank == 0 && checkpoint_dir && !msg[0]) {
+        char probe[1200];
+        int fd;
+        if (mkdir(checkpoint_dir, 0755) != 0 && errno != EEXIST)
+            snprintf(msg, sizeof(msg), "cannot create the checkpoint directory %.1000s: %s", checkpoint_dir,
+                     strerror(errno));
+        else if (snprintf(probe, sizeof(probe), "%.1000s/.dltrain-write-test.%ld", checkpoint_dir, (long)getpid()),
+                 (fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+            snprintf(msg, sizeof(msg), "cannot write into the checkpoint directory %.1000s: %s", checkpoint_dir,
+                     strerror(errno));
+        else {
+            close(fd);
+            unlink(probe);
+        }
+    }
+    if (msg[0])
+        fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
+    return _failures(comm, msg[0] != 0) != 0 ? 1 : 0;
+}

@@ -1,0 +1,33 @@
+/* preflight: what every rank checks before a run starts, decided the same way on every rank (the
+ * outcome travels through an all-reduce, so no rank starts while another stops): a verified
+ * checkpoint to evaluate, and which checkpoint --resume auto continues from. */
+#ifndef DLT_CLI_PREFLIGHT_H
+#define DLT_CLI_PREFLIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/comm/comm.h"
+
+/* dltrain eval: verifies the model file against its state file on every rank. Rank 0 says
+ * "verified" or "unverified" (no state file); a mismatch stops every rank. Returns 0 or 1. */
+int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm);
+
+/* --verify: checks one file pair in this process and prints the result. Returns 0 when the pair
+ * verifies, 1 when it is damaged or cannot be verified (no state file). */
+int dlt_verify_checkpoint_cmd(const char *path);
+
+/* --resume auto | auto-or-fresh: resolves to the newest verified checkpoint in dir (*resume is
+ * then set to its path, kept in pathbuf), or to a fresh start (*resume NULL) when dir has no
+ * checkpoint at all. When checkpoints exist but none verifies, "auto" stops with a list of each
+ * file and why it was refused; "auto-or-fresh" lists them and starts fresh. Every rank must see
+ * the same answer (a --checkpoint-dir that not every node shares is refused). Returns 0, 1 (run
+ * failed, said why) or 2 (usage). */
+int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, char *pathbuf, size_t pathlen);
+
+/* dltrain train: rank 0 can append to --metrics and write into --checkpoint-dir (created when
+ * missing), checked now rather than hours later at the first checkpoint, when only rank 0 would
+ * stop. Returns 0, or 1 on every rank after rank 0 said why. */
+int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm);
+
+#endif
