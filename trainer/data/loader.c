@@ -35,11 +35,17 @@ struct dlt_loader {
     int64_t start_seq;
     int stop, fatal, started;
     char fatal_msg[1024];
+    int64_t fatal_seq;    /* the batch a --strict bad image belongs to: reported when the trainer
+                           * reaches it, not while it is prefetched (-1: at once) */
     int64_t bad;
     unsigned char *reported; /* one bit per dataset index: known bad (logged here, or by another rank) */
     int64_t known;           /* bits set in reported */
     int64_t *fresh;          /* found bad here and not yet taken by dlt_loader_bad_take */
     int nfresh, capfresh;
+    /* With deferred reports (several ranks): the line each bad file found here would have printed,
+     * said later by dlt_loader_bad_report when the ranks agree who says it. */
+    struct { int64_t idx; char *line; } *held;
+    int nheld, capheld;
     pthread_t *threads;
     int nthreads;
 };
@@ -142,6 +148,51 @@ int64_t dlt_loader_images_per_epoch(const dlt_loader *l)
     return l->per_rank;
 }
 
+/* Keeps a report line for idx (mu held); an allocation failure prints it now instead. */
+static void _hold(dlt_loader *l, int64_t idx, const char *line)
+{
+    char *copy;
+    if (l->nheld == l->capheld) {
+        int nc = l->capheld ? 2 * l->capheld : 16;
+        void *nh = realloc(l->held, (size_t)nc * sizeof(*l->held));
+        if (nh) {
+            l->held = nh;
+            l->capheld = nc;
+        }
+    }
+    if (l->nheld == l->capheld || !(copy = strdup(line))) {
+        fputs(line, stderr);
+        return;
+    }
+    l->held[l->nheld].idx = idx;
+    l->held[l->nheld].line = copy;
+    l->nheld++;
+}
+
+void dlt_loader_bad_report(dlt_loader *l, int64_t idx)
+{
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->nheld; i++)
+        if (l->held[i].idx == idx && l->held[i].line) {
+            fputs(l->held[i].line, stderr);
+            free(l->held[i].line);
+            l->held[i].line = NULL;
+        }
+    pthread_mutex_unlock(&l->mu);
+}
+
+void dlt_loader_bad_report_all(dlt_loader *l)
+{
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->nheld; i++)
+        if (l->held[i].line) {
+            fputs(l->held[i].line, stderr);
+            free(l->held[i].line);
+            l->held[i].line = NULL;
+        }
+    pthread_mutex_unlock(&l->mu);
+}
+
 int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max)
 {
     int n;
@@ -222,8 +273,9 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         if (!dlt_dataset_present(l->ds)) {
             /* Not a bad image: the data itself is gone. Replacing would only fail again. */
             pthread_mutex_lock(&l->mu);
-            if (!l->fatal) {
+            if (!l->fatal || l->fatal_seq >= 0) {
                 l->fatal = 1;
+                l->fatal_seq = -1;
                 snprintf(l->fatal_msg, sizeof(l->fatal_msg),
                          "the data at %.900s is gone (removed or unmounted during the run)", dlt_dataset_root(l->ds));
                 pthread_cond_broadcast(&l->cv_done);
@@ -246,10 +298,18 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             }
             if (l->nfresh < l->capfresh)
                 l->fresh[l->nfresh++] = idx;
-            fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
+            if (l->cfg.defer_reports) {
+                char line[2048];
+                snprintf(line, sizeof(line), "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name,
+                         err);
+                _hold(l, idx, line);
+            } else {
+                fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
+            }
         }
-        if (l->cfg.strict && !l->fatal) {
+        if (l->cfg.strict && (!l->fatal || (l->fatal_seq >= 0 && seq < l->fatal_seq))) {
             l->fatal = 1;
+            l->fatal_seq = seq;
             pthread_cond_broadcast(&l->cv_done);
             snprintf(l->fatal_msg, sizeof(l->fatal_msg), "bad image %.900s (--strict): %.100s", name, err);
         }
@@ -271,6 +331,7 @@ static void *_worker(void *arg)
     pthread_mutex_lock(&l->mu);
     if (!dec) {
         l->fatal = 1;
+        l->fatal_seq = -1;
         snprintf(l->fatal_msg, sizeof(l->fatal_msg), "cannot create a JPEG decoder");
         pthread_cond_broadcast(&l->cv_done);
     }
@@ -328,9 +389,11 @@ int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, 
     pthread_mutex_lock(&l->mu);
     seq = l->consumed;
     slot = &l->slots[seq % l->cfg.depth];
-    while (!l->fatal && !(slot->seq == seq && slot->done == l->cfg.batch))
+#define FATAL_NOW(l) ((l)->fatal && ((l)->fatal_seq < 0 || (l)->fatal_seq <= seq))
+    while (!FATAL_NOW(l) && !(slot->seq == seq && slot->done == l->cfg.batch))
         pthread_cond_wait(&l->cv_done, &l->mu);
-    if (l->fatal) {
+    if (FATAL_NOW(l)) {
+#undef FATAL_NOW
         snprintf(err, errlen, "%s", l->fatal_msg);
         pthread_mutex_unlock(&l->mu);
         return -EIO;
@@ -372,6 +435,9 @@ void dlt_loader_destroy(dlt_loader *l)
     free(l->slots);
     free(l->reported);
     free(l->fresh);
+    for (int i = 0; i < l->nheld; i++)
+        free(l->held[i].line);
+    free(l->held);
     free(l->threads);
     dlt_sampler_free(&l->sampler);
     free(l);

@@ -24,6 +24,7 @@ typedef struct {
     int workers;        /* threads; <= 0: the CPUs this process may use, minus one, at least 1 */
     int depth;          /* batches prepared ahead (default 3) */
     int strict;         /* a bad image ends the run */
+    int defer_reports;  /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
 } dlt_loader_config;
 
 /* Fails with a usage message (image count, batch, ranks, the fix) when training would have no
@@ -56,6 +57,10 @@ int64_t dlt_loader_bad_images(const dlt_loader *l);
 int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max);
 void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n);
 int64_t dlt_loader_bad_files(dlt_loader *l);
+/* With defer_reports: prints the line this rank holds for bad file idx (the ranks chose this one
+ * to say it), or every line it still holds (a rank stopping on its own). */
+void dlt_loader_bad_report(dlt_loader *l, int64_t idx);
+void dlt_loader_bad_report_all(dlt_loader *l);
 void dlt_loader_destroy(dlt_loader *l);
 
 #endif

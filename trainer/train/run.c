@@ -45,6 +45,9 @@ static int _open_images(dlt_run *r, int train)
     lc.world = r->comm->size;
     lc.workers = c->workers;
     lc.strict = c->strict;
+    /* Several ranks training: a bad file's report waits for the exchange, which has one rank say
+     * it, once per run (dlt_run_share_bad_images). */
+    lc.defer_reports = train && r->comm->size > 1;
     if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0)
         return rc;
     classes = dlt_source_classes(&r->src);
@@ -112,14 +115,19 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
 
 void dlt_run_close(dlt_run *r, int failed)
 {
-    /* A failed GPU run may have NCCL kernels waiting on a lost peer: freeing device memory would
-     * wait for them forever. Abort the communicator (which ends the process with status 1). */
-    if (failed && r->comm && r->comm->ops->nccl && r->be && !r->be->host_memory) {
+    /* One rank failing alone leaves the others in a collective, waiting for it: end them now, with
+     * this rank's cause said first. A failed GPU run may also have NCCL kernels waiting on a lost
+     * peer, and freeing device memory would wait for them forever. abort() ends the process. */
+    if (failed && r->comm &&
+        ((r->comm->size > 1 && !r->agreed) || (r->comm->ops->nccl && r->be && !r->be->host_memory))) {
         fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->err);
+        if (r->comm->size > 1)
+            fprintf(stderr, "dltrain: rank %d: ending every rank of the run\n", r->comm->rank);
+        fflush(NULL);
         r->comm->ops->abort(r->comm, 1);
     }
-    if (r->comm && r->comm->rank == 0 && dlt_source_bad_images(&r->src) > 0)
-        dlt_log_warn(&r->log, "%lld bad image(s) were skipped and replaced", (long long)dlt_source_bad_images(&r->src));
+    if (failed && r->src.loader && !r->cfg.strict)
+        dlt_loader_bad_report_all(r->src.loader); /* what was never exchanged is still said */
     dlt_source_close(&r->src);
     dlt_grad_reducer_destroy(r->reducer);
     if (r->net.params)
@@ -129,6 +137,56 @@ void dlt_run_close(dlt_run *r, int failed)
     free(r->images);
     free(r->labels);
     dlt_run_log_close(&r->log);
+}
+
+/* Rounds of at most this many indices per rank. */
+#define BAD_SHARE_MAX 64
+
+int64_t dlt_run_share_bad_images(dlt_run *r)
+{
+    dlt_loader *l = r->src.loader;
+    int world = r->comm->size;
+    double *all;
+    if (!l)
+        return 0;
+    if (world < 2)
+        return dlt_loader_bad_files(l);
+    all = malloc(((size_t)world * BAD_SHARE_MAX + 1) * sizeof(double));
+    if (!all)
+        return dlt_loader_bad_files(l);
+    /* Each rank fills its own slots with index + 1 (exact in a double) and the last slot with how
+     * many it still holds; one sum gives every rank everyone's. Rounds until nobody holds more. */
+    for (int round = 0; round < 1 << 20; round++) {
+        int64_t idx[BAD_SHARE_MAX], got[BAD_SHARE_MAX];
+        int n = dlt_loader_bad_take(l, idx, BAD_SHARE_MAX), m = 0;
+        double more;
+        memset(all, 0, ((size_t)world * BAD_SHARE_MAX + 1) * sizeof(double));
+        for (int i = 0; i < n; i++)
+            all[(size_t)r->comm->rank * BAD_SHARE_MAX + i] = (double)(idx[i] + 1);
+        all[(size_t)world * BAD_SHARE_MAX] = n == BAD_SHARE_MAX ? 1 : 0;
+        if (r->comm->ops->allreduce_sum(r->comm, all, (size_t)world * BAD_SHARE_MAX + 1, DLT_DTYPE_F64) != 0)
+            break; /* the error is in the run's buffer; the next collective of the step reports it */
+        for (size_t i = 0; i < (size_t)world * BAD_SHARE_MAX; i++)
+            if (all[i] > 0) {
+                int first = 1;
+                /* The lowest rank that found a file says it; the others only learn it. */
+                for (size_t k = 0; k < i && first; k++)
+                    first = all[k] != all[i];
+                if (first && i / BAD_SHARE_MAX == (size_t)r->comm->rank)
+                    dlt_loader_bad_report(l, (int64_t)all[i] - 1);
+                got[m++] = (int64_t)all[i] - 1;
+                if (m == BAD_SHARE_MAX) {
+                    dlt_loader_bad_merge(l, got, m);
+                    m = 0;
+                }
+            }
+        dlt_loader_bad_merge(l, got, m);
+        more = all[(size_t)world * BAD_SHARE_MAX];
+        if (more == 0)
+            break;
+    }
+    free(all);
+    return dlt_loader_bad_files(l);
 }
 
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)

@@ -33,14 +33,21 @@ typedef struct {
     double graph_scale;          /* the loss scale the recording was made with */
     char *err;                   /* the run's error buffer (the backend's and communicator's sink too) */
     size_t errlen;
+    int agreed;                  /* the run ends on a decision every rank took together (no abort needed) */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,
  * the network and the reducer. err must be the communicator's error buffer or outlive the run. */
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
                  size_t errlen);
-/* failed: the run ends on an error (a GPU run then aborts its NCCL communicator first). */
+/* failed: the run ends on an error. Unless every rank took that decision together (r->agreed),
+ * a run of several ranks prints the error and aborts the communicator, so the other ranks, which
+ * may be waiting in a collective for this one, end now instead of at the stall watchdog. */
 void dlt_run_close(dlt_run *r, int failed);
+/* Every rank learns the bad files the others found (each is reported once per run); returns the
+ * run's total of distinct bad files, the same on every rank. A collective: all ranks call it at the
+ * same points. */
+int64_t dlt_run_share_bad_images(dlt_run *r);
 
 /* The batch of (epoch, step), normalised into the network's input. */
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step);

@@ -1,7 +1,10 @@
 /* train_loop: dlt_train_run, the training loop as named steps: load the batch, forward + loss +
  * backward (the gradient reducer sums gradients as they are produced), agree across ranks (the
- * reduction's end, fp16 overflow, and one small collective carrying loss, hits and the stop flag),
- * apply the update or skip it, log, checkpoint. */
+ * reduction's end, fp16 overflow, and one small collective carrying loss, hits, the stop request
+ * and whether a rank cannot go on), apply the update or skip it, log, checkpoint. A rank whose
+ * batch cannot be read (a bad image under --strict, a vanished data directory) still takes part
+ * in the step's collectives, so every rank stops at that step and the failing one names the cause;
+ * any other failure of one rank aborts the communicator (run.c), so no rank waits for it. */
 #include "config.h"
 
 #include <errno.h>
@@ -38,12 +41,14 @@ typedef struct {
     double last_ckpt;
     float *stats_backup; /* BN statistics before the step (backend memory), to undo a skipped step */
     int64_t *batches_backup;
+    int input_failed;    /* this rank could not load the step's batch; its reason is in input_err */
+    char input_err[1024];
 } loop_state;
 
 /* What one step found, all ranks agreeing. */
 typedef struct {
     double t0, t_data, t_compute, t_agreed;
-    double flags[3]; /* summed over ranks: loss, top-1 hits, stop requests */
+    double flags[4]; /* summed over ranks: loss, top-1 hits, stop requests, ranks that cannot go on */
     int overflow;
     double lr;
 } step_result;
@@ -108,13 +113,21 @@ static int _prepare(dlt_run *r, loop_state *t)
     return 0;
 }
 
+/* A batch that cannot be loaded does not end the step here: the rank computes on the previous
+ * input (discarded) so that the step's collectives still match, and says at the agreement that it
+ * cannot go on; the reason is kept for the end. */
 static int _load_batch(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
     s->t0 = dlt_now();
     dlt_watchdog_phase(&t->wd, DLT_PHASE_DATA, t->step);
-    if ((rc = dlt_run_load_batch(r, t->step / t->spe, t->step % t->spe)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "input");
+    if ((rc = dlt_run_load_batch(r, t->step / t->spe, t->step % t->spe)) != 0) {
+        dlt_fail_prefix(r->err, r->errlen, rc, "input");
+        snprintf(t->input_err, sizeof(t->input_err), "%s", r->err);
+        t->input_failed = 1;
+        /* The labels may be half written: class 0 keeps the loss defined; nothing is applied. */
+        memset(r->labels, 0, sizeof(int32_t) * (size_t)r->cfg.model.batch);
+    }
     s->t_data = dlt_now();
     return 0;
 }
@@ -156,9 +169,19 @@ static int _agree(dlt_run *r, loop_state *t, step_result *s)
         return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");
     s->overflow = !finite;
     s->flags[2] = g_stop_signal ? 1.0 : 0.0;
-    if ((rc = r->comm->ops->allreduce_sum(r->comm, s->flags, 3, DLT_DTYPE_F64)) != 0)
+    s->flags[3] = t->input_failed ? 1.0 : 0.0;
+    if ((rc = r->comm->ops->allreduce_sum(r->comm, s->flags, 4, DLT_DTYPE_F64)) != 0)
         return rc;
     s->t_agreed = dlt_now();
+    if (s->flags[3] > 0) { /* every rank sees it: all stop at this step, no update */
+        r->agreed = 1;
+        if (t->input_failed)
+            return dlt_fail(r->err, r->errlen, -EIO, "%s (every rank stops at step %" PRId64 ")", t->input_err,
+                            t->step);
+        return dlt_fail(r->err, r->errlen, -ECANCELED,
+                        "stopping at step %" PRId64 ": %.0f other rank(s) could not load their batch (their messages "
+                        "name the file and the cause)", t->step, s->flags[3]);
+    }
     return 0;
 }
 
@@ -171,6 +194,7 @@ static int _apply_or_skip(dlt_run *r, loop_state *t, step_result *s)
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
     s->lr = dlt_schedule_lr(&t->sched, t->step);
     if (!isfinite(s->flags[0])) {
+        r->agreed = 1; /* the summed loss is the same on every rank: all decide alike */
         if (++t->bad_steps > c->max_bad_steps)
             return dlt_fail(r->err, r->errlen, -ERANGE,
                             "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the last "
@@ -179,6 +203,7 @@ static int _apply_or_skip(dlt_run *r, loop_state *t, step_result *s)
             dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
                          s->flags[0], t->step, t->bad_steps, c->max_bad_steps);
         apply = 0;
+        r->agreed = 0;
     } else {
         /* An fp16 overflow is a normal event while the scale settles, not a divergence. */
         t->bad_steps = 0;
@@ -233,6 +258,8 @@ static int _train_step(dlt_run *r, loop_state *t)
         return rc;
     t->step++;
     _log(r, t, &s);
+    if (t->step % t->spe == 0 && t->step < t->total)
+        dlt_run_share_bad_images(r); /* each bad file reported once per run, whichever rank meets it */
     if (r->cfg.check_every > 0 && t->step % r->cfg.check_every == 0 &&
         (rc = dlt_run_check_replicas(r, t->step)) != 0)
         return rc;
@@ -242,9 +269,16 @@ static int _train_step(dlt_run *r, loop_state *t)
 /* The final checkpoint and summary; a run that ended on non-finite losses writes none. */
 static int _finish(dlt_run *r, loop_state *t)
 {
+    int64_t bad;
     int rc;
-    if (t->bad_steps > 0)
+    if (t->bad_steps > 0) {
+        r->agreed = 1;
         return dlt_fail(r->err, r->errlen, -ERANGE, "the run ended on non-finite losses: no final checkpoint written");
+    }
+    bad = dlt_run_share_bad_images(r);
+    if (bad > 0 && r->comm->rank == 0)
+        dlt_log_warn(&r->log, "%lld bad image(s) were skipped and replaced (distinct files, over all %d rank(s))",
+                     (long long)bad, r->comm->size);
     if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0)
         return rc;
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);

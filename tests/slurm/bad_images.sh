@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One damaged image that only one rank of 2 nodes x 2 ranks reads: under --strict that rank says
+# which file and why, and every rank stops at the same step within seconds (not at the stall
+# watchdog, not waiting in the all-reduce); without --strict the file is reported once in the
+# whole run, whichever rank meets it in whichever epoch, and the run ends with one total.
+. "$(dirname "$0")/lib.sh"
+MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
+cluster_up 2 10
+tap_plan 4
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+cd /tmp
+rm -rf "${WORK:?}"/*
+"$MK" folder "$WORK/ds" 2 17 40 40 plain
+# 36 training images, 9 per rank and a batch of 9: each image read by exactly one rank per epoch
+# (no sampler padding, nothing dropped); one of them damaged.
+: >"$WORK/ds/train/c01/zz_damaged.JPEG"
+cp "$WORK/ds/train/c00/img_0000.JPEG" "$WORK/ds/train/c00/zz_extra.JPEG"
+SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 9 --workers 1 --log-every 0 --warmup-epochs 0 --stall-timeout 600)
+SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
+
+start=$SECONDS
+out=$(timeout 300 "${SRUN[@]}" "$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 2 --strict 2>&1); rc=$?
+el=$((SECONDS - start))
+if ((rc != 0 && el < 60)) && [[ $out == *"zz_damaged.JPEG (--strict): empty or truncated file (every rank stops at step"* && $out != *watchdog* ]]; then
+  ok "--strict, one damaged image on one rank: that rank names file and cause, all stop in ${el}s (no watchdog)"
+else not_ok "--strict across ranks (rc=$rc, ${el}s)"; echo "$out" | tail -8 | diag; fi
+others=$(grep -c 'other rank(s) could not load their batch' <<<"$out")
+if ((others == 3)) && [[ $(grep -c 'ending every rank' <<<"$out") == 0 ]]; then
+  ok "the three other ranks stop at the same step, saying another rank could not go on (no abort needed)"
+else not_ok "other ranks' stop ($others)"; echo "$out" | diag; fi
+
+out=$(timeout 300 "${SRUN[@]}" "$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 4 2>&1); rc=$?
+n=$(grep -c 'skipping bad image .*zz_damaged.JPEG' <<<"$out")
+if ((rc == 0 && n == 1)); then ok "without --strict: the damaged file is reported once in 4 epochs over 4 ranks"; else not_ok "once per run (rc=$rc, $n reports)"; echo "$out" | grep -E 'bad image|rank' | diag; fi
+if [[ $out == *"1 bad image(s) were skipped and replaced (distinct files, over all 4 rank(s))"* ]]; then
+  ok "the run ends with one total over all ranks"
+else not_ok "total over ranks"; echo "$out" | tail -4 | diag; fi
+exit 0
