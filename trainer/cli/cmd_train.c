@@ -21,7 +21,7 @@ enum {
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
     O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
-    O_QUIET, O_VERBOSE, O_STEM_PAD
+    O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET
 };
 
 static const struct option g_opts[] = {
@@ -80,6 +80,8 @@ static const struct option g_opts[] = {
     {"cuda-graphs", no_argument, NULL, O_GRAPHS},
     {"deterministic", no_argument, NULL, O_DETERMINISTIC},
     {"stem-pad", required_argument, NULL, O_STEM_PAD},
+    {"eval-every", required_argument, NULL, O_EVAL_EVERY},
+    {"target-top1", required_argument, NULL, O_TARGET},
     {"quiet", no_argument, NULL, O_QUIET},
     {"verbose", no_argument, NULL, O_VERBOSE},
     {"help", no_argument, NULL, O_HELP},
@@ -145,6 +147,9 @@ static void _usage(FILE *f, const char *cmd)
             "  --max-bad-steps K      skip updates with a non-finite loss, stop after K in a row (default 5)\n"
             "  --stall-timeout S      abort when one phase (data, compute, all-reduce, checkpoint) takes\n"
             "                         longer than S seconds (default 900, 0 = off)\n"
+            "  --eval-every N         validate every N epochs on ROOT/val or --val-data (default 1 when\n"
+            "                         there are validation images, 0 = off; generated data: 0)\n"
+            "  --target-top1 F        stop at the first validation with top-1 >= F (0..1), checkpoint it\n"
             "evaluation (eval):\n"
             "  --checkpoint PATH      model file to evaluate (checked against its state file, if beside it)\n"
             "  --verify               only check --checkpoint against its state file (size, CRC), print, exit\n"
@@ -252,6 +257,8 @@ int dlt_cmd_train(int argc, char **argv)
         case O_LOG_EVERY: WHOLE(0, 1000000000, c.log_every = (int)w); break;
         case O_CKPT_EVERY: WHOLE(0, 1000000000000LL, c.checkpoint_every = w); break;
         case O_EVAL_SIZE: WHOLE(1, 10000000000LL, c.eval_size = w); break;
+        case O_EVAL_EVERY: WHOLE(0, 1000000, c.eval_every = (int)w); break;
+        case O_TARGET: REAL(0, 1, c.target_top1 = v); break;
         case O_CHECK_EVERY: WHOLE(0, 1000000000, c.check_every = (int)w); break;
         case O_TIMEOUT: REAL(1, 86400, timeout = v); break;
         case O_CKPT_MIN: REAL(0, 1e6, c.checkpoint_minutes = v); break;

@@ -9,30 +9,36 @@
 #include "trainer/train/run.h"
 #include "trainer/train/trainer.h"
 
-static int _score(dlt_run *r, const char *checkpoint)
+int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
 {
-    double counts[3] = {0, 0, 0};
-    int64_t steps;
+    int64_t steps = dlt_source_steps_per_epoch(src);
     int rc;
-    if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err, r->errlen)) != 0)
-        return rc;
-    if ((rc = dlt_net_upload(&r->net)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
-    steps = dlt_source_steps_per_epoch(&r->src);
-    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
-        return rc;
+    counts[0] = counts[1] = counts[2] = 0;
     for (int64_t s = 0; s < steps; s++) {
         int t1 = 0, t5 = 0, nv;
-        if ((rc = dlt_run_load_batch(r, 0, s)) != 0)
+        if ((rc = dlt_source_next(src, 0, s, r->images, r->labels, r->err, r->errlen)) != 0 ||
+            (rc = dlt_run_normalize(r)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-        nv = dlt_source_last_valid(&r->src); /* a rank's last batch may be short: score its real images only */
+        nv = dlt_source_last_valid(src); /* a rank's last batch may be short: score its real images only */
         if ((rc = dlt_run_forward_loss(r, 0, nv, NULL, &t1, &t5)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
         counts[0] += t1;
         counts[1] += t5;
         counts[2] += nv;
     }
-    if ((rc = r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64)) != 0)
+    /* One collective whatever each rank's share: every image scored exactly once in all. */
+    return r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64);
+}
+
+static int _score(dlt_run *r, const char *checkpoint)
+{
+    double counts[3];
+    int rc;
+    if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err, r->errlen)) != 0)
+        return rc;
+    if ((rc = dlt_net_upload(&r->net)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
+    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0 || (rc = dlt_eval_pass(r, &r->src, counts)) != 0)
         return rc;
     dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
             counts[0] / counts[2], counts[1] / counts[2]);

@@ -189,14 +189,58 @@ int64_t dlt_run_share_bad_images(dlt_run *r)
     return dlt_loader_bad_files(l);
 }
 
-int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
+int dlt_run_normalize(dlt_run *r)
 {
     const dlt_train_config *c = &r->cfg;
     size_t pixels = (size_t)c->model.batch * c->model.image * c->model.image;
+    return r->be->ops->normalize_input(r->be, r->images, dlt_net_input(&r->net), pixels, g_mean, g_inv_std);
+}
+
+int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
+{
     int rc;
     if ((rc = dlt_source_next(&r->src, epoch, step, r->images, r->labels, r->err, r->errlen)) != 0)
         return rc;
-    return r->be->ops->normalize_input(r->be, r->images, dlt_net_input(&r->net), pixels, g_mean, g_inv_std);
+    return dlt_run_normalize(r);
+}
+
+int dlt_run_open_validation(dlt_run *r, dlt_source *val)
+{
+    dlt_train_config *c = &r->cfg;
+    char path[4096];
+    dlt_loader_config lc;
+    struct stat st;
+    int rc;
+    memset(val, 0, sizeof(*val));
+    if (!c->data) { /* generated validation images: other images of the same classes */
+        rc = dlt_source_open_synthetic(val, c->model.batch, c->model.image, c->model.classes, c->eval_size,
+                                       c->seed ^ 0x5eed5eedull, c->seed, c->learnable, r->comm->rank, r->comm->size,
+                                       r->err, r->errlen);
+        return rc ? rc : 1;
+    }
+    if (c->val_data)
+        snprintf(path, sizeof(path), "%s", c->val_data);
+    else if (snprintf(path, sizeof(path), "%s/val", c->data) >= (int)sizeof(path) || stat(path, &st) != 0 ||
+             !S_ISDIR(st.st_mode))
+        return 0; /* no validation images */
+    memset(&lc, 0, sizeof(lc));
+    lc.batch = c->model.batch;
+    lc.out = c->model.image;
+    lc.train = 0;
+    lc.seed = c->seed;
+    lc.rank = r->comm->rank;
+    lc.world = r->comm->size;
+    lc.workers = c->workers;
+    lc.strict = c->strict;
+    if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
+    if (dlt_source_classes(val) != c->model.classes)
+        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the training images %d", path,
+                        dlt_source_classes(val), c->model.classes);
+    if ((rc = dlt_source_start(val, 0, 0, r->err, r->errlen)) != 0)
+        return rc;
+    dlt_log(&r->log, DLT_LOG_INFO, "validation: %s: %lld images", path, (long long)dlt_source_images(val));
+    return 1;
 }
 
 int dlt_run_forward_loss(dlt_run *r, int training, int n, double *loss_sum, int *top1, int *top5)

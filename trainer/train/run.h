@@ -51,6 +51,15 @@ int64_t dlt_run_share_bad_images(dlt_run *r);
 
 /* The batch of (epoch, step), normalised into the network's input. */
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step);
+/* The host batch (r->images) normalised into the network's input. */
+int dlt_run_normalize(dlt_run *r);
+/* The validation images of a training run (ROOT/val, --val-data, or generated ones), started:
+ * 1 when there are some, 0 when there are none, negative on an error. */
+int dlt_run_open_validation(dlt_run *r, dlt_source *val);
+/* One evaluation of the current weights over every image of src (each exactly once over the
+ * ranks; the network's training state untouched): counts = {top-1 hits, top-5 hits, images},
+ * summed over the ranks. A collective. */
+int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
 /* Forward, loss and backward of the loaded batch for this rank (summed loss, top-1/top-5 hits);
  * backward hands finished gradients to the reducer. */
 int dlt_run_forward_backward(dlt_run *r, double *loss_sum, int *top1, int *top5);

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
@@ -105,6 +106,25 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
     l->window_t0 = now;
     l->data_s = l->comm_s = l->total_s = l->loss_sum = 0;
     l->images = l->correct = 0;
+}
+
+void dlt_run_log_event(dlt_run_log *l, const char *name, const char *fields, ...)
+{
+    struct timespec ts;
+    va_list ap;
+    if (!l->metrics)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(l->metrics, "{\"event\":\"%s\",\"wall\":%.3f,\"time\":%.3f", name,
+            (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, l->t_start > 0 ? dlt_now() - l->t_start : 0.0);
+    if (fields && *fields) {
+        fputc(',', l->metrics);
+        va_start(ap, fields);
+        vfprintf(l->metrics, fields, ap);
+        va_end(ap);
+    }
+    fputs("}\n", l->metrics);
+    fflush(l->metrics);
 }
 
 /* Mean images/s per rank of a metrics file (its first interval left out as warm-up). */

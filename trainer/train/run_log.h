@@ -49,6 +49,9 @@ typedef struct {
 
 /* The interval's line (and JSON object); starts a new interval. */
 void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st);
+/* An MLPerf-style event in the metrics file (rank 0): {"event":NAME,"wall":unix seconds,"time":
+ * seconds since the start, FIELDS} where fields is a printf format of more JSON members (or ""). */
+void dlt_run_log_event(dlt_run_log *l, const char *name, const char *fields, ...) __attribute__((format(printf, 3, 4)));
 /* The end: steps and time, images/s, and the scaling efficiency against a baseline metrics file. */
 void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline);
 

@@ -42,6 +42,7 @@ void dlt_train_config_defaults(dlt_train_config *c)
     else if (log && !strcmp(log, "verbose"))
         c->log_level = DLT_LOG_VERBOSE;
     c->eval_size = 50000;
+    c->eval_every = -1;
     c->check_every = DLT_DEFAULT_CHECK_EVERY;
     c->max_bad_steps = 5;
     c->stall_timeout = DLT_DEFAULT_STALL_TIMEOUT_S;

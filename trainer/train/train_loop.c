@@ -43,6 +43,10 @@ typedef struct {
     int64_t *batches_backup;
     int input_failed;    /* this rank could not load the step's batch; its reason is in input_err */
     char input_err[1024];
+    dlt_source val;      /* validation images, when eval_every > 0 */
+    int eval_every;
+    int reached;         /* a validation reached --target-top1 */
+    double val_top1;     /* the last validation's top-1 (-1: none yet) */
 } loop_state;
 
 /* What one step found, all ranks agreeing. */
@@ -108,8 +112,52 @@ static int _prepare(dlt_run *r, loop_state *t)
         snprintf(host, sizeof(host), "%.63s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "?");
     if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
         return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
+    t->eval_every = c->eval_every;
+    t->val_top1 = -1;
+    if (t->eval_every != 0 && (t->eval_every > 0 || c->data)) {
+        if ((rc = dlt_run_open_validation(r, &t->val)) < 0)
+            return rc;
+        if (rc == 0 && t->eval_every > 0)
+            return dlt_fail(r->err, r->errlen, -EINVAL, "--eval-every %d: no validation images (%s/val is not a "
+                            "directory): give --val-data DIR or --eval-every 0", t->eval_every, c->data);
+        t->eval_every = rc == 0 ? 0 : t->eval_every < 0 ? 1 : t->eval_every;
+    } else {
+        t->eval_every = 0;
+    }
+    if (c->target_top1 > 0 && t->eval_every == 0)
+        return dlt_fail(r->err, r->errlen, -EINVAL, "--target-top1 %g needs validation (--eval-every N and "
+                        "validation images)", c->target_top1);
     t->last_ckpt = dlt_now();
     dlt_run_log_start(&r->log, t->step);
+    dlt_run_log_event(&r->log, "run_start", "\"step\":%" PRId64 ",\"ranks\":%d,\"global_batch\":%d,\"target_top1\":%g",
+                      t->step, r->comm->size, c->model.batch * r->comm->size, c->target_top1);
+    return 0;
+}
+
+/* The current weights on every validation image (training state untouched: inference-mode batch
+ * norm, no update, the training batch stream unaffected); logs it, and notes --target-top1. */
+static int _validate(dlt_run *r, loop_state *t)
+{
+    double counts[3], t0 = dlt_now(), top1, top5;
+    int64_t epoch = t->step / t->spe;
+    int rc;
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
+    if ((rc = dlt_eval_pass(r, &t->val, counts)) != 0)
+        return rc;
+    top1 = counts[2] > 0 ? counts[0] / counts[2] : 0;
+    top5 = counts[2] > 0 ? counts[1] / counts[2] : 0;
+    t->val_top1 = top1;
+    dlt_log(&r->log, DLT_LOG_QUIET, "epoch %" PRId64 " val top-1 %.4f top-5 %.4f (%.0f images, %.1f s)", epoch, top1,
+            top5, counts[2], dlt_now() - t0);
+    dlt_run_log_event(&r->log, "eval_accuracy",
+                      "\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"val_top1\":%.6f,\"val_top5\":%.6f,\"val_images\":%.0f,"
+                      "\"eval_seconds\":%.3f",
+                      epoch, t->step, top1, top5, counts[2], dlt_now() - t0);
+    if (r->cfg.target_top1 > 0 && top1 >= r->cfg.target_top1) {
+        t->reached = 1;
+        dlt_log(&r->log, DLT_LOG_QUIET, "target top-1 %.4f reached at epoch %" PRId64 " (step %" PRId64 "): time to "
+                "target %.1f s", r->cfg.target_top1, epoch, t->step, dlt_now() - r->log.t_start);
+    }
     return 0;
 }
 
@@ -252,6 +300,8 @@ static int _train_step(dlt_run *r, loop_state *t)
     step_result s;
     int rc;
     memset(&s, 0, sizeof(s));
+    if (t->step % t->spe == 0)
+        dlt_run_log_event(&r->log, "epoch_start", "\"epoch\":%" PRId64 ",\"step\":%" PRId64, t->step / t->spe, t->step);
     if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
         (rc = _forward_backward(r, t, &s)) != 0 || (rc = _agree(r, t, &s)) != 0 ||
         (rc = _apply_or_skip(r, t, &s)) != 0)
@@ -260,6 +310,9 @@ static int _train_step(dlt_run *r, loop_state *t)
     _log(r, t, &s);
     if (t->step % t->spe == 0 && t->step < t->total)
         dlt_run_share_bad_images(r); /* each bad file reported once per run, whichever rank meets it */
+    if (t->eval_every > 0 && t->step % t->spe == 0 &&
+        ((t->step / t->spe) % t->eval_every == 0 || t->step == t->total) && (rc = _validate(r, t)) != 0)
+        return rc;
     if (r->cfg.check_every > 0 && t->step % r->cfg.check_every == 0 &&
         (rc = dlt_run_check_replicas(r, t->step)) != 0)
         return rc;
@@ -292,11 +345,14 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     int rc;
     memset(&t, 0, sizeof(t));
     if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 && (rc = _prepare(&r, &t)) == 0) {
-        while (rc == 0 && t.step < t.total)
+        while (rc == 0 && t.step < t.total && !t.reached)
             rc = _train_step(&r, &t);
         if (rc == 0)
             rc = _finish(&r, &t);
     }
+    dlt_run_log_event(&r.log, "run_stop", "\"status\":\"%s\",\"step\":%" PRId64 ",\"val_top1\":%.6f",
+                      rc == 0 && (c->target_top1 <= 0 || t.reached) ? "success" : "aborted", t.step, t.val_top1);
+    dlt_source_close(&t.val);
     dlt_watchdog_stop(&t.wd);
     if (t.stats_backup)
         r.be->ops->release(r.be, t.stats_backup);

@@ -48,7 +48,8 @@ typedef struct {
     double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */
     const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
-    int eval_each_epoch;
+    int eval_every;           /* train: validate every N epochs (-1: 1 when there are validation images, else 0) */
+    double target_top1;       /* train: stop at the first validation reaching it (0: none) */
     int64_t eval_size;
     int check_every;          /* steps between cross-rank weight checks (0: never) */
     int max_bad_steps;        /* consecutive non-finite losses tolerated (updates skipped) before stopping */
