@@ -141,8 +141,24 @@ static int _validate(dlt_run *r, loop_state *t)
     double counts[3], t0 = dlt_now(), top1, top5;
     int64_t epoch = t->step / t->spe;
     int rc;
+    size_t bytes = r->net.model.nstats * sizeof(float);
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
-    if ((rc = dlt_eval_pass(r, &t->val, counts)) != 0)
+    /* Each rank's BN running statistics follow its own batches; the checkpoint holds rank 0's.
+     * Validate every shard with rank 0's (what dltrain eval of the checkpoint sees), then give each
+     * rank its own back, so training goes on exactly as without validation. */
+    if (r->comm->size > 1) {
+        if ((rc = r->be->ops->copy(r->be, t->stats_backup, r->net.d_stats, bytes)) != 0 ||
+            (rc = r->be->ops->download(r->be, r->net.stats, r->net.d_stats, bytes)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
+        if ((rc = r->comm->ops->bcast(r->comm, r->net.stats, bytes, 0)) != 0)
+            return rc;
+        if ((rc = r->be->ops->upload(r->be, r->net.d_stats, r->net.stats, bytes)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
+    }
+    rc = dlt_eval_pass(r, &t->val, counts);
+    if (r->comm->size > 1 && rc == 0 && (rc = r->be->ops->copy(r->be, r->net.d_stats, t->stats_backup, bytes)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
+    if (rc)
         return rc;
     top1 = counts[2] > 0 ? counts[0] / counts[2] : 0;
     top5 = counts[2] > 0 ? counts[1] / counts[2] : 0;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Validation during training on 2 nodes x 2 ranks: every validation image scored once over the
+# ranks (a share per rank that the batch does not divide), with rank 0's BN statistics, so the
+# last validation is exactly what a one-rank dltrain eval of the final checkpoint gives.
+. "$(dirname "$0")/lib.sh"
+MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
+cluster_up 2 11
+tap_plan 1
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+cd /tmp
+rm -rf "${WORK:?}"/*
+"$MK" folder "$WORK/ds" 4 23 40 40 plain # 92 validation images: 23 per rank, batch 7
+SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 7 --workers 1 --log-every 0 --lr 0.4 --warmup-epochs 0)
+out=$(timeout 300 srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train "$DLTRAIN" train --data "$WORK/ds" \
+      "${SMALL[@]}" --epochs 3 --checkpoint-dir "$WORK/ck" 2>&1); rc=$?
+last=$(grep -o 'epoch 3 val top-1 [0-9.]* top-5 [0-9.]* (92 images' <<<"$out" | awk '{print $5}')
+ck=$(ls "$WORK/ck" 2>/dev/null | grep -v state | tail -1)
+one=$("$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --batch 32 --checkpoint "$WORK/ck/$ck" 2>&1 | sed -n 's/.*: 92 images, top-1 \([0-9.]*\),.*/\1/p')
+if ((rc == 0)) && [[ -n $last && $last == "$one" && $(grep -c 'val top-1' <<<"$out") == 3 ]]; then
+  ok "4 ranks validate all 92 images each epoch; the last ($last) equals one-rank eval of the checkpoint ($one)"
+else not_ok "validation across ranks (rc=$rc, '$last' vs '$one')"; echo "$out" | tail -6 | diag; fi
+exit 0
