@@ -2,12 +2,14 @@
 # Validation during training: every epoch on ROOT/val by default (each image once), logged and in
 # the metrics file as MLPerf-style events; the weights bit-identical to a run without it; the last
 # validation equal to `dltrain eval` of the final checkpoint; --target-top1 stopping the run at the
-# first validation reaching it, with its checkpoint and the time to target.
+# first validation reaching it, with its checkpoint and the time to target; dltrain eval taking the
+# model from the checkpoint's state file (a contradicting option refused naming both values; a
+# model file without a state file, as torchvision exports, still evaluated given the options).
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 5
+tap_plan 8
 rm -rf "$WORK"/*
 "$MK" folder "$WORK/ds" 4 24 48 40 plain
 : >"$WORK/ds/val/c02/zz_extra_missing_label.txt" # not an image: ignored by the folder reader
@@ -41,4 +43,15 @@ out2=$("$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 1 --val-data "$
 if ((rc == 0 && rc2 != 0)) && [[ $out == *"epoch 1 val top-1"* && $out2 == *"validation images"* && $out2 == *nowhere* ]]; then
   ok "generated data validates on request; a missing --val-data is an error naming it"
 else not_ok "synthetic validation / missing val data (rc=$rc, rc2=$rc2)"; { echo "$out"; echo "$out2"; } | tail -6 | diag; fi
+ck=$WORK/a/ckpt-00000012.safetensors
+bare=$("$DLTRAIN" eval --data "$WORK/ds" --batch 32 --checkpoint "$ck" 2>&1); rc=$?
+if ((rc == 0)) && [[ $bare == *"96 images, top-1 $last,"* ]]; then ok "dltrain eval without model options: arch, width, image size and classes from the state file (top-1 $last)"; else not_ok "model from the checkpoint (rc=$rc)"; echo "$bare" | tail -3 | diag; fi
+out=$("$DLTRAIN" eval --data "$WORK/ds" --arch resnet34 --checkpoint "$ck" 2>&1); rc=$?
+out2=$("$DLTRAIN" eval --data "$WORK/ds" --width 0.5 --checkpoint "$ck" 2>&1); rc2=$?
+if ((rc == 2 && rc2 == 2)) && [[ $out == *"--arch resnet34, but the checkpoint was trained as resnet18"* && $out2 == *"--width 0.5, but the checkpoint was trained with width 0.25"* ]]; then
+  ok "an option contradicting the checkpoint is refused, naming both values"
+else not_ok "contradicting options (rc=$rc/$rc2)"; { echo "$out"; echo "$out2"; } | diag; fi
+mkdir -p "$WORK/tv"; cp "$ck" "$WORK/tv/exported.safetensors"
+out=$("$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$WORK/tv/exported.safetensors" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"unverified"* && $out == *"96 images, top-1 $last,"* ]]; then ok "a model file without a state file (a torchvision export) is evaluated given --arch etc., said unverified"; else not_ok "bare model file (rc=$rc)"; echo "$out" | tail -3 | diag; fi
 exit 0

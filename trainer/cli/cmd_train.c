@@ -10,6 +10,8 @@
 
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
+#include "trainer/cli/model_from_checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/cli/parse.h"
 #include "trainer/cli/preflight.h"
 #include "trainer/data/loader.h"
@@ -206,6 +208,7 @@ int dlt_cmd_train(int argc, char **argv)
     static char resume_path[4096];
     double v, timeout = 0;
     int64_t w;
+    dlt_model_given given = {0, 0, 0, 0};
     char err[1024], name[48];
     int opt, rc, longindex, verify = 0;
     dltpmix_ctx *px;
@@ -222,6 +225,7 @@ int dlt_cmd_train(int argc, char **argv)
                 fprintf(stderr, "dltrain: %s\n", err);
                 return 2;
             }
+            given.arch = 1;
             break;
 /* Every number is checked in full: finite, in range, whole where it counts something. */
 #define REAL(lo, hi, dst)                                                                                      \
@@ -240,8 +244,8 @@ int dlt_cmd_train(int argc, char **argv)
         }                                                                                                      \
         dst;                                                                                                   \
     } while (0)
-        case O_WIDTH: REAL(0.01, 4, c.model.width = (float)v); break;
-        case O_IMAGE: WHOLE(32, 1024, c.model.image = (int)w); break;
+        case O_WIDTH: REAL(0.01, 4, c.model.width = (float)v; given.width = 1); break;
+        case O_IMAGE: WHOLE(32, 1024, c.model.image = (int)w; given.image = 1); break;
         case O_CLASSES: WHOLE(2, 100000, c.model.classes = (int)w; c.classes_given = 1); break;
         case O_WORKERS: WHOLE(0, 1024, c.workers = (int)w); break;
         case O_BATCH: WHOLE(1, 65536, c.model.batch = (int)w); break;
@@ -362,6 +366,19 @@ int dlt_cmd_train(int argc, char **argv)
     }
     if (verify) /* one file pair, checked by this process: nothing to launch */
         return dlt_verify_checkpoint_cmd(checkpoint);
+    if (!strcmp(cmd, "eval")) {
+        /* The model as the checkpoint's state file records it, unless the options say (and agree);
+         * a file without one (a torchvision export) needs --arch and friends as before. */
+        dlt_checkpoint_info info;
+        given.classes = c.classes_given;
+        if (dlt_checkpoint_verify(checkpoint, &info, err, sizeof(err)) == 0 && info.verified) {
+            if (dlt_model_adopt_config(&c.model, &given, info.config, err, sizeof(err)) != 0) {
+                fprintf(stderr, "dltrain: %s: %s\n", checkpoint, err);
+                return 2;
+            }
+            c.classes_given = 1;
+        }
+    }
     if (c.resume && !*c.resume) {
         fprintf(stderr, "dltrain: --resume '': expected a checkpoint file, auto or auto-or-fresh\n");
         return 2;
