@@ -151,7 +151,10 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
 }
 
 /* Checks a loaded model file against the model: every entry present with its dtype and shape. */
-static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const char *path, char *err, size_t errlen)
+/* Checks every tensor of the model against f. fc_other: when not NULL, the classifier (fc.*) may
+ * have another class count; *fc_other is then set when it does. */
+static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *path, int *fc_other, char *err,
+                          size_t errlen)
 {
     const dlt_model *m = &net->model;
     int extra = f->n;
@@ -163,6 +166,12 @@ static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const cha
             snprintf(err, errlen, "%s has no tensor %s: not a %s checkpoint (arch, width or classes differ?)", path,
                      e->name, m->cfg.arch);
             return -EINVAL;
+        }
+        if (fc_other && !strncmp(e->name, "fc.", 3) && !strcmp(x->dtype, want) && x->ndim == e->ndim &&
+            (e->ndim == 1 || x->shape[1] == e->shape[1]) && x->shape[0] != e->shape[0]) {
+            *fc_other = (int)x->shape[0]; /* the classifier of another class count: re-initialised */
+            extra--;
+            continue;
         }
         if (strcmp(x->dtype, want) || x->ndim != e->ndim || memcmp(x->shape, e->shape, sizeof(int64_t) * (size_t)e->ndim)) {
             char have[96] = "", need[96] = "";
@@ -182,6 +191,11 @@ static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const cha
         return -EINVAL;
     }
     return 0;
+}
+
+static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const char *path, char *err, size_t errlen)
+{
+    return _check_tensors(net, f, path, NULL, err, errlen);
 }
 
 /* Checks the state file sf (loaded from state_path) against the model file at model_path: it is
@@ -326,6 +340,31 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
 out:
     dlt_st_free(&mf);
     dlt_st_free(&sf);
+    return rc;
+}
+
+int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, char *err, size_t errlen)
+{
+    const dlt_model *m = &net->model;
+    dlt_st_file f;
+    int rc, other = 0;
+    *fc_classes = 0;
+    if ((rc = dlt_st_load(&f, path, err, errlen)) != 0)
+        return rc;
+    if ((rc = _check_tensors(net, &f, path, &other, err, errlen)) == 0) {
+        for (int i = 0; i < m->nentries; i++) {
+            const dlt_state_entry *e = &m->entries[i];
+            const dlt_st_entry *x = dlt_st_find(&f, e->name);
+            if (other && !strncmp(e->name, "fc.", 3))
+                continue; /* kept as initialised */
+            if (e->is_counter)
+                memcpy(&net->bn_batches[e->off], dlt_st_data(&f, x), 8);
+            else
+                memcpy((e->is_param ? net->params : net->stats) + e->off, dlt_st_data(&f, x), e->len * sizeof(float));
+        }
+        *fc_classes = other;
+    }
+    dlt_st_free(&f);
     return rc;
 }
 

@@ -28,6 +28,13 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
  * refused and net is left unchanged. */
 int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen);
 
+/* Weights to start a run from (fine-tuning): a model file with torchvision's names (ours, or
+ * torchvision.models.resnetNN(weights=...).state_dict() saved with safetensors), strict on names,
+ * dtypes and shapes, except that a classifier of another class count is left as initialised
+ * (*fc_classes then gets the file's count, else 0). Parameters, BN statistics and counters only:
+ * no optimizer state. An error names the first tensor that does not fit. */
+int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, char *err, size_t errlen);
+
 /* What dlt_checkpoint_verify found. */
 typedef struct {
     int verified;            /* a state file lies beside the model file and its size and CRC match */

@@ -265,7 +265,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         dlt_rng r;
         dlt_rng_seed(&r, l->cfg.seed ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ull), (uint64_t)idx);
         if (dlt_dataset_read(l->ds, idx, buf, cap, &len, &label, name, sizeof(name), err, sizeof(err)) == 0 &&
-            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train, &r, slot->images + (size_t)j * img, err,
+            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train && !l->cfg.no_augment, &r, slot->images + (size_t)j * img, err,
                                  sizeof(err)) == 0) {
             slot->labels[j] = label;
             return;

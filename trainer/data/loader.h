@@ -25,6 +25,7 @@ typedef struct {
     int depth;          /* batches prepared ahead (default 3) */
     int strict;         /* a bad image ends the run */
     int defer_reports;  /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
+    int no_augment;     /* training order, but the evaluation transform (no random crop or flip) */
 } dlt_loader_config;
 
 /* Fails with a usage message (image count, batch, ranks, the fix) when training would have no

@@ -65,8 +65,21 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     const dlt_train_config *c = &r->cfg;
     char path[4096];
     dlt_train_state st;
-    int rc;
+    int rc, fc = 0;
     *step = 0;
+    if (c->init && c->resume)
+        return dlt_fail(r->err, r->errlen, -EINVAL, "--init %s and --resume %s: --resume continues a run, --init "
+                        "starts one from given weights; give one", c->init, c->resume);
+    if (c->init) {
+        if ((rc = dlt_checkpoint_load_init(&r->net, c->init, &fc, r->err, r->errlen)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "--init");
+        if (fc)
+            dlt_log(&r->log, DLT_LOG_INFO, "initialised from %s; its classifier has %d classes, this run %d: fc "
+                    "re-initialised", c->init, fc, c->model.classes);
+        else
+            dlt_log(&r->log, DLT_LOG_INFO, "initialised from %s", c->init);
+        return 0;
+    }
     if (!c->resume)
         return 0;
     if (!strcmp(c->resume, "auto")) {

@@ -40,6 +40,7 @@ static int _open_images(dlt_run *r, int train)
     lc.batch = c->model.batch;
     lc.out = c->model.image;
     lc.train = train;
+    lc.no_augment = !c->augment;
     lc.seed = c->seed;
     lc.rank = r->comm->rank;
     lc.world = r->comm->size;

@@ -35,6 +35,7 @@ void dlt_train_config_defaults(dlt_train_config *c)
     c->seed = 1;
     c->synthetic_size = 1281167;
     c->learnable = 1;
+    c->augment = 1;
     c->log_every = 10;
     c->log_level = DLT_LOG_INFO;
     if (log && !strcmp(log, "quiet"))

@@ -48,6 +48,8 @@ typedef struct {
     double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */
     const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
+    const char *init;         /* weights to start from (fine-tuning), or NULL */
+    int augment;              /* training crops and flips (0: the evaluation transform, for comparisons) */
     int eval_every;           /* train: validate every N epochs (-1: 1 when there are validation images, else 0) */
     double target_top1;       /* train: stop at the first validation reaching it (0: none) */
     int64_t eval_size;
