@@ -4,7 +4,19 @@
 forward DLTRAIN FORWARD_DUMP WORKDIR: for resnet18 and resnet50, a checkpoint of ours (after two
 training steps, so the BN running statistics are not the initial ones) loaded into torchvision's
 model, which must accept it strictly; both run inference on the same random input tensors and the
-logits must agree to 1e-4 relative (max |diff| / max |logit|)."""
+logits must agree to 1e-4 relative (max |diff| / max |logit|).
+
+train DLTRAIN WORKDIR: the same 20 SGD steps in dltrain and in PyTorch: the same initial weights
+(torchvision's resnet18 saved with safetensors, given to dltrain with --init), the same 16 images
+(JPEG files that decode alike everywhere: 8x8 blocks of one colour, quality 100, no chroma
+subsampling; 128x128, so the evaluation transform, resize to 128 and centre crop 112, is a plain
+crop), no augmentation (--augment none), one full batch per step (the batch dltrain trained on is dumped
+with --dump-batch and fed to PyTorch, so two JPEG decoders are not what is compared), the same recipe (LR 0.1 x 16/256
+constant, momentum 0.9, weight decay 1e-4 except on BN parameters and biases, label smoothing
+0.1). The first loss must be equal; after that the bound is stated against PyTorch's own spread:
+the same PyTorch training with the batch reordered each step (as dltrain's loader does) sets a
+noise floor, and ours must stay within 3x it (at least 1e-3 for losses, 1e-4 for weights)."""
+import json
 import os
 import subprocess
 import sys
@@ -45,12 +57,108 @@ def forward(dltrain, dump, work):
     return n_ok == len(cases)
 
 
+def _images(root, classes, per_class, size, seed):
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        d = os.path.join(root, "c%02d" % c)
+        os.makedirs(d, exist_ok=True)
+        for i in range(per_class):
+            img = rng.integers(0, 256, size=(size, size, 3)).astype(int)
+            img[..., c % 3] = np.clip(img[..., c % 3] + 60 * (c + 1), 0, 255)  # learnable
+            Image.fromarray(img.astype(np.uint8)).save(os.path.join(d, "img_%03d.jpg" % i), quality=100,
+                                                       subsampling=0)
+
+
+def train(dltrain, work):
+    torch.manual_seed(1)
+    classes, per_class, steps, batch = 4, 4, 20, 16
+    data = os.path.join(work, "data")
+    _images(os.path.join(data, "train"), classes, per_class, 128, 7)
+    model = torchvision.models.resnet18(num_classes=classes)
+    init = os.path.join(work, "init.safetensors")
+    from safetensors.torch import save_file
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, init)
+    metrics = os.path.join(work, "ours.jsonl")
+    subprocess.run([dltrain, "train", "--data", data, "--arch", "resnet18", "--image-size", "112", "--batch", str(batch),
+                    "--steps", str(steps), "--epochs", str(steps), "--init", init, "--augment", "none",
+                    "--lr", "0.1", "--warmup-epochs", "0", "--milestones", "1000", "--momentum", "0.9", "--wd", "1e-4",
+                    "--label-smoothing", "0.1", "--log-every", "1", "--eval-every", "0", "--workers", "1",
+                    "--metrics", metrics, "--checkpoint-dir", os.path.join(work, "ck"),
+                    "--dump-batch", os.path.join(work, "batch.bin")],
+                   check=True, stdout=subprocess.DEVNULL)
+    ours = [json.loads(l)["loss"] for l in open(metrics) if '"loss"' in l]
+    # The batch exactly as dltrain decoded and cropped it (--dump-batch), normalised as both do: the
+    # comparison is of the training step, not of two JPEG decoders. With one full batch and no
+    # augmentation every step sees these images (their order within the batch does not matter).
+    raw = np.fromfile(os.path.join(work, "batch.bin"), dtype=np.uint8)
+    px = batch * 112 * 112 * 3
+    imgs = torch.from_numpy(raw[:px].reshape(batch, 112, 112, 3).astype(np.float32))
+    y = torch.from_numpy(raw[px:].view(np.int32).astype(np.int64))
+    mean = torch.tensor([123.675, 116.28, 103.53]); std = torch.tensor([58.395, 57.12, 57.375])
+    x = ((imgs - mean) / std).permute(0, 3, 1, 2).contiguous()
+    def run(order_seed):
+        """PyTorch's 20 steps from the initial weights; order_seed: permute the batch each step."""
+        m = torchvision.models.resnet18(num_classes=classes)
+        m.load_state_dict(load_file(init))
+        decay = [p for n, p in m.named_parameters() if p.ndim > 1]
+        no_decay = [p for n, p in m.named_parameters() if p.ndim <= 1]
+        opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                              lr=0.1 * batch / 256, momentum=0.9)
+        loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+        g = torch.Generator().manual_seed(order_seed or 0)
+        m.train()
+        losses = []
+        for _ in range(steps):
+            perm = torch.randperm(batch, generator=g) if order_seed else torch.arange(batch)
+            opt.zero_grad()
+            loss = loss_fn(m(x[perm]), y[perm])
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        return losses, m.state_dict()
+
+    def dist(a, b):
+        return max(abs(u - v) / max(abs(v), 1e-6) for u, v in zip(a, b)) if len(a) == len(b) else float("inf")
+
+    def wdist(sd_a, sd_b):
+        keys = [k for k in sd_b if not k.endswith("num_batches_tracked")]
+        num = sum(float(((sd_a[k].float() - sd_b[k].float()) ** 2).sum()) for k in keys)
+        den = sum(float((sd_b[k].float() ** 2).sum()) for k in keys)
+        return (num / den) ** 0.5
+
+    ref, ref_sd = run(0)
+    perm, perm_sd = run(3)
+    # The noise floor: the same PyTorch training with only the order within the batch changed (as
+    # dltrain's loader shuffles it each epoch): float sums in another order, amplified by training.
+    floor_l, floor_w = dist(perm, ref), wdist(perm_sd, ref_sd)
+    final = load_file(os.path.join(work, "ck", "ckpt-%08d.safetensors" % steps))
+    ours_l, ours_w = dist(ours, ref), wdist(final, ref_sd)
+    bound_l, bound_w = max(3 * floor_l, 1e-3), max(3 * floor_w, 1e-4)
+    ok1 = ours_l <= bound_l
+    print("%s 1 - 20 SGD steps from the same weights on the same batch: losses %.5f -> %.5f (ours) vs %.5f -> %.5f "
+          "(PyTorch); worst step %.2e relative, bound %.2e (3x PyTorch against itself with the batch reordered: "
+          "%.2e)" % ("ok" if ok1 else "not ok", ours[0] if ours else float("nan"), ours[-1] if ours else float("nan"),
+                    ref[0], ref[-1], ours_l, bound_l, floor_l))
+    if not ok1:
+        print("# ours    " + " ".join("%.5f" % v for v in ours))
+        print("# pytorch " + " ".join("%.5f" % v for v in ref))
+    ok2 = ours_w <= bound_w and abs(ours[0] - ref[0]) <= 1e-5 * abs(ref[0])
+    print("%s 2 - the first loss equal (%.6f vs %.6f); final weights and BN statistics ||ours - PyTorch|| / "
+          "||PyTorch|| = %.2e, bound %.2e (3x PyTorch reordered: %.2e)" %
+          ("ok" if ok2 else "not ok", ours[0] if ours else float("nan"), ref[0], ours_w, bound_w, floor_w))
+    return ok1 and ok2
+
+
 def main():
-    if sys.argv[1] == "forward":
+    if len(sys.argv) >= 5 and sys.argv[1] == "forward":
         print("1..2")
         forward(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "train":
+        print("1..2")
+        train(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: parity.py forward DLTRAIN FORWARD_DUMP WORKDIR")
+        sys.exit("usage: parity.py forward DLTRAIN FORWARD_DUMP WORKDIR | train DLTRAIN WORKDIR")
 
 
 if __name__ == "__main__":

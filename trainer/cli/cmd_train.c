@@ -23,7 +23,7 @@ enum {
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
     O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
-    O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT
+    O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT, O_DUMP_BATCH
 };
 
 static const struct option g_opts[] = {
@@ -85,6 +85,7 @@ static const struct option g_opts[] = {
     {"eval-every", required_argument, NULL, O_EVAL_EVERY},
     {"init", required_argument, NULL, O_INIT},
     {"augment", required_argument, NULL, O_AUGMENT},
+    {"dump-batch", required_argument, NULL, O_DUMP_BATCH},
     {"target-top1", required_argument, NULL, O_TARGET},
     {"quiet", no_argument, NULL, O_QUIET},
     {"verbose", no_argument, NULL, O_VERBOSE},
@@ -158,6 +159,7 @@ static void _usage(FILE *f, const char *cmd)
             "                         fc re-initialised); step 0, no optimizer state (not --resume)\n"
             "  --augment standard|none  training crops and flips, or the evaluation transform (default\n"
             "                         standard; none: for comparisons and debugging)\n"
+            "  --dump-batch FILE      debugging: rank 0 writes its first batch (uint8 NHWC + int32 labels)\n"
             "evaluation (eval):\n"
             "  --checkpoint PATH      model file to evaluate (checked against its state file, if beside it)\n"
             "  --verify               only check --checkpoint against its state file (size, CRC), print, exit\n"
@@ -270,6 +272,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_EVAL_EVERY: WHOLE(0, 1000000, c.eval_every = (int)w); break;
         case O_TARGET: REAL(0, 1, c.target_top1 = v); break;
         case O_INIT: c.init = optarg; break;
+        case O_DUMP_BATCH: c.dump_batch = optarg; break;
         case O_AUGMENT:
             if (strcmp(optarg, "standard") && strcmp(optarg, "none")) {
                 fprintf(stderr, "dltrain: --augment %s: standard (random resized crop and flip) or none\n", optarg);

@@ -47,6 +47,7 @@ typedef struct {
     int eval_every;
     int reached;         /* a validation reached --target-top1 */
     double val_top1;     /* the last validation's top-1 (-1: none yet) */
+    int dumped;          /* --dump-batch written */
 } loop_state;
 
 /* What one step found, all ranks agreeing. */
@@ -177,6 +178,24 @@ static int _validate(dlt_run *r, loop_state *t)
     return 0;
 }
 
+/* --dump-batch: the batch exactly as the network gets it before normalisation, for comparisons
+ * with another framework: batch x image x image x 3 uint8 (NHWC), then batch int32 labels. */
+static int _dump_batch(dlt_run *r)
+{
+    const dlt_train_config *c = &r->cfg;
+    size_t px = (size_t)c->model.batch * c->model.image * c->model.image * 3;
+    FILE *f = fopen(c->dump_batch, "wb");
+    if (!f || fwrite(r->images, 1, px, f) != px ||
+        fwrite(r->labels, sizeof(int32_t), (size_t)c->model.batch, f) != (size_t)c->model.batch) {
+        if (f)
+            fclose(f);
+        return dlt_fail(r->err, r->errlen, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
+    }
+    if (fclose(f) != 0)
+        return dlt_fail(r->err, r->errlen, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
+    return 0;
+}
+
 /* A batch that cannot be loaded does not end the step here: the rank computes on the previous
  * input (discarded) so that the step's collectives still match, and says at the agreement that it
  * cannot go on; the reason is kept for the end. */
@@ -193,6 +212,8 @@ static int _load_batch(dlt_run *r, loop_state *t, step_result *s)
         memset(r->labels, 0, sizeof(int32_t) * (size_t)r->cfg.model.batch);
     }
     s->t_data = dlt_now();
+    if (r->cfg.dump_batch && !t->input_failed && t->dumped++ == 0 && r->comm->rank == 0)
+        return _dump_batch(r);
     return 0;
 }
 

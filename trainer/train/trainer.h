@@ -50,6 +50,7 @@ typedef struct {
     const char *resume;       /* path, "auto", or NULL */
     const char *init;         /* weights to start from (fine-tuning), or NULL */
     int augment;              /* training crops and flips (0: the evaluation transform, for comparisons) */
+    const char *dump_batch;   /* debugging: rank 0 writes the first batch it trains on (uint8 NHWC, int32 labels) */
     int eval_every;           /* train: validate every N epochs (-1: 1 when there are validation images, else 0) */
     double target_top1;       /* train: stop at the first validation reaching it (0: none) */
     int64_t eval_size;
