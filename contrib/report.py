@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""report.py RUN.jsonl... [--svg FILE] [--skip N]: turns dltrain's metrics (one JSON object per log
-interval) into a throughput / speed-up / efficiency table, one row per run, grouped by precision
-(from the file name, e.g. fp32-8.jsonl, else "run"), with speed-up against that group's
-smallest run, and optionally an SVG plot of speed-up against ranks like the benchmark's figures.
-The first --skip intervals of each run (default 1) are left out as warm-up. Standard library only."""
+"""report.py RUN.jsonl... [--svg FILE] [--accuracy-svg FILE] [--skip N]: turns dltrain's metrics (one
+JSON object per log interval) into a throughput / speed-up / efficiency table, one row per run,
+grouped by precision (from the file name, e.g. fp32-8.jsonl, else "run"), with speed-up against
+that group's smallest run, and optionally an SVG plot of speed-up against ranks like the
+benchmark's figures. Runs that validated (--eval-every: "eval_accuracy" events) also get an
+accuracy table (best and final validation top-1, time to best, images/s beside it) and, with
+--accuracy-svg, validation top-1 against epochs and against wall time side by side. The first
+--skip intervals of each run (default 1) are left out as warm-up. Standard library only."""
 import argparse
 import json
 import os
@@ -22,6 +25,7 @@ def load(path, skip):
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
                 sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
+    evals = [r for r in rows if r.get("event") == "eval_accuracy"]
     rows = [r for r in rows if "images_per_s" in r and "ranks" in r]
     if not rows:
         sys.exit(f"report.py: {path}: no metrics lines")
@@ -30,7 +34,38 @@ def load(path, skip):
     m = re.match(r"(.+?)-(\d+)\.jsonl$", os.path.basename(path))
     return {"file": path, "group": m.group(1) if m else "run", "ranks": use[-1]["ranks"], "ips": ips,
             "data": sum(r.get("data_wait", 0) for r in use) / len(use),
-            "allreduce": sum(r.get("allreduce", 0) for r in use) / len(use), "loss": use[-1].get("loss")}
+            "allreduce": sum(r.get("allreduce", 0) for r in use) / len(use), "loss": use[-1].get("loss"),
+            "evals": evals}
+
+
+def accuracy_svg(runs, path):
+    """Validation top-1 against epochs (left) and against wall time (right), one line per run."""
+    w, h, m, gap = 900, 380, 55, 60
+    pw = (w - 2 * m - gap) / 2
+    maxe = max(max(e["epoch"] for e in r["evals"]) for r in runs)
+    maxt = max(max(e["time"] for e in r["evals"]) for r in runs) or 1
+    sy = lambda v: h - m - (h - 2 * m) * v
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>']
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    for panel, (key, top, label) in enumerate([("epoch", maxe, "epoch"), ("time", maxt, "wall time (s)")]):
+        x0 = m + panel * (pw + gap)
+        sx = lambda v, x0=x0, top=top: x0 + pw * v / top
+        out += [f'<line x1="{x0}" y1="{h - m}" x2="{x0 + pw}" y2="{h - m}" stroke="black"/>',
+                f'<line x1="{x0}" y1="{m}" x2="{x0}" y2="{h - m}" stroke="black"/>',
+                f'<text x="{x0 + pw / 2}" y="{h - 15}" text-anchor="middle">{label}</text>']
+        for t in (0, 0.25, 0.5, 0.75, 1.0):
+            out.append(f'<text x="{x0 - 6}" y="{sy(t) + 4}" text-anchor="end">{t:.2f}</text>')
+        for i, r in enumerate(runs):
+            c = colours[i % len(colours)]
+            pts = " ".join(f"{sx(e[key]):.1f},{sy(e['val_top1']):.1f}" for e in r["evals"])
+            out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"/>')
+            if panel == 0:
+                out.append(f'<text x="{m + 10}" y="{m + 16 * (i + 1)}" fill="{c}">{os.path.basename(r["file"])}</text>')
+    out.append(f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle">validation top-1</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 def svg(groups, path):
@@ -66,12 +101,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--svg")
+    ap.add_argument("--accuracy-svg")
     ap.add_argument("--skip", type=int, default=1)
     a = ap.parse_args()
-    groups = {}
+    groups, runs = {}, []
     for p in a.runs:
         r = load(p, a.skip)
         groups.setdefault(r["group"], []).append(r)
+        runs.append(r)
     print(f"{'group':<8} {'ranks':>5} {'images/s':>10} {'per rank':>9} {'speed-up':>8} {'efficiency':>10} {'data':>6} {'allreduce':>9}")
     for name, rows in sorted(groups.items()):
         rows.sort(key=lambda r: r["ranks"])
@@ -84,6 +121,18 @@ def main():
     if a.svg:
         svg(groups, a.svg)
         print(f"report.py: plot written to {a.svg}")
+    validated = [r for r in runs if r["evals"]]
+    if validated:
+        print(f"\n{'run':<28} {'epochs':>6} {'best top-1':>10} {'at epoch':>8} {'after s':>8} {'final':>7} {'images/s':>10}")
+        for r in validated:
+            best = max(r["evals"], key=lambda e: e["val_top1"])
+            print(f"{os.path.basename(r['file']):<28} {r['evals'][-1]['epoch']:>6} {100 * best['val_top1']:>9.2f}% "
+                  f"{best['epoch']:>8} {best['time']:>8.1f} {100 * r['evals'][-1]['val_top1']:>6.2f}% {r['ips']:>10.1f}")
+    if a.accuracy_svg:
+        if not validated:
+            sys.exit("report.py: --accuracy-svg: no run has validation events (train with --eval-every)")
+        accuracy_svg(validated, a.accuracy_svg)
+        print(f"report.py: accuracy plot written to {a.accuracy_svg}")
 
 
 if __name__ == "__main__":

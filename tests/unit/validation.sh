@@ -9,7 +9,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 8
+tap_plan 9
 rm -rf "$WORK"/*
 "$MK" folder "$WORK/ds" 4 24 48 40 plain
 : >"$WORK/ds/val/c02/zz_extra_missing_label.txt" # not an image: ignored by the folder reader
@@ -54,4 +54,8 @@ else not_ok "contradicting options (rc=$rc/$rc2)"; { echo "$out"; echo "$out2"; 
 mkdir -p "$WORK/tv"; cp "$ck" "$WORK/tv/exported.safetensors"
 out=$("$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$WORK/tv/exported.safetensors" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"unverified"* && $out == *"96 images, top-1 $last,"* ]]; then ok "a model file without a state file (a torchvision export) is evaluated given --arch etc., said unverified"; else not_ok "bare model file (rc=$rc)"; echo "$out" | tail -3 | diag; fi
+out=$(python3 "$DLT_SRCDIR/contrib/report.py" "$WORK/a.jsonl" --accuracy-svg "$WORK/acc.svg" 2>&1); rc=$?
+if ((rc == 0)) && grep -qE "^a\.jsonl +3 +[0-9.]+% +[0-9]+ " <<<"$out" && python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert len(d.getElementsByTagName("polyline")) == 2' "$WORK/acc.svg"; then
+  ok "contrib/report.py: best/final validation top-1 per run, and top-1 against epochs and wall time as SVG"
+else not_ok "report.py accuracy (rc=$rc)"; echo "$out" | diag; fi
 exit 0
