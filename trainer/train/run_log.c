@@ -79,6 +79,13 @@ void dlt_run_log_step(dlt_run_log *l, int64_t step, double loss_sum, double corr
     l->correct += (int64_t)correct;
 }
 
+void dlt_run_log_pause(dlt_run_log *l, double seconds)
+{
+    l->window_t0 += seconds;
+    if (l->steady_t0 > 0)
+        l->steady_t0 += seconds;
+}
+
 void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
 {
     double now = dlt_now(), ips = (double)l->images / (now - l->window_t0);

@@ -47,6 +47,8 @@ typedef struct {
     int64_t skipped;
 } dlt_step_status;
 
+/* Seconds spent outside training (a validation pass): left out of images/s. */
+void dlt_run_log_pause(dlt_run_log *l, double seconds);
 /* The interval's line (and JSON object); starts a new interval. */
 void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st);
 /* An MLPerf-style event in the metrics file (rank 0): {"event":NAME,"wall":unix seconds,"time":

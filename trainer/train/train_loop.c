@@ -161,6 +161,7 @@ static int _validate(dlt_run *r, loop_state *t)
         return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
     if (rc)
         return rc;
+    dlt_run_log_pause(&r->log, dlt_now() - t0); /* images/s stays the training's own */
     top1 = counts[2] > 0 ? counts[0] / counts[2] : 0;
     top5 = counts[2] > 0 ? counts[1] / counts[2] : 0;
     t->val_top1 = top1;
