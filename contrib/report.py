@@ -25,7 +25,9 @@ def load(path, skip):
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
                 sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
-    evals = [r for r in rows if r.get("event") == "eval_accuracy"]
+    # MLPerf-format events (key/value/metadata): validation top-1 with its epoch and run time.
+    evals = [{"epoch": r["metadata"].get("epoch_num", 0), "time": r["metadata"].get("time", 0.0), "val_top1": r["value"]}
+             for r in rows if r.get("key") == "eval_accuracy" and isinstance(r.get("metadata"), dict)]
     rows = [r for r in rows if "images_per_s" in r and "ranks" in r]
     if not rows:
         sys.exit(f"report.py: {path}: no metrics lines")

@@ -14,7 +14,7 @@ RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batc
 SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
 
 out=$(timeout 300 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" --checkpoint-dir "$WORK/a" --metrics "$WORK/a.jsonl" 2>&1); rc=$?
-first=$(head -1 "$WORK/a.jsonl" 2>/dev/null | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p'); last=$(tail -1 "$WORK/a.jsonl" 2>/dev/null | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p')
+first=$(grep '"images_per_s"' "$WORK/a.jsonl" 2>/dev/null | head -1 | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p'); last=$(grep '"images_per_s"' "$WORK/a.jsonl" 2>/dev/null | tail -1 | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p')
 if ((rc == 0)) && [[ $out == *"on 4 rank(s), batch 8 x 4 = 32"* ]] && awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a / 3)}'; then
   ok "2 nodes x 2 ranks train synchronously: loss $first -> $last"
 else not_ok "multi-node training (rc=$rc)"; echo "$out" | tail -8 | diag; fi

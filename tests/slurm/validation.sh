@@ -25,7 +25,7 @@ else not_ok "validation across ranks (rc=$rc, '$last' vs '$one')"; echo "$out" |
 out=$(timeout 300 srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train "$DLTRAIN" train --data "$WORK/ds" \
       "${SMALL[@]}" --epochs 4 --init "$WORK/ck/$ck" --target-top1 0.01 --checkpoint-dir "$WORK/ft" --metrics "$WORK/ft.jsonl" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"initialised from $WORK/ck/$ck"* && $out == *"target top-1 0.0100 reached at epoch 1"* && $out == *"time to target"* ]] &&
-   grep -q '"event":"run_stop".*"status":"success"' "$WORK/ft.jsonl" && [[ $(ls "$WORK/ft" | grep -c -v state) == 1 ]]; then
+   grep -q '"key":"run_stop".*"status":"success"' "$WORK/ft.jsonl" && [[ $(ls "$WORK/ft" | grep -c -v state) == 1 ]]; then
   ok "4 ranks: --init from the checkpoint, --target-top1 stops after the first validation reaching it, one checkpoint, run_stop success"
 else not_ok "--init / --target-top1 across ranks (rc=$rc)"; echo "$out" | tail -6 | diag; fi
 out=$(timeout 120 srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train "$DLTRAIN" eval --data "$WORK/ds" \

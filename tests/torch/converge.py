@@ -44,8 +44,8 @@ def ours(dltrain, data, work):
                     "--momentum", "0.9", "--wd", "1e-4", "--label-smoothing", "0.1", "--log-every", "0",
                     "--eval-every", "1", "--workers", "1", "--metrics", metrics], check=True,
                    stdout=subprocess.DEVNULL)
-    evals = [json.loads(l) for l in open(metrics) if '"eval_accuracy"' in l]
-    return [e["val_top1"] for e in evals], time.time() - t0, evals[-1]["val_images"] if evals else 0
+    evals = [e for e in map(json.loads, open(metrics)) if e.get("key") == "eval_accuracy"]
+    return [e["value"] for e in evals], time.time() - t0, evals[-1]["metadata"]["val_images"] if evals else 0
 
 
 def reference(data):

@@ -18,9 +18,9 @@ nval=$(find "$WORK/ds/val" -name '*.JPEG' | wc -l)
 
 out=$("$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 3 --checkpoint-dir "$WORK/a" --metrics "$WORK/a.jsonl" 2>&1); rc=$?
 n=$(grep -c "val top-1 .* ($nval images" <<<"$out")
-ev=$(grep -c '"event":"eval_accuracy".*"val_images":'"$nval"',' "$WORK/a.jsonl" 2>/dev/null)
-if ((rc == 0 && n == 3 && ev == 3)) && grep -q '"event":"run_start"' "$WORK/a.jsonl" && grep -q '"event":"run_stop","wall":[0-9.]*,"time":[0-9.]*,"status":"success"' "$WORK/a.jsonl" && [[ $(grep -c '"event":"epoch_start"' "$WORK/a.jsonl") == 3 ]]; then
-  ok "3 epochs: 3 validations of all $nval images (none dropped at batch 20), logged and as eval_accuracy events between run_start/run_stop"
+ev=$(grep -c '"key":"eval_accuracy".*"val_images":'"$nval"',' "$WORK/a.jsonl" 2>/dev/null)
+if ((rc == 0 && n == 3 && ev == 3)) && grep -q '"event_type":"INTERVAL_START","key":"run_start"' "$WORK/a.jsonl" && grep -q '"event_type":"INTERVAL_END","key":"run_stop","value":null,"metadata":{"time":[0-9.]*,"status":"success"' "$WORK/a.jsonl" && [[ $(grep -c '"key":"epoch_start"' "$WORK/a.jsonl") == 3 ]]; then
+  ok "3 epochs: 3 validations of all $nval images (none dropped at batch 20), logged and as MLPerf-format eval_accuracy events between run_start/run_stop"
 else not_ok "validation each epoch (rc=$rc, $n lines, $ev events)"; { echo "$out"; cat "$WORK/a.jsonl"; } | tail -12 | diag; fi
 
 "$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 3 --checkpoint-dir "$WORK/b" --eval-every 0 >"$WORK/b.out" 2>&1
@@ -34,7 +34,7 @@ e1=$(sed -n 's/.*: \([0-9]*\) images, top-1 \([0-9.]*\),.*/\1 \2/p' <<<"$ev")
 if [[ -n $last && $e1 == "$nval $last" ]]; then ok "the last validation ($last) is what dltrain eval of the final checkpoint gives ($e1)"; else not_ok "validation vs eval ($last vs $e1)"; echo "$ev" | diag; fi
 
 out=$("$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 6 --target-top1 0.01 --checkpoint-dir "$WORK/c" --metrics "$WORK/c.jsonl" 2>&1); rc=$?
-if ((rc == 0)) && [[ $out == *"target top-1 0.0100 reached at epoch 1 (step 4): time to target"* && -f $WORK/c/ckpt-00000004.safetensors && $(ls "$WORK/c" | grep -c -v state) == 1 ]] && grep -q '"status":"success","step":4' "$WORK/c.jsonl"; then
+if ((rc == 0)) && [[ $out == *"target top-1 0.0100 reached at epoch 1 (step 4): time to target"* && -f $WORK/c/ckpt-00000004.safetensors && $(ls "$WORK/c" | grep -c -v state) == 1 ]] && grep -q '"status":"success","step_num":4' "$WORK/c.jsonl"; then
   ok "--target-top1: the run stops at the first validation reaching it, checkpoints there, says the time to target"
 else not_ok "--target-top1 (rc=$rc)"; { echo "$out"; ls "$WORK/c"; } | tail -6 | diag; fi
 

@@ -190,7 +190,8 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
 {
     char err[512], what[64];
     int64_t n = !strcmp(cmd, "train") ? c->synthetic_size : c->eval_size;
-    if (!c->data && strcmp(cmd, "bench")) {
+    /* Training needs a full batch per rank; evaluation scores any number of images exactly. */
+    if (!c->data && !strcmp(cmd, "train")) {
         snprintf(what, sizeof(what), "%s %" PRId64, !strcmp(cmd, "train") ? "--synthetic-size" : "--eval-size", n);
         if (dlt_loader_check_fit(n, c->model.batch, comm->size, what, err, sizeof(err)) != 0) {
             if (comm->rank == 0)

@@ -27,11 +27,13 @@ int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, 
 }
 
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
-                              uint64_t class_seed, int learnable, int rank, int world, char *err, size_t errlen)
+                              uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
+                              size_t errlen)
 {
     memset(s, 0, sizeof(*s));
     s->batch = batch;
-    if (dlt_synthetic_init(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world) != 0)
+    if ((exact ? dlt_synthetic_init_exact(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)
+               : dlt_synthetic_init(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)) != 0)
         return dlt_fail(err, errlen, -EINVAL, "synthetic data: %lld images cannot be split over %d ranks",
                         (long long)size, world);
     return 0;
@@ -73,12 +75,15 @@ int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images,
     if (s->loader) /* positioned by dlt_source_start, it runs in order */
         return dlt_loader_next(s->loader, images, labels, err, errlen) != 0 ? -EIO : 0;
     dlt_synthetic_batch(&s->synth, epoch, step, s->batch, images, labels);
+    s->last_step = step;
     return 0;
 }
 
 int dlt_source_last_valid(const dlt_source *s)
 {
-    return s->loader ? dlt_loader_last_valid(s->loader) : s->batch;
+    if (s->loader)
+        return dlt_loader_last_valid(s->loader);
+    return s->synth.exact ? dlt_synthetic_valid(&s->synth, s->last_step, s->batch) : s->batch;
 }
 
 int64_t dlt_source_bad_images(const dlt_source *s)

@@ -15,6 +15,7 @@ typedef struct {
     dlt_loader *loader;
     dlt_synthetic synth; /* generated images when ds is NULL */
     int batch;
+    int64_t last_step;  /* the step next() gave last (generated images) */
     char path[4096];    /* what was opened (real images) */
 } dlt_source;
 
@@ -22,9 +23,11 @@ typedef struct {
  * may be NULL) or a RecordIO .rec; lc says how the loader cuts and transforms them. */
 int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
                            char *err, size_t errlen);
-/* Generated images (see synthetic.h for the arguments). */
+/* Generated images (see synthetic.h for the arguments); exact: an evaluation set, every image
+ * scored once over the ranks. */
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
-                              uint64_t class_seed, int learnable, int rank, int world, char *err, size_t errlen);
+                              uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
+                              size_t errlen);
 void dlt_source_close(dlt_source *s);
 
 /* Classes of a real data set; 0 for generated images (the model's count applies). */

@@ -25,6 +25,30 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
     return dlt_sampler_init(&s->sampler, size, seed, rank, world, 1);
 }
 
+int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed,
+                             uint64_t class_seed, int learnable, int rank, int world)
+{
+    memset(s, 0, sizeof(*s));
+    if (image < 8 || classes < 2)
+        return -EINVAL;
+    s->image = image;
+    s->classes = classes;
+    s->size = size;
+    s->seed = seed;
+    s->class_seed = class_seed;
+    s->learnable = learnable;
+    s->rank = rank;
+    s->world = world;
+    s->exact = 1;
+    return dlt_sampler_init_exact(&s->sampler, size, rank, world);
+}
+
+int dlt_synthetic_valid(const dlt_synthetic *s, int64_t step, int batch)
+{
+    int64_t left = dlt_sampler_per_rank(&s->sampler) - step * batch;
+    return left < 0 ? 0 : left < batch ? (int)left : batch;
+}
+
 void dlt_synthetic_free(dlt_synthetic *s)
 {
     dlt_sampler_free(&s->sampler);
@@ -33,7 +57,8 @@ void dlt_synthetic_free(dlt_synthetic *s)
 
 int64_t dlt_synthetic_steps_per_epoch(const dlt_synthetic *s, int batch)
 {
-    return dlt_sampler_per_rank(&s->sampler) / batch;
+    int64_t n = dlt_sampler_per_rank(&s->sampler);
+    return s->exact ? (n + batch - 1) / batch : n / batch;
 }
 
 int64_t dlt_synthetic_index(dlt_synthetic *s, int64_t epoch, int64_t k)
@@ -71,7 +96,13 @@ void dlt_synthetic_sample(const dlt_synthetic *s, int64_t idx, uint8_t *img, int
 int dlt_synthetic_batch(dlt_synthetic *s, int64_t epoch, int64_t step, int batch, uint8_t *images, int32_t *labels)
 {
     size_t img = (size_t)s->image * s->image * 3;
+    int valid = s->exact ? dlt_synthetic_valid(s, step, batch) : batch;
     for (int b = 0; b < batch; b++) {
+        if (b >= valid) { /* padding of a short last batch: not scored */
+            memset(images + (size_t)b * img, 0, img);
+            labels[b] = 0;
+            continue;
+        }
         int64_t idx = dlt_synthetic_index(s, epoch, step * batch + b);
         dlt_synthetic_sample(s, idx, images + (size_t)b * img, &labels[b]);
     }

@@ -18,6 +18,7 @@ typedef struct {
     uint64_t class_seed; /* draws each class's pattern: the same for training and validation */
     int learnable;
     int rank, world;
+    int exact;         /* evaluation: every image once over the ranks, the last batch short */
     dlt_sampler sampler;
 } dlt_synthetic;
 
@@ -25,7 +26,14 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
                        int learnable, int rank, int world);
 void dlt_synthetic_free(dlt_synthetic *s);
 
-/* Batches per epoch for one rank with batch size b (drop_last). */
+/* Evaluation images: every one of the size exactly once over the ranks, in order (a rank's last
+ * batch may be short; see dlt_synthetic_valid). */
+int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed,
+                             uint64_t class_seed, int learnable, int rank, int world);
+/* Real images in batch step (the batch, or fewer in an exact set's last one). */
+int dlt_synthetic_valid(const dlt_synthetic *s, int64_t step, int batch);
+
+/* Batches per epoch for one rank with batch size b (drop_last; exact: the last may be short). */
 int64_t dlt_synthetic_steps_per_epoch(const dlt_synthetic *s, int batch);
 
 /* The sample index rank takes at position k of epoch e (DistributedSampler order). */

@@ -73,7 +73,8 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
                                              : (int64_t)c->model.batch * r->comm->size;
     int learnable = purpose == DLT_RUN_BENCH ? 0 : c->learnable;
     return dlt_source_open_synthetic(&r->src, c->model.batch, c->model.image, c->model.classes, size, seed, c->seed,
-                                     learnable, r->comm->rank, r->comm->size, r->err, r->errlen);
+                                     learnable, r->comm->rank, r->comm->size, purpose == DLT_RUN_EVAL, r->err,
+                                     r->errlen);
 }
 
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
@@ -215,7 +216,7 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     memset(val, 0, sizeof(*val));
     if (!c->data) { /* generated validation images: other images of the same classes */
         rc = dlt_source_open_synthetic(val, c->model.batch, c->model.image, c->model.classes, c->eval_size,
-                                       c->seed ^ 0x5eed5eedull, c->seed, c->learnable, r->comm->rank, r->comm->size,
+                                       c->seed ^ 0x5eed5eedull, c->seed, c->learnable, r->comm->rank, r->comm->size, 1,
                                        r->err, r->errlen);
         return rc ? rc : 1;
     }

@@ -115,22 +115,25 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
     l->images = l->correct = 0;
 }
 
-void dlt_run_log_event(dlt_run_log *l, const char *name, const char *fields, ...)
+void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const char *value, const char *fields, ...)
 {
     struct timespec ts;
     va_list ap;
     if (!l->metrics)
         return;
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(l->metrics, "{\"event\":\"%s\",\"wall\":%.3f,\"time\":%.3f", name,
-            (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, l->t_start > 0 ? dlt_now() - l->t_start : 0.0);
+    fprintf(l->metrics,
+            "{\"namespace\":\"\",\"time_ms\":%lld,\"event_type\":\"%s\",\"key\":\"%s\",\"value\":%s,"
+            "\"metadata\":{\"time\":%.3f",
+            (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, type, key, value ? value : "null",
+            l->t_start > 0 ? dlt_now() - l->t_start : 0.0);
     if (fields && *fields) {
         fputc(',', l->metrics);
         va_start(ap, fields);
         vfprintf(l->metrics, fields, ap);
         va_end(ap);
     }
-    fputs("}\n", l->metrics);
+    fputs("}}\n", l->metrics);
     fflush(l->metrics);
 }
 

@@ -51,9 +51,13 @@ typedef struct {
 void dlt_run_log_pause(dlt_run_log *l, double seconds);
 /* The interval's line (and JSON object); starts a new interval. */
 void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st);
-/* An MLPerf-style event in the metrics file (rank 0): {"event":NAME,"wall":unix seconds,"time":
- * seconds since the start, FIELDS} where fields is a printf format of more JSON members (or ""). */
-void dlt_run_log_event(dlt_run_log *l, const char *name, const char *fields, ...) __attribute__((format(printf, 3, 4)));
+/* An event in the metrics file (rank 0) in MLPerf's logging format (mlperf_logging's mllog: the
+ * JSON after its ":::MLLOG " prefix): {"namespace":"","time_ms":UNIX MS,"event_type":TYPE,
+ * "key":KEY,"value":VALUE,"metadata":{"time":RUN SECONDS,FIELDS}}. type: "POINT_IN_TIME",
+ * "INTERVAL_START" or "INTERVAL_END"; value: a JSON value (NULL: null); fields: a printf format
+ * of more metadata members (or ""). The step lines stay as they are. */
+void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const char *value, const char *fields, ...)
+    __attribute__((format(printf, 5, 6)));
 /* The end: steps and time, images/s, and the scaling efficiency against a baseline metrics file. */
 void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline);
 

@@ -130,8 +130,9 @@ static int _prepare(dlt_run *r, loop_state *t)
                         "validation images)", c->target_top1);
     t->last_ckpt = dlt_now();
     dlt_run_log_start(&r->log, t->step);
-    dlt_run_log_event(&r->log, "run_start", "\"step\":%" PRId64 ",\"ranks\":%d,\"global_batch\":%d,\"target_top1\":%g",
-                      t->step, r->comm->size, c->model.batch * r->comm->size, c->target_top1);
+    dlt_run_log_event(&r->log, "run_start", "INTERVAL_START", NULL,
+                      "\"step_num\":%" PRId64 ",\"ranks\":%d,\"global_batch_size\":%d,\"target_top1\":%g", t->step,
+                      r->comm->size, c->model.batch * r->comm->size, c->target_top1);
     return 0;
 }
 
@@ -167,10 +168,14 @@ static int _validate(dlt_run *r, loop_state *t)
     t->val_top1 = top1;
     dlt_log(&r->log, DLT_LOG_QUIET, "epoch %" PRId64 " val top-1 %.4f top-5 %.4f (%.0f images, %.1f s)", epoch, top1,
             top5, counts[2], dlt_now() - t0);
-    dlt_run_log_event(&r->log, "eval_accuracy",
-                      "\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"val_top1\":%.6f,\"val_top5\":%.6f,\"val_images\":%.0f,"
-                      "\"eval_seconds\":%.3f",
-                      epoch, t->step, top1, top5, counts[2], dlt_now() - t0);
+    {
+        char value[32];
+        snprintf(value, sizeof(value), "%.6f", top1);
+        dlt_run_log_event(&r->log, "eval_accuracy", "POINT_IN_TIME", value,
+                          "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64 ",\"val_top1\":%.6f,\"val_top5\":%.6f,"
+                          "\"val_images\":%.0f,\"eval_seconds\":%.3f",
+                          epoch, t->step, top1, top5, counts[2], dlt_now() - t0);
+    }
     if (r->cfg.target_top1 > 0 && top1 >= r->cfg.target_top1) {
         t->reached = 1;
         dlt_log(&r->log, DLT_LOG_QUIET, "target top-1 %.4f reached at epoch %" PRId64 " (step %" PRId64 "): time to "
@@ -339,7 +344,8 @@ static int _train_step(dlt_run *r, loop_state *t)
     int rc;
     memset(&s, 0, sizeof(s));
     if (t->step % t->spe == 0)
-        dlt_run_log_event(&r->log, "epoch_start", "\"epoch\":%" PRId64 ",\"step\":%" PRId64, t->step / t->spe, t->step);
+        dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
+                          t->step / t->spe, t->step);
     if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
         (rc = _forward_backward(r, t, &s)) != 0 || (rc = _agree(r, t, &s)) != 0 ||
         (rc = _apply_or_skip(r, t, &s)) != 0)
@@ -388,7 +394,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
         if (rc == 0)
             rc = _finish(&r, &t);
     }
-    dlt_run_log_event(&r.log, "run_stop", "\"status\":\"%s\",\"step\":%" PRId64 ",\"val_top1\":%.6f",
+    dlt_run_log_event(&r.log, "run_stop", "INTERVAL_END", NULL, "\"status\":\"%s\",\"step_num\":%" PRId64 ",\"val_top1\":%.6f",
                       rc == 0 && (c->target_top1 <= 0 || t.reached) ? "success" : "aborted", t.step, t.val_top1);
     dlt_source_close(&t.val);
     dlt_watchdog_stop(&t.wd);
