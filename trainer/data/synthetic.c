@@ -8,8 +8,8 @@
 
 #include "trainer/common/rng.h"
 
-int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
-                       int learnable, int rank, int world)
+static int _setup(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
+                  int learnable, int rank, int world, int exact)
 {
     memset(s, 0, sizeof(*s));
     if (image < 8 || classes < 2)
@@ -22,25 +22,21 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
     s->learnable = learnable;
     s->rank = rank;
     s->world = world;
-    return dlt_sampler_init(&s->sampler, size, seed, rank, world, 1);
+    s->exact = exact;
+    return exact ? dlt_sampler_init_exact(&s->sampler, size, rank, world)
+                 : dlt_sampler_init(&s->sampler, size, seed, rank, world, 1);
+}
+
+int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
+                       int learnable, int rank, int world)
+{
+    return _setup(s, image, classes, size, seed, class_seed, learnable, rank, world, 0);
 }
 
 int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed,
                              uint64_t class_seed, int learnable, int rank, int world)
 {
-    memset(s, 0, sizeof(*s));
-    if (image < 8 || classes < 2)
-        return -EINVAL;
-    s->image = image;
-    s->classes = classes;
-    s->size = size;
-    s->seed = seed;
-    s->class_seed = class_seed;
-    s->learnable = learnable;
-    s->rank = rank;
-    s->world = world;
-    s->exact = 1;
-    return dlt_sampler_init_exact(&s->sampler, size, rank, world);
+    return _setup(s, image, classes, size, seed, class_seed, learnable, rank, world, 1);
 }
 
 int dlt_synthetic_valid(const dlt_synthetic *s, int64_t step, int batch)
