@@ -19,7 +19,7 @@ mkdir -p "$OUT/crashes"
 sources() {
   case $1 in
     options) echo "plugin/options.c" ;;
-    safetensors) echo "trainer/checkpoint/safetensors.c trainer/common/io.c trainer/common/status.c" ;;
+    safetensors) echo "trainer/checkpoint/safetensors.c trainer/common/io.c trainer/common/status.c trainer/common/crc32.c" ;;
     topology) echo "plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c" ;;
     sysfs) echo "plugin/topology.c plugin/nccl_topo_xml.c" ;;
     recordio) echo "trainer/data/dataset.c trainer/common/io.c trainer/common/status.c" ;;

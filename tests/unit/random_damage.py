@@ -459,7 +459,9 @@ def main():
         os.makedirs(d)
         cmd, expect, what, info = rng.choice(use)(ctx, rng, d)
         full = (a.srun.split() if a.srun else []) + [a.dltrain] + cmd
-        if shutil.which("stdbuf"):  # line-buffered stdout: a hung run still shows how far it got
+        # line-buffered stdout (a hung run still shows how far it got); stdbuf works by LD_PRELOAD,
+        # which an ASan-built dltrain refuses (its runtime must load first)
+        if shutil.which("stdbuf") and not os.environ.get("DLT_SANITIZED"):
             full = ["stdbuf", "-oL"] + full
         out, rc = run_bounded(full, env, d, 30)
         why = judge(out, rc, expect, info)
