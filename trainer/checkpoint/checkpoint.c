@@ -493,19 +493,3 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
     free(c);
     return 0;
 }
-
-int dlt_checkpoint_find_latest(const char *dir, char *path, size_t pathlen,
-                               void (*skipped)(const char *path, const char *why, void *arg), void *arg)
-{
-    static dlt_checkpoint_scan s; /* large; callers are single-threaded */
-    char err[512];
-    int rc = dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err));
-    if (rc != 0)
-        return rc;
-    for (int i = 0; skipped && i < s.refused && i < DLT_CKPT_SCAN_MAX; i++)
-        skipped(s.refusal[i].path, s.refusal[i].why, arg);
-    if (!s.found)
-        return -ENOENT;
-    snprintf(path, pathlen, "%s", s.path);
-    return 0;
-}

@@ -75,9 +75,4 @@ typedef struct {
  * status with err when the directory cannot be read (then nothing can be said about it). */
 int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, size_t errlen);
 
-/* The newest valid checkpoint in dir (model path), or -ENOENT. Invalid ones are skipped and
- * reported through the callback when given. */
-int dlt_checkpoint_find_latest(const char *dir, char *path, size_t pathlen, void (*skipped)(const char *path,
-                               const char *why, void *arg), void *arg);
-
 #endif

@@ -55,15 +55,9 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     return 0;
 }
 
-static void _skipped(const char *path, const char *why, void *arg)
-{
-    dlt_log_warn(arg, "skipping checkpoint %s: %s", path, why);
-}
-
 int dlt_run_resume(dlt_run *r, int64_t *step)
 {
     const dlt_train_config *c = &r->cfg;
-    char path[4096];
     dlt_train_state st;
     int rc, fc = 0;
     *step = 0;
@@ -80,23 +74,15 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
             dlt_log(&r->log, DLT_LOG_INFO, "initialised from %s", c->init);
         return 0;
     }
+    /* A path: --resume auto was turned into the newest valid one (or none) before launch, by every
+     * rank together (cli/preflight.c). */
     if (!c->resume)
         return 0;
-    if (!strcmp(c->resume, "auto")) {
-        if (!c->checkpoint_dir)
-            return dlt_fail(r->err, r->errlen, -EINVAL, "--resume auto needs --checkpoint-dir");
-        if (dlt_checkpoint_find_latest(c->checkpoint_dir, path, sizeof(path), r->comm->rank == 0 ? _skipped : NULL,
-                                       &r->log) != 0) {
-            dlt_log(&r->log, DLT_LOG_INFO, "no checkpoint in %s: starting from scratch", c->checkpoint_dir);
-            return 0;
-        }
-    } else {
-        snprintf(path, sizeof(path), "%s", c->resume);
-    }
-    if ((rc = dlt_checkpoint_load(&r->net, path, &st, r->err, r->errlen)) != 0)
+    if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "cannot resume");
     *step = st.step;
-    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (epoch %" PRId64 ")", path, st.step, st.epoch);
+    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (epoch %" PRId64 ")", c->resume, st.step,
+            st.epoch);
     return 0;
 }
 

@@ -11,8 +11,8 @@
 
 /* Rank 0 writes ckpt-STEP (when --checkpoint-dir is set); a failure keeps the previous one. */
 int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);
-/* Loads the checkpoint --resume names into the host copies; *step is where it stopped (0 when
- * there was none to resume from). */
+/* Loads the weights --init names, or the checkpoint --resume names (a path: the CLI resolves
+ * auto before launch), into the host copies; *step is where it stopped (0 without --resume). */
 int dlt_run_resume(dlt_run *r, int64_t *step);
 /* Compares a weight checksum's spread across ranks; an error when they differ. */
 int dlt_run_check_replicas(dlt_run *r, int64_t step);
