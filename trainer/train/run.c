@@ -24,6 +24,25 @@ static void _split_path(const char *root, const char *split, char *out, size_t l
     snprintf(out, len, "%s", root);
 }
 
+/* How the run's loaders cut and transform images: training (train) or evaluation. */
+static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
+{
+    const dlt_train_config *c = &r->cfg;
+    memset(lc, 0, sizeof(*lc));
+    lc->batch = c->model.batch;
+    lc->out = c->model.image;
+    lc->train = train;
+    lc->no_augment = !c->augment;
+    lc->seed = c->seed;
+    lc->rank = r->comm->rank;
+    lc->world = r->comm->size;
+    lc->workers = c->workers;
+    lc->strict = c->strict;
+    /* Several ranks training: a bad file's report waits for the exchange, which has one rank say
+     * it, once per run (dlt_run_share_bad_images). */
+    lc->defer_reports = train && r->comm->size > 1;
+}
+
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
  * --classes was given. */
 static int _open_images(dlt_run *r, int train)
@@ -36,19 +55,7 @@ static int _open_images(dlt_run *r, int train)
         _split_path(c->data, train ? "train" : "val", path, sizeof(path));
     else
         snprintf(path, sizeof(path), "%s", c->val_data);
-    memset(&lc, 0, sizeof(lc));
-    lc.batch = c->model.batch;
-    lc.out = c->model.image;
-    lc.train = train;
-    lc.no_augment = !c->augment;
-    lc.seed = c->seed;
-    lc.rank = r->comm->rank;
-    lc.world = r->comm->size;
-    lc.workers = c->workers;
-    lc.strict = c->strict;
-    /* Several ranks training: a bad file's report waits for the exchange, which has one rank say
-     * it, once per run (dlt_run_share_bad_images). */
-    lc.defer_reports = train && r->comm->size > 1;
+    _loader_config(r, train, &lc);
     if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0)
         return rc;
     classes = dlt_source_classes(&r->src);
@@ -225,15 +232,7 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     else if (snprintf(path, sizeof(path), "%s/val", c->data) >= (int)sizeof(path) || stat(path, &st) != 0 ||
              !S_ISDIR(st.st_mode))
         return 0; /* no validation images */
-    memset(&lc, 0, sizeof(lc));
-    lc.batch = c->model.batch;
-    lc.out = c->model.image;
-    lc.train = 0;
-    lc.seed = c->seed;
-    lc.rank = r->comm->rank;
-    lc.world = r->comm->size;
-    lc.workers = c->workers;
-    lc.strict = c->strict;
+    _loader_config(r, 0, &lc);
     if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
     if (dlt_source_classes(val) != c->model.classes)
