@@ -1,8 +1,10 @@
 /* cuda_ops_check: every op of the CUDA backend against the CPU backend (itself checked against
  * naive double loops by tests/unit/test_cpu_ops) on the same random inputs, in fp32, tf32, fp16
  * and bf16. Error = max |gpu - cpu| / max |cpu| per output; tolerances: fp32 1e-5, tf32 3e-4,
- * fp16/bf16 1e-2 (bf16 has 8 significant bits: 2e-2). Prints one line per check and
- * "N passed, M failed"; exits 0 as skipped without a GPU. Usage: cuda_ops_check [PRECISION...] */
+ * fp16/bf16 1e-2 (bf16 has 8 significant bits: 2e-2). Beyond the arithmetic: sgd_step's skip
+ * rule (bit-identical buffers), its single launch, the results on the device, the staging ring.
+ * Prints one line per check and "N passed, M failed"; exits 0 as skipped without a GPU.
+ * Usage: cuda_ops_check [PRECISION...] */
 #include "config.h"
 
 #include <math.h>
@@ -114,27 +116,44 @@ static void _cmp(ctx *c, const char *what, const float *dgpu, const float *cpu, 
         }                                                                                                     \
     } while (0)
 
+/* One segment over a whole buffer: the plan the per-op checks give their weights. */
+static void _plan1(ctx *c, float *cpu_w, float *gpu_w, size_t n)
+{
+    dlt_param_segment seg = {0, n, 0};
+    CPU_OK(c, c->cpu->ops->sgd_plan(c->cpu, cpu_w, n, &seg, 1));
+    if (c->gpu->ops->sgd_plan(c->gpu, gpu_w, n, &seg, 1) != 0) {
+        fprintf(stderr, "cuda_ops_check: sgd_plan: %s\n", c->gpu->err);
+        exit(1);
+    }
+}
+
+/* Weights are KRSC on both sides, bound inside a planned buffer (in fp16/bf16 the GPU's
+ * convolution reads the optimizer's low-precision twin, the padded stem its own 4-channel copy).
+ * After the gradients, one sgd_step on both with the same gradient and a second forward: the
+ * copies the GPU's optimizer wrote equal the cast of its new master weights. */
 static void _conv(ctx *c, int n, int h, int w, int ch, int k, int r, int stride, int pad)
 {
     dlt_conv_shape s = {n, ch, h, w, k, r, r, stride, pad, 0, 0};
     dlt_op *co = NULL, *go = NULL;
     size_t xn, wn = (size_t)k * ch * r * r, yn;
-    char name[64];
+    char name[80];
     s.oh = dlt_out_size(h, r, stride, pad);
     s.ow = dlt_out_size(w, r, stride, pad);
     xn = (size_t)n * h * w * ch;
     yn = (size_t)n * s.oh * s.ow * k;
-    float *x = _rand(c, xn, 1), *wt = _rand(c, wn, 0.2f), *dy = _rand(c, yn, 1);
+    float *x = _rand(c, xn, 1), *wt = _rand(c, wn, 0.2f), *dy = _rand(c, yn, 1), *v = _zeros(wn);
     float *y = _zeros(yn), *dx = _zeros(xn), *dw = _zeros(wn);
-    float *gx = _gact(c, x, xn), *gw = _gf32(c, wt, wn), *gdy = _gact(c, dy, yn);
+    float *gx = _gact(c, x, xn), *gw = _gf32(c, wt, wn), *gdy = _gact(c, dy, yn), *gv = _gf32(c, NULL, wn);
     float *gy = _gact(c, NULL, yn), *gdx = _gact(c, NULL, xn), *gdw = _gf32(c, NULL, wn);
+    _plan1(c, wt, gw, wn);
     CPU_OK(c, c->cpu->ops->conv_plan(c->cpu, &s, &co));
-    CPU_OK(c, c->cpu->ops->conv_set_weights(c->cpu, co, wt));
+    CPU_OK(c, c->cpu->ops->conv_bind_weights(c->cpu, co, wt));
     CPU_OK(c, c->cpu->ops->conv_fwd(c->cpu, co, x, y));
     CPU_OK(c, c->cpu->ops->conv_bwd_data(c->cpu, co, dy, dx));
     CPU_OK(c, c->cpu->ops->conv_bwd_weights(c->cpu, co, x, dy, dw));
     GPU_OK(c, c->gpu->ops->conv_plan(c->gpu, &s, &go));
-    GPU_OK(c, c->gpu->ops->conv_set_weights(c->gpu, go, gw));
+    GPU_OK(c, c->gpu->ops->conv_bind_weights(c->gpu, go, gw));
+    GPU_OK(c, c->gpu->ops->params_loaded(c->gpu));
     GPU_OK(c, c->gpu->ops->conv_fwd(c->gpu, go, gx, gy));
     /* The image-input (stem) convolution's data gradient is never computed by the trainer, and
      * the padded stem refuses it: not checked. */
@@ -147,12 +166,23 @@ static void _conv(ctx *c, int n, int h, int w, int ch, int k, int r, int stride,
     snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-data", r, r, stride, ch, k);
     if (ch != 3)
         _cmp(c, name, gdx, dx, xn, 1, c->tol);
-    snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-weights", r, r, stride, ch, k);
+    snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-weights (KRSC)", r, r, stride, ch, k);
     _cmp(c, name, gdw, dw, wn, 0, c->tol);
+
+    /* One optimizer step with the CPU's gradient on both sides, then the forward again. */
+    GPU_OK(c, c->gpu->ops->upload(c->gpu, gdw, dw, wn * sizeof(float)));
+    CPU_OK(c, c->cpu->ops->results_reset(c->cpu));
+    GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    CPU_OK(c, c->cpu->ops->sgd_step(c->cpu, wt, v, dw, 0.5f, 0.9f, 1e-4f, 0.f, 1.f));
+    GPU_OK(c, c->gpu->ops->sgd_step(c->gpu, gw, gv, gdw, 0.5f, 0.9f, 1e-4f, 0.f, 1.f));
+    CPU_OK(c, c->cpu->ops->conv_fwd(c->cpu, co, x, y));
+    GPU_OK(c, c->gpu->ops->conv_fwd(c->gpu, go, gx, gy));
+    snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d fwd after sgd_step", r, r, stride, ch, k);
+    _cmp(c, name, gy, y, yn, 1, c->tol);
     c->cpu->ops->op_destroy(c->cpu, co);
     c->gpu->ops->op_destroy(c->gpu, go);
-    free(x), free(wt), free(dy), free(y), free(dx), free(dw);
-    _free(c, gx), _free(c, gw), _free(c, gdy), _free(c, gy), _free(c, gdx), _free(c, gdw);
+    free(x), free(wt), free(dy), free(v), free(y), free(dx), free(dw);
+    _free(c, gx), _free(c, gw), _free(c, gdy), _free(c, gv), _free(c, gy), _free(c, gdx), _free(c, gdw);
 }
 
 static void _batchnorm(ctx *c)
@@ -264,78 +294,260 @@ static void _pooling_eltwise(ctx *c)
     _free(c, ga), _free(c, gp), _free(c, gdp), _free(c, gda), _free(c, gr);
 }
 
-static void _fc_loss_sgd(ctx *c)
+/* Reads both backends' results; 0 when both reads worked. */
+static int _read_both(ctx *c, double *cpu, double *gpu)
+{
+    if (c->cpu->ops->results_read(c->cpu, cpu) != 0) {
+        printf("FAIL cpu reference results_read: %s\n", c->cpu->err);
+        exit(1);
+    }
+    if (c->gpu->ops->results_read(c->gpu, gpu) != 0) {
+        printf("FAIL %-6s results_read: %s\n", c->prec, c->gpu->err);
+        c->failed++;
+        return -1;
+    }
+    return 0;
+}
+
+/* The FC layer reads its weights (in fp16/bf16: their twin) from a planned buffer [w | b]; the
+ * loss adds into the results, which one read brings back. */
+static void _fc_loss(ctx *c)
 {
     enum { N = 32, C = 256, K = 100 };
-    float *x = _rand(c, N * C, 1), *w = _rand(c, K * C, 0.1f), *b = _rand(c, K, 1), *y = _zeros(N * K);
-    float *dy = _rand(c, N * K, 1), *dx = _zeros(N * C), *dw = _zeros(K * C), *db = _zeros(K);
-    float *gx = _gact(c, x, N * C), *gw = _gf32(c, w, K * C), *gb = _gf32(c, b, K), *gy = _gact(c, NULL, N * K);
-    float *gdy = _gact(c, dy, N * K), *gdx = _gact(c, NULL, N * C), *gdw = _gf32(c, NULL, K * C), *gdb = _gf32(c, NULL, K);
+    const size_t np = K * C + K;
+    float *p = _rand(c, np, 0.1f), *w = p, *b = p + K * C, *y = _zeros(N * K), *v = _zeros(np);
+    float *x = _rand(c, N * C, 1), *dy = _rand(c, N * K, 1), *dx = _zeros(N * C), *dp = _zeros(np);
+    float *gp = _gf32(c, p, np), *gw = gp, *gb = gp + K * C, *gv = _gf32(c, NULL, np), *gdp = _gf32(c, NULL, np);
+    float *gx = _gact(c, x, N * C), *gy = _gact(c, NULL, N * K), *gdy = _gact(c, dy, N * K), *gdx = _gact(c, NULL, N * C);
     int32_t labels[N];
-    double lc = 0, lg = 0;
-    int c1 = 0, c5 = 0, g1 = 0, g5 = 0, fin = -1;
+    double rc_[DLT_RES_COUNT], rg[DLT_RES_COUNT];
+    _plan1(c, p, gp, np);
+    GPU_OK(c, c->gpu->ops->params_loaded(c->gpu));
     CPU_OK(c, c->cpu->ops->fc_fwd(c->cpu, x, w, b, y, N, C, K));
-    CPU_OK(c, c->cpu->ops->fc_bwd(c->cpu, x, w, dy, dx, dw, db, N, C, K));
+    CPU_OK(c, c->cpu->ops->fc_bwd(c->cpu, x, w, dy, dx, dp, dp + K * C, N, C, K));
     GPU_OK(c, c->gpu->ops->fc_fwd(c->gpu, gx, gw, gb, gy, N, C, K));
-    GPU_OK(c, c->gpu->ops->fc_bwd(c->gpu, gx, gw, gdy, gdx, gdw, gdb, N, C, K));
+    GPU_OK(c, c->gpu->ops->fc_bwd(c->gpu, gx, gw, gdy, gdx, gdp, gdp + K * C, N, C, K));
     _cmp(c, "fc fwd", gy, y, N * K, 1, c->tol);
     _cmp(c, "fc bwd dx", gdx, dx, N * C, 1, c->tol);
-    _cmp(c, "fc bwd dw", gdw, dw, K * C, 0, c->tol);
-    _cmp(c, "fc bwd db", gdb, db, K, 0, c->tol);
+    _cmp(c, "fc bwd dw", gdp, dp, K * C, 0, c->tol);
+    _cmp(c, "fc bwd db", gdp + K * C, dp + K * C, K, 0, c->tol);
 
     /* Softmax cross-entropy on the GPU's own logits (so both see the same rounded inputs). */
     for (int i = 0; i < N; i++)
         labels[i] = (i * 37) % K;
     GPU_OK(c, c->gpu->ops->act_to_float(c->gpu, y, gy, N * K));
-    CPU_OK(c, c->cpu->ops->softmax_xent(c->cpu, y, labels, N, K, 0.1f, 256.f, dy, &lc, &c1, &c5));
-    GPU_OK(c, c->gpu->ops->softmax_xent(c->gpu, gy, labels, N, K, 0.1f, 256.f, gdy, &lg, &g1, &g5));
-    _report(c, "softmax xent loss", fabs(lg - lc) / fabs(lc), 1e-5);
-    _report(c, "softmax xent top-1/top-5 counts", (double)(abs(g1 - c1) + abs(g5 - c5)), 0);
+    CPU_OK(c, c->cpu->ops->results_reset(c->cpu));
+    GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    CPU_OK(c, c->cpu->ops->softmax_xent(c->cpu, y, labels, N, K, 0.1f, 256.f, dy));
+    GPU_OK(c, c->gpu->ops->softmax_xent(c->gpu, gy, labels, N, K, 0.1f, 256.f, gdy));
+    if (_read_both(c, rc_, rg) == 0) {
+        _report(c, "softmax xent loss (results)", fabs(rg[DLT_RES_LOSS] - rc_[DLT_RES_LOSS]) / fabs(rc_[DLT_RES_LOSS]),
+                1e-5);
+        _report(c, "softmax xent top-1/top-5 hits (results)",
+                fabs(rg[DLT_RES_TOP1] - rc_[DLT_RES_TOP1]) + fabs(rg[DLT_RES_TOP5] - rc_[DLT_RES_TOP5]), 0);
+        _report(c, "softmax xent no bad labels", rg[DLT_RES_BAD_LABELS], 0);
+    }
     _cmp(c, "softmax xent dlogits (x loss scale)", gdy, dy, N * K, 1, c->tol);
-    labels[3] = K; /* refused */
-    _report(c, "softmax xent refuses a bad label",
-            c->gpu->ops->softmax_xent(c->gpu, gy, labels, N, K, 0.1f, 1.f, gdy, &lg, &g1, &g5) != 0 ? 0 : 1, 0);
+    /* Two calls between reads add up; a bad label is counted and its row gets no gradient. */
+    labels[3] = K;
+    labels[7] = -1;
+    CPU_OK(c, c->cpu->ops->softmax_xent(c->cpu, y, labels, N, K, 0.1f, 1.f, dy));
+    GPU_OK(c, c->gpu->ops->softmax_xent(c->gpu, gy, labels, N, K, 0.1f, 1.f, gdy));
+    if (_read_both(c, rc_, rg) == 0) {
+        _report(c, "softmax xent counts 2 bad labels", fabs(rg[DLT_RES_BAD_LABELS] - 2), 0);
+        _report(c, "softmax xent sums two calls (loss)",
+                fabs(rg[DLT_RES_LOSS] - rc_[DLT_RES_LOSS]) / fabs(rc_[DLT_RES_LOSS]), 1e-5);
+        _report(c, "softmax xent sums two calls (hits)",
+                fabs(rg[DLT_RES_TOP1] - rc_[DLT_RES_TOP1]) + fabs(rg[DLT_RES_TOP5] - rc_[DLT_RES_TOP5]), 0);
+    }
+    _cmp(c, "softmax xent dlogits, bad rows zero", gdy, dy, N * K, 1, c->tol);
 
-    /* SGD (float): identical arithmetic on both sides. */
-    float *v = _rand(c, K * C, 0.1f), *gv = _gf32(c, v, K * C);
-    CPU_OK(c, c->cpu->ops->sgd_update(c->cpu, w, v, dw, K * C, 0.1f, 0.9f, 1e-4f, 0.25f));
-    GPU_OK(c, c->gpu->ops->upload(c->gpu, gdw, dw, K * C * 4));
-    GPU_OK(c, c->gpu->ops->sgd_update(c->gpu, gw, gv, gdw, K * C, 0.1f, 0.9f, 1e-4f, 0.25f));
-    _cmp(c, "sgd weights", gw, w, K * C, 0, 1e-6);
-    _cmp(c, "sgd momentum", gv, v, K * C, 0, 1e-6);
+    /* The twin the FC layer reads follows a step (the same gradient on both sides). */
+    GPU_OK(c, c->gpu->ops->upload(c->gpu, gdp, dp, np * sizeof(float)));
+    CPU_OK(c, c->cpu->ops->results_reset(c->cpu));
+    GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    CPU_OK(c, c->cpu->ops->sgd_step(c->cpu, p, v, dp, 0.5f, 0.9f, 1e-4f, 0.f, 1.f));
+    GPU_OK(c, c->gpu->ops->sgd_step(c->gpu, gp, gv, gdp, 0.5f, 0.9f, 1e-4f, 0.f, 1.f));
+    CPU_OK(c, c->cpu->ops->fc_fwd(c->cpu, x, w, b, y, N, C, K));
+    GPU_OK(c, c->gpu->ops->fc_fwd(c->gpu, gx, gw, gb, gy, N, C, K));
+    _cmp(c, "fc fwd after sgd_step", gy, y, N * K, 1, c->tol);
+    free(p), free(y), free(v), free(x), free(dy), free(dx), free(dp);
+    float *all[] = {gp, gv, gdp, gx, gy, gdy, gdx};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        _free(c, all[i]);
+}
+
+/* Downloads n floats of the GPU; NULL (a failure counted) when the read failed. */
+static float *_host_copy(ctx *c, const float *d, size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    if (c->gpu->ops->download(c->gpu, h, d, n * sizeof(float)) != 0) {
+        printf("FAIL %-6s reading back: %s\n", c->prec, c->gpu->err);
+        c->failed++;
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* The flat optimizer over three segments (the middle one without weight decay, of odd offset and
+ * length, the last longer than one chunk) against the CPU's; a void step changes no bit; one
+ * step is one kernel (a CUDA graph of it has one node). */
+static void _sgd_flat(ctx *c)
+{
+    const size_t n = 5000 + 3 + 140001;
+    const dlt_param_segment segs[3] = {{0, 5000, 0}, {5000, 3, 1}, {5003, 140001, 0}};
+    float *w = _rand(c, n, 1), *v = _rand(c, n, 0.1f), *g = _rand(c, n, 4);
+    float *gw = _gf32(c, w, n), *gv = _gf32(c, v, n), *gg = _gf32(c, g, n), *hw, *hv;
+    CPU_OK(c, c->cpu->ops->sgd_plan(c->cpu, w, n, segs, 3));
+    GPU_OK(c, c->gpu->ops->sgd_plan(c->gpu, gw, n, segs, 3));
+    GPU_OK(c, c->gpu->ops->params_loaded(c->gpu));
+    CPU_OK(c, c->cpu->ops->results_reset(c->cpu));
+    GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    for (int step = 0; step < 2; step++) {
+        CPU_OK(c, c->cpu->ops->sgd_step(c->cpu, w, v, g, 0.1f, 0.9f, 1e-2f, 0.f, 0.25f));
+        GPU_OK(c, c->gpu->ops->sgd_step(c->gpu, gw, gv, gg, 0.1f, 0.9f, 1e-2f, 0.f, 0.25f));
+    }
+    _cmp(c, "flat sgd weights (3 segments, 2 steps)", gw, w, n, 0, 1e-6);
+    _cmp(c, "flat sgd momentum", gv, v, n, 0, 1e-6);
+    {
+        /* The no-decay segment: with a zero gradient and momentum only decay moves a weight. */
+        float *z = _zeros(n), *gz = _gf32(c, z, n), *w0 = malloc(n * sizeof(float));
+        memcpy(w0, w, n * sizeof(float));
+        GPU_OK(c, c->gpu->ops->upload(c->gpu, gw, w, n * sizeof(float)));
+        GPU_OK(c, c->gpu->ops->upload(c->gpu, gv, z, n * sizeof(float)));
+        GPU_OK(c, c->gpu->ops->sgd_step(c->gpu, gw, gv, gz, 0.1f, 0.f, 1e-2f, 0.f, 1.f));
+        if ((hw = _host_copy(c, gw, n)) != NULL) {
+            int nd_same = !memcmp(hw + 5000, w0 + 5000, 3 * sizeof(float));
+            int d_moved = hw[4999] != w0[4999] && hw[5003] != w0[5003];
+            _report(c, "flat sgd: no decay in the no_decay segment", nd_same && d_moved ? 0 : 1, 0);
+            free(hw);
+        }
+        GPU_OK(c, c->gpu->ops->upload(c->gpu, gw, w, n * sizeof(float)));
+        GPU_OK(c, c->gpu->ops->upload(c->gpu, gv, v, n * sizeof(float)));
+        free(z), free(w0);
+        _free(c, gz);
+    }
+    {
+        /* A void step (dlt_results_skip) changes no bit of weights or momentum. */
+        static const struct {
+            int slot;
+            double value;
+            const char *what;
+        } voids[] = {{DLT_RES_NONFINITE, 1, "non-finite gradient"},
+                     {DLT_RES_INPUT_FAILED, 1, "a rank without its batch"},
+                     {DLT_RES_BAD_LABELS, 2, "bad labels"},
+                     {DLT_RES_LOSS, INFINITY, "infinite loss"}};
+        char name[80];
+        for (size_t i = 0; i < sizeof(voids) / sizeof(voids[0]); i++) {
+            GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+            GPU_OK(c, c->gpu->ops->results_put(c->gpu, voids[i].slot, voids[i].value));
+            GPU_OK(c, c->gpu->ops->sgd_step(c->gpu, gw, gv, gg, 0.1f, 0.9f, 1e-2f, 0.f, 0.25f));
+            if (!(hw = _host_copy(c, gw, n)))
+                continue;
+            if (!(hv = _host_copy(c, gv, n))) {
+                free(hw);
+                continue;
+            }
+            snprintf(name, sizeof(name), "sgd_step skipped: %s", voids[i].what);
+            _report(c, name, memcmp(hw, w, n * sizeof(float)) || memcmp(hv, v, n * sizeof(float)) ? 1 : 0, 0);
+            free(hw), free(hv);
+        }
+        GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    }
+    {
+        /* One launch: the step recorded as a CUDA graph is one kernel node. */
+        cudaStream_t st = (cudaStream_t)c->gpu->stream;
+        cudaGraph_t graph = NULL;
+        size_t nodes = 0;
+        int rc;
+        GPU_OK(c, c->gpu->ops->sync(c->gpu));
+        if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+            printf("FAIL %-6s cudaStreamBeginCapture: %s\n", c->prec, cudaGetErrorString(cudaGetLastError()));
+            c->failed++;
+        } else {
+            rc = c->gpu->ops->sgd_step(c->gpu, gw, gv, gg, 0.1f, 0.9f, 1e-2f, 0.f, 0.25f);
+            if (cudaStreamEndCapture(st, &graph) != cudaSuccess || rc != 0 ||
+                cudaGraphGetNodes(graph, NULL, &nodes) != cudaSuccess) {
+                printf("FAIL %-6s recording sgd_step: %s\n", c->prec, rc ? c->gpu->err : cudaGetErrorString(cudaGetLastError()));
+                c->failed++;
+            } else {
+                _report(c, "sgd_step is one launch (graph nodes - 1)", fabs((double)nodes - 1), 0);
+            }
+            if (graph)
+                cudaGraphDestroy(graph);
+        }
+    }
+    free(w), free(v), free(g);
+    _free(c, gw), _free(c, gv), _free(c, gg);
+}
+
+/* The replica checksum, the non-finite count into the results, the input staging ring. */
+static void _checks_input(ctx *c)
+{
+    enum { K = 100, C = 256 };
+    float *w = _rand(c, K * C, 1), *gw = _gf32(c, w, K * C);
+    double rc_[DLT_RES_COUNT], rg[DLT_RES_COUNT];
     {
         /* The replica checksum on the device against the CPU's loop over the same floats. */
         double cs_gpu = 0, cs_cpu = 0;
-        GPU_OK(c, c->gpu->ops->upload(c->gpu, gw, w, K * C * 4));
         GPU_OK(c, c->gpu->ops->checksum(c->gpu, gw, K * C, &cs_gpu));
         CPU_OK(c, c->cpu->ops->checksum(c->cpu, w, K * C, &cs_cpu));
         _report(c, "weight checksum (device, double)", fabs(cs_gpu - cs_cpu) / fmax(1.0, fabs(cs_cpu)), 1e-12);
     }
-    GPU_OK(c, c->gpu->ops->all_finite(c->gpu, gw, K * C, &fin));
-    _report(c, "all_finite on finite weights", fin == 1 ? 0 : 1, 0);
+    CPU_OK(c, c->cpu->ops->results_reset(c->cpu));
+    GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    CPU_OK(c, c->cpu->ops->count_nonfinite(c->cpu, w, K * C));
+    GPU_OK(c, c->gpu->ops->count_nonfinite(c->gpu, gw, K * C));
+    if (_read_both(c, rc_, rg) == 0)
+        _report(c, "count_nonfinite on finite weights", rg[DLT_RES_NONFINITE] == 0 && rc_[DLT_RES_NONFINITE] == 0 ? 0 : 1,
+                0);
     w[K * C / 2] = INFINITY;
+    w[K * C - 1] = NAN; /* read in float4s by the first count, one by one by the unaligned second */
     GPU_OK(c, c->gpu->ops->upload(c->gpu, gw, w, K * C * 4));
-    GPU_OK(c, c->gpu->ops->all_finite(c->gpu, gw, K * C, &fin));
-    _report(c, "all_finite finds an inf", fin == 0 ? 0 : 1, 0);
+    CPU_OK(c, c->cpu->ops->count_nonfinite(c->cpu, w, K * C));
+    GPU_OK(c, c->gpu->ops->count_nonfinite(c->gpu, gw, K * C));
+    GPU_OK(c, c->gpu->ops->count_nonfinite(c->gpu, gw + 1, K * C - 1)); /* not 16-byte aligned */
+    CPU_OK(c, c->cpu->ops->count_nonfinite(c->cpu, w + 1, K * C - 1));
+    if (_read_both(c, rc_, rg) == 0)
+        _report(c, "count_nonfinite finds an inf and a NaN", fabs(rg[DLT_RES_NONFINITE] - rc_[DLT_RES_NONFINITE]) +
+                                                                 (rg[DLT_RES_NONFINITE] == 4 ? 0 : 1), 0);
+    free(w);
+    _free(c, gw);
 
-    /* Input normalization from uint8. */
+    /* Input normalization from uint8 through the staging ring: two batches ahead at most,
+     * normalized in order. */
     {
-        enum { P = 1000 };
-        uint8_t px[P * 3];
+        enum { P = 1000, Q = 500 };
+        uint8_t *px = c->gpu->ops->host_alloc(c->gpu, P * 3), *qx = c->gpu->ops->host_alloc(c->gpu, Q * 3);
         const float mean[3] = {123.675f, 116.28f, 103.53f}, inv[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f};
-        float *o = _zeros(P * 3), *go = _gact(c, NULL, P * 3);
+        float *o = _zeros(P * 3), *q = _zeros(Q * 3), *go = _gact(c, NULL, P * 3), *gq = _gact(c, NULL, Q * 3);
+        if (!px || !qx) {
+            printf("FAIL %-6s host_alloc: no pinned memory\n", c->prec);
+            c->failed++;
+            return;
+        }
         for (int i = 0; i < P * 3; i++)
             px[i] = (uint8_t)(i * 29 + 3);
-        CPU_OK(c, c->cpu->ops->normalize_input(c->cpu, px, o, P, mean, inv));
-        GPU_OK(c, c->gpu->ops->normalize_input(c->gpu, px, go, P, mean, inv));
-        _cmp(c, "normalize uint8 input", go, o, P * 3, 1, c->tol);
-        free(o);
-        _free(c, go);
+        for (int i = 0; i < Q * 3; i++)
+            qx[i] = (uint8_t)(i * 7 + 11);
+        CPU_OK(c, c->cpu->ops->input_stage(c->cpu, px, P));
+        CPU_OK(c, c->cpu->ops->input_stage(c->cpu, qx, Q));
+        CPU_OK(c, c->cpu->ops->normalize_input(c->cpu, o, P, mean, inv));
+        CPU_OK(c, c->cpu->ops->normalize_input(c->cpu, q, Q, mean, inv));
+        GPU_OK(c, c->gpu->ops->input_stage(c->gpu, px, P));
+        GPU_OK(c, c->gpu->ops->input_stage(c->gpu, qx, Q));
+        _report(c, "input_stage refuses a third batch", c->gpu->ops->input_stage(c->gpu, px, P) != 0 ? 0 : 1, 0);
+        GPU_OK(c, c->gpu->ops->normalize_input(c->gpu, go, P, mean, inv));
+        GPU_OK(c, c->gpu->ops->normalize_input(c->gpu, gq, Q, mean, inv));
+        _cmp(c, "normalize uint8 input (staged 1st)", go, o, P * 3, 1, c->tol);
+        _cmp(c, "normalize uint8 input (staged 2nd)", gq, q, Q * 3, 1, c->tol);
+        GPU_OK(c, c->gpu->ops->sync(c->gpu));
+        c->gpu->ops->host_free(c->gpu, px);
+        c->gpu->ops->host_free(c->gpu, qx);
+        free(o), free(q);
+        _free(c, go), _free(c, gq);
     }
-    free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db), free(v);
-    float *all[] = {gx, gw, gb, gy, gdy, gdx, gdw, gdb, gv};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        _free(c, all[i]);
 }
 
 int main(int argc, char **argv)
@@ -378,7 +590,9 @@ int main(int argc, char **argv)
         _conv(&c, 2, 32, 32, 3, 64, 7, 2, 3);
         _batchnorm(&c);
         _pooling_eltwise(&c);
-        _fc_loss_sgd(&c);
+        _fc_loss(&c);
+        _sgd_flat(&c);
+        _checks_input(&c);
         passed += c.passed;
         failed += c.failed;
         c.gpu->ops->destroy(c.gpu);

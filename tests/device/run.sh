@@ -9,7 +9,10 @@
 #   nccl          nccl_check: a blocking NCCL communicator bootstrapped by libdltpmix, exact all-reduce
 #   ops           cuda_ops_check: every CUDA op against the CPU backend in fp32, tf32, fp16, bf16
 #                 (the math type cuDNN's Find chose per direction, the Ex batch norm, fused
-#                 BN+add+ReLU in fp16 and bf16, the stem padded to 4 channels, the device checksum)
+#                 BN+add+ReLU in fp16 and bf16, the stem padded to 4 channels, KRSC weights read
+#                 in place or through the optimizer's low-precision twin, the flat sgd_step over
+#                 three segments, its skip rule and its one launch (a CUDA graph of one node),
+#                 the step results on the device, the input staging ring, the device checksum)
 #   train-*       ResNet-50 on one fixed batch through the full path (--comm nccl: bucketed
 #                 all-reduce during backward): the loss must fall (fp32, fp16, bf16); fp32 through
 #                 NCCL buckets and as a CUDA graph repeats the single-rank losses bit for bit; fp16
@@ -18,7 +21,9 @@
 #                 the precision round trip shows whether a bucket was read after its reduction)
 #                 yet stay within 2% of it
 #   bench         dltrain bench vs torchvision ResNet-50 in PyTorch eager (channels_last, AMP) at
-#                 the same batch, same run; fp16 also with --cuda-graphs and with --stem-pad off
+#                 the same batch, same run; fp16 also with --cuda-graphs and with --stem-pad off;
+#                 fp16/bf16 also with --feed (a new batch every step through the input path) against
+#                 PyTorch fed from pinned memory (torch_bench.py --feed)
 # Options: --dry-run (print the phases and the deadline, run nothing), --ranks N (a machine with N
 # GPUs: the NCCL and training phases also run N ranks through $DLT_LAUNCH, default
 # "srun -n N --mpi=pmix"). A one-GPU machine cannot run two NCCL ranks (NCCL refuses two ranks on
@@ -196,21 +201,21 @@ phase_train_bf16() { falls bf16 bf16 30; }
 
 phase_bench() {
   local configs prec batch variant extra ours peer PY=${DLT_TORCH_PYTHON:-python3} t_end
-  if [ "${DLT_DEVICE_QUICK:-0}" = 1 ]; then configs="fp16:256 fp16:256:graphs fp32:128"
-  else configs="fp16:256 fp16:256:graphs fp16:256:nopad bf16:256 fp32:128 tf32:128"; fi
+  if [ "${DLT_DEVICE_QUICK:-0}" = 1 ]; then configs="fp16:256 fp16:256:feed fp16:256:graphs fp32:128"
+  else configs="fp16:256 fp16:256:feed fp16:256:graphs fp16:256:nopad bf16:256 bf16:256:feed fp32:128 tf32:128"; fi
   : >"$OUT/bench.jsonl"
   t_end=$PHASE_END
   for cfg in $configs; do
     IFS=: read -r prec batch variant <<<"$cfg"
     if [ $((t_end - SECONDS)) -lt 25 ]; then echo "device: bench $cfg not started: deadline"; continue; fi
     extra=()
-    case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; esac
+    case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; feed) extra=(--feed) ;; esac
     ours=$(timeout $((t_end - SECONDS)) "$DLT" bench --backend cuda --precision "$prec" --arch resnet50 --batch "$batch" \
            --warmup 5 --iters 20 --json "${extra[@]}" 2>>"$OUT/bench.err" | tail -1)
     peer=null
-    if [ -z "$variant" ] && [ $((t_end - SECONDS)) -ge 20 ]; then
+    if { [ -z "$variant" ] || [ "$variant" = feed ]; } && [ $((t_end - SECONDS)) -ge 20 ]; then
       peer=$(timeout $((t_end - SECONDS)) "$PY" tests/device/torch_bench.py --precision "$prec" --batch "$batch" --warmup 5 \
-             --iters 20 2>>"$OUT/bench.err" | tail -1)
+             --iters 20 ${variant:+--feed} 2>>"$OUT/bench.err" | tail -1)
       case $peer in '{'*'"images_per_s"'*) ;; *) peer=null ;; esac
     fi
     echo "{\"precision\":\"$prec\",\"batch\":$batch,\"variant\":\"${variant:-plain}\",\"ours\":${ours:-null},\"pytorch\":${peer:-null}}" >>"$OUT/bench.jsonl"
@@ -218,10 +223,13 @@ phase_bench() {
   python3 - "$OUT/bench.jsonl" <<'EOF' | tee "$OUT/bench-table.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-peer = {r["precision"]: (r.get("pytorch") or {}).get("images_per_s") for r in rows if r["variant"] == "plain"}
+# The peer of each row: PyTorch on the same precision, fed the same way (one batch, or a new batch
+# from pinned memory every step for the feed rows).
+peer = {(r["precision"], r["variant"] == "feed"): (r.get("pytorch") or {}).get("images_per_s")
+        for r in rows if r["variant"] in ("plain", "feed")}
 print("%-6s %6s %-7s %12s %16s %8s %10s" % ("prec", "batch", "variant", "dltrain/s", "pytorch/s", "ratio", "ours TF/s"))
 for r in rows:
-    o = (r.get("ours") or {}).get("images_per_s"); p = peer.get(r["precision"])
+    o = (r.get("ours") or {}).get("images_per_s"); p = peer.get((r["precision"], r["variant"] == "feed"))
     print("%-6s %6d %-7s %12s %16s %8s %10s" % (r["precision"], r["batch"], r["variant"], "%.1f" % o if o else "FAILED",
           "%.1f" % p if p else "peer not measured", "%.2fx" % (o / p) if o and p else "-", "%.1f" % (o * 0.0245) if o else "-"))
 print("TFLOP/s at 24.5 GFLOP per training image; MLPerf v4.0 H200 ResNet-50: ~7950 images/s per GPU")

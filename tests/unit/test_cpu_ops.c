@@ -81,7 +81,7 @@ static void _conv_case(dlt_backend *be, dlt_conv_shape s, double tol)
                         for (int r = 0; r < s.r; r++)
                             for (int q = 0; q < s.s; q++) {
                                 int h = oh * s.stride - s.pad + r, ww = ow * s.stride - s.pad + q;
-                                size_t wi = (((size_t)k * s.c + c) * s.r + r) * s.s + q;
+                                size_t wi = (((size_t)k * s.r + r) * s.s + q) * s.c + c; /* KRSC */
                                 size_t yi = X(n, oh, ow, k, s.k, s.oh, s.ow);
                                 if (h < 0 || h >= s.h || ww < 0 || ww >= s.w)
                                     continue;
@@ -89,7 +89,7 @@ static void _conv_case(dlt_backend *be, dlt_conv_shape s, double tol)
                                 rdx[X(n, h, ww, c, s.c, s.h, s.w)] += (double)dy[yi] * w[wi];
                                 rdw[wi] += (double)x[X(n, h, ww, c, s.c, s.h, s.w)] * dy[yi];
                             }
-    assert_int_equal(be->ops->conv_set_weights(be, op, w), 0);
+    assert_int_equal(be->ops->conv_bind_weights(be, op, w), 0);
     assert_int_equal(be->ops->conv_fwd(be, op, x, y), 0);
     assert_int_equal(be->ops->conv_bwd_weights(be, op, x, dy, dw), 0);
     assert_int_equal(be->ops->conv_bwd_data(be, op, dy, dx), 0);
@@ -294,7 +294,8 @@ static void test_softmax_xent(void **state)
     float *z = _rand((size_t)n * k, 4.f), *dz = _poisoned((size_t)n * k);
     int32_t labels[6] = {0, 3, 8, 2, 2, 5};
     double rdz[54], rloss = 0, loss = 0;
-    int top1 = -1, top5 = -1, r1 = 0, r5 = 0;
+    int r1 = 0, r5 = 0;
+    double res[DLT_RES_COUNT];
     (void)state;
     for (int i = 0; i < n; i++) {
         double mx = -INFINITY, s = 0;
@@ -313,46 +314,89 @@ static void test_softmax_xent(void **state)
         r5 += rank < 5;
     }
     assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz, &loss, &top1, &top5), 0);
+    assert_int_equal(be->ops->results_reset(be), 0);
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    loss = res[DLT_RES_LOSS];
     if (fabs(loss - rloss) > 1e-9 * fabs(rloss) + 1e-9)
         fail_msg("loss %.17g, reference %.17g", loss, rloss);
     assert_true(_rel_err(dz, rdz, (size_t)n * k) < 1e-6);
-    assert_int_equal(top1, r1);
-    assert_int_equal(top5, r5);
+    assert_true(res[DLT_RES_TOP1] == r1);
+    assert_true(res[DLT_RES_TOP5] == r5);
+    assert_true(res[DLT_RES_BAD_LABELS] == 0);
+    assert_false(dlt_results_skip(res));
     /* A loss scale multiplies the gradient only (fp16 loss scaling), never the reported loss. */
     for (int i = 0; i < n * k; i++)
         rdz[i] *= 1024.0;
-    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1024.f, dz, &loss, &top1, &top5), 0);
-    assert_true(fabs(loss - rloss) <= 1e-9 * fabs(rloss) + 1e-9);
+    assert_int_equal(be->ops->results_reset(be), 0);
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1024.f, dz), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    assert_true(fabs(res[DLT_RES_LOSS] - rloss) <= 1e-9 * fabs(rloss) + 1e-9);
     assert_true(_rel_err(dz, rdz, (size_t)n * k) < 1e-6);
-    labels[0] = 9; /* out of range: refused, not read */
-    assert_int_not_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz, &loss, &top1, &top5), 0);
+    /* Batches add up until the next reset (a validation pass reads once). */
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, NULL), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    assert_true(fabs(res[DLT_RES_LOSS] - 2 * rloss) <= 1e-9 * fabs(rloss) + 1e-9);
+    assert_true(res[DLT_RES_TOP1] == 2 * r1);
+    labels[0] = 9; /* out of range: counted, its gradient zero, and the step is void */
+    assert_int_equal(be->ops->results_reset(be), 0);
+    assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    assert_true(res[DLT_RES_BAD_LABELS] == 1);
+    assert_true(dlt_results_skip(res));
+    for (int j = 0; j < k; j++)
+        assert_true(dz[j] == 0.f);
     be->ops->destroy(be);
     free(z), free(dz);
 }
 
+/* The flat optimizer: one step over three segments (the middle one without weight decay) against
+ * a double-precision loop, and the steps results void leave every bit as it was. */
 static void test_sgd_and_input(void **state)
 {
     dlt_backend *be;
     char err[256];
-    float *w = _rand(50, 1.f), *v = _rand(50, 0.1f), *g = _rand(50, 1.f);
+    float *w = _rand(50, 1.f), *v = _rand(50, 0.1f), *g = _rand(50, 1.f), w0[50], v0[50];
+    const dlt_param_segment segs[3] = {{0, 20, 0}, {20, 7, 1}, {27, 23, 0}};
     double rw[50], rv[50];
     uint8_t px[12] = {0, 128, 255, 10, 20, 30, 40, 50, 60, 70, 80, 90};
     float out[12];
     const float mean[3] = {1, 2, 3}, inv[3] = {0.5f, 0.25f, 2.f};
+    const dlt_param_segment gap[2] = {{0, 20, 0}, {21, 29, 0}};
     (void)state;
     for (int i = 0; i < 50; i++) {
-        double d = g[i] * 0.5 + 1e-4 * w[i];
+        double d = g[i] * 0.5 + (i >= 20 && i < 27 ? 1e-2 : 1e-4) * w[i];
         rv[i] = 0.9 * v[i] + d;
         rw[i] = w[i] - 0.1 * rv[i];
     }
     assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    assert_int_equal(be->ops->sgd_update(be, w, v, g, 50, 0.1f, 0.9f, 1e-4f, 0.5f), 0);
+    assert_int_not_equal(be->ops->sgd_plan(be, w, 50, gap, 2), 0); /* segments must tile the buffer */
+    assert_int_equal(be->ops->sgd_plan(be, w, 50, segs, 3), 0);
+    assert_int_equal(be->ops->results_reset(be), 0);
+    assert_int_equal(be->ops->sgd_step(be, w, v, g, 0.1f, 0.9f, 1e-4f, 1e-2f, 0.5f), 0);
     assert_true(_rel_err(w, rw, 50) < 1e-6);
     assert_true(_rel_err(v, rv, 50) < 1e-6);
-    assert_int_equal(be->ops->normalize_input(be, px, out, 4, mean, inv), 0);
+    /* Void steps: an overflow, a rank without its batch, a non-finite loss. */
+    memcpy(w0, w, sizeof(w0));
+    memcpy(v0, v, sizeof(v0));
+    for (int slot = 0; slot < 3; slot++) {
+        int which[3] = {DLT_RES_NONFINITE, DLT_RES_INPUT_FAILED, DLT_RES_LOSS};
+        assert_int_equal(be->ops->results_reset(be), 0);
+        assert_int_equal(be->ops->results_put(be, which[slot], slot == 2 ? NAN : 1.0), 0);
+        assert_int_equal(be->ops->sgd_step(be, w, v, g, 0.1f, 0.9f, 1e-4f, 1e-2f, 0.5f), 0);
+        assert_memory_equal(w, w0, sizeof(w0));
+        assert_memory_equal(v, v0, sizeof(v0));
+    }
+    assert_int_not_equal(be->ops->results_put(be, DLT_RES_COUNT, 1.0), 0);
+    /* Staged batches are consumed in order; none staged, or the wrong size, is refused. */
+    assert_int_not_equal(be->ops->normalize_input(be, out, 4, mean, inv), 0);
+    assert_int_equal(be->ops->input_stage(be, px, 4), 0);
+    assert_int_equal(be->ops->input_stage(be, px + 6, 2), 0);
+    assert_int_not_equal(be->ops->input_stage(be, px, 4), 0); /* at most DLT_INPUT_STAGED */
+    assert_int_equal(be->ops->normalize_input(be, out, 4, mean, inv), 0);
     for (int i = 0; i < 12; i++)
         assert_true(fabsf(out[i] - ((float)px[i] - mean[i % 3]) * inv[i % 3]) < 1e-6f);
+    assert_int_not_equal(be->ops->normalize_input(be, out, 4, mean, inv), 0); /* the next is 2 pixels */
     be->ops->destroy(be);
     free(w), free(v), free(g);
 }
@@ -368,7 +412,7 @@ static void test_fc_stats_finite(void **state)
     float *y = _poisoned(N * K), *dx = _poisoned(N * C), *dw = _poisoned(K * C), *db = _poisoned(K);
     double ry[N * K], rdx[N * C], rdw[K * C], rdb[K];
     float rm[3] = {1, 2, 3}, rv[3] = {4, 5, 6}, bm[3] = {0.5f, -1, 2}, bv[3] = {1, 2, 0.25f};
-    int fin = -1;
+    double res[DLT_RES_COUNT];
     (void)state;
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
@@ -405,15 +449,20 @@ static void test_fc_stats_finite(void **state)
     /* PyTorch: running = (1 - m) running + m batch, the variance unbiased by n / (n - 1). */
     assert_int_equal(be->ops->bn_stats_update(be, rm, rv, bm, bv, 3, 0.1f, 2.f), 0);
     assert_true(fabsf(rm[1] - (0.9f * 2 + 0.1f * -1)) < 1e-6f && fabsf(rv[2] - (0.9f * 6 + 0.1f * 0.5f)) < 1e-6f);
-    assert_int_equal(be->ops->all_finite(be, x, N * C, &fin), 0);
-    assert_int_equal(fin, 1);
+    assert_int_equal(be->ops->results_reset(be), 0);
+    assert_int_equal(be->ops->count_nonfinite(be, x, N * C), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    assert_true(res[DLT_RES_NONFINITE] == 0);
     x[N * C - 1] = INFINITY;
-    assert_int_equal(be->ops->all_finite(be, x, N * C, &fin), 0);
-    assert_int_equal(fin, 0);
+    assert_int_equal(be->ops->count_nonfinite(be, x, N * C), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    assert_true(res[DLT_RES_NONFINITE] != 0);
     x[N * C - 1] = NAN;
     x[0] = 1.f;
-    assert_int_equal(be->ops->all_finite(be, x, N * C, &fin), 0);
-    assert_int_equal(fin, 0);
+    assert_int_equal(be->ops->results_reset(be), 0);
+    assert_int_equal(be->ops->count_nonfinite(be, x, N * C), 0);
+    assert_int_equal(be->ops->results_read(be, res), 0);
+    assert_true(res[DLT_RES_NONFINITE] != 0);
     /* fp16 and tf32 are GPU precisions: the CPU backend refuses them by name. */
     {
         dlt_backend *refused = NULL;

@@ -375,6 +375,72 @@ static void test_loader(void **state)
     free(b);
 }
 
+/* The zero-copy path the trainer uses: acquire hands out the ring slot itself (in memory from the
+ * given allocator), held until released in order; the batches are those next() copies out; a ring
+ * with every slot held refuses another acquire instead of waiting forever. */
+static int g_allocs, g_frees;
+
+static void *_count_alloc(void *arg, size_t bytes)
+{
+    (void)arg;
+    g_allocs++;
+    return malloc(bytes);
+}
+
+static void _count_free(void *arg, void *p)
+{
+    (void)arg;
+    g_frees++;
+    free(p);
+}
+
+static void test_loader_acquire(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2", "c3"};
+    const size_t bb = 4 * 32 * 32 * 3;
+    char root[512], err[512];
+    dlt_dataset *ds;
+    dlt_loader *l;
+    dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 1, .workers = 2,
+                           .depth = 3, .alloc = _count_alloc, .release = _count_free};
+    uint8_t *ref = calloc(4 * bb, 1);
+    int32_t lref[16];
+    const uint8_t *im[3];
+    const int32_t *lb[3];
+    int rc;
+    int64_t bad;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/loader_acq", g_dir);
+    _make_folder(root, classes, 4, 4, 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    _epoch(ds, 2, 0, 1, 0, ref, lref, &rc, &bad); /* epoch 1 through next() */
+    assert_int_equal(rc, 0);
+    assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+    assert_int_equal(g_allocs, 3); /* the ring's images come from the allocator */
+    assert_int_equal(dlt_loader_start(l, 1, 0), 0);
+    /* Hold two (the step's and the next), release the older, hold the third, and so on. */
+    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_acquire(l, &im[1], &lb[1], err, sizeof(err)), 0);
+    assert_ptr_not_equal(im[0], im[1]);
+    assert_memory_equal(im[0], ref, bb);
+    assert_memory_equal(im[1], ref + bb, bb);
+    assert_memory_equal(lb[1], lref + 4, 4 * sizeof(int32_t));
+    assert_int_equal(dlt_loader_acquire(l, &im[2], &lb[2], err, sizeof(err)), 0);
+    assert_memory_equal(im[2], ref + 2 * bb, bb);
+    /* Every slot held: refused, and the message says what to do. */
+    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], err, sizeof(err)), -EBUSY);
+    assert_non_null(strstr(err, "release"));
+    dlt_loader_release(l);
+    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], err, sizeof(err)), 0);
+    assert_memory_equal(im[0], ref + 3 * bb, bb); /* decoded into the slot just given back */
+    assert_memory_equal(im[1], ref + bb, bb);     /* still held: untouched */
+    assert_memory_equal(lb[0], lref + 12, 4 * sizeof(int32_t));
+    dlt_loader_destroy(l);
+    assert_int_equal(g_frees, 3);
+    dlt_dataset_close(ds);
+    free(ref);
+}
+
 /* Evaluation scores every image exactly once whatever the batch and rank count: each rank's last
  * batch is short (its valid count says how short), a rank may have none; training with too few
  * images for one batch per rank is refused with the count, the batch, the ranks and the fix. */
@@ -492,7 +558,8 @@ int main(void)
         cmocka_unit_test(test_crop_parameters), cmocka_unit_test(test_decode_transform),
         cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
-        cmocka_unit_test(test_loader),         cmocka_unit_test(test_loader_eval_exact),
+        cmocka_unit_test(test_loader),
+        cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
         cmocka_unit_test(test_loader_bad_exchange),
     };
     char cmd[300];

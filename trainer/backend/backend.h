@@ -1,6 +1,13 @@
 /* backend: the ops table every compute backend implements (CPU: oneDNN, CUDA: cuDNN/cuBLAS).
- * Activations are NHWC, conv weights OIHW as torchvision stores them; a backend only does
- * arithmetic: the graph, the loop and the optimizer logic live once, above this table.
+ * Activations are NHWC. In backend memory, conv weights (and their gradients and momentum) are
+ * KRSC (OHWI), the layout cuDNN's NHWC kernels read, so no step re-lays them out; the network
+ * converts to torchvision's OIHW only when the host copy is written or read (checkpoints,
+ * initialisation). A backend only does arithmetic: the graph, the loop and the optimizer logic
+ * live once, above this table.
+ *
+ * One step's budget (tests/unit/test_step_budget.c counts it through a recording hook on this
+ * table): one sgd_step, no weight re-layout, one blocking read (results_read), no copy of the
+ * model between host and backend.
  *
  * Memory: every pointer handed to an op is backend memory (host memory for the CPU backend,
  * device memory for CUDA), obtained from alloc. Parameter-side buffers (weights, gradients,
@@ -11,6 +18,7 @@
 #ifndef DLT_BACKEND_H
 #define DLT_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,7 +42,37 @@ typedef struct {
 } dlt_act_shape;
 
 typedef struct dlt_backend dlt_backend;
-typedef struct dlt_op dlt_op; /* a backend's plan for one layer: primitives created once per shape */
+typedef struct dlt_op dlt_op;
+
+/* A run of the flat parameter buffer that one sgd_step treats alike. */
+typedef struct {
+    size_t off, len;
+    int no_decay; /* BN weight/bias, FC bias */
+} dlt_param_segment;
+
+/* The slots of a step's results (be->results), summed over the step's batches and, after the
+ * agreement, over the ranks. */
+enum {
+    DLT_RES_LOSS = 0,     /* summed cross-entropy */
+    DLT_RES_TOP1,         /* hits */
+    DLT_RES_TOP5,
+    DLT_RES_BAD_LABELS,   /* labels outside 0..k-1 */
+    DLT_RES_NONFINITE,    /* nonzero: a gradient is not finite (fp16 overflow) */
+    DLT_RES_STOP,         /* ranks asked to stop (a signal) */
+    DLT_RES_INPUT_FAILED, /* ranks that could not load their batch */
+    DLT_RES_COUNT
+};
+
+/* Batches staged ahead of their use (input_stage) at most: the current one and the next. */
+#define DLT_INPUT_STAGED 2
+
+/* Whether the step the results describe changes no weight (sgd_step's rule, the same on the
+ * host and in every backend). */
+static inline int dlt_results_skip(const double *res)
+{
+    return res[DLT_RES_NONFINITE] != 0 || res[DLT_RES_INPUT_FAILED] != 0 || res[DLT_RES_BAD_LABELS] != 0 ||
+           !isfinite(res[DLT_RES_LOSS]);
+} /* a backend's plan for one layer: primitives created once per shape */
 
 typedef struct {
     const char *name;
@@ -54,10 +92,12 @@ typedef struct {
     int (*act_from_float)(dlt_backend *be, float *act, const float *host, size_t n);
     int (*act_to_float)(dlt_backend *be, float *host, const float *act, size_t n);
 
-    /* Convolution without bias. set_weights is called once per step, after the update, so the
-     * backend may keep the weights in its preferred layout. */
+    /* Convolution without bias. bind_weights is called once, after sgd_plan: the op reads its
+     * KRSC weights at w_krsc (inside the planned parameter buffer) from then on; whatever copy
+     * the backend derives from them (a low-precision twin, a blocked layout) is brought up to date
+     * by params_loaded and by every sgd_step, never by a per-layer call. */
     int (*conv_plan)(dlt_backend *be, const dlt_conv_shape *s, dlt_op **op);
-    int (*conv_set_weights)(dlt_backend *be, dlt_op *op, const float *w_oihw);
+    int (*conv_bind_weights)(dlt_backend *be, dlt_op *op, const float *w_krsc);
     int (*conv_fwd)(dlt_backend *be, dlt_op *op, const float *x, float *y);
     int (*conv_bwd_data)(dlt_backend *be, dlt_op *op, const float *dy, float *dx);
     int (*conv_bwd_weights)(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw_oihw);
@@ -105,38 +145,62 @@ typedef struct {
     int (*fc_bwd)(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
                   int n, int c, int k);
 
-    /* uint8 NHWC images -> normalized float NHWC (per-channel mean/std over 0..255). */
-    int (*normalize_input)(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
-                           const float inv_std[3]);
+    /* Input, off the step's critical path. host_alloc gives host memory the backend copies from
+     * fastest (pinned on a GPU; the batch ring of the data loader lives there, so a batch is
+     * decoded once and never copied on the host). input_stage queues the copy of one batch of
+     * uint8 NHWC pixels (pixels * 3 bytes at src) to the backend, on a copy stream that overlaps
+     * the step before; at most DLT_INPUT_STAGED batches are staged at a time, consumed in order by
+     * normalize_input, which turns the oldest into normalized NHWC activations at dst
+     * (per-channel mean/std over 0..255). src must stay unchanged until a results_read or sync
+     * has returned after the normalize_input that consumed it. */
+    void *(*host_alloc)(dlt_backend *be, size_t bytes);
+    void (*host_free)(dlt_backend *be, void *p);
+    int (*input_stage)(dlt_backend *be, const uint8_t *src, size_t pixels);
+    int (*normalize_input)(dlt_backend *be, float *dst, size_t pixels, const float mean[3], const float inv_std[3]);
 
-    /* Softmax cross-entropy with label smoothing over [n, k] logits: returns the summed loss in
-     * *loss_sum and writes loss_scale * d(mean loss)/d(logits) into dlogits (may be NULL); top-1/top-5
-     * hit counts. labels are host memory. */
+    /* Softmax cross-entropy with label smoothing over [n, k] logits: adds the summed loss, the
+     * top-1/top-5 hits and the labels outside 0..k-1 to results (DLT_RES_LOSS ..) without waiting,
+     * and writes loss_scale * d(mean loss)/d(logits) into dlogits (may be NULL). labels are host
+     * memory, read before the call returns. */
     int (*softmax_xent)(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
-                        float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5);
+                        float loss_scale, float *dlogits);
 
     /* *sum = sum_i x[i] * ((i % 7) + 1) over n floats, in double, the same bits for the same data
      * on every rank (the cross-rank replica check: no copy of the weights to the host). */
     int (*checksum)(dlt_backend *be, const float *x, size_t n, double *sum);
 
-    /* *finite = 1 when all n floats are finite. */
-    int (*all_finite)(dlt_backend *be, const float *x, size_t n, int *finite);
+    /* Adds to results[DLT_RES_NONFINITE] a nonzero count when any of n floats is not finite
+     * (without waiting). */
+    int (*count_nonfinite)(dlt_backend *be, const float *x, size_t n);
 
-    /* SGD with momentum (PyTorch form): v = mu v + g + wd w; w -= lr v, over n values. */
-    int (*sgd_update)(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
-                      float grad_scale);
+    /* The step's results (be->results, DLT_RES_COUNT doubles of backend memory): reset zeroes
+     * them, put sets one from the host, read copies them to the host and waits for everything
+     * queued before: the one blocking call of a training step. */
+    int (*results_reset)(dlt_backend *be);
+    int (*results_put)(dlt_backend *be, int slot, double value);
+    int (*results_read)(dlt_backend *be, double *host);
+
+    /* The flat optimizer. sgd_plan names the parameter buffer (n floats of backend memory) once,
+     * with its segments; sgd_step then updates all of it in one pass, SGD with momentum in
+     * PyTorch's form: v = mu v + g * grad_scale + wd_i w; w -= lr v, where wd_i is wd, or
+     * wd_no_decay inside a no_decay segment. It changes nothing when results say the step is
+     * void (dlt_results_skip: a non-finite loss or gradient, a rank without its batch), and
+     * brings every copy derived from the weights (conv_bind_weights) up to date in the same
+     * pass. params_loaded does the latter after the buffer was written from the host. */
+    int (*sgd_plan)(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs);
+    int (*sgd_step)(dlt_backend *be, float *w, float *v, const float *g, float lr, float mu, float wd,
+                    float wd_no_decay, float grad_scale);
+    int (*params_loaded)(dlt_backend *be);
 
 } dlt_backend_ops;
 
 /* CUDA graphs, where the backend has them: between capture_begin and capture_end the ops are
- * recorded, not run; softmax_xent then reports nothing (loss_results does, after a replay).
- * replay stages the step's labels (host memory) and runs the recorded work once; loss_results
- * waits for it and returns what softmax_xent would have. */
+ * recorded, not run. replay stages the step's labels (host memory) and runs the recorded work
+ * once; its results arrive in be->results like a plain run's. */
 typedef struct {
     int (*capture_begin)(dlt_backend *be);
     int (*capture_end)(dlt_backend *be);
     int (*replay)(dlt_backend *be, const int32_t *labels, int n);
-    int (*loss_results)(dlt_backend *be, double *loss_sum, int *top1, int *top5);
 } dlt_graph_ops;
 
 /* While the backend waits for its device it asks this, between polls, whether a peer failed
@@ -151,6 +215,7 @@ struct dlt_backend {
     int host_memory;  /* backend memory is host memory: no copies between the two */
     int threads;
     void *stream;     /* CUDA: the cudaStream_t every op is queued on; NULL on the CPU */
+    double *results;  /* DLT_RES_COUNT doubles of backend memory (results_reset/put/read) */
     dlt_peer_check peer_check;
     void *peer_check_arg;
     /* The error sink: the buffer given to dlt_backend_create, which receives every op's error

@@ -17,6 +17,21 @@ typedef struct {
     dlt_backend base;
     dnnl_engine_t engine;
     dnnl_stream_t stream;
+    double results[DLT_RES_COUNT];
+    /* The flat optimizer's buffer and segments (sgd_plan). */
+    float *params;
+    size_t nparams;
+    dlt_param_segment *segs;
+    int nsegs;
+    /* Batches staged by input_stage, oldest first. */
+    struct {
+        const uint8_t *src;
+        size_t pixels;
+    } staged[DLT_INPUT_STAGED];
+    int nstaged;
+    /* Convolutions with bound weights: their blocked copies follow every update. */
+    dlt_op **bound;
+    int nbound, bound_cap;
 } cpu_backend;
 
 /* A oneDNN memory object bound to caller buffers at execution time. */
@@ -28,11 +43,12 @@ struct dlt_op {
     /* conv */
     dlt_conv_shape cs;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
-    dnnl_primitive_t w_reorder;        /* oihw f32 -> fwd weights layout */
-    dnnl_primitive_t wb_reorder;       /* oihw f32 -> bwd-data weights layout, when it differs */
+    const float *w_master;             /* the bound KRSC weights (conv_bind_weights) */
+    dnnl_primitive_t w_reorder;        /* ohwi (KRSC) f32 -> fwd weights layout */
+    dnnl_primitive_t wb_reorder;       /* ohwi f32 -> bwd-data weights layout, when it differs */
     dnnl_memory_t m_wb;
     void *wb_buf;
-    dnnl_primitive_t dw_reorder;       /* bwd-weights layout -> oihw f32 */
+    dnnl_primitive_t dw_reorder;       /* bwd-weights layout -> ohwi f32 */
     dnnl_primitive_t x_to_lp, dy_to_lp; /* f32 -> bf16 activations (bf16 only) */
     dnnl_memory_t m_x, m_y, m_w_user, m_w, m_dy, m_dx, m_dw, m_dw_user, m_x_lp, m_dy_lp, m_x_f32, m_dy_f32;
     void *w_buf, *dw_buf, *x_lp_buf, *dy_lp_buf;
@@ -140,7 +156,8 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
         goto fail;
     x_md = x_f32;
     DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_any, 4, wdims, act, dnnl_format_tag_any));
-    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_user, 4, wdims, dnnl_f32, dnnl_oihw));
+    /* The parameter buffer keeps conv weights KRSC (OHWI), as the GPU backend's kernels read them. */
+    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_user, 4, wdims, dnnl_f32, dnnl_ohwi));
     /* Forward: bf16 or f32 in, f32 out. */
     DNNL_TRY(be, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x_lp, &w_any,
                                                      NULL, &y_md, strides, pad, pad));
@@ -209,15 +226,48 @@ fail:
     return rc;
 }
 
-static int _conv_set_weights(dlt_backend *be, dlt_op *op, const float *w)
+/* The op's blocked copies of its weights, from the bound KRSC floats. */
+static int _conv_refresh(dlt_backend *be, dlt_op *op)
 {
     dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, op->m_w_user}, {DNNL_ARG_TO, op->m_w}};
     dnnl_exec_arg_t b[] = {{DNNL_ARG_FROM, op->m_w_user}, {DNNL_ARG_TO, op->m_wb}};
     int rc;
-    SET(op->m_w_user, w);
+    SET(op->m_w_user, op->w_master);
     if ((rc = _exec(be, op->w_reorder, 2, a)))
         return rc;
     return op->wb_reorder ? _exec(be, op->wb_reorder, 2, b) : 0;
+}
+
+static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
+{
+    cpu_backend *c = _cpu(be);
+    if (!op->w_master) {
+        if (c->nbound == c->bound_cap) {
+            int cap = c->bound_cap ? 2 * c->bound_cap : 64;
+            dlt_op **b = realloc(c->bound, (size_t)cap * sizeof(*b));
+            if (!b) {
+                snprintf(be->err, be->errlen, "out of memory");
+                return -ENOMEM;
+            }
+            c->bound = b;
+            c->bound_cap = cap;
+        }
+        c->bound[c->nbound++] = op;
+    }
+    op->w_master = w;
+    return _conv_refresh(be, op);
+}
+
+/* After the weights changed: every bound convolution's blocked copies (the CPU's counterpart of
+ * the GPU's low-precision twin, which its SGD kernel writes in the same pass). */
+static int _params_loaded(dlt_backend *be)
+{
+    cpu_backend *c = _cpu(be);
+    int rc;
+    for (int i = 0; i < c->nbound; i++)
+        if ((rc = _conv_refresh(be, c->bound[i])) != 0)
+            return rc;
+    return 0;
 }
 
 /* bf16: convert an f32 NHWC activation into the op's bf16 buffer. */
@@ -513,31 +563,66 @@ int dlt_backend_cpu_gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, f
     return 0;
 }
 
-static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
-                            const float inv_std[3])
+static void *_alloc(dlt_backend *be, size_t bytes);
+
+static void *_host_alloc(dlt_backend *be, size_t bytes)
+{
+    return _alloc(be, bytes);
+}
+
+static void _host_free(dlt_backend *be, void *p)
 {
     (void)be;
+    free(p);
+}
+
+/* Staging on the CPU is bookkeeping: normalize_input reads the host batch where it lies. */
+static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
+{
+    cpu_backend *c = _cpu(be);
+    if (c->nstaged == DLT_INPUT_STAGED) {
+        snprintf(be->err, be->errlen, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
+        return -EBUSY;
+    }
+    c->staged[c->nstaged].src = src;
+    c->staged[c->nstaged].pixels = pixels;
+    c->nstaged++;
+    return 0;
+}
+
+static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const float mean[3], const float inv_std[3])
+{
+    cpu_backend *c = _cpu(be);
+    const uint8_t *src;
+    if (c->nstaged == 0 || c->staged[0].pixels != pixels) {
+        snprintf(be->err, be->errlen, "normalize_input of %zu pixels: %s", pixels,
+                 c->nstaged ? "the staged batch differs in size" : "no batch staged");
+        return -EINVAL;
+    }
+    src = c->staged[0].src;
+    memmove(&c->staged[0], &c->staged[1], sizeof(c->staged[0]) * (size_t)(--c->nstaged));
 #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < pixels; p++)
-        for (int c = 0; c < 3; c++)
-            dst[p * 3 + c] = ((float)src[p * 3 + c] - mean[c]) * inv_std[c];
+        for (int ch = 0; ch < 3; ch++)
+            dst[p * 3 + ch] = ((float)src[p * 3 + ch] - mean[ch]) * inv_std[ch];
     return 0;
 }
 
 static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
-                         float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5)
+                         float loss_scale, float *dlogits)
 {
-    double total = 0;
-    int hit1 = 0, hit5 = 0;
-    (void)be;
+    double total = 0, *res = _cpu(be)->results;
+    int hit1 = 0, hit5 = 0, bad = 0;
     for (int i = 0; i < n; i++) {
         const float *z = logits + (size_t)i * k;
         float *dz = dlogits ? dlogits + (size_t)i * k : NULL;
         int y = labels[i], rank = 0;
         double mx = z[0], sum = 0, logsum, loss, mean_logp = 0;
-        if (y < 0 || y >= k) {
-            snprintf(be->err, be->errlen, "label %d outside 0..%d", y, k - 1);
-            return -EINVAL;
+        if (y < 0 || y >= k) { /* counted: the step is void, and the host names it */
+            bad++;
+            if (dz)
+                memset(dz, 0, (size_t)k * sizeof(float));
+            continue;
         }
         for (int j = 1; j < k; j++)
             mx = z[j] > mx ? z[j] : mx;
@@ -561,11 +646,32 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
                 dz[j] = (float)((p - t) / n * loss_scale);
             }
     }
-    *loss_sum = total;
-    if (top1)
-        *top1 = hit1;
-    if (top5)
-        *top5 = hit5;
+    res[DLT_RES_LOSS] += total;
+    res[DLT_RES_TOP1] += hit1;
+    res[DLT_RES_TOP5] += hit5;
+    res[DLT_RES_BAD_LABELS] += bad;
+    return 0;
+}
+
+static int _results_reset(dlt_backend *be)
+{
+    memset(_cpu(be)->results, 0, sizeof(_cpu(be)->results));
+    return 0;
+}
+
+static int _results_put(dlt_backend *be, int slot, double value)
+{
+    if (slot < 0 || slot >= DLT_RES_COUNT) {
+        snprintf(be->err, be->errlen, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
+        return -EINVAL;
+    }
+    _cpu(be)->results[slot] = value;
+    return 0;
+}
+
+static int _results_read(dlt_backend *be, double *host)
+{
+    memcpy(host, _cpu(be)->results, sizeof(_cpu(be)->results));
     return 0;
 }
 
@@ -579,17 +685,55 @@ static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
     return 0;
 }
 
-static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
-                       float grad_scale)
+static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs)
 {
-    (void)be;
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i] * grad_scale + wd * w[i];
-        v[i] = mu * v[i] + d;
-        w[i] -= lr * v[i];
+    cpu_backend *c = _cpu(be);
+    size_t covered = 0;
+    for (int i = 0; i < nsegs; i++) {
+        if (segs[i].off != covered || segs[i].len == 0) {
+            snprintf(be->err, be->errlen, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
+                     segs[i].len);
+            return -EINVAL;
+        }
+        covered += segs[i].len;
     }
+    if (covered != n) {
+        snprintf(be->err, be->errlen, "optimizer segments cover %zu of %zu parameters", covered, n);
+        return -EINVAL;
+    }
+    free(c->segs);
+    if (!(c->segs = malloc((size_t)(nsegs ? nsegs : 1) * sizeof(*segs)))) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(c->segs, segs, (size_t)nsegs * sizeof(*segs));
+    c->nsegs = nsegs;
+    c->params = params;
+    c->nparams = n;
     return 0;
+}
+
+static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float lr, float mu, float wd,
+                     float wd_no_decay, float grad_scale)
+{
+    cpu_backend *c = _cpu(be);
+    if (w != c->params) {
+        snprintf(be->err, be->errlen, "sgd_step on a buffer sgd_plan did not name");
+        return -EINVAL;
+    }
+    if (dlt_results_skip(c->results))
+        return 0;
+    for (int s = 0; s < c->nsegs; s++) {
+        size_t lo = c->segs[s].off, hi = lo + c->segs[s].len;
+        float dk = c->segs[s].no_decay ? wd_no_decay : wd;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = lo; i < hi; i++) {
+            float d = g[i] * grad_scale + dk * w[i];
+            v[i] = mu * v[i] + d;
+            w[i] -= lr * v[i];
+        }
+    }
+    return _params_loaded(be);
 }
 
 static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
@@ -625,14 +769,13 @@ static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *
     return 0;
 }
 
-static int _all_finite(dlt_backend *be, const float *x, size_t n, int *finite)
+static int _count_nonfinite(dlt_backend *be, const float *x, size_t n)
 {
-    int ok = 1;
-    (void)be;
-#pragma omp parallel for schedule(static) reduction(&& : ok)
+    size_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad)
     for (size_t i = 0; i < n; i++)
-        ok = ok && isfinite(x[i]);
-    *finite = ok;
+        bad += !isfinite(x[i]);
+    _cpu(be)->results[DLT_RES_NONFINITE] += (double)bad;
     return 0;
 }
 
@@ -689,9 +832,14 @@ static void _free_prim(dnnl_primitive_t p)
 
 static void _op_destroy(dlt_backend *be, dlt_op *op)
 {
-    (void)be;
+    cpu_backend *c = _cpu(be);
     if (!op)
         return;
+    for (int i = 0; i < c->nbound; i++)
+        if (c->bound[i] == op) {
+            c->bound[i] = c->bound[--c->nbound];
+            break;
+        }
     _free_prim(op->fwd);
     _free_prim(op->bwd_data);
     _free_prim(op->bwd_weights);
@@ -726,6 +874,8 @@ static void _destroy(dlt_backend *be)
         dnnl_stream_destroy(c->stream);
     if (c->engine)
         dnnl_engine_destroy(c->engine);
+    free(c->segs);
+    free(c->bound);
     free(c);
 }
 
@@ -744,10 +894,16 @@ static const dlt_backend_ops g_cpu_ops = {
     .bn_stats_update = _bn_stats_update,
     .fc_fwd = _fc_fwd,
     .fc_bwd = _fc_bwd,
-    .all_finite = _all_finite,
+    .count_nonfinite = _count_nonfinite,
+    .results_reset = _results_reset,
+    .results_put = _results_put,
+    .results_read = _results_read,
+    .sgd_plan = _sgd_plan,
+    .sgd_step = _sgd_step,
+    .params_loaded = _params_loaded,
     .checksum = _checksum,
     .conv_plan = _conv_plan,
-    .conv_set_weights = _conv_set_weights,
+    .conv_bind_weights = _conv_bind_weights,
     .conv_fwd = _conv_fwd,
     .conv_bwd_data = _conv_bwd_data,
     .conv_bwd_weights = _conv_bwd_weights,
@@ -763,9 +919,11 @@ static const dlt_backend_ops g_cpu_ops = {
     .accumulate = _accumulate,
     .avgpool_fwd = _avgpool_fwd,
     .avgpool_bwd = _avgpool_bwd,
+    .host_alloc = _host_alloc,
+    .host_free = _host_free,
+    .input_stage = _input_stage,
     .normalize_input = _normalize_input,
     .softmax_xent = _softmax_xent,
-    .sgd_update = _sgd_update,
 };
 
 int dlt_backend_cpu_has_bf16(void)
@@ -787,6 +945,7 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, siz
     c->base.precision = prec;
     c->base.act_size = sizeof(float);
     c->base.host_memory = 1;
+    c->base.results = c->results;
     c->base.err = err;
     c->base.errlen = errlen;
     if (prec == DLT_PREC_FP16 || prec == DLT_PREC_TF32) {

@@ -38,13 +38,14 @@ typedef struct algo_entry {
     struct algo_entry *next;
 } algo_entry;
 
-/* Results the host reads back after a loss or a finiteness check. */
+/* Pinned host memory of the results: the read's destination, and one source per slot for
+ * results_put (a queued copy reads its source when it runs, so each slot has its own, untouched
+ * until that copy ran: results_put waits when a second put of a slot could overtake the first). */
 typedef struct {
-    double loss;
+    double read[DLT_RES_COUNT];
+    double put[DLT_RES_COUNT];
     double checksum;
-    int hits[3];
-    int nonfinite;
-} small_results;
+} pinned_results;
 
 typedef struct {
     dlt_backend base;
@@ -64,22 +65,45 @@ typedef struct {
     void *ws;
     size_t ws_size, ws_limit;
     algo_entry *algos;
-    /* input staging: pinned host -> device bytes */
-    uint8_t *pin, *d_u8;
-    size_t pin_size;
-    cudaEvent_t pin_free;
+    /* Input staging (input_stage): a ring of device batches filled on the copy stream. staged[i]
+     * says slot i's copy ran (the compute stream waits for it), consumed[i] that its normalize ran
+     * (the copy stream waits for it before refilling the slot): no host wait on either side. */
+    cudaStream_t copy;
+    struct {
+        uint8_t *dev;
+        size_t cap, pixels;
+        cudaEvent_t staged, consumed;
+    } in[DLT_INPUT_STAGED];
+    int in_head, in_count; /* the oldest staged slot; batches staged and not yet normalized */
+    /* labels: pinned host -> device */
     int32_t *pin_labels, *d_labels;
     size_t labels_size;
-    small_results *h_res, *d_res;
-    double *sum_scratch; /* the checksum's per-block partial sums */
-    void *fc_w; /* FC weights in the activation type */
-    size_t fc_w_cap;
+    cudaEvent_t labels_free; /* the last copy out of pin_labels ran */
+    /* be->results (DLT_RES_COUNT doubles) and, after them, the checksum's own slot */
+    double *d_results, *d_checksum;
+    pinned_results *pin_res;
+    unsigned put_pending; /* slots whose put copy may not have run yet */
+    double *sum_scratch;  /* the checksum's per-block partial sums */
+    /* The flat optimizer (sgd_plan): the parameter buffer, its chunk table on the device and, in
+     * fp16/bf16, its twin in the activation type (the same offsets), which convolutions and the
+     * FC layer read; the padded stem's weights live in the stem op's own buffer instead. */
+    float *params;
+    size_t nparams;
+    dlt_sgd_chunk *d_chunks;
+    int nchunks;
+    void *twin;
+    unsigned plan_gen; /* counts sgd_plan calls: a bind into an earlier plan's twin is refused */
+    const dlt_op *stem_op;
+    size_t stem_lo, stem_hi;
+    /* cuDNN's filter gradient when it is not the float KRSC gradient itself (fp16/bf16, or the
+     * padded stem), shared: convolutions run one after another on one stream */
+    void *dw_scratch;
+    size_t dw_scratch_size;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */
     int capturing;
     cudaGraph_t graph;
     cudaGraphExec_t graph_exec;
     void *blas_ws; /* cuBLAS must not allocate while a graph is captured */
-    int loss_k;    /* classes of the captured loss, for its label check */
 } cuda_backend;
 
 struct dlt_op {
@@ -91,7 +115,9 @@ struct dlt_op {
     cudnnConvolutionDescriptor_t conv;                          /* the search's (the run's math type) */
     cudnnConvolutionDescriptor_t conv_fwd, conv_bwd_data, conv_bwd_filter; /* each with its winner's */
     const algo_entry *algo;
-    void *w_lp, *dw_lp; /* OHWI (cp channels) in the activation type */
+    const void *w;      /* the KRSC filter cuDNN reads (conv_bind_weights) */
+    unsigned w_gen;     /* the plan w points into (0: the caller's own float weights) */
+    void *w_pad;        /* the padded stem's filter (K x R x S x 4 in the activation type) */
     void *x_pad;        /* the padded input of the stem, kept from forward for backward-filter */
     /* bn */
     dlt_act_shape as;
@@ -127,7 +153,10 @@ static size_t _dt_size(dlt_dt dt)
 
 static int _wait(dlt_backend *be, cudaStream_t st)
 {
-    return dlt_cuda_stream_wait(st, be->peer_check, be->peer_check_arg, be->err, be->errlen);
+    int rc = dlt_cuda_stream_wait(st, be->peer_check, be->peer_check_arg, be->err, be->errlen);
+    if (rc == 0)
+        _cu(be)->put_pending = 0; /* every queued copy ran */
+    return rc;
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -347,6 +376,21 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     return _workspace(be, e->ws);
 }
 
+/* Grows the shared filter-gradient scratch (planning time only, like the workspace). */
+static int _dw_scratch(dlt_backend *be, size_t need)
+{
+    cuda_backend *c = _cu(be);
+    if (need <= c->dw_scratch_size)
+        return 0;
+    CUDA_TRY(be, cudaStreamSynchronize(c->s));
+    cudaFree(c->dw_scratch);
+    c->dw_scratch = NULL;
+    c->dw_scratch_size = 0;
+    CUDA_TRY(be, cudaMalloc(&c->dw_scratch, need));
+    c->dw_scratch_size = need;
+    return 0;
+}
+
 static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
 {
     cuda_backend *c = _cu(be);
@@ -366,40 +410,104 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     wn = (size_t)s->k * op->cp * s->r * s->s;
     if ((rc = _nhwc(be, &op->xd, s->n, op->cp, s->h, s->w)) != 0 || (rc = _nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
         return rc;
+    /* An NHWC filter descriptor is KRSC: in fp32/tf32 cuDNN reads the float parameter buffer
+     * itself, in fp16/bf16 its twin. */
     DNN_TRY(be, cudnnCreateFilterDescriptor(&op->wd));
     DNN_TRY(be, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k, op->cp, s->r, s->s));
     if ((rc = _conv_descriptor(be, op, c->math, &op->conv)) != 0)
         return rc;
-    if (op->cp != s->c)
+    if (op->cp != s->c) {
         CUDA_TRY(be, cudaMalloc(&op->x_pad, (size_t)s->n * s->h * s->w * op->cp * _dt_size(c->dt)));
+        /* The pad channel's weights stay zero: the optimizer and params_loaded write channels
+         * 0..2 only. Queued on the compute stream, so ordered before every later writer. */
+        CUDA_TRY(be, cudaMalloc(&op->w_pad, wn * _dt_size(c->dt)));
+        CUDA_TRY(be, cudaMemsetAsync(op->w_pad, 0, wn * _dt_size(c->dt), c->s));
+    }
     DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
     if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
         snprintf(be->err, be->errlen, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
                  s->n, s->k, s->oh, s->ow);
         return -EINVAL;
     }
-    CUDA_TRY(be, cudaMalloc(&op->w_lp, wn * _dt_size(c->dt)));
-    CUDA_TRY(be, cudaMalloc(&op->dw_lp, wn * _dt_size(c->dt)));
+    if ((c->dt != DLT_DT_F32 || op->cp != s->c) && (rc = _dw_scratch(be, wn * _dt_size(c->dt))) != 0)
+        return rc;
     return _find_algos(be, op);
 }
 
-static int _conv_set_weights(dlt_backend *be, dlt_op *op, const float *w)
+/* Where w (n floats) lies in the planned parameter buffer: 0 and *off, or -EINVAL. */
+static int _param_offset(dlt_backend *be, const float *w, size_t n, const char *what, size_t *off)
 {
+    cuda_backend *c = _cu(be);
+    if (!c->params || w < c->params || w >= c->params + c->nparams || n > (size_t)(c->params + c->nparams - w)) {
+        snprintf(be->err, be->errlen, "%s (%zu floats at %p) are not inside the parameter buffer sgd_plan named (%p, "
+                 "%zu floats): in %s, the backend's copy of them is part of the optimizer's pass", what, n,
+                 (const void *)w, (const void *)c->params, c->nparams, dlt_precision_name(be->precision));
+        return -EINVAL;
+    }
+    *off = (size_t)(w - c->params);
+    return 0;
+}
+
+static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
+{
+    cuda_backend *c = _cu(be);
     const dlt_conv_shape *s = &op->cs;
-    KERNEL_TRY(be, dlt_k_oihw_to_ohwi(w, op->w_lp, _cu(be)->dt, s->k, s->c, op->cp, s->r, s->s, (dlt_stream)_cu(be)->s));
+    size_t wn = (size_t)s->k * s->r * s->s * s->c, off;
+    int rc;
+    if (c->dt == DLT_DT_F32 && op->cp == s->c) {
+        op->w = w; /* float KRSC, read in place: no copy to keep up to date */
+        op->w_gen = 0;
+        return 0;
+    }
+    if ((rc = _param_offset(be, w, wn, "convolution weights", &off)) != 0)
+        return rc;
+    op->w_gen = c->plan_gen;
+    if (op->cp == s->c) {
+        /* ResNet's conv weights start at multiples of 64 elements, so this is as aligned as the
+         * buffers cudnnFind timed the algorithms on. */
+        op->w = (const char *)c->twin + off * _dt_size(c->dt);
+        return 0;
+    }
+    if (c->stem_op && c->stem_op != op) {
+        snprintf(be->err, be->errlen, "a second convolution with a padded 3-channel input (the optimizer keeps one "
+                 "padded stem; run with --stem-pad off)");
+        return -ENOTSUP;
+    }
+    c->stem_op = op;
+    c->stem_lo = off;
+    c->stem_hi = off + wn;
+    op->w = op->w_pad;
+    return 0;
+}
+
+static int _conv_weights_ok(dlt_backend *be, const dlt_op *op)
+{
+    if (!op->w) {
+        snprintf(be->err, be->errlen, "convolution %d->%d %dx%d run before conv_bind_weights", op->cs.c, op->cs.k,
+                 op->cs.r, op->cs.s);
+        return -EINVAL;
+    }
+    if (op->w_gen && op->w_gen != _cu(be)->plan_gen) {
+        snprintf(be->err, be->errlen, "convolution %d->%d %dx%d: its weights were bound before the last sgd_plan "
+                 "(bind them again)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+        return -EINVAL;
+    }
     return 0;
 }
 
 static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
     cuda_backend *c = _cu(be);
+    int rc;
+    if ((rc = _conv_weights_ok(be, op)) != 0)
+        return rc;
     if (op->x_pad) {
         const dlt_conv_shape *s = &op->cs;
         KERNEL_TRY(be, dlt_k_pad_channels(x, op->x_pad, c->dt, (size_t)s->n * s->h * s->w, s->c, op->cp,
                                           (dlt_stream)c->s));
         x = op->x_pad;
     }
-    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w_lp, op->conv_fwd, op->algo->fwd, c->ws,
+    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd, op->algo->fwd, c->ws,
                                         c->ws_size, &g_zero, op->yd, y));
     return 0;
 }
@@ -407,6 +515,7 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 {
     cuda_backend *c = _cu(be);
+    int rc;
     if (op->x_pad) {
         snprintf(be->err, be->errlen, "the padded stem convolution has no data gradient (the images need none)");
         return -ENOTSUP;
@@ -416,20 +525,33 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
                  "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
         return -ENOTSUP;
     }
-    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w_lp, op->yd, dy, op->conv_bwd_data,
+    if ((rc = _conv_weights_ok(be, op)) != 0)
+        return rc;
+    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
                                              op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
     return 0;
 }
 
+/* dw is KRSC float like the weights: cuDNN writes it directly in fp32/tf32; otherwise it writes
+ * its own type (and the stem's 4 channels) into the scratch, and one contiguous cast (or
+ * cast-and-unpad) makes the float gradient: no re-layout. */
 static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw)
 {
     cuda_backend *c = _cu(be);
     const dlt_conv_shape *s = &op->cs;
+    const int direct = c->dt == DLT_DT_F32 && op->cp == s->c;
+    size_t pixels = (size_t)s->k * s->r * s->s;
     if (op->x_pad)
         x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
     DNN_TRY(be, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
-                                               op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd, op->dw_lp));
-    KERNEL_TRY(be, dlt_k_ohwi_to_oihw(op->dw_lp, c->dt, dw, s->k, s->c, op->cp, s->r, s->s, (dlt_stream)c->s));
+                                               op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd,
+                                               direct ? (void *)dw : c->dw_scratch));
+    if (direct)
+        return 0;
+    if (op->cp == s->c)
+        KERNEL_TRY(be, dlt_k_cast_to_f32(c->dw_scratch, c->dt, dw, pixels * s->c, (dlt_stream)c->s));
+    else
+        KERNEL_TRY(be, dlt_k_unpad_to_f32(c->dw_scratch, c->dt, dw, pixels, op->cp, s->c, (dlt_stream)c->s));
     return 0;
 }
 
@@ -637,23 +759,20 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
 
 /* ------------------------------------------------------------------ cuBLAS */
 
-/* The FC weights in the activation type (a cast copy when that is not float). */
+/* The FC weights in the activation type: the float weights, or their place in the twin, which
+ * the optimizer keeps up to date (no cast per call). */
 static int _fc_weights(dlt_backend *be, const float *w, size_t n, const void **out)
 {
     cuda_backend *c = _cu(be);
+    size_t off;
+    int rc;
     if (c->dt == DLT_DT_F32) {
         *out = w;
         return 0;
     }
-    if (c->fc_w_cap < n) {
-        cudaFree(c->fc_w);
-        c->fc_w = NULL;
-        c->fc_w_cap = 0;
-        CUDA_TRY(be, cudaMalloc(&c->fc_w, n * _dt_size(c->dt)));
-        c->fc_w_cap = n;
-    }
-    KERNEL_TRY(be, dlt_k_cast_from_f32(w, c->fc_w, c->dt, n, (dlt_stream)c->s));
-    *out = c->fc_w;
+    if ((rc = _param_offset(be, w, n, "FC weights", &off)) != 0)
+        return rc;
+    *out = (const char *)c->twin + off * _dt_size(c->dt);
     return 0;
 }
 
@@ -707,82 +826,145 @@ static int _staging(dlt_backend *be, void **pin, void **dev, size_t *size, size_
     return 0;
 }
 
-static int _normalize_input(dlt_backend *be, const uint8_t *src, float *dst, size_t pixels, const float mean[3],
-                            const float inv_std[3])
+static void *_host_alloc(dlt_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    (void)be;
+    /* Pinned: the copy engine reads it directly, so input_stage's copy is truly asynchronous. */
+    return cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+static void _host_free(dlt_backend *be, void *p)
+{
+    (void)be;
+    if (p)
+        cudaFreeHost(p);
+}
+
+static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
 {
     cuda_backend *c = _cu(be);
     size_t bytes = pixels * 3;
-    int rc;
-    if ((rc = _staging(be, (void **)&c->pin, (void **)&c->d_u8, &c->pin_size, bytes)) != 0)
-        return rc;
-    /* The previous batch's copy out of the pinned buffer must be done before it is refilled. */
-    CUDA_TRY(be, cudaEventSynchronize(c->pin_free));
-    memcpy(c->pin, src, bytes);
-    CUDA_TRY(be, cudaMemcpyAsync(c->d_u8, c->pin, bytes, cudaMemcpyHostToDevice, c->s));
-    CUDA_TRY(be, cudaEventRecord(c->pin_free, c->s));
-    KERNEL_TRY(be, dlt_k_normalize(c->d_u8, dst, c->dt, pixels, mean, inv_std, (dlt_stream)c->s));
+    int slot;
+    if (c->in_count == DLT_INPUT_STAGED) {
+        snprintf(be->err, be->errlen, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
+        return -EBUSY;
+    }
+    slot = (c->in_head + c->in_count) % DLT_INPUT_STAGED;
+    if (c->in[slot].cap < bytes) {
+        /* The first batch (or a larger one): nothing may still read or fill the old buffer. */
+        CUDA_TRY(be, cudaStreamSynchronize(c->copy));
+        CUDA_TRY(be, cudaStreamSynchronize(c->s));
+        cudaFree(c->in[slot].dev);
+        c->in[slot].dev = NULL;
+        c->in[slot].cap = 0;
+        CUDA_TRY(be, cudaMalloc((void **)&c->in[slot].dev, bytes ? bytes : 1));
+        c->in[slot].cap = bytes;
+    }
+    /* The slot's previous batch must have been normalized before the copy overwrites it. */
+    CUDA_TRY(be, cudaStreamWaitEvent(c->copy, c->in[slot].consumed, 0));
+    CUDA_TRY(be, cudaMemcpyAsync(c->in[slot].dev, src, bytes, cudaMemcpyHostToDevice, c->copy));
+    CUDA_TRY(be, cudaEventRecord(c->in[slot].staged, c->copy));
+    c->in[slot].pixels = pixels;
+    c->in_count++;
     return 0;
 }
 
-static int _read_results(dlt_backend *be, double *loss_sum, int *top1, int *top5)
+static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const float mean[3], const float inv_std[3])
 {
     cuda_backend *c = _cu(be);
-    if (c->h_res->hits[2]) {
-        snprintf(be->err, be->errlen, "a label is outside 0..%d", c->loss_k - 1);
+    int slot = c->in_head;
+    if (c->in_count == 0 || c->in[slot].pixels != pixels) {
+        snprintf(be->err, be->errlen, "normalize_input of %zu pixels: %s", pixels,
+                 c->in_count ? "the staged batch differs in size" : "no batch staged");
         return -EINVAL;
     }
-    *loss_sum = c->h_res->loss;
-    if (top1)
-        *top1 = c->h_res->hits[0];
-    if (top5)
-        *top5 = c->h_res->hits[1];
+    CUDA_TRY(be, cudaStreamWaitEvent(c->s, c->in[slot].staged, 0));
+    KERNEL_TRY(be, dlt_k_normalize(c->in[slot].dev, dst, c->dt, pixels, mean, inv_std, (dlt_stream)c->s));
+    CUDA_TRY(be, cudaEventRecord(c->in[slot].consumed, c->s));
+    c->in_head = (slot + 1) % DLT_INPUT_STAGED;
+    c->in_count--;
+    return 0;
+}
+
+/* ---- the step's results: device doubles, read once per step */
+
+static int _results_reset(dlt_backend *be)
+{
+    CUDA_TRY(be, cudaMemsetAsync(be->results, 0, DLT_RES_COUNT * sizeof(double), _cu(be)->s));
+    return 0;
+}
+
+static int _results_put(dlt_backend *be, int slot, double value)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    if (slot < 0 || slot >= DLT_RES_COUNT) {
+        snprintf(be->err, be->errlen, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
+        return -EINVAL;
+    }
+    /* The slot's pinned source may still be read by its previous copy: only a second put of one
+     * slot between two reads waits (the training step puts each slot at most once). */
+    if ((c->put_pending & (1u << slot)) && (rc = _wait(be, c->s)) != 0)
+        return rc;
+    c->pin_res->put[slot] = value;
+    CUDA_TRY(be, cudaMemcpyAsync(be->results + slot, &c->pin_res->put[slot], sizeof(double), cudaMemcpyHostToDevice,
+                                 c->s));
+    c->put_pending |= 1u << slot;
+    return 0;
+}
+
+static int _results_read(dlt_backend *be, double *host)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    if (c->capturing) {
+        snprintf(be->err, be->errlen, "the step's results cannot be read while the step is recorded as a CUDA graph");
+        return -EINVAL;
+    }
+    CUDA_TRY(be, cudaMemcpyAsync(c->pin_res->read, be->results, DLT_RES_COUNT * sizeof(double), cudaMemcpyDeviceToHost,
+                                 c->s));
+    if ((rc = _wait(be, c->s)) != 0)
+        return rc;
+    memcpy(host, c->pin_res->read, DLT_RES_COUNT * sizeof(double));
+    return 0;
+}
+
+/* The step's labels from host memory into the pinned buffer the (recorded) copy reads. */
+static int _stage_labels(dlt_backend *be, const int32_t *labels, int n)
+{
+    cuda_backend *c = _cu(be);
+    /* The previous copy out of the buffer must have run before it is refilled (it has, in a
+     * training step: the results read of the last step waited for everything). Not while
+     * recording: capture_begin waited, and a recorded step makes no copy now. */
+    if (!c->capturing)
+        CUDA_TRY(be, cudaEventSynchronize(c->labels_free));
+    memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     return 0;
 }
 
 static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
-                         float loss_scale, float *dlogits, double *loss_sum, int *top1, int *top5)
+                         float loss_scale, float *dlogits)
 {
     cuda_backend *c = _cu(be);
+    double *res = be->results;
     int rc;
     if ((rc = _staging(be, (void **)&c->pin_labels, (void **)&c->d_labels, &c->labels_size,
-                       (size_t)n * sizeof(int32_t))) != 0)
+                       (size_t)n * sizeof(int32_t))) != 0 ||
+        (rc = _stage_labels(be, labels, n)) != 0)
         return rc;
-    memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     CUDA_TRY(be, cudaMemcpyAsync(c->d_labels, c->pin_labels, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
-    CUDA_TRY(be, cudaMemsetAsync(c->d_res, 0, sizeof(*c->d_res), c->s));
-    KERNEL_TRY(be, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits, &c->d_res->loss,
-                                      c->d_res->hits, (dlt_stream)c->s));
-    CUDA_TRY(be, cudaMemcpyAsync(c->h_res, c->d_res, sizeof(*c->h_res), cudaMemcpyDeviceToHost, c->s));
-    c->loss_k = k;
-    if (c->capturing) { /* recorded only: loss_results reads it after the replay */
-        *loss_sum = 0;
-        if (top1)
-            *top1 = 0;
-        if (top5)
-            *top5 = 0;
-        return 0;
-    }
-    if ((rc = _wait(be, c->s)) != 0)
-        return rc;
-    return _read_results(be, loss_sum, top1, top5);
+    if (!c->capturing)
+        CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
+    KERNEL_TRY(be, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits,
+                                      res + DLT_RES_LOSS, res + DLT_RES_TOP1, res + DLT_RES_TOP5,
+                                      res + DLT_RES_BAD_LABELS, (dlt_stream)c->s));
+    return 0;
 }
 
-static int _loss_results(dlt_backend *be, double *loss_sum, int *top1, int *top5)
+static int _count_nonfinite(dlt_backend *be, const float *x, size_t n)
 {
-    int rc = _wait(be, _cu(be)->s);
-    return rc ? rc : _read_results(be, loss_sum, top1, top5);
-}
-
-static int _all_finite(dlt_backend *be, const float *x, size_t n, int *finite)
-{
-    cuda_backend *c = _cu(be);
-    int rc;
-    CUDA_TRY(be, cudaMemsetAsync(&c->d_res->nonfinite, 0, sizeof(int), c->s));
-    KERNEL_TRY(be, dlt_k_all_finite(x, n, &c->d_res->nonfinite, (dlt_stream)c->s));
-    CUDA_TRY(be, cudaMemcpyAsync(&c->h_res->nonfinite, &c->d_res->nonfinite, sizeof(int), cudaMemcpyDeviceToHost, c->s));
-    if ((rc = _wait(be, c->s)) != 0)
-        return rc;
-    *finite = !c->h_res->nonfinite;
+    KERNEL_TRY(be, dlt_k_count_nonfinite(x, n, be->results + DLT_RES_NONFINITE, (dlt_stream)_cu(be)->s));
     return 0;
 }
 
@@ -792,18 +974,135 @@ static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
     int rc;
     if (!c->sum_scratch)
         CUDA_TRY(be, cudaMalloc((void **)&c->sum_scratch, dlt_k_checksum_scratch()));
-    KERNEL_TRY(be, dlt_k_checksum(x, n, c->sum_scratch, &c->d_res->checksum, (dlt_stream)c->s));
-    CUDA_TRY(be, cudaMemcpyAsync(&c->h_res->checksum, &c->d_res->checksum, sizeof(double), cudaMemcpyDeviceToHost, c->s));
+    KERNEL_TRY(be, dlt_k_checksum(x, n, c->sum_scratch, c->d_checksum, (dlt_stream)c->s));
+    CUDA_TRY(be, cudaMemcpyAsync(&c->pin_res->checksum, c->d_checksum, sizeof(double), cudaMemcpyDeviceToHost, c->s));
     if ((rc = _wait(be, c->s)) != 0)
         return rc;
-    *sum = c->h_res->checksum;
+    *sum = c->pin_res->checksum;
     return 0;
 }
 
-static int _sgd_update(dlt_backend *be, float *w, float *v, const float *g, size_t n, float lr, float mu, float wd,
-                       float grad_scale)
+/* ---- the flat optimizer */
+
+static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs)
 {
-    KERNEL_TRY(be, dlt_k_sgd(w, v, g, n, lr, mu, wd, grad_scale, (dlt_stream)_cu(be)->s));
+    cuda_backend *c = _cu(be);
+    dlt_sgd_chunk *chunks = NULL;
+    size_t covered = 0, count = 0, k = 0;
+    int rc = 0;
+    for (int i = 0; i < nsegs; i++) {
+        if (segs[i].off != covered || segs[i].len == 0) {
+            snprintf(be->err, be->errlen, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
+                     segs[i].len);
+            return -EINVAL;
+        }
+        covered += segs[i].len;
+        count += (segs[i].len + DLT_SGD_CHUNK - 1) / DLT_SGD_CHUNK;
+    }
+    if (covered != n) {
+        snprintf(be->err, be->errlen, "optimizer segments cover %zu of %zu parameters", covered, n);
+        return -EINVAL;
+    }
+    if (count > (size_t)INT32_MAX) {
+        snprintf(be->err, be->errlen, "%zu parameters are more than one optimizer launch covers", n);
+        return -EINVAL;
+    }
+    /* A new plan: the old twin and table go (nothing queued may still read them), and every
+     * convolution binds again (plan_gen). */
+    CUDA_TRY(be, cudaStreamSynchronize(c->s));
+    cudaFree(c->d_chunks);
+    cudaFree(c->twin);
+    c->d_chunks = NULL;
+    c->twin = NULL;
+    c->nchunks = 0;
+    c->params = NULL;
+    c->nparams = 0;
+    c->stem_op = NULL;
+    c->stem_lo = c->stem_hi = 0;
+    c->plan_gen++;
+    /* Chunks never cross a segment, so each carries its segment's weight decay. */
+    if (count && !(chunks = malloc(count * sizeof(*chunks)))) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < nsegs; i++)
+        for (size_t o = 0; o < segs[i].len; o += DLT_SGD_CHUNK) {
+            size_t len = segs[i].len - o < DLT_SGD_CHUNK ? segs[i].len - o : DLT_SGD_CHUNK;
+            chunks[k++] = (dlt_sgd_chunk){(uint64_t)(segs[i].off + o), (uint32_t)len, (uint32_t)(segs[i].no_decay != 0)};
+        }
+    if (count) {
+        cudaError_t e = cudaMalloc((void **)&c->d_chunks, count * sizeof(*chunks));
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(c->d_chunks, chunks, count * sizeof(*chunks), cudaMemcpyHostToDevice, c->s);
+        if (e != cudaSuccess)
+            rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "uploading the optimizer's chunk table",
+                               cudaGetErrorString(e));
+        else
+            rc = _wait(be, c->s); /* the pageable source is freed below */
+    }
+    free(chunks);
+    if (rc)
+        return rc;
+    if (c->dt != DLT_DT_F32 && n) {
+        CUDA_TRY(be, cudaMalloc(&c->twin, n * _dt_size(c->dt)));
+        CUDA_TRY(be, cudaMemsetAsync(c->twin, 0, n * _dt_size(c->dt), c->s));
+    }
+    c->params = params;
+    c->nparams = n;
+    c->nchunks = (int)count;
+    return 0;
+}
+
+static void _sgd_copies(cuda_backend *c, void **twin, void **stem)
+{
+    *twin = c->twin;
+    *stem = c->stem_op ? c->stem_op->w_pad : NULL;
+}
+
+static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float lr, float mu, float wd,
+                     float wd_no_decay, float grad_scale)
+{
+    cuda_backend *c = _cu(be);
+    dlt_sgd_args a;
+    if (!c->params || w != c->params) {
+        snprintf(be->err, be->errlen, "sgd_step on a buffer sgd_plan did not name");
+        return -EINVAL;
+    }
+    if (!c->nchunks)
+        return 0;
+    memset(&a, 0, sizeof(a));
+    a.w = w;
+    a.v = v;
+    a.g = g;
+    a.chunks = c->d_chunks;
+    a.nchunks = c->nchunks;
+    a.lr = lr;
+    a.mu = mu;
+    a.wd = wd;
+    a.wd_no_decay = wd_no_decay;
+    a.grad_scale = grad_scale;
+    a.results = be->results;
+    a.slot_loss = DLT_RES_LOSS;
+    a.slot_bad_labels = DLT_RES_BAD_LABELS;
+    a.slot_nonfinite = DLT_RES_NONFINITE;
+    a.slot_input_failed = DLT_RES_INPUT_FAILED;
+    _sgd_copies(c, &a.twin, &a.stem);
+    a.stem_lo = c->stem_lo;
+    a.stem_hi = c->stem_hi;
+    a.dt = c->dt;
+    KERNEL_TRY(be, dlt_k_sgd_flat(&a, (dlt_stream)c->s));
+    return 0;
+}
+
+static int _params_loaded(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    void *twin, *stem;
+    if (!c->params)
+        return 0;
+    _sgd_copies(c, &twin, &stem);
+    KERNEL_TRY(be, dlt_k_params_to_lp(c->params, c->nparams, twin, stem, c->stem_lo, c->stem_hi, c->dt,
+                                      (dlt_stream)c->s));
     return 0;
 }
 
@@ -824,6 +1123,9 @@ static int _capture_begin(dlt_backend *be)
 {
     cuda_backend *c = _cu(be);
     _graph_reset(be);
+    /* The recorded labels copy reads the pinned buffer the host fills during capture and before
+     * each replay: no plain copy may still be reading it. */
+    CUDA_TRY(be, cudaEventSynchronize(c->labels_free));
     /* Everything queued so far (the input upload) runs before; the recording starts empty. */
     CUDA_TRY(be, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
     c->capturing = 1;
@@ -847,14 +1149,17 @@ static int _capture_end(dlt_backend *be)
 static int _replay(dlt_backend *be, const int32_t *labels, int n)
 {
     cuda_backend *c = _cu(be);
+    int rc;
     if (!c->graph_exec || (size_t)n * sizeof(int32_t) > c->labels_size) {
         snprintf(be->err, be->errlen, "no recorded step to replay");
         return -EINVAL;
     }
-    /* The recording copies the labels from this pinned buffer: wait until the previous replay
-     * has read them (it has: loss_results waited), then refill. */
-    memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
+    /* The recording copies the labels from this pinned buffer: refilled once the previous
+     * replay has read them (it has: the last results read waited for it). */
+    if ((rc = _stage_labels(be, labels, n)) != 0)
+        return rc;
     CUDA_TRY(be, cudaGraphLaunch(c->graph_exec, c->s));
+    CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
     return 0;
 }
 
@@ -862,9 +1167,13 @@ static int _replay(dlt_backend *be, const int32_t *labels, int n)
 
 static void _op_destroy(dlt_backend *be, dlt_op *op)
 {
-    (void)be;
+    cuda_backend *c = _cu(be);
     if (!op)
         return;
+    if (c->stem_op == op) {
+        c->stem_op = NULL;
+        c->stem_lo = c->stem_hi = 0;
+    }
     if (op->xd)
         cudnnDestroyTensorDescriptor(op->xd);
     if (op->yd)
@@ -886,8 +1195,7 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
         cudnnDestroyActivationDescriptor(op->act);
     if (op->pool)
         cudnnDestroyPoolingDescriptor(op->pool);
-    cudaFree(op->w_lp);
-    cudaFree(op->dw_lp);
+    cudaFree(op->w_pad);
     cudaFree(op->save_mean);
     cudaFree(op->save_inv);
     cudaFree(op->reserve);
@@ -908,23 +1216,34 @@ static void _destroy(dlt_backend *be)
     }
     _graph_reset(&c->base);
     cudaFree(c->blas_ws);
-    if (c->pin_free)
-        cudaEventDestroy(c->pin_free);
+    if (c->copy)
+        cudaStreamSynchronize(c->copy);
+    for (int i = 0; i < DLT_INPUT_STAGED; i++) {
+        cudaFree(c->in[i].dev);
+        if (c->in[i].staged)
+            cudaEventDestroy(c->in[i].staged);
+        if (c->in[i].consumed)
+            cudaEventDestroy(c->in[i].consumed);
+    }
+    if (c->labels_free)
+        cudaEventDestroy(c->labels_free);
     cudaFree(c->ws);
-    cudaFree(c->d_u8);
     cudaFree(c->d_labels);
-    cudaFree(c->d_res);
+    cudaFree(c->d_results);
     cudaFree(c->sum_scratch);
-    cudaFree(c->fc_w);
-    cudaFreeHost(c->pin);
+    cudaFree(c->d_chunks);
+    cudaFree(c->twin);
+    cudaFree(c->dw_scratch);
     cudaFreeHost(c->pin_labels);
-    cudaFreeHost(c->h_res);
+    cudaFreeHost(c->pin_res);
     if (c->dnn)
         cudnnDestroy(c->dnn);
     if (c->blas)
         cublasDestroy(c->blas);
     if (c->s)
         cudaStreamDestroy(c->s);
+    if (c->copy)
+        cudaStreamDestroy(c->copy);
     free(c);
 }
 
@@ -941,7 +1260,7 @@ static const dlt_backend_ops g_cuda_ops = {
     .act_from_float = _act_from_float,
     .act_to_float = _act_to_float,
     .conv_plan = _conv_plan,
-    .conv_set_weights = _conv_set_weights,
+    .conv_bind_weights = _conv_bind_weights,
     .conv_fwd = _conv_fwd,
     .conv_bwd_data = _conv_bwd_data,
     .conv_bwd_weights = _conv_bwd_weights,
@@ -960,18 +1279,25 @@ static const dlt_backend_ops g_cuda_ops = {
     .avgpool_bwd = _avgpool_bwd,
     .fc_fwd = _fc_fwd,
     .fc_bwd = _fc_bwd,
+    .host_alloc = _host_alloc,
+    .host_free = _host_free,
+    .input_stage = _input_stage,
     .normalize_input = _normalize_input,
     .softmax_xent = _softmax_xent,
-    .all_finite = _all_finite,
     .checksum = _checksum,
-    .sgd_update = _sgd_update,
+    .count_nonfinite = _count_nonfinite,
+    .results_reset = _results_reset,
+    .results_put = _results_put,
+    .results_read = _results_read,
+    .sgd_plan = _sgd_plan,
+    .sgd_step = _sgd_step,
+    .params_loaded = _params_loaded,
 };
 
 static const dlt_graph_ops g_cuda_graph_ops = {
     .capture_begin = _capture_begin,
     .capture_end = _capture_end,
     .replay = _replay,
-    .loss_results = _loss_results,
 };
 
 /* One training forward and backward of a small bf16 batch norm in the configured mode and ops;
@@ -1140,10 +1466,13 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         c->ops.bn_bwd_relu = _bn_bwd_relu;
     }
     c->base.act_size = _dt_size(c->dt);
+    /* The results and, after them, the checksum's slot: one allocation, zeroed on the stream. */
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreateWithFlags(&c->pin_free, cudaEventDisableTiming) != cudaSuccess ||
-        cudaMalloc((void **)&c->d_res, sizeof(*c->d_res)) != cudaSuccess ||
-        cudaMallocHost((void **)&c->h_res, sizeof(*c->h_res)) != cudaSuccess) {
+        cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&c->labels_free, cudaEventDisableTiming) != cudaSuccess ||
+        cudaMalloc((void **)&c->d_results, (DLT_RES_COUNT + 1) * sizeof(double)) != cudaSuccess ||
+        cudaMemsetAsync(c->d_results, 0, (DLT_RES_COUNT + 1) * sizeof(double), c->s) != cudaSuccess ||
+        cudaMallocHost((void **)&c->pin_res, sizeof(*c->pin_res)) != cudaSuccess) {
         snprintf(err, errlen, "CUDA device %d (%s): cannot create streams or buffers: %s", dev, prop.name,
                  cudaGetErrorString(cudaGetLastError()));
         _destroy(&c->base);
@@ -1167,6 +1496,15 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         return -EIO;
     }
     c->base.stream = c->s;
+    c->base.results = c->d_results;
+    c->d_checksum = c->d_results + DLT_RES_COUNT;
+    for (int i = 0; i < DLT_INPUT_STAGED; i++)
+        if (cudaEventCreateWithFlags(&c->in[i].staged, cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->in[i].consumed, cudaEventDisableTiming) != cudaSuccess) {
+            snprintf(err, errlen, "CUDA device %d: cannot create events: %s", dev, cudaGetErrorString(cudaGetLastError()));
+            _destroy(&c->base);
+            return -EIO;
+        }
     if (cfg->precision == DLT_PREC_BF16 && (rc = _bn_probe_bf16(&c->base)) != 0) {
         snprintf(err, errlen, "%s", c->base.err);
         _destroy(&c->base);

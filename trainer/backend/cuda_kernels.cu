@@ -16,6 +16,83 @@ __device__ __forceinline__ void st(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void st(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
 __device__ __forceinline__ void st(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+/* 16 bytes of T as floats: 4 floats, or 8 halves / bfloat16s read as four half2 / bfloat162
+ * pairs (one 128-bit load or store, the widest a thread issues). The pair conversions round each
+ * element as the scalar st() does (round to nearest even), so both paths give the same bits. */
+template <typename T> struct vec16;
+template <> struct vec16<float> {
+    static constexpr int N = 4;
+    __device__ static void load(const float *p, float *f)
+    {
+        float4 t = *reinterpret_cast<const float4 *>(p);
+        f[0] = t.x, f[1] = t.y, f[2] = t.z, f[3] = t.w;
+    }
+    __device__ static void store(float *p, const float *f)
+    {
+        *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+    }
+};
+template <> struct vec16<__half> {
+    static constexpr int N = 8;
+    __device__ static void load(const __half *p, float *f)
+    {
+        alignas(16) __half2 h[4];
+        *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(p);
+        for (int k = 0; k < 4; k++) {
+            float2 t = __half22float2(h[k]);
+            f[2 * k] = t.x, f[2 * k + 1] = t.y;
+        }
+    }
+    __device__ static void store(__half *p, const float *f)
+    {
+        alignas(16) __half2 h[4];
+        for (int k = 0; k < 4; k++)
+            h[k] = __floats2half2_rn(f[2 * k], f[2 * k + 1]);
+        *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(h);
+    }
+};
+template <> struct vec16<__nv_bfloat16> {
+    static constexpr int N = 8;
+    __device__ static void load(const __nv_bfloat16 *p, float *f)
+    {
+        alignas(16) __nv_bfloat162 h[4];
+        *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(p);
+        for (int k = 0; k < 4; k++) {
+            float2 t = __bfloat1622float2(h[k]);
+            f[2 * k] = t.x, f[2 * k + 1] = t.y;
+        }
+    }
+    __device__ static void store(__nv_bfloat16 *p, const float *f)
+    {
+        alignas(16) __nv_bfloat162 h[4];
+        for (int k = 0; k < 4; k++)
+            h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+        *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(h);
+    }
+};
+
+/* Four consecutive values stored as T (16 bytes of float, 8 of half: the pointer must be aligned
+ * to that). */
+__device__ __forceinline__ void store4(float *p, float a, float b, float c, float d)
+{
+    *reinterpret_cast<float4 *>(p) = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void store4(__half *p, float a, float b, float c, float d)
+{
+    alignas(8) __half2 h[2] = {__floats2half2_rn(a, b), __floats2half2_rn(c, d)};
+    *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
+}
+__device__ __forceinline__ void store4(__nv_bfloat16 *p, float a, float b, float c, float d)
+{
+    alignas(8) __nv_bfloat162 h[2] = {__floats2bfloat162_rn(a, b), __floats2bfloat162_rn(c, d)};
+    *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
+}
+
+inline bool aligned(const void *p, size_t bytes)
+{
+    return ((uintptr_t)p % bytes) == 0;
+}
+
 constexpr int kThreads = 256;
 
 inline unsigned blocks_for(size_t n)
@@ -68,35 +145,29 @@ template <typename T> __global__ void k_to_f32(const T *src, float *dst, size_t 
     GRID_STRIDE(i, n) dst[i] = ld(src, i);
 }
 
-/* dst[o][h][w][i] = w[o][i][h][w], i < C; channels C..Cp-1 (padding) are zero. */
-template <typename T> __global__ void k_oihw_to_ohwi(const float *w, T *dst, int K, int C, int Cp, int R, int S)
+/* The vector forms: `groups` packs of vec16<T>::N elements (a multiple of 4 floats on the float
+ * side). */
+template <typename T> __global__ void kv_from_f32(const float *src, T *dst, size_t groups)
 {
-    size_t n = (size_t)K * Cp * R * S;
-    GRID_STRIDE(j, n)
+    constexpr int N = vec16<T>::N;
+    float f[N];
+    GRID_STRIDE(g, groups)
     {
-        int i = (int)(j % Cp);
-        size_t t = j / Cp;
-        int x = (int)(t % S);
-        t /= S;
-        int y = (int)(t % R);
-        int o = (int)(t / R);
-        st(dst, j, i < C ? w[(((size_t)o * C + i) * R + y) * S + x] : 0.f);
+        for (int k = 0; k < N; k += 4)
+            vec16<float>::load(src + g * N + k, f + k);
+        vec16<T>::store(dst + g * N, f);
     }
 }
 
-/* The inverse, dropping the padding channels. */
-template <typename T> __global__ void k_ohwi_to_oihw(const T *w, float *dst, int K, int C, int Cp, int R, int S)
+template <typename T> __global__ void kv_to_f32(const T *src, float *dst, size_t groups)
 {
-    size_t n = (size_t)K * C * R * S;
-    GRID_STRIDE(j, n)
+    constexpr int N = vec16<T>::N;
+    float f[N];
+    GRID_STRIDE(g, groups)
     {
-        int x = (int)(j % S);
-        size_t t = j / S;
-        int y = (int)(t % R);
-        t /= R;
-        int i = (int)(t % C);
-        int o = (int)(t / C);
-        dst[j] = ld(w, (((size_t)o * R + y) * S + x) * Cp + i);
+        vec16<T>::load(src + g * N, f);
+        for (int k = 0; k < N; k += 4)
+            vec16<float>::store(dst + g * N + k, f + k);
     }
 }
 
@@ -108,6 +179,17 @@ template <typename T> __global__ void k_pad_channels(const T *x, T *xp, size_t p
         int i = (int)(j % Cp);
         size_t p = j / Cp;
         xp[j] = i < C ? x[p * C + i] : T(0.f);
+    }
+}
+
+/* [pixels, Cp] (T) -> [pixels, C] (float), dropping the extra channels. */
+template <typename T> __global__ void k_unpad_to_f32(const T *x, float *y, size_t pixels, int Cp, int C)
+{
+    GRID_STRIDE(j, pixels * (size_t)C)
+    {
+        int i = (int)(j % C);
+        size_t p = j / C;
+        y[j] = ld(x, p * Cp + i);
     }
 }
 
@@ -148,14 +230,61 @@ template <typename T> __global__ void k_add_relu(T *y, const T *add, size_t n)
     }
 }
 
+template <typename T> __global__ void kv_add_relu(T *y, const T *add, size_t groups)
+{
+    constexpr int N = vec16<T>::N;
+    float a[N], b[N];
+    GRID_STRIDE(g, groups)
+    {
+        vec16<T>::load(y + g * N, a);
+        if (add) {
+            vec16<T>::load(add + g * N, b);
+            for (int k = 0; k < N; k++)
+                a[k] += b[k];
+        }
+        for (int k = 0; k < N; k++)
+            a[k] = a[k] > 0.f ? a[k] : 0.f;
+        vec16<T>::store(y + g * N, a);
+    }
+}
+
 template <typename T> __global__ void k_relu_bwd(const T *y, const T *dy, T *dz, size_t n)
 {
     GRID_STRIDE(i, n) st(dz, i, ld(y, i) > 0.f ? ld(dy, i) : 0.f);
 }
 
+/* dz may be dy (every element is read before it is written, by the same thread). */
+template <typename T> __global__ void kv_relu_bwd(const T *y, const T *dy, T *dz, size_t groups)
+{
+    constexpr int N = vec16<T>::N;
+    float a[N], b[N];
+    GRID_STRIDE(g, groups)
+    {
+        vec16<T>::load(y + g * N, a);
+        vec16<T>::load(dy + g * N, b);
+        for (int k = 0; k < N; k++)
+            b[k] = a[k] > 0.f ? b[k] : 0.f;
+        vec16<T>::store(dz + g * N, b);
+    }
+}
+
 template <typename T> __global__ void k_accumulate(T *dst, const T *src, size_t n)
 {
     GRID_STRIDE(i, n) st(dst, i, ld(dst, i) + ld(src, i));
+}
+
+template <typename T> __global__ void kv_accumulate(T *dst, const T *src, size_t groups)
+{
+    constexpr int N = vec16<T>::N;
+    float a[N], b[N];
+    GRID_STRIDE(g, groups)
+    {
+        vec16<T>::load(dst + g * N, a);
+        vec16<T>::load(src + g * N, b);
+        for (int k = 0; k < N; k++)
+            a[k] += b[k];
+        vec16<T>::store(dst + g * N, a);
+    }
 }
 
 template <typename T> __global__ void k_avgpool_fwd(const T *x, T *y, int N, int HW, int C)
@@ -228,17 +357,23 @@ __device__ float block_max(float v, float *sh)
     return r;
 }
 
+/* Results are added with double atomics (native since sm_60): the step's loss and hit counts stay
+ * on the device until the one read at the end of the step. */
 template <typename T>
 __global__ void k_softmax_xent(const T *logits, const int32_t *labels, int N, int K, float smoothing, float scale,
-                               T *dlogits, double *loss_acc, int *hits)
+                               T *dlogits, double *loss_acc, double *top1, double *top5, double *bad)
 {
     __shared__ float sh[kThreads];
     int row = blockIdx.x;
     const size_t base = (size_t)row * K;
     int y = labels[row];
     if (y < 0 || y >= K) {
+        /* Counted (the step is void and the host names the label); no gradient from this row. */
         if (threadIdx.x == 0)
-            atomicExch(&hits[2], 1);
+            atomicAdd(bad, 1.0);
+        if (dlogits)
+            for (int j = threadIdx.x; j < K; j += blockDim.x)
+                st(dlogits, base + j, 0.f);
         return;
     }
     float zy = ld(logits, base + y);
@@ -264,9 +399,9 @@ __global__ void k_softmax_xent(const T *logits, const int32_t *labels, int N, in
         double loss = -(1.0 - smoothing) * ((double)zy - logsum) - smoothing * mean_logp;
         atomicAdd(loss_acc, loss);
         if (above < 1.f)
-            atomicAdd(&hits[0], 1);
+            atomicAdd(top1, 1.0);
         if (above < 5.f)
-            atomicAdd(&hits[1], 1);
+            atomicAdd(top5, 1.0);
     }
     if (dlogits) {
         float off = smoothing / K, on = 1.f - smoothing + off, f = scale / N;
@@ -277,24 +412,142 @@ __global__ void k_softmax_xent(const T *logits, const int32_t *labels, int N, in
     }
 }
 
-__global__ void k_sgd(float *w, float *v, const float *g, size_t n, float lr, float mu, float wd, float gs)
+/* Per block one shared counter and at most one global atomic: an overflow step (every gradient
+ * inf) must not queue millions of atomics on one address. */
+__global__ void k_count_nonfinite(const float *x, size_t n, int vec, double *count)
 {
-    GRID_STRIDE(i, n)
-    {
-        float d = g[i] * gs + wd * w[i];
-        float m = mu * v[i] + d;
-        v[i] = m;
-        w[i] -= lr * m;
+    __shared__ unsigned long long block_bad;
+    unsigned long long bad = 0;
+    if (threadIdx.x == 0)
+        block_bad = 0;
+    __syncthreads();
+    size_t body = 0;
+    if (vec) {
+        body = n / 4 * 4;
+        GRID_STRIDE(g, n / 4)
+        {
+            float4 t = reinterpret_cast<const float4 *>(x)[g];
+            bad += !isfinite(t.x) + !isfinite(t.y) + !isfinite(t.z) + !isfinite(t.w);
+        }
+    }
+    GRID_STRIDE(j, n - body) bad += !isfinite(x[body + j]);
+    if (bad)
+        atomicAdd(&block_bad, bad);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_bad)
+        atomicAdd(count, (double)block_bad);
+}
+
+/* ------------------------------------------------------------------ the flat optimizer */
+
+/* PyTorch's SGD with momentum (torch/optim/sgd.py: d = g + wd w; buf = mu buf + d; w -= lr buf),
+ * each operation rounded on its own (the _rn intrinsics are never contracted into FMAs), the
+ * order the CPU backend's loop evaluates in, so both give the same floats. */
+__device__ __forceinline__ float sgd_one(float w, float *v, float g, float lr, float mu, float wd, float gs)
+{
+    float d = __fadd_rn(__fmul_rn(g, gs), __fmul_rn(wd, w));
+    float m = __fadd_rn(__fmul_rn(mu, *v), d);
+    *v = m;
+    return __fsub_rn(w, __fmul_rn(lr, m));
+}
+
+/* The copy of weight i in dt: the stem's padded buffer inside [lo, hi), else the twin. */
+template <typename T>
+__device__ __forceinline__ void put_lp(T *twin, T *stem, size_t lo, size_t hi, size_t i, float w)
+{
+    if (i >= lo && i < hi) {
+        size_t j = i - lo;
+        st(stem, (j / 3) * 4 + j % 3, w);
+    } else if (twin) {
+        st(twin, i, w);
     }
 }
 
-__global__ void k_all_finite(const float *x, size_t n, int *flag)
+/* Four new weights from index i (a multiple of 4): one 8- or 16-byte store into the twin unless
+ * the four touch the stem range. */
+template <typename T>
+__device__ __forceinline__ void put_lp4(T *twin, T *stem, size_t lo, size_t hi, size_t i, float4 w)
 {
-    GRID_STRIDE(i, n)
-    {
-        if (!isfinite(x[i]))
-            *flag = 1;
+    if (i + 4 <= lo || i >= hi) {
+        if (twin)
+            store4(twin + i, w.x, w.y, w.z, w.w);
+    } else {
+        put_lp(twin, stem, lo, hi, i, w.x);
+        put_lp(twin, stem, lo, hi, i + 1, w.y);
+        put_lp(twin, stem, lo, hi, i + 2, w.z);
+        put_lp(twin, stem, lo, hi, i + 3, w.w);
     }
+}
+
+/* The same rule as dlt_results_skip (backend.h), on the device: the host never decides. */
+__device__ __forceinline__ bool results_skip(const dlt_sgd_args &a)
+{
+    const double *r = a.results;
+    return r[a.slot_nonfinite] != 0 || r[a.slot_input_failed] != 0 || r[a.slot_bad_labels] != 0 ||
+           !isfinite(r[a.slot_loss]);
+}
+
+/* One block per chunk. With vec (w, v, g 16-byte aligned, the twin 4-element aligned) a chunk is a
+ * scalar head up to the next multiple of 4, float4 groups, and a scalar tail: chunk offsets are
+ * wherever the segments put them. */
+template <typename T> __global__ void __launch_bounds__(kThreads) k_sgd_flat(dlt_sgd_args a, int vec)
+{
+    if (results_skip(a))
+        return;
+    T *twin = (T *)a.twin, *stem = (T *)a.stem;
+    const bool lp = twin || stem;
+    for (int ci = blockIdx.x; ci < a.nchunks; ci += gridDim.x) {
+        const dlt_sgd_chunk ck = a.chunks[ci];
+        const size_t lo = ck.off, hi = lo + ck.len;
+        const float wd = ck.no_decay ? a.wd_no_decay : a.wd;
+        size_t b0 = lo, b1 = lo; /* [b0, b1): the vector body */
+        if (vec) {
+            b0 = (lo + 3) & ~(size_t)3;
+            b0 = b0 < hi ? b0 : hi;
+            b1 = hi & ~(size_t)3;
+            b1 = b1 > b0 ? b1 : b0;
+        }
+        for (size_t i = lo + threadIdx.x; i < b0; i += blockDim.x) {
+            float w = sgd_one(a.w[i], &a.v[i], a.g[i], a.lr, a.mu, wd, a.grad_scale);
+            a.w[i] = w;
+            if (lp)
+                put_lp(twin, stem, a.stem_lo, a.stem_hi, i, w);
+        }
+        for (size_t i = b0 + 4 * (size_t)threadIdx.x; i < b1; i += 4 * (size_t)blockDim.x) {
+            float4 w = *reinterpret_cast<const float4 *>(a.w + i);
+            float4 v = *reinterpret_cast<const float4 *>(a.v + i);
+            const float4 g = *reinterpret_cast<const float4 *>(a.g + i);
+            w.x = sgd_one(w.x, &v.x, g.x, a.lr, a.mu, wd, a.grad_scale);
+            w.y = sgd_one(w.y, &v.y, g.y, a.lr, a.mu, wd, a.grad_scale);
+            w.z = sgd_one(w.z, &v.z, g.z, a.lr, a.mu, wd, a.grad_scale);
+            w.w = sgd_one(w.w, &v.w, g.w, a.lr, a.mu, wd, a.grad_scale);
+            *reinterpret_cast<float4 *>(a.w + i) = w;
+            *reinterpret_cast<float4 *>(a.v + i) = v;
+            if (lp)
+                put_lp4(twin, stem, a.stem_lo, a.stem_hi, i, w);
+        }
+        for (size_t i = b1 + threadIdx.x; i < hi; i += blockDim.x) {
+            float w = sgd_one(a.w[i], &a.v[i], a.g[i], a.lr, a.mu, wd, a.grad_scale);
+            a.w[i] = w;
+            if (lp)
+                put_lp(twin, stem, a.stem_lo, a.stem_hi, i, w);
+        }
+    }
+}
+
+/* The copies after an upload: the whole buffer when there is a twin, else the stem range only. */
+template <typename T>
+__global__ void k_params_to_lp(const float *w, size_t lo, size_t hi, T *twin, T *stem, size_t slo, size_t shi, int vec)
+{
+    size_t body = lo;
+    if (vec) { /* lo is 0 here, w 16-byte and the twin 4-element aligned */
+        body = hi / 4 * 4;
+        GRID_STRIDE(g, hi / 4)
+        {
+            put_lp4(twin, stem, slo, shi, g * 4, reinterpret_cast<const float4 *>(w)[g]);
+        }
+    }
+    GRID_STRIDE(j, hi - body) put_lp(twin, stem, slo, shi, body + j, w[body + j]);
 }
 
 __global__ void k_bn_saved_to_var(const float *sm, const float *si, float *m, float *v, int c, float eps)
@@ -319,39 +572,55 @@ template <typename T> void l_normalize(const uint8_t *src, void *dst, size_t n, 
 {
     k_normalize<T><<<blocks_for(n), kThreads, 0, s>>>(src, (T *)dst, n, k);
 }
+/* The vector kernels when every pointer is 16-byte aligned and n a whole number of packs, else
+ * the scalar ones. */
 template <typename T> void l_from_f32(const float *src, void *dst, size_t n, cudaStream_t s)
 {
-    k_from_f32<T><<<blocks_for(n), kThreads, 0, s>>>(src, (T *)dst, n);
+    constexpr int N = vec16<T>::N;
+    if (aligned(src, 16) && aligned(dst, 16) && n % N == 0)
+        kv_from_f32<T><<<blocks_for(n / N), kThreads, 0, s>>>(src, (T *)dst, n / N);
+    else
+        k_from_f32<T><<<blocks_for(n), kThreads, 0, s>>>(src, (T *)dst, n);
 }
 template <typename T> void l_to_f32(const void *src, float *dst, size_t n, cudaStream_t s)
 {
-    k_to_f32<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)src, dst, n);
-}
-template <typename T>
-void l_oihw_to_ohwi(const float *w, void *dst, int K, int C, int Cp, int R, int S, cudaStream_t s)
-{
-    k_oihw_to_ohwi<T><<<blocks_for((size_t)K * Cp * R * S), kThreads, 0, s>>>(w, (T *)dst, K, C, Cp, R, S);
-}
-template <typename T>
-void l_ohwi_to_oihw(const void *w, float *dst, int K, int C, int Cp, int R, int S, cudaStream_t s)
-{
-    k_ohwi_to_oihw<T><<<blocks_for((size_t)K * C * R * S), kThreads, 0, s>>>((const T *)w, dst, K, C, Cp, R, S);
+    constexpr int N = vec16<T>::N;
+    if (aligned(src, 16) && aligned(dst, 16) && n % N == 0)
+        kv_to_f32<T><<<blocks_for(n / N), kThreads, 0, s>>>((const T *)src, dst, n / N);
+    else
+        k_to_f32<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)src, dst, n);
 }
 template <typename T> void l_pad_channels(const void *x, void *xp, size_t pixels, int C, int Cp, cudaStream_t s)
 {
     k_pad_channels<T><<<blocks_for(pixels * (size_t)Cp), kThreads, 0, s>>>((const T *)x, (T *)xp, pixels, C, Cp);
 }
+template <typename T> void l_unpad_to_f32(const void *x, float *y, size_t pixels, int Cp, int C, cudaStream_t s)
+{
+    k_unpad_to_f32<T><<<blocks_for(pixels * (size_t)C), kThreads, 0, s>>>((const T *)x, y, pixels, Cp, C);
+}
 template <typename T> void l_add_relu(void *y, const void *add, size_t n, cudaStream_t s)
 {
-    k_add_relu<T><<<blocks_for(n), kThreads, 0, s>>>((T *)y, (const T *)add, n);
+    constexpr int N = vec16<T>::N;
+    if (aligned(y, 16) && aligned(add, 16) && n % N == 0)
+        kv_add_relu<T><<<blocks_for(n / N), kThreads, 0, s>>>((T *)y, (const T *)add, n / N);
+    else
+        k_add_relu<T><<<blocks_for(n), kThreads, 0, s>>>((T *)y, (const T *)add, n);
 }
 template <typename T> void l_relu_bwd(const void *y, const void *dy, void *dz, size_t n, cudaStream_t s)
 {
-    k_relu_bwd<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)y, (const T *)dy, (T *)dz, n);
+    constexpr int N = vec16<T>::N;
+    if (aligned(y, 16) && aligned(dy, 16) && aligned(dz, 16) && n % N == 0)
+        kv_relu_bwd<T><<<blocks_for(n / N), kThreads, 0, s>>>((const T *)y, (const T *)dy, (T *)dz, n / N);
+    else
+        k_relu_bwd<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)y, (const T *)dy, (T *)dz, n);
 }
 template <typename T> void l_accumulate(void *dst, const void *src, size_t n, cudaStream_t s)
 {
-    k_accumulate<T><<<blocks_for(n), kThreads, 0, s>>>((T *)dst, (const T *)src, n);
+    constexpr int N = vec16<T>::N;
+    if (aligned(dst, 16) && aligned(src, 16) && n % N == 0)
+        kv_accumulate<T><<<blocks_for(n / N), kThreads, 0, s>>>((T *)dst, (const T *)src, n / N);
+    else
+        k_accumulate<T><<<blocks_for(n), kThreads, 0, s>>>((T *)dst, (const T *)src, n);
 }
 template <typename T> void l_avgpool_fwd(const void *x, void *y, int N, int HW, int C, cudaStream_t s)
 {
@@ -371,9 +640,23 @@ template <typename T> void l_colsum(const void *dy, float *db, int N, int K, cud
 }
 template <typename T>
 void l_softmax(const void *z, const int32_t *labels, int N, int K, float sm, float sc, void *dz, double *loss,
-               int *hits, cudaStream_t s)
+               double *top1, double *top5, double *bad, cudaStream_t s)
 {
-    k_softmax_xent<T><<<N, kThreads, 0, s>>>((const T *)z, labels, N, K, sm, sc, (T *)dz, loss, hits);
+    k_softmax_xent<T><<<N, kThreads, 0, s>>>((const T *)z, labels, N, K, sm, sc, (T *)dz, loss, top1, top5, bad);
+}
+template <typename T> void l_sgd_flat(const dlt_sgd_args &a, cudaStream_t s)
+{
+    int vec = aligned(a.w, 16) && aligned(a.v, 16) && aligned(a.g, 16) && aligned(a.twin, 4 * sizeof(T));
+    k_sgd_flat<T><<<(unsigned)a.nchunks, kThreads, 0, s>>>(a, vec);
+}
+template <typename T>
+void l_params_to_lp(const float *w, size_t n, void *twin, void *stem, size_t slo, size_t shi, cudaStream_t s)
+{
+    /* Without a twin only the stem range has a copy to write. */
+    size_t lo = twin ? 0 : slo, hi = twin ? n : shi;
+    int vec = twin && aligned(w, 16) && aligned(twin, 4 * sizeof(T));
+    k_params_to_lp<T><<<blocks_for(vec ? (hi - lo) / 4 : hi - lo), kThreads, 0, s>>>(w, lo, hi, (T *)twin, (T *)stem,
+                                                                                   slo, shi, vec);
 }
 
 } // namespace
@@ -401,19 +684,14 @@ int dlt_k_cast_to_f32(const void *src, dlt_dt dt, float *dst, size_t n, dlt_stre
     DISPATCH(dt, l_to_f32, src, dst, n, (cudaStream_t)s);
 }
 
-int dlt_k_oihw_to_ohwi(const float *w, void *dst, dlt_dt dt, int k, int c, int cp, int r, int sz, dlt_stream s)
-{
-    DISPATCH(dt, l_oihw_to_ohwi, w, dst, k, c, cp, r, sz, (cudaStream_t)s);
-}
-
-int dlt_k_ohwi_to_oihw(const void *w, dlt_dt dt, float *dst, int k, int c, int cp, int r, int sz, dlt_stream s)
-{
-    DISPATCH(dt, l_ohwi_to_oihw, w, dst, k, c, cp, r, sz, (cudaStream_t)s);
-}
-
 int dlt_k_pad_channels(const void *x, void *xp, dlt_dt dt, size_t pixels, int c, int cp, dlt_stream s)
 {
     DISPATCH(dt, l_pad_channels, x, xp, pixels, c, cp, (cudaStream_t)s);
+}
+
+int dlt_k_unpad_to_f32(const void *src, dlt_dt dt, float *dst, size_t pixels, int cp, int c, dlt_stream s)
+{
+    DISPATCH(dt, l_unpad_to_f32, src, dst, pixels, cp, c, (cudaStream_t)s);
 }
 
 size_t dlt_k_checksum_scratch(void)
@@ -465,24 +743,34 @@ int dlt_k_colsum(const void *dy, dlt_dt dt, float *db, int n, int k, dlt_stream 
 }
 
 int dlt_k_softmax_xent(const void *logits, dlt_dt dt, const int32_t *labels, int n, int k, float smoothing,
-                       float loss_scale, void *dlogits, double *loss_acc, int *hits, dlt_stream s)
+                       float loss_scale, void *dlogits, double *loss, double *top1, double *top5, double *bad,
+                       dlt_stream s)
 {
-    DISPATCH(dt, l_softmax, logits, labels, n, k, smoothing, loss_scale, dlogits, loss_acc, hits, (cudaStream_t)s);
+    DISPATCH(dt, l_softmax, logits, labels, n, k, smoothing, loss_scale, dlogits, loss, top1, top5, bad,
+             (cudaStream_t)s);
 }
 
-int dlt_k_sgd(float *w, float *v, const float *g, size_t n, float lr, float mu, float wd, float grad_scale,
-              dlt_stream s)
+int dlt_k_count_nonfinite(const float *x, size_t n, double *count, dlt_stream s)
 {
+    int vec = aligned(x, 16);
     (void)cudaGetLastError();
-    k_sgd<<<blocks_for(n), kThreads, 0, (cudaStream_t)s>>>(w, v, g, n, lr, mu, wd, grad_scale);
+    k_count_nonfinite<<<blocks_for(vec ? n / 4 + 1 : n), kThreads, 0, (cudaStream_t)s>>>(x, n, vec, count);
     return (int)cudaGetLastError();
 }
 
-int dlt_k_all_finite(const float *x, size_t n, int *flag, dlt_stream s)
+int dlt_k_sgd_flat(const dlt_sgd_args *a, dlt_stream s)
 {
-    (void)cudaGetLastError();
-    k_all_finite<<<blocks_for(n), kThreads, 0, (cudaStream_t)s>>>(x, n, flag);
-    return (int)cudaGetLastError();
+    if (a->nchunks <= 0)
+        return (int)cudaErrorInvalidValue;
+    DISPATCH(a->dt, l_sgd_flat, *a, (cudaStream_t)s);
+}
+
+int dlt_k_params_to_lp(const float *w, size_t n, void *twin, void *stem, size_t stem_lo, size_t stem_hi, dlt_dt dt,
+                       dlt_stream s)
+{
+    if (!twin && (!stem || stem_hi <= stem_lo))
+        return 0;
+    DISPATCH(dt, l_params_to_lp, w, n, twin, stem, stem_lo, stem_hi, (cudaStream_t)s);
 }
 
 int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *mean, float *var, int c, float eps,

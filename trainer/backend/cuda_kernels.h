@@ -18,15 +18,14 @@ typedef struct CUstream_st *dlt_stream;
 /* uint8 NHWC pixels -> (v - mean[c]) * inv_std[c] as dt. */
 int dlt_k_normalize(const uint8_t *src, void *dst, dlt_dt dt, size_t pixels, const float mean[3],
                     const float inv_std[3], dlt_stream s);
-/* float <-> dt, n elements. */
+/* float <-> dt, n elements (16-byte vectors when the pointers allow). */
 int dlt_k_cast_from_f32(const float *src, void *dst, dlt_dt dt, size_t n, dlt_stream s);
 int dlt_k_cast_to_f32(const void *src, dlt_dt dt, float *dst, size_t n, dlt_stream s);
-/* Conv weights: float OIHW -> dt OHWI (cuDNN's NHWC filter layout) with cp >= c input channels
- * (the extra ones zero), and dt OHWI (cp channels) -> float OIHW (c channels). */
-int dlt_k_oihw_to_ohwi(const float *w, void *dst, dlt_dt dt, int k, int c, int cp, int r, int sz, dlt_stream s);
-int dlt_k_ohwi_to_oihw(const void *w, dlt_dt dt, float *dst, int k, int c, int cp, int r, int sz, dlt_stream s);
 /* NHWC activations [pixels, c] -> [pixels, cp], the extra channels zero (the padded stem input). */
 int dlt_k_pad_channels(const void *x, void *xp, dlt_dt dt, size_t pixels, int c, int cp, dlt_stream s);
+/* dt [pixels, cp] -> float [pixels, c], c <= cp: the padded stem's filter gradient (KRS4) into
+ * the parameter layout (KRS3). */
+int dlt_k_unpad_to_f32(const void *src, dlt_dt dt, float *dst, size_t pixels, int cp, int c, dlt_stream s);
 /* *out = sum_i x[i] * ((i % 7) + 1) in double, the same bits for the same data (replica checks);
  * scratch: dlt_k_checksum_scratch() bytes of device memory. */
 size_t dlt_k_checksum_scratch(void);
@@ -41,16 +40,51 @@ int dlt_k_avgpool_bwd(const void *dy, void *dx, dlt_dt dt, int n, int hw, int c,
 /* FC helpers: y[i, j] = b[j] (float b) ; db[j] = sum_i dy[i, j] (float out). */
 int dlt_k_bias_rows(void *y, const float *b, dlt_dt dt, int n, int k, dlt_stream s);
 int dlt_k_colsum(const void *dy, dlt_dt dt, float *db, int n, int k, dlt_stream s);
-/* Softmax cross-entropy with label smoothing, one block per row. Adds the summed loss to
- * *loss_acc and the top-1/top-5 hits to hits[0], hits[1] (zero them first); dlogits (may be
- * NULL) = loss_scale * (p - t) / n. A label outside 0..k-1 sets hits[2]. */
+/* Softmax cross-entropy with label smoothing, one block per row. Adds the summed loss to *loss,
+ * the top-1/top-5 hits to *top1, *top5 and the labels outside 0..k-1 to *bad (whose dlogits rows
+ * are zero); dlogits (may be NULL) = loss_scale * (p - t) / n. */
 int dlt_k_softmax_xent(const void *logits, dlt_dt dt, const int32_t *labels, int n, int k, float smoothing,
-                       float loss_scale, void *dlogits, double *loss_acc, int *hits, dlt_stream s);
-/* SGD with momentum over float buffers (PyTorch form). */
-int dlt_k_sgd(float *w, float *v, const float *g, size_t n, float lr, float mu, float wd, float grad_scale,
-              dlt_stream s);
-/* *flag = 1 when any of the n floats is not finite (zero it first). */
-int dlt_k_all_finite(const float *x, size_t n, int *flag, dlt_stream s);
+                       float loss_scale, void *dlogits, double *loss, double *top1, double *top5, double *bad,
+                       dlt_stream s);
+/* Adds to *count the number of the n floats that are not finite (nothing when all are). */
+int dlt_k_count_nonfinite(const float *x, size_t n, double *count, dlt_stream s);
+
+/* The flat optimizer. A chunk is a run of at most DLT_SGD_CHUNK elements inside one segment of
+ * the parameter buffer; one block updates one chunk (the multi-tensor-apply scheme of PyTorch's
+ * aten/src/ATen/native/cuda/MultiTensorApply.cuh and Apex's multi_tensor_sgd, over one flat
+ * buffer instead of a tensor list). */
+#define DLT_SGD_CHUNK 65536
+typedef struct {
+    uint64_t off;
+    uint32_t len;
+    uint32_t no_decay;
+} dlt_sgd_chunk;
+
+typedef struct {
+    float *w, *v;
+    const float *g;
+    const dlt_sgd_chunk *chunks; /* device memory */
+    int nchunks;
+    float lr, mu, wd, wd_no_decay, grad_scale;
+    /* The step's results (device doubles) and the slots of the skip rule (dlt_results_skip):
+     * nothing is written when results[nonfinite], [input_failed] or [bad_labels] is nonzero or
+     * results[loss] is not finite. */
+    const double *results;
+    int slot_loss, slot_bad_labels, slot_nonfinite, slot_input_failed;
+    /* Copies of the new weights in dt (both may be NULL): twin[i] for every i outside
+     * [stem_lo, stem_hi), stem[(j / 3) * 4 + j % 3] with j = i - stem_lo inside it (the 3-channel
+     * stem's weights in its 4-channel buffer, whose fourth channel is never written). */
+    void *twin, *stem;
+    size_t stem_lo, stem_hi;
+    dlt_dt dt;
+} dlt_sgd_args;
+
+/* One launch over every chunk: v = mu v + g * grad_scale + wd_i w; w -= lr v, and the copies. */
+int dlt_k_sgd_flat(const dlt_sgd_args *a, dlt_stream s);
+/* The copies of args' twin/stem from w[0..n) as they are (after an upload), one launch. */
+int dlt_k_params_to_lp(const float *w, size_t n, void *twin, void *stem, size_t stem_lo, size_t stem_hi, dlt_dt dt,
+                       dlt_stream s);
+
 /* From cuDNN's saved inverse standard deviation: var = 1/inv^2 - eps; mean copied. */
 int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *mean, float *var, int c, float eps,
                           dlt_stream s);

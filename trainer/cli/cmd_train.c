@@ -21,7 +21,7 @@ enum {
     O_ARCH = 256, O_WIDTH, O_IMAGE, O_CLASSES, O_BATCH, O_PRECISION, O_EPOCHS, O_STEPS, O_LR, O_MOMENTUM, O_WD,
     O_SMOOTH, O_WARMUP, O_SCHEDULE, O_MILESTONES, O_DECAY_BN, O_NO_ZERO_INIT, O_SEED, O_SYNTH, O_SYNTH_SIZE, O_DATA,
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
-    O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_JSON, O_CHECKPOINT, O_HELP,
+    O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_FEED, O_JSON, O_CHECKPOINT, O_HELP,
     O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
     O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT, O_DUMP_BATCH
 };
@@ -69,6 +69,7 @@ static const struct option g_opts[] = {
     {"warmup", required_argument, NULL, O_WARMUP_ITERS},
     {"iters", required_argument, NULL, O_ITERS},
     {"inference", no_argument, NULL, O_INFERENCE},
+    {"feed", no_argument, NULL, O_FEED},
     {"json", no_argument, NULL, O_JSON},
     {"checkpoint", required_argument, NULL, O_CHECKPOINT},
     {"verify", no_argument, NULL, O_VERIFY},
@@ -167,6 +168,8 @@ static void _usage(FILE *f, const char *cmd)
             "benchmark (bench):\n"
             "  --warmup N --iters N   untimed and timed steps (default 3, 10)\n"
             "  --inference            forward only               --json   one JSON line\n"
+            "  --feed                 a new batch every step through the training input path (decoded\n"
+            "                         from --data, or generated), not one batch loaded once\n"
             "ranks:\n"
             "  --comm auto|single|mpi|nccl  communicator between ranks (default auto: NCCL on GPUs when there\n"
             "                         is more than one rank, else MPI; single for one rank)\n"
@@ -212,7 +215,7 @@ int dlt_cmd_train(int argc, char **argv)
 {
     const char *cmd = argv[0];
     dlt_train_config c;
-    dlt_bench_config b = {3, 10, 0, 0};
+    dlt_bench_config b = {3, 10, 0, 0, 0};
     const char *comm_kind = "auto", *checkpoint = NULL;
     static char resume_path[4096];
     double v, timeout = 0;
@@ -361,6 +364,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_BASELINE: c.baseline = optarg; break;
         case O_COMM: comm_kind = optarg; break;
         case O_INFERENCE: b.inference = 1; break;
+        case O_FEED: b.feed = 1; break;
         case O_JSON: b.json = 1; break;
         case O_CHECKPOINT: checkpoint = optarg; break;
         case O_VERIFY: verify = 1; break;

@@ -28,6 +28,30 @@ static int _none_finish(dlt_grad_reducer *r, int host_collective_next)
     return 0;
 }
 
+static int _none_agree(dlt_grad_reducer *r, double *results, int count)
+{
+    (void)r;
+    (void)results;
+    (void)count;
+    return 0;
+}
+
+static int _host_agree(dlt_grad_reducer *r, double *results, int count)
+{
+    dlt_backend *be = r->be;
+    double host[DLT_RES_COUNT > 16 ? DLT_RES_COUNT : 16];
+    size_t bytes = (size_t)count * sizeof(double);
+    int rc;
+    if (be->host_memory)
+        return r->comm->ops->allreduce_sum(r->comm, results, (size_t)count, DLT_DTYPE_F64);
+    if ((size_t)count > sizeof(host) / sizeof(host[0]))
+        return dlt_fail(r->comm->err, r->comm->errlen, -EINVAL, "%d results: more than the agreement carries", count);
+    if ((rc = be->ops->download(be, host, results, bytes)) != 0 ||
+        (rc = r->comm->ops->allreduce_sum(r->comm, host, (size_t)count, DLT_DTYPE_F64)) != 0)
+        return rc;
+    return be->ops->upload(be, results, host, bytes);
+}
+
 static void _host_destroy(dlt_grad_reducer *r)
 {
     free(r->host);
@@ -49,8 +73,9 @@ static int _host_finish(dlt_grad_reducer *r, int host_collective_next)
     return be->ops->upload(be, r->grads, r->host, bytes);
 }
 
-static const dlt_grad_reducer_ops g_none = {"none", _none_ready, _none_done, _none_finish, NULL};
-static const dlt_grad_reducer_ops g_host = {"host", _none_ready, _none_done, _host_finish, _host_destroy};
+static const dlt_grad_reducer_ops g_none = {"none", _none_ready, _none_done, _none_finish, _none_agree, NULL};
+static const dlt_grad_reducer_ops g_host = {"host", _none_ready, _none_done, _host_finish, _host_agree,
+                                            _host_destroy};
 
 int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
                             dlt_backend *be, float *grads, size_t n, char *err, size_t errlen)
@@ -115,4 +140,9 @@ dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r)
 int dlt_grad_reducer_finish(dlt_grad_reducer *r, int host_collective_next)
 {
     return r->ops->finish(r, host_collective_next);
+}
+
+int dlt_grad_reducer_agree(dlt_grad_reducer *r, double *results, int count)
+{
+    return r->ops->agree(r, results, count);
 }

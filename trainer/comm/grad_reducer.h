@@ -24,6 +24,7 @@ typedef struct {
     int (*ready)(dlt_grad_reducer *r, size_t lo);
     int (*done)(dlt_grad_reducer *r);
     int (*finish)(dlt_grad_reducer *r, int host_collective_next);
+    int (*agree)(dlt_grad_reducer *r, double *results, int count);
     void (*destroy)(dlt_grad_reducer *r);
 } dlt_grad_reducer_ops;
 
@@ -52,6 +53,12 @@ dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r);
  * host_collective_next, the NCCL path also waits for its reductions, because a host collective on
  * the same communicator follows from another stream and NCCL needs one order on every rank. */
 int dlt_grad_reducer_finish(dlt_grad_reducer *r, int host_collective_next);
+
+/* The step's agreement: sums count doubles of backend memory (the backend's results) over the
+ * ranks, in place, after the gradients, in the order every rank issues it. The NCCL path queues
+ * it on the device (nothing waits: the step's one wait is the results' read); the host path
+ * reduces in host memory (a GPU's results cross with a download and an upload). */
+int dlt_grad_reducer_agree(dlt_grad_reducer *r, double *results, int count);
 
 #ifdef DLT_HAVE_CUDA_BACKEND
 int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen);

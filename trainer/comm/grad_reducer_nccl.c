@@ -21,7 +21,7 @@ typedef struct {
     ncclComm_t nccl;
     cudaStream_t compute, cs; /* the backend's stream; ours */
     dlt_grad_buckets bk;
-    cudaEvent_t *bucket_ready, comm_done;
+    cudaEvent_t *bucket_ready, comm_done, results_ready;
     void *lowp;     /* fp16/bf16 copy of the gradients (--allreduce-lowp), else NULL */
     dlt_dt lowp_dt;
 } nccl_path;
@@ -82,6 +82,22 @@ static int _finish(dlt_grad_reducer *r, int host_collective_next)
     return dlt_cuda_stream_wait(p->cs, dlt_nccl_peer_check, p->nccl, r->comm->err, r->comm->errlen);
 }
 
+/* The results' sum on the communication stream, after every bucket (NCCL needs one order of
+ * collectives on a communicator on every rank: buckets, then this, always), between two events so
+ * the compute stream's sgd_step and results read see the sum. One rank: nothing to sum. */
+static int _agree(dlt_grad_reducer *r, double *results, int count)
+{
+    nccl_path *p = r->impl;
+    if (r->comm->size < 2)
+        return 0;
+    R_CUDA_TRY(r, cudaEventRecord(p->results_ready, p->compute));
+    R_CUDA_TRY(r, cudaStreamWaitEvent(p->cs, p->results_ready, 0));
+    R_NCCL_TRY(r, p, ncclAllReduce(results, results, (size_t)count, ncclFloat64, ncclSum, p->nccl, p->cs));
+    R_CUDA_TRY(r, cudaEventRecord(p->comm_done, p->cs));
+    R_CUDA_TRY(r, cudaStreamWaitEvent(p->compute, p->comm_done, 0));
+    return 0;
+}
+
 static void _destroy(dlt_grad_reducer *r)
 {
     nccl_path *p = r->impl;
@@ -95,6 +111,8 @@ static void _destroy(dlt_grad_reducer *r)
     free(p->bucket_ready);
     if (p->comm_done)
         cudaEventDestroy(p->comm_done);
+    if (p->results_ready)
+        cudaEventDestroy(p->results_ready);
     cudaFree(p->lowp);
     if (p->cs)
         cudaStreamDestroy(p->cs);
@@ -104,7 +122,7 @@ static void _destroy(dlt_grad_reducer *r)
     r->be->peer_check_arg = NULL;
 }
 
-static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", _ready, _done, _finish, _destroy};
+static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", _ready, _done, _finish, _agree, _destroy};
 
 int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen)
 {
@@ -126,6 +144,7 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
     for (int i = 0; i < p->bk.n; i++)
         DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming));
     DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming));
+    DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->results_ready, cudaEventDisableTiming));
     DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithFlags(&p->cs, cudaStreamNonBlocking));
     if (cfg && cfg->lowp && (prec == DLT_PREC_FP16 || prec == DLT_PREC_BF16)) {
         p->lowp_dt = prec == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;

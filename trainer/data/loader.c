@@ -32,6 +32,7 @@ struct dlt_loader {
     _slot *slots;
     int64_t next_task;    /* next (batch, image) to hand out, as seq * batch + j */
     int64_t consumed;     /* batches handed to the trainer */
+    int64_t released;     /* batches the trainer gave back (their slots free again) */
     int64_t start_seq;
     int stop, fatal, started;
     char fatal_msg[1024];
@@ -69,7 +70,7 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
     l->ds = ds;
     l->cfg = *cfg;
     if (l->cfg.depth <= 0)
-        l->cfg.depth = 3;
+        l->cfg.depth = 4; /* two held by the trainer (the step's, the next one being copied), two decoding */
     if (l->cfg.workers <= 0)
         l->cfg.workers = _default_workers();
     if (cfg->batch < 1 || cfg->world < 1) {
@@ -104,7 +105,7 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
         goto oom;
     for (int s = 0; s < l->cfg.depth; s++) {
         l->slots[s].seq = -1;
-        l->slots[s].images = malloc(img * (size_t)cfg->batch);
+        l->slots[s].images = cfg->alloc ? cfg->alloc(cfg->alloc_arg, img * (size_t)cfg->batch) : malloc(img * (size_t)cfg->batch);
         l->slots[s].labels = malloc(sizeof(int32_t) * (size_t)cfg->batch);
         if (!l->slots[s].images || !l->slots[s].labels)
             goto oom;
@@ -344,7 +345,7 @@ static void *_worker(void *arg)
         int j = (int)(task % l->cfg.batch);
         _slot *slot = &l->slots[seq % l->cfg.depth];
         /* The ring is full: wait until the trainer takes the batch this slot still holds. */
-        if (seq >= l->consumed + l->cfg.depth || (slot->seq != seq && slot->seq != -1)) {
+        if (seq >= l->released + l->cfg.depth || (slot->seq != seq && slot->seq != -1)) {
             pthread_cond_wait(&l->cv_work, &l->mu);
             continue;
         }
@@ -369,6 +370,7 @@ int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step)
 {
     l->start_seq = epoch * l->spe + step;
     l->consumed = l->start_seq;
+    l->released = l->start_seq;
     l->next_task = l->start_seq * l->cfg.batch;
     for (int i = 0; i < l->cfg.workers; i++) {
         if (pthread_create(&l->threads[i], NULL, _worker, l) != 0)
@@ -379,7 +381,7 @@ int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step)
     return 0;
 }
 
-int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen)
+int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **labels, char *err, size_t errlen)
 {
     int64_t seq;
     _slot *slot;
@@ -388,6 +390,10 @@ int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, 
                         l->cfg.rank, dlt_dataset_root(l->ds));
     pthread_mutex_lock(&l->mu);
     seq = l->consumed;
+    if (seq >= l->released + l->cfg.depth) {
+        pthread_mutex_unlock(&l->mu);
+        return dlt_fail(err, errlen, -EBUSY, "all %d batches of the ring are held: release one first", l->cfg.depth);
+    }
     slot = &l->slots[seq % l->cfg.depth];
 #define FATAL_NOW(l) ((l)->fatal && ((l)->fatal_seq < 0 || (l)->fatal_seq <= seq))
     while (!FATAL_NOW(l) && !(slot->seq == seq && slot->done == l->cfg.batch))
@@ -398,15 +404,35 @@ int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, 
         pthread_mutex_unlock(&l->mu);
         return -EIO;
     }
-    pthread_mutex_unlock(&l->mu);
-    memcpy(images, slot->images, (size_t)l->cfg.batch * l->cfg.out * l->cfg.out * 3);
-    memcpy(labels, slot->labels, sizeof(int32_t) * (size_t)l->cfg.batch);
-    l->last_valid = _valid_in(l, seq);
-    pthread_mutex_lock(&l->mu);
-    slot->seq = -1;
     l->consumed++;
-    pthread_cond_broadcast(&l->cv_work);
     pthread_mutex_unlock(&l->mu);
+    *images = slot->images;
+    *labels = slot->labels;
+    l->last_valid = _valid_in(l, seq);
+    return 0;
+}
+
+void dlt_loader_release(dlt_loader *l)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->released < l->consumed) {
+        l->slots[l->released % l->cfg.depth].seq = -1;
+        l->released++;
+        pthread_cond_broadcast(&l->cv_work);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen)
+{
+    const uint8_t *im;
+    const int32_t *lb;
+    int rc = dlt_loader_acquire(l, &im, &lb, err, errlen);
+    if (rc)
+        return rc;
+    memcpy(images, im, (size_t)l->cfg.batch * l->cfg.out * l->cfg.out * 3);
+    memcpy(labels, lb, sizeof(int32_t) * (size_t)l->cfg.batch);
+    dlt_loader_release(l);
     return 0;
 }
 
@@ -424,7 +450,10 @@ void dlt_loader_destroy(dlt_loader *l)
     }
     if (l->slots)
         for (int s = 0; s < l->cfg.depth; s++) {
-            free(l->slots[s].images);
+            if (l->cfg.alloc && l->slots[s].images)
+                l->cfg.release(l->cfg.alloc_arg, l->slots[s].images);
+            else
+                free(l->slots[s].images);
             free(l->slots[s].labels);
         }
     if (l->slots) {

@@ -22,10 +22,15 @@ typedef struct {
     uint64_t seed;
     int rank, world;
     int workers;        /* threads; <= 0: the CPUs this process may use, minus one, at least 1 */
-    int depth;          /* batches prepared ahead (default 3) */
+    int depth;          /* batches in the ring, held by the trainer or prepared ahead (default 4) */
     int strict;         /* a bad image ends the run */
     int defer_reports;  /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
     int no_augment;     /* training order, but the evaluation transform (no random crop or flip) */
+    /* Where the ring's images live (NULL: malloc): the backend's host memory, pinned on a GPU, so
+     * a batch is decoded once and copied to the device straight from its slot. */
+    void *(*alloc)(void *arg, size_t bytes);
+    void (*release)(void *arg, void *p);
+    void *alloc_arg;
 } dlt_loader_config;
 
 /* Fails with a usage message (image count, batch, ranks, the fix) when training would have no
@@ -43,6 +48,10 @@ int64_t dlt_loader_images_per_epoch(const dlt_loader *l);
 int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step);
 /* The next batch (uint8 NHWC images, labels). Blocks until ready. Returns 0 or -EIO (err). */
 int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen);
+/* The next batch without a copy: pointers into its ring slot, which stays the caller's until
+ * dlt_loader_release (batches are released in the order they were acquired). */
+int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **labels, char *err, size_t errlen);
+void dlt_loader_release(dlt_loader *l);
 /* How many of the batch next() returned last are real images (the first ones); the batch size
  * except for the short last batch of an evaluation. Only these are to be scored. */
 int dlt_loader_last_valid(const dlt_loader *l);

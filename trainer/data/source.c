@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trainer/common/status.h"
@@ -39,8 +40,21 @@ int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, 
     return 0;
 }
 
+void dlt_source_set_allocator(dlt_source *s, void *(*alloc)(void *arg, size_t bytes),
+                              void (*release)(void *arg, void *p), void *arg)
+{
+    s->alloc = alloc;
+    s->release = release;
+    s->alloc_arg = arg;
+}
+
 void dlt_source_close(dlt_source *s)
 {
+    for (int i = 0; i < DLT_SOURCE_RING; i++) {
+        if (s->ring_images[i])
+            s->alloc ? s->release(s->alloc_arg, s->ring_images[i]) : free(s->ring_images[i]);
+        free(s->ring_labels[i]);
+    }
     dlt_loader_destroy(s->loader);
     dlt_dataset_close(s->ds);
     dlt_synthetic_free(&s->synth);
@@ -77,6 +91,44 @@ int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images,
     dlt_synthetic_batch(&s->synth, epoch, step, s->batch, images, labels);
     s->last_step = step;
     return 0;
+}
+
+int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t **images, const int32_t **labels,
+                       char *err, size_t errlen)
+{
+    size_t bytes = (size_t)s->batch * s->synth.image * s->synth.image * 3;
+    int i;
+    if (s->loader) { /* positioned by dlt_source_start, it runs in order */
+        int rc = dlt_loader_acquire(s->loader, images, labels, err, errlen);
+        if (rc == 0)
+            s->acquired++;
+        return rc != 0 ? (rc == -EBUSY ? rc : -EIO) : 0;
+    }
+    if (s->acquired - s->released >= DLT_SOURCE_RING - 2)
+        return dlt_fail(err, errlen, -EBUSY, "%d generated batches held already: release one first",
+                        DLT_SOURCE_RING - 2);
+    i = (int)(s->acquired % DLT_SOURCE_RING);
+    if (!s->ring_images[i]) {
+        s->ring_images[i] = s->alloc ? s->alloc(s->alloc_arg, bytes) : malloc(bytes);
+        s->ring_labels[i] = malloc(sizeof(int32_t) * (size_t)s->batch);
+        if (!s->ring_images[i] || !s->ring_labels[i])
+            return dlt_fail(err, errlen, -ENOMEM, "out of memory for a batch of %d generated images", s->batch);
+    }
+    dlt_synthetic_batch(&s->synth, epoch, step, s->batch, s->ring_images[i], s->ring_labels[i]);
+    s->last_step = step;
+    s->acquired++;
+    *images = s->ring_images[i];
+    *labels = s->ring_labels[i];
+    return 0;
+}
+
+void dlt_source_release(dlt_source *s)
+{
+    if (s->released >= s->acquired)
+        return;
+    s->released++;
+    if (s->loader)
+        dlt_loader_release(s->loader);
 }
 
 int dlt_source_last_valid(const dlt_source *s)

@@ -10,6 +10,9 @@
 #include "trainer/data/loader.h"
 #include "trainer/data/synthetic.h"
 
+/* Batches a source holds for its user at most (acquired, not yet released) is this minus two. */
+#define DLT_SOURCE_RING 4
+
 typedef struct {
     dlt_dataset *ds;    /* real images, or NULL */
     dlt_loader *loader;
@@ -17,6 +20,13 @@ typedef struct {
     int batch;
     int64_t last_step;  /* the step next() gave last (generated images) */
     char path[4096];    /* what was opened (real images) */
+    /* Generated images' ring for dlt_source_acquire (real images use the loader's). */
+    void *(*alloc)(void *arg, size_t bytes);
+    void (*release)(void *arg, void *p);
+    void *alloc_arg;
+    uint8_t *ring_images[DLT_SOURCE_RING];
+    int32_t *ring_labels[DLT_SOURCE_RING];
+    int64_t acquired, released;
 } dlt_source;
 
 /* Real images at path: an ImageFolder root (labels: a "FILENAME CLASS" file for a flat folder,
@@ -28,6 +38,10 @@ int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, 
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
                               uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
                               size_t errlen);
+/* Where generated batches are written for dlt_source_acquire (NULL: malloc): the backend's host
+ * memory (real images: dlt_loader_config's alloc says it). Before the first acquire. */
+void dlt_source_set_allocator(dlt_source *s, void *(*alloc)(void *arg, size_t bytes),
+                              void (*release)(void *arg, void *p), void *arg);
 void dlt_source_close(dlt_source *s);
 
 /* Classes of a real data set; 0 for generated images (the model's count applies). */
@@ -39,7 +53,13 @@ int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size
 /* The batch of (epoch, step) into host buffers: batch images of image*image*3 bytes, labels. */
 int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images, int32_t *labels, char *err,
                     size_t errlen);
-/* Real images in the batch next() gave last: the batch, or fewer in an evaluation's last batch
+/* The batch of (epoch, step) without a copy: pointers to where it was decoded (or generated),
+ * the caller's until dlt_source_release, which gives back the oldest batch still held; at most
+ * DLT_SOURCE_RING - 2 are held at a time. */
+int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t **images, const int32_t **labels,
+                       char *err, size_t errlen);
+void dlt_source_release(dlt_source *s);
+/* Real images in the batch next() or acquire() gave last: the batch, or fewer in an evaluation's last batch
  * on a rank (every image is scored exactly once; the rest of the batch is padding). */
 int dlt_source_last_valid(const dlt_source *s);
 /* Unreadable images skipped (and replaced) so far on this rank. */

@@ -26,6 +26,31 @@ static float *_balloc(dlt_backend *be, size_t bytes)
     return be->ops->alloc(be, bytes);
 }
 
+/* The optimizer over the whole parameter buffer: one segment per run of state-dict entries alike
+ * in weight decay. */
+static int _plan_optimizer(dlt_net *net)
+{
+    const dlt_model *m = &net->model;
+    dlt_param_segment *segs = calloc((size_t)m->nentries + 1, sizeof(*segs));
+    int n = 0, rc;
+    if (!segs) {
+        snprintf(net->be->err, net->be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < m->nentries; i++) {
+        const dlt_state_entry *e = &m->entries[i];
+        if (!e->is_param)
+            continue;
+        if (n > 0 && segs[n - 1].no_decay == e->no_decay && segs[n - 1].off + segs[n - 1].len == e->off)
+            segs[n - 1].len += e->len;
+        else
+            segs[n++] = (dlt_param_segment){e->off, e->len, e->no_decay};
+    }
+    rc = net->be->ops->sgd_plan(net->be, net->d_params, m->nparams, segs, n);
+    free(segs);
+    return rc;
+}
+
 void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo)
 {
     /* After layers nlayers-1..i are done, the unfinished gradients are those of layers < i; every
@@ -60,17 +85,13 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
     net->stats = _falloc(m->nstats);
     if (!net->params || !net->momentum || !net->stats)
         goto oom;
-    if (be->host_memory) {
-        net->d_params = net->params;
-        net->d_momentum = net->momentum;
-        net->d_stats = net->stats;
-    } else {
-        net->d_params = _balloc(be, m->nparams * sizeof(float));
-        net->d_momentum = _balloc(be, m->nparams * sizeof(float));
-        net->d_stats = _balloc(be, (m->nstats ? m->nstats : 1) * sizeof(float));
-        if (!net->d_params || !net->d_momentum || !net->d_stats)
-            goto oom;
-    }
+    /* Parameters and momentum always have a backend copy: conv weights are KRSC there and OIHW
+     * in the host copy (dlt_net_upload/download convert). Statistics have one layout. */
+    net->d_params = _balloc(be, m->nparams * sizeof(float));
+    net->d_momentum = _balloc(be, m->nparams * sizeof(float));
+    net->d_stats = be->host_memory ? net->stats : _balloc(be, (m->nstats ? m->nstats : 1) * sizeof(float));
+    if (!net->d_params || !net->d_momentum || !net->d_stats)
+        goto oom;
     net->grads = _balloc(be, m->nparams * sizeof(float));
     net->batch_mean = _balloc(be, (nbn_c ? nbn_c : 1) * sizeof(float));
     net->batch_var = _balloc(be, (nbn_c ? nbn_c : 1) * sizeof(float));
@@ -97,12 +118,19 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         goto oom;
     if (be->ops->bn_bwd_relu && !(net->scratch2 = _balloc(be, maxt * as)))
         goto oom;
+    if ((rc = _plan_optimizer(net)) != 0) {
+        if (err != be->err)
+            snprintf(err, errlen, "%s", be->err);
+        dlt_fail_prefix(err, errlen, rc, "planning the optimizer");
+        dlt_net_destroy(net);
+        return rc;
+    }
     for (int i = 0; i < m->nlayers; i++) {
         dlt_layer *l = &m->layers[i];
         dlt_act_shape ash = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
         rc = 0;
-        if (l->kind == DLT_LAYER_CONV)
-            rc = be->ops->conv_plan(be, &l->cs, &l->op);
+        if (l->kind == DLT_LAYER_CONV && (rc = be->ops->conv_plan(be, &l->cs, &l->op)) == 0)
+            rc = be->ops->conv_bind_weights(be, l->op, net->d_params + l->w_off);
         else if (l->kind == DLT_LAYER_BN)
             rc = be->ops->bn_plan(be, &ash, net->bn_eps, &l->op);
         else if (l->kind == DLT_LAYER_MAXPOOL)
@@ -138,8 +166,8 @@ void dlt_net_destroy(dlt_net *net)
         if (net->dact && net->dact[t])
             be->ops->release(be, net->dact[t]);
     }
-    if (!be->host_memory) {
-        float *dev[] = {net->d_params, net->d_momentum, net->d_stats};
+    {
+        float *dev[] = {net->d_params, net->d_momentum, be->host_memory ? NULL : net->d_stats};
         for (size_t i = 0; i < 3; i++)
             if (dev[i])
                 be->ops->release(be, dev[i]);
@@ -156,6 +184,7 @@ void dlt_net_destroy(dlt_net *net)
     free(net->grad_ready_lo);
     free(net->params);
     free(net->momentum);
+    free(net->xfer);
     free(net->stats);
     free(net->bn_batches);
     dlt_model_free(m);
@@ -193,42 +222,97 @@ void dlt_net_init_params(dlt_net *net, uint64_t seed, int zero_init_residual)
     memset(net->bn_batches, 0, (size_t)m->nbn * sizeof(int64_t));
 }
 
+void dlt_model_layout(const dlt_model *m, const float *src, float *dst, int to_backend)
+{
+    /* Everything but conv weights has one layout; conv weights' ranges are then rewritten
+     * (layers are not in parameter order: torchvision lists a block's downsample last). */
+    memcpy(dst, src, m->nparams * sizeof(float));
+    for (int i = 0; i < m->nlayers; i++) {
+        const dlt_layer *l = &m->layers[i];
+        size_t K = (size_t)l->cs.k, C = (size_t)l->cs.c, R = (size_t)l->cs.r, S = (size_t)l->cs.s;
+        const float *a = src + l->w_off;
+        float *b = dst + l->w_off;
+        if (l->kind != DLT_LAYER_CONV || !l->w_len)
+            continue;
+        for (size_t k = 0; k < K; k++)
+            for (size_t c = 0; c < C; c++)
+                for (size_t r = 0; r < R; r++)
+                    for (size_t q = 0; q < S; q++) {
+                        size_t oihw = ((k * C + c) * R + r) * S + q, krsc = ((k * R + r) * S + q) * C + c;
+                        if (to_backend)
+                            b[krsc] = a[oihw];
+                        else
+                            b[oihw] = a[krsc];
+                    }
+    }
+}
+
+/* The host transfer buffer (backend layout on the host side of a copy), made on first use. */
+static float *_xfer(dlt_net *net)
+{
+    if (!net->xfer)
+        net->xfer = _falloc(net->model.nparams);
+    return net->xfer;
+}
+
+/* Host copy (OIHW) -> backend buffer (KRSC): transposed straight into host-memory backends, else
+ * through the transfer buffer and one upload. */
+static int _to_backend(dlt_net *net, const float *host, float *dev)
+{
+    dlt_backend *be = net->be;
+    const dlt_model *m = &net->model;
+    float *x = be->host_memory ? dev : _xfer(net);
+    if (!x)
+        return -ENOMEM;
+    dlt_model_layout(m, host, x, 1);
+    return be->host_memory ? 0 : be->ops->upload(be, dev, x, m->nparams * sizeof(float));
+}
+
+static int _to_host(dlt_net *net, const float *dev, float *host)
+{
+    dlt_backend *be = net->be;
+    const dlt_model *m = &net->model;
+    const float *x = dev;
+    int rc;
+    if (!be->host_memory) {
+        float *t = _xfer(net);
+        if (!t)
+            return -ENOMEM;
+        if ((rc = be->ops->download(be, t, dev, m->nparams * sizeof(float))) != 0)
+            return rc;
+        x = t;
+    }
+    dlt_model_layout(m, x, host, 0);
+    return 0;
+}
+
 int dlt_net_upload(dlt_net *net)
 {
     dlt_backend *be = net->be;
     const dlt_model *m = &net->model;
-    if (!be->host_memory &&
-        (be->ops->upload(be, net->d_params, net->params, m->nparams * sizeof(float)) != 0 ||
-         be->ops->upload(be, net->d_momentum, net->momentum, m->nparams * sizeof(float)) != 0 ||
-         be->ops->upload(be, net->d_stats, net->stats, m->nstats * sizeof(float)) != 0))
-        return -EIO;
-    return dlt_net_sync_weights(net);
+    int rc;
+    if ((rc = _to_backend(net, net->params, net->d_params)) != 0 ||
+        (rc = _to_backend(net, net->momentum, net->d_momentum)) != 0 ||
+        (!be->host_memory && (rc = be->ops->upload(be, net->d_stats, net->stats, m->nstats * sizeof(float))) != 0))
+        return rc;
+    return be->ops->params_loaded(be);
 }
 
 int dlt_net_download(dlt_net *net)
 {
     dlt_backend *be = net->be;
     const dlt_model *m = &net->model;
-    if (!be->host_memory &&
-        (be->ops->download(be, net->params, net->d_params, m->nparams * sizeof(float)) != 0 ||
-         be->ops->download(be, net->momentum, net->d_momentum, m->nparams * sizeof(float)) != 0 ||
-         be->ops->download(be, net->stats, net->d_stats, m->nstats * sizeof(float)) != 0))
-        return -EIO;
+    int rc;
+    if ((rc = _to_host(net, net->d_params, net->params)) != 0 ||
+        (rc = _to_host(net, net->d_momentum, net->momentum)) != 0 ||
+        (!be->host_memory && (rc = be->ops->download(be, net->stats, net->d_stats, m->nstats * sizeof(float))) != 0))
+        return rc;
     return 0;
 }
 
-int dlt_net_sync_weights(dlt_net *net)
+int dlt_net_grads_to_host(dlt_net *net, float *host)
 {
-    dlt_model *m = &net->model;
-    for (int i = 0; i < m->nlayers; i++) {
-        dlt_layer *l = &m->layers[i];
-        if (l->kind == DLT_LAYER_CONV) {
-            int rc = net->be->ops->conv_set_weights(net->be, l->op, net->d_params + l->w_off);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
+    return _to_host(net, net->grads, host);
 }
 
 int dlt_net_forward(dlt_net *net, int training)

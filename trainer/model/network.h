@@ -9,10 +9,12 @@
 typedef struct {
     dlt_model model;
     dlt_backend *be;
-    /* Host copies: initialisation, checkpoints and replica checks read and write these; the
-     * backend works on the d_* buffers (the very same memory when be->host_memory). */
+    /* Host copies, in torchvision's layout (conv weights OIHW): initialisation and checkpoints
+     * read and write these; the backend works on the d_* buffers, where conv weights (and their
+     * gradients and momentum) are KRSC. dlt_net_upload/download convert, nothing else does. */
     float *params, *momentum;         /* nparams each */
-    float *stats;                     /* BN running mean/var */
+    float *xfer;                      /* host transfer buffer in the backend layout (GPU backends) */
+    float *stats;                     /* BN running mean/var (the same memory as d_stats on the CPU) */
     int64_t *bn_batches;              /* num_batches_tracked per BN (host only) */
     /* Backend memory. */
     float *d_params, *d_momentum, *d_stats;
@@ -34,13 +36,18 @@ void dlt_net_destroy(dlt_net *net);
  * 1 (0 for the last BN of each block when zero_init), beta 0, running var 1. */
 void dlt_net_init_params(dlt_net *net, uint64_t seed, int zero_init_residual);
 
-/* Hands updated weights to the backend (its own layouts); call after every parameter change. */
-int dlt_net_sync_weights(dlt_net *net);
-
-/* Host copies -> backend memory (then the weight layouts), after initialisation or loading. */
+/* Host copies -> backend memory (OIHW -> KRSC, then the backend's derived copies), after
+ * initialisation, loading, or any change of the host copies. */
 int dlt_net_upload(dlt_net *net);
-/* Backend memory -> host copies of params, momentum and statistics (before checkpoints, checks). */
+/* Backend memory -> host copies of params, momentum and statistics (checkpoints only: a whole
+ * model crosses). */
 int dlt_net_download(dlt_net *net);
+/* The gradients in the host layout (tests, against finite differences). */
+int dlt_net_grads_to_host(dlt_net *net, float *host);
+
+/* Copies nparams floats between the host layout (conv weights OIHW, torchvision's) and the
+ * backend layout (KRSC): to_backend 1 reads OIHW, 0 writes it. src and dst must not overlap. */
+void dlt_model_layout(const dlt_model *m, const float *src, float *dst, int to_backend);
 
 /* For each layer i, the flat offset above which every gradient is final once backward has done
  * layers nlayers-1 .. i (params laid out in state-dict order need not follow layer order). */

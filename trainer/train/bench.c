@@ -1,4 +1,5 @@
-/* bench: images/s of training steps (or forward passes) on one batch loaded once, after warm-up. */
+/* bench: images/s of training steps (or forward passes) after warm-up, on one batch loaded once or
+ * (feed) a new batch every step through the training's input path. */
 #include "config.h"
 
 #include <stdio.h>
@@ -8,26 +9,48 @@
 #include "trainer/train/run.h"
 #include "trainer/train/trainer.h"
 
+/* Images/s of training steps (or forward passes). Without feed, one batch is loaded once; with
+ * feed, every step takes a new batch through the training's input path: read (decoded from --data,
+ * or generated) into the backend's host memory, its copy queued while the step before runs. */
 static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
 {
+    int64_t spe;
     double t0 = 0;
     int rc;
     dlt_net_init_params(&r->net, r->cfg.seed, 1);
-    if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_run_load_batch(r, 0, 0)) != 0)
+    if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0 ||
+        (rc = dlt_run_load_batch(r, 0, 0)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "setup");
+    spe = dlt_source_steps_per_epoch(&r->src);
+    spe = spe > 0 ? spe : 1;
     for (int i = 0; i < b->warmup + b->iters; i++) {
-        double loss;
-        int t1, t5;
+        double res[DLT_RES_COUNT];
+        int64_t next = i + 1;
         if (i == b->warmup)
             t0 = dlt_now();
+        if (b->feed && i > 0 && (rc = dlt_run_load_batch(r, i / spe, i % spe)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "input");
         if (b->inference) {
             if ((rc = dlt_net_forward(&r->net, 0)) != 0)
                 return dlt_fail_prefix(r->err, r->errlen, rc, "forward");
+            if (b->feed && next < b->warmup + b->iters)
+                dlt_run_prefetch(r, next / spe, next % spe);
+            if (b->feed && (rc = r->be->ops->sync(r->be)) != 0)
+                return dlt_fail_prefix(r->err, r->errlen, rc, "device");
+            if (b->feed)
+                dlt_run_release_batches(r);
             continue;
         }
-        if ((rc = dlt_run_forward_backward(r, &loss, &t1, &t5)) != 0 || (rc = dlt_run_reduce(r, 0)) != 0 ||
-            (rc = dlt_run_sgd(r, 0.01)) != 0)
+        /* The training step as the loop runs it, with its one wait. */
+        if ((rc = dlt_run_forward_backward(r)) != 0)
             return rc;
+        if (b->feed && next < b->warmup + b->iters)
+            dlt_run_prefetch(r, next / spe, next % spe);
+        if ((rc = dlt_run_agree(r, 0, 0)) != 0 || (rc = dlt_run_sgd(r, 0.01)) != 0 ||
+            (rc = dlt_run_read_results(r, res)) != 0)
+            return rc;
+        if (b->feed)
+            dlt_run_release_batches(r);
     }
     if ((rc = r->be->ops->sync(r->be)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "device");
@@ -44,14 +67,15 @@ static void _report(const dlt_run *r, const dlt_bench_config *b, double el)
         return;
     if (b->json)
         printf("{\"arch\":\"%s\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"precision\":\"%s\",\"mode\":\"%s\","
-               "\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f}\n",
+               "\"feed\":%s,\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f}\n",
                c->model.arch, c->model.image, c->model.batch, r->comm->size, dlt_precision_name(c->backend.precision),
-               b->inference ? "inference" : "train", b->iters, ips, ips * flops * 1e-12);
+               b->inference ? "inference" : "train", b->feed ? "true" : "false", b->iters, ips, ips * flops * 1e-12);
     else
-        printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s: %.2f images/s (%.3f TFLOP/s at %.3g GFLOP "
+        printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s%s: %.2f images/s (%.3f TFLOP/s at %.3g GFLOP "
                "per image)\n",
                c->model.arch, c->model.image, c->model.image, c->model.batch, r->comm->size,
-               dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training", ips,
+               dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training",
+               b->feed ? ", a new batch every step" : "", ips,
                ips * flops * 1e-12, flops * 1e-9);
     fflush(stdout);
 }

@@ -12,20 +12,22 @@
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
 {
     int64_t steps = dlt_source_steps_per_epoch(src);
+    double res[DLT_RES_COUNT];
     int rc;
     counts[0] = counts[1] = counts[2] = 0;
+    /* The batches' hits add up on the backend; the host reads them once, after the last. */
+    if ((rc = r->be->ops->results_reset(r->be)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
     for (int64_t s = 0; s < steps; s++) {
-        int t1 = 0, t5 = 0, nv;
-        if ((rc = dlt_source_next(src, 0, s, r->images, r->labels, r->err, r->errlen)) != 0 ||
-            (rc = dlt_run_normalize(r)) != 0)
+        int nv;
+        if ((rc = dlt_run_eval_batch(r, src, s, &nv)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-        nv = dlt_source_last_valid(src); /* a rank's last batch may be short: score its real images only */
-        if ((rc = dlt_run_forward_loss(r, 0, nv, NULL, &t1, &t5)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-        counts[0] += t1;
-        counts[1] += t5;
         counts[2] += nv;
     }
+    if ((rc = dlt_run_read_results(r, res)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+    counts[0] = res[DLT_RES_TOP1];
+    counts[1] = res[DLT_RES_TOP5];
     /* One collective whatever each rank's share: every image scored exactly once in all. */
     return r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64);
 }

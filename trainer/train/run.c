@@ -25,6 +25,19 @@ static void _split_path(const char *root, const char *split, char *out, size_t l
 }
 
 /* How the run's loaders cut and transform images: training (train) or evaluation. */
+/* The backend's host memory for the batch rings (pinned on a GPU). */
+static void *_host_alloc(void *arg, size_t bytes)
+{
+    dlt_backend *be = arg;
+    return be->ops->host_alloc(be, bytes);
+}
+
+static void _host_free(void *arg, void *p)
+{
+    dlt_backend *be = arg;
+    be->ops->host_free(be, p);
+}
+
 static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
 {
     const dlt_train_config *c = &r->cfg;
@@ -41,6 +54,9 @@ static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
     /* Several ranks training: a bad file's report waits for the exchange, which has one rank say
      * it, once per run (dlt_run_share_bad_images). */
     lc->defer_reports = train && r->comm->size > 1;
+    lc->alloc = _host_alloc;
+    lc->release = _host_free;
+    lc->alloc_arg = r->be;
 }
 
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
@@ -79,15 +95,17 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
                    : purpose == DLT_RUN_EVAL ? c->eval_size
                                              : (int64_t)c->model.batch * r->comm->size;
     int learnable = purpose == DLT_RUN_BENCH ? 0 : c->learnable;
-    return dlt_source_open_synthetic(&r->src, c->model.batch, c->model.image, c->model.classes, size, seed, c->seed,
-                                     learnable, r->comm->rank, r->comm->size, purpose == DLT_RUN_EVAL, r->err,
-                                     r->errlen);
+    int rc = dlt_source_open_synthetic(&r->src, c->model.batch, c->model.image, c->model.classes, size, seed, c->seed,
+                                       learnable, r->comm->rank, r->comm->size, purpose == DLT_RUN_EVAL, r->err,
+                                       r->errlen);
+    if (rc == 0)
+        dlt_source_set_allocator(&r->src, _host_alloc, _host_free, r->be);
+    return rc;
 }
 
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
                  size_t errlen)
 {
-    size_t img = (size_t)c->model.image * c->model.image * 3;
     int rc;
     memset(r, 0, sizeof(*r));
     r->cfg = *c;
@@ -98,9 +116,10 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err, errlen)) != 0)
         return rc;
-    if (c->data && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0)
-        return rc;
-    if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) != 0 ||
+    /* The backend first: the data loader's batch ring lives in its host memory. */
+    if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
+        c->backend_hook(r->be, c->backend_hook_arg);
+    if (rc != 0 || (c->data && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
         (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0)
         return rc;
     if (!c->data && (rc = _open_synthetic(r, purpose)) != 0)
@@ -115,10 +134,9 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
         dlt_loss_scaler_init(&r->scaler, 1, c->loss_scale > 0 ? c->loss_scale : 0, c->loss_scale_window);
     else
         dlt_loss_scaler_init(&r->scaler, 0, 1, 0);
-    r->images = malloc(img * (size_t)c->model.batch);
-    r->labels = malloc(sizeof(int32_t) * (size_t)c->model.batch);
-    if (!r->images || !r->labels)
+    if (!(r->no_labels = calloc((size_t)c->model.batch, sizeof(int32_t))))
         return dlt_fail(err, errlen, -ENOMEM, "out of memory for the input batch");
+    r->labels = r->no_labels;
     return 0;
 }
 
@@ -143,8 +161,7 @@ void dlt_run_close(dlt_run *r, int failed)
         dlt_net_destroy(&r->net);
     if (r->be)
         r->be->ops->destroy(r->be);
-    free(r->images);
-    free(r->labels);
+    free(r->no_labels);
     dlt_run_log_close(&r->log);
 }
 
@@ -198,19 +215,91 @@ int64_t dlt_run_share_bad_images(dlt_run *r)
     return dlt_loader_bad_files(l);
 }
 
-int dlt_run_normalize(dlt_run *r)
+/* Acquires (epoch, step) from src and queues its copy to the backend. */
+static int _stage(dlt_run *r, dlt_source *src, int64_t epoch, int64_t step, const uint8_t **images,
+                  const int32_t **labels, char *err, size_t errlen)
 {
     const dlt_train_config *c = &r->cfg;
     size_t pixels = (size_t)c->model.batch * c->model.image * c->model.image;
-    return r->be->ops->normalize_input(r->be, r->images, dlt_net_input(&r->net), pixels, g_mean, g_inv_std);
+    int rc;
+    if ((rc = dlt_source_acquire(src, epoch, step, images, labels, err, errlen)) != 0)
+        return rc;
+    if (src == &r->src)
+        r->held++;
+    if ((rc = r->be->ops->input_stage(r->be, *images, pixels)) != 0)
+        return dlt_fail_prefix(err, errlen, rc, "input copy");
+    return 0;
+}
+
+static int _normalize(dlt_run *r)
+{
+    const dlt_train_config *c = &r->cfg;
+    size_t pixels = (size_t)c->model.batch * c->model.image * c->model.image;
+    int rc = r->be->ops->normalize_input(r->be, dlt_net_input(&r->net), pixels, g_mean, g_inv_std);
+    return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "input") : 0;
+}
+
+void dlt_run_prefetch(dlt_run *r, int64_t epoch, int64_t step)
+{
+    if (r->next.ready)
+        return;
+    r->next.ready = 1;
+    r->next.epoch = epoch;
+    r->next.step = step;
+    r->next.err[0] = 0;
+    r->next.rc = _stage(r, &r->src, epoch, step, &r->next.images, &r->next.labels, r->next.err, sizeof(r->next.err));
 }
 
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
 {
     int rc;
-    if ((rc = dlt_source_next(&r->src, epoch, step, r->images, r->labels, r->err, r->errlen)) != 0)
+    r->labels = r->no_labels; /* until this step's batch is there */
+    if (r->next.ready) {
+        r->next.ready = 0;
+        if (r->next.epoch != epoch || r->next.step != step)
+            return dlt_fail(r->err, r->errlen, -EPROTO, "the batch read ahead is epoch %lld step %lld, not %lld/%lld",
+                            (long long)r->next.epoch, (long long)r->next.step, (long long)epoch, (long long)step);
+        if (r->next.rc != 0) {
+            snprintf(r->err, r->errlen, "%s", r->next.err);
+            return r->next.rc;
+        }
+        r->images = r->next.images;
+        r->labels = r->next.labels;
+    } else {
+        const uint8_t *im;
+        const int32_t *lb;
+        if ((rc = _stage(r, &r->src, epoch, step, &im, &lb, r->err, r->errlen)) != 0)
+            return rc;
+        r->images = im;
+        r->labels = lb;
+    }
+    return _normalize(r);
+}
+
+void dlt_run_release_batches(dlt_run *r)
+{
+    int keep = r->next.ready && r->next.rc == 0; /* the batch read ahead is still being copied */
+    while (r->held > keep) {
+        dlt_source_release(&r->src);
+        r->held--;
+    }
+}
+
+int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid)
+{
+    int rc;
+    if ((rc = _stage(r, src, 0, step, &r->images, &r->labels, r->err, r->errlen)) != 0 || (rc = _normalize(r)) != 0)
         return rc;
-    return dlt_run_normalize(r);
+    *valid = dlt_source_last_valid(src); /* a rank's last batch may be short: score its real images only */
+    if ((rc = dlt_run_forward_loss(r, 0, *valid)) != 0)
+        return rc;
+    /* The batch's memory goes back to the source once the backend has read it. */
+    if ((rc = r->be->ops->sync(r->be)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "device");
+    if (src == &r->src)
+        r->held--;
+    dlt_source_release(src);
+    return 0;
 }
 
 int dlt_run_open_validation(dlt_run *r, dlt_source *val)
@@ -225,6 +314,8 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
         rc = dlt_source_open_synthetic(val, c->model.batch, c->model.image, c->model.classes, c->eval_size,
                                        c->seed ^ 0x5eed5eedull, c->seed, c->learnable, r->comm->rank, r->comm->size, 1,
                                        r->err, r->errlen);
+        if (rc == 0)
+            dlt_source_set_allocator(val, _host_alloc, _host_free, r->be);
         return rc ? rc : 1;
     }
     if (c->val_data)
@@ -244,33 +335,27 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     return 1;
 }
 
-int dlt_run_forward_loss(dlt_run *r, int training, int n, double *loss_sum, int *top1, int *top5)
+int dlt_run_forward_loss(dlt_run *r, int training, int n)
 {
     const dlt_train_config *c = &r->cfg;
     dlt_net *net = &r->net;
-    double loss = 0;
-    int t1 = 0, t5 = 0, rc;
+    int rc;
     if ((rc = dlt_net_forward(net, training)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "forward");
     if ((rc = r->be->ops->softmax_xent(r->be, dlt_net_logits(net), r->labels, n, c->model.classes,
                                        training ? (float)c->label_smoothing : 0.f,
-                                       training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL,
-                                       &loss, &t1, &t5)) != 0)
+                                       training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "loss");
-    if (loss_sum)
-        *loss_sum = loss;
-    if (top1)
-        *top1 = t1;
-    if (top5)
-        *top5 = t5;
     return 0;
 }
 
-static int _forward_loss_backward(dlt_run *r, double *loss_sum, int *top1, int *top5)
+static int _forward_loss_backward(dlt_run *r)
 {
     dlt_grad_listener listen = dlt_grad_reducer_listener(r->reducer);
     int rc;
-    if ((rc = dlt_run_forward_loss(r, 1, r->cfg.model.batch, loss_sum, top1, top5)) != 0)
+    if ((rc = r->be->ops->results_reset(r->be)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
+    if ((rc = dlt_run_forward_loss(r, 1, r->cfg.model.batch)) != 0)
         return rc;
     if ((rc = dlt_net_backward(&r->net, &listen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "backward");
@@ -280,7 +365,7 @@ static int _forward_loss_backward(dlt_run *r, double *loss_sum, int *top1, int *
 /* With --cuda-graphs the second step is recorded as a CUDA graph (the first ran plainly, so every
  * lazily made buffer exists) and later steps replay it; a new loss scale (a kernel argument of
  * the recording) records again. */
-int dlt_run_forward_backward(dlt_run *r, double *loss_sum, int *top1, int *top5)
+int dlt_run_forward_backward(dlt_run *r)
 {
     dlt_backend *be = r->be;
     const dlt_graph_ops *g = be->graphs;
@@ -288,10 +373,10 @@ int dlt_run_forward_backward(dlt_run *r, double *loss_sum, int *top1, int *top5)
     int batch = r->cfg.model.batch, rc;
     if (!r->cfg.cuda_graphs || !r->graph_warm) {
         r->graph_warm = 1;
-        return _forward_loss_backward(r, loss_sum, top1, top5);
+        return _forward_loss_backward(r);
     }
     if (r->graph_ready && r->graph_scale == r->scaler.scale) {
-        if ((rc = g->replay(be, r->labels, batch)) != 0 || (rc = g->loss_results(be, loss_sum, top1, top5)) != 0)
+        if ((rc = g->replay(be, r->labels, batch)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph replay");
         for (int i = 0; i < n->model.nbn; i++)
             n->bn_batches[i]++; /* the host side of a BN forward, which a replay does not run */
@@ -300,15 +385,14 @@ int dlt_run_forward_backward(dlt_run *r, double *loss_sum, int *top1, int *top5)
     r->graph_ready = 0;
     if ((rc = g->capture_begin(be)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph capture");
-    if ((rc = _forward_loss_backward(r, loss_sum, top1, top5)) != 0) {
+    if ((rc = _forward_loss_backward(r)) != 0) {
         char keep[1024];
         snprintf(keep, sizeof(keep), "%s", r->err);
         g->capture_end(be); /* leave the stream usable; the error above says what failed */
         snprintf(r->err, r->errlen, "%s", keep);
         return rc;
     }
-    if ((rc = g->capture_end(be)) != 0 || (rc = g->replay(be, r->labels, batch)) != 0 ||
-        (rc = g->loss_results(be, loss_sum, top1, top5)) != 0)
+    if ((rc = g->capture_end(be)) != 0 || (rc = g->replay(be, r->labels, batch)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph");
     r->graph_ready = 1;
     r->graph_scale = r->scaler.scale;
@@ -321,23 +405,41 @@ int dlt_run_reduce(dlt_run *r, int host_collective_next)
     return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "gradient all-reduce") : 0;
 }
 
+int dlt_run_agree(dlt_run *r, int stop, int input_failed)
+{
+    dlt_backend *be = r->be;
+    int rc;
+    if ((rc = dlt_run_reduce(r, 0)) != 0)
+        return rc;
+    /* fp16 overflow is found on the summed gradients: the same on every rank. */
+    if (r->scaler.enabled && (rc = be->ops->count_nonfinite(be, r->net.grads, r->net.model.nparams)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");
+    if ((stop && (rc = be->ops->results_put(be, DLT_RES_STOP, 1.0)) != 0) ||
+        (input_failed && (rc = be->ops->results_put(be, DLT_RES_INPUT_FAILED, 1.0)) != 0))
+        return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
+    if ((rc = dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "step agreement");
+    return 0;
+}
+
 int dlt_run_sgd(dlt_run *r, double lr)
 {
     const dlt_train_config *c = &r->cfg;
     dlt_net *n = &r->net;
-    const dlt_model *m = &n->model;
     float scale = (float)dlt_loss_scaler_unscale(&r->scaler, r->comm->size);
-    int rc;
-    for (int i = 0; i < m->nentries; i++) {
-        const dlt_state_entry *e = &m->entries[i];
-        float wd = (e->no_decay && !c->decay_bn_bias) ? 0.f : (float)c->weight_decay;
-        if (!e->is_param)
-            continue;
-        if ((rc = r->be->ops->sgd_update(r->be, n->d_params + e->off, n->d_momentum + e->off, n->grads + e->off,
-                                         e->len, (float)lr, (float)c->momentum, wd, scale)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "SGD update");
-    }
-    if ((rc = dlt_net_sync_weights(n)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "weight layout");
+    float wd = (float)c->weight_decay, wd_nd = c->decay_bn_bias ? wd : 0.f;
+    int rc = r->be->ops->sgd_step(r->be, n->d_params, n->d_momentum, n->grads, (float)lr, (float)c->momentum, wd,
+                                  wd_nd, scale);
+    return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "SGD update") : 0;
+}
+
+int dlt_run_read_results(dlt_run *r, double *res)
+{
+    int rc = r->be->ops->results_read(r->be, res);
+    if (rc)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
+    if (res[DLT_RES_BAD_LABELS] > 0)
+        return dlt_fail(r->err, r->errlen, -EINVAL, "%.0f label(s) outside 0..%d (the data's classes do not match "
+                        "--classes %d?)", res[DLT_RES_BAD_LABELS], r->cfg.model.classes - 1, r->cfg.model.classes);
     return 0;
 }

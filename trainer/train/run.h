@@ -27,8 +27,17 @@ typedef struct {
     dlt_grad_reducer *reducer;
     dlt_loss_scaler scaler;
     dlt_run_log log;
-    uint8_t *images; /* the batch on the host */
-    int32_t *labels;
+    const uint8_t *images; /* the step's batch on the host: in the source's ring (pinned on a GPU) */
+    const int32_t *labels;
+    int32_t *no_labels;    /* class 0 everywhere: the labels of a batch that could not be loaded */
+    int held;              /* batches acquired from src and not yet released */
+    struct {               /* the next batch, acquired and its copy queued ahead (dlt_run_prefetch) */
+        int ready, rc;
+        int64_t epoch, step;
+        const uint8_t *images;
+        const int32_t *labels;
+        char err[1024];
+    } next;
     int graph_warm, graph_ready; /* --cuda-graphs: a plain step ran; a recording exists */
     double graph_scale;          /* the loss scale the recording was made with */
     char *err;                   /* the run's error buffer (the backend's and communicator's sink too) */
@@ -49,10 +58,18 @@ void dlt_run_close(dlt_run *r, int failed);
  * same points. */
 int64_t dlt_run_share_bad_images(dlt_run *r);
 
-/* The batch of (epoch, step), normalised into the network's input. */
+/* The batch of (epoch, step), normalised into the network's input: the one dlt_run_prefetch
+ * staged, or read and staged now. */
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step);
-/* The host batch (r->images) normalised into the network's input. */
-int dlt_run_normalize(dlt_run *r);
+/* Acquires the batch of (epoch, step) and queues its copy to the backend now, so it overlaps the
+ * step in flight (a failure is kept for dlt_run_load_batch of that step to report). */
+void dlt_run_prefetch(dlt_run *r, int64_t epoch, int64_t step);
+/* One evaluation batch of src (step of its pass): staged, normalised, forward and loss over its
+ * *valid real images (adding to be->results); its memory goes back to the source after a sync. */
+int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid);
+/* After the step's results read (the backend has read every consumed batch): the batches the
+ * steps consumed go back to the source's ring. */
+void dlt_run_release_batches(dlt_run *r);
 /* The validation images of a training run (ROOT/val, --val-data, or generated ones), started:
  * 1 when there are some, 0 when there are none, negative on an error. */
 int dlt_run_open_validation(dlt_run *r, dlt_source *val);
@@ -60,15 +77,24 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val);
  * ranks; the network's training state untouched): counts = {top-1 hits, top-5 hits, images},
  * summed over the ranks. A collective. */
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
-/* Forward, loss and backward of the loaded batch for this rank (summed loss, top-1/top-5 hits);
- * backward hands finished gradients to the reducer. */
-int dlt_run_forward_backward(dlt_run *r, double *loss_sum, int *top1, int *top5);
+/* The step's results start from zero; forward, loss and backward of the loaded batch for this
+ * rank add their loss and hits to them (be->results, not read here); backward hands finished
+ * gradients to the reducer. */
+int dlt_run_forward_backward(dlt_run *r);
 /* Forward and loss over the first n images of the batch (training: batch statistics, label
- * smoothing, the loss scale and d(logits); else evaluation); NULL results are not wanted. */
-int dlt_run_forward_loss(dlt_run *r, int training, int n, double *loss_sum, int *top1, int *top5);
+ * smoothing, the loss scale and d(logits); else evaluation); adds to be->results. */
+int dlt_run_forward_loss(dlt_run *r, int training, int n);
 /* Completes the gradient sum over ranks (see dlt_grad_reducer_finish). */
 int dlt_run_reduce(dlt_run *r, int host_collective_next);
-/* SGD with momentum at lr over every parameter, undoing the loss scale and the rank sum. */
+/* The step's agreement: the gradient sum completes, fp16 overflow is counted on it, this rank's
+ * stop request and input failure join the results, and the results are summed over the ranks:
+ * all queued, nothing waits. */
+int dlt_run_agree(dlt_run *r, int stop, int input_failed);
+/* SGD with momentum at lr over every parameter (one sgd_step), undoing the loss scale and the
+ * rank sum; the backend skips it when the agreed results void the step (dlt_results_skip). */
 int dlt_run_sgd(dlt_run *r, double lr);
+/* The step's one wait: the agreed results into res (DLT_RES_COUNT); labels outside the classes
+ * are an error here. */
+int dlt_run_read_results(dlt_run *r, double *res);
 
 #endif

@@ -1,10 +1,12 @@
 /* train_loop: dlt_train_run, the training loop as named steps: load the batch, forward + loss +
- * backward (the gradient reducer sums gradients as they are produced), agree across ranks (the
- * reduction's end, fp16 overflow, and one small collective carrying loss, hits, the stop request
- * and whether a rank cannot go on), apply the update or skip it, log, checkpoint. A rank whose
- * batch cannot be read (a bad image under --strict, a vanished data directory) still takes part
- * in the step's collectives, so every rank stops at that step and the failing one names the cause;
- * any other failure of one rank aborts the communicator (run.c), so no rank waits for it. */
+ * backward (the gradient reducer sums gradients as they are produced), agree and update (the
+ * reduction's end, fp16 overflow, this rank's stop request and input failure joining the step's
+ * results on the device, one sum of those over the ranks, the update queued, then the step's one
+ * wait: the results' read), settle the host's side (skipped steps, the loss scale), log,
+ * checkpoint. A rank whose batch cannot be read (a bad image under --strict, a vanished data
+ * directory) still takes part in the step's collectives, so every rank stops at that step and the
+ * failing one names the cause; any other failure of one rank aborts the communicator (run.c), so
+ * no rank waits for it. */
 #include "config.h"
 
 #include <errno.h>
@@ -53,8 +55,7 @@ typedef struct {
 /* What one step found, all ranks agreeing. */
 typedef struct {
     double t0, t_data, t_compute, t_agreed;
-    double flags[4]; /* summed over ranks: loss, top-1 hits, stop requests, ranks that cannot go on */
-    int overflow;
+    double res[DLT_RES_COUNT]; /* summed over ranks: loss, hits, overflow, stop requests, input failures */
     double lr;
 } step_result;
 
@@ -213,14 +214,21 @@ static int _load_batch(dlt_run *r, loop_state *t, step_result *s)
     if ((rc = dlt_run_load_batch(r, t->step / t->spe, t->step % t->spe)) != 0) {
         dlt_fail_prefix(r->err, r->errlen, rc, "input");
         snprintf(t->input_err, sizeof(t->input_err), "%s", r->err);
-        t->input_failed = 1;
-        /* The labels may be half written: class 0 keeps the loss defined; nothing is applied. */
-        memset(r->labels, 0, sizeof(int32_t) * (size_t)r->cfg.model.batch);
+        t->input_failed = 1; /* the labels are class 0 (r->no_labels): the loss stays defined; nothing is applied */
     }
     s->t_data = dlt_now();
     if (r->cfg.dump_batch && !t->input_failed && t->dumped++ == 0 && r->comm->rank == 0)
         return _dump_batch(r);
     return 0;
+}
+
+/* While the device runs this step, the next batch is read and its copy queued (input off the
+ * critical path). Not across an epoch's end, where validation may use the input path first. */
+static void _prefetch(dlt_run *r, loop_state *t)
+{
+    int64_t next = t->step + 1;
+    if (!t->input_failed && next < t->total && next % t->spe != 0)
+        dlt_run_prefetch(r, next / t->spe, next % t->spe);
 }
 
 /* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
@@ -235,56 +243,51 @@ static int _backup_statistics(dlt_run *r, loop_state *t)
 
 static int _forward_backward(dlt_run *r, loop_state *t, step_result *s)
 {
-    double loss_sum = 0;
-    int top1 = 0, top5 = 0, rc;
+    int rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
-    if ((rc = dlt_run_forward_backward(r, &loss_sum, &top1, &top5)) != 0)
+    if ((rc = dlt_run_forward_backward(r)) != 0)
         return rc;
-    s->flags[0] = loss_sum;
-    s->flags[1] = top1;
     s->t_compute = dlt_now();
     return 0;
 }
 
-/* The gradient sum completes; fp16 overflow is found on the summed gradients (the same on every
- * rank, so every rank skips the same step); loss, hits and the stop flag travel in one collective,
- * so every rank stops at the same step. */
-static int _agree(dlt_run *r, loop_state *t, step_result *s)
+/* Everything the step decides is queued before the host waits once: the gradient sum completes,
+ * fp16 overflow is counted on the summed gradients (the same on every rank), this rank's stop
+ * request and input failure join the loss and hits in the results, which are summed over the
+ * ranks, and the update is queued; the backend drops it when the agreed results void the step
+ * (dlt_results_skip), so no host decision sits between backward and the update. Then the one
+ * read: every rank sees the same results, so every rank takes the same decisions below. */
+static int _agree_and_update(dlt_run *r, loop_state *t, step_result *s)
 {
-    int rc, finite = 1;
+    int rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step);
-    if ((rc = dlt_run_reduce(r, 1)) != 0)
+    s->lr = dlt_schedule_lr(&t->sched, t->step);
+    if ((rc = dlt_run_agree(r, g_stop_signal != 0, t->input_failed)) != 0 || (rc = dlt_run_sgd(r, s->lr)) != 0 ||
+        (rc = dlt_run_read_results(r, s->res)) != 0)
         return rc;
-    if (r->scaler.enabled &&
-        (rc = r->be->ops->all_finite(r->be, r->net.grads, r->net.model.nparams, &finite)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");
-    s->overflow = !finite;
-    s->flags[2] = g_stop_signal ? 1.0 : 0.0;
-    s->flags[3] = t->input_failed ? 1.0 : 0.0;
-    if ((rc = r->comm->ops->allreduce_sum(r->comm, s->flags, 4, DLT_DTYPE_F64)) != 0)
-        return rc;
+    dlt_run_release_batches(r); /* the backend has read this step's batch */
     s->t_agreed = dlt_now();
-    if (s->flags[3] > 0) { /* every rank sees it: all stop at this step, no update */
+    if (s->res[DLT_RES_INPUT_FAILED] > 0) { /* every rank sees it: all stop at this step, no update */
         r->agreed = 1;
         if (t->input_failed)
             return dlt_fail(r->err, r->errlen, -EIO, "%s (every rank stops at step %" PRId64 ")", t->input_err,
                             t->step);
         return dlt_fail(r->err, r->errlen, -ECANCELED,
                         "stopping at step %" PRId64 ": %.0f other rank(s) could not load their batch (their messages "
-                        "name the file and the cause)", t->step, s->flags[3]);
+                        "name the file and the cause)", t->step, s->res[DLT_RES_INPUT_FAILED]);
     }
     return 0;
 }
 
-/* Applies the update, or skips it (non-finite loss, fp16 overflow): weights and momentum
- * untouched, statistics restored, no trace left; the step still counts so the data moves on. */
-static int _apply_or_skip(dlt_run *r, loop_state *t, step_result *s)
+/* The host's side of an applied or skipped update. A skipped step (non-finite loss, fp16
+ * overflow; the backend already left weights and momentum untouched) gets its statistics
+ * restored, so it leaves no trace; the step still counts so the data moves on. */
+static int _settle(dlt_run *r, loop_state *t, step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     int apply, rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
-    s->lr = dlt_schedule_lr(&t->sched, t->step);
-    if (!isfinite(s->flags[0])) {
+    if (!isfinite(s->res[DLT_RES_LOSS])) {
         r->agreed = 1; /* the summed loss is the same on every rank: all decide alike */
         if (++t->bad_steps > c->max_bad_steps)
             return dlt_fail(r->err, r->errlen, -ERANGE,
@@ -292,16 +295,19 @@ static int _apply_or_skip(dlt_run *r, loop_state *t, step_result *s)
                             "checkpoint is intact (lower --lr?)", t->bad_steps, t->step);
         if (r->comm->rank == 0)
             dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
-                         s->flags[0], t->step, t->bad_steps, c->max_bad_steps);
+                         s->res[DLT_RES_LOSS], t->step, t->bad_steps, c->max_bad_steps);
         apply = 0;
         r->agreed = 0;
     } else {
         /* An fp16 overflow is a normal event while the scale settles, not a divergence. */
         t->bad_steps = 0;
-        apply = dlt_loss_scaler_update(&r->scaler, s->overflow);
+        apply = dlt_loss_scaler_update(&r->scaler, s->res[DLT_RES_NONFINITE] != 0);
     }
+    if (apply != !dlt_results_skip(s->res)) /* the host and the backend read the same results */
+        return dlt_fail(r->err, r->errlen, -EPROTO, "step %" PRId64 ": the host and the backend disagree on whether "
+                        "the update applies", t->step);
     if (apply)
-        return dlt_run_sgd(r, s->lr);
+        return 0;
     if ((rc = r->be->ops->copy(r->be, r->net.d_stats, t->stats_backup, r->net.model.nstats * sizeof(float))) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "statistics restore");
     memcpy(r->net.bn_batches, t->batches_backup, (size_t)r->net.model.nbn * sizeof(int64_t));
@@ -312,9 +318,9 @@ static void _log(dlt_run *r, loop_state *t, const step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     dlt_step_status st = {t->step, t->total, t->spe, s->lr, r->scaler.enabled, r->scaler.scale, r->scaler.skipped};
-    dlt_run_log_step(&r->log, t->step, s->flags[0], s->flags[1], s->t_data - s->t0, s->t_agreed - s->t_compute,
-                     dlt_now() - s->t0);
-    if ((c->log_every > 0 && t->step % c->log_every == 0) || t->step == t->total || s->flags[2] > 0)
+    dlt_run_log_step(&r->log, t->step, s->res[DLT_RES_LOSS], s->res[DLT_RES_TOP1], s->t_data - s->t0,
+                     s->t_agreed - s->t_compute, dlt_now() - s->t0);
+    if ((c->log_every > 0 && t->step % c->log_every == 0) || t->step == t->total || s->res[DLT_RES_STOP] > 0)
         dlt_run_log_line(&r->log, &st);
 }
 
@@ -324,7 +330,7 @@ static int _checkpoint(dlt_run *r, loop_state *t, const step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     int rc;
-    if (s->flags[2] > 0) {
+    if (s->res[DLT_RES_STOP] > 0) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
         return (rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 ? rc : DLT_EXIT_PREEMPTED;
     }
@@ -347,8 +353,10 @@ static int _train_step(dlt_run *r, loop_state *t)
         dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
                           t->step / t->spe, t->step);
     if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
-        (rc = _forward_backward(r, t, &s)) != 0 || (rc = _agree(r, t, &s)) != 0 ||
-        (rc = _apply_or_skip(r, t, &s)) != 0)
+        (rc = _forward_backward(r, t, &s)) != 0)
+        return rc;
+    _prefetch(r, t);
+    if ((rc = _agree_and_update(r, t, &s)) != 0 || (rc = _settle(r, t, &s)) != 0)
         return rc;
     t->step++;
     _log(r, t, &s);

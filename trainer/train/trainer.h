@@ -57,6 +57,9 @@ typedef struct {
     int check_every;          /* steps between cross-rank weight checks (0: never) */
     int max_bad_steps;        /* consecutive non-finite losses tolerated (updates skipped) before stopping */
     double stall_timeout;     /* seconds one phase may take before the watchdog aborts the run (0: off) */
+    /* Tests: called once the backend exists, before anything uses it (a recording ops table). */
+    void (*backend_hook)(dlt_backend *be, void *arg);
+    void *backend_hook_arg;
 } dlt_train_config;
 
 void dlt_train_config_defaults(dlt_train_config *c);
@@ -72,6 +75,7 @@ typedef struct {
     int warmup, iters;
     int inference;
     int json;
+    int feed; /* a new batch every step (decoded or generated, copied ahead), not one loaded once */
 } dlt_bench_config;
 
 int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, char *err, size_t errlen);
