@@ -27,6 +27,24 @@ int dlt_precision_parse(const char *s)
     return -1;
 }
 
+int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, char *err, size_t errlen)
+{
+    size_t covered = 0;
+    for (int i = 0; i < nsegs; i++) {
+        if (segs[i].off != covered || segs[i].len == 0) {
+            snprintf(err, errlen, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
+                     segs[i].len);
+            return -EINVAL;
+        }
+        covered += segs[i].len;
+    }
+    if (covered != n) {
+        snprintf(err, errlen, "optimizer segments cover %zu of %zu parameters", covered, n);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int dlt_backend_cuda_available(void)
 {
 #ifdef DLT_HAVE_CUDA_BACKEND

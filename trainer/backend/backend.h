@@ -63,6 +63,10 @@ enum {
     DLT_RES_COUNT
 };
 
+/* 0 when segs tile [0, n) in order, without gaps or empty segments (sgd_plan's precondition);
+ * else -EINVAL with err saying where. */
+int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, char *err, size_t errlen);
+
 /* Batches staged ahead of their use (input_stage) at most: the current one and the next. */
 #define DLT_INPUT_STAGED 2
 

@@ -688,19 +688,9 @@ static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
 static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs)
 {
     cpu_backend *c = _cpu(be);
-    size_t covered = 0;
-    for (int i = 0; i < nsegs; i++) {
-        if (segs[i].off != covered || segs[i].len == 0) {
-            snprintf(be->err, be->errlen, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
-                     segs[i].len);
-            return -EINVAL;
-        }
-        covered += segs[i].len;
-    }
-    if (covered != n) {
-        snprintf(be->err, be->errlen, "optimizer segments cover %zu of %zu parameters", covered, n);
-        return -EINVAL;
-    }
+    int rc = dlt_param_segments_check(segs, nsegs, n, be->err, be->errlen);
+    if (rc)
+        return rc;
     free(c->segs);
     if (!(c->segs = malloc((size_t)(nsegs ? nsegs : 1) * sizeof(*segs)))) {
         snprintf(be->err, be->errlen, "out of memory");

@@ -988,21 +988,12 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
 {
     cuda_backend *c = _cu(be);
     dlt_sgd_chunk *chunks = NULL;
-    size_t covered = 0, count = 0, k = 0;
+    size_t count = 0, k = 0;
     int rc = 0;
-    for (int i = 0; i < nsegs; i++) {
-        if (segs[i].off != covered || segs[i].len == 0) {
-            snprintf(be->err, be->errlen, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
-                     segs[i].len);
-            return -EINVAL;
-        }
-        covered += segs[i].len;
+    if ((rc = dlt_param_segments_check(segs, nsegs, n, be->err, be->errlen)) != 0)
+        return rc;
+    for (int i = 0; i < nsegs; i++)
         count += (segs[i].len + DLT_SGD_CHUNK - 1) / DLT_SGD_CHUNK;
-    }
-    if (covered != n) {
-        snprintf(be->err, be->errlen, "optimizer segments cover %zu of %zu parameters", covered, n);
-        return -EINVAL;
-    }
     if (count > (size_t)INT32_MAX) {
         snprintf(be->err, be->errlen, "%zu parameters are more than one optimizer launch covers", n);
         return -EINVAL;
