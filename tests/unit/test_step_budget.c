@@ -240,8 +240,9 @@ static void test_step_budget(void **state)
         fail_msg("%lld host-blocking waits per step: the budget is one (the results' read)", d[C_WAIT]);
     if (d[C_MODEL_COPIES] != 0)
         fail_msg("%lld whole-model copies per step: only checkpoints and replica checks may copy the model", d[C_MODEL_COPIES]);
-    /* What crosses: the batch's pixels and labels in, the results out. */
-    assert_int_equal(d[C_H2D_BYTES], 2 * 32 * 32 * 3 + 2 * (long long)sizeof(int32_t));
+    /* What crosses: the batch's pixels and labels in, this rank's stop and input flags (one double
+     * each, put every step so a recorded step has them), the results out. */
+    assert_int_equal(d[C_H2D_BYTES], 2 * 32 * 32 * 3 + 2 * (long long)sizeof(int32_t) + 2 * (long long)sizeof(double));
     assert_int_equal(d[C_D2H_BYTES], DLT_RES_COUNT * (long long)sizeof(double));
     /* The whole run's copies of the model: the initial upload and the final checkpoint's download
      * (parameters and momentum each way), no more. */

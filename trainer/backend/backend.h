@@ -198,13 +198,25 @@ typedef struct {
 
 } dlt_backend_ops;
 
+/* What changes from one training step to the next besides the data already in backend memory:
+ * a replay of a recorded step takes these instead of the values the recording was made with. */
+typedef struct {
+    const int32_t *labels; /* host memory, n of them (softmax_xent's) */
+    int n;
+    float lr;              /* sgd_step's */
+    double stop, input_failed; /* results_put's of DLT_RES_STOP and DLT_RES_INPUT_FAILED */
+} dlt_step_inputs;
+
 /* CUDA graphs, where the backend has them: between capture_begin and capture_end the ops are
- * recorded, not run. replay stages the step's labels (host memory) and runs the recorded work
- * once; its results arrive in be->results like a plain run's. */
+ * recorded, not run: a whole training step, from results_reset through forward, loss, backward,
+ * the bucket reductions, the overflow count, the puts, the agreement and sgd_step. replay runs the
+ * recording once with the step's inputs (the labels, sgd_step's lr and the two puts read at
+ * replay); its results arrive in be->results like a plain step's. Everything else the recording
+ * was made with (the loss scale, the gradient scale) is fixed: a change records again. */
 typedef struct {
     int (*capture_begin)(dlt_backend *be);
     int (*capture_end)(dlt_backend *be);
-    int (*replay)(dlt_backend *be, const int32_t *labels, int n);
+    int (*replay)(dlt_backend *be, const dlt_step_inputs *in);
 } dlt_graph_ops;
 
 /* While the backend waits for its device it asks this, between polls, whether a peer failed

@@ -45,6 +45,7 @@ typedef struct {
     double read[DLT_RES_COUNT];
     double put[DLT_RES_COUNT];
     double checksum;
+    float lr; /* a recorded sgd_step's learning rate, set by each replay */
 } pinned_results;
 
 typedef struct {
@@ -81,6 +82,7 @@ typedef struct {
     cudaEvent_t labels_free; /* the last copy out of pin_labels ran */
     /* be->results (DLT_RES_COUNT doubles) and, after them, the checksum's own slot */
     double *d_results, *d_checksum;
+    float *d_lr; /* a recorded sgd_step reads its learning rate here (after the results) */
     pinned_results *pin_res;
     unsigned put_pending; /* slots whose put copy may not have run yet */
     double *sum_scratch;  /* the checksum's per-block partial sums */
@@ -905,12 +907,13 @@ static int _results_put(dlt_backend *be, int slot, double value)
     }
     /* The slot's pinned source may still be read by its previous copy: only a second put of one
      * slot between two reads waits (the training step puts each slot at most once). */
-    if ((c->put_pending & (1u << slot)) && (rc = _wait(be, c->s)) != 0)
+    if (!c->capturing && (c->put_pending & (1u << slot)) && (rc = _wait(be, c->s)) != 0)
         return rc;
-    c->pin_res->put[slot] = value;
+    c->pin_res->put[slot] = value; /* recorded: each replay sets it (dlt_step_inputs) */
     CUDA_TRY(be, cudaMemcpyAsync(be->results + slot, &c->pin_res->put[slot], sizeof(double), cudaMemcpyHostToDevice,
                                  c->s));
-    c->put_pending |= 1u << slot;
+    if (!c->capturing)
+        c->put_pending |= 1u << slot;
     return 0;
 }
 
@@ -1081,6 +1084,13 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
     a.stem_lo = c->stem_lo;
     a.stem_hi = c->stem_hi;
     a.dt = c->dt;
+    if (c->capturing) {
+        /* Recorded: the learning rate changes every step, so the recording copies it from pinned
+         * memory, which each replay sets (a kernel argument would stay the recorded value). */
+        c->pin_res->lr = lr;
+        CUDA_TRY(be, cudaMemcpyAsync(c->d_lr, &c->pin_res->lr, sizeof(float), cudaMemcpyHostToDevice, c->s));
+        a.lr_dev = c->d_lr;
+    }
     KERNEL_TRY(be, dlt_k_sgd_flat(&a, (dlt_stream)c->s));
     return 0;
 }
@@ -1137,18 +1147,22 @@ static int _capture_end(dlt_backend *be)
     return 0;
 }
 
-static int _replay(dlt_backend *be, const int32_t *labels, int n)
+static int _replay(dlt_backend *be, const dlt_step_inputs *in)
 {
     cuda_backend *c = _cu(be);
     int rc;
-    if (!c->graph_exec || (size_t)n * sizeof(int32_t) > c->labels_size) {
+    if (!c->graph_exec || (size_t)in->n * sizeof(int32_t) > c->labels_size) {
         snprintf(be->err, be->errlen, "no recorded step to replay");
         return -EINVAL;
     }
-    /* The recording copies the labels from this pinned buffer: refilled once the previous
-     * replay has read them (it has: the last results read waited for it). */
-    if ((rc = _stage_labels(be, labels, n)) != 0)
+    /* The recording copies the labels, the learning rate and the two puts from these pinned
+     * places: refilled once the previous replay has read them (it has: the last results read
+     * waited for it). */
+    if ((rc = _stage_labels(be, in->labels, in->n)) != 0)
         return rc;
+    c->pin_res->lr = in->lr;
+    c->pin_res->put[DLT_RES_STOP] = in->stop;
+    c->pin_res->put[DLT_RES_INPUT_FAILED] = in->input_failed;
     CUDA_TRY(be, cudaGraphLaunch(c->graph_exec, c->s));
     CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
     return 0;
@@ -1461,8 +1475,8 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||
         cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&c->labels_free, cudaEventDisableTiming) != cudaSuccess ||
-        cudaMalloc((void **)&c->d_results, (DLT_RES_COUNT + 1) * sizeof(double)) != cudaSuccess ||
-        cudaMemsetAsync(c->d_results, 0, (DLT_RES_COUNT + 1) * sizeof(double), c->s) != cudaSuccess ||
+        cudaMalloc((void **)&c->d_results, (DLT_RES_COUNT + 2) * sizeof(double)) != cudaSuccess ||
+        cudaMemsetAsync(c->d_results, 0, (DLT_RES_COUNT + 2) * sizeof(double), c->s) != cudaSuccess ||
         cudaMallocHost((void **)&c->pin_res, sizeof(*c->pin_res)) != cudaSuccess) {
         snprintf(err, errlen, "CUDA device %d (%s): cannot create streams or buffers: %s", dev, prop.name,
                  cudaGetErrorString(cudaGetLastError()));
@@ -1489,6 +1503,7 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->base.stream = c->s;
     c->base.results = c->d_results;
     c->d_checksum = c->d_results + DLT_RES_COUNT;
+    c->d_lr = (float *)(c->d_results + DLT_RES_COUNT + 1);
     for (int i = 0; i < DLT_INPUT_STAGED; i++)
         if (cudaEventCreateWithFlags(&c->in[i].staged, cudaEventDisableTiming) != cudaSuccess ||
             cudaEventCreateWithFlags(&c->in[i].consumed, cudaEventDisableTiming) != cudaSuccess) {

@@ -492,6 +492,8 @@ __device__ __forceinline__ bool results_skip(const dlt_sgd_args &a)
  * wherever the segments put them. */
 template <typename T> __global__ void __launch_bounds__(kThreads) k_sgd_flat(dlt_sgd_args a, int vec)
 {
+    if (a.lr_dev)
+        a.lr = *a.lr_dev; /* a recorded step: the replay's learning rate */
     if (results_skip(a))
         return;
     T *twin = (T *)a.twin, *stem = (T *)a.stem;

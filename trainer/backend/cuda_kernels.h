@@ -66,6 +66,7 @@ typedef struct {
     const dlt_sgd_chunk *chunks; /* device memory */
     int nchunks;
     float lr, mu, wd, wd_no_decay, grad_scale;
+    const float *lr_dev; /* when not NULL, the learning rate is read here (a graph replay's) */
     /* The step's results (device doubles) and the slots of the skip rule (dlt_results_skip):
      * nothing is written when results[nonfinite], [input_failed] or [bad_labels] is nonzero or
      * results[loss] is not finite. */

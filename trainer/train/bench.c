@@ -42,12 +42,11 @@ static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
             continue;
         }
         /* The training step as the loop runs it, with its one wait. */
-        if ((rc = dlt_run_forward_backward(r)) != 0)
+        if ((rc = dlt_run_step(r, 0.01, 0, 0)) != 0)
             return rc;
         if (b->feed && next < b->warmup + b->iters)
             dlt_run_prefetch(r, next / spe, next % spe);
-        if ((rc = dlt_run_agree(r, 0, 0)) != 0 || (rc = dlt_run_sgd(r, 0.01)) != 0 ||
-            (rc = dlt_run_read_results(r, res)) != 0)
+        if ((rc = dlt_run_read_results(r, res)) != 0)
             return rc;
         if (b->feed)
             dlt_run_release_batches(r);

@@ -362,21 +362,32 @@ static int _forward_loss_backward(dlt_run *r)
     return 0;
 }
 
-/* With --cuda-graphs the second step is recorded as a CUDA graph (the first ran plainly, so every
- * lazily made buffer exists) and later steps replay it; a new loss scale (a kernel argument of
- * the recording) records again. */
-int dlt_run_forward_backward(dlt_run *r)
+/* Everything the step queues after its batch is in: forward, loss, backward (bucket reductions
+ * while it runs), the agreement and the update. */
+static int _queue_step(dlt_run *r, double lr, int stop, int input_failed)
+{
+    int rc;
+    if ((rc = _forward_loss_backward(r)) != 0 || (rc = dlt_run_agree(r, stop, input_failed)) != 0)
+        return rc;
+    return dlt_run_sgd(r, lr);
+}
+
+/* With --cuda-graphs the second step is recorded as a CUDA graph, the whole step (the first ran
+ * plainly, so every lazily made buffer exists), and later steps replay it with their labels, lr
+ * and flags; a new loss scale (a kernel argument of the recording) records again. */
+int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed)
 {
     dlt_backend *be = r->be;
     const dlt_graph_ops *g = be->graphs;
     dlt_net *n = &r->net;
-    int batch = r->cfg.model.batch, rc;
+    dlt_step_inputs in = {r->labels, r->cfg.model.batch, (float)lr, stop ? 1.0 : 0.0, input_failed ? 1.0 : 0.0};
+    int rc;
     if (!r->cfg.cuda_graphs || !r->graph_warm) {
         r->graph_warm = 1;
-        return _forward_loss_backward(r);
+        return _queue_step(r, lr, stop, input_failed);
     }
     if (r->graph_ready && r->graph_scale == r->scaler.scale) {
-        if ((rc = g->replay(be, r->labels, batch)) != 0)
+        if ((rc = g->replay(be, &in)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph replay");
         for (int i = 0; i < n->model.nbn; i++)
             n->bn_batches[i]++; /* the host side of a BN forward, which a replay does not run */
@@ -385,14 +396,14 @@ int dlt_run_forward_backward(dlt_run *r)
     r->graph_ready = 0;
     if ((rc = g->capture_begin(be)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph capture");
-    if ((rc = _forward_loss_backward(r)) != 0) {
+    if ((rc = _queue_step(r, lr, stop, input_failed)) != 0) {
         char keep[1024];
         snprintf(keep, sizeof(keep), "%s", r->err);
         g->capture_end(be); /* leave the stream usable; the error above says what failed */
         snprintf(r->err, r->errlen, "%s", keep);
         return rc;
     }
-    if ((rc = g->capture_end(be)) != 0 || (rc = g->replay(be, r->labels, batch)) != 0)
+    if ((rc = g->capture_end(be)) != 0 || (rc = g->replay(be, &in)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph");
     r->graph_ready = 1;
     r->graph_scale = r->scaler.scale;
@@ -414,8 +425,9 @@ int dlt_run_agree(dlt_run *r, int stop, int input_failed)
     /* fp16 overflow is found on the summed gradients: the same on every rank. */
     if (r->scaler.enabled && (rc = be->ops->count_nonfinite(be, r->net.grads, r->net.model.nparams)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");
-    if ((stop && (rc = be->ops->results_put(be, DLT_RES_STOP, 1.0)) != 0) ||
-        (input_failed && (rc = be->ops->results_put(be, DLT_RES_INPUT_FAILED, 1.0)) != 0))
+    /* Both put every step, so a recorded step has both (a replay sets their values). */
+    if ((rc = be->ops->results_put(be, DLT_RES_STOP, stop ? 1.0 : 0.0)) != 0 ||
+        (rc = be->ops->results_put(be, DLT_RES_INPUT_FAILED, input_failed ? 1.0 : 0.0)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
     if ((rc = dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "step agreement");

@@ -77,10 +77,11 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val);
  * ranks; the network's training state untouched): counts = {top-1 hits, top-5 hits, images},
  * summed over the ranks. A collective. */
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
-/* The step's results start from zero; forward, loss and backward of the loaded batch for this
- * rank add their loss and hits to them (be->results, not read here); backward hands finished
- * gradients to the reducer. */
-int dlt_run_forward_backward(dlt_run *r);
+/* One training step of the loaded batch queued, nothing waited for: the results start from zero,
+ * forward, loss and backward add to them (backward hands finished gradients to the reducer), then
+ * the agreement (dlt_run_agree) and the update (dlt_run_sgd) at lr. With --cuda-graphs, the whole
+ * of it recorded once and replayed. The results are read by dlt_run_read_results. */
+int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed);
 /* Forward and loss over the first n images of the batch (training: batch statistics, label
  * smoothing, the loss scale and d(logits); else evaluation); adds to be->results. */
 int dlt_run_forward_loss(dlt_run *r, int training, int n);

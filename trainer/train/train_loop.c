@@ -241,29 +241,29 @@ static int _backup_statistics(dlt_run *r, loop_state *t)
     return 0;
 }
 
-static int _forward_backward(dlt_run *r, loop_state *t, step_result *s)
+/* Everything the step decides is queued before the host waits once: forward, loss, backward
+ * (the gradient sum runs while it does), fp16 overflow counted on the summed gradients (the same on
+ * every rank), this rank's stop request and input failure joining the loss and hits in the
+ * results, which are summed over the ranks, and the update; the backend drops the update when the
+ * agreed results void the step (dlt_results_skip), so no host decision sits between backward and
+ * the update, and with --cuda-graphs the whole of it is one replay. */
+static int _queue_step(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
-    if ((rc = dlt_run_forward_backward(r)) != 0)
+    s->lr = dlt_schedule_lr(&t->sched, t->step);
+    if ((rc = dlt_run_step(r, s->lr, g_stop_signal != 0, t->input_failed)) != 0)
         return rc;
     s->t_compute = dlt_now();
     return 0;
 }
 
-/* Everything the step decides is queued before the host waits once: the gradient sum completes,
- * fp16 overflow is counted on the summed gradients (the same on every rank), this rank's stop
- * request and input failure join the loss and hits in the results, which are summed over the
- * ranks, and the update is queued; the backend drops it when the agreed results void the step
- * (dlt_results_skip), so no host decision sits between backward and the update. Then the one
- * read: every rank sees the same results, so every rank takes the same decisions below. */
-static int _agree_and_update(dlt_run *r, loop_state *t, step_result *s)
+/* The one read: every rank sees the same results, so every rank takes the same decisions. */
+static int _agree(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step);
-    s->lr = dlt_schedule_lr(&t->sched, t->step);
-    if ((rc = dlt_run_agree(r, g_stop_signal != 0, t->input_failed)) != 0 || (rc = dlt_run_sgd(r, s->lr)) != 0 ||
-        (rc = dlt_run_read_results(r, s->res)) != 0)
+    if ((rc = dlt_run_read_results(r, s->res)) != 0)
         return rc;
     dlt_run_release_batches(r); /* the backend has read this step's batch */
     s->t_agreed = dlt_now();
@@ -353,10 +353,10 @@ static int _train_step(dlt_run *r, loop_state *t)
         dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
                           t->step / t->spe, t->step);
     if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
-        (rc = _forward_backward(r, t, &s)) != 0)
+        (rc = _queue_step(r, t, &s)) != 0)
         return rc;
-    _prefetch(r, t);
-    if ((rc = _agree_and_update(r, t, &s)) != 0 || (rc = _settle(r, t, &s)) != 0)
+    _prefetch(r, t); /* while the device runs the step */
+    if ((rc = _agree(r, t, &s)) != 0 || (rc = _settle(r, t, &s)) != 0)
         return rc;
     t->step++;
     _log(r, t, &s);
