@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
 /* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
@@ -419,6 +420,7 @@ int dlt_run_reduce(dlt_run *r, int host_collective_next)
 int dlt_run_agree(dlt_run *r, int stop, int input_failed)
 {
     dlt_backend *be = r->be;
+    double t0 = dlt_now();
     int rc;
     if ((rc = dlt_run_reduce(r, 0)) != 0)
         return rc;
@@ -431,6 +433,7 @@ int dlt_run_agree(dlt_run *r, int stop, int input_failed)
         return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
     if ((rc = dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "step agreement");
+    r->agree_s = dlt_now() - t0;
     return 0;
 }
 

@@ -43,6 +43,7 @@ typedef struct {
     char *err;                   /* the run's error buffer (the backend's and communicator's sink too) */
     size_t errlen;
     int agreed;                  /* the run ends on a decision every rank took together (no abort needed) */
+    double agree_s;              /* seconds the last step spent in dlt_run_agree (the host reduction paths) */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,

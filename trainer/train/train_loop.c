@@ -54,7 +54,7 @@ typedef struct {
 
 /* What one step found, all ranks agreeing. */
 typedef struct {
-    double t0, t_data, t_compute, t_agreed;
+    double t0, t_data, t_wait, t_agreed; /* step start, batch in, the host starts its one wait, results read */
     double res[DLT_RES_COUNT]; /* summed over ranks: loss, hits, overflow, stop requests, input failures */
     double lr;
 } step_result;
@@ -252,9 +252,9 @@ static int _queue_step(dlt_run *r, loop_state *t, step_result *s)
     int rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
     s->lr = dlt_schedule_lr(&t->sched, t->step);
+    r->agree_s = 0;
     if ((rc = dlt_run_step(r, s->lr, g_stop_signal != 0, t->input_failed)) != 0)
         return rc;
-    s->t_compute = dlt_now();
     return 0;
 }
 
@@ -263,6 +263,7 @@ static int _agree(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step);
+    s->t_wait = dlt_now();
     if ((rc = dlt_run_read_results(r, s->res)) != 0)
         return rc;
     dlt_run_release_batches(r); /* the backend has read this step's batch */
@@ -319,7 +320,7 @@ static void _log(dlt_run *r, loop_state *t, const step_result *s)
     const dlt_train_config *c = &r->cfg;
     dlt_step_status st = {t->step, t->total, t->spe, s->lr, r->scaler.enabled, r->scaler.scale, r->scaler.skipped};
     dlt_run_log_step(&r->log, t->step, s->res[DLT_RES_LOSS], s->res[DLT_RES_TOP1], s->t_data - s->t0,
-                     s->t_agreed - s->t_compute, dlt_now() - s->t0);
+                     r->agree_s + (s->t_agreed - s->t_wait), dlt_now() - s->t0);
     if ((c->log_every > 0 && t->step % c->log_every == 0) || t->step == t->total || s->res[DLT_RES_STOP] > 0)
         dlt_run_log_line(&r->log, &st);
 }
