@@ -7,7 +7,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 9
+tap_plan 10
 rm -rf "$WORK"/*
 "$MK" folder "$WORK/ds" 4 32 64 48 variants
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 16 --warmup-epochs 0 --lr 0.4 --label-smoothing 0 --workers 2)
@@ -49,4 +49,12 @@ mv "$WORK/vanish" "$WORK/vanished"
 wait
 rc=$(cat "$WORK/vanish.rc")
 if [[ $rc != 0 && $rc != 124 ]] && grep -q "the data at $WORK/vanish/train is gone (removed or unmounted during the run)" "$WORK/vanish.out"; then ok "the data directory vanishing mid-run ends it with an error naming the directory"; else not_ok "vanishing data (rc=$rc)"; tail -3 "$WORK/vanish.out" | diag; fi
+# bench --feed: a new decoded batch every step through the training's input path (the loader's
+# ring, held and released around each step), over more steps than an epoch has (130 images at
+# batch 16: 8 steps; 3 + 12 steps here); the loaded-once figure beside it.
+out=$(timeout 300 "$DLTRAIN" bench --data "$WORK/ds" "${SMALL[@]}" --warmup 3 --iters 12 --feed 2>&1); rc=$?
+out1=$(timeout 300 "$DLTRAIN" bench --data "$WORK/ds" "${SMALL[@]}" --warmup 3 --iters 12 2>&1); rc1=$?
+if ((rc == 0 && rc1 == 0)) && [[ $out == *"a new batch every step:"*"images/s"* && $out1 != *"a new batch"* ]]; then
+  ok "bench --feed decodes a new batch every step across epochs: $(grep -o '[0-9.]* images/s' <<<"$out") vs $(grep -o '[0-9.]* images/s' <<<"$out1") loaded once"
+else not_ok "bench --feed (rc=$rc, $rc1)"; echo "$out" | tail -3 | diag; fi
 exit 0

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,6 +451,21 @@ static int _param_offset(dlt_backend *be, const float *w, size_t n, const char *
     return 0;
 }
 
+/* Filters read in place inside the parameter buffer (or its twin) must be as aligned as the
+ * buffers cudnnFind timed the algorithms on: cuDNN 9 refuses misaligned pointers for some
+ * (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER), and PyTorch keys its cuDNN plans on alignment
+ * (aten/src/ATen/native/cudnn/Conv_v8.cpp). Every offset of a model whose base width 64 x --width
+ * is a multiple of 8 is 16-byte aligned. */
+static int _filter_aligned(dlt_backend *be, const dlt_op *op)
+{
+    if ((uintptr_t)op->w % 16 == 0)
+        return 0;
+    snprintf(be->err, be->errlen, "convolution weights %d->%d %dx%d lie at an address not 16-byte aligned in the "
+             "parameter buffer (the model's --width makes 64 x width channels not a multiple of 8): choose a width "
+             "giving a multiple of 8 (0.125, 0.25, 0.5, 1, ...)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+    return -EINVAL;
+}
+
 static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
 {
     cuda_backend *c = _cu(be);
@@ -459,16 +475,14 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
     if (c->dt == DLT_DT_F32 && op->cp == s->c) {
         op->w = w; /* float KRSC, read in place: no copy to keep up to date */
         op->w_gen = 0;
-        return 0;
+        return _filter_aligned(be, op);
     }
     if ((rc = _param_offset(be, w, wn, "convolution weights", &off)) != 0)
         return rc;
     op->w_gen = c->plan_gen;
     if (op->cp == s->c) {
-        /* ResNet's conv weights start at multiples of 64 elements, so this is as aligned as the
-         * buffers cudnnFind timed the algorithms on. */
         op->w = (const char *)c->twin + off * _dt_size(c->dt);
-        return 0;
+        return _filter_aligned(be, op);
     }
     if (c->stem_op && c->stem_op != op) {
         snprintf(be->err, be->errlen, "a second convolution with a padded 3-channel input (the optimizer keeps one "
@@ -847,16 +861,17 @@ static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
 {
     cuda_backend *c = _cu(be);
     size_t bytes = pixels * 3;
-    int slot;
+    int slot, rc;
     if (c->in_count == DLT_INPUT_STAGED) {
         snprintf(be->err, be->errlen, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
         return -EBUSY;
     }
     slot = (c->in_head + c->in_count) % DLT_INPUT_STAGED;
     if (c->in[slot].cap < bytes) {
-        /* The first batch (or a larger one): nothing may still read or fill the old buffer. */
-        CUDA_TRY(be, cudaStreamSynchronize(c->copy));
-        CUDA_TRY(be, cudaStreamSynchronize(c->s));
+        /* The first batch (or a larger one): nothing may still read or fill the old buffer (the
+         * waits poll the peer check: a lost NCCL peer ends them). */
+        if ((rc = _wait(be, c->copy)) != 0 || (rc = _wait(be, c->s)) != 0)
+            return rc;
         cudaFree(c->in[slot].dev);
         c->in[slot].dev = NULL;
         c->in[slot].cap = 0;
@@ -1220,6 +1235,9 @@ static void _destroy(dlt_backend *be)
         c->algos = n;
     }
     _graph_reset(&c->base);
+    if (c->blas) /* before its workspace goes */
+        cublasDestroy(c->blas);
+    c->blas = NULL;
     cudaFree(c->blas_ws);
     if (c->copy)
         cudaStreamSynchronize(c->copy);

@@ -131,6 +131,12 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     if (c->cuda_graphs && !r->be->graphs)
         return dlt_fail(err, errlen, -ENOTSUP, "--cuda-graphs needs the CUDA backend (this run uses %s)",
                         r->be->ops->name);
+    /* A recorded step cannot wait for its stream, and the host reduction path copies the gradients
+     * through host memory (a download waits): graphs need NCCL between ranks. */
+    if (c->cuda_graphs && comm->size > 1 && strcmp(r->reducer->ops->name, "nccl-buckets") != 0)
+        return dlt_fail(err, errlen, -ENOTSUP, "--cuda-graphs with %d ranks needs NCCL between them (--comm nccl; "
+                        "this run reduces through %s, which a recorded step cannot wait for)", comm->size,
+                        comm->ops->name);
     if (c->backend.precision == DLT_PREC_FP16)
         dlt_loss_scaler_init(&r->scaler, 1, c->loss_scale > 0 ? c->loss_scale : 0, c->loss_scale_window);
     else
