@@ -32,41 +32,35 @@ template <> struct vec16<float> {
         *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
     }
 };
-template <> struct vec16<__half> {
-    static constexpr int N = 8;
-    __device__ static void load(const __half *p, float *f)
-    {
-        alignas(16) __half2 h[4];
-        *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(p);
-        for (int k = 0; k < 4; k++) {
-            float2 t = __half22float2(h[k]);
-            f[2 * k] = t.x, f[2 * k + 1] = t.y;
-        }
-    }
-    __device__ static void store(__half *p, const float *f)
-    {
-        alignas(16) __half2 h[4];
-        for (int k = 0; k < 4; k++)
-            h[k] = __floats2half2_rn(f[2 * k], f[2 * k + 1]);
-        *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(h);
-    }
+/* The 16-bit types' pair type and its conversions (round to nearest even, as st()). */
+template <typename T> struct pair16;
+template <> struct pair16<__half> {
+    using P = __half2;
+    __device__ static float2 to_float2(P p) { return __half22float2(p); }
+    __device__ static P from_floats(float a, float b) { return __floats2half2_rn(a, b); }
 };
-template <> struct vec16<__nv_bfloat16> {
+template <> struct pair16<__nv_bfloat16> {
+    using P = __nv_bfloat162;
+    __device__ static float2 to_float2(P p) { return __bfloat1622float2(p); }
+    __device__ static P from_floats(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+template <typename T> struct vec16 {
     static constexpr int N = 8;
-    __device__ static void load(const __nv_bfloat16 *p, float *f)
+    using P = typename pair16<T>::P;
+    __device__ static void load(const T *p, float *f)
     {
-        alignas(16) __nv_bfloat162 h[4];
+        alignas(16) P h[4];
         *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(p);
         for (int k = 0; k < 4; k++) {
-            float2 t = __bfloat1622float2(h[k]);
+            float2 t = pair16<T>::to_float2(h[k]);
             f[2 * k] = t.x, f[2 * k + 1] = t.y;
         }
     }
-    __device__ static void store(__nv_bfloat16 *p, const float *f)
+    __device__ static void store(T *p, const float *f)
     {
-        alignas(16) __nv_bfloat162 h[4];
+        alignas(16) P h[4];
         for (int k = 0; k < 4; k++)
-            h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+            h[k] = pair16<T>::from_floats(f[2 * k], f[2 * k + 1]);
         *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(h);
     }
 };
@@ -77,14 +71,9 @@ __device__ __forceinline__ void store4(float *p, float a, float b, float c, floa
 {
     *reinterpret_cast<float4 *>(p) = make_float4(a, b, c, d);
 }
-__device__ __forceinline__ void store4(__half *p, float a, float b, float c, float d)
+template <typename T> __device__ __forceinline__ void store4(T *p, float a, float b, float c, float d)
 {
-    alignas(8) __half2 h[2] = {__floats2half2_rn(a, b), __floats2half2_rn(c, d)};
-    *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
-}
-__device__ __forceinline__ void store4(__nv_bfloat16 *p, float a, float b, float c, float d)
-{
-    alignas(8) __nv_bfloat162 h[2] = {__floats2bfloat162_rn(a, b), __floats2bfloat162_rn(c, d)};
+    alignas(8) typename pair16<T>::P h[2] = {pair16<T>::from_floats(a, b), pair16<T>::from_floats(c, d)};
     *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
 }
 
