@@ -313,7 +313,7 @@ static void test_reducer_paths(void **state)
         assert_int_equal(l.ready(l.arg, n / 2), 0);
         assert_int_equal(l.ready(l.arg, 0), 0);
         assert_int_equal(l.done(l.arg), 0);
-        assert_int_equal(dlt_grad_reducer_finish(red, 1), 0);
+        assert_int_equal(dlt_grad_reducer_finish(red), 0);
         assert_int_equal(g_rec.downloads, cases[i].downloads);
         assert_int_equal(g_rec.uploads, cases[i].uploads);
         assert_int_equal(g_rec.allreduces, cases[i].allreduces);

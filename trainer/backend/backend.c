@@ -27,6 +27,14 @@ int dlt_precision_parse(const char *s)
     return -1;
 }
 
+int dlt_results_slot_check(int slot, char *err, size_t errlen)
+{
+    if (slot >= 0 && slot < DLT_RES_COUNT)
+        return 0;
+    snprintf(err, errlen, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
+    return -EINVAL;
+}
+
 int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, char *err, size_t errlen)
 {
     size_t covered = 0;

@@ -63,6 +63,9 @@ enum {
     DLT_RES_COUNT
 };
 
+/* 0 for a slot of the results (results_put's precondition); else -EINVAL with err saying so. */
+int dlt_results_slot_check(int slot, char *err, size_t errlen);
+
 /* 0 when segs tile [0, n) in order, without gaps or empty segments (sgd_plan's precondition);
  * else -EINVAL with err saying where. */
 int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, char *err, size_t errlen);

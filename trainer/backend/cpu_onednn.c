@@ -661,10 +661,9 @@ static int _results_reset(dlt_backend *be)
 
 static int _results_put(dlt_backend *be, int slot, double value)
 {
-    if (slot < 0 || slot >= DLT_RES_COUNT) {
-        snprintf(be->err, be->errlen, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
-        return -EINVAL;
-    }
+    int rc;
+    if ((rc = dlt_results_slot_check(slot, be->err, be->errlen)) != 0)
+        return rc;
     _cpu(be)->results[slot] = value;
     return 0;
 }

@@ -916,10 +916,8 @@ static int _results_put(dlt_backend *be, int slot, double value)
 {
     cuda_backend *c = _cu(be);
     int rc;
-    if (slot < 0 || slot >= DLT_RES_COUNT) {
-        snprintf(be->err, be->errlen, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
-        return -EINVAL;
-    }
+    if ((rc = dlt_results_slot_check(slot, be->err, be->errlen)) != 0)
+        return rc;
     /* The slot's pinned source may still be read by its previous copy: only a second put of one
      * slot between two reads waits (the training step puts each slot at most once). */
     if (!c->capturing && (c->put_pending & (1u << slot)) && (rc = _wait(be, c->s)) != 0)

@@ -21,10 +21,9 @@ static int _none_done(dlt_grad_reducer *r)
     return 0;
 }
 
-static int _none_finish(dlt_grad_reducer *r, int host_collective_next)
+static int _none_finish(dlt_grad_reducer *r)
 {
     (void)r;
-    (void)host_collective_next;
     return 0;
 }
 
@@ -59,12 +58,11 @@ static void _host_destroy(dlt_grad_reducer *r)
 
 /* One collective over the whole buffer once backward is over; a GPU's gradients cross through
  * host memory. */
-static int _host_finish(dlt_grad_reducer *r, int host_collective_next)
+static int _host_finish(dlt_grad_reducer *r)
 {
     dlt_backend *be = r->be;
     size_t bytes = r->n * sizeof(float);
     int rc;
-    (void)host_collective_next;
     if (be->host_memory)
         return r->comm->ops->allreduce_sum(r->comm, r->grads, r->n, DLT_DTYPE_F32);
     if ((rc = be->ops->download(be, r->host, r->grads, bytes)) != 0 ||
@@ -137,9 +135,9 @@ dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r)
     return l;
 }
 
-int dlt_grad_reducer_finish(dlt_grad_reducer *r, int host_collective_next)
+int dlt_grad_reducer_finish(dlt_grad_reducer *r)
 {
-    return r->ops->finish(r, host_collective_next);
+    return r->ops->finish(r);
 }
 
 int dlt_grad_reducer_agree(dlt_grad_reducer *r, double *results, int count)

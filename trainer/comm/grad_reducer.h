@@ -23,7 +23,7 @@ typedef struct {
     const char *name;
     int (*ready)(dlt_grad_reducer *r, size_t lo);
     int (*done)(dlt_grad_reducer *r);
-    int (*finish)(dlt_grad_reducer *r, int host_collective_next);
+    int (*finish)(dlt_grad_reducer *r);
     int (*agree)(dlt_grad_reducer *r, double *results, int count);
     void (*destroy)(dlt_grad_reducer *r);
 } dlt_grad_reducer_ops;
@@ -48,11 +48,12 @@ void dlt_grad_reducer_destroy(dlt_grad_reducer *r);
 /* What backward calls: dlt_net_backward(net, dlt_grad_reducer_listener(r)). */
 dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r);
 
-/* After the step's backward (run or replayed): the gradients are summed when it returns (host
- * paths) or, on the NCCL path, ordered before any later work of the backend's stream. With
- * host_collective_next, the NCCL path also waits for its reductions, because a host collective on
- * the same communicator follows from another stream and NCCL needs one order on every rank. */
-int dlt_grad_reducer_finish(dlt_grad_reducer *r, int host_collective_next);
+/* After the step's backward (run or recorded): the gradients are summed when it returns (host
+ * paths) or, on the NCCL path, ordered before any later work of the backend's stream. A host
+ * collective on the NCCL communicator (validation counts, replica checks) comes after the step's
+ * results read, which waited for the compute stream and so for every reduction joined to it: NCCL
+ * sees one order of collectives on every rank without a wait here. */
+int dlt_grad_reducer_finish(dlt_grad_reducer *r);
 
 /* The step's agreement: sums count doubles of backend memory (the backend's results) over the
  * ranks, in place, after the gradients, in the order every rank issues it. The NCCL path queues

@@ -83,16 +83,6 @@ int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size
     return 0;
 }
 
-int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images, int32_t *labels, char *err,
-                    size_t errlen)
-{
-    if (s->loader) /* positioned by dlt_source_start, it runs in order */
-        return dlt_loader_next(s->loader, images, labels, err, errlen) != 0 ? -EIO : 0;
-    dlt_synthetic_batch(&s->synth, epoch, step, s->batch, images, labels);
-    s->last_step = step;
-    return 0;
-}
-
 int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t **images, const int32_t **labels,
                        char *err, size_t errlen)
 {

@@ -18,7 +18,7 @@ typedef struct {
     dlt_loader *loader;
     dlt_synthetic synth; /* generated images when ds is NULL */
     int batch;
-    int64_t last_step;  /* the step next() gave last (generated images) */
+    int64_t last_step;  /* the step acquire() gave last (generated images) */
     char path[4096];    /* what was opened (real images) */
     /* Generated images' ring for dlt_source_acquire (real images use the loader's). */
     void *(*alloc)(void *arg, size_t bytes);
@@ -48,18 +48,15 @@ void dlt_source_close(dlt_source *s);
 int dlt_source_classes(const dlt_source *s);
 int64_t dlt_source_images(const dlt_source *s);
 int64_t dlt_source_steps_per_epoch(const dlt_source *s);
-/* Positions the stream at (epoch, step); call once before next. */
+/* Positions the stream at (epoch, step); call once before the first acquire. */
 int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size_t errlen);
-/* The batch of (epoch, step) into host buffers: batch images of image*image*3 bytes, labels. */
-int dlt_source_next(dlt_source *s, int64_t epoch, int64_t step, uint8_t *images, int32_t *labels, char *err,
-                    size_t errlen);
 /* The batch of (epoch, step) without a copy: pointers to where it was decoded (or generated),
  * the caller's until dlt_source_release, which gives back the oldest batch still held; at most
  * DLT_SOURCE_RING - 2 are held at a time. */
 int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t **images, const int32_t **labels,
                        char *err, size_t errlen);
 void dlt_source_release(dlt_source *s);
-/* Real images in the batch next() or acquire() gave last: the batch, or fewer in an evaluation's last batch
+/* Real images in the batch acquire() gave last: the batch, or fewer in an evaluation's last batch
  * on a rank (every image is scored exactly once; the rest of the batch is padding). */
 int dlt_source_last_valid(const dlt_source *s);
 /* Unreadable images skipped (and replaced) so far on this rank. */

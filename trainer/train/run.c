@@ -272,13 +272,8 @@ int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
         }
         r->images = r->next.images;
         r->labels = r->next.labels;
-    } else {
-        const uint8_t *im;
-        const int32_t *lb;
-        if ((rc = _stage(r, &r->src, epoch, step, &im, &lb, r->err, r->errlen)) != 0)
-            return rc;
-        r->images = im;
-        r->labels = lb;
+    } else if ((rc = _stage(r, &r->src, epoch, step, &r->images, &r->labels, r->err, r->errlen)) != 0) {
+        return rc;
     }
     return _normalize(r);
 }
@@ -417,19 +412,13 @@ int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed)
     return 0;
 }
 
-int dlt_run_reduce(dlt_run *r, int host_collective_next)
-{
-    int rc = dlt_grad_reducer_finish(r->reducer, host_collective_next);
-    return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "gradient all-reduce") : 0;
-}
-
 int dlt_run_agree(dlt_run *r, int stop, int input_failed)
 {
     dlt_backend *be = r->be;
     double t0 = dlt_now();
     int rc;
-    if ((rc = dlt_run_reduce(r, 0)) != 0)
-        return rc;
+    if ((rc = dlt_grad_reducer_finish(r->reducer)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "gradient all-reduce");
     /* fp16 overflow is found on the summed gradients: the same on every rank. */
     if (r->scaler.enabled && (rc = be->ops->count_nonfinite(be, r->net.grads, r->net.model.nparams)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");

@@ -86,8 +86,6 @@ int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed);
 /* Forward and loss over the first n images of the batch (training: batch statistics, label
  * smoothing, the loss scale and d(logits); else evaluation); adds to be->results. */
 int dlt_run_forward_loss(dlt_run *r, int training, int n);
-/* Completes the gradient sum over ranks (see dlt_grad_reducer_finish). */
-int dlt_run_reduce(dlt_run *r, int host_collective_next);
 /* The step's agreement: the gradient sum completes, fp16 overflow is counted on it, this rank's
  * stop request and input failure join the results, and the results are summed over the ranks:
  * all queued, nothing waits. */
