@@ -220,6 +220,14 @@ typedef struct {
     int (*capture_begin)(dlt_backend *be);
     int (*capture_end)(dlt_backend *be);
     int (*replay)(dlt_backend *be, const dlt_step_inputs *in);
+    /* Drops the recording, if any: a capture in progress is ended and thrown away (never made
+     * executable: a failed step's partial recording must not run), the graph and its executable
+     * destroyed. A run that fails calls it before it aborts the communicator: NCCL work recorded
+     * in a graph holds a reference on the communicator, and ncclCommAbort waits until every graph
+     * holding one is destroyed (NCCL src/enqueue.cc persistentDestructor, src/init.cc
+     * commDestroySync polling localPersistentRefs), so an abort with the graph alive never
+     * returns. */
+    void (*release)(dlt_backend *be);
 } dlt_graph_ops;
 
 /* While the backend waits for its device it asks this, between polls, whether a peer failed

@@ -1133,6 +1133,22 @@ static void _graph_reset(dlt_backend *be)
     c->graph = NULL;
 }
 
+/* dlt_graph_ops.release: a capture in progress is ended and its partial graph destroyed without
+ * being instantiated; then the recording goes. Writes no error: it runs on failure paths whose
+ * error is already said. */
+static void _graph_release(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    if (c->capturing) {
+        cudaGraph_t partial = NULL;
+        if (cudaStreamEndCapture(c->s, &partial) == cudaSuccess && partial)
+            cudaGraphDestroy(partial);
+        cudaGetLastError(); /* an invalidated capture's error is the failure already reported */
+        c->capturing = 0;
+    }
+    _graph_reset(be);
+}
+
 static int _capture_begin(dlt_backend *be)
 {
     cuda_backend *c = _cu(be);
@@ -1225,6 +1241,7 @@ static void _destroy(dlt_backend *be)
     cuda_backend *c = _cu(be);
     if (!c)
         return;
+    _graph_release(&c->base); /* a capture left open would fail the synchronize below */
     if (c->s)
         cudaStreamSynchronize(c->s);
     while (c->algos) {
@@ -1232,7 +1249,6 @@ static void _destroy(dlt_backend *be)
         free(c->algos);
         c->algos = n;
     }
-    _graph_reset(&c->base);
     if (c->blas) /* before its workspace goes */
         cublasDestroy(c->blas);
     c->blas = NULL;
@@ -1319,6 +1335,7 @@ static const dlt_graph_ops g_cuda_graph_ops = {
     .capture_begin = _capture_begin,
     .capture_end = _capture_end,
     .replay = _replay,
+    .release = _graph_release,
 };
 
 /* One training forward and backward of a small bf16 batch norm in the configured mode and ops;

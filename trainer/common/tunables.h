@@ -13,6 +13,8 @@
 #define DLT_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 /* Seconds one phase of a step may take before the stall watchdog aborts the run (--stall-timeout). */
 #define DLT_DEFAULT_STALL_TIMEOUT_S 900.0
+/* Seconds the watchdog gives the communicator's abort before the stalled process exits anyway. */
+#define DLT_WATCHDOG_ABORT_WAIT_S 10.0
 /* Seconds the PMIx bootstrap waits for every rank (--timeout, DLTPMIX_TIMEOUT). */
 #define DLT_DEFAULT_BOOTSTRAP_TIMEOUT_S 300.0
 /* Steps between cross-rank weight checks (--check-every). */

@@ -158,6 +158,10 @@ void dlt_run_close(dlt_run *r, int failed)
         if (r->comm->size > 1)
             fprintf(stderr, "dltrain: rank %d: ending every rank of the run\n", r->comm->rank);
         fflush(NULL);
+        /* The recorded step first: its NCCL work holds the communicator, and the abort would wait
+         * for the graph forever (dlt_graph_ops.release). */
+        if (r->be && r->be->graphs)
+            r->be->graphs->release(r->be);
         r->comm->ops->abort(r->comm, 1);
     }
     if (failed && r->src.loader && !r->cfg.strict)
@@ -399,10 +403,7 @@ int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed)
     if ((rc = g->capture_begin(be)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph capture");
     if ((rc = _queue_step(r, lr, stop, input_failed)) != 0) {
-        char keep[1024];
-        snprintf(keep, sizeof(keep), "%s", r->err);
-        g->capture_end(be); /* leave the stream usable; the error above says what failed */
-        snprintf(r->err, r->errlen, "%s", keep);
+        g->release(be); /* the partial recording is dropped, never instantiated; the stream is usable */
         return rc;
     }
     if ((rc = g->capture_end(be)) != 0 || (rc = g->replay(be, &in)) != 0)

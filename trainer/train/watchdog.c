@@ -11,11 +11,46 @@
 #include <unistd.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/tunables.h"
 
 const char *dlt_phase_name(dlt_phase p)
 {
     static const char *n[] = {"idle", "data loading", "forward/backward", "gradient all-reduce", "checkpoint"};
     return p <= DLT_PHASE_CHECKPOINT ? n[p] : "?";
+}
+
+static void *_abort_thread(void *arg)
+{
+    dlt_watchdog *w = arg;
+    w->abort_fn(w->abort_arg);
+    __atomic_store_n(&w->abort_returned, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The abort runs on a thread of its own and the process ends after at most abort_wait_s whatever
+ * it does: ncclCommAbort can block for good (a CUDA graph holding the communicator, which this
+ * thread cannot destroy while the main thread may be replaying it: NCCL's commDestroySync waits
+ * for every graph that references the communicator), and a stalled rank must still exit so its
+ * peers see it gone. */
+static void _abort_bounded(dlt_watchdog *w)
+{
+    pthread_t t;
+    pthread_attr_t at;
+    double end = dlt_now() + w->abort_wait_s;
+    if (!w->abort_fn || pthread_attr_init(&at) != 0)
+        return;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, _abort_thread, w) == 0)
+        while (!__atomic_load_n(&w->abort_returned, __ATOMIC_ACQUIRE) && dlt_now() < end) {
+            struct timespec ts = {0, 10000000L};
+            nanosleep(&ts, NULL);
+        }
+    pthread_attr_destroy(&at);
+    if (!__atomic_load_n(&w->abort_returned, __ATOMIC_ACQUIRE)) {
+        fprintf(stderr, "dltrain: watchdog: rank %d: the communicator's abort did not return within %.0f s: exiting "
+                "without it\n", w->rank, w->abort_wait_s);
+        fflush(stderr);
+    }
 }
 
 static void *_run(void *arg)
@@ -33,8 +68,7 @@ static void *_run(void *arg)
                     w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step, w->limit_s);
             fflush(stderr);
             fflush(stdout);
-            if (w->abort_fn)
-                w->abort_fn(w->abort_arg);
+            _abort_bounded(w);
             _exit(DLT_EXIT_STALLED);
         }
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -79,6 +113,7 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
     snprintf(w->host, sizeof(w->host), "%.63s", host ? host : "?");
     w->abort_fn = abort_fn;
     w->abort_arg = arg;
+    w->abort_wait_s = DLT_WATCHDOG_ABORT_WAIT_S;
     _test_stall_parse(w);
     if (limit_s <= 0)
         return 0;

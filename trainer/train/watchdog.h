@@ -24,6 +24,8 @@ typedef struct {
     char host[64];
     void (*abort_fn)(void *arg); /* tears the communicator down before the process exits */
     void *abort_arg;
+    double abort_wait_s;         /* the process exits this long after abort_fn started, at most */
+    int abort_returned;
     /* Fault injection for the tests (DLT_TEST_STALL=PHASE:STEP:SECONDS, PHASE data, compute or
      * allreduce; DLT_TEST_STALL_RANK picks one rank): entering that phase of that step sleeps. */
     dlt_phase stall_phase;

@@ -1,0 +1,263 @@
+/* test_failure_order: what a failed run does, in order, on the CPU through recording hooks. A run
+ * of two ranks (a stand-in communicator that records its abort instead of ending the process)
+ * whose optimizer fails at its second step must drop the backend's recorded step (the CUDA graph,
+ * dlt_graph_ops.release) before it aborts the communicator: NCCL work recorded in a graph holds the
+ * communicator, and ncclCommAbort waits for every such graph to be destroyed (NCCL
+ * src/init.cc commDestroySync, src/enqueue.cc persistentDestructor). And the stall watchdog must
+ * end the process within its bound even when the abort never returns. */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "trainer/comm/comm.h"
+#include "trainer/train/trainer.h"
+#include "trainer/train/watchdog.h"
+
+/* The calls recorded, in order: 'R' graph release, 'A' communicator abort, 'D' backend destroy. */
+static struct {
+    char seq[64];
+    int n;
+    const dlt_backend_ops *real;
+    dlt_backend_ops ops;
+    int sgd_calls, fail_at;
+} g;
+
+static void _note(char what)
+{
+    if (g.n < (int)sizeof(g.seq) - 1)
+        g.seq[g.n++] = what;
+}
+
+/* ---- a two-rank communicator whose peer is this rank's twin: a sum doubles */
+
+static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    (void)c;
+    for (size_t i = 0; i < count; i++)
+        if (type == DLT_DTYPE_F32)
+            ((float *)buf)[i] *= 2;
+        else if (type == DLT_DTYPE_F64)
+            ((double *)buf)[i] *= 2;
+        else
+            ((int64_t *)buf)[i] *= 2;
+    return 0;
+}
+
+static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
+{
+    (void)c, (void)buf, (void)bytes, (void)root;
+    return 0;
+}
+
+static int _barrier(dlt_comm *c)
+{
+    (void)c;
+    return 0;
+}
+
+static void _comm_destroy(dlt_comm *c)
+{
+    free(c);
+}
+
+static void _abort(dlt_comm *c, int code)
+{
+    (void)c, (void)code;
+    _note('A'); /* the real ones end the process here: nothing after this point runs */
+}
+
+static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL};
+
+/* ---- the backend's recording hooks */
+
+static int _capture_begin(dlt_backend *be)
+{
+    (void)be;
+    return -ENOTSUP;
+}
+
+static int _capture_end(dlt_backend *be)
+{
+    (void)be;
+    return -ENOTSUP;
+}
+
+static int _replay(dlt_backend *be, const dlt_step_inputs *in)
+{
+    (void)be, (void)in;
+    return -ENOTSUP;
+}
+
+static void _release(dlt_backend *be)
+{
+    (void)be;
+    _note('R');
+}
+
+static const dlt_graph_ops g_graphs = {_capture_begin, _capture_end, _replay, _release};
+
+static void _destroy(dlt_backend *be)
+{
+    _note('D');
+    g.real->destroy(be);
+}
+
+static int _sgd_step(dlt_backend *be, float *w, float *v, const float *gr, float lr, float mu, float wd, float wd_nd,
+                     float scale)
+{
+    if (++g.sgd_calls == g.fail_at) {
+        snprintf(be->err, be->errlen, "injected optimizer failure");
+        return -EIO;
+    }
+    return g.real->sgd_step(be, w, v, gr, lr, mu, wd, wd_nd, scale);
+}
+
+static void _hook(dlt_backend *be, void *arg)
+{
+    (void)arg;
+    g.real = be->ops;
+    g.ops = *be->ops;
+    g.ops.destroy = _destroy;
+    g.ops.sgd_step = _sgd_step;
+    be->ops = &g.ops;
+    be->graphs = &g_graphs; /* as the CUDA backend has: a recording that may exist */
+}
+
+static void test_failed_run_releases_graph_before_abort(void **state)
+{
+    dlt_train_config c;
+    dlt_comm *comm = calloc(1, sizeof(*comm));
+    char err[1024] = "", dir[] = "/tmp/dlt-failorder-XXXXXX", cmd[64];
+    int rc;
+    (void)state;
+    assert_non_null(comm);
+    assert_non_null(mkdtemp(dir));
+    dlt_train_config_defaults(&c);
+    assert_int_equal(dlt_model_parse_arch("resnet18", &c.model, err, sizeof(err)), 0);
+    c.model.image = 32;
+    c.model.batch = 2;
+    c.model.classes = 10;
+    c.backend.kind = "cpu";
+    c.synthetic_size = 64;
+    c.epochs = 1;
+    c.max_steps = 4;
+    c.eval_every = 0;
+    c.check_every = 0;
+    c.log_level = DLT_LOG_QUIET;
+    c.log_every = 0;
+    c.stall_timeout = 0;
+    c.checkpoint_dir = dir;
+    c.backend_hook = _hook;
+    memset(&g, 0, sizeof(g));
+    g.fail_at = 2;
+    comm->ops = &g_twin_ops;
+    comm->rank = 0;
+    comm->size = 2;
+    comm->err = err;
+    comm->errlen = sizeof(err);
+    rc = dlt_train_run(&c, comm, err, sizeof(err));
+    comm->ops->destroy(comm);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    printf("# run: rc %d, err \"%s\", recorded \"%s\" (R graph release, A abort, D backend destroy)\n", rc, err, g.seq);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err, "injected optimizer failure"));
+    /* The abort happened, and the recording was dropped before it (the backend's destroy, the
+     * only other place a graph goes, comes after the abort: on a real communicator, never). */
+    assert_non_null(strchr(g.seq, 'A'));
+    if (!strchr(g.seq, 'R') || strchr(g.seq, 'R') > strchr(g.seq, 'A'))
+        fail_msg("the communicator was aborted with the recorded step alive (calls: \"%s\"): NCCL's abort waits for "
+                 "every graph holding the communicator", g.seq);
+}
+
+/* ---- the watchdog: an abort that never returns still ends the process, within the bound */
+
+static void _abort_forever(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+}
+
+static void _abort_quick(void *arg)
+{
+    (void)arg;
+}
+
+/* Forks a process whose watchdog (limit 0.2 s, abort bound 0.5 s) fires with abort_fn; returns its
+ * wait status and the seconds it took, or -1 when it had not ended after 10 s (then killed). */
+static int _stalled_child(void (*abort_fn)(void *), double *secs)
+{
+    struct timespec t0, t1;
+    int st = 0;
+    pid_t pid;
+    fflush(stdout); /* the child's watchdog flushes stdout: nothing of ours may be in it twice */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dlt_watchdog w;
+        if (dlt_watchdog_start(&w, 0.2, 0, "test", abort_fn, NULL) != 0)
+            _exit(2);
+        pthread_mutex_lock(&w.mu);
+        w.abort_wait_s = 0.5;
+        pthread_mutex_unlock(&w.mu);
+        dlt_watchdog_phase(&w, DLT_PHASE_ALLREDUCE, 7);
+        sleep(30);
+        _exit(0);
+    }
+    for (int i = 0; i < 1000; i++) {
+        struct timespec ts = {0, 10000000L};
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+            return st;
+        }
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static void test_watchdog_exits_when_abort_blocks(void **state)
+{
+    double secs = 0;
+    int st;
+    (void)state;
+    st = _stalled_child(_abort_forever, &secs);
+    if (st == -1)
+        fail_msg("a stalled process whose communicator abort never returns was still alive after 10 s (the watchdog "
+                 "must exit after its bounded wait)");
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), DLT_EXIT_STALLED);
+    printf("# blocking abort: exited %d after %.2f s (limit 0.2 s + bound 0.5 s)\n", WEXITSTATUS(st), secs);
+    assert_true(secs >= 0.6);
+    /* An abort that returns ends the process at once, not after the bound. */
+    st = _stalled_child(_abort_quick, &secs);
+    assert_true(st != -1 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), DLT_EXIT_STALLED);
+    printf("# returning abort: exited %d after %.2f s\n", WEXITSTATUS(st), secs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failed_run_releases_graph_before_abort),
+        cmocka_unit_test(test_watchdog_exits_when_abort_blocks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
