@@ -278,7 +278,7 @@ static int _nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int
     do {                                                                                                      \
         int found_ = 0;                                                                                       \
         for (int i_ = 0; i_ < (count) && !found_; i_++)                                                       \
-            if ((results)[i_].status == CUDNN_STATUS_SUCCESS && (results)[i_].memory <= (limit) &&             \
+            if (dlt_cudnn_ok((results)[i_].status) && (results)[i_].memory <= (limit) &&                       \
                 (!c->cfg.deterministic || (results)[i_].determinism == CUDNN_DETERMINISTIC)) {                   \
                 (out) = (results)[i_].algo;                                                                   \
                 (math) = (results)[i_].mathType;                                                              \
@@ -329,15 +329,15 @@ static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
     /* The stem's data gradient is never computed (the images need none): no search for it. */
     if (op->cs.c == 3 ||
-        cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr) != CUDNN_STATUS_SUCCESS)
+        !dlt_cudnn_ok(cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
         nd = 0;
     DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
     PICK(fr, nf, c->ws_limit, e->fwd, e->fwd_math, mf);
     PICK(wr, nw, c->ws_limit, e->bwd_filter, e->bwd_filter_math, mw);
     for (int i = 0; i < nd && !e->bwd_data_ok; i++)
-        if (dr[i].status == CUDNN_STATUS_SUCCESS && dr[i].memory <= c->ws_limit &&
+        if (dlt_cudnn_ok(dr[i].status) && dr[i].memory <= c->ws_limit &&
             (!c->cfg.deterministic || dr[i].determinism == CUDNN_DETERMINISTIC)) {
             e->bwd_data = dr[i].algo;
             e->bwd_data_math = dr[i].mathType;
@@ -1339,7 +1339,8 @@ static const dlt_graph_ops g_cuda_graph_ops = {
 };
 
 /* One training forward and backward of a small bf16 batch norm in the configured mode and ops;
- * CUDNN_STATUS_NOT_SUPPORTED is an answer (1), any other failure an error (-EIO). */
+ * a status of the NOT_SUPPORTED or BAD_PARAM category is an answer (1), any other failure an error
+ * (-EIO). */
 static int _bn_try(dlt_backend *be, int fused)
 {
     cuda_backend *c = _cu(be);
@@ -1371,7 +1372,7 @@ static int _bn_try(dlt_backend *be, int fused)
                                                       &g_zero, op->xd, x, op->xd, z, op->xd, y, op->pd, p, p + s.c, 0.0,
                                                       NULL, NULL, op->eps, op->save_mean, op->save_inv, op->act, c->ws,
                                                       c->ws_size, op->reserve, op->reserve_size);
-        if (st == CUDNN_STATUS_SUCCESS)
+        if (dlt_cudnn_ok(st))
             st = cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &g_one,
                                                    &g_zero, &g_one, &g_zero, op->xd, x, op->xd, y, op->xd, y, op->xd, dz,
                                                    op->xd, dx, op->pd, p, p + s.c, p + 2 * s.c, p + 3 * s.c, op->eps,
@@ -1382,19 +1383,19 @@ static int _bn_try(dlt_backend *be, int fused)
                                                       x, NULL, NULL, op->xd, y, op->pd, p, p + s.c, 0.0, NULL, NULL,
                                                       op->eps, op->save_mean, op->save_inv, NULL, c->ws, c->ws_size,
                                                       op->reserve, op->reserve_size);
-        if (st == CUDNN_STATUS_SUCCESS)
+        if (dlt_cudnn_ok(st))
             st = cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
                                                    &g_zero, op->xd, x, NULL, NULL, op->xd, y, NULL, NULL, op->xd, dx,
                                                    op->pd, p, NULL, p + 2 * s.c, p + 3 * s.c, op->eps, op->save_mean,
                                                    op->save_inv, NULL, c->ws, c->ws_size, op->reserve,
                                                    op->reserve_size);
     }
-    if (st == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(c->s) != cudaSuccess)
+    if (dlt_cudnn_ok(st) && cudaStreamSynchronize(c->s) != cudaSuccess)
         rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe",
                            cudaGetErrorString(cudaGetLastError()));
-    else if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM)
+    else if (dlt_cudnn_probe_answer(st) == 1) /* by category: cuDNN 9 answers with sub-codes (30xx) */
         rc = 1;
-    else if (st != CUDNN_STATUS_SUCCESS)
+    else if (!dlt_cudnn_ok(st))
         rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe", cudnnGetErrorString(st));
 out:
     _op_destroy(be, op);
@@ -1516,7 +1517,7 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         _destroy(&c->base);
         return -EIO;
     }
-    if ((ds = cudnnCreate(&c->dnn)) != CUDNN_STATUS_SUCCESS || (ds = cudnnSetStream(c->dnn, c->s)) != CUDNN_STATUS_SUCCESS) {
+    if (!dlt_cudnn_ok(ds = cudnnCreate(&c->dnn)) || !dlt_cudnn_ok(ds = cudnnSetStream(c->dnn, c->s))) {
         snprintf(err, errlen, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
                  CUDNN_MAJOR);
         _destroy(&c->base);

@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "trainer/common/cudnn_status.h"
+
 /* Writes "file:line: call: msg" into err and returns -EIO. */
 int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const char *call, const char *msg);
 
@@ -24,7 +26,7 @@ int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const ch
 #define DLT_CUDNN_TRY(err, errlen, call)                                                                     \
     do {                                                                                                      \
         cudnnStatus_t s_ = (call);                                                                            \
-        if (s_ != CUDNN_STATUS_SUCCESS)                                                                       \
+        if (!dlt_cudnn_ok(s_))                                                                                \
             return dlt_cuda_fail((err), (errlen), __FILE__, __LINE__, #call, cudnnGetErrorString(s_));        \
     } while (0)
 #define DLT_CUBLAS_TRY(err, errlen, call)                                                                    \

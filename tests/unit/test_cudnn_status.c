@@ -1,0 +1,61 @@
+/* test_cudnn_status: cuDNN statuses read by category. cuDNN 9 answers a configuration it has no
+ * kernel for with a sub-code (cudnn_graph.h: CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ...), which
+ * an == test against CUDNN_STATUS_NOT_SUPPORTED misses: the bf16 batch-norm probe would then fail
+ * the run instead of falling back to another mode. Stand-in status values, no library, no GPU. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "trainer/common/cudnn_status.h"
+
+static void test_categories(void **state)
+{
+    (void)state;
+    assert_true(dlt_cudnn_is(CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED));
+    assert_true(dlt_cudnn_is(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, CUDNN_STATUS_NOT_SUPPORTED));
+    assert_true(dlt_cudnn_is((cudnnStatus_t)3099, CUDNN_STATUS_NOT_SUPPORTED)); /* a sub-code of a later cuDNN */
+    assert_true(dlt_cudnn_is(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER, CUDNN_STATUS_BAD_PARAM));
+    assert_false(dlt_cudnn_is(CUDNN_STATUS_INTERNAL_ERROR, CUDNN_STATUS_NOT_SUPPORTED));
+    assert_false(dlt_cudnn_is(CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_BAD_PARAM));
+    assert_true(dlt_cudnn_ok(CUDNN_STATUS_SUCCESS));
+    assert_false(dlt_cudnn_ok(CUDNN_STATUS_NOT_INITIALIZED));
+}
+
+/* The probe's reading: every NOT_SUPPORTED or BAD_PARAM sub-code is "not here" (1), other
+ * failures are errors (-1). */
+static void test_probe_answer(void **state)
+{
+    static const cudnnStatus_t not_here[] = {
+        CUDNN_STATUS_NOT_SUPPORTED,           CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+        CUDNN_STATUS_NOT_SUPPORTED_SHAPE,     CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+        CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,    CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT,
+        CUDNN_STATUS_BAD_PARAM,               CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
+    };
+    static const cudnnStatus_t errors[] = {
+        CUDNN_STATUS_NOT_INITIALIZED, CUDNN_STATUS_RUNTIME_FP_OVERFLOW, CUDNN_STATUS_INTERNAL_ERROR,
+        CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, CUDNN_STATUS_EXECUTION_FAILED,
+        CUDNN_STATUS_EXECUTION_FAILED_CUDART,
+    };
+    (void)state;
+    assert_int_equal(dlt_cudnn_probe_answer(CUDNN_STATUS_SUCCESS), 0);
+    for (size_t i = 0; i < sizeof(not_here) / sizeof(not_here[0]); i++)
+        if (dlt_cudnn_probe_answer(not_here[i]) != 1)
+            fail_msg("status %d (category %d) read as an error, not as \"not supported here\"", (int)not_here[i],
+                     CUDNN_STATUS_CATEGORY((int)not_here[i]));
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        assert_int_equal(dlt_cudnn_probe_answer(errors[i]), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_categories),
+        cmocka_unit_test(test_probe_answer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
