@@ -304,6 +304,7 @@ static void test_reducer_paths(void **state)
         assert_non_null(grads);
         assert_int_equal(dlt_grad_reducer_create(&red, NULL, &comm, be, grads, n, err, sizeof(err)), 0);
         assert_string_equal(red->ops->name, cases[i].path);
+        assert_int_equal(red->divisor, cases[i].ranks); /* a sum: the optimizer divides by the world */
         {
             const dlt_backend_ops *real = g_rec.real;
             memset(&g_rec, 0, sizeof(g_rec));
@@ -336,6 +337,40 @@ static void test_reducer_paths(void **state)
     }
 }
 
+/* --allreduce-lowp: each rank's scaled gradient goes through the cast (times the plan's premul,
+ * rounded to fp16 once), the ranks' values are summed in fp16 as NCCL sums them, the sum comes back
+ * to float and the optimizer multiplies by grad_scale (the loss scaler's unscale over the plan's
+ * divisor): the gradient itself must come out, finite, for every world size. A scaled gradient of
+ * 2048 (2^-5 at the default loss scale 2^16) summed over 64 ranks without the premul is 131072:
+ * beyond fp16's 65504. */
+static void test_lowp_reduction_scale(void **state)
+{
+    static const int worlds[] = {1, 2, 3, 8, 64, 512};
+    const double loss_scale = 65536.0, grad = 2048.0 / 65536.0;
+    dlt_loss_scaler s;
+    (void)state;
+    dlt_loss_scaler_init(&s, 1, loss_scale, 0);
+    for (size_t i = 0; i < sizeof(worlds) / sizeof(worlds[0]); i++) {
+        int w = worlds[i], divisor = 0;
+        float premul = 0;
+        _Float16 sum = 0;
+        double got;
+        dlt_grad_lowp_plan(w, &premul, &divisor);
+        for (int r = 0; r < w; r++)
+            sum = (_Float16)(sum + (_Float16)((float)(grad * loss_scale) * premul));
+        got = (double)(float)sum * (double)(float)dlt_loss_scaler_unscale(&s, divisor);
+        if (!isfinite((double)(float)sum))
+            fail_msg("world %d: the fp16 sum of the scaled gradients overflowed (premul %g, divisor %d)", w,
+                     (double)premul, divisor);
+        /* fp16 keeps 11 significant bits; w additions round at most w times. */
+        if (fabs(got - grad) > grad * (double)w * 0x1p-11)
+            fail_msg("world %d: the reduced gradient is %.9g, not %.9g (premul %g, divisor %d)", w, got, grad,
+                     (double)premul, divisor);
+        /* Together the two factors undo exactly one sum over w ranks. */
+        assert_true(fabs((double)premul * w / divisor - 1.0) < 1e-6);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_ready_offsets),
         cmocka_unit_test(test_backward_handoff),
         cmocka_unit_test(test_reducer_paths),
+        cmocka_unit_test(test_lowp_reduction_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

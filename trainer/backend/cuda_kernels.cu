@@ -124,9 +124,9 @@ template <typename T> __global__ void k_normalize(const uint8_t *src, T *dst, si
     }
 }
 
-template <typename T> __global__ void k_from_f32(const float *src, T *dst, size_t n)
+template <typename T> __global__ void k_from_f32(const float *src, T *dst, size_t n, float mul)
 {
-    GRID_STRIDE(i, n) st(dst, i, src[i]);
+    GRID_STRIDE(i, n) st(dst, i, src[i] * mul);
 }
 
 template <typename T> __global__ void k_to_f32(const T *src, float *dst, size_t n)
@@ -136,7 +136,7 @@ template <typename T> __global__ void k_to_f32(const T *src, float *dst, size_t 
 
 /* The vector forms: `groups` packs of vec16<T>::N elements (a multiple of 4 floats on the float
  * side). */
-template <typename T> __global__ void kv_from_f32(const float *src, T *dst, size_t groups)
+template <typename T> __global__ void kv_from_f32(const float *src, T *dst, size_t groups, float mul)
 {
     constexpr int N = vec16<T>::N;
     float f[N];
@@ -144,6 +144,8 @@ template <typename T> __global__ void kv_from_f32(const float *src, T *dst, size
     {
         for (int k = 0; k < N; k += 4)
             vec16<float>::load(src + g * N + k, f + k);
+        for (int k = 0; k < N; k++)
+            f[k] *= mul; /* in float, before the one rounding to T (x * 1 is x: a plain cast is exact) */
         vec16<T>::store(dst + g * N, f);
     }
 }
@@ -565,13 +567,13 @@ template <typename T> void l_normalize(const uint8_t *src, void *dst, size_t n, 
 }
 /* The vector kernels when every pointer is 16-byte aligned and n a whole number of packs, else
  * the scalar ones. */
-template <typename T> void l_from_f32(const float *src, void *dst, size_t n, cudaStream_t s)
+template <typename T> void l_from_f32(const float *src, void *dst, size_t n, float mul, cudaStream_t s)
 {
     constexpr int N = vec16<T>::N;
     if (aligned(src, 16) && aligned(dst, 16) && n % N == 0)
-        kv_from_f32<T><<<blocks_for(n / N), kThreads, 0, s>>>(src, (T *)dst, n / N);
+        kv_from_f32<T><<<blocks_for(n / N), kThreads, 0, s>>>(src, (T *)dst, n / N, mul);
     else
-        k_from_f32<T><<<blocks_for(n), kThreads, 0, s>>>(src, (T *)dst, n);
+        k_from_f32<T><<<blocks_for(n), kThreads, 0, s>>>(src, (T *)dst, n, mul);
 }
 template <typename T> void l_to_f32(const void *src, float *dst, size_t n, cudaStream_t s)
 {
@@ -667,7 +669,12 @@ int dlt_k_normalize(const uint8_t *src, void *dst, dlt_dt dt, size_t pixels, con
 
 int dlt_k_cast_from_f32(const float *src, void *dst, dlt_dt dt, size_t n, dlt_stream s)
 {
-    DISPATCH(dt, l_from_f32, src, dst, n, (cudaStream_t)s);
+    DISPATCH(dt, l_from_f32, src, dst, n, 1.f, (cudaStream_t)s);
+}
+
+int dlt_k_cast_scaled_from_f32(const float *src, void *dst, dlt_dt dt, size_t n, float mul, dlt_stream s)
+{
+    DISPATCH(dt, l_from_f32, src, dst, n, mul, (cudaStream_t)s);
 }
 
 int dlt_k_cast_to_f32(const void *src, dlt_dt dt, float *dst, size_t n, dlt_stream s)

@@ -21,6 +21,9 @@ int dlt_k_normalize(const uint8_t *src, void *dst, dlt_dt dt, size_t pixels, con
 /* float <-> dt, n elements (16-byte vectors when the pointers allow). */
 int dlt_k_cast_from_f32(const float *src, void *dst, dlt_dt dt, size_t n, dlt_stream s);
 int dlt_k_cast_to_f32(const void *src, dlt_dt dt, float *dst, size_t n, dlt_stream s);
+/* dst = dt(src * mul), the product taken in float and rounded once (the low-precision gradient
+ * reduction's pre-division by the world size). */
+int dlt_k_cast_scaled_from_f32(const float *src, void *dst, dlt_dt dt, size_t n, float mul, dlt_stream s);
 /* NHWC activations [pixels, c] -> [pixels, cp], the extra channels zero (the padded stem input). */
 int dlt_k_pad_channels(const void *x, void *xp, dlt_dt dt, size_t pixels, int c, int cp, dlt_stream s);
 /* dt [pixels, cp] -> float [pixels, c], c <= cp: the padded stem's filter gradient (KRS4) into

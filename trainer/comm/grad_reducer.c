@@ -8,6 +8,12 @@
 
 #include "trainer/common/status.h"
 
+void dlt_grad_lowp_plan(int world, float *premul, int *divisor)
+{
+    *premul = world > 1 ? 1.0f / (float)world : 1.0f;
+    *divisor = 1;
+}
+
 static int _none_ready(dlt_grad_reducer *r, size_t lo)
 {
     (void)r;
@@ -87,6 +93,7 @@ int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_confi
     r->be = be;
     r->grads = grads;
     r->n = n;
+    r->divisor = comm->size;
     r->ops = &g_none;
     if (!be->host_memory && comm->ops->nccl) {
 #ifdef DLT_HAVE_CUDA_BACKEND

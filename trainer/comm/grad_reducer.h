@@ -35,8 +35,19 @@ struct dlt_grad_reducer {
     float *grads; /* backend memory */
     size_t n;
     float *host;  /* host staging (GPU backend, host communicator) */
+    int divisor;  /* the reduced gradients are this many ranks' sum (the optimizer divides by it):
+                   * the world size, or 1 where the reduction averaged (dlt_grad_lowp_plan) */
     void *impl;
 };
+
+/* The low-precision reduction (--allreduce-lowp) over world ranks: each rank's gradients are
+ * multiplied by *premul in the cast to fp16/bf16, before the sum, so the sum is the ranks' mean
+ * and stays within fp16's range whatever the world size (scaled fp16 gradients summed over 64
+ * ranks overflowed 64 times sooner); *divisor is what remains for the optimizer to divide by.
+ * PyTorch's fp16_compress_hook (torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py)
+ * divides by the world size before its all-reduce likewise; here the product is taken in float
+ * and rounded once. */
+void dlt_grad_lowp_plan(int world, float *premul, int *divisor);
 
 /* The path follows from the communicator and the backend: NCCL buckets when the communicator is
  * NCCL and the backend a GPU (also for one rank, so the device check exercises it), else the

@@ -24,6 +24,7 @@ typedef struct {
     cudaEvent_t *bucket_ready, comm_done, results_ready;
     void *lowp;     /* fp16/bf16 copy of the gradients (--allreduce-lowp), else NULL */
     dlt_dt lowp_dt;
+    float lowp_premul; /* 1/world: the cast averages (dlt_grad_lowp_plan) */
 } nccl_path;
 
 #define R_CUDA_TRY(r, call) DLT_CUDA_TRY((r)->comm->err, (r)->comm->errlen, call)
@@ -41,7 +42,7 @@ static int _launch_bucket(dlt_grad_reducer *r, int i)
     R_CUDA_TRY(r, cudaStreamWaitEvent(p->cs, p->bucket_ready[i], 0));
     if (p->lowp) {
         void *lp = (char *)p->lowp + b->lo * 2;
-        R_KERNEL_TRY(r, dlt_k_cast_from_f32(g, lp, p->lowp_dt, count, (dlt_stream)p->cs));
+        R_KERNEL_TRY(r, dlt_k_cast_scaled_from_f32(g, lp, p->lowp_dt, count, p->lowp_premul, (dlt_stream)p->cs));
         R_NCCL_TRY(r, p, ncclAllReduce(lp, lp, count, p->lowp_dt == DLT_DT_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum,
                                        p->nccl, p->cs));
         R_KERNEL_TRY(r, dlt_k_cast_to_f32(lp, p->lowp_dt, g, count, (dlt_stream)p->cs));
@@ -148,6 +149,7 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
     DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithFlags(&p->cs, cudaStreamNonBlocking));
     if (cfg && cfg->lowp && (prec == DLT_PREC_FP16 || prec == DLT_PREC_BF16)) {
         p->lowp_dt = prec == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;
+        dlt_grad_lowp_plan(r->comm->size, &p->lowp_premul, &r->divisor);
         if (cudaMalloc(&p->lowp, r->n * 2) != cudaSuccess)
             return dlt_fail(err, errlen, -ENOMEM, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
                             dlt_precision_name(prec));

@@ -437,7 +437,8 @@ int dlt_run_sgd(dlt_run *r, double lr)
 {
     const dlt_train_config *c = &r->cfg;
     dlt_net *n = &r->net;
-    float scale = (float)dlt_loss_scaler_unscale(&r->scaler, r->comm->size);
+    /* The sum over the ranks is undone here unless the reduction already averaged (lowp). */
+    float scale = (float)dlt_loss_scaler_unscale(&r->scaler, r->reducer->divisor);
     float wd = (float)c->weight_decay, wd_nd = c->decay_bn_bias ? wd : 0.f;
     int rc = r->be->ops->sgd_step(r->be, n->d_params, n->d_momentum, n->grads, (float)lr, (float)c->momentum, wd,
                                   wd_nd, scale);
