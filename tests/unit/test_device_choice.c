@@ -83,12 +83,38 @@ static void test_two_ranks_one_gpu_refused(void **state)
     assert_non_null(strstr(err, "--gpus-per-task=1"));
 }
 
+/* The plugin's GPU against the one opened: the bus id forms of NVML, the CUDA runtime and sysfs
+ * are one GPU; another GPU is refused naming both. */
+static void test_plugin_gpu_is_the_opened_one(void **state)
+{
+    char err[512], n[32];
+    (void)state;
+    assert_int_equal(dlt_device_pci_normalize("00000000:1A:00.0", n, sizeof(n)), 0);
+    assert_string_equal(n, "0000:1a:00.0");
+    assert_int_equal(dlt_device_pci_normalize("0000:1A:00.0", n, sizeof(n)), 0);
+    assert_string_equal(n, "0000:1a:00.0");
+    assert_int_equal(dlt_device_pci_normalize("0000:1a:00.0x", n, sizeof(n)), -1);
+    assert_int_equal(dlt_device_pci_normalize("GPU-1234", n, sizeof(n)), -1);
+    /* NVML's form from the plugin against the runtime's form: the same GPU. */
+    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:1A:00.0", 0, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_pci_check("00000000:3B:00.0", "0000:3b:00.0", 0, err, sizeof(err)), 0);
+    /* Nothing to compare: no plugin, or no bus id from the runtime. */
+    assert_int_equal(dlt_device_pci_check(NULL, "0000:1A:00.0", 0, err, sizeof(err)), 1);
+    assert_int_equal(dlt_device_pci_check("", "0000:1A:00.0", 0, err, sizeof(err)), 1);
+    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", NULL, 0, err, sizeof(err)), 1);
+    /* Another GPU: refused, naming both in one form. */
+    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:3B:00.0", 1, err, sizeof(err)), -ENODEV);
+    assert_non_null(strstr(err, "bound this task to GPU 0000:1a:00.0 (DLT_GPU_PCI) but CUDA device 1 is GPU 0000:3b:00.0"));
+    assert_int_equal(dlt_device_pci_check("GPU-1234", "0000:3B:00.0", 0, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "DLT_GPU_PCI='GPU-1234'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_visible_list),          cmocka_unit_test(test_local_rank_rule),
         cmocka_unit_test(test_plugin_bound_uses_device_zero), cmocka_unit_test(test_explicit_device),
-        cmocka_unit_test(test_two_ranks_one_gpu_refused),
+        cmocka_unit_test(test_two_ranks_one_gpu_refused), cmocka_unit_test(test_plugin_gpu_is_the_opened_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,4 +30,15 @@ typedef struct {
  * host, the GPU and the fix. */
 int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, size_t errlen);
 
+/* A PCI bus id in one form: lowercase "%04x:%02x:%02x.%x" (NVML writes "00000000:1A:00.0", the
+ * CUDA runtime "0000:1A:00.0", sysfs and the plugin "0000:1a:00.0"); -1 when in is none of them. */
+int dlt_device_pci_normalize(const char *in, char *out, size_t outlen);
+
+/* The plugin's GPU (DLT_GPU_PCI, bound; NULL or "" when no plugin bound the task) against the
+ * one the trainer opened (the CUDA runtime's bus id of the chosen device; NULL when the runtime
+ * gave none): 0 the same GPU, 1 nothing to compare, -ENODEV a different GPU (Slurm's index order
+ * and PCI order can differ; a --device or a CUDA_VISIBLE_DEVICES changed after the plugin), -EINVAL
+ * an id that is no PCI bus id; err names both ids and the fix. */
+int dlt_device_pci_check(const char *bound, const char *opened, int device, char *err, size_t errlen);
+
 #endif

@@ -26,6 +26,8 @@ typedef struct {
     char nccl_topo[128];
     int device;       /* the CUDA device index dltrain train would use (-1: no GPU visible) */
     char gpu[64];     /* which GPU that is: its CUDA_VISIBLE_DEVICES entry, or its PCI bus id */
+    int pci_rc;       /* dlt_device_pci_check of DLT_GPU_PCI against that bus id (1: not compared) */
+    char pci[320];    /* what it said */
 } _rank_report;
 
 /* The device dltrain train would pick (device_choice.h) and which GPU that is, from the task's
@@ -35,13 +37,40 @@ static void _device_report(_rank_report *r)
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     int visible = cvd ? dlt_device_visible_count(cvd) : dlt_backend_gpu_count();
     char err[256];
+    const char *bound = getenv("DLT_GPU_PCI");
     r->device = -1;
+    r->pci_rc = 1;
     snprintf(r->gpu, sizeof(r->gpu), "-");
     if (visible <= 0 || dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, r->local_rank, visible, &r->device,
                                           err, sizeof(err)) != 0)
         return;
-    if (dlt_backend_gpu_id(r->device, r->gpu, sizeof(r->gpu)) != 0 && cvd)
+    if (dlt_backend_gpu_id(r->device, r->gpu, sizeof(r->gpu)) == 0) {
+        /* The plugin's GPU against the one dltrain train would open (it refuses a mismatch). */
+        r->pci_rc = dlt_device_pci_check(bound, r->gpu, r->device, r->pci, sizeof(r->pci));
+        if (r->pci_rc == 0)
+            snprintf(r->pci, sizeof(r->pci), "DLT_GPU_PCI %s is device %d (%s): the same GPU", bound, r->device,
+                     r->gpu);
+    } else if (cvd) {
         dlt_device_visible_entry(cvd, r->device, r->gpu, sizeof(r->gpu));
+    }
+    if (r->pci_rc == 1)
+        snprintf(r->pci, sizeof(r->pci), "DLT_GPU_PCI %s: not compared (%s)", bound && *bound ? bound : "unset",
+                 bound && *bound ? "the CUDA runtime gave no bus id" : "no plugin binding");
+}
+
+/* Rank 0 prints each rank's comparison of the plugin's GPU with the one it opens; nonzero when
+ * one differs (dltrain train refuses that). */
+static int _pci_report(const _rank_report *all, int n, int me)
+{
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        if (all[r].device < 0)
+            continue;
+        if (me == 0)
+            fprintf(all[r].pci_rc < 0 ? stderr : stdout, "dltrain: rank %d: %s\n", all[r].rank, all[r].pci);
+        bad |= all[r].pci_rc < 0;
+    }
+    return bad;
 }
 
 static void _env_copy(char *dst, size_t len, const char *name)
@@ -169,6 +198,7 @@ int dlt_cmd_env(int argc, char **argv)
         }
         printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
     }
+
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
     {
         dlt_device_claim *claims = calloc((size_t)info->size, sizeof(*claims));
@@ -194,6 +224,10 @@ int dlt_cmd_env(int argc, char **argv)
         }
         if (info->rank == 0 && n > 0)
             printf("dltrain: GPU check passed (%d rank(s), one GPU each)\n", n);
+    }
+    if (_pci_report(all, info->size, info->rank) != 0) {
+        rc = 1;
+        goto out;
     }
     rc = 0;
 out:

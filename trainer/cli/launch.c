@@ -46,7 +46,10 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
     req->cuda_device = dev;
     if (visible <= 0)
         return 0; /* the backend says there is no GPU */
-    dlt_backend_gpu_id(dev, id, sizeof(id));
+    /* The GPU the plugin bound (its PCI bus id) must be the one opened. */
+    if (dlt_backend_gpu_id(dev, id, sizeof(id)) == 0 &&
+        (rc = dlt_device_pci_check(getenv("DLT_GPU_PCI"), id, dev, err, errlen)) < 0)
+        return rc;
     return dlt_cli_check_gpus(px, id, err, errlen);
 }
 
