@@ -324,16 +324,32 @@ static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
     cudnnConvolutionBwdFilterAlgoPerf_t wr[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int nf = 0, nd = 0, nw = 0;
     size_t mf = 0, md = 0, mw = 0;
-    /* cuDNN times each candidate on scratch buffers of its own. */
-    DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
-    /* The stem's data gradient is never computed (the images need none): no search for it. */
-    if (op->cs.c == 3 ||
-        !dlt_cudnn_ok(cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
-                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
-        nd = 0;
-    DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+    if (c->cfg.deterministic) {
+        /* --deterministic: cuDNN's heuristics rank the candidates without timing them, so every
+         * process of the same GPU, cuDNN and shape picks the same algorithms (cudnnFind's timing
+         * can differ between two runs and with it the bits). PyTorch likewise uses the _v7
+         * heuristics unless benchmark mode is on (aten/src/ATen/native/cudnn/Conv_v7.cpp,
+         * findAlgorithms with benchmark false); PICK keeps the deterministic ones. */
+        DNN_TRY(be, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+        if (op->cs.c == 3 ||
+            !dlt_cudnn_ok(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
+            nd = 0;
+        DNN_TRY(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+    } else {
+        /* cuDNN times each candidate on scratch buffers of its own. */
+        DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+        /* The stem's data gradient is never computed (the images need none): no search for it. */
+        if (op->cs.c == 3 ||
+            !dlt_cudnn_ok(cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
+            nd = 0;
+        DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+    }
     PICK(fr, nf, c->ws_limit, e->fwd, e->fwd_math, mf);
     PICK(wr, nw, c->ws_limit, e->bwd_filter, e->bwd_filter_math, mw);
     for (int i = 0; i < nd && !e->bwd_data_ok; i++)
@@ -346,6 +362,24 @@ static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
         }
     e->ws = mf > md ? mf : md;
     e->ws = mw > e->ws ? mw : e->ws;
+    return 0;
+}
+
+/* The workspace the chosen algorithms need with their own descriptors (heuristic results carry an
+ * estimate; PyTorch asks cudnnGet*WorkspaceSize for an algorithm it did not time, too). */
+static int _exact_ws(dlt_backend *be, const dlt_op *op, algo_entry *e)
+{
+    cuda_backend *c = _cu(be);
+    size_t f = 0, d = 0, w = 0;
+    DNN_TRY(be, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, op->xd, op->wd, op->conv_fwd, op->yd, e->fwd, &f));
+    if (e->bwd_data_ok)
+        DNN_TRY(be, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd,
+                                                                 e->bwd_data, &d));
+    DNN_TRY(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd,
+                                                               e->bwd_filter, &w));
+    f = f > d ? f : d;
+    f = f > w ? f : w;
+    e->ws = f > e->ws ? f : e->ws;
     return 0;
 }
 
@@ -374,7 +408,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     }
     e->next = c->algos;
     c->algos = e;
-    if ((rc = _direction_descriptors(be, op)) != 0)
+    if ((rc = _direction_descriptors(be, op)) != 0 || (c->cfg.deterministic && (rc = _exact_ws(be, op, e)) != 0))
         return rc;
     return _workspace(be, e->ws);
 }
@@ -719,8 +753,12 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
         (rc = _nhwc(be, &op->yd, in->n, in->c, dlt_out_size(in->h, k, stride, pad), dlt_out_size(in->w, k, stride, pad))))
         return rc;
     DNN_TRY(be, cudnnCreatePoolingDescriptor(&op->pool));
-    DNN_TRY(be, cudnnSetPooling2dDescriptor(op->pool, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride,
-                                            stride));
+    /* --deterministic: cuDNN's plain max-pooling backward may accumulate overlapping windows
+     * (ResNet's 3x3 stride 2) with atomics, whose order varies; MAX_DETERMINISTIC does not
+     * (cudnn_ops.h; cuDNN's reproducibility notes). */
+    DNN_TRY(be, cudnnSetPooling2dDescriptor(op->pool,
+                                            _cu(be)->cfg.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX,
+                                            CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride, stride));
     return 0;
 }
 
