@@ -52,6 +52,7 @@ typedef struct {
 typedef struct {
     dlt_backend base;
     dlt_backend_ops ops; /* a copy: optional entries depend on precision */
+    char name[128];      /* ops.name when the batch-norm probe changed the plan */
     dlt_backend_config cfg;
     int device, cc_major;
     int stem_pad; /* pad the 3-channel stem input to 4 channels */
@@ -1376,7 +1377,7 @@ static const dlt_graph_ops g_cuda_graph_ops = {
     .release = _graph_release,
 };
 
-/* One training forward and backward of a small bf16 batch norm in the configured mode and ops;
+/* One training forward and backward of a small batch norm of the run's type in the configured mode and ops;
  * a status of the NOT_SUPPORTED or BAD_PARAM category is an answer (1), any other failure an error
  * (-EIO). */
 static int _bn_try(dlt_backend *be, int fused)
@@ -1389,14 +1390,17 @@ static int _bn_try(dlt_backend *be, int fused)
     float *p = NULL;
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     int rc = 0;
+    const size_t bytes = n * _dt_size(c->dt);
     char keep[512];
     snprintf(keep, sizeof(keep), "%s", be->err);
-    if (cudaMalloc(&x, n * 2) != cudaSuccess || cudaMalloc(&z, n * 2) != cudaSuccess ||
-        cudaMalloc(&y, n * 2) != cudaSuccess || cudaMalloc(&dx, n * 2) != cudaSuccess ||
-        cudaMalloc(&dz, n * 2) != cudaSuccess || cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
-        cudaMemset(x, 0, n * 2) != cudaSuccess || cudaMemset(z, 0, n * 2) != cudaSuccess ||
-        cudaMemset(p, 0, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess) {
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe buffers",
+    /* Zeroed on the backend's stream, which the probe's kernels run on: a plain cudaMemset runs on
+     * the legacy default stream, which a non-blocking stream does not wait for. */
+    if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&z, bytes) != cudaSuccess ||
+        cudaMalloc(&y, bytes) != cudaSuccess || cudaMalloc(&dx, bytes) != cudaSuccess ||
+        cudaMalloc(&dz, bytes) != cudaSuccess || cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
+        cudaMemsetAsync(x, 0, bytes, c->s) != cudaSuccess || cudaMemsetAsync(z, 0, bytes, c->s) != cudaSuccess ||
+        cudaMemsetAsync(p, 0, 4 * (size_t)s.c * sizeof(float), c->s) != cudaSuccess) {
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe buffers",
                            cudaGetErrorString(cudaGetLastError()));
         goto out;
     }
@@ -1429,33 +1433,44 @@ static int _bn_try(dlt_backend *be, int fused)
                                                    op->reserve_size);
     }
     if (dlt_cudnn_ok(st) && cudaStreamSynchronize(c->s) != cudaSuccess)
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe",
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe",
                            cudaGetErrorString(cudaGetLastError()));
     else if (dlt_cudnn_probe_answer(st) == 1) /* by category: cuDNN 9 answers with sub-codes (30xx) */
         rc = 1;
     else if (!dlt_cudnn_ok(st))
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "bf16 batch-norm probe", cudnnGetErrorString(st));
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe", cudnnGetErrorString(st));
 out:
     _op_destroy(be, op);
+    cudaStreamSynchronize(c->s); /* nothing of the probe's may still run on the buffers freed below */
     cudaFree(x), cudaFree(z), cudaFree(y), cudaFree(dx), cudaFree(dz), cudaFree(p);
     return rc;
 }
 
-/* bf16 batch norm: fused persistent, else unfused persistent, else plain spatial, whichever cuDNN
- * runs here; the backend's name says which. */
-static int _bn_probe_bf16(dlt_backend *be)
+/* Training batch norm in fp32, tf32 and bf16: (bf16) fused persistent, else unfused persistent,
+ * else plain spatial, whichever cuDNN runs here; the backend's name says which. fp16's fused
+ * persistent NHWC kernels are the documented case and are not probed. */
+static int _bn_probe(dlt_backend *be)
 {
     cuda_backend *c = _cu(be);
-    int rc = _bn_try(be, 1);
-    if (rc <= 0)
-        return rc;
-    c->ops.bn_fwd_train_relu = NULL;
-    c->ops.bn_bwd_relu = NULL;
-    c->ops.name = "cuda-cudnn (bf16 batch norm unfused: cuDNN has no fused bf16 kernel here)";
+    const char *prec = dlt_precision_name(c->base.precision);
+    int rc;
+    if (c->base.precision == DLT_PREC_FP16)
+        return 0;
+    if (c->ops.bn_fwd_train_relu) {
+        if ((rc = _bn_try(be, 1)) <= 0)
+            return rc;
+        c->ops.bn_fwd_train_relu = NULL;
+        c->ops.bn_bwd_relu = NULL;
+        snprintf(c->name, sizeof(c->name), "cuda-cudnn (%s batch norm unfused: cuDNN has no fused %s kernel here)",
+                 prec, prec);
+        c->ops.name = c->name;
+    }
     if ((rc = _bn_try(be, 0)) <= 0)
         return rc;
     c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
-    c->ops.name = "cuda-cudnn (bf16 batch norm in spatial mode: no persistent bf16 kernel here)";
+    snprintf(c->name, sizeof(c->name), "cuda-cudnn (%s batch norm in spatial mode: no persistent %s kernel here)",
+             prec, prec);
+    c->ops.name = c->name;
     return 0;
 }
 
@@ -1503,7 +1518,11 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->stem_pad = cfg->stem_pad < 0 ? cfg->precision != DLT_PREC_FP32 : cfg->stem_pad;
     {
         /* Storage type, cuDNN/cuBLAS types, math mode and BN mode of each precision. fp32 is strict
-         * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. */
+         * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. Batch norm trains
+         * in the persistent mode in every precision, as PyTorch does
+         * (aten/src/ATen/native/cudnn/BatchNorm.cpp: SPATIAL_PERSISTENT when training, SPATIAL for
+         * inference, which _bn_fwd_infer uses); fp32/tf32 and bf16 are probed at creation and fall
+         * back to the plain spatial mode where cuDNN has no persistent kernel. */
         static const struct {
             dlt_precision prec;
             dlt_dt dt;
@@ -1514,9 +1533,9 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
             cudnnBatchNormMode_t bn;
         } modes[] = {
             {DLT_PREC_FP32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F,
-             CUDNN_BATCHNORM_SPATIAL},
+             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
             {DLT_PREC_TF32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_DEFAULT_MATH, CUBLAS_COMPUTE_32F_FAST_TF32,
-             CUDNN_BATCHNORM_SPATIAL},
+             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
             {DLT_PREC_FP16, DLT_DT_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
              CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
             {DLT_PREC_BF16, DLT_DT_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
@@ -1583,7 +1602,7 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
             _destroy(&c->base);
             return -EIO;
         }
-    if (cfg->precision == DLT_PREC_BF16 && (rc = _bn_probe_bf16(&c->base)) != 0) {
+    if ((rc = _bn_probe(&c->base)) != 0) {
         snprintf(err, errlen, "%s", c->base.err);
         _destroy(&c->base);
         return rc;
