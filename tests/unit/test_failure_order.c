@@ -26,7 +26,8 @@
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
 
-/* The calls recorded, in order: 'R' graph release, 'A' communicator abort, 'D' backend destroy. */
+/* The calls recorded, in order: 'B'/'E' capture begin/end, 'R' graph release, 'A' communicator
+ * abort, 'D' backend destroy. */
 static struct {
     char seq[64];
     int n;
@@ -83,16 +84,19 @@ static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _c
 
 /* ---- the backend's recording hooks */
 
+/* A recording that records nothing: the step's ops run plainly on the CPU between begin and end. */
 static int _capture_begin(dlt_backend *be)
 {
     (void)be;
-    return -ENOTSUP;
+    _note('B');
+    return 0;
 }
 
 static int _capture_end(dlt_backend *be)
 {
     (void)be;
-    return -ENOTSUP;
+    _note('E');
+    return 0;
 }
 
 static int _replay(dlt_backend *be, const dlt_step_inputs *in)
@@ -183,6 +187,48 @@ static void test_failed_run_releases_graph_before_abort(void **state)
                  "every graph holding the communicator", g.seq);
 }
 
+/* A step that fails while it is being recorded (--cuda-graphs, the second step) drops the partial
+ * recording (release) instead of ending the capture, which made the partial graph executable. */
+static void test_failed_capture_is_dropped(void **state)
+{
+    dlt_train_config c;
+    dlt_comm *comm;
+    char err[1024] = "", dir[] = "/tmp/dlt-failcap-XXXXXX", cmd[64];
+    int rc;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    dlt_train_config_defaults(&c);
+    assert_int_equal(dlt_model_parse_arch("resnet18", &c.model, err, sizeof(err)), 0);
+    c.model.image = 32;
+    c.model.batch = 2;
+    c.model.classes = 10;
+    c.backend.kind = "cpu";
+    c.cuda_graphs = 1;
+    c.synthetic_size = 64;
+    c.epochs = 1;
+    c.max_steps = 4;
+    c.eval_every = 0;
+    c.check_every = 0;
+    c.log_level = DLT_LOG_QUIET;
+    c.log_every = 0;
+    c.stall_timeout = 0;
+    c.checkpoint_dir = dir;
+    c.backend_hook = _hook;
+    memset(&g, 0, sizeof(g));
+    g.fail_at = 2; /* the second step is the one recorded */
+    assert_int_equal(dlt_comm_single_create(&comm, err, sizeof(err)), 0);
+    rc = dlt_train_run(&c, comm, err, sizeof(err));
+    comm->ops->destroy(comm);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    printf("# run: rc %d, err \"%s\", recorded \"%s\" (B capture begin, E capture end, R release)\n", rc, err, g.seq);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err, "injected optimizer failure"));
+    assert_non_null(strstr(g.seq, "BR"));
+    if (strchr(g.seq, 'E'))
+        fail_msg("the failed step's partial recording was ended into a graph (calls: \"%s\")", g.seq);
+}
+
 /* ---- the watchdog: an abort that never returns still ends the process, within the bound */
 
 static void _abort_forever(void *arg)
@@ -257,6 +303,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_failed_run_releases_graph_before_abort),
+        cmocka_unit_test(test_failed_capture_is_dropped),
         cmocka_unit_test(test_watchdog_exits_when_abort_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

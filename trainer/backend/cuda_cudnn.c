@@ -992,8 +992,12 @@ static int _stage_labels(dlt_backend *be, const int32_t *labels, int n)
     /* The previous copy out of the buffer must have run before it is refilled (it has, in a
      * training step: the results read of the last step waited for everything). Not while
      * recording: capture_begin waited, and a recorded step makes no copy now. */
-    if (!c->capturing)
-        CUDA_TRY(be, cudaEventSynchronize(c->labels_free));
+    int rc;
+    /* Polled, with the peer check between polls, like every other host wait: a copy queued
+     * behind a reduction with a lost peer would otherwise block here for good. */
+    if (!c->capturing &&
+        (rc = dlt_cuda_event_wait(c->labels_free, be->peer_check, be->peer_check_arg, be->err, be->errlen)) != 0)
+        return rc;
     memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     return 0;
 }
@@ -1191,10 +1195,12 @@ static void _graph_release(dlt_backend *be)
 static int _capture_begin(dlt_backend *be)
 {
     cuda_backend *c = _cu(be);
+    int rc;
     _graph_reset(be);
     /* The recorded labels copy reads the pinned buffer the host fills during capture and before
      * each replay: no plain copy may still be reading it. */
-    CUDA_TRY(be, cudaEventSynchronize(c->labels_free));
+    if ((rc = dlt_cuda_event_wait(c->labels_free, be->peer_check, be->peer_check_arg, be->err, be->errlen)) != 0)
+        return rc;
     /* Everything queued so far (the input upload) runs before; the recording starts empty. */
     CUDA_TRY(be, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
     c->capturing = 1;

@@ -146,7 +146,14 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
         DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming));
     DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming));
     DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->results_ready, cudaEventDisableTiming));
-    DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithFlags(&p->cs, cudaStreamNonBlocking));
+    /* The reductions' stream at the device's highest priority, so a bucket's all-reduce is not
+     * queued behind the rest of backward's kernels (Apex's DDP and the MLPerf ResNet
+     * implementations give communication a high-priority stream likewise). */
+    {
+        int least = 0, greatest = 0;
+        DLT_CUDA_TRY(err, errlen, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithPriority(&p->cs, cudaStreamNonBlocking, greatest));
+    }
     if (cfg && cfg->lowp && (prec == DLT_PREC_FP16 || prec == DLT_PREC_BF16)) {
         p->lowp_dt = prec == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;
         dlt_grad_lowp_plan(r->comm->size, &p->lowp_premul, &r->divisor);

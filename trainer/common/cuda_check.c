@@ -48,11 +48,12 @@ int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
     return 0;
 }
 
-int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
-                         char *err, size_t errlen)
+/* Polls a stream (event NULL) or an event until done, asking check between polls. */
+static int _poll(cudaStream_t stream, cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg,
+                 char *err, size_t errlen)
 {
     for (unsigned spin = 0;; spin++) {
-        cudaError_t e = cudaStreamQuery(stream);
+        cudaError_t e = event ? cudaEventQuery(event) : cudaStreamQuery(stream);
         if (e == cudaSuccess)
             return 0;
         if (e != cudaErrorNotReady) {
@@ -69,4 +70,16 @@ int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err,
             nanosleep(&ts, NULL);
         }
     }
+}
+
+int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
+                         char *err, size_t errlen)
+{
+    return _poll(stream, NULL, check, arg, err, errlen);
+}
+
+int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
+                        size_t errlen)
+{
+    return _poll(NULL, event, check, arg, err, errlen);
 }

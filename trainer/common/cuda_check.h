@@ -44,5 +44,8 @@ int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
  * an error, e.g. NCCL's asynchronous error state of a lost peer, instead of a hang. */
 int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
                          char *err, size_t errlen);
+/* The same for one event (the work queued before it was recorded). */
+int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
+                        size_t errlen);
 
 #endif
