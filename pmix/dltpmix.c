@@ -316,6 +316,126 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
     return _cross_check_slurm(ctx);
 }
 
+/* ------------------------------------------------------------------ test rendezvous
+ * For a machine without a resource manager or PMIx server (the lent GPU machine of the device
+ * check: no Slurm, no PMIx server to pack), DLTPMIX_TEST_RENDEZVOUS=DIR with DLTPMIX_TEST_RANK and
+ * DLTPMIX_TEST_SIZE makes the ranks of one host exchange their collectives as files in DIR, a
+ * fresh directory per run (tests/device/two_ranks.sh makes it). Frames are the PMIx path's
+ * (sequence, rank and CRC checked); a file appears whole (written aside, then renamed); every wait
+ * is bounded by the context's timeout. Used only when no PMIx server is reachable: under srun the
+ * PMIx path is the one taken. Not for production: the ranks must share DIR's filesystem. */
+
+static int _rdv_init(dltpmix_ctx *ctx, const char *dir)
+{
+    long rank = _env_long("DLTPMIX_TEST_RANK", -1), size = _env_long("DLTPMIX_TEST_SIZE", -1);
+    if (size < 1 || size > 4096 || rank < 0 || rank >= size)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
+                                 "dltpmix: DLTPMIX_TEST_RENDEZVOUS needs DLTPMIX_TEST_RANK in 0..SIZE-1 and "
+                                 "DLTPMIX_TEST_SIZE >= 1 (got rank %ld, size %ld)", rank, size);
+    if (snprintf(ctx->rdv, sizeof(ctx->rdv), "%s", dir) >= (int)sizeof(ctx->rdv) - 32)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS path too long");
+    if (access(dir, W_OK | X_OK) != 0)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s: %s (a directory the "
+                                 "ranks share)", dir, strerror(errno));
+    ctx->info.rank = ctx->info.local_rank = (int)rank;
+    ctx->info.size = ctx->info.local_size = (int)size;
+    ctx->info.node_rank = 0;
+    ctx->info.node_count = 1;
+    snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "test-rendezvous");
+    if (gethostname(ctx->info.hostname, sizeof(ctx->info.hostname) - 1) != 0)
+        snprintf(ctx->info.hostname, sizeof(ctx->info.hostname), "localhost");
+    return 0;
+}
+
+/* This rank's frame of collective seq (payload len bytes) into DIR/SEQ.RANK. */
+static int _rdv_put(dltpmix_ctx *ctx, const char *what, uint64_t seq, const void *payload, size_t len)
+{
+    char path[600], tmp[640];
+    size_t flen = DLTPMIX_BLOB_HEADER + len;
+    void *frame = malloc(flen);
+    FILE *f;
+    int ok;
+    if (!frame)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: %s: cannot allocate %zu bytes", what, flen);
+    flen = dltpmix_blob_encode(frame, flen, seq, ctx->info.rank, payload, len);
+    snprintf(path, sizeof(path), "%s/%llu.%d", ctx->rdv, (unsigned long long)seq, ctx->info.rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "wb");
+    ok = f && fwrite(frame, 1, flen, f) == flen;
+    ok = (f && fclose(f) == 0) && ok && rename(tmp, path) == 0;
+    free(frame);
+    if (!ok)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: cannot write %s: %s", what, path,
+                                 strerror(errno));
+    return 0;
+}
+
+/* rank's frame of collective seq into dst (len bytes), waiting for it until the deadline. */
+static int _rdv_get(dltpmix_ctx *ctx, const char *what, uint64_t seq, int rank, void *dst, size_t len,
+                    double deadline)
+{
+    char path[600];
+    size_t flen = DLTPMIX_BLOB_HEADER + len;
+    unsigned char *frame = malloc(flen + 1);
+    const void *payload;
+    const char *why = NULL;
+    size_t got = 0;
+    FILE *f;
+    if (!frame)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: %s: cannot allocate %zu bytes", what, flen);
+    snprintf(path, sizeof(path), "%s/%llu.%d", ctx->rdv, (unsigned long long)seq, rank);
+    while (!(f = fopen(path, "rb"))) {
+        struct timespec now, ts = {0, 2000000L};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)now.tv_sec + now.tv_nsec * 1e-9 > deadline) {
+            free(frame);
+            ctx->broken = 1;
+            return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
+                                     "dltpmix: %s (collective #%llu) timed out after %.0f s on rank %d of %d; ranks "
+                                     "that never arrived: %d (test rendezvous %s)", what, (unsigned long long)seq,
+                                     ctx->timeout_s, ctx->info.rank, ctx->info.size, rank, ctx->rdv);
+        }
+        nanosleep(&ts, NULL);
+    }
+    got = fread(frame, 1, flen + 1, f);
+    fclose(f);
+    payload = dltpmix_blob_decode(frame, got, seq, rank, len, &why);
+    if (!payload) {
+        free(frame);
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_MISMATCH, "dltpmix: %s: value from rank %d refused: %s", what, rank,
+                                 why);
+    }
+    if (len)
+        memcpy(dst, payload, len);
+    free(frame);
+    return 0;
+}
+
+static double _rdv_deadline(const dltpmix_ctx *ctx)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + now.tv_nsec * 1e-9 + ctx->timeout_s;
+}
+
+/* One collective: the writers (root, or every rank when root < 0) put len bytes of send, and
+ * recv gets the root's (len bytes) or everyone's in rank order (size * len bytes). */
+static int _rdv_collective(dltpmix_ctx *ctx, const char *what, int root, const void *send, size_t len, void *recv)
+{
+    uint64_t seq = ctx->seq++;
+    double deadline = _rdv_deadline(ctx);
+    int rc = 0;
+    if (ctx->broken)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT, "dltpmix: %s after an earlier timeout: not attempted", what);
+    if ((root < 0 || root == ctx->info.rank) && (rc = _rdv_put(ctx, what, seq, send, len)) != 0)
+        return rc;
+    if (root >= 0)
+        return root == ctx->info.rank ? 0 : _rdv_get(ctx, what, seq, root, recv, len, deadline);
+    for (int r = 0; rc == 0 && r < ctx->info.size; r++)
+        rc = _rdv_get(ctx, what, seq, r, recv ? (char *)recv + (size_t)r * len : NULL, len, deadline);
+    return rc;
+}
+
 int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size_t errlen)
 {
     dltpmix_ctx *ctx;
@@ -353,6 +473,8 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
 
     if (_env_has_pmix_server()) {
         rc = _init_from_pmix(ctx);
+    } else if (getenv("DLTPMIX_TEST_RENDEZVOUS") && *getenv("DLTPMIX_TEST_RENDEZVOUS")) {
+        rc = _rdv_init(ctx, getenv("DLTPMIX_TEST_RENDEZVOUS"));
     } else {
         ntasks = _env_long("SLURM_STEP_NUM_TASKS", _env_long("SLURM_NTASKS", 1));
         if (ntasks > 1)
@@ -553,6 +675,8 @@ int dltpmix_bcast(dltpmix_ctx *ctx, int root, void *buf, size_t len)
                                  ctx->info.size - 1);
     if (ctx->info.singleton)
         return 0;
+    if (ctx->rdv[0])
+        return _rdv_collective(ctx, "broadcast", root, buf, len, buf);
     seq = ctx->seq;
     dltpmix_key(key, sizeof(key), DLTPMIX_OP_BCAST, seq);
     if (ctx->info.rank == root) {
@@ -584,6 +708,8 @@ int dltpmix_allgather(dltpmix_ctx *ctx, const void *send, size_t len, void *recv
             memmove(recv, send, len);
         return 0;
     }
+    if (ctx->rdv[0])
+        return _rdv_collective(ctx, "all-gather", -1, send, len, recv);
     seq = ctx->seq;
     dltpmix_key(key, sizeof(key), DLTPMIX_OP_ALLGATHER, seq);
     frame = malloc(DLTPMIX_BLOB_HEADER + len);
@@ -605,6 +731,8 @@ int dltpmix_barrier(dltpmix_ctx *ctx)
         return DLTPMIX_ERR_ARG;
     if (ctx->info.singleton)
         return 0;
+    if (ctx->rdv[0])
+        return _rdv_collective(ctx, "barrier", -1, NULL, 0, NULL);
     rc = _put_commit_fence(ctx, "barrier", NULL, NULL, 0);
     ctx->seq++;
     return rc;

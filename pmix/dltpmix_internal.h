@@ -16,6 +16,7 @@ struct dltpmix_ctx {
     uint64_t seq;      /* collectives issued so far; the same on every rank */
     int pmix_up;       /* PMIx_Init succeeded */
     int broken;        /* a collective timed out: PMIx ops may still be pending */
+    char rdv[512];     /* the test rendezvous directory (DLTPMIX_TEST_RENDEZVOUS), "" under PMIx */
     char err[1024];
 };
 

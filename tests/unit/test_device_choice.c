@@ -81,6 +81,11 @@ static void test_two_ranks_one_gpu_refused(void **state)
     assert_int_equal(dlt_device_check_distinct(bad, 3, err, sizeof(err)), -EBUSY);
     assert_non_null(strstr(err, "ranks 0 and 2 on n1 would both train on GPU 0000:1a:00.0"));
     assert_non_null(strstr(err, "--gpus-per-task=1"));
+    /* Unless NCCL is asked to run several ranks on one GPU (NCCL >= 2.30). */
+    assert_true(dlt_device_sharing_allowed("1"));
+    assert_false(dlt_device_sharing_allowed(NULL));
+    assert_false(dlt_device_sharing_allowed("0"));
+    assert_false(dlt_device_sharing_allowed(""));
 }
 
 /* The plugin's GPU against the one opened: the bus id forms of NVML, the CUDA runtime and sysfs

@@ -96,3 +96,8 @@ int dlt_device_pci_check(const char *bound, const char *opened, int device, char
                         "CUDA_VISIBLE_DEVICES after the plugin set it)", b, device, o);
     return 0;
 }
+
+int dlt_device_sharing_allowed(const char *v)
+{
+    return v && !strcmp(v, "1");
+}

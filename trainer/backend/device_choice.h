@@ -30,6 +30,12 @@ typedef struct {
  * host, the GPU and the fix. */
 int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, size_t errlen);
 
+/* Whether ranks may share a GPU: NCCL_MULTI_RANK_GPU_ENABLE=1 (value, NULL when unset) asks NCCL
+ * 2.30 and later to accept several ranks of one communicator on one GPU (NCCL src/init.cc, the
+ * same-GPU check), as the one-GPU device check's two ranks do; then the distinct check's refusal
+ * is waived, said, not applied. */
+int dlt_device_sharing_allowed(const char *nccl_multi_rank_gpu_enable);
+
 /* A PCI bus id in one form: lowercase "%04x:%02x:%02x.%x" (NVML writes "00000000:1A:00.0", the
  * CUDA runtime "0000:1A:00.0", sysfs and the plugin "0000:1a:00.0"); -1 when in is none of them. */
 int dlt_device_pci_normalize(const char *in, char *out, size_t outlen);

@@ -29,6 +29,12 @@ int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, char *err, size_t errle
     else
         rc = dlt_device_check_distinct(all, info->size, err, errlen);
     free(all);
+    if (rc == -EBUSY && dlt_device_sharing_allowed(getenv("NCCL_MULTI_RANK_GPU_ENABLE"))) {
+        if (info->rank == 0)
+            fprintf(stderr, "dltrain: ranks share a GPU, as NCCL_MULTI_RANK_GPU_ENABLE=1 asks (NCCL >= 2.30): %s\n",
+                    err);
+        rc = 0;
+    }
     return rc;
 }
 

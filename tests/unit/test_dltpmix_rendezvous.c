@@ -1,0 +1,135 @@
+/* test_dltpmix_rendezvous: libdltpmix's test rendezvous (DLTPMIX_TEST_RENDEZVOUS), the way the
+ * device check starts several ranks without Slurm or a PMIx server: three forked ranks all-gather,
+ * broadcast from the last rank and meet at a barrier, each checking what it got; a rank whose peer
+ * never comes times out naming it; a rank outside the size is refused. */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pmix/dltpmix.h"
+
+static void _setenv_rank(const char *dir, int rank, int size)
+{
+    char r[16], s[16];
+    snprintf(r, sizeof(r), "%d", rank);
+    snprintf(s, sizeof(s), "%d", size);
+    setenv("DLTPMIX_TEST_RENDEZVOUS", dir, 1);
+    setenv("DLTPMIX_TEST_RANK", r, 1);
+    setenv("DLTPMIX_TEST_SIZE", s, 1);
+    unsetenv("PMIX_NAMESPACE");
+    unsetenv("PMIX_SERVER_URI2");
+    unsetenv("PMIX_SERVER_URI3");
+    unsetenv("PMIX_SERVER_URI4");
+    unsetenv("PMIX_SERVER_URI21");
+    unsetenv("PMIX_SERVER_URI41");
+}
+
+/* One rank's run: 0 when every collective gave what it should, else a line on stderr. */
+static int _rank(const char *dir, int rank, int size)
+{
+    dltpmix_ctx *px = NULL;
+    char err[512], pattern[40], got[40];
+    int all[8] = {0}, mine = 100 + rank;
+    _setenv_rank(dir, rank, size);
+    if (dltpmix_init(&px, NULL, err, sizeof(err)) != 0) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, err);
+        return 1;
+    }
+    if (dltpmix_get_info(px)->rank != rank || dltpmix_get_info(px)->size != size ||
+        dltpmix_get_info(px)->local_rank != rank || dltpmix_get_info(px)->singleton) {
+        fprintf(stderr, "rank %d: info says rank %d of %d\n", rank, dltpmix_get_info(px)->rank,
+                dltpmix_get_info(px)->size);
+        return 1;
+    }
+    if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0) {
+        fprintf(stderr, "rank %d: allgather: %s\n", rank, dltpmix_error(px));
+        return 1;
+    }
+    for (int r = 0; r < size; r++)
+        if (all[r] != 100 + r) {
+            fprintf(stderr, "rank %d: allgather slot %d = %d\n", rank, r, all[r]);
+            return 1;
+        }
+    for (size_t i = 0; i < sizeof(pattern); i++)
+        pattern[i] = (char)(i * 7 + 3);
+    memcpy(got, rank == size - 1 ? pattern : (char[40]){0}, sizeof(got));
+    if (dltpmix_bcast(px, size - 1, got, sizeof(got)) != 0 || memcmp(got, pattern, sizeof(got)) != 0) {
+        fprintf(stderr, "rank %d: bcast: %s\n", rank, dltpmix_error(px));
+        return 1;
+    }
+    if (dltpmix_barrier(px) != 0) {
+        fprintf(stderr, "rank %d: barrier: %s\n", rank, dltpmix_error(px));
+        return 1;
+    }
+    return dltpmix_finalize(px) != 0;
+}
+
+static void test_three_ranks(void **state)
+{
+    char dir[] = "/tmp/dlt-rdv-XXXXXX", cmd[64];
+    pid_t pid[3];
+    int failed = 0;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    for (int r = 0; r < 3; r++) {
+        pid[r] = fork();
+        assert_true(pid[r] >= 0);
+        if (pid[r] == 0) {
+            setenv("DLTPMIX_TIMEOUT", "20", 1);
+            _exit(_rank(dir, r, 3));
+        }
+    }
+    for (int r = 0; r < 3; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(failed, 0);
+}
+
+static void test_missing_peer_times_out(void **state)
+{
+    char dir[] = "/tmp/dlt-rdv-XXXXXX", cmd[64], err[512];
+    dltpmix_ctx *px = NULL;
+    int mine = 1, all[2];
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    _setenv_rank(dir, 0, 2);
+    setenv("DLTPMIX_TIMEOUT", "1", 1);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dltpmix_allgather(px, &mine, sizeof(mine), all), DLTPMIX_ERR_TIMEOUT);
+    assert_non_null(strstr(dltpmix_error(px), "ranks that never arrived: 1"));
+    /* After a timeout nothing more is attempted. */
+    assert_int_equal(dltpmix_barrier(px), DLTPMIX_ERR_TIMEOUT);
+    dltpmix_finalize(px);
+    /* A rank outside the size is refused at init. */
+    _setenv_rank(dir, 2, 2);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(err, "DLTPMIX_TEST_RANK"));
+    unsetenv("DLTPMIX_TEST_RENDEZVOUS");
+    unsetenv("DLTPMIX_TIMEOUT");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_three_ranks),
+        cmocka_unit_test(test_missing_peer_times_out),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
