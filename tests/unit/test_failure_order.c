@@ -4,10 +4,14 @@
  * dlt_graph_ops.release) before it aborts the communicator: NCCL work recorded in a graph holds the
  * communicator, and ncclCommAbort waits for every such graph to be destroyed (NCCL
  * src/init.cc commDestroySync, src/enqueue.cc persistentDestructor). And the stall watchdog must
- * end the process within its bound even when the abort never returns. */
+ * end the process within its bound even when the abort never returns. Also here, with the same
+ * stand-in communicator: the replica check tells bit-identical weights from nearly equal ones (the
+ * device check's two-rank phase reads it). */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -229,6 +233,106 @@ static void test_failed_capture_is_dropped(void **state)
         fail_msg("the failed step's partial recording was ended into a graph (calls: \"%s\")", g.seq);
 }
 
+/* ---- the replica check's exactness: the twin communicator's peer holds the same bits (its sums
+ * double each value), so every check says bit-identical; a peer whose checksum differs in its last
+ * bit passes the 1e-9 bound but is said not to be bit-identical. */
+
+static int g_perturb; /* the twin's checksum differs by one unit in the last place */
+
+static int _allreduce_perturbed(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    if (g_perturb && type == DLT_DTYPE_F64 && count == 10) {
+        /* The replica check's vector: the peer's checksum is the next double up. */
+        double *v = buf, other = nextafter(v[0], INFINITY);
+        uint64_t bits;
+        memcpy(&bits, &other, sizeof(bits));
+        v[0] += other;
+        v[1] += other * other;
+        for (int k = 0; k < 4; k++) {
+            double q = (double)((bits >> (16 * k)) & 0xffff);
+            v[2 + k] += q;
+            v[6 + k] += q * q;
+        }
+        return 0;
+    }
+    return _allreduce(c, buf, count, type);
+}
+
+static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce_perturbed, _bcast, _barrier, _comm_destroy, _abort, NULL};
+
+/* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
+ * how many checks said bit-identical and how many said not. */
+static void _replica_run(int perturb, int *same, int *differ)
+{
+    dlt_train_config c;
+    dlt_comm *comm = calloc(1, sizeof(*comm));
+    char err[1024] = "", dir[] = "/tmp/dlt-replica-XXXXXX", cmd[256], logf[64], line[512];
+    int saved, fd, rc;
+    FILE *f;
+    assert_non_null(comm);
+    assert_non_null(mkdtemp(dir));
+    dlt_train_config_defaults(&c);
+    assert_int_equal(dlt_model_parse_arch("resnet18", &c.model, err, sizeof(err)), 0);
+    c.model.image = 32;
+    c.model.batch = 2;
+    c.model.classes = 10;
+    c.model.width = 0.25;
+    c.backend.kind = "cpu";
+    c.synthetic_size = 64;
+    c.epochs = 1;
+    c.max_steps = 3;
+    c.eval_every = 0;
+    c.check_every = 1;
+    c.log_level = DLT_LOG_VERBOSE;
+    c.log_every = 0;
+    c.stall_timeout = 0;
+    c.checkpoint_dir = dir;
+    memset(&g, 0, sizeof(g));
+    g_perturb = perturb;
+    comm->ops = &g_perturbed_ops;
+    comm->rank = 0;
+    comm->size = 2;
+    comm->err = err;
+    comm->errlen = sizeof(err);
+    snprintf(logf, sizeof(logf), "%s.log", dir);
+    fflush(stdout);
+    saved = dup(1);
+    fd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 1);
+    close(fd);
+    rc = dlt_train_run(&c, comm, err, sizeof(err));
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    comm->ops->destroy(comm);
+    if (rc != 0)
+        fail_msg("replica run (perturb %d): %s", perturb, err);
+    *same = *differ = 0;
+    assert_non_null(f = fopen(logf, "r"));
+    while (fgets(line, sizeof(line), f)) {
+        *differ += strstr(line, "not bit-identical") != NULL;
+        *same += strstr(line, "bit-identical across 2 ranks") != NULL && !strstr(line, "not bit-identical");
+    }
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, logf);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_replica_check_tells_bit_identity(void **state)
+{
+    int same, differ;
+    (void)state;
+    _replica_run(0, &same, &differ);
+    printf("# identical peer: %d check(s) bit-identical, %d not\n", same, differ);
+    assert_int_equal(same, 3);
+    assert_int_equal(differ, 0);
+    _replica_run(1, &same, &differ);
+    printf("# peer one ulp off: %d check(s) bit-identical, %d not\n", same, differ);
+    assert_int_equal(same, 0);
+    assert_int_equal(differ, 3);
+}
+
 /* ---- the watchdog: an abort that never returns still ends the process, within the bound */
 
 static void _abort_forever(void *arg)
@@ -304,6 +408,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_failed_run_releases_graph_before_abort),
         cmocka_unit_test(test_failed_capture_is_dropped),
+        cmocka_unit_test(test_replica_check_tells_bit_identity),
         cmocka_unit_test(test_watchdog_exits_when_abort_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
