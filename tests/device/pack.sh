@@ -74,7 +74,7 @@ v = ctypes.c_int(0); ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v)); p
   rm -rf "$SRC/.devpack/nccl"; mkdir -p "$SRC/.devpack/nccl"
   gzip -c "$B/nccl/libnccl.so.2" | split -b 56m -d - "$SRC/.devpack/nccl/part-"
   (cd "$SRC/.devpack/nccl" && sha256sum part-* >MANIFEST)
-  echo "NCCL $ver ($(strings -n 12 "$B/nccl/libnccl.so.2" | grep -m1 'NCCL version'))" >"$SRC/.devpack/nccl/VERSION"
+  echo "NCCL $ver ($(strings -n 12 "$B/nccl/libnccl.so.2" | grep -m1 -E '^NCCL version [0-9]'))" >"$SRC/.devpack/nccl/VERSION"
   echo "pack: NCCL $ver in $(wc -l <"$SRC/.devpack/nccl/MANIFEST") parts under .devpack/nccl/ ($(du -sh "$SRC/.devpack/nccl" | cut -f1)): carry them in successive runs"
 fi
 echo "pack: $(du -h "$SRC/.devpack/dltrain-device.tar.gz" | cut -f1) .devpack/dltrain-device.tar.gz ($(ls "$P/lib" | wc -l) libraries)"
