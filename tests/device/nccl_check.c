@@ -132,12 +132,13 @@ int main(void)
                               DLT_BUCKET_ALIGN_ELEMS;
         const size_t sizes[] = {1, 7, 63, 64, 65, 1023, 4097, 65537, bucket - 1, bucket, bucket + 1,
                                 2 * bucket + DLT_BUCKET_ALIGN_ELEMS + 3};
+        const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
         const struct {
             ncclDataType_t t;
             const char *name;
         } types[] = {{ncclFloat32, "float"}, {ncclFloat64, "double"}, {ncclFloat16, "half"}};
         for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
-            for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++) {
+            for (size_t j = 0; j < nsizes; j++) {
                 size_t wrong = 0;
                 if (_exact(comm, s, in, sizes[j], types[k].t, &wrong) != 0)
                     return 1;
@@ -148,8 +149,7 @@ int main(void)
             }
         if (in->rank == 0)
             printf("nccl_check: exact sums over %d ranks: %zu sizes (1 .. %zu, across %zu-element buckets) x float, "
-                   "double, half: %s\n", in->size, sizeof(sizes) / sizeof(sizes[0]), sizes[sizeof(sizes) / sizeof(sizes[0]) - 1], bucket,
-                   bad ? "WRONG" : "all exact");
+                   "double, half: %s\n", in->size, nsizes, sizes[nsizes - 1], bucket, bad ? "WRONG" : "all exact");
     }
     CHECK_CUDA(cudaMalloc((void **)&buf, n * sizeof(float)));
     host = malloc(n * sizeof(float));

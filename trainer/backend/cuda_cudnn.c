@@ -757,9 +757,8 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     /* --deterministic: cuDNN's plain max-pooling backward may accumulate overlapping windows
      * (ResNet's 3x3 stride 2) with atomics, whose order varies; MAX_DETERMINISTIC does not
      * (cudnn_ops.h; cuDNN's reproducibility notes). */
-    DNN_TRY(be, cudnnSetPooling2dDescriptor(op->pool,
-                                            _cu(be)->cfg.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX,
-                                            CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride, stride));
+    cudnnPoolingMode_t mode = _cu(be)->cfg.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
+    DNN_TRY(be, cudnnSetPooling2dDescriptor(op->pool, mode, CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride, stride));
     return 0;
 }
 
@@ -1383,9 +1382,9 @@ static const dlt_graph_ops g_cuda_graph_ops = {
     .release = _graph_release,
 };
 
-/* One training forward and backward of a small batch norm of the run's type in the configured mode and ops;
- * a status of the NOT_SUPPORTED or BAD_PARAM category is an answer (1), any other failure an error
- * (-EIO). */
+/* One training forward and backward of a small batch norm of the run's type in the configured
+ * mode and ops; a status of the NOT_SUPPORTED or BAD_PARAM category is an answer (1), any other
+ * failure an error (-EIO). */
 static int _bn_try(dlt_backend *be, int fused)
 {
     cuda_backend *c = _cu(be);
@@ -1446,8 +1445,8 @@ static int _bn_try(dlt_backend *be, int fused)
     else if (!dlt_cudnn_ok(st))
         rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe", cudnnGetErrorString(st));
 out:
-    _op_destroy(be, op);
     cudaStreamSynchronize(c->s); /* nothing of the probe's may still run on the buffers freed below */
+    _op_destroy(be, op);
     cudaFree(x), cudaFree(z), cudaFree(y), cudaFree(dx), cudaFree(dz), cudaFree(p);
     return rc;
 }
