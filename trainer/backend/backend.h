@@ -226,7 +226,8 @@ typedef struct {
      * in a graph holds a reference on the communicator, and ncclCommAbort waits until every graph
      * holding one is destroyed (NCCL src/enqueue.cc persistentDestructor, src/init.cc
      * commDestroySync polling localPersistentRefs), so an abort with the graph alive never
-     * returns. */
+     * returns. A launch still in flight lets go when it completes, which the abort's flag (set
+     * before its reclaim, src/init.cc ncclCommAbort) makes it do. */
     void (*release)(dlt_backend *be);
 } dlt_graph_ops;
 
