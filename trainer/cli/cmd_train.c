@@ -2,11 +2,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
@@ -179,11 +181,160 @@ static void _usage(FILE *f, const char *cmd)
             cmd, DLT_EXIT_PREEMPTED);
 }
 
+/* Which commands read an option; an option not listed here serves all three. One option set may
+ * serve train and eval (job scripts and tests share them), so an option the command does not read
+ * is said once and the run goes on (see dltrain(1), OPTIONS). */
+enum { C_TRAIN = 1, C_EVAL = 2, C_BENCH = 4 };
+static const struct {
+    const char *name;
+    unsigned cmds;
+} g_scope[] = {
+    {"epochs", C_TRAIN}, {"steps", C_TRAIN}, {"lr", C_TRAIN}, {"momentum", C_TRAIN}, {"wd", C_TRAIN},
+    {"label-smoothing", C_TRAIN}, {"warmup-epochs", C_TRAIN}, {"schedule", C_TRAIN}, {"milestones", C_TRAIN},
+    {"decay-bn-bias", C_TRAIN}, {"no-zero-init", C_TRAIN}, {"synthetic-size", C_TRAIN}, {"log-every", C_TRAIN},
+    {"metrics", C_TRAIN}, {"checkpoint-dir", C_TRAIN}, {"checkpoint-every", C_TRAIN}, {"resume", C_TRAIN},
+    {"checkpoint-minutes", C_TRAIN}, {"baseline", C_TRAIN}, {"check-every", C_TRAIN}, {"max-bad-steps", C_TRAIN},
+    {"stall-timeout", C_TRAIN}, {"eval-every", C_TRAIN}, {"target-top1", C_TRAIN}, {"init", C_TRAIN},
+    {"dump-batch", C_TRAIN}, {"augment", C_TRAIN | C_BENCH}, {"loss-scale", C_TRAIN | C_BENCH},
+    {"loss-scale-window", C_TRAIN | C_BENCH}, {"bucket-mib", C_TRAIN | C_BENCH}, {"allreduce-lowp", C_TRAIN | C_BENCH},
+    {"cuda-graphs", C_TRAIN | C_BENCH}, {"eval-size", C_TRAIN | C_EVAL}, {"val-data", C_TRAIN | C_EVAL},
+    {"val-labels", C_TRAIN | C_EVAL}, {"checkpoint", C_EVAL}, {"warmup", C_BENCH}, {"iters", C_BENCH},
+    {"inference", C_BENCH}, {"feed", C_BENCH}, {"json", C_BENCH},
+};
+
+/* Options only the CUDA backend reads: on the CPU backend they are refused, since the run would
+ * not do what they ask (a job script meant for GPUs landing on a node where none is visible). */
+static const char *const g_cuda_only[] = {"device", "bucket-mib", "allreduce-lowp", "loss-scale", "loss-scale-window",
+                                          "cuda-graphs", "deterministic", "stem-pad"};
+
+static unsigned _scope(const char *name)
+{
+    for (size_t i = 0; i < sizeof(g_scope) / sizeof(g_scope[0]); i++)
+        if (!strcmp(g_scope[i].name, name))
+            return g_scope[i].cmds;
+    return C_TRAIN | C_EVAL | C_BENCH;
+}
+
+/* Appends "--NAME" to a comma-separated list. */
+static void _list_add(char *list, size_t len, const char *name)
+{
+    size_t n = strlen(list);
+    snprintf(list + n, len - n, "%s--%s", n ? ", " : "", name);
+}
+
+/* The options given that the command does not read, said in one line. */
+static void _warn_unused(const char *cmd, const unsigned char *seen)
+{
+    unsigned bit = !strcmp(cmd, "train") ? C_TRAIN : !strcmp(cmd, "eval") ? C_EVAL : C_BENCH;
+    char list[1024] = "";
+    for (size_t i = 0; g_opts[i].name; i++)
+        if (seen[i] && !(_scope(g_opts[i].name) & bit))
+            _list_add(list, sizeof(list), g_opts[i].name);
+    if (list[0])
+        fprintf(stderr, "dltrain: warning: %s does not use %s (see dltrain %s --help): ignored\n", cmd, list, cmd);
+}
+
+/* The CUDA-only options given, as a list (empty: none). */
+static void _cuda_options(const unsigned char *seen, char *list, size_t len)
+{
+    list[0] = 0;
+    for (size_t i = 0; g_opts[i].name; i++)
+        for (size_t k = 0; k < sizeof(g_cuda_only) / sizeof(g_cuda_only[0]); k++)
+            if (seen[i] && !strcmp(g_opts[i].name, g_cuda_only[k]))
+                _list_add(list, len, g_opts[i].name);
+}
+
 /* The option's name as the user should type it (getopt resolved abbreviations and --opt=value). */
 static const char *_opt_name(int longindex, char *buf, size_t len)
 {
     snprintf(buf, len, "--%s", longindex >= 0 ? g_opts[longindex].name : "option");
     return buf;
+}
+
+/* Why this run has the CPU backend, for a refusal. */
+static const char *_why_cpu(const dlt_train_config *c)
+{
+    if (c->backend.kind && !strcmp(c->backend.kind, "cpu"))
+        return "--backend cpu";
+#ifdef DLT_HAVE_CUDA_BACKEND
+    return "--backend auto and this task sees no GPU";
+#else
+    return "this dltrain was built without the CUDA backend";
+#endif
+}
+
+/* What the options ask of each other, the command and the backend, decided from the command line
+ * and the build alone: every rank decides alike, before anything starts. Returns 0 or 2. */
+static int _check_usage(const char *cmd, const dlt_train_config *c, const unsigned char *seen, const char *comm_kind)
+{
+    const char *log = getenv("DLT_LOG");
+    char list[512];
+    if (log && *log && strcmp(log, "quiet") && strcmp(log, "info") && strcmp(log, "verbose")) {
+        fprintf(stderr, "dltrain: DLT_LOG=%s: quiet, info or verbose (or unset)\n", log);
+        return 2;
+    }
+    if (!dlt_backend_is_gpu(&c->backend)) {
+        if (c->backend.precision == DLT_PREC_FP16 || c->backend.precision == DLT_PREC_TF32) {
+            fprintf(stderr, "dltrain: --precision %s needs the CUDA backend (the CPU backend has fp32 and bf16), and "
+                    "this run uses the CPU backend (%s)\n", dlt_precision_name(c->backend.precision), _why_cpu(c));
+            return 2;
+        }
+        if (!strcmp(comm_kind, "nccl")) {
+            fprintf(stderr, "dltrain: --comm nccl reduces GPU buffers, and this run uses the CPU backend (%s): use "
+                    "--comm mpi (or auto), or run on GPUs with --backend cuda\n", _why_cpu(c));
+            return 2;
+        }
+        _cuda_options(seen, list, sizeof(list));
+        if (list[0]) {
+            fprintf(stderr, "dltrain: %s: for the CUDA backend only, and this run uses the CPU backend (%s): leave "
+                    "%s out, or run on GPUs\n", list, _why_cpu(c), strchr(list, ',') ? "them" : "it");
+            return 2;
+        }
+    }
+    _warn_unused(cmd, seen);
+    return 0;
+}
+
+/* The rank this process will be, from the launcher's environment, known before the bootstrap. */
+static int _launcher_rank(void)
+{
+    static const char *const vars[] = {"PMIX_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+/* A usage error is found alike by every rank (the same command line, the same build): rank 0
+ * says it and the others stay silent until the launch, so that it is said once. Returns the
+ * saved stderr to give back with _unmute, or -1 when nothing was muted. */
+static int _mute_other_ranks(void)
+{
+    int saved, null;
+    if (_launcher_rank() == 0)
+        return -1;
+    fflush(stderr);
+    if ((saved = dup(STDERR_FILENO)) < 0)
+        return -1;
+    if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 || dup2(null, STDERR_FILENO) < 0) {
+        if (null >= 0)
+            close(null);
+        close(saved);
+        return -1;
+    }
+    close(null);
+    return saved;
+}
+
+static void _unmute(int saved)
+{
+    if (saved < 0)
+        return;
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
 }
 
 /* Checks every rank makes the same way before the run (see preflight.h); synthetic data too small
@@ -208,6 +359,8 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return 0;
     if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, comm) != 0)
         return 1;
+    if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
+        return 2;
     return c->resume ? dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len) : 0;
 }
 
@@ -222,15 +375,20 @@ int dlt_cmd_train(int argc, char **argv)
     int64_t w;
     dlt_model_given given = {0, 0, 0, 0};
     char err[1024], name[48];
-    int opt, rc, longindex, verify = 0;
+    int opt, rc, longindex, verify = 0, muted;
+    unsigned char seen[sizeof(g_opts) / sizeof(g_opts[0])];
     dltpmix_ctx *px;
     dlt_comm *comm;
 
     dlt_train_config_defaults(&c);
     if (!strcmp(cmd, "bench"))
         c.learnable = 0;
+    memset(seen, 0, sizeof(seen));
+    muted = _mute_other_ranks();
     optind = 1;
     while ((longindex = -1, opt = getopt_long(argc, argv, "h", g_opts, &longindex)) != -1) {
+        if (longindex >= 0)
+            seen[longindex] = 1;
         switch (opt) {
         case O_ARCH:
             if (dlt_model_parse_arch(optarg, &c.model, err, sizeof(err)) != 0) {
@@ -362,7 +520,13 @@ int dlt_cmd_train(int argc, char **argv)
         case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
         case O_RESUME: c.resume = optarg; break;
         case O_BASELINE: c.baseline = optarg; break;
-        case O_COMM: comm_kind = optarg; break;
+        case O_COMM:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "single") && strcmp(optarg, "mpi") && strcmp(optarg, "nccl")) {
+                fprintf(stderr, "dltrain: --comm %s: auto, single, mpi or nccl\n", optarg);
+                return 2;
+            }
+            comm_kind = optarg;
+            break;
         case O_INFERENCE: b.inference = 1; break;
         case O_FEED: b.feed = 1; break;
         case O_JSON: b.json = 1; break;
@@ -405,6 +569,9 @@ int dlt_cmd_train(int argc, char **argv)
         fprintf(stderr, "dltrain: --resume '': expected a checkpoint file, auto or auto-or-fresh\n");
         return 2;
     }
+    if ((rc = _check_usage(cmd, &c, seen, comm_kind)) != 0)
+        return rc;
+    _unmute(muted);
     {
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
         if (dlt_cli_launch(&req, &c.backend, timeout, &px, &comm, err, sizeof(err)) != 0)

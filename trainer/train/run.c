@@ -81,8 +81,9 @@ static int _open_images(dlt_run *r, int train)
     else if (c->model.classes != classes)
         return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but --classes %d was given", path, classes,
                         c->model.classes);
-    dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d classes, %lld batches per rank per epoch", path,
-            (long long)dlt_source_images(&r->src), classes, (long long)dlt_source_steps_per_epoch(&r->src));
+    dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld batches per rank per epoch", path,
+            (long long)dlt_source_images(&r->src), classes, classes == 1 ? "class" : "classes",
+            (long long)dlt_source_steps_per_epoch(&r->src));
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
 
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
@@ -21,8 +22,8 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     l->ranks = ranks;
     l->batch = batch;
     l->level = level;
-    if (rank == 0 && metrics_path && !(l->metrics = fopen(metrics_path, "a")))
-        return dlt_fail(err, errlen, -errno, "cannot open metrics file %s: %s", metrics_path, strerror(errno));
+    if (rank == 0 && metrics_path && !(l->metrics = dlt_fopen_regular("--metrics", metrics_path, "a", err, errlen)))
+        return -errno;
     return 0;
 }
 
@@ -137,10 +138,9 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
     fflush(l->metrics);
 }
 
-/* Mean images/s per rank of a metrics file (its first interval left out as warm-up). */
-static int _baseline_per_rank(const char *path, double *per_rank)
+int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = dlt_fopen_regular("--baseline", path, "r", err, errlen);
     char line[2048];
     double sum = 0;
     int n = 0, lines = 0;
@@ -156,7 +156,9 @@ static int _baseline_per_rank(const char *path, double *per_rank)
     }
     fclose(f);
     if (!n)
-        return -EINVAL;
+        return dlt_fail(err, errlen, -EINVAL, "--baseline %s: no interval line with images_per_s and ranks after the "
+                        "first (the first is warm-up): give the --metrics file of a finished run with at least two "
+                        "log lines", path);
     *per_rank = sum / n;
     return 0;
 }
@@ -166,14 +168,15 @@ void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseli
     double now = dlt_now(), steady = now - l->steady_t0, ips = steady > 0 ? l->steady_images / steady : 0, base = 0;
     if (l->rank != 0)
         return;
-    printf("dltrain: done: %" PRId64 " steps in %.1f s\n", steps, now - l->t_start);
+    printf("dltrain: done: %" PRId64 " step%s in %.1f s\n", steps, steps == 1 ? "" : "s", now - l->t_start);
     if (l->steady_images > 0) {
         printf("dltrain: summary: %.1f images/s, %.1f per rank, %d rank(s)", ips, ips / l->ranks, l->ranks);
-        if (baseline && _baseline_per_rank(baseline, &base) == 0)
+        char err[512];
+        if (baseline && dlt_run_log_baseline(baseline, &base, err, sizeof(err)) == 0)
             printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / l->ranks / base, base,
                    baseline);
         else if (baseline)
-            printf(" (baseline %s unreadable or empty)", baseline);
+            printf(" (baseline not used: %s)", err);
         printf("\n");
     }
     fflush(stdout);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The command line as a new user and a hostile tester meet it, one rank: numbers read strictly
+# (" 8", "1e1", 20 digits), every choice checked (--comm), options the command or the backend does
+# not use said or refused, DLT_LOG and --baseline checked before the run; user paths that are not
+# regular files (a FIFO) refused by name instead of blocking; checkpoint options without
+# --checkpoint-dir refused and a signal without one exiting with its own status; eval of --val-data
+# alone; --synthetic/--noise with --data and --milestones out of order refused; the wording of
+# --comm nccl on the CPU, a missing --checkpoint and --stall-timeout under 1 s; the host-wait share.
+. "$(dirname "$0")/../slurm/lib.sh"
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+unset DLT_LOG
+tap_plan 4
+rm -rf "${WORK:?}"/*
+mkdir -p "$WORK"
+SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
+# run OUTVAR RCVAR CMD...: stdout and stderr together, bounded (a hang shows as 124).
+run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1 </dev/null); _r=$?; }
+
+# ---- 18: numbers, choices, options the command or the backend does not use
+bad=""
+for v in " 8" "1e1" "+8" "8 " "7.0"; do
+  run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --batch "$v"
+  [[ $rc == 2 && $out == "dltrain: --batch '$v': not a whole number"* ]] || bad+=" [--batch '$v': rc $rc: $out]"
+done
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --batch 99999999999999999999
+[[ $rc == 2 && $out == "dltrain: --batch 99999999999999999999: out of range"* ]] || bad+=" [20 digits: rc $rc: $out]"
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --lr " 0.1"
+[[ $rc == 2 && $out == *"--lr ' 0.1': not a decimal number"* ]] || bad+=" [--lr ' 0.1': rc $rc: $out]"
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --comm foo
+[[ $rc == 2 && $out == "dltrain: --comm foo: auto, single, mpi or nccl" ]] || bad+=" [--comm foo: rc $rc: $out]"
+if [[ -z $bad ]]; then ok "--batch ' 8', '1e1', '+8', '8 ', '7.0' are not whole numbers; 20 digits are out of range; --lr ' 0.1' refused; --comm foo is a usage error (2)"
+else not_ok "strict numbers and choices:$bad"; fi
+
+bad=""
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --backend cpu --bucket-mib 4 --deterministic
+[[ $rc == 2 && $out == "dltrain: --bucket-mib, --deterministic: for the CUDA backend only, and this run uses the CPU backend (--backend cpu)"* ]] || bad+=" [CUDA options on the CPU: rc $rc: $out]"
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --backend cpu --precision fp16
+[[ $rc == 2 && $out == "dltrain: --precision fp16 needs the CUDA backend"* ]] || bad+=" [fp16 on the CPU: rc $rc: $out]"
+run out rc env DLT_LOG=garbage "$DLTRAIN" train "${SYN[@]}" --steps 1
+[[ $rc == 2 && $out == "dltrain: DLT_LOG=garbage: quiet, info or verbose (or unset)" ]] || bad+=" [DLT_LOG=garbage: rc $rc: $out]"
+echo garbage >"$WORK/baseline.jsonl"
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --baseline "$WORK/baseline.jsonl"
+[[ $rc == 2 && $out == *"--baseline $WORK/baseline.jsonl: no interval line with images_per_s"* && $out != *"done:"* ]] || bad+=" [garbage --baseline: rc $rc: $out]"
+if [[ -z $bad ]]; then ok "CUDA-only options and fp16 on the CPU backend, DLT_LOG=garbage and a --baseline without a usable line: refused before training (2)"
+else not_ok "options the backend does not use, DLT_LOG, --baseline:$bad"; fi
+
+"$DLTRAIN" train "${SYN[@]}" --steps 1 --checkpoint-dir "$WORK/ck" >"$WORK/train1.log" 2>&1
+CK=$WORK/ck/ckpt-00000001.safetensors
+run out rc "$DLTRAIN" eval "${SYN[@]}" --eval-size 16 --checkpoint "$CK" --steps 3 --resume auto
+n=$(grep -c "does not use" <<<"$out")
+if ((rc == 0 && n == 1)) && [[ $out == *"dltrain: warning: eval does not use --steps, --warmup-epochs, --synthetic-size, --log-every, --resume (see dltrain eval --help): ignored"* && $out == *": 16 images, top-1"* ]]; then
+  ok "eval given train options (--steps, --resume, ...): one warning line naming them all; the evaluation runs"
+else not_ok "options of another command (rc=$rc, $n warning lines)"; echo "$out" | diag; fi
+if grep -q "done: 1 step in" "$WORK/train1.log"; then ok "'done: 1 step' (not '1 steps')"
+else not_ok "plural of one step"; grep done: "$WORK/train1.log" | diag; fi
