@@ -12,7 +12,7 @@ MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 4
+tap_plan 5
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -56,3 +56,22 @@ if ((rc == 0 && n == 1)) && [[ $out == *"dltrain: warning: eval does not use --s
 else not_ok "options of another command (rc=$rc, $n warning lines)"; echo "$out" | diag; fi
 if grep -q "done: 1 step in" "$WORK/train1.log"; then ok "'done: 1 step' (not '1 steps')"
 else not_ok "plural of one step"; grep done: "$WORK/train1.log" | diag; fi
+
+# ---- 2: a FIFO (or any non-regular file) named as a user path is refused by name, never waited on
+rm -f "$WORK/fifo"; mkfifo "$WORK/fifo"
+"$MK" folder "$WORK/ds" 2 4 40 40 plain >/dev/null # 8 train and 8 val images, 2 classes
+F=$WORK/fifo
+bad=""
+for a in "--metrics $F" "--init $F" "--resume $F" "--dump-batch $F" "--baseline $F" "--data $WORK/ds --val-data $WORK/ds/val --val-labels $F" "--data $F"; do
+  out=$(timeout 20 "$DLTRAIN" train "${SYN[@]}" --steps 1 $a 2>&1 </dev/null); rc=$?
+  opt=${a%% *}; [[ $a == *val-labels* ]] && opt=--val-labels
+  [[ $rc == 1 || $rc == 2 ]] && [[ $out == *"$opt $F: a FIFO, not a"* ]] || bad+=" [train $a: rc $rc: $(tail -1 <<<"$out")]"
+done
+run out rc "$DLTRAIN" eval "${SYN[@]}" --checkpoint "$F"
+[[ $rc == 2 && $out == *"--checkpoint $F: a FIFO, not a regular file"* ]] || bad+=" [eval --checkpoint: rc $rc]"
+run out rc "$DLTRAIN" info --checkpoint "$F" --verify # straight to the checkpoint reader: no check before it
+[[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [info --verify: rc $rc: $out]"
+run out rc "$DLTRAIN" data pack "$WORK/ds/train" "$F"
+[[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [data pack: rc $rc: $out]"
+if [[ -z $bad ]]; then ok "a FIFO as --metrics, --init, --resume, --dump-batch, --baseline, --val-labels, --data, eval --checkpoint, info --verify, data pack output: refused by name at once"
+else not_ok "FIFOs:$bad"; fi

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trainer/cli/commands.h"
@@ -16,6 +17,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/cli/parse.h"
 #include "trainer/cli/preflight.h"
+#include "trainer/common/io.h"
 #include "trainer/data/loader.h"
 #include "trainer/train/trainer.h"
 
@@ -293,6 +295,52 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
     }
     _warn_unused(cmd, seen);
     return 0;
+}
+
+/* Data at PATH: a RecordIO file (PATH ending in .rec, its .idx beside it) or a folder. */
+static int _check_data(const char *opt, const char *path, char *err, size_t errlen)
+{
+    size_t n = strlen(path);
+    char idx[4096];
+    if (n <= 4 || strcmp(path + n - 4, ".rec"))
+        return dlt_check_path(opt, path, 1, err, errlen);
+    if (dlt_check_path(opt, path, 0, err, errlen) != 0)
+        return -1;
+    snprintf(idx, sizeof(idx), "%.*s.idx", (int)(n - 4), path);
+    return dlt_check_path("its index", idx, 0, err, errlen);
+}
+
+/* What this rank finds wrong before the launch, in err (empty: nothing): every path the command
+ * reads exists and is a folder or a regular file as the option needs (each rank reads them itself,
+ * so each looks), an existing --dump-batch is a regular file, and the CPU can do bf16. Checked
+ * without opening anything (a FIFO would block an open). */
+static void _check_local(const char *cmd, const dlt_train_config *c, const char *checkpoint, char *err, size_t errlen)
+{
+    int train = !strcmp(cmd, "train"), eval = !strcmp(cmd, "eval");
+    struct stat st;
+    err[0] = 0;
+    if (c->data && _check_data("--data", c->data, err, errlen) != 0)
+        return;
+    if ((train || eval) && c->val_data && _check_data("--val-data", c->val_data, err, errlen) != 0)
+        return;
+    if ((train || eval) && c->val_labels && dlt_check_path("--val-labels", c->val_labels, 0, err, errlen) != 0)
+        return;
+    if (train && c->init && dlt_check_path("--init", c->init, 0, err, errlen) != 0)
+        return;
+    if (train && c->resume && strcmp(c->resume, "auto") && strcmp(c->resume, "auto-or-fresh") &&
+        dlt_check_path("--resume", c->resume, 0, err, errlen) != 0)
+        return;
+    if (eval && checkpoint && dlt_check_path("--checkpoint", checkpoint, 0, err, errlen) != 0)
+        return;
+    if (train && c->dump_batch && stat(c->dump_batch, &st) == 0 &&
+        dlt_check_path("--dump-batch", c->dump_batch, 0, err, errlen) != 0)
+        return;
+    if (!dlt_backend_is_gpu(&c->backend) && c->backend.precision == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
+        char host[64] = "?";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(err, errlen, "--precision bf16 needs a CPU with AVX512-BF16 or AMX, and oneDNN sees none on %s: "
+                 "use fp32", host);
+    }
 }
 
 /* The rank this process will be, from the launcher's environment, known before the bootstrap. */
@@ -574,8 +622,11 @@ int dlt_cmd_train(int argc, char **argv)
     _unmute(muted);
     {
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
-        if (dlt_cli_launch(&req, &c.backend, timeout, &px, &comm, err, sizeof(err)) != 0)
-            return 1;
+        char problem[1024];
+        _check_local(cmd, &c, checkpoint, problem, sizeof(problem));
+        if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem[0] ? problem : NULL, &px, &comm, err,
+                                 sizeof(err))) != 0)
+            return rc;
     }
     rc = _preflight(cmd, &c, comm, checkpoint, resume_path, sizeof(resume_path));
     if (rc == 0 && !strcmp(cmd, "train"))

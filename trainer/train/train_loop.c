@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
@@ -191,11 +192,13 @@ static int _dump_batch(dlt_run *r)
 {
     const dlt_train_config *c = &r->cfg;
     size_t px = (size_t)c->model.batch * c->model.image * c->model.image * 3;
-    FILE *f = fopen(c->dump_batch, "wb");
-    if (!f || fwrite(r->images, 1, px, f) != px ||
+    char why[512];
+    FILE *f = dlt_fopen_regular("--dump-batch", c->dump_batch, "wb", why, sizeof(why));
+    if (!f)
+        return dlt_fail(r->err, r->errlen, -EIO, "%s", why);
+    if (fwrite(r->images, 1, px, f) != px ||
         fwrite(r->labels, sizeof(int32_t), (size_t)c->model.batch, f) != (size_t)c->model.batch) {
-        if (f)
-            fclose(f);
+        fclose(f);
         return dlt_fail(r->err, r->errlen, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
     }
     if (fclose(f) != 0)
