@@ -12,7 +12,7 @@ MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 5
+tap_plan 7
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -75,3 +75,21 @@ run out rc "$DLTRAIN" data pack "$WORK/ds/train" "$F"
 [[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [data pack: rc $rc: $out]"
 if [[ -z $bad ]]; then ok "a FIFO as --metrics, --init, --resume, --dump-batch, --baseline, --val-labels, --data, eval --checkpoint, info --verify, data pack output: refused by name at once"
 else not_ok "FIFOs:$bad"; fi
+
+# ---- 7: checkpoint options without --checkpoint-dir; a signal without one
+bad=""
+for a in "--checkpoint-every 1" "--checkpoint-minutes 1" "--target-top1 0.5"; do
+  run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 $a
+  [[ $rc == 2 && $out == "dltrain: ${a%% *}: checkpoints go to --checkpoint-dir DIR, and none was given"* ]] || bad+=" [$a: rc $rc: $out]"
+done
+if [[ -z $bad ]]; then ok "--checkpoint-every, --checkpoint-minutes, --target-top1 without --checkpoint-dir: refused (2)"
+else not_ok "checkpoint options without a directory:$bad"; fi
+# SIGTERM after the first step line: nothing can be saved, and the status must not say it was (75).
+timeout 120 "$DLTRAIN" train "${SYN[@]}" --synthetic-size 100000 --epochs 1 --log-every 1 >"$WORK/sig.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "step 1/" "$WORK/sig.out" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $pid 2>/dev/null
+wait $pid; rc=$?
+if ((rc == 143)) && grep -q "stop requested (signal) at step [0-9]*: nothing saved (no --checkpoint-dir); exit status 143" "$WORK/sig.out" && ! grep -q checkpointing "$WORK/sig.out"; then
+  ok "SIGTERM without --checkpoint-dir: 'nothing saved', exit status 143 (not 75, which says a checkpoint was written)"
+else not_ok "signal without a checkpoint directory (rc=$rc)"; tail -3 "$WORK/sig.out" | diag; fi

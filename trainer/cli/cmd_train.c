@@ -179,8 +179,9 @@ static void _usage(FILE *f, const char *cmd)
             "                         is more than one rank, else MPI; single for one rank)\n"
             "  --timeout S            bootstrap timeout (default 300 or $DLTPMIX_TIMEOUT)\n"
             "\n"
-            "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d. See dltrain(1).\n",
-            cmd, DLT_EXIT_PREEMPTED);
+            "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d (without\n"
+            "--checkpoint-dir: nothing saved, status %d). See dltrain(1).\n",
+            cmd, DLT_EXIT_PREEMPTED, DLT_EXIT_STOPPED_UNSAVED);
 }
 
 /* Which commands read an option; an option not listed here serves all three. One option set may
@@ -270,10 +271,24 @@ static const char *_why_cpu(const dlt_train_config *c)
 static int _check_usage(const char *cmd, const dlt_train_config *c, const unsigned char *seen, const char *comm_kind)
 {
     const char *log = getenv("DLT_LOG");
-    char list[512];
+    char list[512] = "";
     if (log && *log && strcmp(log, "quiet") && strcmp(log, "info") && strcmp(log, "verbose")) {
         fprintf(stderr, "dltrain: DLT_LOG=%s: quiet, info or verbose (or unset)\n", log);
         return 2;
+    }
+    /* Without a directory these would write nothing, silently. */
+    if (!strcmp(cmd, "train") && !c->checkpoint_dir) {
+        if (c->checkpoint_every > 0)
+            _list_add(list, sizeof(list), "checkpoint-every");
+        if (c->checkpoint_minutes > 0)
+            _list_add(list, sizeof(list), "checkpoint-minutes");
+        if (c->target_top1 > 0)
+            _list_add(list, sizeof(list), "target-top1");
+        if (list[0]) {
+            fprintf(stderr, "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or leave "
+                    "%s out\n", list, strchr(list, ',') ? "them" : "it");
+            return 2;
+        }
     }
     if (!dlt_backend_is_gpu(&c->backend)) {
         if (c->backend.precision == DLT_PREC_FP16 || c->backend.precision == DLT_PREC_TF32) {

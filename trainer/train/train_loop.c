@@ -334,6 +334,11 @@ static int _checkpoint(dlt_run *r, loop_state *t, const step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     int rc;
+    if (s->res[DLT_RES_STOP] > 0 && !c->checkpoint_dir) {
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": nothing saved (no "
+                "--checkpoint-dir); exit status %d", t->step, DLT_EXIT_STOPPED_UNSAVED);
+        return DLT_EXIT_STOPPED_UNSAVED;
+    }
     if (s->res[DLT_RES_STOP] > 0) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
         return (rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 ? rc : DLT_EXIT_PREEMPTED;
@@ -413,6 +418,6 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     if (t.stats_backup)
         r.be->ops->release(r.be, t.stats_backup);
     free(t.batches_backup);
-    dlt_run_close(&r, rc != 0 && rc != DLT_EXIT_PREEMPTED);
+    dlt_run_close(&r, rc != 0 && rc != DLT_EXIT_PREEMPTED && rc != DLT_EXIT_STOPPED_UNSAVED);
     return rc;
 }
