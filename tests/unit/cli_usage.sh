@@ -12,7 +12,7 @@ MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 7
+tap_plan 8
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -93,3 +93,17 @@ wait $pid; rc=$?
 if ((rc == 143)) && grep -q "stop requested (signal) at step [0-9]*: nothing saved (no --checkpoint-dir); exit status 143" "$WORK/sig.out" && ! grep -q checkpointing "$WORK/sig.out"; then
   ok "SIGTERM without --checkpoint-dir: 'nothing saved', exit status 143 (not 75, which says a checkpoint was written)"
 else not_ok "signal without a checkpoint directory (rc=$rc)"; tail -3 "$WORK/sig.out" | diag; fi
+
+# ---- 3: eval --val-data DIR without --data scores DIR; a missing path is an error
+TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 2)
+"$DLTRAIN" train --data "$WORK/ds" "${TINY[@]}" --log-every 0 --batch 4 --epochs 1 --checkpoint-dir "$WORK/ckd" >/dev/null 2>&1
+CKD=$WORK/ckd/ckpt-00000002.safetensors
+run out rc "$DLTRAIN" eval "${TINY[@]}" --checkpoint "$CKD" --val-data "$WORK/ds/val"
+run out2 rc2 "$DLTRAIN" eval "${TINY[@]}" --checkpoint "$CKD" --data "$WORK/ds"
+t1=$(sed -n 's/.*: \(8 images, top-1 [0-9.]*\), top-5 .*/\1/p' <<<"$out"); t2=$(sed -n 's/.*: \(8 images, top-1 [0-9.]*\), top-5 .*/\1/p' <<<"$out2")
+run out3 rc3 "$DLTRAIN" eval "${TINY[@]}" --checkpoint "$CKD" --val-data /nonexistent
+run out4 rc4 "$DLTRAIN" eval "${TINY[@]}" --checkpoint "$CKD" --val-labels "$WORK/baseline.jsonl"
+run out5 rc5 "$DLTRAIN" train "${SYN[@]}" --steps 1 --val-data "$WORK/ds/val"
+if ((rc == 0 && rc2 == 0 && rc3 == 2 && rc4 == 2 && rc5 == 2)) && [[ -n $t1 && $t1 == "$t2" && $out != *50000* && $out3 == "dltrain: --val-data /nonexistent: No such file or directory" && $out4 == *"--val-labels $WORK/baseline.jsonl labels the images of --val-data DIR"* && $out5 == *"--val-data $WORK/ds/val without --data"* ]]; then
+  ok "eval --val-data DIR alone scores DIR ($t1, as --data ROOT); --val-data /nonexistent, --val-labels alone and train --val-data without --data: usage errors"
+else not_ok "eval --val-data without --data ($rc $rc2 $rc3 $rc4 $rc5)"; printf '%s\n' "$out" "$out2" "$out3" "$out4" "$out5" | diag; fi

@@ -276,6 +276,18 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
         fprintf(stderr, "dltrain: DLT_LOG=%s: quiet, info or verbose (or unset)\n", log);
         return 2;
     }
+    /* Validation images belong to real data: training on generated images validates on generated
+     * ones, and evaluation without --data scores --val-data (a labels file needs one of them). */
+    if (!c->data && c->val_data && !strcmp(cmd, "train")) {
+        fprintf(stderr, "dltrain: --val-data %s without --data: training on generated images validates on generated "
+                "ones; give --data too, or leave --val-data out\n", c->val_data);
+        return 2;
+    }
+    if (!c->data && !c->val_data && c->val_labels && (!strcmp(cmd, "train") || !strcmp(cmd, "eval"))) {
+        fprintf(stderr, "dltrain: --val-labels %s labels the images of --val-data DIR (or of --data ROOT/val): give "
+                "one\n", c->val_labels);
+        return 2;
+    }
     /* Without a directory these would write nothing, silently. */
     if (!strcmp(cmd, "train") && !c->checkpoint_dir) {
         if (c->checkpoint_every > 0)

@@ -81,9 +81,9 @@ static int _open_images(dlt_run *r, int train)
     else if (c->model.classes != classes)
         return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but --classes %d was given", path, classes,
                         c->model.classes);
-    dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld batches per rank per epoch", path,
+    dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld %s per rank per epoch", path,
             (long long)dlt_source_images(&r->src), classes, classes == 1 ? "class" : "classes",
-            (long long)dlt_source_steps_per_epoch(&r->src));
+            (long long)dlt_source_steps_per_epoch(&r->src), dlt_source_steps_per_epoch(&r->src) == 1 ? "batch" : "batches");
     return 0;
 }
 
@@ -108,23 +108,25 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
                  size_t errlen)
 {
-    int rc;
+    int rc, real;
     memset(r, 0, sizeof(*r));
     r->cfg = *c;
     r->comm = comm;
     r->err = err;
     r->errlen = errlen;
     c = &r->cfg;
+    /* Evaluation of --val-data alone: those images, not generated ones. */
+    real = c->data || (purpose == DLT_RUN_EVAL && c->val_data);
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err, errlen)) != 0)
         return rc;
     /* The backend first: the data loader's batch ring lives in its host memory. */
     if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
         c->backend_hook(r->be, c->backend_hook_arg);
-    if (rc != 0 || (c->data && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
+    if (rc != 0 || (real && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
         (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0)
         return rc;
-    if (!c->data && (rc = _open_synthetic(r, purpose)) != 0)
+    if (!real && (rc = _open_synthetic(r, purpose)) != 0)
         return rc;
     if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err,
                                       errlen)) != 0)
