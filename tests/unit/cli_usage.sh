@@ -12,7 +12,7 @@ MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 8
+tap_plan 9
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -107,3 +107,18 @@ run out5 rc5 "$DLTRAIN" train "${SYN[@]}" --steps 1 --val-data "$WORK/ds/val"
 if ((rc == 0 && rc2 == 0 && rc3 == 2 && rc4 == 2 && rc5 == 2)) && [[ -n $t1 && $t1 == "$t2" && $out != *50000* && $out3 == "dltrain: --val-data /nonexistent: No such file or directory" && $out4 == *"--val-labels $WORK/baseline.jsonl labels the images of --val-data DIR"* && $out5 == *"--val-data $WORK/ds/val without --data"* ]]; then
   ok "eval --val-data DIR alone scores DIR ($t1, as --data ROOT); --val-data /nonexistent, --val-labels alone and train --val-data without --data: usage errors"
 else not_ok "eval --val-data without --data ($rc $rc2 $rc3 $rc4 $rc5)"; printf '%s\n' "$out" "$out2" "$out3" "$out4" "$out5" | diag; fi
+
+# ---- 10: --synthetic/--noise with --data; --milestones that do not strictly increase
+bad=""
+for a in --synthetic --noise; do
+  run out rc "$DLTRAIN" train "${TINY[@]}" --data "$WORK/ds" --batch 4 --steps 1 $a
+  [[ $rc == 2 && $out == "dltrain: $a and --data $WORK/ds: generated images or those of --data, not both; give one" ]] || bad+=" [$a --data: rc $rc: $out]"
+done
+for m in 3,2,1 1,1 30,60,60; do
+  run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --milestones $m
+  [[ $rc == 2 && $out == "dltrain: --milestones $m: the epochs must strictly increase"* ]] || bad+=" [--milestones $m: rc $rc: $out]"
+done
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --milestones 1,2,3
+((rc == 0)) || bad+=" [--milestones 1,2,3: rc $rc]"
+if [[ -z $bad ]]; then ok "--synthetic or --noise with --data refused (2); --milestones 3,2,1, 1,1, 30,60,60 refused, 1,2,3 accepted"
+else not_ok "conflicting data options, milestones:$bad"; fi

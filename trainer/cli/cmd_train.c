@@ -276,6 +276,13 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
         fprintf(stderr, "dltrain: DLT_LOG=%s: quiet, info or verbose (or unset)\n", log);
         return 2;
     }
+    /* Generated images and --data exclude each other: one of them would be ignored. */
+    for (size_t i = 0; g_opts[i].name; i++)
+        if (c->data && seen[i] && (!strcmp(g_opts[i].name, "synthetic") || !strcmp(g_opts[i].name, "noise"))) {
+            fprintf(stderr, "dltrain: --%s and --data %s: generated images or those of --data, not both; give one\n",
+                    g_opts[i].name, c->data);
+            return 2;
+        }
     /* Validation images belong to real data: training on generated images validates on generated
      * ones, and evaluation without --data scores --val-data (a labels file needs one of them). */
     if (!c->data && c->val_data && !strcmp(cmd, "train")) {
@@ -576,6 +583,11 @@ int dlt_cmd_train(int argc, char **argv)
                 if (end == s || errno || m < 0 || m > 100000 || (*end && *end != ',') || c.nmilestones == 8) {
                     fprintf(stderr, "dltrain: --milestones %s: expected up to 8 epochs in [0, 100000], separated by "
                             "commas (e.g. 30,60,80)\n", optarg);
+                    return 2;
+                }
+                if (c.nmilestones > 0 && m <= c.milestones[c.nmilestones - 1]) {
+                    fprintf(stderr, "dltrain: --milestones %s: the epochs must strictly increase (%d then %ld)\n",
+                            optarg, c.milestones[c.nmilestones - 1], m);
                     return 2;
                 }
                 c.milestones[c.nmilestones++] = (int)m;
