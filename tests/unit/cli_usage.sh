@@ -12,7 +12,7 @@ MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 9
+tap_plan 10
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -122,3 +122,12 @@ run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --milestones 1,2,3
 ((rc == 0)) || bad+=" [--milestones 1,2,3: rc $rc]"
 if [[ -z $bad ]]; then ok "--synthetic or --noise with --data refused (2); --milestones 3,2,1, 1,1, 30,60,60 refused, 1,2,3 accepted"
 else not_ok "conflicting data options, milestones:$bad"; fi
+
+# ---- 14: wording: --comm nccl on the CPU, eval of a missing checkpoint, --stall-timeout under 1 s
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --comm nccl --backend cpu
+run out2 rc2 "$DLTRAIN" eval "${SYN[@]}" --checkpoint /nonexistent.safetensors
+run out3 rc3 "$DLTRAIN" train "${SYN[@]}" --steps 1 --stall-timeout 0.2
+run out4 rc4 "$DLTRAIN" train "${SYN[@]}" --steps 1 --stall-timeout 0
+if ((rc == 2 && rc2 == 2 && rc3 == 2 && rc4 == 0)) && [[ $out == *"--comm nccl reduces GPU buffers, and this run uses the CPU backend (--backend cpu): use --comm mpi"* && $out != *"run with --backend cpu"* && $out2 == *"--checkpoint /nonexistent.safetensors: No such file or directory"* && $out2 != *damaged* && $out3 == "dltrain: --stall-timeout 0.2: 0 (off) or at least 1 second" ]]; then
+  ok "--comm nccl --backend cpu advises --comm mpi; eval of a missing checkpoint says it does not exist; --stall-timeout 0.2 refused, 0 (off) accepted"
+else not_ok "wording ($rc $rc2 $rc3 $rc4)"; printf '%s\n' "$out" "$out2" "$out3" "$out4" | diag; fi

@@ -156,7 +156,7 @@ static void _usage(FILE *f, const char *cmd)
             "  --check-every N        steps between cross-rank weight checks (default 100)\n"
             "  --max-bad-steps K      skip updates with a non-finite loss, stop after K in a row (default 5)\n"
             "  --stall-timeout S      abort when one phase (data, compute, all-reduce, checkpoint) takes\n"
-            "                         longer than S seconds (default 900, 0 = off)\n"
+            "                         longer than S seconds (default 900, 0 = off, else at least 1)\n"
             "  --eval-every N         validate every N epochs on ROOT/val or --val-data (default 1 when\n"
             "                         there are validation images, 0 = off; generated data: 0)\n"
             "  --target-top1 F        stop at the first validation with top-1 >= F (0..1), checkpoint it\n"
@@ -528,7 +528,13 @@ int dlt_cmd_train(int argc, char **argv)
         case O_TIMEOUT: REAL(1, 86400, timeout = v); break;
         case O_CKPT_MIN: REAL(0, 1e6, c.checkpoint_minutes = v); break;
         case O_MAX_BAD: WHOLE(0, 1000000, c.max_bad_steps = (int)w); break;
-        case O_STALL: REAL(0, 1e7, c.stall_timeout = v); break;
+        case O_STALL:
+            REAL(0, 1e7, c.stall_timeout = v);
+            if (v > 0 && v < 1) { /* the watchdog counts whole seconds: 0.2 would be "limit 0 s", which means off */
+                fprintf(stderr, "dltrain: --stall-timeout %s: 0 (off) or at least 1 second\n", optarg);
+                return 2;
+            }
+            break;
         case O_WARMUP_ITERS: WHOLE(0, 1000000, b.warmup = (int)w); break;
         case O_ITERS: WHOLE(1, 1000000, b.iters = (int)w); break;
         case O_PRECISION:

@@ -42,7 +42,9 @@ int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
     int rc = dlt_checkpoint_verify(path, &info, err, sizeof(err)), bad;
     if (rc != 0) {
         _say(comm, err);
-        if (comm->rank == 0)
+        if (comm->rank == 0 && rc == -ENOENT)
+            fprintf(stderr, "dltrain: nothing evaluated: %s does not exist\n", path);
+        else if (comm->rank == 0)
             fprintf(stderr, "dltrain: nothing evaluated: a damaged checkpoint would give wrong results; evaluate "
                             "another one (dltrain info --checkpoint FILE --verify checks a file)\n");
     }
