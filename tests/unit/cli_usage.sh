@@ -12,7 +12,7 @@ MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 10
+tap_plan 11
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -131,3 +131,9 @@ run out4 rc4 "$DLTRAIN" train "${SYN[@]}" --steps 1 --stall-timeout 0
 if ((rc == 2 && rc2 == 2 && rc3 == 2 && rc4 == 0)) && [[ $out == *"--comm nccl reduces GPU buffers, and this run uses the CPU backend (--backend cpu): use --comm mpi"* && $out != *"run with --backend cpu"* && $out2 == *"--checkpoint /nonexistent.safetensors: No such file or directory"* && $out2 != *damaged* && $out3 == "dltrain: --stall-timeout 0.2: 0 (off) or at least 1 second" ]]; then
   ok "--comm nccl --backend cpu advises --comm mpi; eval of a missing checkpoint says it does not exist; --stall-timeout 0.2 refused, 0 (off) accepted"
 else not_ok "wording ($rc $rc2 $rc3 $rc4)"; printf '%s\n' "$out" "$out2" "$out3" "$out4" | diag; fi
+
+# ---- 17: one rank has no all-reduce: the share is named after what it measures
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 2 --log-every 1 --verbose --metrics "$WORK/m17.jsonl"
+if ((rc == 0)) && [[ $out == *"gradient reduction: none"* && $out == *" data "*"% wait "*"%"* && $out != *"allreduce "*"%"* ]] && grep -q '"allreduce":' "$WORK/m17.jsonl"; then
+  ok "one rank: the step line says 'wait N%' (the host's wait for the step's results), not 'allreduce N%'; the metrics key stays 'allreduce'"
+else not_ok "share named after the all-reduce on one rank (rc=$rc)"; grep "step " <<<"$out" | diag; fi
