@@ -681,7 +681,7 @@ int dlt_cmd_train(int argc, char **argv)
     else if (rc == 0)
         rc = dlt_bench_run(&c, &b, comm, err, sizeof(err));
     /* One error channel: whatever failed below wrote here; said once, with the rank. */
-    if (rc < 0)
+    if (rc < 0 && err[0]) /* empty: another rank said it for all */
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
     dlt_cli_finish(px, comm);
     return rc < 0 ? 1 : rc;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
 
 /* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
@@ -105,7 +106,7 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
     return rc;
 }
 
-int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
+static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
                  size_t errlen)
 {
     int rc, real;
@@ -148,6 +149,44 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
         return dlt_fail(err, errlen, -ENOMEM, "out of memory for the input batch");
     r->labels = r->no_labels;
     return 0;
+}
+
+int dlt_run_agree_on_failure(dlt_run *r, int rc)
+{
+    /* failed, and a 16-bit digest of the message and its square: (sum d)^2 == n sum d^2 exactly
+     * when the n failing ranks' digests are all equal; every figure exact in a double. */
+    double v[3] = {0, 0, 0};
+    if (r->comm->size < 2)
+        return rc;
+    if (rc != 0) {
+        double d = (double)(dlt_crc32(0, r->err, strlen(r->err)) & 0xffff);
+        v[0] = 1;
+        v[1] = d;
+        v[2] = d * d;
+    }
+    if (r->comm->ops->allreduce_sum(r->comm, v, 3, DLT_DTYPE_F64) != 0)
+        return rc ? rc : -EIO; /* the communicator's error is in err: dlt_run_close ends every rank */
+    if (v[0] == 0)
+        return 0;
+    r->agreed = 1;
+    if (v[0] == r->comm->size && v[1] * v[1] == v[0] * v[2]) {
+        if (r->comm->rank != 0)
+            r->err[0] = 0; /* rank 0 says it for all */
+        return rc;
+    }
+    if (rc != 0)
+        return rc;
+    if (r->comm->rank == 0)
+        return dlt_fail(r->err, r->errlen, -ECANCELED, "%.0f of %d ranks could not start the run (their messages "
+                        "say why): every rank stops", v[0], r->comm->size);
+    r->err[0] = 0;
+    return -ECANCELED;
+}
+
+int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
+                 size_t errlen)
+{
+    return dlt_run_agree_on_failure(r, _open(r, c, comm, purpose, err, errlen));
 }
 
 void dlt_run_close(dlt_run *r, int failed)

@@ -106,9 +106,10 @@ static int _prepare(dlt_run *r, loop_state *t)
     sigaction(SIGUSR1, &sa, NULL);
     dlt_log(&r->log, DLT_LOG_INFO,
             "training %s (%zu parameters, %.3g GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
-            " steps/epoch, %" PRId64 " steps, peak lr %.4g, backend %s %s",
+            " step%s/epoch, %" PRId64 " step%s, peak lr %.4g, backend %s %s",
             c->model.arch, r->net.model.nparams, (double)r->net.model.macs * 1e-9, r->comm->size, c->model.batch,
-            r->comm->size, c->model.batch * r->comm->size, t->spe, t->total, t->sched.peak, r->be->ops->name,
+            r->comm->size, c->model.batch * r->comm->size, t->spe, t->spe == 1 ? "" : "s", t->total,
+            t->total == 1 ? "" : "s", t->sched.peak, r->be->ops->name,
             dlt_precision_name(c->backend.precision));
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
     if (gethostname(host, sizeof(host) - 1) != 0 || getenv("SLURMD_NODENAME"))
@@ -405,7 +406,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     loop_state t;
     int rc;
     memset(&t, 0, sizeof(t));
-    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 && (rc = _prepare(&r, &t)) == 0) {
+    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 &&
+        (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0) {
         while (rc == 0 && t.step < t.total && !t.reached)
             rc = _train_step(&r, &t);
         if (rc == 0)
