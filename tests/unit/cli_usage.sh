@@ -23,7 +23,8 @@ run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1 </dev/null); _r
 bad=""
 for v in " 8" "1e1" "+8" "8 " "7.0"; do
   run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --batch "$v"
-  [[ $rc == 2 && $out == "dltrain: --batch '$v': not a whole number"* ]] || bad+=" [--batch '$v': rc $rc: $out]"
+  q=; [[ $v == *" "* ]] && q="'"
+  [[ $rc == 2 && $out == "dltrain: --batch $q$v$q: not a whole number"* ]] || bad+=" [--batch '$v': rc $rc: $out]"
 done
 run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --batch 99999999999999999999
 [[ $rc == 2 && $out == "dltrain: --batch 99999999999999999999: out of range"* ]] || bad+=" [20 digits: rc $rc: $out]"

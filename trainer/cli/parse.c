@@ -77,10 +77,12 @@ int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int6
         p++;
     for (; isdigit((unsigned char)*p); p++)
         ;
-    if (*p || p == v || (p == v + 1 && *v == '-'))
+    if (*p || p == v || (p == v + 1 && *v == '-')) {
+        const char *q = strpbrk(v, " \t\n\v\f\r") ? "'" : ""; /* quoted when blanks would not show */
         return dlt_fail(err, errlen, -EINVAL,
-                        "%s '%s': not a whole number (expected decimal digits only, in [%" PRId64 ", %" PRId64 "])",
-                        opt, v, lo, hi);
+                        "%s %s%s%s: not a whole number (expected decimal digits only, in [%" PRId64 ", %" PRId64 "])",
+                        opt, q, v, q, lo, hi);
+    }
     errno = 0;
     n = strtoll(v, &end, 10);
     if (errno == ERANGE || n < lo || n > hi)
