@@ -74,7 +74,9 @@ run out rc "$DLTRAIN" info --checkpoint "$F" --verify # straight to the checkpoi
 [[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [info --verify: rc $rc: $out]"
 run out rc "$DLTRAIN" data pack "$WORK/ds/train" "$F"
 [[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [data pack: rc $rc: $out]"
-if [[ -z $bad ]]; then ok "a FIFO as --metrics, --init, --resume, --dump-batch, --baseline, --val-labels, --data, eval --checkpoint, info --verify, data pack output: refused by name at once"
+run out rc "$DLTRAIN" data pack "$WORK/ds/train" "$WORK/p.rec" --labels "$F"
+[[ $rc == 1 && $out == *"labels file $F: a FIFO, not a regular file"* ]] || bad+=" [data pack --labels: rc $rc: $out]"
+if [[ -z $bad ]]; then ok "a FIFO as --metrics, --init, --resume, --dump-batch, --baseline, --val-labels, --data, eval --checkpoint, info --verify, data pack output and --labels: refused by name at once"
 else not_ok "FIFOs:$bad"; fi
 
 # ---- 7: checkpoint options without --checkpoint-dir; a signal without one

@@ -142,7 +142,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
         }
     } else {
         /* Flat folder + "FILENAME CLASS" lines; class names are numbered in sorted order. */
-        FILE *f = dlt_fopen_regular("--val-labels", labels_file, "r", err, errlen);
+        FILE *f = dlt_fopen_regular("labels file", labels_file, "r", err, errlen);
         char line[1024];
         char **names = NULL, **fnames = NULL;
         int64_t nl = 0, capl = 0;
