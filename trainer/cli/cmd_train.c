@@ -127,7 +127,7 @@ static void _usage(FILE *f, const char *cmd)
             "data:\n"
             "  --data PATH            ImageFolder root (PATH/train and PATH/val, or PATH/CLASS/*.JPEG) or a\n"
             "                         RecordIO file (PATH.rec + PATH.idx, as im2rec writes)\n"
-            "  --val-data PATH        validation images for eval (default PATH/val)\n"
+            "  --val-data PATH        validation images (default PATH/val); eval without --data scores PATH\n"
             "  --val-labels FILE      \"FILENAME CLASS\" lines for a flat validation folder\n"
             "  --workers N            decode threads per rank (default: the task's CPUs minus one)\n"
             "  --strict               stop at the first unreadable image instead of skipping it\n"
