@@ -304,8 +304,8 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
         if (c->target_top1 > 0)
             _list_add(list, sizeof(list), "target-top1");
         if (list[0]) {
-            fprintf(stderr, "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or leave "
-                    "%s out\n", list, strchr(list, ',') ? "them" : "it");
+            fprintf(stderr, "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or "
+                    "leave %s out\n", list, strchr(list, ',') ? "them" : "it");
             return 2;
         }
     }

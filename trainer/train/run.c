@@ -84,7 +84,8 @@ static int _open_images(dlt_run *r, int train)
                         c->model.classes);
     dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld %s per rank per epoch", path,
             (long long)dlt_source_images(&r->src), classes, classes == 1 ? "class" : "classes",
-            (long long)dlt_source_steps_per_epoch(&r->src), dlt_source_steps_per_epoch(&r->src) == 1 ? "batch" : "batches");
+            (long long)dlt_source_steps_per_epoch(&r->src),
+            dlt_source_steps_per_epoch(&r->src) == 1 ? "batch" : "batches");
     return 0;
 }
 
