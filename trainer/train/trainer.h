@@ -70,8 +70,8 @@ typedef struct {
 void dlt_train_config_defaults(dlt_train_config *c);
 
 /* Each returns 0 (dlt_train_run also DLT_EXIT_PREEMPTED or DLT_EXIT_STOPPED_UNSAVED) or a
- * negative status with err filled; err
- * should be the communicator's error buffer, so that every layer reports into one place. */
+ * negative status with err filled; err should be the communicator's error buffer, so that every
+ * layer reports into one place. */
 int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen);
 
 /* Top-1/top-5 of a checkpoint over the validation images (or generated ones). */
