@@ -111,7 +111,7 @@ def main():
         r = load(p, a.skip)
         groups.setdefault(r["group"], []).append(r)
         runs.append(r)
-    print(f"{'group':<8} {'ranks':>5} {'images/s':>10} {'per rank':>9} {'speed-up':>8} {'efficiency':>10} {'data':>6} {'allreduce':>9}")
+    print(f"{'group':<8} {'ranks':>5} {'images/s':>10} {'per rank':>9} {'speed-up':>8} {'efficiency':>10} {'data':>6} {'wait':>9}")
     for name, rows in sorted(groups.items()):
         rows.sort(key=lambda r: r["ranks"])
         base = rows[0]

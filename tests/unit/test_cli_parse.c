@@ -1,6 +1,7 @@
 /* test_cli_parse: the command line's numbers: every real option refuses NaN, infinities, hex
- * floats, trailing text and values out of range, naming the option, the value and the range; whole
- * numbers refuse fractions. */
+ * floats, blanks on either side, trailing text and values out of range, naming the option, the
+ * value and the range; whole numbers are decimal digits only (no blank, sign, point or exponent),
+ * and a value beyond 64 bits is out of range, not "not a whole number". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,7 @@ static void test_real(void **state)
 {
     static const char *const bad[] = {"nan", "NaN", "-nan", "inf", "-inf", "+Infinity", "infinity", "0x1p-3",
                                       "1e999", "-1e999", "1e-999", "", " ", "0.1x", "x", "1,5", ".", "e5", "--1",
-                                      "1e", "1e+", "0.1 "};
+                                      "1e", "1e+", "0.1 ", " 0.1", "\t1"};
     char err[256];
     double v = -7;
     (void)state;
@@ -43,7 +44,8 @@ static void test_real(void **state)
 static void test_whole(void **state)
 {
     static const char *const bad[] = {"1.5", "nan", "inf", "0x10", "1e999", "1e-999", "", "32 ", "3e-1", "-1", "65537",
-                                      "99999999999999999999"};
+                                      "99999999999999999999", " 8", "\t8", "+8", "1e1", "7.0", "1e6", "-", "8-",
+                                      "-99999999999999999999"};
     char err[256];
     int64_t n = -7;
     (void)state;
@@ -55,10 +57,24 @@ static void test_whole(void **state)
     }
     assert_int_equal(dlt_parse_whole("--batch", "32", 1, 65536, &n, err, sizeof(err)), 0);
     assert_true(n == 32);
-    assert_int_equal(dlt_parse_whole("--steps", "1e6", 1, 1000000000000LL, &n, err, sizeof(err)), 0);
-    assert_true(n == 1000000);
-    assert_int_equal(dlt_parse_whole("--batch", "7.0", 1, 65536, &n, err, sizeof(err)), 0);
-    assert_true(n == 7);
+    /* What each refusal says: out of range for numbers too large (for 64 bits too), not a whole
+     * number for anything that is not plain digits. */
+    assert_int_not_equal(dlt_parse_whole("--batch", "99999999999999999999", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_not_equal(dlt_parse_whole("--batch", "-99999999999999999999", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_not_equal(dlt_parse_whole("--batch", "65537", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_not_equal(dlt_parse_whole("--batch", "-1", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_not_equal(dlt_parse_whole("--batch", " 8", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--batch ' 8': not a whole number"));
+    assert_int_not_equal(dlt_parse_whole("--batch", "1e1", 1, 65536, &n, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "not a whole number"));
+    assert_int_equal(dlt_parse_whole("--seed", "0", 0, INT64_MAX, &n, err, sizeof(err)), 0);
+    assert_true(n == 0);
+    assert_int_equal(dlt_parse_whole("--seed", "9223372036854775807", 0, INT64_MAX, &n, err, sizeof(err)), 0);
+    assert_true(n == INT64_MAX);
     assert_int_equal(dlt_parse_whole("--seed", "123456789012345678", 0, INT64_MAX, &n, err, sizeof(err)), 0);
     assert_true(n == 123456789012345678LL); /* exact, not through a double */
 }

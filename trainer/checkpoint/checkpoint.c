@@ -21,16 +21,13 @@
 
 static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = dlt_fopen_regular(NULL, path, "rb", err, errlen);
     unsigned char *buf;
     uint32_t c = 0;
     size_t n, total = 0;
     int e;
-    if (!f) {
-        e = errno;
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
-        return -e;
-    }
+    if (!f)
+        return -errno;
     buf = malloc(1 << 16);
     if (!buf) {
         fclose(f);

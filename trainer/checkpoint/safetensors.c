@@ -611,9 +611,9 @@ int dlt_st_load(dlt_st_file *f, const char *path, char *err, size_t errlen)
     int fd, rc;
     char perr[512];
     memset(f, 0, sizeof(*f));
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return dlt_fail(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+    /* A FIFO named as a checkpoint must not block the run in open(). */
+    if ((fd = dlt_open_regular(NULL, path, O_RDONLY, 0, err, errlen)) < 0)
+        return fd;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return dlt_fail(err, errlen, -EINVAL, "%s is not a regular file", path);

@@ -143,8 +143,9 @@ int dlt_cmd_data(int argc, char **argv)
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
     }
-    printf("dltrain: packed %lld images of %d classes into %s (%lld left out)\n", (long long)written,
-           dlt_dataset_classes(ds), argv[optind + 1], (long long)bad);
+    printf("dltrain: packed %lld image%s of %d class%s into %s (%lld left out)\n", (long long)written,
+           written == 1 ? "" : "s", dlt_dataset_classes(ds), dlt_dataset_classes(ds) == 1 ? "" : "es", argv[optind + 1],
+           (long long)bad);
     rc = 0;
 out:
     dlt_decoder_destroy(dec);

@@ -2,11 +2,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
@@ -14,6 +17,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/cli/parse.h"
 #include "trainer/cli/preflight.h"
+#include "trainer/common/io.h"
 #include "trainer/data/loader.h"
 #include "trainer/train/trainer.h"
 
@@ -123,7 +127,7 @@ static void _usage(FILE *f, const char *cmd)
             "data:\n"
             "  --data PATH            ImageFolder root (PATH/train and PATH/val, or PATH/CLASS/*.JPEG) or a\n"
             "                         RecordIO file (PATH.rec + PATH.idx, as im2rec writes)\n"
-            "  --val-data PATH        validation images for eval (default PATH/val)\n"
+            "  --val-data PATH        validation images (default PATH/val); eval without --data scores PATH\n"
             "  --val-labels FILE      \"FILENAME CLASS\" lines for a flat validation folder\n"
             "  --workers N            decode threads per rank (default: the task's CPUs minus one)\n"
             "  --strict               stop at the first unreadable image instead of skipping it\n"
@@ -152,7 +156,7 @@ static void _usage(FILE *f, const char *cmd)
             "  --check-every N        steps between cross-rank weight checks (default 100)\n"
             "  --max-bad-steps K      skip updates with a non-finite loss, stop after K in a row (default 5)\n"
             "  --stall-timeout S      abort when one phase (data, compute, all-reduce, checkpoint) takes\n"
-            "                         longer than S seconds (default 900, 0 = off)\n"
+            "                         longer than S seconds (default 900, 0 = off, else at least 1)\n"
             "  --eval-every N         validate every N epochs on ROOT/val or --val-data (default 1 when\n"
             "                         there are validation images, 0 = off; generated data: 0)\n"
             "  --target-top1 F        stop at the first validation with top-1 >= F (0..1), checkpoint it\n"
@@ -175,8 +179,72 @@ static void _usage(FILE *f, const char *cmd)
             "                         is more than one rank, else MPI; single for one rank)\n"
             "  --timeout S            bootstrap timeout (default 300 or $DLTPMIX_TIMEOUT)\n"
             "\n"
-            "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d. See dltrain(1).\n",
-            cmd, DLT_EXIT_PREEMPTED);
+            "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d (without\n"
+            "--checkpoint-dir: nothing saved, status %d). See dltrain(1).\n",
+            cmd, DLT_EXIT_PREEMPTED, DLT_EXIT_STOPPED_UNSAVED);
+}
+
+/* Which commands read an option; an option not listed here serves all three. One option set may
+ * serve train and eval (job scripts and tests share them), so an option the command does not read
+ * is said once and the run goes on (see dltrain(1), OPTIONS). */
+enum { C_TRAIN = 1, C_EVAL = 2, C_BENCH = 4 };
+static const struct {
+    const char *name;
+    unsigned cmds;
+} g_scope[] = {
+    {"epochs", C_TRAIN}, {"steps", C_TRAIN}, {"lr", C_TRAIN}, {"momentum", C_TRAIN}, {"wd", C_TRAIN},
+    {"label-smoothing", C_TRAIN}, {"warmup-epochs", C_TRAIN}, {"schedule", C_TRAIN}, {"milestones", C_TRAIN},
+    {"decay-bn-bias", C_TRAIN}, {"no-zero-init", C_TRAIN}, {"synthetic-size", C_TRAIN}, {"log-every", C_TRAIN},
+    {"metrics", C_TRAIN}, {"checkpoint-dir", C_TRAIN}, {"checkpoint-every", C_TRAIN}, {"resume", C_TRAIN},
+    {"checkpoint-minutes", C_TRAIN}, {"baseline", C_TRAIN}, {"check-every", C_TRAIN}, {"max-bad-steps", C_TRAIN},
+    {"stall-timeout", C_TRAIN}, {"eval-every", C_TRAIN}, {"target-top1", C_TRAIN}, {"init", C_TRAIN},
+    {"dump-batch", C_TRAIN}, {"augment", C_TRAIN | C_BENCH}, {"loss-scale", C_TRAIN | C_BENCH},
+    {"loss-scale-window", C_TRAIN | C_BENCH}, {"bucket-mib", C_TRAIN | C_BENCH}, {"allreduce-lowp", C_TRAIN | C_BENCH},
+    {"cuda-graphs", C_TRAIN | C_BENCH}, {"eval-size", C_TRAIN | C_EVAL}, {"val-data", C_TRAIN | C_EVAL},
+    {"val-labels", C_TRAIN | C_EVAL}, {"checkpoint", C_EVAL}, {"warmup", C_BENCH}, {"iters", C_BENCH},
+    {"inference", C_BENCH}, {"feed", C_BENCH}, {"json", C_BENCH},
+};
+
+/* Options only the CUDA backend reads: on the CPU backend they are refused, since the run would
+ * not do what they ask (a job script meant for GPUs landing on a node where none is visible). */
+static const char *const g_cuda_only[] = {"device", "bucket-mib", "allreduce-lowp", "loss-scale", "loss-scale-window",
+                                          "cuda-graphs", "deterministic", "stem-pad"};
+
+static unsigned _scope(const char *name)
+{
+    for (size_t i = 0; i < sizeof(g_scope) / sizeof(g_scope[0]); i++)
+        if (!strcmp(g_scope[i].name, name))
+            return g_scope[i].cmds;
+    return C_TRAIN | C_EVAL | C_BENCH;
+}
+
+/* Appends "--NAME" to a comma-separated list. */
+static void _list_add(char *list, size_t len, const char *name)
+{
+    size_t n = strlen(list);
+    snprintf(list + n, len - n, "%s--%s", n ? ", " : "", name);
+}
+
+/* The options given that the command does not read, said in one line. */
+static void _warn_unused(const char *cmd, const unsigned char *seen)
+{
+    unsigned bit = !strcmp(cmd, "train") ? C_TRAIN : !strcmp(cmd, "eval") ? C_EVAL : C_BENCH;
+    char list[1024] = "";
+    for (size_t i = 0; g_opts[i].name; i++)
+        if (seen[i] && !(_scope(g_opts[i].name) & bit))
+            _list_add(list, sizeof(list), g_opts[i].name);
+    if (list[0])
+        fprintf(stderr, "dltrain: warning: %s does not use %s (see dltrain %s --help): ignored\n", cmd, list, cmd);
+}
+
+/* The CUDA-only options given, as a list (empty: none). */
+static void _cuda_options(const unsigned char *seen, char *list, size_t len)
+{
+    list[0] = 0;
+    for (size_t i = 0; g_opts[i].name; i++)
+        for (size_t k = 0; k < sizeof(g_cuda_only) / sizeof(g_cuda_only[0]); k++)
+            if (seen[i] && !strcmp(g_opts[i].name, g_cuda_only[k]))
+                _list_add(list, len, g_opts[i].name);
 }
 
 /* The option's name as the user should type it (getopt resolved abbreviations and --opt=value). */
@@ -184,6 +252,171 @@ static const char *_opt_name(int longindex, char *buf, size_t len)
 {
     snprintf(buf, len, "--%s", longindex >= 0 ? g_opts[longindex].name : "option");
     return buf;
+}
+
+/* Why this run has the CPU backend, for a refusal. */
+static const char *_why_cpu(const dlt_train_config *c)
+{
+    if (c->backend.kind && !strcmp(c->backend.kind, "cpu"))
+        return "--backend cpu";
+#ifdef DLT_HAVE_CUDA_BACKEND
+    return "--backend auto and this task sees no GPU";
+#else
+    return "this dltrain was built without the CUDA backend";
+#endif
+}
+
+/* What the options ask of each other, the command and the backend, decided from the command line
+ * and the build alone: every rank decides alike, before anything starts. Returns 0 or 2. */
+static int _check_usage(const char *cmd, const dlt_train_config *c, const unsigned char *seen, const char *comm_kind)
+{
+    const char *log = getenv("DLT_LOG");
+    char list[512] = "";
+    if (log && *log && strcmp(log, "quiet") && strcmp(log, "info") && strcmp(log, "verbose")) {
+        fprintf(stderr, "dltrain: DLT_LOG=%s: quiet, info or verbose (or unset)\n", log);
+        return 2;
+    }
+    /* Generated images and --data exclude each other: one of them would be ignored. */
+    for (size_t i = 0; g_opts[i].name; i++)
+        if (c->data && seen[i] && (!strcmp(g_opts[i].name, "synthetic") || !strcmp(g_opts[i].name, "noise"))) {
+            fprintf(stderr, "dltrain: --%s and --data %s: generated images or those of --data, not both; give one\n",
+                    g_opts[i].name, c->data);
+            return 2;
+        }
+    /* Validation images belong to real data: training on generated images validates on generated
+     * ones, and evaluation without --data scores --val-data (a labels file needs one of them). */
+    if (!c->data && c->val_data && !strcmp(cmd, "train")) {
+        fprintf(stderr, "dltrain: --val-data %s without --data: training on generated images validates on generated "
+                "ones; give --data too, or leave --val-data out\n", c->val_data);
+        return 2;
+    }
+    if (!c->data && !c->val_data && c->val_labels && (!strcmp(cmd, "train") || !strcmp(cmd, "eval"))) {
+        fprintf(stderr, "dltrain: --val-labels %s labels the images of --val-data DIR (or of --data ROOT/val): give "
+                "one\n", c->val_labels);
+        return 2;
+    }
+    /* Without a directory these would write nothing, silently. */
+    if (!strcmp(cmd, "train") && !c->checkpoint_dir) {
+        if (c->checkpoint_every > 0)
+            _list_add(list, sizeof(list), "checkpoint-every");
+        if (c->checkpoint_minutes > 0)
+            _list_add(list, sizeof(list), "checkpoint-minutes");
+        if (c->target_top1 > 0)
+            _list_add(list, sizeof(list), "target-top1");
+        if (list[0]) {
+            fprintf(stderr, "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or "
+                    "leave %s out\n", list, strchr(list, ',') ? "them" : "it");
+            return 2;
+        }
+    }
+    if (!dlt_backend_is_gpu(&c->backend)) {
+        if (c->backend.precision == DLT_PREC_FP16 || c->backend.precision == DLT_PREC_TF32) {
+            fprintf(stderr, "dltrain: --precision %s needs the CUDA backend (the CPU backend has fp32 and bf16), and "
+                    "this run uses the CPU backend (%s)\n", dlt_precision_name(c->backend.precision), _why_cpu(c));
+            return 2;
+        }
+        if (!strcmp(comm_kind, "nccl")) {
+            fprintf(stderr, "dltrain: --comm nccl reduces GPU buffers, and this run uses the CPU backend (%s): use "
+                    "--comm mpi (or auto), or run on GPUs with --backend cuda\n", _why_cpu(c));
+            return 2;
+        }
+        _cuda_options(seen, list, sizeof(list));
+        if (list[0]) {
+            fprintf(stderr, "dltrain: %s: for the CUDA backend only, and this run uses the CPU backend (%s): leave "
+                    "%s out, or run on GPUs\n", list, _why_cpu(c), strchr(list, ',') ? "them" : "it");
+            return 2;
+        }
+    }
+    _warn_unused(cmd, seen);
+    return 0;
+}
+
+/* Data at PATH: a RecordIO file (PATH ending in .rec, its .idx beside it) or a folder. */
+static int _check_data(const char *opt, const char *path, char *err, size_t errlen)
+{
+    size_t n = strlen(path);
+    char idx[4096];
+    if (n <= 4 || strcmp(path + n - 4, ".rec"))
+        return dlt_check_path(opt, path, 1, err, errlen);
+    if (dlt_check_path(opt, path, 0, err, errlen) != 0)
+        return -1;
+    snprintf(idx, sizeof(idx), "%.*s.idx", (int)(n - 4), path);
+    return dlt_check_path("its index", idx, 0, err, errlen);
+}
+
+/* What this rank finds wrong before the launch, in err (empty: nothing): every path the command
+ * reads exists and is a folder or a regular file as the option needs (each rank reads them itself,
+ * so each looks), an existing --dump-batch is a regular file, and the CPU can do bf16. Checked
+ * without opening anything (a FIFO would block an open). */
+static void _check_local(const char *cmd, const dlt_train_config *c, const char *checkpoint, char *err, size_t errlen)
+{
+    int train = !strcmp(cmd, "train"), eval = !strcmp(cmd, "eval");
+    struct stat st;
+    err[0] = 0;
+    if (c->data && _check_data("--data", c->data, err, errlen) != 0)
+        return;
+    if ((train || eval) && c->val_data && _check_data("--val-data", c->val_data, err, errlen) != 0)
+        return;
+    if ((train || eval) && c->val_labels && dlt_check_path("--val-labels", c->val_labels, 0, err, errlen) != 0)
+        return;
+    if (train && c->init && dlt_check_path("--init", c->init, 0, err, errlen) != 0)
+        return;
+    if (train && c->resume && strcmp(c->resume, "auto") && strcmp(c->resume, "auto-or-fresh") &&
+        dlt_check_path("--resume", c->resume, 0, err, errlen) != 0)
+        return;
+    if (eval && checkpoint && dlt_check_path("--checkpoint", checkpoint, 0, err, errlen) != 0)
+        return;
+    if (train && c->dump_batch && stat(c->dump_batch, &st) == 0 &&
+        dlt_check_path("--dump-batch", c->dump_batch, 0, err, errlen) != 0)
+        return;
+    if (!dlt_backend_is_gpu(&c->backend) && c->backend.precision == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
+        char host[64] = "?";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(err, errlen, "--precision bf16 needs a CPU with AVX512-BF16 or AMX, and oneDNN sees none on %s: "
+                 "use fp32", host);
+    }
+}
+
+/* The rank this process will be, from the launcher's environment, known before the bootstrap. */
+static int _launcher_rank(void)
+{
+    static const char *const vars[] = {"PMIX_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+/* A usage error is found alike by every rank (the same command line, the same build): rank 0
+ * says it and the others stay silent until the launch, so that it is said once. Returns the
+ * saved stderr to give back with _unmute, or -1 when nothing was muted. */
+static int _mute_other_ranks(void)
+{
+    int saved, null;
+    if (_launcher_rank() == 0)
+        return -1;
+    fflush(stderr);
+    if ((saved = dup(STDERR_FILENO)) < 0)
+        return -1;
+    if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 || dup2(null, STDERR_FILENO) < 0) {
+        if (null >= 0)
+            close(null);
+        close(saved);
+        return -1;
+    }
+    close(null);
+    return saved;
+}
+
+static void _unmute(int saved)
+{
+    if (saved < 0)
+        return;
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
 }
 
 /* Checks every rank makes the same way before the run (see preflight.h); synthetic data too small
@@ -208,6 +441,8 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return 0;
     if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, comm) != 0)
         return 1;
+    if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
+        return 2;
     return c->resume ? dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len) : 0;
 }
 
@@ -222,15 +457,20 @@ int dlt_cmd_train(int argc, char **argv)
     int64_t w;
     dlt_model_given given = {0, 0, 0, 0};
     char err[1024], name[48];
-    int opt, rc, longindex, verify = 0;
+    int opt, rc, longindex, verify = 0, muted;
+    unsigned char seen[sizeof(g_opts) / sizeof(g_opts[0])];
     dltpmix_ctx *px;
     dlt_comm *comm;
 
     dlt_train_config_defaults(&c);
     if (!strcmp(cmd, "bench"))
         c.learnable = 0;
+    memset(seen, 0, sizeof(seen));
+    muted = _mute_other_ranks();
     optind = 1;
     while ((longindex = -1, opt = getopt_long(argc, argv, "h", g_opts, &longindex)) != -1) {
+        if (longindex >= 0)
+            seen[longindex] = 1;
         switch (opt) {
         case O_ARCH:
             if (dlt_model_parse_arch(optarg, &c.model, err, sizeof(err)) != 0) {
@@ -288,7 +528,13 @@ int dlt_cmd_train(int argc, char **argv)
         case O_TIMEOUT: REAL(1, 86400, timeout = v); break;
         case O_CKPT_MIN: REAL(0, 1e6, c.checkpoint_minutes = v); break;
         case O_MAX_BAD: WHOLE(0, 1000000, c.max_bad_steps = (int)w); break;
-        case O_STALL: REAL(0, 1e7, c.stall_timeout = v); break;
+        case O_STALL:
+            REAL(0, 1e7, c.stall_timeout = v);
+            if (v > 0 && v < 1) { /* the watchdog counts whole seconds: 0.2 would be "limit 0 s", which means off */
+                fprintf(stderr, "dltrain: --stall-timeout %s: 0 (off) or at least 1 second\n", optarg);
+                return 2;
+            }
+            break;
         case O_WARMUP_ITERS: WHOLE(0, 1000000, b.warmup = (int)w); break;
         case O_ITERS: WHOLE(1, 1000000, b.iters = (int)w); break;
         case O_PRECISION:
@@ -345,6 +591,11 @@ int dlt_cmd_train(int argc, char **argv)
                             "commas (e.g. 30,60,80)\n", optarg);
                     return 2;
                 }
+                if (c.nmilestones > 0 && m <= c.milestones[c.nmilestones - 1]) {
+                    fprintf(stderr, "dltrain: --milestones %s: the epochs must strictly increase (%d then %ld)\n",
+                            optarg, c.milestones[c.nmilestones - 1], m);
+                    return 2;
+                }
                 c.milestones[c.nmilestones++] = (int)m;
                 s = *end == ',' ? end + 1 : end;
             }
@@ -362,7 +613,13 @@ int dlt_cmd_train(int argc, char **argv)
         case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
         case O_RESUME: c.resume = optarg; break;
         case O_BASELINE: c.baseline = optarg; break;
-        case O_COMM: comm_kind = optarg; break;
+        case O_COMM:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "single") && strcmp(optarg, "mpi") && strcmp(optarg, "nccl")) {
+                fprintf(stderr, "dltrain: --comm %s: auto, single, mpi or nccl\n", optarg);
+                return 2;
+            }
+            comm_kind = optarg;
+            break;
         case O_INFERENCE: b.inference = 1; break;
         case O_FEED: b.feed = 1; break;
         case O_JSON: b.json = 1; break;
@@ -405,10 +662,16 @@ int dlt_cmd_train(int argc, char **argv)
         fprintf(stderr, "dltrain: --resume '': expected a checkpoint file, auto or auto-or-fresh\n");
         return 2;
     }
+    if ((rc = _check_usage(cmd, &c, seen, comm_kind)) != 0)
+        return rc;
+    _unmute(muted);
     {
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
-        if (dlt_cli_launch(&req, &c.backend, timeout, &px, &comm, err, sizeof(err)) != 0)
-            return 1;
+        char problem[1024];
+        _check_local(cmd, &c, checkpoint, problem, sizeof(problem));
+        if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem[0] ? problem : NULL, &px, &comm, err,
+                                 sizeof(err))) != 0)
+            return rc;
     }
     rc = _preflight(cmd, &c, comm, checkpoint, resume_path, sizeof(resume_path));
     if (rc == 0 && !strcmp(cmd, "train"))
@@ -418,7 +681,7 @@ int dlt_cmd_train(int argc, char **argv)
     else if (rc == 0)
         rc = dlt_bench_run(&c, &b, comm, err, sizeof(err));
     /* One error channel: whatever failed below wrote here; said once, with the rank. */
-    if (rc < 0)
+    if (rc < 0 && err[0]) /* empty: another rank said it for all */
         fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
     dlt_cli_finish(px, comm);
     return rc < 0 ? 1 : rc;

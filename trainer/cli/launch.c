@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "trainer/backend/device_choice.h"
+#include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
 
 int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, char *err, size_t errlen)
@@ -59,15 +60,78 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
     return dlt_cli_check_gpus(px, id, err, errlen);
 }
 
-int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, dltpmix_ctx **px,
-                   dlt_comm **comm, char *err, size_t errlen)
+/* What each rank found before the launch, one record per rank through PMIx (no communicator
+ * yet, so nothing to abort): when every rank found the same thing it is said once, by rank 0;
+ * else each rank that found something says it with its rank, and rank 0 names them all. Every
+ * rank then stops alike. Returns 0 (nothing found anywhere), 2 or 1 (the exchange failed). */
+static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
 {
+    const dltpmix_info *info = dltpmix_get_info(px);
+    struct {
+        int failed;
+        uint32_t crc;
+    } mine = {problem != NULL, problem ? dlt_crc32(0, problem, strlen(problem)) : 0}, *all;
+    int failed = 0, alike = 1;
+    char ranks[256] = "";
+    if (info->size < 2) {
+        if (problem)
+            fprintf(stderr, "dltrain: %s\n", problem);
+        return problem ? 2 : 0;
+    }
+    if (!(all = calloc((size_t)info->size, sizeof(*all)))) {
+        fprintf(stderr, "dltrain: rank %d: out of memory%s%s\n", info->rank, problem ? "; and: " : "",
+                problem ? problem : "");
+        return 1;
+    }
+    if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, dltpmix_error(px));
+        if (problem)
+            fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, problem);
+        free(all);
+        return 1;
+    }
+    for (int i = 0; i < info->size; i++) {
+        if (!all[i].failed)
+            continue;
+        alike = alike && all[i].crc == all[0].crc;
+        if (failed++ < 16) {
+            size_t n = strlen(ranks);
+            snprintf(ranks + n, sizeof(ranks) - n, "%s%d", n ? ", " : "", i);
+        }
+    }
+    free(all);
+    if (failed == 0)
+        return 0;
+    if (failed == info->size && alike) {
+        if (info->rank == 0)
+            fprintf(stderr, "dltrain: %s (every rank)\n", problem);
+        return 2;
+    }
+    if (problem)
+        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, problem);
+    if (info->rank == 0)
+        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s%s, each said why): no rank starts\n", failed,
+                info->size, failed == 1 ? "" : "s", ranks, failed > 16 ? ", ..." : "");
+    return 2;
+}
+
+int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, const char *problem,
+                   dltpmix_ctx **px, dlt_comm **comm, char *err, size_t errlen)
+{
+    int rc;
     dltpmix_options popts = {.timeout_s = timeout_s, .allow_singleton = 1};
     *px = NULL;
     *comm = NULL;
     if (dltpmix_init(px, &popts, err, errlen) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
+        if (problem)
+            fprintf(stderr, "dltrain: %s\n", problem);
         return 1;
+    }
+    if ((rc = _agree_on_problems(*px, problem)) != 0) {
+        dltpmix_finalize(*px);
+        *px = NULL;
+        return rc;
     }
     if ((req->gpu && _choose_gpu(*px, req, backend, err, errlen) != 0) ||
         dlt_comm_open(comm, req, *px, err, errlen) != 0) {

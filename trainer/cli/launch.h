@@ -8,10 +8,14 @@
 #include "trainer/comm/comm.h"
 
 /* For a GPU run (req->gpu) backend->device and req->cuda_device get the rank's device, and two
- * ranks of a node on one GPU are refused. Returns 0 with *px and *comm set (the communicator
- * reports into err from then on), or 1 after printing why. */
-int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, dltpmix_ctx **px,
-                   dlt_comm **comm, char *err, size_t errlen);
+ * ranks of a node on one GPU are refused. problem (NULL: none) is what this rank found wrong before
+ * the launch (a missing path, a CPU without bf16): the ranks exchange it through PMIx before any
+ * communicator exists, so that every rank stops, exit status 2, without an abort, the message said
+ * once when every rank found the same, else by each rank that found it, with rank 0 naming them.
+ * Returns 0 with *px and *comm set (the communicator reports into err from then on), or 1 or 2
+ * after printing why. */
+int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, const char *problem,
+                   dltpmix_ctx **px, dlt_comm **comm, char *err, size_t errlen);
 void dlt_cli_finish(dltpmix_ctx *px, dlt_comm *comm);
 
 /* Every rank's claim (host, GPU) gathered through PMIx and checked: 0, or nonzero with err set. */

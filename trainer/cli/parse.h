@@ -1,17 +1,20 @@
 /* parse: command-line numbers, strictly: the whole argument must be a finite number inside the
  * option's range (a whole number where the option counts something), or the error names the
- * option, the value and the range. NaN, infinities, trailing text and empty strings are refused. */
+ * option, the value and the range. NaN, infinities, blanks, trailing text and empty strings are
+ * refused. */
 #ifndef DLT_CLI_PARSE_H
 #define DLT_CLI_PARSE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* A finite real number in [lo, hi]. Returns 0, or -EINVAL with err filled. */
+/* A finite real number in [lo, hi]: decimal, optionally with an exponent; no blanks on either
+ * side. Returns 0, or -EINVAL with err filled. */
 int dlt_parse_real(const char *opt, const char *v, double lo, double hi, double *out, char *err, size_t errlen);
 
-/* A whole number in [lo, hi] (decimal digits, optionally in exponent form such as 1e6 when that
- * is exact). Returns 0, or -EINVAL with err filled. */
+/* A whole number in [lo, hi]: decimal digits only (no blanks, sign, point or exponent; "-N" is
+ * read so that it is reported out of range). A value beyond 64 bits is "out of range" too.
+ * Returns 0, or -EINVAL with err filled. */
 int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen);
 
 #endif

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
+#include "trainer/train/run_log.h"
 
 /* The number of ranks for which failed is set, or -1 when the ranks cannot even agree. */
 static int _failures(dlt_comm *comm, int failed)
@@ -40,7 +42,9 @@ int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
     int rc = dlt_checkpoint_verify(path, &info, err, sizeof(err)), bad;
     if (rc != 0) {
         _say(comm, err);
-        if (comm->rank == 0)
+        if (comm->rank == 0 && rc == -ENOENT)
+            fprintf(stderr, "dltrain: nothing evaluated: %s does not exist\n", path);
+        else if (comm->rank == 0)
             fprintf(stderr, "dltrain: nothing evaluated: a damaged checkpoint would give wrong results; evaluate "
                             "another one (dltrain info --checkpoint FILE --verify checks a file)\n");
     }
@@ -183,10 +187,10 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
 {
     char msg[1536] = "";
     if (comm->rank == 0 && metrics_path) {
-        FILE *f = fopen(metrics_path, "a");
+        char why[1200];
+        FILE *f = dlt_fopen_regular("--metrics", metrics_path, "a", why, sizeof(why));
         if (!f)
-            snprintf(msg, sizeof(msg), "cannot open the metrics file %.1000s for appending: %s", metrics_path,
-                     strerror(errno));
+            snprintf(msg, sizeof(msg), "cannot append to the metrics file: %s", why);
         else
             fclose(f);
     }
@@ -208,4 +212,14 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
     return _failures(comm, msg[0] != 0) != 0 ? 1 : 0;
+}
+
+int dlt_preflight_baseline(const char *path, dlt_comm *comm)
+{
+    char err[1536] = "";
+    double per_rank;
+    int failed = comm->rank == 0 && dlt_run_log_baseline(path, &per_rank, err, sizeof(err)) != 0;
+    if (failed)
+        fprintf(stderr, "dltrain: %s\n", err);
+    return _failures(comm, failed) != 0 ? 2 : 0;
 }

@@ -30,4 +30,9 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
  * stop. Returns 0, or 1 on every rank after rank 0 said why. */
 int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm);
 
+/* dltrain train --baseline FILE: rank 0 (which reads it at the end) finds at least one usable
+ * interval line in it now, rather than a useless summary hours later. Returns 0, or 2 on every
+ * rank after rank 0 said why. */
+int dlt_preflight_baseline(const char *path, dlt_comm *comm);
+
 #endif

@@ -1,10 +1,13 @@
-/* io: small file I/O helpers (whole writes, whole reads). */
+/* io: small file I/O helpers (whole writes, whole reads, opening the files users name). */
 #include "config.h"
 
 #include "trainer/common/io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int dlt_write_all(int fd, const void *p, size_t n)
@@ -38,4 +41,97 @@ size_t dlt_read_full(int fd, void *p, size_t n)
         got += (size_t)r;
     }
     return got;
+}
+
+const char *dlt_file_kind(mode_t mode)
+{
+    if (S_ISREG(mode))
+        return "a regular file";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "a special file";
+}
+
+/* "WHAT PATH: why" (or "PATH: why" without an option name); returns -e. */
+static int _refuse(const char *what, const char *path, int e, const char *why, char *err, size_t errlen)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s%s%s: %s", what ? what : "", what ? " " : "", path, why);
+    errno = e;
+    return -e;
+}
+
+static int _kind_refusal(const char *what, const char *path, mode_t mode, int want_dir, char *err, size_t errlen)
+{
+    char why[96];
+    snprintf(why, sizeof(why), "%s, not %s", dlt_file_kind(mode), want_dir ? "a directory" : "a regular file");
+    return _refuse(what, path, want_dir ? ENOTDIR : EINVAL, why, err, errlen);
+}
+
+int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode, char *err, size_t errlen)
+{
+    struct stat st;
+    int fd, fl;
+    /* A read-open of a FIFO waits for a writer and a write-open for a reader, forever: open without
+     * waiting, then look at what was opened. */
+    fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, mode);
+    if (fd < 0) {
+        int e = errno;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* ENXIO: a FIFO without a reader, a socket */
+            return _kind_refusal(what, path, st.st_mode, 0, err, errlen);
+        return _refuse(what, path, e, strerror(e), err, errlen);
+    }
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return _refuse(what, path, e, strerror(e), err, errlen);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return _kind_refusal(what, path, st.st_mode, 0, err, errlen);
+    }
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return _refuse(what, path, e, strerror(e), err, errlen);
+    }
+    return fd;
+}
+
+FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, char *err, size_t errlen)
+{
+    int flags = fmode[0] == 'w'   ? O_WRONLY | O_CREAT | O_TRUNC
+                : fmode[0] == 'a' ? O_WRONLY | O_CREAT | O_APPEND
+                                  : O_RDONLY;
+    int fd = dlt_open_regular(what, path, flags, 0644, err, errlen);
+    FILE *f;
+    if (fd < 0)
+        return NULL;
+    if (!(f = fdopen(fd, fmode))) {
+        int e = errno;
+        close(fd);
+        _refuse(what, path, e, strerror(e), err, errlen);
+        return NULL;
+    }
+    return f;
+}
+
+int dlt_check_path(const char *what, const char *path, int want_dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        return _refuse(what, path, e, strerror(e), err, errlen);
+    }
+    if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        return _kind_refusal(what, path, st.st_mode, want_dir, err, errlen);
+    return 0;
 }

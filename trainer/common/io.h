@@ -4,6 +4,8 @@
 #define DLT_IO_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 /* Writes all n bytes, retrying on EINTR and short writes. Returns 0 or -1 with errno set. */
 int dlt_write_all(int fd, const void *p, size_t n);
@@ -11,5 +13,25 @@ int dlt_write_all(int fd, const void *p, size_t n);
 /* Reads up to n bytes, retrying on EINTR and short reads; returns how many were read (fewer at end
  * of file or on an error, errno then set). */
 size_t dlt_read_full(int fd, void *p, size_t n);
+
+/* A file type in words for a refusal: "a FIFO", "a directory", "a character device"... */
+const char *dlt_file_kind(mode_t mode);
+
+/* Opens a file the user named (an option's value, a data file) as open(2) does, but never blocks
+ * on a FIFO or a device: O_NONBLOCK while opening, then the file must be a regular file (a FIFO,
+ * a device, a socket or a directory is refused by name); O_NONBLOCK is cleared before returning
+ * and O_CLOEXEC added. what names the option ("--init") or is NULL. Returns the descriptor, or a
+ * negative errno with err filled: "--init /x: a FIFO, not a regular file", "--init /x: No such
+ * file or directory". */
+int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode, char *err, size_t errlen);
+
+/* The same as a stdio stream; fmode is "r", "w" or "a" (with an optional "b"). NULL with err
+ * filled and errno set on failure. */
+FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, char *err, size_t errlen);
+
+/* A path that must exist, as a directory (want_dir) or else a regular file, checked without
+ * opening it (before anything starts). Returns 0, or a negative errno with err filled as above
+ * ("--val-data /x: No such file or directory", "--data /x: a regular file, not a directory"). */
+int dlt_check_path(const char *what, const char *path, int want_dir, char *err, size_t errlen);
 
 #endif

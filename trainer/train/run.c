@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
 
 /* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
@@ -81,8 +82,10 @@ static int _open_images(dlt_run *r, int train)
     else if (c->model.classes != classes)
         return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but --classes %d was given", path, classes,
                         c->model.classes);
-    dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d classes, %lld batches per rank per epoch", path,
-            (long long)dlt_source_images(&r->src), classes, (long long)dlt_source_steps_per_epoch(&r->src));
+    dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld %s per rank per epoch", path,
+            (long long)dlt_source_images(&r->src), classes, classes == 1 ? "class" : "classes",
+            (long long)dlt_source_steps_per_epoch(&r->src),
+            dlt_source_steps_per_epoch(&r->src) == 1 ? "batch" : "batches");
     return 0;
 }
 
@@ -104,26 +107,28 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
     return rc;
 }
 
-int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
+static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
                  size_t errlen)
 {
-    int rc;
+    int rc, real;
     memset(r, 0, sizeof(*r));
     r->cfg = *c;
     r->comm = comm;
     r->err = err;
     r->errlen = errlen;
     c = &r->cfg;
+    /* Evaluation of --val-data alone: those images, not generated ones. */
+    real = c->data || (purpose == DLT_RUN_EVAL && c->val_data);
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err, errlen)) != 0)
         return rc;
     /* The backend first: the data loader's batch ring lives in its host memory. */
     if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
         c->backend_hook(r->be, c->backend_hook_arg);
-    if (rc != 0 || (c->data && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
+    if (rc != 0 || (real && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
         (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0)
         return rc;
-    if (!c->data && (rc = _open_synthetic(r, purpose)) != 0)
+    if (!real && (rc = _open_synthetic(r, purpose)) != 0)
         return rc;
     if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err,
                                       errlen)) != 0)
@@ -145,6 +150,44 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
         return dlt_fail(err, errlen, -ENOMEM, "out of memory for the input batch");
     r->labels = r->no_labels;
     return 0;
+}
+
+int dlt_run_agree_on_failure(dlt_run *r, int rc)
+{
+    /* failed, and a 16-bit digest of the message and its square: (sum d)^2 == n sum d^2 exactly
+     * when the n failing ranks' digests are all equal; every figure exact in a double. */
+    double v[3] = {0, 0, 0};
+    if (r->comm->size < 2)
+        return rc;
+    if (rc != 0) {
+        double d = (double)(dlt_crc32(0, r->err, strlen(r->err)) & 0xffff);
+        v[0] = 1;
+        v[1] = d;
+        v[2] = d * d;
+    }
+    if (r->comm->ops->allreduce_sum(r->comm, v, 3, DLT_DTYPE_F64) != 0)
+        return rc ? rc : -EIO; /* the communicator's error is in err: dlt_run_close ends every rank */
+    if (v[0] == 0)
+        return 0;
+    r->agreed = 1;
+    if (v[0] == r->comm->size && v[1] * v[1] == v[0] * v[2]) {
+        if (r->comm->rank != 0)
+            r->err[0] = 0; /* rank 0 says it for all */
+        return rc;
+    }
+    if (rc != 0)
+        return rc;
+    if (r->comm->rank == 0)
+        return dlt_fail(r->err, r->errlen, -ECANCELED, "%.0f of %d ranks could not start the run (their messages "
+                        "say why): every rank stops", v[0], r->comm->size);
+    r->err[0] = 0;
+    return -ECANCELED;
+}
+
+int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
+                 size_t errlen)
+{
+    return dlt_run_agree_on_failure(r, _open(r, c, comm, purpose, err, errlen));
 }
 
 void dlt_run_close(dlt_run *r, int failed)

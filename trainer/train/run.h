@@ -50,6 +50,14 @@ typedef struct {
  * the network and the reducer. err must be the communicator's error buffer or outlive the run. */
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
                  size_t errlen);
+/* After a stretch without collectives that every rank runs through whatever fails (opening the
+ * run, preparing training): one sum tells every rank who failed (rc: this rank's status, its
+ * message in err), and all stop together, with no abort (r->agreed). What every rank found alike
+ * (the same message) is said once: the other ranks' err is emptied; else each rank that failed
+ * keeps its own and rank 0's says how many failed. Returns rc, or -ECANCELED on a rank that did
+ * not fail itself, or 0 when no rank failed. */
+int dlt_run_agree_on_failure(dlt_run *r, int rc);
+
 /* failed: the run ends on an error. Unless every rank took that decision together (r->agreed),
  * a run of several ranks prints the error and aborts the communicator, so the other ranks, which
  * may be waiting in a collective for this one, end now instead of at the stall watchdog. */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
 
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
@@ -21,8 +22,8 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     l->ranks = ranks;
     l->batch = batch;
     l->level = level;
-    if (rank == 0 && metrics_path && !(l->metrics = fopen(metrics_path, "a")))
-        return dlt_fail(err, errlen, -errno, "cannot open metrics file %s: %s", metrics_path, strerror(errno));
+    if (rank == 0 && metrics_path && !(l->metrics = dlt_fopen_regular("--metrics", metrics_path, "a", err, errlen)))
+        return -errno;
     return 0;
 }
 
@@ -92,7 +93,7 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
     double seen = (double)l->images;
     if (l->rank == 0 && l->level >= DLT_LOG_INFO) {
         printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.5f img/s %.1f "
-               "(%.1f per rank) data %.1f%% allreduce %.1f%%",
+               "(%.1f per rank) data %.1f%% wait %.1f%%",
                st->step / st->steps_per_epoch, st->step, st->total, l->loss_sum / seen, (double)l->correct / seen,
                st->lr, ips, ips / l->ranks, 100 * l->data_s / l->total_s, 100 * l->comm_s / l->total_s);
         if (st->loss_scaled)
@@ -100,6 +101,10 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
         printf("\n");
         fflush(stdout);
     }
+    /* "wait" is the host's wait for the step's results (the gradient all-reduce and the agreement
+     * between ranks, and whatever the device still had to do): with one rank there is no
+     * all-reduce in it. The metrics key stays "allreduce", which contrib/report.py and earlier
+     * runs' files use; dltrain(1) says what it measures. */
     if (l->metrics) {
         fprintf(l->metrics,
                 "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
@@ -137,10 +142,9 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
     fflush(l->metrics);
 }
 
-/* Mean images/s per rank of a metrics file (its first interval left out as warm-up). */
-static int _baseline_per_rank(const char *path, double *per_rank)
+int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = dlt_fopen_regular("--baseline", path, "r", err, errlen);
     char line[2048];
     double sum = 0;
     int n = 0, lines = 0;
@@ -156,7 +160,9 @@ static int _baseline_per_rank(const char *path, double *per_rank)
     }
     fclose(f);
     if (!n)
-        return -EINVAL;
+        return dlt_fail(err, errlen, -EINVAL, "--baseline %s: no interval line with images_per_s and ranks after the "
+                        "first (the first is warm-up): give the --metrics file of a finished run with at least two "
+                        "log lines", path);
     *per_rank = sum / n;
     return 0;
 }
@@ -166,14 +172,15 @@ void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseli
     double now = dlt_now(), steady = now - l->steady_t0, ips = steady > 0 ? l->steady_images / steady : 0, base = 0;
     if (l->rank != 0)
         return;
-    printf("dltrain: done: %" PRId64 " steps in %.1f s\n", steps, now - l->t_start);
+    printf("dltrain: done: %" PRId64 " step%s in %.1f s\n", steps, steps == 1 ? "" : "s", now - l->t_start);
     if (l->steady_images > 0) {
         printf("dltrain: summary: %.1f images/s, %.1f per rank, %d rank(s)", ips, ips / l->ranks, l->ranks);
-        if (baseline && _baseline_per_rank(baseline, &base) == 0)
+        char err[512];
+        if (baseline && dlt_run_log_baseline(baseline, &base, err, sizeof(err)) == 0)
             printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / l->ranks / base, base,
                    baseline);
         else if (baseline)
-            printf(" (baseline %s unreadable or empty)", baseline);
+            printf(" (baseline not used: %s)", err);
         printf("\n");
     }
     fflush(stdout);

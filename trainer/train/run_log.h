@@ -58,6 +58,11 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st);
  * of more metadata members (or ""). The step lines stay as they are. */
 void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const char *value, const char *fields, ...)
     __attribute__((format(printf, 5, 6)));
+/* Mean images/s per rank of a --baseline metrics file (its first interval left out as warm-up).
+ * Returns 0, or a negative errno with err naming the file and what is wrong with it (unreadable,
+ * not a regular file, no interval line with a positive rate and a rank count after the first). */
+int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen);
+
 /* The end: steps and time, images/s, and the scaling efficiency against a baseline metrics file. */
 void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "trainer/common/clock.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
@@ -105,9 +106,10 @@ static int _prepare(dlt_run *r, loop_state *t)
     sigaction(SIGUSR1, &sa, NULL);
     dlt_log(&r->log, DLT_LOG_INFO,
             "training %s (%zu parameters, %.3g GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
-            " steps/epoch, %" PRId64 " steps, peak lr %.4g, backend %s %s",
+            " step%s/epoch, %" PRId64 " step%s, peak lr %.4g, backend %s %s",
             c->model.arch, r->net.model.nparams, (double)r->net.model.macs * 1e-9, r->comm->size, c->model.batch,
-            r->comm->size, c->model.batch * r->comm->size, t->spe, t->total, t->sched.peak, r->be->ops->name,
+            r->comm->size, c->model.batch * r->comm->size, t->spe, t->spe == 1 ? "" : "s", t->total,
+            t->total == 1 ? "" : "s", t->sched.peak, r->be->ops->name,
             dlt_precision_name(c->backend.precision));
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
     if (gethostname(host, sizeof(host) - 1) != 0 || getenv("SLURMD_NODENAME"))
@@ -191,11 +193,13 @@ static int _dump_batch(dlt_run *r)
 {
     const dlt_train_config *c = &r->cfg;
     size_t px = (size_t)c->model.batch * c->model.image * c->model.image * 3;
-    FILE *f = fopen(c->dump_batch, "wb");
-    if (!f || fwrite(r->images, 1, px, f) != px ||
+    char why[512];
+    FILE *f = dlt_fopen_regular("--dump-batch", c->dump_batch, "wb", why, sizeof(why));
+    if (!f)
+        return dlt_fail(r->err, r->errlen, -EIO, "%s", why);
+    if (fwrite(r->images, 1, px, f) != px ||
         fwrite(r->labels, sizeof(int32_t), (size_t)c->model.batch, f) != (size_t)c->model.batch) {
-        if (f)
-            fclose(f);
+        fclose(f);
         return dlt_fail(r->err, r->errlen, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
     }
     if (fclose(f) != 0)
@@ -331,6 +335,11 @@ static int _checkpoint(dlt_run *r, loop_state *t, const step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     int rc;
+    if (s->res[DLT_RES_STOP] > 0 && !c->checkpoint_dir) {
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": nothing saved (no "
+                "--checkpoint-dir); exit status %d", t->step, DLT_EXIT_STOPPED_UNSAVED);
+        return DLT_EXIT_STOPPED_UNSAVED;
+    }
     if (s->res[DLT_RES_STOP] > 0) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
         return (rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 ? rc : DLT_EXIT_PREEMPTED;
@@ -397,7 +406,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     loop_state t;
     int rc;
     memset(&t, 0, sizeof(t));
-    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 && (rc = _prepare(&r, &t)) == 0) {
+    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 &&
+        (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0) {
         while (rc == 0 && t.step < t.total && !t.reached)
             rc = _train_step(&r, &t);
         if (rc == 0)
@@ -410,6 +420,6 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     if (t.stats_backup)
         r.be->ops->release(r.be, t.stats_backup);
     free(t.batches_backup);
-    dlt_run_close(&r, rc != 0 && rc != DLT_EXIT_PREEMPTED);
+    dlt_run_close(&r, rc != 0 && rc != DLT_EXIT_PREEMPTED && rc != DLT_EXIT_STOPPED_UNSAVED);
     return rc;
 }

@@ -16,6 +16,11 @@
  * requeued and resumed with --resume auto. */
 #define DLT_EXIT_PREEMPTED 75
 
+/* Exit status of a run stopped by SIGTERM/SIGUSR1 without --checkpoint-dir, so nothing was saved:
+ * 128 + SIGTERM, what a shell reports for a command SIGTERM ended, as the run's progress is lost
+ * the same way (a requeue on 75 would start over without knowing it). */
+#define DLT_EXIT_STOPPED_UNSAVED 143
+
 typedef struct {
     dlt_model_config model; /* batch is per rank */
     dlt_backend_config backend; /* kind, precision, device */
@@ -64,8 +69,9 @@ typedef struct {
 
 void dlt_train_config_defaults(dlt_train_config *c);
 
-/* Each returns 0 (dlt_train_run also DLT_EXIT_PREEMPTED) or a negative status with err filled; err
- * should be the communicator's error buffer, so that every layer reports into one place. */
+/* Each returns 0 (dlt_train_run also DLT_EXIT_PREEMPTED or DLT_EXIT_STOPPED_UNSAVED) or a
+ * negative status with err filled; err should be the communicator's error buffer, so that every
+ * layer reports into one place. */
 int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen);
 
 /* Top-1/top-5 of a checkpoint over the validation images (or generated ones). */
