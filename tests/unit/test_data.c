@@ -297,18 +297,98 @@ static void test_folder_and_recordio(void **state)
         assert_memory_equal(buf2 + 12, b, 4);
         assert_memory_equal(buf2 + 20, c, 3);
         dlt_dataset_close(rs);
-        /* A bad magic is refused with the offset. */
+        /* A bad magic is refused when the pair is opened, with the index line and the offset. */
         file[0] ^= 1;
         _write(rec2, file, o);
-        assert_int_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
-        assert_int_not_equal(dlt_dataset_read(rs, 0, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)),
-                             0);
-        assert_non_null(strstr(err, "bad magic"));
-        dlt_dataset_close(rs);
+        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "line 1: no record starts at offset 0"));
     }
     free(buf);
     free(buf2);
     dlt_dataset_close(ds);
+}
+
+/* Writes text to path (the index under test). */
+static void _write_str(const char *path, const char *text)
+{
+    _write(path, text, strlen(text));
+}
+
+/* A damaged .rec/.idx pair is refused at open, naming the index line and why; an intact one gives
+ * the class count of every record's label. */
+static void test_recordio_index_damage(void **state)
+{
+    char rec[512], idx[512], err[512], text[4096];
+    uint64_t off[10];
+    size_t o = 0, total;
+    dlt_recordio_writer w;
+    dlt_dataset *rs;
+    uint8_t img[100];
+    FILE *f;
+    (void)state;
+    memset(img, 0x5a, sizeof(img));
+    snprintf(rec, sizeof(rec), "%s/dmg.rec", g_dir);
+    snprintf(idx, sizeof(idx), "%s/dmg.idx", g_dir);
+    assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+    for (int i = 0; i < 10; i++) {
+        off[i] = w.offset;
+        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)(i % 5), img, sizeof(img) - (size_t)i, err,
+                                             sizeof(err)), 0);
+    }
+    total = w.offset;
+    assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(rs), 10);
+    assert_int_equal(dlt_dataset_classes(rs), 5);
+    dlt_dataset_close(rs);
+
+    /* The index cut mid-line (its last line without an end). */
+    for (int i = 0; i < 10; i++)
+        o += (size_t)snprintf(text + o, sizeof(text) - o, "%d\t%llu\n", i, (unsigned long long)off[i]);
+    _write(idx, text, o - 2);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 10: cut short"));
+    assert_non_null(strstr(err, "dmg.idx"));
+    /* A garbage line. */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\nhello world\n", (unsigned long long)off[0],
+             (unsigned long long)off[1]);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 3: 'hello world' is not \"KEY<TAB>OFFSET\""));
+    /* A duplicated offset (the same record twice). */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n2\t%llu\n", (unsigned long long)off[0],
+             (unsigned long long)off[1], (unsigned long long)off[1]);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 3: the same offset as the line before"));
+    /* Lines out of order. */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n", (unsigned long long)off[1], (unsigned long long)off[0]);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 2: before the end of the record"));
+    /* An offset inside a record (no magic there). */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n", (unsigned long long)off[0], (unsigned long long)off[1] + 4);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 2: no record starts at offset"));
+    /* The whole index, the .rec cut in the 7th record: refused at line 7, not "3 classes". */
+    o = 0;
+    for (int i = 0; i < 10; i++)
+        o += (size_t)snprintf(text + o, sizeof(text) - o, "%d\t%llu\n", i, (unsigned long long)off[i]);
+    _write(idx, text, o);
+    assert_int_equal(truncate(rec, (off_t)(off[6] + 40)), 0);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 7: the record at offset"));
+    assert_non_null(strstr(err, "the .rec was truncated"));
+    /* Cut between records: the offsets past the end are named. */
+    assert_int_equal(truncate(rec, (off_t)off[3]), 0);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 4: offset"));
+    assert_non_null(strstr(err, "past the end of the .rec"));
+    (void)total;
+    f = fopen(rec, "rb");
+    assert_non_null(f);
+    fclose(f);
 }
 
 static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict, uint8_t *images, int32_t *labels,
@@ -558,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_crop_parameters), cmocka_unit_test(test_decode_transform),
         cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
+        cmocka_unit_test(test_recordio_index_damage),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
         cmocka_unit_test(test_loader_bad_exchange),

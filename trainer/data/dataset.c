@@ -26,6 +26,7 @@ struct dlt_dataset {
     char **paths;      /* folder: file paths */
     int32_t *labels;   /* folder: labels; recordio: unused */
     uint64_t *offsets; /* recordio: record offsets */
+    long long *idx_lines; /* recordio: the index line of each record (for messages) */
     int fd;            /* recordio */
     char rec_path[PATH_MAX];
     char root[PATH_MAX]; /* folder root, or the .rec path */
@@ -290,81 +291,6 @@ fail:
     return rc ? rc : -EINVAL;
 }
 
-int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err, size_t errlen)
-{
-    dlt_dataset *d = calloc(1, sizeof(*d));
-    char idx_path[PATH_MAX], line[256];
-    size_t n = strlen(rec_path);
-    FILE *f;
-    int64_t cap = 0;
-    int maxlabel = -1;
-    *out = NULL;
-    if (!d)
-        return -ENOMEM;
-    d->recordio = 1;
-    snprintf(d->rec_path, sizeof(d->rec_path), "%s", rec_path);
-    snprintf(d->root, sizeof(d->root), "%s", rec_path);
-    if (n > 4 && !strcmp(rec_path + n - 4, ".rec"))
-        snprintf(idx_path, sizeof(idx_path), "%.*s.idx", (int)(n - 4), rec_path);
-    else
-        snprintf(idx_path, sizeof(idx_path), "%s.idx", rec_path);
-    d->fd = open(rec_path, O_RDONLY | O_CLOEXEC);
-    if (d->fd < 0) {
-        int e = errno;
-        dlt_dataset_close(d);
-        return dlt_fail(err, errlen, -e, "cannot open %s: %s", rec_path, strerror(e));
-    }
-    f = fopen(idx_path, "r");
-    if (!f) {
-        int e = errno;
-        dlt_dataset_close(d);
-        return dlt_fail(err, errlen, -e, "cannot open the index %s: %s (im2rec writes it beside the .rec)", idx_path,
-                     strerror(e));
-    }
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long long key, off;
-        if (sscanf(line, "%llu %llu", &key, &off) != 2)
-            continue;
-        if (d->n == cap) {
-            uint64_t *no = realloc(d->offsets, (size_t)(cap = cap ? 2 * cap : 1024) * sizeof(uint64_t));
-            if (!no) {
-                fclose(f);
-                dlt_dataset_close(d);
-                return -ENOMEM;
-            }
-            d->offsets = no;
-        }
-        d->offsets[d->n++] = off;
-    }
-    fclose(f);
-    if (d->n < 1) {
-        dlt_dataset_close(d);
-        return dlt_fail(err, errlen, -EINVAL, "%s lists no records", idx_path);
-    }
-    /* Class count: the largest label + 1, from each record's header (16 bytes per record). */
-    for (int64_t i = 0; i < d->n; i++) {
-        uint8_t h[16];
-        float label;
-        uint32_t flag;
-        if (pread(d->fd, h, sizeof(h), (off_t)d->offsets[i]) != (ssize_t)sizeof(h))
-            continue;
-        memcpy(&flag, h + 8, 4);
-        memcpy(&label, h + 12, 4);
-        if (flag == 0 && label >= 0 && label < 1e6 && (int)label > maxlabel)
-            maxlabel = (int)label;
-    }
-    d->nclasses = maxlabel + 1;
-    if (d->nclasses < 1) {
-        dlt_dataset_close(d);
-        return dlt_fail(err, errlen, -EINVAL,
-                        "%s: no record header with a valid label at the offsets %s lists (not a RecordIO file of "
-                        "images, or the index belongs to another file)",
-                        rec_path, idx_path);
-    }
-    *out = d;
-    return 0;
-}
-
 void dlt_dataset_close(dlt_dataset *d)
 {
     if (!d)
@@ -375,6 +301,7 @@ void dlt_dataset_close(dlt_dataset *d)
         _free_list(d->class_names, d->nclasses);
     free(d->labels);
     free(d->offsets);
+    free(d->idx_lines);
     if (d->fd >= 0)
         close(d->fd);
     free(d);
@@ -464,6 +391,218 @@ static int _read_record(dlt_dataset *d, uint64_t off, uint8_t **buf, size_t *cap
                          (unsigned long long)off, cflag);
     }
     *len = total;
+    return 0;
+}
+
+/* The .idx beside a .rec (im2rec's naming). */
+static void _idx_path(const char *rec_path, char *out, size_t outlen)
+{
+    size_t n = strlen(rec_path);
+    if (n > 4 && !strcmp(rec_path + n - 4, ".rec"))
+        snprintf(out, outlen, "%.*s.idx", (int)(n - 4), rec_path);
+    else
+        snprintf(out, outlen, "%s.idx", rec_path);
+}
+
+/* A whole number of up to 19 digits at *p (advanced past it). */
+static int _parse_u64(const char **p, const char *end, unsigned long long *v)
+{
+    const char *s = *p;
+    unsigned long long x = 0;
+    int digits = 0;
+    while (s < end && *s >= '0' && *s <= '9' && digits < 19) {
+        x = x * 10 + (unsigned long long)(*s++ - '0');
+        digits++;
+    }
+    if (!digits || (s < end && *s >= '0' && *s <= '9'))
+        return -1;
+    *v = x;
+    *p = s;
+    return 0;
+}
+
+/* Reads the whole index file; every line must be "KEY<white space>OFFSET\n" (im2rec writes a tab). A
+ * damaged index would shift or drop records without a word, so the first line that is not says
+ * where and why. */
+static int _read_index(dlt_dataset *d, const char *idx_path, char *err, size_t errlen)
+{
+    int fd = open(idx_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    char *text;
+    const char *p, *end;
+    int64_t cap = 0;
+    long long lineno = 0;
+    if (fd < 0)
+        return dlt_fail(err, errlen, -errno, "cannot open the index %s: %s (im2rec writes it beside the .rec)",
+                        idx_path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 34)) {
+        close(fd);
+        return dlt_fail(err, errlen, -EINVAL, "the index %s is not a regular file under 16 GiB", idx_path);
+    }
+    text = malloc((size_t)st.st_size + 1);
+    if (!text) {
+        close(fd);
+        return -ENOMEM;
+    }
+    if (dlt_read_full(fd, text, (size_t)st.st_size) != (size_t)st.st_size) {
+        int e = errno;
+        close(fd);
+        free(text);
+        return dlt_fail(err, errlen, -EIO, "cannot read the index %s: %s", idx_path, strerror(e));
+    }
+    close(fd);
+    p = text;
+    end = text + st.st_size;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p)), *s = p;
+        unsigned long long key, off;
+        lineno++;
+        if (!eol) {
+            free(text);
+            return dlt_fail(err, errlen, -EINVAL,
+                            "index %s, line %lld: cut short (no end of line): the index was truncated; write it "
+                            "again (dltrain data pack, or im2rec)",
+                            idx_path, lineno);
+        }
+        if (_parse_u64(&s, eol, &key) == 0 && s < eol && (*s == '\t' || *s == ' '))
+            while (s < eol && (*s == '\t' || *s == ' '))
+                s++;
+        else
+            s = p; /* fails below */
+        if (s == p || _parse_u64(&s, eol, &off) != 0 || (s < eol && !(*s == '\r' && s + 1 == eol))) {
+            int w = (int)(eol - p < 40 ? eol - p : 40);
+            int rc = dlt_fail(err, errlen, -EINVAL, "index %s, line %lld: '%.*s' is not \"KEY<TAB>OFFSET\"", idx_path,
+                              lineno, w, p);
+            free(text);
+            return rc;
+        }
+        (void)key;
+        if (d->n == cap) {
+            uint64_t *no = realloc(d->offsets, (size_t)(cap = cap ? 2 * cap : 1024) * sizeof(uint64_t));
+            long long *nl = no ? realloc(d->idx_lines, (size_t)cap * sizeof(long long)) : NULL;
+            if (no)
+                d->offsets = no;
+            if (nl)
+                d->idx_lines = nl;
+            if (!no || !nl) {
+                free(text);
+                return -ENOMEM;
+            }
+        }
+        d->idx_lines[d->n] = lineno;
+        d->offsets[d->n++] = off;
+        p = eol + 1;
+    }
+    free(text);
+    return 0;
+}
+
+/* Every record the index lists, checked against the .rec: inside the file, after the one before
+ * it (a duplicated or reordered line would read one record twice), the RecordIO magic, a length
+ * that fits, and an image header with a whole label. One pread of a few dozen bytes per record, the
+ * read that finding the class count needs anyway. The class count is the largest label + 1 over
+ * all of them. */
+static int _check_records(dlt_dataset *d, const char *idx_path, int *maxlabel, char *err, size_t errlen)
+{
+    struct stat st;
+    uint64_t size, next = 0;
+    if (fstat(d->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return dlt_fail(err, errlen, -EINVAL, "%s is not a regular file", d->rec_path);
+    size = (uint64_t)st.st_size;
+    *maxlabel = -1;
+    for (int64_t i = 0; i < d->n; i++) {
+        uint8_t h[8 + 28];
+        uint64_t off = d->offsets[i];
+        uint32_t lrec, plen, cflag, flag;
+        float label;
+        ssize_t got;
+        const char *why = NULL;
+        char whybuf[160];
+        if (off < next)
+            why = i && off == d->offsets[i - 1] ? "the same offset as the line before (a duplicated line)"
+                                                : "before the end of the record the line before lists (lines out of "
+                                                  "order or overlapping records)";
+        else if (off + 8 > size) {
+            snprintf(whybuf, sizeof(whybuf), "offset %llu is past the end of the .rec (%llu bytes): the .rec was truncated",
+                     (unsigned long long)off, (unsigned long long)size);
+            why = whybuf;
+        }
+        if (!why) {
+            got = pread(d->fd, h, sizeof(h), (off_t)off);
+            if (got < 8)
+                return dlt_fail(err, errlen, -EIO, "%s: cannot read the record at offset %llu: %s", d->rec_path,
+                                (unsigned long long)off, got < 0 ? strerror(errno) : "short read");
+            lrec = _u32(h + 4);
+            cflag = lrec >> 29;
+            plen = lrec & ((1u << 29) - 1);
+            if (_u32(h) != RECORDIO_MAGIC) {
+                snprintf(whybuf, sizeof(whybuf), "no record starts at offset %llu (magic 0x%08x, not 0x%08x)",
+                         (unsigned long long)off, _u32(h), RECORDIO_MAGIC);
+                why = whybuf;
+            } else if (off + 8 + plen > size) {
+                snprintf(whybuf, sizeof(whybuf),
+                         "the record at offset %llu (%u bytes) runs past the end of the .rec (%llu bytes): the "
+                         ".rec was truncated",
+                         (unsigned long long)off, plen, (unsigned long long)size);
+                why = whybuf;
+            } else if ((cflag != 0 && cflag != 1) || plen < 16 || got < 24) {
+                snprintf(whybuf, sizeof(whybuf), "the record at offset %llu has no image header (length %u, part %u)",
+                         (unsigned long long)off, plen, cflag);
+                why = whybuf;
+            } else {
+                memcpy(&flag, h + 8, 4);
+                memcpy(&label, h + 12, 4);
+                if (flag > 0) { /* that many float labels follow the header; the first is the class */
+                    if (flag > 1024 || plen < 28 || got < 8 + 28)
+                        label = -1.f;
+                    else
+                        memcpy(&label, h + 8 + 24, 4);
+                }
+                if (!(label >= 0 && label < 1e6) || label != (float)(int)label) {
+                    snprintf(whybuf, sizeof(whybuf), "the record at offset %llu has label %g, not a class number",
+                             (unsigned long long)off, (double)label);
+                    why = whybuf;
+                } else if ((int)label > *maxlabel)
+                    *maxlabel = (int)label;
+            }
+        }
+        if (why)
+            return dlt_fail(err, errlen, -EINVAL, "index %s, line %lld: %s; refusing the pair %s + %s", idx_path,
+                            d->idx_lines[i], why, d->rec_path, idx_path);
+        next = off + 8 + ((plen + 3u) & ~3u);
+    }
+    return 0;
+}
+
+int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err, size_t errlen)
+{
+    dlt_dataset *d = calloc(1, sizeof(*d));
+    char idx_path[PATH_MAX];
+    int maxlabel = -1, rc;
+    *out = NULL;
+    if (!d)
+        return -ENOMEM;
+    d->recordio = 1;
+    snprintf(d->rec_path, sizeof(d->rec_path), "%s", rec_path);
+    snprintf(d->root, sizeof(d->root), "%s", rec_path);
+    _idx_path(rec_path, idx_path, sizeof(idx_path));
+    d->fd = open(rec_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (d->fd < 0) {
+        int e = errno;
+        dlt_dataset_close(d);
+        return dlt_fail(err, errlen, -e, "cannot open %s: %s", rec_path, strerror(e));
+    }
+    if ((rc = _read_index(d, idx_path, err, errlen)) != 0 ||
+        (rc = _check_records(d, idx_path, &maxlabel, err, errlen)) != 0) {
+        dlt_dataset_close(d);
+        return rc;
+    }
+    if (d->n < 1) {
+        dlt_dataset_close(d);
+        return dlt_fail(err, errlen, -EINVAL, "%s lists no records", idx_path);
+    }
+    d->nclasses = maxlabel + 1;
+    *out = d;
     return 0;
 }
 
