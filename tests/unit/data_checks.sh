@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What a data set is checked for when it is opened, said in the user's terms: a damaged RecordIO
 # pair (the .rec cut short, the .idx cut mid-line, a garbage or duplicated line) refused naming the
-# index line and why, never trained as fewer classes.
+# index line and why, never trained as fewer classes; a labels file's gaps (a line naming no file,
+# an image without a line) counted and said, every image scored once; an empty class folder
+# refused; nested folders, .png files and dangling links counted and said (refused by --strict).
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 4
+tap_plan 8
 rm -rf "$WORK"/*
 mkdir -p "$WORK"
 "$MK" folder "$WORK/ds" 10 6 40 36 plain
@@ -36,4 +38,35 @@ cp "$WORK/r.rec" "$WORK/dup.rec"; sed '7p' "$WORK/r.idx" >"$WORK/dup.idx"
 out=$(train1 --data "$WORK/dup.rec"); rc=$?
 if ((rc != 0 && rc != 124)) && [[ $out == *"dup.idx, line 8: the same offset as the line before (a duplicated line)"* ]]; then ok "a duplicated index line is refused naming it"
 else not_ok "duplicated index line (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+
+# A labels file with gaps: one line names a file that is not there, one image has no line.
+"$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 1 --checkpoint-dir "$WORK/ck" >/dev/null 2>&1
+ck=$(ls "$WORK"/ck/ckpt-*.safetensors 2>/dev/null | grep -v state | tail -1)
+mkdir -p "$WORK/flat"; : >"$WORK/flat.txt"
+for f in "$WORK"/ds/val/*/*.JPEG; do c=$(basename "$(dirname "$f")"); b="${c}_$(basename "$f")"; cp "$f" "$WORK/flat/$b"; echo "$b $c" >>"$WORK/flat.txt"; done
+nval=$(wc -l <"$WORK/flat.txt")
+sed -i '1d' "$WORK/flat.txt"            # its image stays in the folder without a line
+echo "c03_not_there.JPEG c03" >>"$WORK/flat.txt"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/flat.txt" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *": $((nval - 1)) images, top-1"* && $out == *"left out: 1 labels-file line(s) naming a file that is not there (first: $WORK/flat/c03_not_there.JPEG); 1 image(s) without a line in the labels file"* && $out != *"bad image"* ]]; then
+  ok "labels-file gaps: the missing file and the image without a line are counted and said; $((nval - 1)) images scored once each"
+else not_ok "labels-file gaps (rc=$rc)"; echo "$out" | tail -5 | diag; fi
+
+# An empty class folder.
+cp -r "$WORK/ds" "$WORK/empty"; rm -f "$WORK"/empty/train/c04/*
+out=$(train1 --data "$WORK/empty"); rc=$?
+if ((rc != 0 && rc != 124)) && [[ $out == *"class folder $WORK/empty/train/c04 holds no .JPEG/.jpg images"* ]]; then ok "an empty class folder is refused naming it"
+else not_ok "empty class folder (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# Nested folders, a .png, a dangling symbolic link: counted and said; --strict refuses them.
+cp -r "$WORK/ds" "$WORK/odd"
+mkdir -p "$WORK/odd/train/c01/more"; cp "$WORK/odd/train/c01/img_0000.JPEG" "$WORK/odd/train/c01/more/"
+cp "$WORK/odd/train/c02/img_0000.JPEG" "$WORK/odd/train/c02/pic.png"
+ln -s /nonexistent/img.JPEG "$WORK/odd/train/c03/link.JPEG"
+out=$(train1 --data "$WORK/odd"); rc=$?
+if ((rc == 0)) && [[ $out == *"$WORK/odd/train: left out: 1 folder(s) inside class folders (only one level is read) (first: $WORK/odd/train/c01/more); 1 image file(s) not in .JPEG/.jpg"*"(first: $WORK/odd/train/c02/pic.png); 1 dangling symbolic link(s) or unreadable entries (first: $WORK/odd/train/c03/link.JPEG)"* ]]; then
+  ok "a nested folder, a .png and a dangling link are counted and named"
+else not_ok "left-out entries (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+out=$(train1 --data "$WORK/odd" --strict); rc=$?
+if ((rc != 0 && rc != 124)) && [[ $out == *"left out: 1 folder(s)"*"(--strict refuses a data set that leaves images out"* ]]; then ok "--strict refuses a data set that leaves images out"
+else not_ok "--strict with left-out entries (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 exit 0

@@ -391,6 +391,79 @@ static void test_recordio_index_damage(void **state)
     fclose(f);
 }
 
+/* What a folder holds beyond its JPEGs is counted (nested folders, other images, dangling links,
+ * other files); an empty class folder is refused; labels-file lines naming no file and images
+ * without a line are left out and counted, never read (a failed read is replaced by another image:
+ * an evaluation would score that one twice). */
+static void test_folder_left_out(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2"};
+    char root[512], p[700], q[700], err[512], what[2048];
+    const dlt_dataset_left_out *lo;
+    dlt_dataset *ds;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/leftout", g_dir);
+    _make_folder(root, classes, 3, 2, 0); /* and c0/README.txt */
+    snprintf(p, sizeof(p), "%s/c1/sub", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/c1/photo.png", root);
+    _write(p, "png", 3);
+    snprintf(p, sizeof(p), "%s/c2/gone.JPEG", root);
+    assert_int_equal(symlink("/nonexistent/x.JPEG", p), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(ds), 6);
+    lo = dlt_dataset_left(ds);
+    assert_non_null(lo);
+    assert_int_equal(lo->nested, 1);
+    assert_int_equal(lo->images, 1);
+    assert_int_equal(lo->unreadable, 1);
+    assert_int_equal(lo->other, 1);
+    assert_non_null(strstr(lo->first_images, "c1/photo.png"));
+    assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 3); /* README.txt aside */
+    assert_non_null(strstr(what, "1 dangling symbolic link(s) or unreadable entries (first: "));
+    assert_non_null(strstr(what, "c2/gone.JPEG"));
+    dlt_dataset_close(ds);
+    /* A class folder with no JPEG in it. */
+    snprintf(p, sizeof(p), "%s/c3", root);
+    mkdir(p, 0755);
+    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "class folder"));
+    assert_non_null(strstr(err, "leftout/c3 holds no .JPEG/.jpg images"));
+
+    /* A flat folder and a labels file: one line names a missing file, one image has no line. */
+    snprintf(root, sizeof(root), "%s/flat", g_dir);
+    mkdir(root, 0755);
+    for (int i = 0; i < 4; i++) {
+        unsigned long len;
+        unsigned char *j = _jpeg(40, 40, 0, &len);
+        snprintf(p, sizeof(p), "%s/i%d.JPEG", root, i);
+        _write(p, j, len);
+        tjFree(j);
+    }
+    snprintf(q, sizeof(q), "%s/flat.txt", g_dir);
+    _write_str(q, "i0.JPEG a\ni1.JPEG b\ni2.JPEG a\nnothere.JPEG b\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(ds), 3);
+    assert_int_equal(dlt_dataset_classes(ds), 2);
+    lo = dlt_dataset_left(ds);
+    assert_int_equal(lo->missing, 1);
+    assert_int_equal(lo->unlisted, 1);
+    assert_non_null(strstr(lo->first_missing, "nothere.JPEG"));
+    assert_non_null(strstr(lo->first_unlisted, "i3.JPEG"));
+    assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 2);
+    assert_non_null(strstr(what, "1 labels-file line(s) naming a file that is not there"));
+    assert_non_null(strstr(what, "1 image(s) without a line in the labels file"));
+    for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
+        uint8_t *buf = NULL;
+        size_t cap = 0, len;
+        int32_t label;
+        char name[1024];
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        free(buf);
+    }
+    dlt_dataset_close(ds);
+}
+
 static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict, uint8_t *images, int32_t *labels,
                    int *rc_out, int64_t *bad)
 {
@@ -639,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
         cmocka_unit_test(test_recordio_index_damage),
+        cmocka_unit_test(test_folder_left_out),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
         cmocka_unit_test(test_loader_bad_exchange),

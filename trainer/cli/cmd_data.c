@@ -99,6 +99,12 @@ int dlt_cmd_data(int argc, char **argv)
         fprintf(stderr, "dltrain: %s\n", err);
         return 1;
     }
+    {
+        char what[2048];
+        dlt_dataset_describe_left_out(ds, what, sizeof(what));
+        if (what[0])
+            fprintf(stderr, "dltrain: %s: left out: %s\n", argv[optind], what);
+    }
     if (dlt_recordio_create(&w, argv[optind + 1], err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;

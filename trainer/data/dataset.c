@@ -30,6 +30,7 @@ struct dlt_dataset {
     int fd;            /* recordio */
     char rec_path[PATH_MAX];
     char root[PATH_MAX]; /* folder root, or the .rec path */
+    dlt_dataset_left_out left;
 };
 
 static int _cmp_str(const void *a, const void *b)
@@ -43,8 +44,28 @@ static int _is_image(const char *name)
     return name[0] != '.' && dot && (!strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".jpg"));
 }
 
-/* Sorted names of the entries of dir that are directories (want_dirs) or image files. */
-static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, char *err, size_t errlen)
+/* The other extensions torchvision's ImageFolder reads (IMG_EXTENSIONS): images a user expects to
+ * be used, which this reader leaves out. */
+static int _is_other_image(const char *name)
+{
+    static const char *const ext[] = {".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof(ext) / sizeof(ext[0]); i++)
+        if (!strcasecmp(dot, ext[i]))
+            return 1;
+    return 0;
+}
+
+static void _note(int64_t *count, char *first, size_t firstlen, const char *dir, const char *name)
+{
+    if ((*count)++ == 0)
+        snprintf(first, firstlen, "%.150s/%.150s", dir, name);
+}
+
+/* Sorted names of the entries of dir that are directories (want_dirs) or image files; what is left
+ * out is counted in lo (hidden entries, names starting with '.', aside). */
+static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_dataset_left_out *lo, char *err,
+                 size_t errlen)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -57,10 +78,19 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, char *
         struct stat st;
         if (e->d_name[0] == '.')
             continue;
-        if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) || stat(p, &st) != 0)
+        if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) || stat(p, &st) != 0) {
+            _note(&lo->unreadable, lo->first_unreadable, sizeof(lo->first_unreadable), dir, e->d_name);
             continue;
-        if (want_dirs ? !S_ISDIR(st.st_mode) : (!S_ISREG(st.st_mode) || !_is_image(e->d_name)))
+        }
+        if (want_dirs ? !S_ISDIR(st.st_mode) : (!S_ISREG(st.st_mode) || !_is_image(e->d_name))) {
+            if (!want_dirs && S_ISDIR(st.st_mode))
+                _note(&lo->nested, lo->first_nested, sizeof(lo->first_nested), dir, e->d_name);
+            else if (_is_other_image(e->d_name) || _is_image(e->d_name))
+                _note(&lo->images, lo->first_images, sizeof(lo->first_images), dir, e->d_name);
+            else
+                _note(&lo->other, lo->first_other, sizeof(lo->first_other), dir, e->d_name);
             continue;
+        }
         if (k == cap) {
             char **nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 256) * sizeof(*v));
             if (!nv)
@@ -120,7 +150,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
         return -ENOMEM;
     d->fd = -1;
     if (!labels_file) {
-        if ((rc = _list(root, 1, &classes, &ncls, err, errlen)) != 0)
+        if ((rc = _list(root, 1, &classes, &ncls, &d->left, err, errlen)) != 0)
             goto fail;
         if (ncls < 1) {
             rc = dlt_fail(err, errlen, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
@@ -130,8 +160,17 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
             char dir[PATH_MAX], p[PATH_MAX];
             if (snprintf(dir, sizeof(dir), "%s/%s", root, classes[c]) >= (int)sizeof(dir))
                 continue;
-            if ((rc = _list(dir, 0, &files, &nfiles, err, errlen)) != 0)
+            if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err, errlen)) != 0)
                 goto fail;
+            /* torchvision's ImageFolder refuses a class without images: its number would exist with
+             * nothing to learn or score. */
+            if (nfiles < 1) {
+                rc = dlt_fail(err, errlen, -ENOENT,
+                              "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
+                              "without images is refused): add images or remove the folder",
+                              dir);
+                goto fail;
+            }
             for (int64_t i = 0; i < nfiles; i++) {
                 if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p))
                     continue; /* a path longer than PATH_MAX cannot be opened anyway */
@@ -256,18 +295,41 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
                 classes[i] = strdup(sorted[i]);
             ncls = classes ? u : 0;
             free(sorted);
+            rc = 0;
             for (int64_t i = 0; i < nl; i++) {
                 char p[PATH_MAX];
+                struct stat st;
                 char *const *hit = bsearch(&names[i], classes, (size_t)ncls, sizeof(char *), _cmp_str);
-                if (snprintf(p, sizeof(p), "%s/%s", root, fnames[i]) >= (int)sizeof(p))
+                /* A line naming no file would have its read fail and another image replace it: in an
+                 * evaluation that image would be scored twice. Left out and counted instead. */
+                if (snprintf(p, sizeof(p), "%s/%s", root, fnames[i]) >= (int)sizeof(p) || stat(p, &st) != 0 ||
+                    !S_ISREG(st.st_mode)) {
+                    _note(&d->left.missing, d->left.first_missing, sizeof(d->left.first_missing), root, fnames[i]);
                     continue;
+                }
                 if (hit && _add(d, &cap, p, (int32_t)(hit - classes)) != 0) {
                     rc = -ENOMEM;
                     break;
                 }
             }
             _free_list(names, nl);
+            if (rc == 0) {
+                /* Images of the folder that no line names are left out: count them. */
+                dlt_dataset_left_out scratch;
+                memset(&scratch, 0, sizeof(scratch));
+                qsort(fnames, (size_t)nl, sizeof(char *), _cmp_str);
+                if (_list(root, 0, &files, &nfiles, &scratch, err, errlen) == 0) {
+                    for (int64_t i = 0; i < nfiles; i++)
+                        if (!bsearch(&files[i], fnames, (size_t)nl, sizeof(char *), _cmp_str))
+                            _note(&d->left.unlisted, d->left.first_unlisted, sizeof(d->left.first_unlisted), root,
+                                  files[i]);
+                    _free_list(files, nfiles);
+                    files = NULL;
+                }
+            }
             _free_list(fnames, nl);
+            if (rc != 0)
+                goto fail;
         }
         if (ncls < 1 || d->n < 1) {
             rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
@@ -321,6 +383,42 @@ int dlt_dataset_present(const dlt_dataset *d)
 const char *dlt_dataset_root(const dlt_dataset *d)
 {
     return d->root;
+}
+
+const dlt_dataset_left_out *dlt_dataset_left(const dlt_dataset *d)
+{
+    return d->recordio ? NULL : &d->left;
+}
+
+int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t len)
+{
+    const dlt_dataset_left_out *l = &d->left;
+    const struct {
+        int64_t n;
+        const char *what, *first;
+    } part[] = {
+        {l->missing, "labels-file line(s) naming a file that is not there", l->first_missing},
+        {l->unlisted, "image(s) without a line in the labels file", l->first_unlisted},
+        {l->nested, "folder(s) inside class folders (only one level is read)", l->first_nested},
+        {l->images, "image file(s) not in .JPEG/.jpg (not decoded here: convert them to JPEG)", l->first_images},
+        {l->unreadable, "dangling symbolic link(s) or unreadable entries", l->first_unreadable},
+        {l->other, "other file(s)", l->first_other},
+    };
+    size_t o = 0;
+    int64_t strict = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(part) / sizeof(part[0]); i++) {
+        int w;
+        if (!part[i].n)
+            continue;
+        if (i + 1 < sizeof(part) / sizeof(part[0]))
+            strict += part[i].n;
+        w = snprintf(buf + o, o < len ? len - o : 0, "%s%lld %s (first: %s)", o ? "; " : "", (long long)part[i].n,
+                     part[i].what, part[i].first);
+        if (w > 0)
+            o += (size_t)w;
+    }
+    return strict;
 }
 
 int dlt_dataset_classes(const dlt_dataset *d)

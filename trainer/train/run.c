@@ -60,6 +60,24 @@ static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
     lc->alloc_arg = r->be;
 }
 
+/* What the data set left out of its folder (labels-file lines naming no file, images without a
+ * line, nested folders, non-JPEG images, dangling links) is said once; --strict refuses it. */
+static int _left_out(dlt_run *r, dlt_source *src, const char *path)
+{
+    char what[2048];
+    int64_t refused = dlt_dataset_describe_left_out(src->ds, what, sizeof(what));
+    if (!what[0])
+        return 0;
+    if (r->cfg.strict && refused > 0)
+        return dlt_fail(r->err, r->errlen, -EINVAL,
+                        "%s: left out: %s (--strict refuses a data set that leaves images out: fix the data, or "
+                        "run without --strict to train on the rest)",
+                        path, what);
+    if (r->comm->rank == 0)
+        dlt_log_warn(&r->log, "%s: left out: %s", path, what);
+    return 0;
+}
+
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
  * --classes was given. */
 static int _open_images(dlt_run *r, int train)
@@ -73,7 +91,8 @@ static int _open_images(dlt_run *r, int train)
     else
         snprintf(path, sizeof(path), "%s", c->val_data);
     _loader_config(r, train, &lc);
-    if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0)
+    if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0 ||
+        (rc = _left_out(r, &r->src, path)) != 0)
         return rc;
     classes = dlt_source_classes(&r->src);
     if (!c->classes_given)
@@ -328,6 +347,8 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     _loader_config(r, 0, &lc);
     if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
+    if ((rc = _left_out(r, val, path)) != 0)
+        return rc;
     if (dlt_source_classes(val) != c->model.classes)
         return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the training images %d", path,
                         dlt_source_classes(val), c->model.classes);
