@@ -3,12 +3,13 @@
 # pair (the .rec cut short, the .idx cut mid-line, a garbage or duplicated line) refused naming the
 # index line and why, never trained as fewer classes; a labels file's gaps (a line naming no file,
 # an image without a line) counted and said, every image scored once; an empty class folder
-# refused; nested folders, .png files and dangling links counted and said (refused by --strict).
+# refused; nested folders, .png files and dangling links counted and said (refused by --strict);
+# a one-class data set and a 10-byte JPEG said in the user's terms.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 8
+tap_plan 10
 rm -rf "$WORK"/*
 mkdir -p "$WORK"
 "$MK" folder "$WORK/ds" 10 6 40 36 plain
@@ -69,4 +70,15 @@ else not_ok "left-out entries (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 out=$(train1 --data "$WORK/odd" --strict); rc=$?
 if ((rc != 0 && rc != 124)) && [[ $out == *"left out: 1 folder(s)"*"(--strict refuses a data set that leaves images out"* ]]; then ok "--strict refuses a data set that leaves images out"
 else not_ok "--strict with left-out entries (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+
+# One class: what is wrong with the data, not the model's limits.
+mkdir -p "$WORK/one/train"; cp -r "$WORK/ds/train/c00" "$WORK/one/train/"
+out=$(train1 --data "$WORK/one" --batch 4); rc=$?
+if ((rc != 0 && rc != 124)) && [[ $out == *"$WORK/one/train has 1 class, c00: training a classifier needs at least 2"* && $out != *"invalid model"* ]]; then ok "a one-class data set is refused in the data's terms"
+else not_ok "one class (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# A 10-byte JPEG: truncated, not "dimensions out of range".
+cp -r "$WORK/ds" "$WORK/ten"; head -c 10 "$WORK/ds/train/c00/img_0001.JPEG" >"$WORK/ten/train/c00/img_0000.JPEG"
+out=$(train1 --data "$WORK/ten"); rc=$?
+if ((rc == 0)) && [[ $out == *"skipping bad image $WORK/ten/train/c00/img_0000.JPEG: "*@(truncated or not a JPEG|not a readable JPEG)* && $out != *"dimensions out of range"* ]]; then ok "a 10-byte JPEG is said to be truncated: $(grep -o 'img_0000.JPEG: .*' <<<"$out" | head -1)"
+else not_ok "10-byte JPEG (rc=$rc)"; echo "$out" | grep -E 'bad image|error' | tail -4 | diag; fi
 exit 0

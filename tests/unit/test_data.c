@@ -185,6 +185,11 @@ static void test_damaged_data(void **state)
     assert_int_equal(dlt_decode_transform(d, j, len / 2, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "JPEG"));
     assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    /* The first 10 bytes of a JPEG: truncated, not "dimensions out of range". */
+    assert_int_equal(dlt_decode_transform(d, j, 10, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
+    assert_true(strstr(err, "truncated") || strstr(err, "not a readable JPEG"));
+    assert_null(strstr(err, "dimensions"));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
     memcpy(junk, j, len < sizeof(junk) ? len : sizeof(junk));
     junk[len / 2] ^= 0xff;
     junk[len / 2 + 1] ^= 0x5a;

@@ -95,6 +95,15 @@ static int _open_images(dlt_run *r, int train)
         (rc = _left_out(r, &r->src, path)) != 0)
         return rc;
     classes = dlt_source_classes(&r->src);
+    /* A classifier of one class has nothing to learn; say it in the data's terms, not the model's. */
+    if (train && classes < 2)
+        return dlt_fail(r->err, r->errlen, -EINVAL,
+                        "%s has %d class%s%s%s: training a classifier needs at least 2 (one folder per class, or "
+                        "labels of at least two values)",
+                        path, classes, classes == 1 ? "" : "es",
+                        classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? ", " : "",
+                        classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? dlt_dataset_class_name(r->src.ds, 0)
+                                                                             : "");
     if (!c->classes_given)
         c->model.classes = classes;
     else if (c->model.classes != classes)
