@@ -4,12 +4,15 @@
 # index line and why, never trained as fewer classes; a labels file's gaps (a line naming no file,
 # an image without a line) counted and said, every image scored once; an empty class folder
 # refused; nested folders, .png files and dangling links counted and said (refused by --strict);
-# a one-class data set and a 10-byte JPEG said in the user's terms.
+# a one-class data set and a 10-byte JPEG said in the user's terms; validation classes matched
+# by name to the checkpoint's class names (a subset allowed, unknown names and 1-based numbers
+# refused, 0-based numbers mapped), a resume on other classes refused, a checkpoint without names
+# evaluated as before and said.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 10
+tap_plan 18
 rm -rf "$WORK"/*
 mkdir -p "$WORK"
 "$MK" folder "$WORK/ds" 10 6 40 36 plain
@@ -81,4 +84,52 @@ cp -r "$WORK/ds" "$WORK/ten"; head -c 10 "$WORK/ds/train/c00/img_0001.JPEG" >"$W
 out=$(train1 --data "$WORK/ten"); rc=$?
 if ((rc == 0)) && [[ $out == *"skipping bad image $WORK/ten/train/c00/img_0000.JPEG: "*@(truncated or not a JPEG|not a readable JPEG)* && $out != *"dimensions out of range"* ]]; then ok "a 10-byte JPEG is said to be truncated: $(grep -o 'img_0000.JPEG: .*' <<<"$out" | head -1)"
 else not_ok "10-byte JPEG (rc=$rc)"; echo "$out" | grep -E 'bad image|error' | tail -4 | diag; fi
+
+# Validation classes by name. The checkpoint's state file records the training class names.
+st=${ck%.safetensors}.state.safetensors
+if grep -aq '"class_names":"c00\\u000ac01\\u000ac02' "$st"; then ok "the state file records the class names"; else not_ok "class names in the state file"; head -c 1500 "$st" | strings | diag; fi
+ref=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$ck" 2>&1 | sed -n 's/.*top-1 \([0-9.]*\).*/\1/p')
+# A validation subset missing a class: scored, not "has 9 classes but --classes 10 was given".
+mkdir -p "$WORK/sub"; cp -r "$WORK"/ds/val/c0[0-8] "$WORK/sub/"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/sub" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"$WORK/sub: 54 images, 10 classes"*": 54 images, top-1"* ]]; then ok "a validation subset (9 of 10 classes) is scored against the 10 trained classes"
+else not_ok "validation subset (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# Folders named in another order than training's: matched by name, same top-1 as the plain set.
+mkdir -p "$WORK/renamed"; for d in "$WORK"/ds/val/c*; do cp -r "$d" "$WORK/renamed/"; done
+mv "$WORK/renamed/c00" "$WORK/renamed/zz"; mv "$WORK/renamed/c09" "$WORK/renamed/c00"; mv "$WORK/renamed/zz" "$WORK/renamed/c09"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/renamed" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+# (c00 and c09 swapped their images: a folder's name, not its position, says its class)
+sw=$(sed -n 's/.*top-1 \([0-9.]*\).*/\1/p' <<<"$out")
+mkdir -p "$WORK/unknown"; cp -r "$WORK/ds/val/c00" "$WORK/unknown/"; cp -r "$WORK/ds/val/c01" "$WORK/unknown/cat"
+out2=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/unknown" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc2=$?
+if ((rc == 0 && rc2 != 0 && rc2 != 124)) && [[ -n $sw && $out2 == *"1 of its 2 class(es) are not among the 10 classes it is scored against (c00...c09): 'cat'"* ]]; then ok "class folders are matched by name (two swapped folders scored: top-1 $sw, the plain set $ref); an unknown folder name is refused naming it"
+else not_ok "by-name folders (rc=$rc, $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+# Labels files: 1-based numbers refused; 0-based numbers mapped with a note; unknown names refused.
+awk '{c=substr($2,2)+0; print $1, c+1}' "$WORK/flat.txt" | grep -v not_there >"$WORK/one_based.txt"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/one_based.txt" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+if ((rc != 0 && rc != 124)) && [[ $out == *"'10'"*"numbers count from 0"* ]]; then ok "a labels file with 1-based class numbers is refused, saying numbers count from 0"
+else not_ok "1-based labels (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+awk '{c=substr($2,2)+0; print $1, c}' "$WORK/flat.txt" | grep -v not_there >"$WORK/zero_based.txt"
+grep -v not_there "$WORK/flat.txt" >"$WORK/names.txt"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/zero_based.txt" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+out2=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/names.txt" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc2=$?
+t0=$(sed -n 's/.*top-1 \([0-9.]*\).*/\1/p' <<<"$out"); tn=$(sed -n 's/.*top-1 \([0-9.]*\).*/\1/p' <<<"$out2")
+if ((rc == 0 && rc2 == 0)) && [[ -n $t0 && $t0 == "$tn" && $out == *"10 class(es) given as numbers are taken as positions 0..9"* ]]; then ok "0-based class numbers are positions in the training classes, said once (top-1 $t0 as with names)"
+else not_ok "0-based labels (rc=$rc, $rc2: $t0 vs $tn)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+sed 's/ c03$/ dog/' "$WORK/names.txt" >"$WORK/dog.txt"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/dog.txt" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+if ((rc != 0 && rc != 124)) && [[ $out == *"'dog'"* && $out != *"top-1"* ]]; then ok "an unknown class name in a labels file is refused naming it"
+else not_ok "unknown label name (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# A resume on data with other classes is refused.
+cp -r "$WORK/ds" "$WORK/other"; mv "$WORK/other/train/c05" "$WORK/other/train/c55"
+out=$(train1 --data "$WORK/other" --resume "$ck" --epochs 2); rc=$?
+if ((rc != 0 && rc != 124)) && [[ $out == *"does not have the classes of the checkpoint"*"class 5 is 'c06' here, 'c05' in the checkpoint"* ]]; then ok "a resume on data with other classes is refused, naming the first difference"
+else not_ok "resume on other classes (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# A checkpoint without class names (trained on RecordIO without its .classes file): as before, said.
+rm -f "$WORK/r.classes"
+"$DLTRAIN" train --data "$WORK/r.rec" "${SMALL[@]}" --epochs 1 --checkpoint-dir "$WORK/ckr" >/dev/null 2>&1
+ckr=$(ls "$WORK"/ckr/ckpt-*.safetensors 2>/dev/null | grep -v state | tail -1)
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$ckr" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"the checkpoint records no class names (written by an older dltrain), so the validation classes are numbered in their own sorted order"* && $(grep -c 'class names' <<<"$out") == 1 && $out == *"top-1"* ]]; then ok "a checkpoint without class names is evaluated as before, and that is said once"
+else not_ok "checkpoint without names (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 exit 0

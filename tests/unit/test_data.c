@@ -469,6 +469,88 @@ static void test_folder_left_out(void **state)
     dlt_dataset_close(ds);
 }
 
+/* Validation classes mapped by name onto the training class list: another order, a subset, numbers
+ * as positions for a labels file, unknown names and 1-based numbers refused; RecordIO's names from
+ * PATH.classes. */
+static void test_map_classes(void **state)
+{
+    static const char *const val_classes[] = {"c", "a"};
+    char root[512], p[700], err[512], note[512], name[1024];
+    dlt_dataset *ds;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len;
+    int32_t label;
+    char *list;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/mapval", g_dir);
+    _make_folder(root, val_classes, 2, 2, 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    list = dlt_dataset_class_list(ds);
+    assert_string_equal(list, "a\nc");
+    free(list);
+    assert_int_equal(dlt_dataset_map_classes(ds, "a\nb\nc\nd", note, sizeof(note), err, sizeof(err)), 0);
+    assert_string_equal(note, "");
+    assert_int_equal(dlt_dataset_classes(ds), 4);
+    assert_string_equal(dlt_dataset_class_name(ds, 2), "c");
+    for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(label, strstr(name, "/a/") ? 0 : 2);
+    }
+    dlt_dataset_close(ds);
+    /* A class that is not in the list. */
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_not_equal(dlt_dataset_map_classes(ds, "a\nb", note, sizeof(note), err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "1 of its 2 class(es) are not among the 2 classes it is scored against (a...b): 'c'"));
+    dlt_dataset_close(ds);
+    /* A labels file with numbers: positions; 1-based ones refused with the reason. */
+    snprintf(p, sizeof(p), "%s/num.txt", g_dir);
+    _write_str(p, "c/img00.JPEG 0\nc/img01.JPEG 2\na/img00.JPEG 2\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), err, sizeof(err)), 0);
+    assert_non_null(strstr(note, "2 class(es) given as numbers are taken as positions 0..2"));
+    assert_int_equal(dlt_dataset_read(ds, 1, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+    assert_int_equal(label, 2);
+    dlt_dataset_close(ds);
+    _write_str(p, "c/img00.JPEG 1\nc/img01.JPEG 2\na/img00.JPEG 3\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, err, sizeof(err)), 0);
+    assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "'3'"));
+    assert_non_null(strstr(err, "numbers count from 0"));
+    dlt_dataset_close(ds);
+    /* A folder's classes are names, never positions. */
+    {
+        static const char *const numbered[] = {"0", "1"};
+        char root2[512];
+        snprintf(root2, sizeof(root2), "%s/mapnum", g_dir);
+        _make_folder(root2, numbered, 2, 1, 0);
+        assert_int_equal(dlt_dataset_open_folder(&ds, root2, NULL, err, sizeof(err)), 0);
+        assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny", note, sizeof(note), err, sizeof(err)), 0);
+        dlt_dataset_close(ds);
+    }
+    /* RecordIO: the names from PATH.classes; the class count is theirs. */
+    {
+        char rec[512];
+        dlt_recordio_writer w;
+        dlt_dataset *rs;
+        snprintf(rec, sizeof(rec), "%s/named.rec", g_dir);
+        assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_append(&w, 0, 0.f, buf, len, err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_write_classes(rec, ds, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_classes(rs), 2); /* labels say 1 class; the names 2 */
+        assert_string_equal(dlt_dataset_class_name(rs, 1), "c");
+        assert_int_equal(dlt_dataset_map_classes(rs, "c\na", note, sizeof(note), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(label, 1);
+        dlt_dataset_close(rs);
+        dlt_dataset_close(ds);
+    }
+    free(buf);
+}
+
 static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict, uint8_t *images, int32_t *labels,
                    int *rc_out, int64_t *bad)
 {
@@ -718,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
         cmocka_unit_test(test_recordio_index_damage),
         cmocka_unit_test(test_folder_left_out),
+        cmocka_unit_test(test_map_classes),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
         cmocka_unit_test(test_loader_bad_exchange),

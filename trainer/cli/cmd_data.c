@@ -145,7 +145,8 @@ int dlt_cmd_data(int argc, char **argv)
                     100.0 * (i + 1) / n, (i + 1) / (dlt_now() - t0 + 1e-9));
     }
     fprintf(stderr, "\n");
-    if (dlt_recordio_close(&w, err, sizeof(err)) != 0) {
+    if (dlt_recordio_close(&w, err, sizeof(err)) != 0 ||
+        dlt_recordio_write_classes(argv[optind + 1], ds, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
     }

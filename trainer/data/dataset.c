@@ -27,6 +27,9 @@ struct dlt_dataset {
     int32_t *labels;   /* folder: labels; recordio: unused */
     uint64_t *offsets; /* recordio: record offsets */
     long long *idx_lines; /* recordio: the index line of each record (for messages) */
+    int numbered;         /* class names may be numbers (a labels file, RecordIO) */
+    int local_classes;    /* classes as the data numbers them (before dlt_dataset_map_classes) */
+    int32_t *label_map;   /* the data's class -> the class list it was mapped to; NULL: the same */
     int fd;            /* recordio */
     char rec_path[PATH_MAX];
     char root[PATH_MAX]; /* folder root, or the .rec path */
@@ -341,7 +344,8 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
         goto fail;
     }
     d->class_names = classes;
-    d->nclasses = (int)ncls;
+    d->nclasses = d->local_classes = (int)ncls;
+    d->numbered = labels_file != NULL;
     snprintf(d->root, sizeof(d->root), "%s", root);
     *out = d;
     return 0;
@@ -364,6 +368,7 @@ void dlt_dataset_close(dlt_dataset *d)
     free(d->labels);
     free(d->offsets);
     free(d->idx_lines);
+    free(d->label_map);
     if (d->fd >= 0)
         close(d->fd);
     free(d);
@@ -419,6 +424,132 @@ int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t le
             o += (size_t)w;
     }
     return strict;
+}
+
+char *dlt_dataset_class_list(const dlt_dataset *d)
+{
+    size_t len = 1;
+    char *out, *p;
+    if (!d->class_names)
+        return NULL;
+    for (int c = 0; c < d->nclasses; c++) {
+        if (strchr(d->class_names[c], '\n'))
+            return NULL; /* cannot be listed one a line */
+        len += strlen(d->class_names[c]) + 1;
+    }
+    if (!(p = out = malloc(len)))
+        return NULL;
+    for (int c = 0; c < d->nclasses; c++)
+        p += sprintf(p, "%s%s", c ? "\n" : "", d->class_names[c]);
+    *p = '\0';
+    return out;
+}
+
+/* A whole number without sign or leading zeros (a class position), or -1. */
+static long _class_number(const char *s)
+{
+    long v = 0;
+    if (!*s || (s[0] == '0' && s[1]) || strlen(s) > 9)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, char *err, size_t errlen)
+{
+    char *copy = strdup(list ? list : ""), **names = NULL, **sorted = NULL, *tok, *save = NULL;
+    int n = 0, cap = 0, unknown = 0, by_number = 0, zero = 0, max_number = -1, rc = 0;
+    int32_t *map = NULL;
+    char bad[400] = "";
+    size_t bo = 0;
+    note[0] = '\0';
+    if (!copy)
+        return -ENOMEM;
+    for (tok = strtok_r(copy, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+        if (n == cap) {
+            char **nv = realloc(names, (size_t)(cap = cap ? 2 * cap : 256) * sizeof(char *));
+            if (!nv) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            names = nv;
+        }
+        names[n++] = tok;
+    }
+    if (n < 1 || !(sorted = malloc((size_t)n * sizeof(char *))) ||
+        !(map = malloc((size_t)(d->local_classes ? d->local_classes : 1) * sizeof(int32_t)))) {
+        rc = n < 1 ? dlt_fail(err, errlen, -EINVAL, "an empty class list") : -ENOMEM;
+        goto out;
+    }
+    memcpy(sorted, names, (size_t)n * sizeof(char *));
+    qsort(sorted, (size_t)n, sizeof(char *), _cmp_str);
+    for (int c = 0; c < d->local_classes; c++) {
+        char num[16];
+        const char *mine = d->class_names ? d->class_names[c] : (snprintf(num, sizeof(num), "%d", c), num);
+        char *const *hit = bsearch(&mine, sorted, (size_t)n, sizeof(char *), _cmp_str);
+        long k = d->numbered ? _class_number(mine) : -1;
+        map[c] = -1;
+        if (hit) { /* by name: the position of that name in the list */
+            for (int i = 0; i < n; i++)
+                if (!strcmp(names[i], *hit)) {
+                    map[c] = i;
+                    break;
+                }
+        } else if (k >= 0 && k < n) { /* a labels file or RecordIO may give the class's position */
+            map[c] = (int32_t)k;
+            by_number++;
+        }
+        if (k >= 0) {
+            zero |= k == 0;
+            max_number = k > max_number ? (int)k : max_number;
+        }
+        if (map[c] < 0) {
+            if (unknown < 5 && bo < sizeof(bad)) {
+                int w = snprintf(bad + bo, sizeof(bad) - bo, "%s'%.60s'", unknown ? ", " : "", mine);
+                if (w > 0)
+                    bo += (size_t)w;
+            }
+            unknown++;
+        }
+    }
+    if (unknown) {
+        rc = dlt_fail(err, errlen, -EINVAL,
+                      "%s: %d of its %d class(es) are not among the %d classes it is scored against (%s...%s): %s%s%s",
+                      d->root, unknown, d->local_classes, n, names[0], names[n - 1], bad, unknown > 5 ? ", ..." : "",
+                      max_number == n && !zero
+                          ? " (the class numbers run up to the class count and 0 is never used: numbers count from "
+                            "0, in the training class order)"
+                          : d->numbered ? " (give class names, or class numbers 0..N-1 in the training order)"
+                                        : " (the class folders must have the training class names)");
+        goto out;
+    }
+    if (by_number)
+        snprintf(note, notelen,
+                 "%d class(es) given as numbers are taken as positions 0..%d in the class list%s", by_number, n - 1,
+                 zero ? "" : "; 0 is never used: if the numbers count from 1, every image is scored as the next class");
+    /* The data's classes now mean the list's: its names, its count. */
+    if (d->class_names)
+        _free_list(d->class_names, d->nclasses);
+    d->class_names = calloc((size_t)n, sizeof(char *));
+    for (int i = 0; d->class_names && i < n; i++)
+        if (!(d->class_names[i] = strdup(names[i])))
+            rc = -ENOMEM;
+    if (!d->class_names)
+        rc = -ENOMEM;
+    d->nclasses = d->class_names ? n : 0;
+    free(d->label_map);
+    d->label_map = map;
+    map = NULL;
+out:
+    free(map);
+    free(sorted);
+    free(names);
+    free(copy);
+    return rc;
 }
 
 int dlt_dataset_classes(const dlt_dataset *d)
@@ -672,6 +803,59 @@ static int _check_records(dlt_dataset *d, const char *idx_path, int *maxlabel, c
     return 0;
 }
 
+/* PATH.classes beside PATH.rec (dltrain data pack writes it): the class names in label order, one a
+ * line. With it the class count is the names' count (a class whose records were all left out is
+ * still counted) and validation classes can be matched by name; without it the classes have no
+ * names. */
+static int _read_class_file(dlt_dataset *d, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 16], line[1024];
+    size_t n = strlen(d->rec_path);
+    FILE *f;
+    int k = 0, cap = 0;
+    long long lineno = 0;
+    if (n > 4 && !strcmp(d->rec_path + n - 4, ".rec"))
+        snprintf(path, sizeof(path), "%.*s.classes", (int)(n - 4), d->rec_path);
+    else
+        snprintf(path, sizeof(path), "%s.classes", d->rec_path);
+    if (!(f = fopen(path, "re")))
+        return errno == ENOENT ? 0 : dlt_fail(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+    while (fgets(line, sizeof(line), f)) {
+        size_t l = strcspn(line, "\r\n");
+        lineno++;
+        if (!line[l] && !feof(f)) {
+            fclose(f);
+            return dlt_fail(err, errlen, -EINVAL, "%s, line %lld: longer than %zu characters", path, lineno,
+                            sizeof(line) - 2);
+        }
+        line[l] = '\0';
+        if (k == cap) {
+            char **nv = realloc(d->class_names, (size_t)(cap = cap ? 2 * cap : 256) * sizeof(char *));
+            if (!nv) {
+                fclose(f);
+                d->nclasses = k;
+                return -ENOMEM;
+            }
+            d->class_names = nv;
+        }
+        if (!line[0] || !(d->class_names[k] = strdup(line))) {
+            fclose(f);
+            d->nclasses = k;
+            return line[0] ? -ENOMEM : dlt_fail(err, errlen, -EINVAL, "%s, line %lld: an empty class name", path, lineno);
+        }
+        k++;
+    }
+    fclose(f);
+    if (k < d->nclasses) {
+        int have = d->nclasses;
+        d->nclasses = k;
+        return dlt_fail(err, errlen, -EINVAL, "%s names %d classes but %s has labels up to %d: the files do not belong "
+                        "together", path, k, d->rec_path, have - 1);
+    }
+    d->nclasses = k;
+    return 0;
+}
+
 int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err, size_t errlen)
 {
     dlt_dataset *d = calloc(1, sizeof(*d));
@@ -700,6 +884,12 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err
         return dlt_fail(err, errlen, -EINVAL, "%s lists no records", idx_path);
     }
     d->nclasses = maxlabel + 1;
+    if ((rc = _read_class_file(d, err, errlen)) != 0) {
+        dlt_dataset_close(d);
+        return rc;
+    }
+    d->local_classes = d->nclasses;
+    d->numbered = 1;
     *out = d;
     return 0;
 }
@@ -714,7 +904,7 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
         struct stat st;
         size_t got = 0;
         snprintf(name, namelen, "%s", d->paths[i]);
-        *label = d->labels[i];
+        *label = d->label_map ? d->label_map[d->labels[i]] : d->labels[i];
         if (fd < 0)
             return dlt_fail(err, errlen, -errno, "cannot open: %s", strerror(errno));
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > DLT_DATASET_MAX_FILE) {
@@ -752,10 +942,10 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
             return dlt_fail(err, errlen, -EINVAL, "record label out of range");
         /* The class count came from the headers when the file was opened: a label beyond it (a
          * multi-label record, or a header changed since) would fail the loss on this rank alone. */
-        if ((int)lab >= d->nclasses)
+        if ((int)lab >= d->local_classes)
             return dlt_fail(err, errlen, -EINVAL, "record label %d outside the %d classes the file's headers give",
-                            (int)lab, d->nclasses);
-        *label = (int32_t)lab;
+                            (int)lab, d->local_classes);
+        *label = d->label_map ? d->label_map[(int)lab] : (int32_t)lab;
         memmove(*buf, *buf + skip, *len - skip);
         *len -= skip;
         return 0;
@@ -806,6 +996,26 @@ int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const 
     fprintf(w->idx, "%llu\t%llu\n", (unsigned long long)id, (unsigned long long)w->offset);
     w->offset += sizeof(hdr) + len + pad;
     return 0;
+}
+
+int dlt_recordio_write_classes(const char *rec_path, const dlt_dataset *d, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 16], *list = dlt_dataset_class_list(d);
+    size_t n = strlen(rec_path);
+    FILE *f;
+    int rc = 0;
+    if (!list)
+        return dlt_fail(err, errlen, -EINVAL, "the classes have no names that can be written one a line");
+    if (n > 4 && !strcmp(rec_path + n - 4, ".rec"))
+        snprintf(path, sizeof(path), "%.*s.classes", (int)(n - 4), rec_path);
+    else
+        snprintf(path, sizeof(path), "%s.classes", rec_path);
+    if (!(f = fopen(path, "we")))
+        rc = dlt_fail(err, errlen, -errno, "cannot create %s: %s", path, strerror(errno));
+    else if (fprintf(f, "%s\n", list) < 0 || fclose(f) != 0)
+        rc = dlt_fail(err, errlen, -EIO, "writing %s failed", path);
+    free(list);
+    return rc;
 }
 
 int dlt_recordio_close(dlt_recordio_writer *w, char *err, size_t errlen)

@@ -36,6 +36,14 @@ int64_t dlt_dataset_count(const dlt_dataset *d);
 int dlt_dataset_present(const dlt_dataset *d);
 const char *dlt_dataset_root(const dlt_dataset *d);
 int dlt_dataset_classes(const dlt_dataset *d);
+/* The class names one a line, in class order (malloc'd; the caller frees), or NULL when the data
+ * has none (RecordIO without a PATH.classes file). */
+char *dlt_dataset_class_list(const dlt_dataset *d);
+/* Maps the data's classes by name onto list (class names one a line, in the order the model's
+ * outputs mean them): labels become positions in list, the class count list's. A labels file or
+ * RecordIO may give a class as its position (0..N-1) instead of a name. A subset is fine; a class
+ * not in list is refused naming it. note receives what to tell the user ("" when nothing). */
+int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, char *err, size_t errlen);
 /* What the folder held that the data set left out; NULL for RecordIO. */
 const dlt_dataset_left_out *dlt_dataset_left(const dlt_dataset *d);
 /* One sentence naming what was left out, into buf; returns how many of those entries --strict
@@ -58,5 +66,8 @@ int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, char *err,
 int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, char *err,
                         size_t errlen);
 int dlt_recordio_close(dlt_recordio_writer *w, char *err, size_t errlen);
+/* PATH.classes beside PATH.rec: d's class names in label order, one a line (the reader takes the
+ * class count and the names from it). */
+int dlt_recordio_write_classes(const char *rec_path, const dlt_dataset *d, char *err, size_t errlen);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
@@ -78,6 +79,54 @@ static int _left_out(dlt_run *r, dlt_source *src, const char *path)
     return 0;
 }
 
+/* The first class where two class lists (one name a line) differ, in words. */
+static void _first_difference(const char *a, const char *b, char *out, size_t len)
+{
+    int c = 0;
+    size_t na, nb;
+    for (;; c++) {
+        na = strcspn(a, "\n");
+        nb = strcspn(b, "\n");
+        if (na != nb || strncmp(a, b, na) || !a[na] || !b[nb])
+            break;
+        a += na + 1;
+        b += nb + 1;
+    }
+    if (!*a || !*b) {
+        int more_a = 0, more_b = 0;
+        for (const char *p = a; *p; p++)
+            more_a += *p == '\n';
+        for (const char *p = b; *p; p++)
+            more_b += *p == '\n';
+        snprintf(out, len, "%d classes here, %d in the checkpoint", c + (*a ? more_a + 1 : 0),
+                 c + (*b ? more_b + 1 : 0));
+        return;
+    }
+    snprintf(out, len, "class %d is '%.*s' here, '%.*s' in the checkpoint", c, (int)(na < 80 ? na : 80), a,
+             (int)(nb < 80 ? nb : 80), b);
+}
+
+/* Maps an evaluation data set's classes by name onto the run's class list (the training data's, or
+ * the checkpoint's); without a list the classes keep their own numbering, said once. */
+static int _map_validation(dlt_run *r, dlt_source *src, const char *path)
+{
+    char note[512];
+    int rc;
+    if (!r->classes) {
+        if (r->comm->rank == 0)
+            dlt_log_warn(&r->log, "%s: %s, so the validation classes are numbered in their own sorted order (right "
+                         "only when they are exactly the training classes)",
+                         path, r->cfg.eval_checkpoint ? "the checkpoint records no class names (written by an older dltrain)"
+                             : "the training data has no class names (RecordIO without a .classes file)");
+        return 0; /* the class counts must then agree (the callers check) */
+    }
+    if ((rc = dlt_dataset_map_classes(src->ds, r->classes, note, sizeof(note), r->err, r->errlen)) != 0)
+        return rc;
+    if (note[0] && r->comm->rank == 0)
+        dlt_log_warn(&r->log, "%s: %s", path, note);
+    return 0;
+}
+
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
  * --classes was given. */
 static int _open_images(dlt_run *r, int train)
@@ -104,11 +153,32 @@ static int _open_images(dlt_run *r, int train)
                         classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? ", " : "",
                         classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? dlt_dataset_class_name(r->src.ds, 0)
                                                                              : "");
+    if (train) {
+        /* The classes the model's outputs will mean: the training data's names; a resumed run must
+         * have the checkpoint's. */
+        r->classes = dlt_dataset_class_list(r->src.ds);
+        if (r->classes && r->ck_classes && strcmp(r->classes, r->ck_classes)) {
+            char diff[256];
+            _first_difference(r->classes, r->ck_classes, diff, sizeof(diff));
+            return dlt_fail(r->err, r->errlen, -EINVAL,
+                            "%s does not have the classes of the checkpoint %s (%s): resume on the data it was "
+                            "trained on",
+                            path, c->resume, diff);
+        }
+        if (!r->classes && r->ck_classes && !(r->classes = strdup(r->ck_classes)))
+            return -ENOMEM;
+    } else {
+        if (r->ck_classes && !(r->classes = strdup(r->ck_classes)))
+            return -ENOMEM;
+        if ((rc = _map_validation(r, &r->src, path)) != 0)
+            return rc;
+        classes = dlt_source_classes(&r->src);
+    }
     if (!c->classes_given)
         c->model.classes = classes;
     else if (c->model.classes != classes)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but --classes %d was given", path, classes,
-                        c->model.classes);
+        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the model %d (--classes%s)", path, classes,
+                        c->model.classes, c->eval_checkpoint ? " or the checkpoint" : "");
     dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d classes, %lld batches per rank per epoch", path,
             (long long)dlt_source_images(&r->src), classes, (long long)dlt_source_steps_per_epoch(&r->src));
     return 0;
@@ -148,6 +218,15 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     /* The backend first: the data loader's batch ring lives in its host memory. */
     if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
         c->backend_hook(r->be, c->backend_hook_arg);
+    if ((c->data || c->val_data) &&
+        (purpose == DLT_RUN_EVAL ? c->eval_checkpoint : purpose == DLT_RUN_TRAIN ? c->resume : NULL)) {
+        const char *ck = purpose == DLT_RUN_EVAL ? c->eval_checkpoint : c->resume;
+        dlt_checkpoint_class_names(ck, &r->ck_classes);
+        /* (eval says it where it matches the validation classes) */
+        if (!r->ck_classes && purpose == DLT_RUN_TRAIN && comm->rank == 0)
+            dlt_log_warn(&r->log, "%s records no class names (written by an older dltrain): the classes are taken "
+                         "in the data's sorted order, as before", ck);
+    }
     if (rc != 0 || (c->data && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
         (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0)
         return rc;
@@ -197,6 +276,8 @@ void dlt_run_close(dlt_run *r, int failed)
     if (r->be)
         r->be->ops->destroy(r->be);
     free(r->no_labels);
+    free(r->classes);
+    free(r->ck_classes);
     dlt_run_log_close(&r->log);
 }
 
@@ -356,7 +437,7 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     _loader_config(r, 0, &lc);
     if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
-    if ((rc = _left_out(r, val, path)) != 0)
+    if ((rc = _left_out(r, val, path)) != 0 || (rc = _map_validation(r, val, path)) != 0)
         return rc;
     if (dlt_source_classes(val) != c->model.classes)
         return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the training images %d", path,
