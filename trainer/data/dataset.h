@@ -44,6 +44,9 @@ char *dlt_dataset_class_list(const dlt_dataset *d);
  * RecordIO may give a class as its position (0..N-1) instead of a name. A subset is fine; a class
  * not in list is refused naming it. note receives what to tell the user ("" when nothing). */
 int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, char *err, size_t errlen);
+/* Digests that let ranks check they see the same data: files (the image paths under the root and
+ * their labels; for RecordIO the index and the file size) and classes (count and names). */
+void dlt_dataset_digest(const dlt_dataset *d, uint64_t *files, uint64_t *classes);
 /* What the folder held that the data set left out; NULL for RecordIO. */
 const dlt_dataset_left_out *dlt_dataset_left(const dlt_dataset *d);
 /* One sentence naming what was left out, into buf; returns how many of those entries --strict
