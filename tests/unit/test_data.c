@@ -547,6 +547,11 @@ static void test_map_classes(void **state)
         assert_int_equal(label, 1);
         dlt_dataset_close(rs);
         dlt_dataset_close(ds);
+        /* A name twice in PATH.classes: matching by name would be ambiguous. */
+        snprintf(p, sizeof(p), "%s/named.classes", g_dir);
+        _write_str(p, "a\na\n");
+        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "names the class 'a' more than once"));
     }
     free(buf);
 }

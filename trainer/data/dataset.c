@@ -886,6 +886,25 @@ static int _read_class_file(dlt_dataset *d, char *err, size_t errlen)
                         "together", path, k, d->rec_path, have - 1);
     }
     d->nclasses = k;
+    {
+        /* A name twice would make matching by name ambiguous. */
+        char **sorted = malloc((size_t)(k ? k : 1) * sizeof(char *));
+        const char *dup = NULL;
+        if (!sorted)
+            return -ENOMEM;
+        if (k)
+            memcpy(sorted, d->class_names, (size_t)k * sizeof(char *));
+        qsort(sorted, (size_t)k, sizeof(char *), _cmp_str);
+        for (int i = 1; i < k && !dup; i++)
+            if (!strcmp(sorted[i - 1], sorted[i]))
+                dup = sorted[i];
+        if (dup) {
+            int rc = dlt_fail(err, errlen, -EINVAL, "%s names the class '%.200s' more than once", path, dup);
+            free(sorted);
+            return rc;
+        }
+        free(sorted);
+    }
     return 0;
 }
 
