@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""random_damage: seeded random damage to image folders, RecordIO files and checkpoints, each fed
-to a short real dltrain run. Every run must end in a clear error (nonzero exit and a `dltrain`
-message) or a correct result: never a signal, never a hang (30 s bound), never NaN/inf printed as
-a result, and never a damaged checkpoint accepted (eval, --verify, --resume) or a requeue that
-starts over silently.
+"""random_damage: seeded random damage to image folders, RecordIO files, labels files, validation
+class folders and checkpoints, each fed to a short real dltrain run. Every run must end in a clear
+error (nonzero exit and a `dltrain` message) or a correct result: never a signal, never a hang
+(30 s bound), never NaN/inf printed as a result, never a damaged checkpoint accepted (eval,
+--verify, --resume) or a requeue that starts over silently, never a RecordIO pair whose index does
+not match its record file (checked here by a reader of its own), never a validation class scored
+that the checkpoint does not name (an unknown name, 1-based numbers), and every present image named
+by a labels file scored once.
 
 usage: random_damage.py --dltrain BIN --mkjpegs BIN --work DIR [--seed S] [--runs N] [--seconds T]
-                        [--only I] [--srun "srun ..."] [--kinds folder,recordio,checkpoint,labels,options]
+                        [--only I] [--srun "srun ..."]
+                        [--kinds folder,recordio,checkpoint,labels,valclasses,options]
                         [--no-strict]
 Run I uses the generator seeded with (S, I): `--only I` repeats that one run alone.
 """
@@ -16,6 +20,7 @@ import os
 import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -110,6 +115,15 @@ def prepare(ctx):
     if r.returncode or not os.path.exists(os.path.join(ck, "ckpt-00000008.safetensors")):
         sys.exit("checkpoint setup failed: " + r.stdout)
     ctx.ck = ck
+    if {"valclasses", "labels"} & set(a.kinds.split(",")):  # a checkpoint of the base folder: it names the classes
+        ckd = os.path.join(a.work, "ckd")
+        r = sh([a.dltrain, "train", "--data", ctx.base, *TINY, "--batch", "4", "--steps", "2",
+                "--eval-every", "0", "--checkpoint-dir", ckd])
+        found = sorted(f for f in os.listdir(ckd) if f.endswith(".safetensors") and ".state." not in f) \
+            if os.path.isdir(ckd) else []
+        if r.returncode or not found:
+            sys.exit("checkpoint setup (data) failed: " + r.stdout)
+        ctx.ck_data = os.path.join(ckd, found[-1])
 
 
 def folder_case(ctx, rng, d):
@@ -217,7 +231,39 @@ def recordio_case(ctx, rng, d):
     cmd = ["train", "--data", rec, *TINY, "--batch", str(batch), "--steps", str(rng.randrange(1, 4)), "--epochs", "2"]
     if rng.random() < 0.2 and not ctx.a.no_strict:
         cmd.append("--strict")
-    return cmd, "train", "recordio: " + "; ".join(notes), {}
+    return cmd, "train", "recordio: " + "; ".join(notes), {"recordio_must_fail": recordio_pair_damaged(rec, idx)}
+
+
+def recordio_pair_damaged(rec, idx):
+    """The oracle for a .rec/.idx pair, written apart from dltrain's reader: True when the index is not
+    all "KEY<TAB>OFFSET" lines ending in a newline with strictly increasing offsets, each at a record
+    (the magic, a length inside the file, an image header with a whole-number label)."""
+    if not os.path.exists(idx) or not os.path.exists(rec):
+        return True
+    data, text = open(rec, "rb").read(), open(idx, "rb").read()
+    if not text or not text.endswith(b"\n"):
+        return True
+    nxt = 0
+    for line in text.split(b"\n")[:-1]:
+        m = re.fullmatch(rb"(\d{1,19})[\t ]+(\d{1,19})\r?", line)
+        if not m:
+            return True
+        off = int(m.group(2))
+        if off < nxt or off + 8 > len(data):
+            return True
+        magic, lrec = struct.unpack_from("<II", data, off)
+        plen, cflag = lrec & ((1 << 29) - 1), lrec >> 29
+        if magic != 0xCED7230A or off + 8 + plen > len(data) or cflag not in (0, 1) or plen < 16:
+            return True
+        flag, label = struct.unpack_from("<If", data, off + 8)
+        if flag > 0:
+            if flag > 1024 or plen < 28:
+                return True
+            label = struct.unpack_from("<f", data, off + 8 + 24)[0]
+        if not (0 <= label < 1e6) or label != int(label):
+            return True
+        nxt = off + 8 + ((plen + 3) & ~3)
+    return False
 
 
 def checkpoint_case(ctx, rng, d):
@@ -285,8 +331,14 @@ def labels_case(ctx, rng, d):
     notes = []
     for _ in range(rng.randrange(1, 4)):
         op = rng.choice(["missing_file", "unknown_class", "garbage", "long_line", "one_field", "bytes", "empty",
-                         "dup", "path_escape"])
-        if op == "missing_file" and lines:
+                         "dup", "path_escape", "one_based", "zero_based", "unlisted"])
+        if op in ("one_based", "zero_based"):  # classes as numbers: c00 -> 1 (or 0), c01 -> 2 (or 1), ...
+            shift = 1 if op == "one_based" else 0
+            lines = ["%s %d" % (l.split()[0], int(l.split()[1][1:]) + shift)
+                     if len(l.split()) == 2 and re.fullmatch(r"c\d\d", l.split()[1]) else l for l in lines]
+        elif op == "unlisted" and lines:  # an image of the folder without a line
+            del lines[rng.randrange(len(lines))]
+        elif op == "missing_file" and lines:
             lines[rng.randrange(len(lines))] = "nothere.JPEG c00"
         elif op == "unknown_class" and lines:
             i = rng.randrange(len(lines))
@@ -312,7 +364,7 @@ def labels_case(ctx, rng, d):
         notes.append("labels " + op)
     open(labels, "wb").write(("\n".join(lines) + "\n").encode("latin-1"))
     cmd = ["eval", "--data", ctx.base, "--val-data", flat, "--val-labels", labels, *TINY,
-           "--batch", str(rng.choice([1, 3, 4, 8, 32])), "--checkpoint", os.path.join(ctx.ck, "ckpt-00000008.safetensors")]
+           "--batch", str(rng.choice([1, 3, 4, 8, 32])), "--checkpoint", ctx.ck_data]
     # The oracle: a line that is not blank, a comment or exactly "FILENAME CLASS", an overlong line or a
     # file named twice must be refused (accepting it drops or doubles images without a word).
     names, must_fail = [], False
@@ -324,7 +376,52 @@ def labels_case(ctx, rng, d):
             must_fail |= len(f) != 2
             names.append(f[0])
     must_fail |= len(names) != len(set(names))
-    return cmd, "eval", "flat val: " + "; ".join(notes), {"labels_must_fail": must_fail}
+    # Classes: a name of the training classes, or a position 0..2; anything else (an unknown name,
+    # numbers running 1..3) must be refused, never scored against the wrong class.
+    train_classes = sorted(os.listdir(os.path.join(ctx.base, "train")))
+    scored = 0
+    for raw in open(labels, "rb").read().split(b"\n"):
+        f = raw.split()
+        if len(f) == 2 and not f[0].startswith(b"#"):
+            c = f[1].decode("latin-1")
+            if c not in train_classes and not (re.fullmatch(r"0|[1-9]\d*", c) and int(c) < len(train_classes)):
+                must_fail = True
+            if os.path.isfile(os.path.join(flat, f[0].decode("latin-1"))):
+                scored += 1  # a line naming a missing file is left out, never replaced by another image
+    return cmd, "eval", "flat val: " + "; ".join(notes), {"labels_must_fail": must_fail, "eval_images": scored}
+
+
+def valclasses_case(ctx, rng, d):
+    """Validation class folders renamed, swapped, removed or added: matched by name to the classes
+    of the checkpoint (trained on the base folder), a subset allowed, an unknown name refused."""
+    val = os.path.join(d, "val")
+    shutil.copytree(os.path.join(ctx.base, "val"), val)
+    notes, must_fail = [], False
+    for _ in range(rng.randrange(1, 3)):
+        classes = sorted(os.listdir(val))
+        op = rng.choice(["remove", "swap", "unknown", "numbered"])
+        if op == "remove" and len(classes) > 1:
+            shutil.rmtree(os.path.join(val, rng.choice(classes)))
+        elif op == "swap" and len(classes) > 1:
+            a, b = rng.sample(classes, 2)
+            os.rename(os.path.join(val, a), os.path.join(val, "tmp_swap"))
+            os.rename(os.path.join(val, b), os.path.join(val, a))
+            os.rename(os.path.join(val, "tmp_swap"), os.path.join(val, b))
+        elif op == "unknown" and "zz_unknown" not in classes:
+            os.rename(os.path.join(val, rng.choice(classes)), os.path.join(val, "zz_unknown"))
+        elif op == "numbered":  # folders named by number: names, never positions
+            c = rng.choice([c for c in classes if re.fullmatch(r"c\d\d", c)] or [None])
+            if c and not os.path.exists(os.path.join(val, str(int(c[1:])))):
+                os.rename(os.path.join(val, c), os.path.join(val, str(int(c[1:]))))
+        notes.append(op)
+    train_classes = sorted(os.listdir(os.path.join(ctx.base, "train")))
+    left = sorted(os.listdir(val))
+    must_fail = any(c not in train_classes for c in left)
+    images = sum(len(os.listdir(os.path.join(val, c))) for c in left)
+    cmd = ["eval", "--data", ctx.base, "--val-data", val, *TINY, "--batch", str(rng.choice([1, 3, 4, 8])),
+           "--checkpoint", ctx.ck_data]
+    return cmd, "eval", "val classes: " + ", ".join(notes), {"classes_must_fail": must_fail,
+                                                           "eval_images": None if must_fail else images}
 
 
 OPTION_VALUES = ["nan", "-nan", "inf", "-inf", "1e999", "1e-999", "", "abc", "0x10", "1.5", "-1", "0", "3", "0.5",
@@ -375,7 +472,16 @@ def judge(out, rc, expect, info):
         if not m or int(m.group(1)) < 1 or not (0 <= float(m.group(2)) <= 1 and 0 <= float(m.group(3)) <= 1):
             return "eval succeeded without a sane result line"
     if info.get("labels_must_fail") and rc == 0:
-        return "a labels file with a malformed or repeated line was accepted (images silently dropped or doubled)"
+        return ("a labels file with a malformed or repeated line, an unknown class or 1-based class numbers "
+                "was accepted (images silently dropped, doubled or scored against the wrong class)")
+    if info.get("classes_must_fail") and rc == 0:
+        return "a validation class that is not among the trained classes was scored"
+    if info.get("recordio_must_fail") and rc == 0:
+        return "a damaged RecordIO pair (index against record file) was accepted"
+    if expect == "eval" and rc == 0 and info.get("eval_images") is not None:
+        m = re.search(r"dltrain: eval .*: (\d+) images, top-1", out)
+        if m and int(m.group(1)) != info["eval_images"]:
+            return "eval scored %s images, not the %d present and named once each" % (m.group(1), info["eval_images"])
     if expect == "checkpoint":
         op, damaged = info["op"], info["damaged"]
         if op in ("verify_info", "verify_eval"):
@@ -436,14 +542,14 @@ def main():
     p.add_argument("--seconds", type=float, default=180)
     p.add_argument("--only", type=int, default=None)
     p.add_argument("--srun", default="")
-    p.add_argument("--kinds", default="folder,recordio,checkpoint,labels,options")
+    p.add_argument("--kinds", default="folder,recordio,checkpoint,labels,valclasses,options")
     p.add_argument("--no-strict", action="store_true",
                    help="never --strict (across ranks a --strict stop still waits for the stall watchdog)")
     a = p.parse_args()
     ctx = Ctx(a)
     prepare(ctx)
     kinds = {"folder": folder_case, "recordio": recordio_case, "checkpoint": checkpoint_case, "labels": labels_case,
-             "options": options_case}
+             "valclasses": valclasses_case, "options": options_case}
     use = [kinds[k] for k in a.kinds.split(",")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     counts = {"runs": 0, "errors": 0, "successes": 0, "bad": 0}

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Bounded random damage on one rank (tests/unit/random_damage.py): a few hundred short dltrain runs
-# over damaged image folders, RecordIO files and checkpoints, seeded and reproducible, within a
-# wall-clock limit. Each must end in a clear error or a correct result: no signal, no hang past
-# 30 s, no NaN/inf printed as a result, no damaged checkpoint accepted. DLT_RANDOM_SEED,
+# over damaged image folders, RecordIO files (the index against the record file), labels files and
+# validation class folders, and checkpoints, seeded and reproducible, within a wall-clock limit.
+# Each must end in a clear error or a correct result: no signal, no hang past 30 s, no NaN/inf
+# printed as a result, no damaged checkpoint or RecordIO pair accepted, no validation class scored
+# that the checkpoint does not name, every present image scored once. (Ranks that see different
+# data need several ranks: tests/slurm/mixed_data.sh.) DLT_RANDOM_SEED,
 # DLT_RANDOM_RUNS, DLT_RANDOM_SECONDS change seed and bounds; a violation prints the --only N that
 # repeats it.
 . "$(dirname "$0")/../slurm/lib.sh"

@@ -185,6 +185,11 @@ static void test_damaged_data(void **state)
     assert_int_equal(dlt_decode_transform(d, j, len / 2, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "JPEG"));
     assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    /* The first 10 bytes of a JPEG: truncated, not "dimensions out of range". */
+    assert_int_equal(dlt_decode_transform(d, j, 10, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
+    assert_true(strstr(err, "truncated") || strstr(err, "not a readable JPEG"));
+    assert_null(strstr(err, "dimensions"));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
     memcpy(junk, j, len < sizeof(junk) ? len : sizeof(junk));
     junk[len / 2] ^= 0xff;
     junk[len / 2 + 1] ^= 0x5a;
@@ -297,18 +302,258 @@ static void test_folder_and_recordio(void **state)
         assert_memory_equal(buf2 + 12, b, 4);
         assert_memory_equal(buf2 + 20, c, 3);
         dlt_dataset_close(rs);
-        /* A bad magic is refused with the offset. */
+        /* A bad magic is refused when the pair is opened, with the index line and the offset. */
         file[0] ^= 1;
         _write(rec2, file, o);
-        assert_int_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
-        assert_int_not_equal(dlt_dataset_read(rs, 0, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)),
-                             0);
-        assert_non_null(strstr(err, "bad magic"));
-        dlt_dataset_close(rs);
+        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "line 1: no record starts at offset 0"));
     }
     free(buf);
     free(buf2);
     dlt_dataset_close(ds);
+}
+
+/* Writes text to path (the index under test). */
+static void _write_str(const char *path, const char *text)
+{
+    _write(path, text, strlen(text));
+}
+
+/* A damaged .rec/.idx pair is refused at open, naming the index line and why; an intact one gives
+ * the class count of every record's label. */
+static void test_recordio_index_damage(void **state)
+{
+    char rec[512], idx[512], err[512], text[4096];
+    uint64_t off[10];
+    size_t o = 0, total;
+    dlt_recordio_writer w;
+    dlt_dataset *rs;
+    uint8_t img[100];
+    FILE *f;
+    (void)state;
+    memset(img, 0x5a, sizeof(img));
+    snprintf(rec, sizeof(rec), "%s/dmg.rec", g_dir);
+    snprintf(idx, sizeof(idx), "%s/dmg.idx", g_dir);
+    assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+    for (int i = 0; i < 10; i++) {
+        off[i] = w.offset;
+        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)(i % 5), img, sizeof(img) - (size_t)i, err,
+                                             sizeof(err)), 0);
+    }
+    total = w.offset;
+    assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(rs), 10);
+    assert_int_equal(dlt_dataset_classes(rs), 5);
+    dlt_dataset_close(rs);
+
+    /* The index cut mid-line (its last line without an end). */
+    for (int i = 0; i < 10; i++)
+        o += (size_t)snprintf(text + o, sizeof(text) - o, "%d\t%llu\n", i, (unsigned long long)off[i]);
+    _write(idx, text, o - 2);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 10: cut short"));
+    assert_non_null(strstr(err, "dmg.idx"));
+    /* A garbage line. */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\nhello world\n", (unsigned long long)off[0],
+             (unsigned long long)off[1]);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 3: 'hello world' is not \"KEY<TAB>OFFSET\""));
+    /* A duplicated offset (the same record twice). */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n2\t%llu\n", (unsigned long long)off[0],
+             (unsigned long long)off[1], (unsigned long long)off[1]);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 3: the same offset as the line before"));
+    /* Lines out of order. */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n", (unsigned long long)off[1], (unsigned long long)off[0]);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 2: before the end of the record"));
+    /* An offset inside a record (no magic there). */
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n", (unsigned long long)off[0], (unsigned long long)off[1] + 4);
+    _write_str(idx, text);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 2: no record starts at offset"));
+    /* The whole index, the .rec cut in the 7th record: refused at line 7, not "3 classes". */
+    o = 0;
+    for (int i = 0; i < 10; i++)
+        o += (size_t)snprintf(text + o, sizeof(text) - o, "%d\t%llu\n", i, (unsigned long long)off[i]);
+    _write(idx, text, o);
+    assert_int_equal(truncate(rec, (off_t)(off[6] + 40)), 0);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 7: the record at offset"));
+    assert_non_null(strstr(err, "the .rec was truncated"));
+    /* Cut between records: the offsets past the end are named. */
+    assert_int_equal(truncate(rec, (off_t)off[3]), 0);
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "line 4: offset"));
+    assert_non_null(strstr(err, "past the end of the .rec"));
+    (void)total;
+    f = fopen(rec, "rb");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* What a folder holds beyond its JPEGs is counted (nested folders, other images, dangling links,
+ * other files); an empty class folder is refused; labels-file lines naming no file and images
+ * without a line are left out and counted, never read (a failed read is replaced by another image:
+ * an evaluation would score that one twice). */
+static void test_folder_left_out(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2"};
+    char root[512], p[700], q[700], err[512], what[2048];
+    const dlt_dataset_left_out *lo;
+    dlt_dataset *ds;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/leftout", g_dir);
+    _make_folder(root, classes, 3, 2, 0); /* and c0/README.txt */
+    snprintf(p, sizeof(p), "%s/c1/sub", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/c1/photo.png", root);
+    _write(p, "png", 3);
+    snprintf(p, sizeof(p), "%s/c2/gone.JPEG", root);
+    assert_int_equal(symlink("/nonexistent/x.JPEG", p), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(ds), 6);
+    lo = dlt_dataset_left(ds);
+    assert_non_null(lo);
+    assert_int_equal(lo->nested, 1);
+    assert_int_equal(lo->images, 1);
+    assert_int_equal(lo->unreadable, 1);
+    assert_int_equal(lo->other, 1);
+    assert_non_null(strstr(lo->first_images, "c1/photo.png"));
+    assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 3); /* README.txt aside */
+    assert_non_null(strstr(what, "1 dangling symbolic link(s) or unreadable entries (first: "));
+    assert_non_null(strstr(what, "c2/gone.JPEG"));
+    dlt_dataset_close(ds);
+    /* A class folder with no JPEG in it. */
+    snprintf(p, sizeof(p), "%s/c3", root);
+    mkdir(p, 0755);
+    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "class folder"));
+    assert_non_null(strstr(err, "leftout/c3 holds no .JPEG/.jpg images"));
+
+    /* A flat folder and a labels file: one line names a missing file, one image has no line. */
+    snprintf(root, sizeof(root), "%s/flat", g_dir);
+    mkdir(root, 0755);
+    for (int i = 0; i < 4; i++) {
+        unsigned long len;
+        unsigned char *j = _jpeg(40, 40, 0, &len);
+        snprintf(p, sizeof(p), "%s/i%d.JPEG", root, i);
+        _write(p, j, len);
+        tjFree(j);
+    }
+    snprintf(q, sizeof(q), "%s/flat.txt", g_dir);
+    _write_str(q, "i0.JPEG a\ni1.JPEG b\ni2.JPEG a\nnothere.JPEG b\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(ds), 3);
+    assert_int_equal(dlt_dataset_classes(ds), 2);
+    lo = dlt_dataset_left(ds);
+    assert_int_equal(lo->missing, 1);
+    assert_int_equal(lo->unlisted, 1);
+    assert_non_null(strstr(lo->first_missing, "nothere.JPEG"));
+    assert_non_null(strstr(lo->first_unlisted, "i3.JPEG"));
+    assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 2);
+    assert_non_null(strstr(what, "1 labels-file line(s) naming a file that is not there"));
+    assert_non_null(strstr(what, "1 image(s) without a line in the labels file"));
+    for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
+        uint8_t *buf = NULL;
+        size_t cap = 0, len;
+        int32_t label;
+        char name[1024];
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        free(buf);
+    }
+    dlt_dataset_close(ds);
+}
+
+/* Validation classes mapped by name onto the training class list: another order, a subset, numbers
+ * as positions for a labels file, unknown names and 1-based numbers refused; RecordIO's names from
+ * PATH.classes. */
+static void test_map_classes(void **state)
+{
+    static const char *const val_classes[] = {"c", "a"};
+    char root[512], p[700], err[512], note[512], name[1024];
+    dlt_dataset *ds;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len;
+    int32_t label;
+    char *list;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/mapval", g_dir);
+    _make_folder(root, val_classes, 2, 2, 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    list = dlt_dataset_class_list(ds);
+    assert_string_equal(list, "a\nc");
+    free(list);
+    assert_int_equal(dlt_dataset_map_classes(ds, "a\nb\nc\nd", note, sizeof(note), err, sizeof(err)), 0);
+    assert_string_equal(note, "");
+    assert_int_equal(dlt_dataset_classes(ds), 4);
+    assert_string_equal(dlt_dataset_class_name(ds, 2), "c");
+    for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(label, strstr(name, "/a/") ? 0 : 2);
+    }
+    dlt_dataset_close(ds);
+    /* A class that is not in the list. */
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_not_equal(dlt_dataset_map_classes(ds, "a\nb", note, sizeof(note), err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "1 of its 2 class(es) are not among the 2 classes it is scored against (a...b): 'c'"));
+    dlt_dataset_close(ds);
+    /* A labels file with numbers: positions; 1-based ones refused with the reason. */
+    snprintf(p, sizeof(p), "%s/num.txt", g_dir);
+    _write_str(p, "c/img00.JPEG 0\nc/img01.JPEG 2\na/img00.JPEG 2\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), err, sizeof(err)), 0);
+    assert_non_null(strstr(note, "2 class(es) given as numbers are taken as positions 0..2"));
+    assert_int_equal(dlt_dataset_read(ds, 1, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+    assert_int_equal(label, 2);
+    dlt_dataset_close(ds);
+    _write_str(p, "c/img00.JPEG 1\nc/img01.JPEG 2\na/img00.JPEG 3\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, err, sizeof(err)), 0);
+    assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "'3'"));
+    assert_non_null(strstr(err, "numbers count from 0"));
+    dlt_dataset_close(ds);
+    /* A folder's classes are names, never positions. */
+    {
+        static const char *const numbered[] = {"0", "1"};
+        char root2[512];
+        snprintf(root2, sizeof(root2), "%s/mapnum", g_dir);
+        _make_folder(root2, numbered, 2, 1, 0);
+        assert_int_equal(dlt_dataset_open_folder(&ds, root2, NULL, err, sizeof(err)), 0);
+        assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny", note, sizeof(note), err, sizeof(err)), 0);
+        dlt_dataset_close(ds);
+    }
+    /* RecordIO: the names from PATH.classes; the class count is theirs. */
+    {
+        char rec[512];
+        dlt_recordio_writer w;
+        dlt_dataset *rs;
+        snprintf(rec, sizeof(rec), "%s/named.rec", g_dir);
+        assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_append(&w, 0, 0.f, buf, len, err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_write_classes(rec, ds, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_classes(rs), 2); /* labels say 1 class; the names 2 */
+        assert_string_equal(dlt_dataset_class_name(rs, 1), "c");
+        assert_int_equal(dlt_dataset_map_classes(rs, "c\na", note, sizeof(note), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(label, 1);
+        dlt_dataset_close(rs);
+        dlt_dataset_close(ds);
+        /* A name twice in PATH.classes: matching by name would be ambiguous. */
+        snprintf(p, sizeof(p), "%s/named.classes", g_dir);
+        _write_str(p, "a\na\n");
+        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "names the class 'a' more than once"));
+    }
+    free(buf);
 }
 
 static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict, uint8_t *images, int32_t *labels,
@@ -558,6 +803,9 @@ int main(void)
         cmocka_unit_test(test_crop_parameters), cmocka_unit_test(test_decode_transform),
         cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
+        cmocka_unit_test(test_recordio_index_damage),
+        cmocka_unit_test(test_folder_left_out),
+        cmocka_unit_test(test_map_classes),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
         cmocka_unit_test(test_loader_bad_exchange),

@@ -138,8 +138,17 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
+            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 2];
+            int nmeta = (int)(sizeof(meta) / sizeof(meta[0]) / 2);
             _state_path(path, state_path, sizeof(state_path));
-            rc = dlt_st_write_crc(state_path, t, nt, meta, 9, "state_crc32", err, errlen);
+            /* The class names ride beside the settings, when the data has names. */
+            memcpy(meta_classes, meta, sizeof(meta));
+            if (st->class_names) {
+                meta_classes[2 * nmeta] = "class_names";
+                meta_classes[2 * nmeta + 1] = st->class_names;
+                nmeta++;
+            }
+            rc = dlt_st_write_crc(state_path, t, nt, meta_classes, nmeta, "state_crc32", err, errlen);
         }
     }
     free(t);
@@ -251,6 +260,22 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         snprintf(info->config, sizeof(info->config), "%s", cfg ? cfg : "");
     }
     return 0;
+}
+
+void dlt_checkpoint_class_names(const char *model_path, char **list)
+{
+    char state_path[PATH_MAX], err[256];
+    dlt_st_file sf;
+    const char *v;
+    struct stat st;
+    *list = NULL;
+    _state_path(model_path, state_path, sizeof(state_path));
+    memset(&sf, 0, sizeof(sf));
+    if (stat(state_path, &st) != 0 || !S_ISREG(st.st_mode) || dlt_st_load(&sf, state_path, err, sizeof(err)) != 0)
+        return;
+    if ((v = dlt_st_meta(&sf, "class_names")) != NULL && *v)
+        *list = strdup(v);
+    dlt_st_free(&sf);
 }
 
 int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen)

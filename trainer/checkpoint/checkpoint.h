@@ -16,6 +16,8 @@ typedef struct {
     int64_t epoch;        /* epoch the next step belongs to */
     uint64_t seed;
     char config[1024];    /* the run's settings, for the record and to refuse a mismatched resume */
+    const char *class_names; /* saving: the class names one a line, in the order of the model's outputs
+                              * (NULL: the data has none); kept as the state file's "class_names" */
 } dlt_train_state;
 
 /* Writes DIR/ckpt-STEP.safetensors and DIR/ckpt-STEP.state.safetensors. paths receives the model
@@ -54,6 +56,10 @@ typedef struct {
  * negative status with err saying what is wrong. */
 int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, char *err, size_t errlen);
 
+/* The class names a checkpoint's state file records (one a line, in the order of the model's
+ * outputs) into *list (malloc'd), or *list NULL when there is no state file or it records none
+ * (written before dltrain kept them). An unreadable state file is left for the load to report. */
+void dlt_checkpoint_class_names(const char *model_path, char **list);
 /* The state file's path for a model file's. */
 int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen);
 

@@ -99,6 +99,12 @@ int dlt_cmd_data(int argc, char **argv)
         fprintf(stderr, "dltrain: %s\n", err);
         return 1;
     }
+    {
+        char what[2048];
+        dlt_dataset_describe_left_out(ds, what, sizeof(what));
+        if (what[0])
+            fprintf(stderr, "dltrain: %s: left out: %s\n", argv[optind], what);
+    }
     if (dlt_recordio_create(&w, argv[optind + 1], err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
@@ -139,7 +145,8 @@ int dlt_cmd_data(int argc, char **argv)
                     100.0 * (i + 1) / n, (i + 1) / (dlt_now() - t0 + 1e-9));
     }
     fprintf(stderr, "\n");
-    if (dlt_recordio_close(&w, err, sizeof(err)) != 0) {
+    if (dlt_recordio_close(&w, err, sizeof(err)) != 0 ||
+        dlt_recordio_write_classes(argv[optind + 1], ds, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
     }

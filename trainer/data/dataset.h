@@ -12,6 +12,18 @@
 
 typedef struct dlt_dataset dlt_dataset;
 
+/* What an ImageFolder holds that the data set leaves out (each count with its first example). */
+typedef struct {
+    int64_t missing;    /* labels-file lines naming a file that is not there (or not a regular file) */
+    int64_t unlisted;   /* images of a labels-file folder that no line names */
+    int64_t nested;     /* folders inside class folders (ImageFolder reads one level) */
+    int64_t images;     /* other image files torchvision would read (.png, .bmp, ...): not decoded here */
+    int64_t other;      /* other files (not images) */
+    int64_t unreadable; /* dangling symbolic links and entries that cannot be looked at */
+    char first_missing[320], first_unlisted[320], first_nested[320], first_images[320], first_other[320],
+        first_unreadable[320];
+} dlt_dataset_left_out;
+
 /* ImageFolder. labels_file: NULL for class subdirectories; else ROOT holds the images and each
  * line of labels_file is "FILENAME CLASS" (CLASS: a name, mapped in sorted order, or an index). */
 int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, char *err, size_t errlen);
@@ -24,6 +36,22 @@ int64_t dlt_dataset_count(const dlt_dataset *d);
 int dlt_dataset_present(const dlt_dataset *d);
 const char *dlt_dataset_root(const dlt_dataset *d);
 int dlt_dataset_classes(const dlt_dataset *d);
+/* The class names one a line, in class order (malloc'd; the caller frees), or NULL when the data
+ * has none (RecordIO without a PATH.classes file). */
+char *dlt_dataset_class_list(const dlt_dataset *d);
+/* Maps the data's classes by name onto list (class names one a line, in the order the model's
+ * outputs mean them): labels become positions in list, the class count list's. A labels file or
+ * RecordIO may give a class as its position (0..N-1) instead of a name. A subset is fine; a class
+ * not in list is refused naming it. note receives what to tell the user ("" when nothing). */
+int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, char *err, size_t errlen);
+/* Digests that let ranks check they see the same data: files (the image paths under the root and
+ * their labels; for RecordIO the index and the file size) and classes (count and names). */
+void dlt_dataset_digest(const dlt_dataset *d, uint64_t *files, uint64_t *classes);
+/* What the folder held that the data set left out; NULL for RecordIO. */
+const dlt_dataset_left_out *dlt_dataset_left(const dlt_dataset *d);
+/* One sentence naming what was left out, into buf; returns how many of those entries --strict
+ * refuses (all but plain non-image files), and 0 with buf "" when nothing was left out. */
+int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t len);
 const char *dlt_dataset_class_name(const dlt_dataset *d, int c);
 
 /* Reads sample i into *buf (grown as needed, caller frees) and its label; name identifies it in
@@ -41,5 +69,8 @@ int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, char *err,
 int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, char *err,
                         size_t errlen);
 int dlt_recordio_close(dlt_recordio_writer *w, char *err, size_t errlen);
+/* PATH.classes beside PATH.rec: d's class names in label order, one a line (the reader takes the
+ * class count and the names from it). */
+int dlt_recordio_write_classes(const char *rec_path, const dlt_dataset *d, char *err, size_t errlen);
 
 #endif

@@ -169,9 +169,19 @@ static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int 
         d->poisoned = 1;
         return _fail(err, errlen, "not a readable JPEG: %s", tjGetErrorStr2(d->tj));
     }
-    if (*w < 1 || *h < 1 || *w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE ||
-        (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
-        return _fail(err, errlen, "%s", "image dimensions out of range");
+    /* libjpeg-turbo may accept a header cut before the frame (a file of a few bytes) and give no
+     * size: that is a truncated file, not an odd image. */
+    if (*w < 1 || *h < 1) {
+        d->poisoned = 1;
+        snprintf(err, errlen, "truncated or not a JPEG (%zu bytes, no image size in its header)", len);
+        return -EINVAL;
+    }
+    if (*w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE || (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
+    {
+        snprintf(err, errlen, "image of %dx%d pixels is over the limits (%d pixels a side, %u in all)", *w, *h,
+                 DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
+        return -EINVAL;
+    }
     *cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     return 0;
 }

@@ -49,6 +49,7 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     st.epoch = epoch;
     st.seed = c->seed;
     _config_text(c, r->comm->size, st.config, sizeof(st.config));
+    st.class_names = r->classes;
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);

@@ -50,7 +50,10 @@ static int _score(dlt_run *r, const char *checkpoint)
 int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *err, size_t errlen)
 {
     dlt_run r;
-    int rc = dlt_run_open(&r, c, comm, DLT_RUN_EVAL, err, errlen);
+    dlt_train_config ce = *c;
+    int rc;
+    ce.eval_checkpoint = checkpoint; /* its class names say what the outputs mean */
+    rc = dlt_run_open(&r, &ce, comm, DLT_RUN_EVAL, err, errlen);
     if (rc == 0)
         rc = _score(&r, checkpoint);
     dlt_run_close(&r, rc != 0);

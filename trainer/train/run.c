@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
@@ -61,6 +62,169 @@ static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
     lc->alloc_arg = r->be;
 }
 
+/* What the data set left out of its folder (labels-file lines naming no file, images without a
+ * line, nested folders, non-JPEG images, dangling links) is said once; --strict refuses it. */
+static int _left_out(dlt_run *r, dlt_source *src, const char *path)
+{
+    char what[2048];
+    int64_t refused = dlt_dataset_describe_left_out(src->ds, what, sizeof(what));
+    if (!what[0])
+        return 0;
+    if (r->cfg.strict && refused > 0)
+        return dlt_fail(r->err, r->errlen, -EINVAL,
+                        "%s: left out: %s (--strict refuses a data set that leaves images out: fix the data, or "
+                        "run without --strict to train on the rest)",
+                        path, what);
+    if (r->comm->rank == 0)
+        dlt_log_warn(&r->log, "%s: left out: %s", path, what);
+    return 0;
+}
+
+/* What each rank tells the others of its data set: has one, images, classes, the class digest
+ * and the file digest (32-bit halves: exact in a double). */
+#define AGREE_FIELDS 7
+
+static void _rank_list(const double *all, int world, int g, char *out, size_t len)
+{
+    size_t o = 0;
+    int n = 0;
+    for (int k = 0; k < world; k++)
+        if (!memcmp(all + (size_t)k * AGREE_FIELDS, all + (size_t)g * AGREE_FIELDS, AGREE_FIELDS * sizeof(double))) {
+            int w = n < 16 ? snprintf(out + o, o < len ? len - o : 0, "%s%d", n ? "," : "", k)
+                           : n == 16 ? snprintf(out + o, o < len ? len - o : 0, ",...") : 0;
+            if (w > 0)
+                o += (size_t)w;
+            n++;
+        }
+}
+
+static int _group_size(const double *all, int world, int g)
+{
+    int n = 0;
+    for (int k = 0; k < world; k++)
+        n += !memcmp(all + (size_t)k * AGREE_FIELDS, all + (size_t)g * AGREE_FIELDS, AGREE_FIELDS * sizeof(double));
+    return n;
+}
+
+/* Before the first step every rank must see the same data set (ds; NULL: none here): a rank with
+ * other images would run other steps and the collectives would deadlock. One all-reduce of each
+ * rank's counts and digests; a difference is refused on every rank with the same words, naming
+ * the ranks that differ and how, and the run ends on that shared decision (no abort). */
+static int _agree_data(dlt_run *r, const dlt_dataset *ds, const char *what)
+{
+    int world = r->comm->size, ref = 0, best = 0, rc;
+    double *all, *v;
+    char msg[1536];
+    size_t o = 0;
+    if (world < 2)
+        return 0;
+    if (!(all = calloc((size_t)world * AGREE_FIELDS, sizeof(double))))
+        return dlt_fail(r->err, r->errlen, -ENOMEM, "out of memory");
+    v = all + (size_t)r->comm->rank * AGREE_FIELDS;
+    if (ds) {
+        uint64_t files, classes;
+        dlt_dataset_digest(ds, &files, &classes);
+        v[0] = 1;
+        v[1] = (double)dlt_dataset_count(ds);
+        v[2] = dlt_dataset_classes(ds);
+        v[3] = (double)(classes >> 32);
+        v[4] = (double)(classes & 0xffffffffu);
+        v[5] = (double)(files >> 32);
+        v[6] = (double)(files & 0xffffffffu);
+    }
+    if ((rc = r->comm->ops->allreduce_sum(r->comm, all, (size_t)world * AGREE_FIELDS, DLT_DTYPE_F64)) != 0) {
+        free(all);
+        return rc;
+    }
+    for (int k = 0; k < world; k++) {
+        int n = _group_size(all, world, k);
+        if (n > best) { /* the largest group (the lowest rank's among equals) is the reference */
+            best = n;
+            ref = k;
+        }
+    }
+    if (best == world) {
+        free(all);
+        return 0;
+    }
+    o = (size_t)snprintf(msg, sizeof(msg), "the ranks do not see the same %s:", what);
+    for (int g = 0, said = 0; g < world && o < sizeof(msg); g++) {
+        const double *a = all + (size_t)g * AGREE_FIELDS, *b = all + (size_t)ref * AGREE_FIELDS;
+        char ranks[128];
+        int first = 1, n;
+        for (int k = 0; k < g && first; k++)
+            first = memcmp(all + (size_t)k * AGREE_FIELDS, a, AGREE_FIELDS * sizeof(double)) != 0;
+        if (!first)
+            continue;
+        n = _group_size(all, world, g);
+        _rank_list(all, world, g, ranks, sizeof(ranks));
+        if (a[0] == 0)
+            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s none", said++ ? ";" : "",
+                                  n > 1 ? "s" : "", ranks, n > 1 ? "have" : "has");
+        else
+            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s %.0f images in %.0f classes",
+                                  said++ ? ";" : "", n > 1 ? "s" : "", ranks, n > 1 ? "see" : "sees", a[1], a[2]);
+        if (g != ref && a[0] && b[0] && o < sizeof(msg))
+            o += (size_t)snprintf(msg + o, sizeof(msg) - o, " (%s%s%s)",
+                                  a[2] != b[2] || a[3] != b[3] || a[4] != b[4] ? "the class names differ" : "the same classes",
+                                  ", ", a[1] != b[1] || a[5] != b[5] || a[6] != b[6] ? "the file list differs"
+                                                                                     : "the same files");
+    }
+    free(all);
+    r->agreed = 1; /* every rank refuses alike */
+    return dlt_fail(r->err, r->errlen, -EINVAL, "%s: give every rank the same data", msg);
+}
+
+/* The first class where two class lists (one name a line) differ, in words. */
+static void _first_difference(const char *a, const char *b, char *out, size_t len)
+{
+    int c = 0;
+    size_t na, nb;
+    for (;; c++) {
+        na = strcspn(a, "\n");
+        nb = strcspn(b, "\n");
+        if (na != nb || strncmp(a, b, na) || !a[na] || !b[nb])
+            break;
+        a += na + 1;
+        b += nb + 1;
+    }
+    if (!*a || !*b) {
+        int more_a = 0, more_b = 0;
+        for (const char *p = a; *p; p++)
+            more_a += *p == '\n';
+        for (const char *p = b; *p; p++)
+            more_b += *p == '\n';
+        snprintf(out, len, "%d classes here, %d in the checkpoint", c + (*a ? more_a + 1 : 0),
+                 c + (*b ? more_b + 1 : 0));
+        return;
+    }
+    snprintf(out, len, "class %d is '%.*s' here, '%.*s' in the checkpoint", c, (int)(na < 80 ? na : 80), a,
+             (int)(nb < 80 ? nb : 80), b);
+}
+
+/* Maps an evaluation data set's classes by name onto the run's class list (the training data's, or
+ * the checkpoint's); without a list the classes keep their own numbering, said once. */
+static int _map_validation(dlt_run *r, dlt_source *src, const char *path)
+{
+    char note[512];
+    int rc;
+    if (!r->classes) {
+        if (r->comm->rank == 0)
+            dlt_log_warn(&r->log, "%s: %s, so the validation classes are numbered in their own sorted order (right "
+                         "only when they are exactly the training classes)",
+                         path, r->cfg.eval_checkpoint ? "the checkpoint records no class names (written by an older dltrain)"
+                             : "the training data has no class names (RecordIO without a .classes file)");
+        return 0; /* the class counts must then agree (the callers check) */
+    }
+    if ((rc = dlt_dataset_map_classes(src->ds, r->classes, note, sizeof(note), r->err, r->errlen)) != 0)
+        return rc;
+    if (note[0] && r->comm->rank == 0)
+        dlt_log_warn(&r->log, "%s: %s", path, note);
+    return 0;
+}
+
+static int _check_images(dlt_run *r, int train, const char *path);
+
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
  * --classes was given. */
 static int _open_images(dlt_run *r, int train)
@@ -68,20 +232,64 @@ static int _open_images(dlt_run *r, int train)
     dlt_train_config *c = &r->cfg;
     char path[4096];
     dlt_loader_config lc;
-    int rc, classes;
+    int rc;
     if (train || !c->val_data)
         _split_path(c->data, train ? "train" : "val", path, sizeof(path));
     else
         snprintf(path, sizeof(path), "%s", c->val_data);
     _loader_config(r, train, &lc);
-    if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0)
+    if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0 ||
+        (rc = _agree_data(r, r->src.ds, train ? "training data" : "validation data")) != 0)
+        return rc;
+    /* The ranks see the same data: what follows decides alike on every rank. */
+    if ((rc = _check_images(r, train, path)) != 0 && r->comm->size > 1)
+        r->agreed = 1;
+    return rc;
+}
+
+static int _check_images(dlt_run *r, int train, const char *path)
+{
+    dlt_train_config *c = &r->cfg;
+    int rc, classes;
+    if ((rc = _left_out(r, &r->src, path)) != 0)
         return rc;
     classes = dlt_source_classes(&r->src);
+    /* A classifier of one class has nothing to learn; say it in the data's terms, not the model's. */
+    if (train && classes < 2)
+        return dlt_fail(r->err, r->errlen, -EINVAL,
+                        "%s has %d class%s%s%s: training a classifier needs at least 2 (one folder per class, or "
+                        "labels of at least two values)",
+                        path, classes, classes == 1 ? "" : "es",
+                        classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? ", " : "",
+                        classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? dlt_dataset_class_name(r->src.ds, 0)
+                                                                             : "");
+    if (train) {
+        /* The classes the model's outputs will mean: the training data's names; a resumed run must
+         * have the checkpoint's. */
+        r->classes = dlt_dataset_class_list(r->src.ds);
+        if (r->classes && r->ck_classes && strcmp(r->classes, r->ck_classes)) {
+            char diff[256];
+            _first_difference(r->classes, r->ck_classes, diff, sizeof(diff));
+            return dlt_fail(r->err, r->errlen, -EINVAL,
+                            "%s does not have the classes of the checkpoint %s (%s): resume on the data it was "
+                            "trained on",
+                            path, c->resume, diff);
+        }
+        if (!r->classes && r->ck_classes && !(r->classes = strdup(r->ck_classes)))
+            return -ENOMEM;
+    } else {
+        if (r->ck_classes && !(r->classes = strdup(r->ck_classes)))
+            return -ENOMEM;
+        if ((rc = _map_validation(r, &r->src, path)) != 0)
+            return rc;
+        classes = dlt_source_classes(&r->src);
+    }
     if (!c->classes_given)
         c->model.classes = classes;
     else if (c->model.classes != classes)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but --classes %d was given", path, classes,
-                        c->model.classes);
+        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d %s but the model has %d (--classes%s)", path, classes,
+                        classes == 1 ? "class" : "classes", c->model.classes,
+                        c->eval_checkpoint ? " or the checkpoint" : "");
     dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld %s per rank per epoch", path,
             (long long)dlt_source_images(&r->src), classes, classes == 1 ? "class" : "classes",
             (long long)dlt_source_steps_per_epoch(&r->src),
@@ -125,6 +333,15 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     /* The backend first: the data loader's batch ring lives in its host memory. */
     if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
         c->backend_hook(r->be, c->backend_hook_arg);
+    if ((c->data || c->val_data) &&
+        (purpose == DLT_RUN_EVAL ? c->eval_checkpoint : purpose == DLT_RUN_TRAIN ? c->resume : NULL)) {
+        const char *ck = purpose == DLT_RUN_EVAL ? c->eval_checkpoint : c->resume;
+        dlt_checkpoint_class_names(ck, &r->ck_classes);
+        /* (eval says it where it matches the validation classes) */
+        if (!r->ck_classes && purpose == DLT_RUN_TRAIN && comm->rank == 0)
+            dlt_log_warn(&r->log, "%s records no class names (written by an older dltrain): the classes are taken "
+                         "in the data's sorted order, as before", ck);
+    }
     if (rc != 0 || (real && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
         (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0)
         return rc;
@@ -216,6 +433,8 @@ void dlt_run_close(dlt_run *r, int failed)
     if (r->be)
         r->be->ops->destroy(r->be);
     free(r->no_labels);
+    free(r->classes);
+    free(r->ck_classes);
     dlt_run_log_close(&r->log);
 }
 
@@ -371,13 +590,23 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
         snprintf(path, sizeof(path), "%s", c->val_data);
     else if (snprintf(path, sizeof(path), "%s/val", c->data) >= (int)sizeof(path) || stat(path, &st) != 0 ||
              !S_ISDIR(st.st_mode))
-        return 0; /* no validation images */
+        /* no validation images here: every rank must find none, or the evaluations' collectives
+         * would wait for this one */
+        return (rc = _agree_data(r, NULL, "validation data")) != 0 ? rc : 0;
     _loader_config(r, 0, &lc);
     if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
-    if (dlt_source_classes(val) != c->model.classes)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the training images %d", path,
-                        dlt_source_classes(val), c->model.classes);
+    if ((rc = _agree_data(r, val->ds, "validation data")) != 0)
+        return rc;
+    /* The ranks see the same data: the checks below decide alike on every rank. */
+    if ((rc = _left_out(r, val, path)) != 0 || (rc = _map_validation(r, val, path)) != 0 ||
+        (dlt_source_classes(val) != c->model.classes &&
+         (rc = dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the training images %d", path,
+                        dlt_source_classes(val), c->model.classes)) != 0)) {
+        if (r->comm->size > 1)
+            r->agreed = 1;
+        return rc;
+    }
     if ((rc = dlt_source_start(val, 0, 0, r->err, r->errlen)) != 0)
         return rc;
     dlt_log(&r->log, DLT_LOG_INFO, "validation: %s: %lld images", path, (long long)dlt_source_images(val));

@@ -44,6 +44,9 @@ typedef struct {
     size_t errlen;
     int agreed;                  /* the run ends on a decision every rank took together (no abort needed) */
     double agree_s;              /* seconds the last step spent in dlt_run_agree (the host reduction paths) */
+    char *classes;               /* the class names the model's outputs mean, one a line (the training data's,
+                                  * or the checkpoint's for eval); NULL: the data has no names */
+    char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,

@@ -54,6 +54,7 @@ typedef struct {
     const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
     const char *init;         /* weights to start from (fine-tuning), or NULL */
+    const char *eval_checkpoint; /* eval: the checkpoint scored (its state file names the classes) */
     int augment;              /* training crops and flips (0: the evaluation transform, for comparisons) */
     const char *dump_batch;   /* debugging: rank 0 writes the first batch it trains on (uint8 NHWC, int32 labels) */
     int eval_every;           /* train: validate every N epochs (-1: 1 when there are validation images, else 0) */
