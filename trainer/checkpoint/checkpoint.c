@@ -137,12 +137,12 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             const char *slash = strrchr(path, '/');
             const char *meta[] = {"dltrain", FORMAT_TAG,  "model_file", slash ? slash + 1 : path, "model_crc32", crcbuf,
                                   "model_size", sizebuf, "step", stepbuf, "epoch", epochbuf, "seed", seedbuf,
-                                  "config", st->config, "state_crc32", "00000000"};
+                                  "config", st->config, "state_crc32", "00000000", "overrides", st->history};
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
             _state_path(path, state_path, sizeof(state_path));
-            rc = dlt_st_write_crc(state_path, t, nt, meta, 9, "state_crc32", err, errlen);
+            rc = dlt_st_write_crc(state_path, t, nt, meta, st->history[0] ? 10 : 9, "state_crc32", err, errlen);
         }
     }
     free(t);
@@ -252,6 +252,8 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         info->step = step ? strtoll(step, NULL, 10) : -1;
         info->epoch = epoch ? strtoll(epoch, NULL, 10) : -1;
         snprintf(info->config, sizeof(info->config), "%s", cfg ? cfg : "");
+        snprintf(info->history, sizeof(info->history), "%s",
+                 dlt_st_meta(sf, "overrides") ? dlt_st_meta(sf, "overrides") : "");
     }
     return 0;
 }
@@ -335,6 +337,8 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
         st->epoch = strtoll(dlt_st_meta(&sf, "epoch") ? dlt_st_meta(&sf, "epoch") : "0", NULL, 10);
         st->seed = strtoull(dlt_st_meta(&sf, "seed") ? dlt_st_meta(&sf, "seed") : "0", NULL, 10);
         snprintf(st->config, sizeof(st->config), "%s", cfg ? cfg : "");
+        snprintf(st->history, sizeof(st->history), "%s",
+                 dlt_st_meta(&sf, "overrides") ? dlt_st_meta(&sf, "overrides") : "");
     }
     rc = 0;
 out:

@@ -16,6 +16,7 @@ typedef struct {
     int64_t epoch;        /* epoch the next step belongs to */
     uint64_t seed;
     char config[1024];    /* the run's settings, for the record and to refuse a mismatched resume */
+    char history[2048];   /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */
 } dlt_train_state;
 
 /* Writes DIR/ckpt-STEP.safetensors and DIR/ckpt-STEP.state.safetensors. paths receives the model
@@ -45,6 +46,7 @@ typedef struct {
     int64_t step, epoch;     /* from the state file (-1 without one) */
     char state_path[4096];
     char config[1024];
+    char history[2048];      /* settings changed on resume (--resume-override), "" when none */
 } dlt_checkpoint_info;
 
 /* Checks a model file without loading it into a model: it parses as safetensors; when its state

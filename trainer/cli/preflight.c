@@ -13,6 +13,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/status.h"
+#include "trainer/train/checkpointing.h"
 
 /* The number of ranks for which failed is set, or -1 when the ranks cannot even agree. */
 static int _failures(dlt_comm *comm, int failed)
@@ -86,6 +87,8 @@ int dlt_verify_checkpoint_cmd(const char *path)
            info.tensors, info.step, info.epoch);
     if (info.config[0])
         printf("dltrain: verify: settings: %s\n", info.config);
+    if (info.history[0])
+        printf("dltrain: verify: changed on resume: %s\n", info.history);
     return 0;
 }
 
@@ -177,6 +180,37 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     snprintf(pathbuf, pathlen, "%s", s.path);
     *resume = pathbuf;
     return 0;
+}
+
+int dlt_preflight_resume_settings(const char *path, const char *now, const char *overrides, dlt_comm *comm)
+{
+    static dlt_checkpoint_info info; /* large */
+    char err[2048], refused[2048], changed[1024];
+    int n = 0, bad;
+    if (dlt_checkpoint_verify(path, &info, err, sizeof(err)) == 0 && info.verified)
+        n = dlt_resume_compare(info.config, now, overrides, refused, sizeof(refused), changed, sizeof(changed));
+    bad = _failures(comm, n > 0);
+    if (bad < 0)
+        return 1;
+    if (bad == 0)
+        return 0;
+    if (comm->rank == 0) {
+        if (n > 0) {
+            char *line = refused;
+            fprintf(stderr, "dltrain: --resume %s: this run's settings differ from the checkpoint's:\n", path);
+            while (line && *line) {
+                char *nl = strchr(line, '\n');
+                fprintf(stderr, "dltrain:   %.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
+                line = nl ? nl + 1 : NULL;
+            }
+            fprintf(stderr, "dltrain: give the checkpoint's values, or name the settings that may change with "
+                            "--resume-override NAME,... (recorded in the new checkpoints)\n");
+        } else {
+            fprintf(stderr, "dltrain: %d rank(s) find other settings in %s than rank 0: --checkpoint-dir must be "
+                            "one directory that every node shares\n", bad, path);
+        }
+    }
+    return n > 0 ? 2 : 1;
 }
 
 int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm)

@@ -44,6 +44,7 @@ typedef struct {
     size_t errlen;
     int agreed;                  /* the run ends on a decision every rank took together (no abort needed) */
     double agree_s;              /* seconds the last step spent in dlt_run_agree (the host reduction paths) */
+    char resume_history[2048];   /* settings changed on resume, carried into every checkpoint it writes */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,

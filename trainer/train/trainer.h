@@ -48,6 +48,7 @@ typedef struct {
     double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */
     const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
+    const char *resume_override; /* settings a resume may change (comma-separated names), or NULL */
     const char *init;         /* weights to start from (fine-tuning), or NULL */
     int augment;              /* training crops and flips (0: the evaluation transform, for comparisons) */
     const char *dump_batch;   /* debugging: rank 0 writes the first batch it trains on (uint8 NHWC, int32 labels) */
