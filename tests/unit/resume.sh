@@ -9,7 +9,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 3
+tap_plan 5
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
@@ -37,3 +37,34 @@ if ((rc == 0 && irc == 0)) && [[ $out == *"--batch 8 -> 16, --lr 0.1 -> 0.2"* &&
   $info == *"changed on resume: step 8: --batch 8 -> 16, --lr 0.1 -> 0.2"* && $info == *"batch=16"* ]]; then
   ok "--resume-override batch,lr: the change is said, the step follows the global batch, the new checkpoint records the history"
 else not_ok "resume with --resume-override (rc=$rc irc=$irc)"; { echo "$out"; echo "$info"; } | tail -8 | diag; fi
+
+# ---- a disk that fills between the model file and the state file (a small tmpfs, where this
+# machine lets us mount one): the pair appears whole or not at all.
+B=(--batch 8 --epochs 2)
+mkdir -p "$WORK/full"
+if mount -t tmpfs -o size=10m tmpfs "$WORK/full" 2>/dev/null; then
+  trap 'umount "$WORK/full" 2>/dev/null' EXIT
+  "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --steps 8 --checkpoint-dir "$WORK/full" >/dev/null 2>&1
+  # 10 MiB holds the step-8 pair and the step-16 model file, not the step-16 state file.
+  run out rc "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --checkpoint-dir "$WORK/full" --resume auto
+  files=$(cd "$WORK/full" && echo *)
+  run out2 rc2 "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --steps 9 --checkpoint-dir "$WORK/full" --resume auto
+  if ((rc == 1)) && [[ $out == *"checkpoint at step 16 FAILED"*"No space left on device"* && $files == "ckpt-00000008.safetensors ckpt-00000008.state.safetensors" &&
+    $out2 == *"resumed from $WORK/full/ckpt-00000008.safetensors at step 8"* ]]; then
+    ok "the disk fills while the state file is written: the failure is said, no model file is left alone, auto resumes from the previous pair"
+  else not_ok "full disk between model and state file (rc=$rc, files: $files)"; { echo "$out"; echo "$out2"; } | tail -6 | diag; fi
+  umount "$WORK/full"; trap - EXIT
+else
+  ok "# SKIP cannot mount a tmpfs here to fill a disk"
+fi
+
+# ---- a save interrupted between the two renames: the newest model file has no state file
+mkdir -p "$WORK/half"
+"$DLTRAIN" train "${SYN[@]}" "${B[@]}" --steps 8 --checkpoint-dir "$WORK/half" >/dev/null 2>&1
+cp "$WORK/half/ckpt-00000008.safetensors" "$WORK/half/ckpt-00000016.safetensors"
+run out rc "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --checkpoint-dir "$WORK/half" --resume auto
+if ((rc == 0)) && [[ $out == *"skipping checkpoint $WORK/half/ckpt-00000016.safetensors: no state file beside it: an incomplete checkpoint"* &&
+  $out == *"resuming from the newest complete and valid checkpoint, $WORK/half/ckpt-00000008.safetensors"* &&
+  $out == *"resumed from $WORK/half/ckpt-00000008.safetensors at step 8"* ]]; then
+  ok "--resume auto passes over an incomplete newest pair for the previous complete one and says so"
+else not_ok "incomplete newest pair (rc=$rc)"; echo "$out" | tail -5 | diag; fi

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/common/crc32.h"
@@ -70,6 +71,7 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     const dlt_model *m = &net->model;
     dlt_st_tensor *t = calloc((size_t)m->nentries, sizeof(*t));
     char state_path[PATH_MAX], crcbuf[32], sizebuf[32], stepbuf[32], epochbuf[32], seedbuf[32];
+    char model_tmp[PATH_MAX + 32], state_tmp[PATH_MAX + 32];
     char (*names)[80] = calloc((size_t)m->nentries, sizeof(*names));
     uint32_t crc;
     size_t size;
@@ -106,10 +108,10 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     }
     {
         const char *meta[] = {"format", "pt", "dltrain", FORMAT_TAG, "arch", m->cfg.arch};
-        rc = dlt_st_write(path, t, nt, meta, 3, err, errlen);
+        rc = dlt_st_write_staged(path, t, nt, meta, 3, NULL, model_tmp, sizeof(model_tmp), err, errlen);
     }
-    if (rc == 0)
-        rc = _file_crc(path, &crc, &size, err, errlen);
+    if (rc == 0 && (rc = _file_crc(model_tmp, &crc, &size, err, errlen)) != 0)
+        unlink(model_tmp);
     if (rc == 0) {
         /* Momentum under the parameter names, prefixed. */
         nt = 0;
@@ -142,8 +144,19 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
             _state_path(path, state_path, sizeof(state_path));
-            rc = dlt_st_write_crc(state_path, t, nt, meta, st->history[0] ? 10 : 9, "state_crc32", err, errlen);
+            rc = dlt_st_write_staged(state_path, t, nt, meta, st->history[0] ? 10 : 9, "state_crc32", state_tmp,
+                                     sizeof(state_tmp), err, errlen);
         }
+        /* Both files are on disk under temporary names before either takes its name, and the state
+         * file (which makes the pair valid) comes last: a full disk or a crash while writing leaves
+         * the previous checkpoints as they were; only a crash between the two renames leaves a model
+         * file without its state file, which --resume auto passes over for the previous pair. */
+        if (rc != 0)
+            unlink(model_tmp);
+        else if ((rc = dlt_st_commit(model_tmp, path, err, errlen)) != 0)
+            unlink(state_tmp);
+        else
+            rc = dlt_st_commit(state_tmp, state_path, err, errlen);
     }
     free(t);
     free(names);
@@ -482,7 +495,8 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
         }
         if (!c[best].has_state) {
             _report(s, path,
-                    "no state file beside it (momentum and step are lost; its size and CRC cannot be checked)");
+                    "no state file beside it: an incomplete checkpoint (a save that did not finish, or a state "
+                    "file removed; momentum and step are lost, its size and CRC cannot be checked)");
             continue;
         }
         if (dlt_checkpoint_verify(path, &info, why, sizeof(why)) != 0) {

@@ -150,10 +150,11 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     }
     if (comm->rank == 0 && s.refused > 0) {
         int shown = s.refused < DLT_CKPT_SCAN_MAX ? s.refused : DLT_CKPT_SCAN_MAX;
-        if (s.found)
+        if (s.found) {
             for (int i = 0; i < shown; i++)
                 fprintf(stderr, "dltrain: skipping checkpoint %s\n", _refusal(&s, i, line, sizeof(line)));
-        else {
+            fprintf(stderr, "dltrain: resuming from the newest complete and valid checkpoint, %s\n", s.path);
+        } else {
             fprintf(stderr, "dltrain: %s has %d checkpoint(s) and none is valid:\n", dir, s.candidates);
             for (int i = 0; i < shown; i++)
                 fprintf(stderr, "dltrain:   %s\n", _refusal(&s, i, line, sizeof(line)));
