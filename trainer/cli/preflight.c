@@ -79,12 +79,12 @@ int dlt_verify_checkpoint_cmd(const char *path)
                 path, info.tensors, info.state_path);
         return 1;
     }
-    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, step %" PRId64 ", epoch %" PRId64
-           "\n",
+    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, after step %" PRId64
+           " (the next step is in epoch %" PRId64 ")\n",
            path, info.size, info.crc, info.state_path,
            info.state_data_verified ? " (which matches the CRC it records for itself)"
                                       : " (written before state files had a CRC of their own)",
-           info.tensors, info.step, info.epoch);
+           info.tensors, info.step, info.epoch + 1);
     if (info.config[0])
         printf("dltrain: verify: settings: %s\n", info.config);
     if (info.history[0])

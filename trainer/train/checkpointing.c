@@ -237,8 +237,8 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
                     (long long)st.step * old_batch * old_world, *step);
         }
     }
-    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (epoch %" PRId64 ")", c->resume, st.step,
-            st.epoch);
+    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (the next step is in epoch %" PRId64 ")",
+            c->resume, st.step, st.epoch + 1);
     return 0;
 }
 
