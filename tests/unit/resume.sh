@@ -9,7 +9,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 5
+tap_plan 7
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
@@ -68,3 +68,24 @@ if ((rc == 0)) && [[ $out == *"skipping checkpoint $WORK/half/ckpt-00000016.safe
   $out == *"resumed from $WORK/half/ckpt-00000008.safetensors at step 8"* ]]; then
   ok "--resume auto passes over an incomplete newest pair for the previous complete one and says so"
 else not_ok "incomplete newest pair (rc=$rc)"; echo "$out" | tail -5 | diag; fi
+
+# ---- the words for a pair that does not match
+"$DLTRAIN" train "${SYN[@]}" "${B[@]}" --checkpoint-every 8 --checkpoint-dir "$WORK/w" >/dev/null 2>&1
+cp -r "$WORK/w" "$WORK/other"
+cp "$WORK/other/ckpt-00000008.state.safetensors" "$WORK/other/ckpt-00000016.state.safetensors"
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 3 --resume "$WORK/other/ckpt-00000016.safetensors"
+run out2 rc2 "$DLTRAIN" info --checkpoint "$WORK/other/ckpt-00000016.safetensors" --verify
+if ((rc == 1 && rc2 == 1)) && [[ $out == *"which belongs to another model file, $WORK/other/ckpt-00000008.safetensors"* && $out2 == *"belongs to another model file"* && $out != *"changed or damaged"* ]]; then
+  ok "another checkpoint's state file beside a model file: said to belong to another model file, not 'damaged'"
+else not_ok "state file of another checkpoint ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+cp -r "$WORK/w" "$WORK/flip"
+python3 - "$WORK/flip/ckpt-00000016.safetensors" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); i = b.index(b'"conv1.weight"'); b[i + 12] ^= 1
+open(sys.argv[1], "wb").write(b)
+PY
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 3 --resume "$WORK/flip/ckpt-00000016.safetensors"
+run out2 rc2 "$DLTRAIN" info --checkpoint "$WORK/flip/ckpt-00000016.safetensors" --verify
+if ((rc == 1 && rc2 == 1)) && [[ $out == *"ckpt-00000016.safetensors has CRC-32"*"the model file was changed or damaged"* && $out2 == *"ckpt-00000016.safetensors has CRC-32"* && $out != *"not a resnet18"* ]]; then
+  ok "a bit flip in a tensor name: --resume says CRC mismatch, as --verify does"
+else not_ok "bit flip in a tensor name ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi

@@ -237,8 +237,35 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
     want_crc = strtoul(rcrc, &end, 16);
     if (end == rcrc || *end || strlen(rcrc) != 8)
         return dlt_fail(err, errlen, -EINVAL, "%s: model_crc32 '%.32s' is not 8 hex digits", state_path, rcrc);
+    /* The state file's own CRC first: what a damaged one records about the model file means nothing. */
+    if (scrc) {
+        uint32_t have = 0, want = 0;
+        if (dlt_st_self_crc(sf, "state_crc32", &have, &want) != 0 || have != want)
+            return dlt_fail(err, errlen, -EINVAL,
+                            "%s has CRC-32 %08x but it recorded %.32s for itself: the state file was damaged",
+                            state_path, have, scrc);
+    }
     if ((rc = _file_crc(model_path, &crc, &size, err, errlen)) != 0)
         return rc;
+    /* A state file that names another model file may be another checkpoint's put beside this one,
+     * or this pair's under a new name (renamed together, still valid). When the file it names lies
+     * here and matches it, say whose it is rather than calling this model file damaged. */
+    {
+        const char *slash = strrchr(model_path, '/'), *rname = dlt_st_meta(sf, "model_file");
+        const char *base = slash ? slash + 1 : model_path;
+        if ((size != want_size || crc != (uint32_t)want_crc) && rname && strcmp(rname, base) && !strchr(rname, '/')) {
+            char other[PATH_MAX + 256], oerr[64];
+            uint32_t ocrc;
+            size_t osize;
+            snprintf(other, sizeof(other), "%.*s%s", slash ? (int)(slash + 1 - model_path) : 0, model_path, rname);
+            if (_file_crc(other, &ocrc, &osize, oerr, sizeof(oerr)) == 0 && osize == want_size &&
+                ocrc == (uint32_t)want_crc)
+                return dlt_fail(err, errlen, -EINVAL,
+                                "%s does not match its state file %s, which belongs to another model file, %s (it "
+                                "matches that one's size and CRC-32): put this checkpoint's own state file beside it",
+                                model_path, state_path, other);
+        }
+    }
     if (size != want_size)
         return dlt_fail(err, errlen, -EINVAL,
                         "%s is %zu bytes but its state file %s recorded %llu: a partial, replaced or damaged "
@@ -247,15 +274,8 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
     if (crc != (uint32_t)want_crc)
         return dlt_fail(err, errlen, -EINVAL,
                         "%s has CRC-32 %08x but its state file %s recorded %08lx: the model file was changed or "
-                        "damaged after it was written",
+                        "damaged after it was written, or the state file is another checkpoint's",
                         model_path, crc, state_path, want_crc);
-    if (scrc) {
-        uint32_t have = 0, want = 0;
-        if (dlt_st_self_crc(sf, "state_crc32", &have, &want) != 0 || have != want)
-            return dlt_fail(err, errlen, -EINVAL,
-                            "%s has CRC-32 %08x but it recorded %.32s for itself: the state file was damaged",
-                            state_path, have, scrc);
-    }
     if (info) {
         const char *step = dlt_st_meta(sf, "step"), *epoch = dlt_st_meta(sf, "epoch"), *cfg = dlt_st_meta(sf, "config");
         info->verified = 1;
@@ -285,17 +305,23 @@ int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, cha
     memset(info, 0, sizeof(*info));
     info->step = info->epoch = -1;
     _state_path(model_path, info->state_path, sizeof(info->state_path));
-    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
+    /* With a state file, the bytes are checked against it before the model file is parsed: a
+     * damaged file is then called damaged, whatever its damage makes the parser say. */
+    if (!(stat(info->state_path, &stt) != 0 && errno == ENOENT)) {
+        if ((rc = dlt_st_load(&sf, info->state_path, err, errlen)) != 0)
+            return rc;
+        rc = _check_pair(model_path, info->state_path, &sf, info, err, errlen);
+        dlt_st_free(&sf);
+        if (rc != 0)
+            return rc;
+    }
+    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0) {
+        info->verified = 0;
         return rc;
+    }
     info->tensors = mf.n;
     dlt_st_free(&mf);
-    if (stat(info->state_path, &stt) != 0 && errno == ENOENT)
-        return 0; /* readable, but nothing to check it against */
-    if ((rc = dlt_st_load(&sf, info->state_path, err, errlen)) != 0)
-        return rc;
-    rc = _check_pair(model_path, info->state_path, &sf, info, err, errlen);
-    dlt_st_free(&sf);
-    return rc;
+    return 0; /* without a state file: readable, but nothing to check it against (verified 0) */
 }
 
 int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen)
@@ -305,16 +331,21 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
     char state_path[PATH_MAX];
     int rc;
     memset(&sf, 0, sizeof(sf));
-    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
-        return rc;
-    if ((rc = _check_model_file(net, &mf, model_path, err, errlen)) != 0)
-        goto out;
+    memset(&mf, 0, sizeof(mf));
     if (st) {
+        /* The pair's sizes and CRCs before the model file's contents, so that a damaged file is
+         * called damaged (as --verify says), not "not a resnet18 checkpoint". */
         _state_path(model_path, state_path, sizeof(state_path));
         if ((rc = dlt_st_load(&sf, state_path, err, errlen)) != 0)
             goto out;
         if ((rc = _check_pair(model_path, state_path, &sf, NULL, err, errlen)) != 0)
             goto out;
+    }
+    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
+        goto out;
+    if ((rc = _check_model_file(net, &mf, model_path, err, errlen)) != 0)
+        goto out;
+    if (st) {
         for (int i = 0; i < m->nentries; i++) {
             const dlt_state_entry *e = &m->entries[i];
             char name[96];
