@@ -116,6 +116,7 @@ static int _prepare(dlt_run *r, loop_state *t)
         snprintf(host, sizeof(host), "%.63s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "?");
     if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
         return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
+    dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
     t->eval_every = c->eval_every;
     t->val_top1 = -1;
     if (t->eval_every != 0 && (t->eval_every > 0 || c->data)) {
