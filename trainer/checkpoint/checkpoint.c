@@ -267,10 +267,10 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         }
     }
     if (size != want_size)
-        return dlt_fail(err, errlen, -EINVAL,
-                        "%s is %zu bytes but its state file %s recorded %llu: a partial, replaced or damaged "
-                        "checkpoint",
-                        model_path, size, state_path, want_size);
+        return dlt_fail(err, errlen, -EINVAL, "%s is %zu bytes but its state file %s recorded %llu: %s", model_path,
+                        size, state_path, want_size,
+                        size < want_size ? "truncated (a partial copy or an interrupted write)"
+                                         : "a replaced or damaged checkpoint");
     if (crc != (uint32_t)want_crc)
         return dlt_fail(err, errlen, -EINVAL,
                         "%s has CRC-32 %08x but its state file %s recorded %08lx: the model file was changed or "
