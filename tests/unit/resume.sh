@@ -31,12 +31,16 @@ if ((rc == 2 && rc2 == 2 && rc3 == 2)) && [[ $out == *"classes cannot change on 
   ok "--resume-override refuses the model's shape, unknown names, and use without --resume"
 else not_ok "--resume-override checks ($rc $rc2 $rc3)"; { echo "$out"; echo "$out2"; echo "$out3"; } | tail -6 | diag; fi
 
-run out rc "$DLTRAIN" train "${SYN[@]}" --batch 16 --lr 0.2 --epochs 3 --checkpoint-dir "$WORK/a" --resume auto --resume-override batch,lr
-run info irc "$DLTRAIN" info --checkpoint "$WORK/a/ckpt-00000012.safetensors" --verify
-if ((rc == 0 && irc == 0)) && [[ $out == *"--batch 8 -> 16, --lr 0.1 -> 0.2"* && $out == *"step 8 of the checkpoint (64 images) continues as step 4"* &&
+# In the same directory the new global batch's lower step numbers would lose to the old checkpoints
+# at the next --resume auto: refused; in another directory it goes on.
+run out0 rc0 "$DLTRAIN" train "${SYN[@]}" --batch 16 --lr 0.2 --epochs 3 --checkpoint-dir "$WORK/a" --resume auto --resume-override batch,lr
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 16 --lr 0.2 --epochs 3 --checkpoint-dir "$WORK/a2" --resume "$WORK/a/ckpt-00000008.safetensors" --resume-override batch,lr
+run info irc "$DLTRAIN" info --checkpoint "$WORK/a2/ckpt-00000012.safetensors" --verify
+if ((rc0 == 1 && rc == 0 && irc == 0)) && [[ $out0 == *"continues as step 4, but $WORK/a holds checkpoints up to step 8"*"give another --checkpoint-dir"* &&
+  $out == *"--batch 8 -> 16, --lr 0.1 -> 0.2"* && $out == *"step 8 of the checkpoint (64 images) continues as step 4"* &&
   $info == *"changed on resume: step 8: --batch 8 -> 16, --lr 0.1 -> 0.2"* && $info == *"batch=16"* ]]; then
   ok "--resume-override batch,lr: the change is said, the step follows the global batch, the new checkpoint records the history"
-else not_ok "resume with --resume-override (rc=$rc irc=$irc)"; { echo "$out"; echo "$info"; } | tail -8 | diag; fi
+else not_ok "resume with --resume-override (rc0=$rc0 rc=$rc irc=$irc)"; { echo "$out0"; echo "$out"; echo "$info"; } | tail -8 | diag; fi
 
 # ---- a disk that fills between the model file and the state file (a small tmpfs, where this
 # machine lets us mount one): the pair appears whole or not at all.

@@ -437,6 +437,23 @@ static long long _ckpt_step(const char *name, int *is_state)
     return s;
 }
 
+int64_t dlt_checkpoint_dir_max_step(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    long long best = -1;
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        int is_state = 0;
+        long long step = _ckpt_step(e->d_name, &is_state);
+        if (step > best)
+            best = step;
+    }
+    closedir(d);
+    return best;
+}
+
 typedef struct {
     long long step;
     char name[256]; /* the model file's name (as found, or as the state file implies) */

@@ -59,6 +59,9 @@ int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, cha
 /* The state file's path for a model file's. */
 int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen);
 
+/* The highest step of a ckpt-STEP file (model or state) in dir, or -1 when it has none. */
+int64_t dlt_checkpoint_dir_max_step(const char *dir);
+
 #define DLT_CKPT_SCAN_MAX 16
 /* A checkpoint directory, for --resume auto. */
 typedef struct {

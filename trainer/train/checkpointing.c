@@ -232,6 +232,16 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
         if (old_batch > 0 && old_world > 0 && old_batch * old_world != (long long)c->model.batch * r->comm->size) {
             long long gb = (long long)c->model.batch * r->comm->size;
             *step = (int64_t)((long long)st.step * old_batch * old_world / gb);
+            /* Checkpoints numbered above the new step would be taken by a later --resume auto
+             * over this run's own (the newest by step wins): continue in another directory. */
+            if (c->checkpoint_dir && dlt_checkpoint_dir_max_step(c->checkpoint_dir) > *step &&
+                (r->agreed = 1)) /* every rank reads the same directory: all stop alike, no abort */
+                return dlt_fail(r->err, r->errlen, -EEXIST,
+                                "global batch %lld -> %lld: step %" PRId64 " of the checkpoint continues as step "
+                                "%" PRId64 ", but %s holds checkpoints up to step %" PRId64 ", which a later --resume "
+                                "auto would take over this run's; give another --checkpoint-dir (--resume with the "
+                                "checkpoint's path)", old_batch * old_world, gb, st.step, *step, c->checkpoint_dir,
+                                dlt_checkpoint_dir_max_step(c->checkpoint_dir));
             dlt_log(&r->log, DLT_LOG_QUIET, "global batch %lld -> %lld: step %" PRId64 " of the checkpoint (%lld "
                     "images) continues as step %" PRId64, old_batch * old_world, gb, st.step,
                     (long long)st.step * old_batch * old_world, *step);
