@@ -2,13 +2,15 @@
 # Failure paths across ranks (2 nodes x 2 ranks): evaluation of a validation set smaller than one
 # batch per rank (no SIGFPE: every image scored exactly once, the same top-1 as one rank), training
 # with too little data refused on every rank with the fix, and a damaged checkpoint (eval, --resume
-# auto) stopping every rank promptly with the cause instead of some ranks waiting for the others;
+# auto) stopping every rank promptly with the cause instead of some ranks waiting for the others,
+# a single rank's checkpoint resumed on 4 ranks (refused naming the rank count, or allowed by
+# --resume-override ranks);
 # a few seeded random damage runs (tests/unit/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 9
-tap_plan 7
+tap_plan 9
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 rm -rf "${WORK:?}"/*
@@ -58,6 +60,18 @@ el=$((SECONDS - start))
 if ((rc == 1 && el < 60)) && [[ $(grep -c "none is valid" <<<"$out") == 1 && $out == *"has 1 checkpoint(s) and none is valid"* && $out == *"ckpt-00000004.safetensors has CRC-32"* && $out != *"training resnet18"* ]]; then
   ok "--resume auto over a damaged checkpoint on 4 ranks: all stop in ${el}s, the file and why listed once"
 else not_ok "--resume auto, damaged, 4 ranks (rc=$rc, ${el}s)"; echo "$out" | tail -5 | diag; fi
+# A single rank's checkpoint resumed on 4 ranks: refused on every rank alike (status 2, said once)
+# naming the rank count with both values; --resume-override ranks continues at the step that has
+# seen the same images (global batch 4 -> 16).
+out=$(timeout 120 "${SRUN[@]}" "$DLTRAIN" train --synthetic "${TINY[@]}" --batch 4 --synthetic-size 16 --epochs 2 --resume "$CK" 2>&1); rc=$?
+if ((rc == 2)) && [[ $(grep -c "the rank count: checkpoint 1, now 4" <<<"$out") == 1 && $out != *"training resnet18"* && $out != *MPI_ABORT* ]]; then
+  ok "a 1-rank checkpoint resumed on 4 ranks: every rank exits 2, the rank count named once with both values"
+else not_ok "resume on another rank count (rc=$rc)"; echo "$out" | tail -6 | diag; fi
+out=$(timeout 120 "${SRUN[@]}" "$DLTRAIN" train --synthetic "${TINY[@]}" --batch 4 --synthetic-size 16 --epochs 2 --resume "$CK" --resume-override ranks --checkpoint-dir "$WORK/ck4" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"the rank count 1 -> 4"* && $out == *"step 4 of the checkpoint (16 images) continues as step 1"* && -f $WORK/ck4/ckpt-00000002.safetensors ]] &&
+  "$DLTRAIN" info --checkpoint "$WORK/ck4/ckpt-00000002.safetensors" --verify | grep -q "changed on resume: step 4: the rank count 1 -> 4"; then
+  ok "--resume-override ranks: the change said and recorded, the step follows the global batch"
+else not_ok "resume with --resume-override ranks (rc=$rc)"; echo "$out" | tail -6 | diag; fi
 # A few random damage runs across the 4 ranks (the single-rank test runs hundreds; --strict is left
 # out: a rank stopped by --strict still leaves its peers to the stall watchdog).
 res=$(timeout 300 python3 "$DLT_SRCDIR/tests/unit/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK/random" \

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Faults in a 2-node x 2-rank training step: a rank that stops progressing (stalled in compute)
-# and a rank killed with SIGKILL must each end the whole step with an error naming what happened,
-# within a bounded time, and leave every node idle.
+# Faults in a 2-node x 2-rank training step: a rank that stops progressing (stalled in compute),
+# a rank stopped with SIGSTOP and a rank killed with SIGKILL must each end the whole step with an
+# error naming what happened (the ranks that wait for a stopped peer say so, never blaming their
+# own phase), within a bounded time, and leave every node idle.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 6
-tap_plan 5
+tap_plan 6
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 4096 --epochs 10
@@ -16,16 +17,37 @@ out=$(DLT_TEST_STALL=compute:4:120 DLT_TEST_STALL_RANK=3 timeout 180 "${SRUN[@]}
 el=$((SECONDS - start))
 # Whichever watchdog fires first ends the step: rank 3's (stuck computing) or a peer's (stuck in the
 # all-reduce waiting for rank 3); MPI_Abort then takes every rank down.
-if ((rc != 0 && rc != 124 && el < 60)) && grep -qE 'stuck in (gradient all-reduce|forward/backward) for [0-9]+ s at step 4' <<<"$out"; then
+if ((rc != 0 && rc != 124 && el < 60)) && grep -qE '(rank 3 on n2 stuck in forward/backward|waited for its peers in a collective \(during [a-z/ -]*\)) for [0-9]+ s at step 4' <<<"$out" &&
+  ! grep -qE 'rank [012] on n[12] stuck in' <<<"$out"; then
   ok "rank 3 stalls: a watchdog aborts the whole step after ${el}s, naming the phase and step 4"
 else not_ok "stalled rank (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi
-if grep -qE 'watchdog: rank [0-3] on n[12] stuck' <<<"$out"; then ok "the message names rank and host"; else not_ok "rank/host in the watchdog message"; echo "$out" | grep watchdog | diag; fi
+if grep -qE 'watchdog: rank [0-3] on n[12] (stuck|has waited)' <<<"$out"; then ok "the message names rank and host"; else not_ok "rank/host in the watchdog message"; echo "$out" | grep watchdog | diag; fi
+
+# SIGSTOP of rank 2: the others wait for it inside the step's collective. Their watchdogs must
+# say a peer stopped responding, not that they are stuck in forward/backward themselves.
+rm -f "$WORK/stop.out"
+( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" > "$WORK/stop.out" 2>&1; echo $? > "$WORK/stop.rc" ) &
+for _ in $(seq 300); do grep -q 'step 4/' "$WORK/stop.out" 2>/dev/null && break; sleep 0.1; done
+ours() { for p in $(pgrep -x dltrain); do tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" && echo "$p"; done; }
+stopped=""
+for p in $(ours); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=2' && stopped=$p
+done
+start=$SECONDS
+[[ -n $stopped ]] && kill -STOP "$stopped"
+wait
+el=$((SECONDS - start)); rc=$(cat "$WORK/stop.rc")
+[[ -n $stopped ]] && kill -CONT "$stopped" 2>/dev/null
+out=$(cat "$WORK/stop.out")
+if [[ -n $stopped ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -qE 'watchdog: rank [013] on n[12] has waited for its peers in a collective .* a peer stopped responding' <<<"$out" &&
+  ! grep -qE 'watchdog: rank [0-3] on n[12] stuck in' <<<"$out"; then
+  ok "rank 2 stopped (SIGSTOP): the step ends in ${el}s, the waiting ranks say a peer stopped responding"
+else not_ok "stopped rank (stopped=$stopped rc=$rc ${el}s)"; grep -E 'watchdog|error' "$WORK/stop.out" | head -6 | diag; fi
 
 rm -f "$WORK/kill.out"
 ( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" > "$WORK/kill.out" 2>&1; echo $? > "$WORK/kill.rc" ) &
 for _ in $(seq 300); do grep -q 'step 4/' "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
 # Only this test's cluster's ranks: other tests may run their own clusters at the same time.
-ours() { for p in $(pgrep -x dltrain); do tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" && echo "$p"; done; }
 victim=""
 for p in $(ours); do
   tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=3' && victim=$p

@@ -3,7 +3,9 @@
 # (default DEB_DIR: the build tree's _deb) are installed with apt-get; a local Slurm cluster loads
 # the plugin from the path the package installed (plugstack.conf holds the shipped snippet's line,
 # switched on) and runs the dltrain on PATH, no build tree: `srun --mpi=pmix --dl-train dltrain env`,
-# a short training, and a program built against libdltpmix-dev. Then the packages are purged:
+# a short training, and a program built against libdltpmix-dev; slurm-spank-dltrain is removed
+# (not purged) with its line on, srun still works, and a reinstall restores the line. Then the
+# packages are purged:
 # nothing of theirs is left, and Slurm's configuration files are as they were before.
 # Needs root (apt-get, slurmd). Refuses to run where a dltrain package is already installed, since it
 # would remove it. The cluster's stand-in NVML is test scaffolding from the build tree.
@@ -36,7 +38,7 @@ export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
 export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
 export DLT_PLUGIN=$PLUGIN
 cd /tmp
-tap_plan 17
+tap_plan 19
 
 # Slurm's configuration before anything happens (every file under /etc/slurm, by content).
 slurm_etc() { find /etc/slurm -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum; }
@@ -111,11 +113,15 @@ eval "$("$CLUSTER" env)"
 conf=$DLT_CLUSTER_DIR/etc/plugstack.conf
 test_args=$(sed -n "s|^required $DLT_CLUSTER_DIR/lib/spank_dltrain.so ||p" "$conf")
 [[ $test_args == *nvml_lib=* ]] || { echo "Bail out! the cluster's stand-in NVML is not built (make check builds tests/fake_nvml)"; exit 1; }
-echo "$(sed -n 's/^#required /required /p' "$SNIPPET") $test_args" > "$conf"
+# The line is switched on where an admin switches it on, in the installed snippet (the test's
+# arguments appended), and the cluster's plugstack.conf includes that file, as Debian's does.
+sed -i "s|^#required \(.*\)\$|required \1 $test_args|" "$SNIPPET"
+echo "include $SNIPPET" > "$conf"
+enabled=$(grep -v '^#' "$SNIPPET")
 rm -f "$DLT_CLUSTER_DIR/lib/spank_dltrain.so"
 out=$(srun --help 2>&1)
-if [[ $(awk '{print $2}' "$conf") == "$PLUGIN" && $out == *--dl-train* ]]; then ok "plugstack.conf names the installed plugin only; srun offers --dl-train"
-else not_ok "cluster with the installed plugin"; { cat "$conf"; echo "$out" | grep -i -e dl-train -e error; } | diag; fi
+if [[ $(awk '{print $2}' <<<"$enabled") == "$PLUGIN" && $(wc -l <<<"$enabled") == 1 && $out == *--dl-train* ]]; then ok "plugstack.conf names the installed plugin only; srun offers --dl-train"
+else not_ok "cluster with the installed plugin"; { cat "$conf" "$SNIPPET"; echo "$out" | grep -i -e dl-train -e error; } | diag; fi
 
 out=$(DLT_FAKE_NVML=$DLT_CLUSTER_DIR/fixture/nvml.txt timeout 60 dltrain-topo "$DLT_CLUSTER_DIR/lib/libfakenvml.so" "$DLT_CLUSTER_DIR/fixture" matrix 2>&1); rc=$?
 if ((rc == 0)) && [[ $(command -v dltrain-topo) == /usr/sbin/dltrain-topo && $out == *"4 GPU(s)"* ]]; then
@@ -145,6 +151,19 @@ echo "$out" | tail -4 | diag
 out=$(timeout 120 srun --quiet -N2 --ntasks-per-node=1 --mpi=pmix "$WORK/probe" 2>&1 | sort); rc=$?
 if ((rc == 0)) && [[ $out == $'probe 0/2 token 4242\nprobe 1/2 token 4242' ]]; then ok "the libdltpmix-dev program bootstraps 2 ranks under srun --mpi=pmix"
 else not_ok "libdltpmix-dev program under srun (rc=$rc)"; echo "$out" | diag; fi
+
+# apt-get remove (not purge) with the line switched on: the plugin goes, the line goes off with it
+# (marked), srun keeps working; a reinstall switches the admin's line back on.
+out=$(timeout 300 apt-get remove -y -q slurm-spank-dltrain 2>&1); rc=$?
+sout=$(timeout 60 srun --quiet -N2 true 2>&1); src=$?
+if ((rc == 0 && src == 0)) && [[ ! -e $PLUGIN && -z $(grep -v '^#' "$SNIPPET") && $(grep -c "^#disabled-by-removal# required $PLUGIN " "$SNIPPET") == 1 && $sout != *"initialization failed"* ]]; then
+  ok "apt-get remove slurm-spank-dltrain with the line on: the line is switched off with the plugin, srun still works"
+else not_ok "remove with the line on (rc=$rc, srun rc=$src)"; { echo "$out" | tail -4; echo "$sout"; cat "$SNIPPET"; } | diag; fi
+out=$(timeout 300 apt-get install -y -q --no-install-recommends "${debs[0]}" 2>&1); rc=$?
+hout=$(srun --help 2>&1)
+if ((rc == 0)) && [[ -e $PLUGIN && $(grep -v '^#' "$SNIPPET") == "$enabled" && $hout == *--dl-train* ]]; then
+  ok "reinstalling slurm-spank-dltrain switches the admin's line back on as it was; srun offers --dl-train"
+else not_ok "reinstall after remove (rc=$rc)"; { echo "$out" | tail -4; cat "$SNIPPET"; } | diag; fi
 
 sleep 1
 check "nodes idle after the steps (nothing drained)" bash -c '[[ $(sinfo -h -N -o "%t" | sort -u) == idle ]]'

@@ -311,10 +311,12 @@ def checkpoint_case(ctx, rng, d):
     elif op == "verify_eval":
         cmd = ["eval", "--checkpoint", model8, "--verify"]
     elif op == "resume_path":
-        cmd = ["train", *syn, "--synthetic-size", "16", "--epochs", "3", "--resume", model8, "--checkpoint-dir", ck]
+        cmd = ["train", *syn, "--synthetic-size", "16", "--epochs", "3", "--resume", model8, "--checkpoint-dir", ck,
+               "--resume-override", "ranks"]
     else:
         cmd = ["train", *syn, "--synthetic-size", "16", "--epochs", "3", "--checkpoint-dir", ck,
-               "--resume", "auto-or-fresh" if op == "resume_fresh" else "auto"]
+               "--resume", "auto-or-fresh" if op == "resume_fresh" else "auto", "--resume-override", "ranks"]
+    # (the checkpoints are a single rank's: --resume-override ranks lets the runs under srun resume them)
     return cmd, "checkpoint", "checkpoint: %s (older valid one %s)" % ("; ".join(notes), "kept" if keep_older else
                                                                        "removed"), info
 

@@ -288,7 +288,7 @@ static void test_reducer_paths(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dlt_backend *be;
         dlt_backend_ops ops;
-        dlt_comm comm = {&host_ops, 0, cases[i].ranks, err, sizeof(err), NULL};
+        dlt_comm comm = {&host_ops, 0, cases[i].ranks, err, sizeof(err), NULL, 0};
         dlt_grad_reducer *red;
         dlt_grad_listener l;
         const size_t n = 1000;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/common/crc32.h"
@@ -67,6 +68,7 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     const dlt_model *m = &net->model;
     dlt_st_tensor *t = calloc((size_t)m->nentries, sizeof(*t));
     char state_path[PATH_MAX], crcbuf[32], sizebuf[32], stepbuf[32], epochbuf[32], seedbuf[32];
+    char model_tmp[PATH_MAX + 32], state_tmp[PATH_MAX + 32];
     char (*names)[80] = calloc((size_t)m->nentries, sizeof(*names));
     uint32_t crc;
     size_t size;
@@ -103,10 +105,10 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     }
     {
         const char *meta[] = {"format", "pt", "dltrain", FORMAT_TAG, "arch", m->cfg.arch};
-        rc = dlt_st_write(path, t, nt, meta, 3, err, errlen);
+        rc = dlt_st_write_staged(path, t, nt, meta, 3, NULL, model_tmp, sizeof(model_tmp), err, errlen);
     }
-    if (rc == 0)
-        rc = _file_crc(path, &crc, &size, err, errlen);
+    if (rc == 0 && (rc = _file_crc(model_tmp, &crc, &size, err, errlen)) != 0)
+        unlink(model_tmp);
     if (rc == 0) {
         /* Momentum under the parameter names, prefixed. */
         nt = 0;
@@ -134,12 +136,12 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             const char *slash = strrchr(path, '/');
             const char *meta[] = {"dltrain", FORMAT_TAG,  "model_file", slash ? slash + 1 : path, "model_crc32", crcbuf,
                                   "model_size", sizebuf, "step", stepbuf, "epoch", epochbuf, "seed", seedbuf,
-                                  "config", st->config, "state_crc32", "00000000"};
+                                  "config", st->config, "state_crc32", "00000000", "overrides", st->history};
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
             const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 2];
-            int nmeta = (int)(sizeof(meta) / sizeof(meta[0]) / 2);
+            int nmeta = st->history[0] ? 10 : 9; /* "overrides" only when a resume changed a setting */
             _state_path(path, state_path, sizeof(state_path));
             /* The class names ride beside the settings, when the data has names. */
             memcpy(meta_classes, meta, sizeof(meta));
@@ -148,8 +150,19 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
                 meta_classes[2 * nmeta + 1] = st->class_names;
                 nmeta++;
             }
-            rc = dlt_st_write_crc(state_path, t, nt, meta_classes, nmeta, "state_crc32", err, errlen);
+            rc = dlt_st_write_staged(state_path, t, nt, meta_classes, nmeta, "state_crc32", state_tmp,
+                                     sizeof(state_tmp), err, errlen);
         }
+        /* Both files are on disk under temporary names before either takes its name, and the state
+         * file (which makes the pair valid) comes last: a full disk or a crash while writing leaves
+         * the previous checkpoints as they were; only a crash between the two renames leaves a model
+         * file without its state file, which --resume auto passes over for the previous pair. */
+        if (rc != 0)
+            unlink(model_tmp);
+        else if ((rc = dlt_st_commit(model_tmp, path, err, errlen)) != 0)
+            unlink(state_tmp);
+        else
+            rc = dlt_st_commit(state_tmp, state_path, err, errlen);
     }
     free(t);
     free(names);
@@ -230,18 +243,7 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
     want_crc = strtoul(rcrc, &end, 16);
     if (end == rcrc || *end || strlen(rcrc) != 8)
         return dlt_fail(err, errlen, -EINVAL, "%s: model_crc32 '%.32s' is not 8 hex digits", state_path, rcrc);
-    if ((rc = _file_crc(model_path, &crc, &size, err, errlen)) != 0)
-        return rc;
-    if (size != want_size)
-        return dlt_fail(err, errlen, -EINVAL,
-                        "%s is %zu bytes but its state file %s recorded %llu: a partial, replaced or damaged "
-                        "checkpoint",
-                        model_path, size, state_path, want_size);
-    if (crc != (uint32_t)want_crc)
-        return dlt_fail(err, errlen, -EINVAL,
-                        "%s has CRC-32 %08x but its state file %s recorded %08lx: the model file was changed or "
-                        "damaged after it was written",
-                        model_path, crc, state_path, want_crc);
+    /* The state file's own CRC first: what a damaged one records about the model file means nothing. */
     if (scrc) {
         uint32_t have = 0, want = 0;
         if (dlt_st_self_crc(sf, "state_crc32", &have, &want) != 0 || have != want)
@@ -249,6 +251,37 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
                             "%s has CRC-32 %08x but it recorded %.32s for itself: the state file was damaged",
                             state_path, have, scrc);
     }
+    if ((rc = _file_crc(model_path, &crc, &size, err, errlen)) != 0)
+        return rc;
+    /* A state file that names another model file may be another checkpoint's put beside this one,
+     * or this pair's under a new name (renamed together, still valid). When the file it names lies
+     * here and matches it, say whose it is rather than calling this model file damaged. */
+    {
+        const char *slash = strrchr(model_path, '/'), *rname = dlt_st_meta(sf, "model_file");
+        const char *base = slash ? slash + 1 : model_path;
+        if ((size != want_size || crc != (uint32_t)want_crc) && rname && strcmp(rname, base) && !strchr(rname, '/')) {
+            char other[PATH_MAX + 256], oerr[64];
+            uint32_t ocrc;
+            size_t osize;
+            snprintf(other, sizeof(other), "%.*s%s", slash ? (int)(slash + 1 - model_path) : 0, model_path, rname);
+            if (_file_crc(other, &ocrc, &osize, oerr, sizeof(oerr)) == 0 && osize == want_size &&
+                ocrc == (uint32_t)want_crc)
+                return dlt_fail(err, errlen, -EINVAL,
+                                "%s does not match its state file %s, which belongs to another model file, %s (it "
+                                "matches that one's size and CRC-32): put this checkpoint's own state file beside it",
+                                model_path, state_path, other);
+        }
+    }
+    if (size != want_size)
+        return dlt_fail(err, errlen, -EINVAL, "%s is %zu bytes but its state file %s recorded %llu: %s", model_path,
+                        size, state_path, want_size,
+                        size < want_size ? "truncated (a partial copy or an interrupted write)"
+                                         : "a replaced or damaged checkpoint");
+    if (crc != (uint32_t)want_crc)
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s has CRC-32 %08x but its state file %s recorded %08lx: the model file was changed or "
+                        "damaged after it was written, or the state file is another checkpoint's",
+                        model_path, crc, state_path, want_crc);
     if (info) {
         const char *step = dlt_st_meta(sf, "step"), *epoch = dlt_st_meta(sf, "epoch"), *cfg = dlt_st_meta(sf, "config");
         info->verified = 1;
@@ -258,6 +291,8 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         info->step = step ? strtoll(step, NULL, 10) : -1;
         info->epoch = epoch ? strtoll(epoch, NULL, 10) : -1;
         snprintf(info->config, sizeof(info->config), "%s", cfg ? cfg : "");
+        snprintf(info->history, sizeof(info->history), "%s",
+                 dlt_st_meta(sf, "overrides") ? dlt_st_meta(sf, "overrides") : "");
     }
     return 0;
 }
@@ -292,17 +327,23 @@ int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, cha
     memset(info, 0, sizeof(*info));
     info->step = info->epoch = -1;
     _state_path(model_path, info->state_path, sizeof(info->state_path));
-    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
+    /* With a state file, the bytes are checked against it before the model file is parsed: a
+     * damaged file is then called damaged, whatever its damage makes the parser say. */
+    if (!(stat(info->state_path, &stt) != 0 && errno == ENOENT)) {
+        if ((rc = dlt_st_load(&sf, info->state_path, err, errlen)) != 0)
+            return rc;
+        rc = _check_pair(model_path, info->state_path, &sf, info, err, errlen);
+        dlt_st_free(&sf);
+        if (rc != 0)
+            return rc;
+    }
+    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0) {
+        info->verified = 0;
         return rc;
+    }
     info->tensors = mf.n;
     dlt_st_free(&mf);
-    if (stat(info->state_path, &stt) != 0 && errno == ENOENT)
-        return 0; /* readable, but nothing to check it against */
-    if ((rc = dlt_st_load(&sf, info->state_path, err, errlen)) != 0)
-        return rc;
-    rc = _check_pair(model_path, info->state_path, &sf, info, err, errlen);
-    dlt_st_free(&sf);
-    return rc;
+    return 0; /* without a state file: readable, but nothing to check it against (verified 0) */
 }
 
 int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen)
@@ -312,16 +353,21 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
     char state_path[PATH_MAX];
     int rc;
     memset(&sf, 0, sizeof(sf));
-    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
-        return rc;
-    if ((rc = _check_model_file(net, &mf, model_path, err, errlen)) != 0)
-        goto out;
+    memset(&mf, 0, sizeof(mf));
     if (st) {
+        /* The pair's sizes and CRCs before the model file's contents, so that a damaged file is
+         * called damaged (as --verify says), not "not a resnet18 checkpoint". */
         _state_path(model_path, state_path, sizeof(state_path));
         if ((rc = dlt_st_load(&sf, state_path, err, errlen)) != 0)
             goto out;
         if ((rc = _check_pair(model_path, state_path, &sf, NULL, err, errlen)) != 0)
             goto out;
+    }
+    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
+        goto out;
+    if ((rc = _check_model_file(net, &mf, model_path, err, errlen)) != 0)
+        goto out;
+    if (st) {
         for (int i = 0; i < m->nentries; i++) {
             const dlt_state_entry *e = &m->entries[i];
             char name[96];
@@ -357,6 +403,8 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
         st->epoch = strtoll(dlt_st_meta(&sf, "epoch") ? dlt_st_meta(&sf, "epoch") : "0", NULL, 10);
         st->seed = strtoull(dlt_st_meta(&sf, "seed") ? dlt_st_meta(&sf, "seed") : "0", NULL, 10);
         snprintf(st->config, sizeof(st->config), "%s", cfg ? cfg : "");
+        snprintf(st->history, sizeof(st->history), "%s",
+                 dlt_st_meta(&sf, "overrides") ? dlt_st_meta(&sf, "overrides") : "");
     }
     rc = 0;
 out:
@@ -409,6 +457,23 @@ static long long _ckpt_step(const char *name, int *is_state)
     else
         return -1;
     return s;
+}
+
+int64_t dlt_checkpoint_dir_max_step(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    long long best = -1;
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        int is_state = 0;
+        long long step = _ckpt_step(e->d_name, &is_state);
+        if (step > best)
+            best = step;
+    }
+    closedir(d);
+    return best;
 }
 
 typedef struct {
@@ -500,7 +565,8 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
         }
         if (!c[best].has_state) {
             _report(s, path,
-                    "no state file beside it (momentum and step are lost; its size and CRC cannot be checked)");
+                    "no state file beside it: an incomplete checkpoint (a save that did not finish, or a state "
+                    "file removed; momentum and step are lost, its size and CRC cannot be checked)");
             continue;
         }
         if (dlt_checkpoint_verify(path, &info, why, sizeof(why)) != 0) {

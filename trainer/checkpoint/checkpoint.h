@@ -18,6 +18,7 @@ typedef struct {
     char config[1024];    /* the run's settings, for the record and to refuse a mismatched resume */
     const char *class_names; /* saving: the class names one a line, in the order of the model's outputs
                               * (NULL: the data has none); kept as the state file's "class_names" */
+    char history[2048];   /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */
 } dlt_train_state;
 
 /* Writes DIR/ckpt-STEP.safetensors and DIR/ckpt-STEP.state.safetensors. paths receives the model
@@ -47,6 +48,7 @@ typedef struct {
     int64_t step, epoch;     /* from the state file (-1 without one) */
     char state_path[4096];
     char config[1024];
+    char history[2048];      /* settings changed on resume (--resume-override), "" when none */
 } dlt_checkpoint_info;
 
 /* Checks a model file without loading it into a model: it parses as safetensors; when its state
@@ -62,6 +64,9 @@ int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, cha
 void dlt_checkpoint_class_names(const char *model_path, char **list);
 /* The state file's path for a model file's. */
 int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen);
+
+/* The highest step of a ckpt-STEP file (model or state) in dir, or -1 when it has none. */
+int64_t dlt_checkpoint_dir_max_step(const char *dir);
 
 #define DLT_CKPT_SCAN_MAX 16
 /* A checkpoint directory, for --resume auto. */

@@ -101,14 +101,14 @@ static const char *_crc_digits(const char *h, size_t len, const char *key)
     return p + n;
 }
 
-int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
-                     const char *crc_key, char *err, size_t errlen)
+int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
+                        const char *crc_key, char *tmp, size_t tmplen, char *err, size_t errlen)
 {
     _sb h = {0};
-    char num[64], tmp[PATH_MAX], dirbuf[PATH_MAX];
+    char num[64];
     size_t off = 0, pad;
     uint8_t len8[8];
-    int fd = -1, dfd, rc = 0;
+    int fd = -1, rc = 0;
 
     _sb_put(&h, "{", 1);
     if (nmeta > 0) {
@@ -175,14 +175,15 @@ int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char
         memcpy(d, hex, 8);
     }
 
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
+    if (snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid()) >= (int)tmplen) {
         free(h.p);
         return dlt_fail(err, errlen, -ENAMETOOLONG, "path too long: %s", path);
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = dlt_fail(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
-        goto out;
+        free(h.p);
+        return rc; /* not ours to remove */
     }
     if (dlt_write_all(fd, len8, 8) || dlt_write_all(fd, h.p, h.len)) {
         rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
@@ -203,16 +204,6 @@ int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char
         goto out;
     }
     fd = -1;
-    if (rename(tmp, path) != 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto out;
-    }
-    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
-    dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
 out:
     if (fd >= 0)
         close(fd);
@@ -220,6 +211,32 @@ out:
         unlink(tmp); /* the previous file at path, if any, is untouched */
     free(h.p);
     return rc;
+}
+
+int dlt_st_commit(const char *tmp, const char *path, char *err, size_t errlen)
+{
+    char dirbuf[PATH_MAX];
+    int dfd, rc;
+    if (rename(tmp, path) != 0) {
+        rc = dlt_fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    snprintf(dirbuf, sizeof(dirbuf), "%s", path);
+    dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
+                     const char *crc_key, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX];
+    int rc = dlt_st_write_staged(path, t, n, meta, nmeta, crc_key, tmp, sizeof(tmp), err, errlen);
+    return rc ? rc : dlt_st_commit(tmp, path, err, errlen);
 }
 
 /* ------------------------------------------------------------------ reading: a strict JSON subset */

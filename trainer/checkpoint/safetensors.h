@@ -48,6 +48,14 @@ int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *co
 int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
                      const char *crc_key, char *err, size_t errlen);
 
+/* The two halves of dlt_st_write_crc (crc_key may be NULL), so that files written together appear
+ * together: the file is written and flushed under a temporary name beside path (tmp receives it;
+ * nothing is left on failure), then dlt_st_commit renames it to path and flushes the directory
+ * (tmp is removed if that fails). */
+int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
+                        const char *crc_key, char *tmp, size_t tmplen, char *err, size_t errlen);
+int dlt_st_commit(const char *tmp, const char *path, char *err, size_t errlen);
+
 /* The CRC a file written by dlt_st_write_crc records for itself (want) and the one it has (have).
  * Returns 0, -ENOENT without that key, -EINVAL when the value is not 8 hex digits. */
 int dlt_st_self_crc(const dlt_st_file *f, const char *crc_key, uint32_t *have, uint32_t *want);

@@ -19,6 +19,7 @@
 #include "trainer/cli/preflight.h"
 #include "trainer/common/io.h"
 #include "trainer/data/loader.h"
+#include "trainer/train/checkpointing.h"
 #include "trainer/train/trainer.h"
 
 enum {
@@ -27,7 +28,8 @@ enum {
     O_NOISE, O_LOG_EVERY, O_METRICS, O_CKPT_DIR, O_CKPT_EVERY, O_RESUME, O_EVAL_SIZE, O_CHECK_EVERY, O_COMM,
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_FEED, O_JSON, O_CHECKPOINT, O_HELP,
     O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
-    O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT, O_DUMP_BATCH
+    O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT, O_DUMP_BATCH,
+    O_RESUME_OVERRIDE
 };
 
 static const struct option g_opts[] = {
@@ -62,6 +64,7 @@ static const struct option g_opts[] = {
     {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
     {"checkpoint-every", required_argument, NULL, O_CKPT_EVERY},
     {"resume", required_argument, NULL, O_RESUME},
+    {"resume-override", required_argument, NULL, O_RESUME_OVERRIDE},
     {"checkpoint-minutes", required_argument, NULL, O_CKPT_MIN},
     {"max-bad-steps", required_argument, NULL, O_MAX_BAD},
     {"stall-timeout", required_argument, NULL, O_STALL},
@@ -153,6 +156,8 @@ static void _usage(FILE *f, const char *cmd)
             "  --resume PATH|auto|auto-or-fresh  continue from a checkpoint. auto: the newest valid one\n"
             "                         in --checkpoint-dir; none there: from scratch; some there but none\n"
             "                         valid: stop and list them. auto-or-fresh: start from scratch then\n"
+            "  --resume-override K,.. settings that may differ from the checkpoint's (batch, ranks, lr, seed,\n"
+            "                         schedule, ...); any other difference refuses the resume\n"
             "  --check-every N        steps between cross-rank weight checks (default 100)\n"
             "  --max-bad-steps K      skip updates with a non-finite loss, stop after K in a row (default 5)\n"
             "  --stall-timeout S      abort when one phase (data, compute, all-reduce, checkpoint) takes\n"
@@ -198,7 +203,7 @@ static const struct {
     {"metrics", C_TRAIN}, {"checkpoint-dir", C_TRAIN}, {"checkpoint-every", C_TRAIN}, {"resume", C_TRAIN},
     {"checkpoint-minutes", C_TRAIN}, {"baseline", C_TRAIN}, {"check-every", C_TRAIN}, {"max-bad-steps", C_TRAIN},
     {"stall-timeout", C_TRAIN}, {"eval-every", C_TRAIN}, {"target-top1", C_TRAIN}, {"init", C_TRAIN},
-    {"dump-batch", C_TRAIN}, {"augment", C_TRAIN | C_BENCH}, {"loss-scale", C_TRAIN | C_BENCH},
+    {"dump-batch", C_TRAIN}, {"resume-override", C_TRAIN}, {"augment", C_TRAIN | C_BENCH}, {"loss-scale", C_TRAIN | C_BENCH},
     {"loss-scale-window", C_TRAIN | C_BENCH}, {"bucket-mib", C_TRAIN | C_BENCH}, {"allreduce-lowp", C_TRAIN | C_BENCH},
     {"cuda-graphs", C_TRAIN | C_BENCH}, {"eval-size", C_TRAIN | C_EVAL}, {"val-data", C_TRAIN | C_EVAL},
     {"val-labels", C_TRAIN | C_EVAL}, {"checkpoint", C_EVAL}, {"warmup", C_BENCH}, {"iters", C_BENCH},
@@ -424,7 +429,8 @@ static void _unmute(int saved)
 static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *resume_path,
                       size_t resume_len)
 {
-    char err[512], what[64];
+    char err[512], what[64], now[1024];
+    int rc;
     int64_t n = !strcmp(cmd, "train") ? c->synthetic_size : c->eval_size;
     /* Training needs a full batch per rank; evaluation scores any number of images exactly. */
     if (!c->data && !strcmp(cmd, "train")) {
@@ -443,7 +449,12 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return 1;
     if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
         return 2;
-    return c->resume ? dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len) : 0;
+    if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
+        return rc;
+    if (!c->resume)
+        return 0;
+    dlt_run_config_text(c, comm->size, now, sizeof(now));
+    return dlt_preflight_resume_settings(c->resume, now, c->resume_override, comm);
 }
 
 int dlt_cmd_train(int argc, char **argv)
@@ -612,6 +623,13 @@ int dlt_cmd_train(int argc, char **argv)
         case O_METRICS: c.metrics_path = optarg; break;
         case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
         case O_RESUME: c.resume = optarg; break;
+        case O_RESUME_OVERRIDE:
+            if (dlt_resume_override_check(optarg, err, sizeof(err)) != 0) {
+                fprintf(stderr, "dltrain: %s\n", err);
+                return 2;
+            }
+            c.resume_override = optarg;
+            break;
         case O_BASELINE: c.baseline = optarg; break;
         case O_COMM:
             if (strcmp(optarg, "auto") && strcmp(optarg, "single") && strcmp(optarg, "mpi") && strcmp(optarg, "nccl")) {
@@ -657,6 +675,10 @@ int dlt_cmd_train(int argc, char **argv)
             }
             c.classes_given = 1;
         }
+    }
+    if (c.resume_override && !c.resume) {
+        fprintf(stderr, "dltrain %s: --resume-override %s applies only with --resume\n", cmd, c.resume_override);
+        return 2;
     }
     if (c.resume && !*c.resume) {
         fprintf(stderr, "dltrain: --resume '': expected a checkpoint file, auto or auto-or-fresh\n");

@@ -15,6 +15,7 @@
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/train/run_log.h"
+#include "trainer/train/checkpointing.h"
 
 /* The number of ranks for which failed is set, or -1 when the ranks cannot even agree. */
 static int _failures(dlt_comm *comm, int failed)
@@ -82,14 +83,16 @@ int dlt_verify_checkpoint_cmd(const char *path)
                 path, info.tensors, info.state_path);
         return 1;
     }
-    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, step %" PRId64 ", epoch %" PRId64
-           "\n",
+    printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, after step %" PRId64
+           " (the next step is in epoch %" PRId64 ")\n",
            path, info.size, info.crc, info.state_path,
            info.state_data_verified ? " (which matches the CRC it records for itself)"
                                       : " (written before state files had a CRC of their own)",
-           info.tensors, info.step, info.epoch);
+           info.tensors, info.step, info.epoch + 1);
     if (info.config[0])
         printf("dltrain: verify: settings: %s\n", info.config);
+    if (info.history[0])
+        printf("dltrain: verify: changed on resume: %s\n", info.history);
     return 0;
 }
 
@@ -151,10 +154,11 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     }
     if (comm->rank == 0 && s.refused > 0) {
         int shown = s.refused < DLT_CKPT_SCAN_MAX ? s.refused : DLT_CKPT_SCAN_MAX;
-        if (s.found)
+        if (s.found) {
             for (int i = 0; i < shown; i++)
                 fprintf(stderr, "dltrain: skipping checkpoint %s\n", _refusal(&s, i, line, sizeof(line)));
-        else {
+            fprintf(stderr, "dltrain: resuming from the newest complete and valid checkpoint, %s\n", s.path);
+        } else {
             fprintf(stderr, "dltrain: %s has %d checkpoint(s) and none is valid:\n", dir, s.candidates);
             for (int i = 0; i < shown; i++)
                 fprintf(stderr, "dltrain:   %s\n", _refusal(&s, i, line, sizeof(line)));
@@ -181,6 +185,37 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     snprintf(pathbuf, pathlen, "%s", s.path);
     *resume = pathbuf;
     return 0;
+}
+
+int dlt_preflight_resume_settings(const char *path, const char *now, const char *overrides, dlt_comm *comm)
+{
+    static dlt_checkpoint_info info; /* large */
+    char err[2048], refused[2048], changed[1024];
+    int n = 0, bad;
+    if (dlt_checkpoint_verify(path, &info, err, sizeof(err)) == 0 && info.verified)
+        n = dlt_resume_compare(info.config, now, overrides, refused, sizeof(refused), changed, sizeof(changed));
+    bad = _failures(comm, n > 0);
+    if (bad < 0)
+        return 1;
+    if (bad == 0)
+        return 0;
+    if (comm->rank == 0) {
+        if (n > 0) {
+            char *line = refused;
+            fprintf(stderr, "dltrain: --resume %s: this run's settings differ from the checkpoint's:\n", path);
+            while (line && *line) {
+                char *nl = strchr(line, '\n');
+                fprintf(stderr, "dltrain:   %.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
+                line = nl ? nl + 1 : NULL;
+            }
+            fprintf(stderr, "dltrain: give the checkpoint's values, or name the settings that may change with "
+                            "--resume-override NAME,... (recorded in the new checkpoints)\n");
+        } else {
+            fprintf(stderr, "dltrain: %d rank(s) find other settings in %s than rank 0: --checkpoint-dir must be "
+                            "one directory that every node shares\n", bad, path);
+        }
+    }
+    return n > 0 ? 2 : 1;
 }
 
 int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm)

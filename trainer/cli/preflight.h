@@ -25,6 +25,13 @@ int dlt_verify_checkpoint_cmd(const char *path);
  * failed, said why) or 2 (usage). */
 int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, char *pathbuf, size_t pathlen);
 
+/* --resume PATH (after auto resolved): the settings the checkpoint's state file records against
+ * this run's (now, dlt_run_config_text), every rank alike. Each difference that overrides (the
+ * --resume-override list) does not allow is named with both values, said once by rank 0, and
+ * every rank returns 2; a pair that cannot be read is left to the trainer's load, which names
+ * the fault. Returns 0, 1 (ranks disagree) or 2. */
+int dlt_preflight_resume_settings(const char *path, const char *now, const char *overrides, dlt_comm *comm);
+
 /* dltrain train: rank 0 can append to --metrics and write into --checkpoint-dir (created when
  * missing), checked now rather than hours later at the first checkpoint, when only rank 0 would
  * stop. Returns 0, or 1 on every rank after rank 0 said why. */

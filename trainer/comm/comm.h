@@ -34,6 +34,9 @@ struct dlt_comm {
     char *err;
     size_t errlen;
     void *impl;
+    /* Threads of this rank now inside a host collective (read and written with __atomic builtins):
+     * the stall watchdog tells a rank that waits for its peers from one that is stuck itself. */
+    int in_collective;
 };
 
 /* What the run asks for: kind "auto", "single", "mpi" or "nccl"; gpu: the run's backend is a GPU

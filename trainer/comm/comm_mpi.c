@@ -24,6 +24,18 @@ static MPI_Datatype _mpi_type(dlt_dtype t)
     return t == DLT_DTYPE_F32 ? MPI_FLOAT : t == DLT_DTYPE_F64 ? MPI_DOUBLE : MPI_INT64_T;
 }
 
+/* Marks this rank as waiting on its peers while a collective blocks (see comm.h). */
+static void _enter(dlt_comm *c)
+{
+    __atomic_add_fetch(&c->in_collective, 1, __ATOMIC_RELAXED);
+}
+
+static int _leave(dlt_comm *c, int rc)
+{
+    __atomic_sub_fetch(&c->in_collective, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
 static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
 {
     /* MPI counts are int: reduce in chunks so a 100 M-parameter buffer is fine. */
@@ -31,8 +43,10 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
     size_t esz = dlt_dtype_size(type);
     for (size_t off = 0; off < count; off += chunk) {
         size_t n = count - off < chunk ? count - off : chunk;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, (int)n, _mpi_type(type), MPI_SUM,
-                               MPI_COMM_WORLD);
+        int rc;
+        _enter(c);
+        rc = _leave(c, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, (int)n, _mpi_type(type), MPI_SUM,
+                                     MPI_COMM_WORLD));
         if (rc != MPI_SUCCESS)
             return _mpi_fail(c, "MPI_Allreduce", rc);
     }
@@ -44,7 +58,9 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     const size_t chunk = (size_t)1 << 30;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t n = bytes - off < chunk ? bytes - off : chunk;
-        int rc = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        int rc;
+        _enter(c);
+        rc = _leave(c, MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD));
         if (rc != MPI_SUCCESS)
             return _mpi_fail(c, "MPI_Bcast", rc);
     }
@@ -53,7 +69,9 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
 
 static int _barrier(dlt_comm *c)
 {
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    int rc;
+    _enter(c);
+    rc = _leave(c, MPI_Barrier(MPI_COMM_WORLD));
     return rc == MPI_SUCCESS ? 0 : _mpi_fail(c, "MPI_Barrier", rc);
 }
 

@@ -8,20 +8,145 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/status.h"
 
-static void _config_text(const dlt_train_config *c, int world, char *buf, size_t len)
+void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len)
 {
+    char ms[96] = "";
+    for (int i = 0; i < c->nmilestones; i++)
+        snprintf(ms + strlen(ms), sizeof(ms) - strlen(ms), "%s%d", i ? "," : "", c->milestones[i]);
     snprintf(buf, len,
              "arch=%s width=%g image=%d classes=%d batch=%d world=%d precision=%s base_lr=%g momentum=%g wd=%g "
-             "smoothing=%g warmup=%g schedule=%s epochs=%" PRId64 " seed=%" PRIu64 " synthetic_size=%" PRId64,
+             "smoothing=%g warmup=%g schedule=%s epochs=%" PRId64 " seed=%" PRIu64 " synthetic_size=%" PRId64
+             " milestones=%s",
              c->model.arch, (double)c->model.width, c->model.image, c->model.classes, c->model.batch, world,
              dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay,
              c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
-             c->synthetic_size);
+             c->synthetic_size, ms[0] ? ms : "none");
+}
+
+/* The recorded settings a resume compares: the key in the state file's config record, the name
+ * --resume-override takes and messages use, and whether it may change at all (the model's shape
+ * cannot: the tensors would not fit). */
+static const struct {
+    const char *key, *name;
+    int fixed;
+} g_resume_keys[] = {
+    {"arch", "arch", 1},           {"width", "width", 1},
+    {"image", "image-size", 1},    {"classes", "classes", 1},
+    {"batch", "batch", 0},         {"world", "ranks", 0},
+    {"precision", "precision", 0}, {"base_lr", "lr", 0},
+    {"momentum", "momentum", 0},   {"wd", "wd", 0},
+    {"smoothing", "label-smoothing", 0}, {"warmup", "warmup-epochs", 0},
+    {"schedule", "schedule", 0},   {"epochs", "epochs", 0},
+    {"milestones", "milestones", 0}, {"seed", "seed", 0},
+    {"synthetic_size", "synthetic-size", 0},
+};
+#define RESUME_KEYS ((int)(sizeof(g_resume_keys) / sizeof(g_resume_keys[0])))
+
+/* The value of key in "k1=v1 k2=v2 ..." into out; 0 when absent. */
+static int _field(const char *config, const char *key, char *out, size_t outlen)
+{
+    size_t k = strlen(key);
+    for (const char *p = config; p && *p;) {
+        while (*p == ' ')
+            p++;
+        if (!strncmp(p, key, k) && p[k] == '=') {
+            size_t n = strcspn(p + k + 1, " ");
+            snprintf(out, outlen, "%.*s", (int)n, p + k + 1);
+            return 1;
+        }
+        p = strchr(p, ' ');
+    }
+    return 0;
+}
+
+/* Whether name is in the comma-separated list. */
+static int _listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',') {
+        if (strcspn(p, ",") == n && !strncmp(p, name, n))
+            return 1;
+    }
+    return 0;
+}
+
+static const char *_option(const char *name, char *buf, size_t len)
+{
+    if (!strcmp(name, "ranks"))
+        snprintf(buf, len, "the rank count");
+    else
+        snprintf(buf, len, "--%s", name);
+    return buf;
+}
+
+int dlt_resume_override_check(const char *keys, char *err, size_t errlen)
+{
+    const char *p = keys;
+    if (!keys || !*keys)
+        return dlt_fail(err, errlen, -EINVAL, "--resume-override '': name the settings that may change, e.g. "
+                        "--resume-override batch,lr");
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int k;
+        for (k = 0; k < RESUME_KEYS; k++)
+            if (strlen(g_resume_keys[k].name) == n && !strncmp(g_resume_keys[k].name, p, n))
+                break;
+        if (k == RESUME_KEYS) {
+            char known[512] = "";
+            for (int i = 0; i < RESUME_KEYS; i++)
+                if (!g_resume_keys[i].fixed)
+                    snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", known[0] ? "," : "",
+                             g_resume_keys[i].name);
+            return dlt_fail(err, errlen, -EINVAL, "--resume-override %s: unknown setting '%.*s' (the settings a "
+                            "resume may change: %s)", keys, (int)n, p, known);
+        }
+        if (g_resume_keys[k].fixed)
+            return dlt_fail(err, errlen, -EINVAL, "--resume-override %s: %s cannot change on resume (the model's "
+                            "tensors would not fit); start a new run, or use --init to fine-tune from the weights",
+                            keys, g_resume_keys[k].name);
+        p += n;
+        if (*p == ',' && *++p == '\0')
+            return dlt_fail(err, errlen, -EINVAL, "--resume-override %s: an empty name after the last comma", keys);
+    }
+    return 0;
+}
+
+int dlt_resume_compare(const char *recorded, const char *now, const char *overrides, char *refused, size_t rlen,
+                       char *changed, size_t clen)
+{
+    char rv[128], nv[128], rs[16] = "", ns[16] = "", opt[48];
+    int nrefused = 0;
+    refused[0] = changed[0] = '\0';
+    _field(recorded, "schedule", rs, sizeof(rs));
+    _field(now, "schedule", ns, sizeof(ns));
+    for (int k = 0; k < RESUME_KEYS; k++) {
+        const char *key = g_resume_keys[k].key;
+        /* Settings a checkpoint of an older dltrain did not record are not compared. */
+        if (!_field(recorded, key, rv, sizeof(rv)) || !_field(now, key, nv, sizeof(nv)) || !strcmp(rv, nv))
+            continue;
+        /* --epochs shapes the learning rate only under the cosine schedule (elsewhere it says where
+         * to stop, like --steps); the milestones only under the step schedule. */
+        if (!strcmp(key, "epochs") && strcmp(rs, "cosine") && strcmp(ns, "cosine"))
+            continue;
+        if (!strcmp(key, "milestones") && (strcmp(rs, "step") || strcmp(ns, "step")))
+            continue;
+        _option(g_resume_keys[k].name, opt, sizeof(opt));
+        if (!g_resume_keys[k].fixed && _listed(overrides, g_resume_keys[k].name)) {
+            snprintf(changed + strlen(changed), clen - strlen(changed), "%s%s %s -> %s", changed[0] ? ", " : "",
+                     opt, rv, nv);
+            continue;
+        }
+        snprintf(refused + strlen(refused), rlen - strlen(refused), "%s%s: checkpoint %s, now %s%s",
+                 nrefused ? "\n" : "", opt, rv, nv, g_resume_keys[k].fixed ? " (cannot change)" : "");
+        nrefused++;
+    }
+    return nrefused;
 }
 
 int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
@@ -48,7 +173,8 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     st.step = step;
     st.epoch = epoch;
     st.seed = c->seed;
-    _config_text(c, r->comm->size, st.config, sizeof(st.config));
+    dlt_run_config_text(c, r->comm->size, st.config, sizeof(st.config));
+    snprintf(st.history, sizeof(st.history), "%s", r->resume_history);
     st.class_names = r->classes;
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc ? rc : -EIO,
@@ -83,8 +209,48 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err, r->errlen)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "cannot resume");
     *step = st.step;
-    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (epoch %" PRId64 ")", c->resume, st.step,
-            st.epoch);
+    /* The preflight refused settings that differ without --resume-override (every rank alike,
+     * before launch); here the allowed changes are said, recorded, and a new global batch turns
+     * the step count into the same number of images seen. */
+    {
+        char now[1024], refused[1024], changed[1024], v[32];
+        long long old_batch = 0, old_world = 0;
+        dlt_run_config_text(c, r->comm->size, now, sizeof(now));
+        if (dlt_resume_compare(st.config, now, c->resume_override, refused, sizeof(refused), changed,
+                               sizeof(changed)) > 0)
+            return dlt_fail(r->err, r->errlen, -EINVAL, "cannot resume from %s with other settings: %s", c->resume,
+                            refused);
+        snprintf(r->resume_history, sizeof(r->resume_history), "%s", st.history);
+        if (changed[0]) {
+            size_t n = strlen(r->resume_history);
+            snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": %s",
+                     n ? "; " : "", st.step, changed);
+            dlt_log(&r->log, DLT_LOG_QUIET, "resuming with changed settings (--resume-override): %s", changed);
+        }
+        if (_field(st.config, "batch", v, sizeof(v)))
+            old_batch = strtoll(v, NULL, 10);
+        if (_field(st.config, "world", v, sizeof(v)))
+            old_world = strtoll(v, NULL, 10);
+        if (old_batch > 0 && old_world > 0 && old_batch * old_world != (long long)c->model.batch * r->comm->size) {
+            long long gb = (long long)c->model.batch * r->comm->size;
+            *step = (int64_t)((long long)st.step * old_batch * old_world / gb);
+            /* Checkpoints numbered above the new step would be taken by a later --resume auto
+             * over this run's own (the newest by step wins): continue in another directory. */
+            if (c->checkpoint_dir && dlt_checkpoint_dir_max_step(c->checkpoint_dir) > *step &&
+                (r->agreed = 1)) /* every rank reads the same directory: all stop alike, no abort */
+                return dlt_fail(r->err, r->errlen, -EEXIST,
+                                "global batch %lld -> %lld: step %" PRId64 " of the checkpoint continues as step "
+                                "%" PRId64 ", but %s holds checkpoints up to step %" PRId64 ", which a later --resume "
+                                "auto would take over this run's; give another --checkpoint-dir (--resume with the "
+                                "checkpoint's path)", old_batch * old_world, gb, st.step, *step, c->checkpoint_dir,
+                                dlt_checkpoint_dir_max_step(c->checkpoint_dir));
+            dlt_log(&r->log, DLT_LOG_QUIET, "global batch %lld -> %lld: step %" PRId64 " of the checkpoint (%lld "
+                    "images) continues as step %" PRId64, old_batch * old_world, gb, st.step,
+                    (long long)st.step * old_batch * old_world, *step);
+        }
+    }
+    dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (the next step is in epoch %" PRId64 ")",
+            c->resume, st.step, st.epoch + 1);
     return 0;
 }
 

@@ -14,6 +14,19 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);
 /* Loads the weights --init names, or the checkpoint --resume names (a path: the CLI resolves
  * auto before launch), into the host copies; *step is where it stopped (0 without --resume). */
 int dlt_run_resume(dlt_run *r, int64_t *step);
+/* The settings a checkpoint records, "key=value ..." (world: the rank count). */
+void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len);
+/* Checks --resume-override's comma-separated names: each a setting a resume may change (batch, lr,
+ * ranks, ...; not arch, width, image-size or classes). 0, or -EINVAL with err naming the bad one. */
+int dlt_resume_override_check(const char *keys, char *err, size_t errlen);
+/* Compares a checkpoint's recorded settings with this run's (both dlt_run_config_text): each
+ * difference the overrides list does not allow goes into refused, one line each, as
+ * "--batch: checkpoint 8, now 16"; each allowed one into changed ("--batch 8 -> 16", comma
+ * separated). Settings the checkpoint does not record are not compared; --epochs only under the
+ * cosine schedule, --milestones only under the step schedule (where they shape the learning
+ * rate). Returns the number refused. */
+int dlt_resume_compare(const char *recorded, const char *now, const char *overrides, char *refused, size_t rlen,
+                       char *changed, size_t clen);
 /* Compares a weight checksum's spread across ranks; an error when they differ. */
 int dlt_run_check_replicas(dlt_run *r, int64_t step);
 

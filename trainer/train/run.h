@@ -47,6 +47,7 @@ typedef struct {
     char *classes;               /* the class names the model's outputs mean, one a line (the training data's,
                                   * or the checkpoint's for eval); NULL: the data has no names */
     char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
+    char resume_history[2048];   /* settings changed on resume, carried into every checkpoint it writes */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,

@@ -39,7 +39,9 @@ static void _on_signal(int sig)
 typedef struct {
     dlt_schedule sched;
     dlt_watchdog wd;
-    int64_t spe, step, total;
+    int64_t spe, step, total; /* step: optimizer steps done. Every message numbers the step in progress
+                                * step + 1 and its epoch (step / spe) + 1, as the step line "step k/N"
+                                * (after the k-th) does: steps and epochs count from 1. */
     int bad_steps;      /* consecutive non-finite losses */
     double last_ckpt;
     float *stats_backup; /* BN statistics before the step (backend memory), to undo a skipped step */
@@ -116,6 +118,7 @@ static int _prepare(dlt_run *r, loop_state *t)
         snprintf(host, sizeof(host), "%.63s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "?");
     if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
         return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
+    dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
     t->eval_every = c->eval_every;
     t->val_top1 = -1;
     if (t->eval_every != 0 && (t->eval_every > 0 || c->data)) {
@@ -144,7 +147,7 @@ static int _prepare(dlt_run *r, loop_state *t)
 static int _validate(dlt_run *r, loop_state *t)
 {
     double counts[3], t0 = dlt_now(), top1, top5;
-    int64_t epoch = t->step / t->spe;
+    int64_t epoch = (t->step - 1) / t->spe + 1; /* the epoch of the last step, 1-based (t->step >= 1 here) */
     int rc;
     size_t bytes = r->net.model.nstats * sizeof(float);
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
@@ -214,7 +217,7 @@ static int _load_batch(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
     s->t0 = dlt_now();
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_DATA, t->step);
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_DATA, t->step + 1);
     if ((rc = dlt_run_load_batch(r, t->step / t->spe, t->step % t->spe)) != 0) {
         dlt_fail_prefix(r->err, r->errlen, rc, "input");
         snprintf(t->input_err, sizeof(t->input_err), "%s", r->err);
@@ -254,7 +257,7 @@ static int _backup_statistics(dlt_run *r, loop_state *t)
 static int _queue_step(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step + 1);
     s->lr = dlt_schedule_lr(&t->sched, t->step);
     r->agree_s = 0;
     if ((rc = dlt_run_step(r, s->lr, g_stop_signal != 0, t->input_failed)) != 0)
@@ -266,7 +269,7 @@ static int _queue_step(dlt_run *r, loop_state *t, step_result *s)
 static int _agree(dlt_run *r, loop_state *t, step_result *s)
 {
     int rc;
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step);
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step + 1);
     s->t_wait = dlt_now();
     if ((rc = dlt_run_read_results(r, s->res)) != 0)
         return rc;
@@ -276,10 +279,10 @@ static int _agree(dlt_run *r, loop_state *t, step_result *s)
         r->agreed = 1;
         if (t->input_failed)
             return dlt_fail(r->err, r->errlen, -EIO, "%s (every rank stops at step %" PRId64 ")", t->input_err,
-                            t->step);
+                            t->step + 1);
         return dlt_fail(r->err, r->errlen, -ECANCELED,
                         "stopping at step %" PRId64 ": %.0f other rank(s) could not load their batch (their messages "
-                        "name the file and the cause)", t->step, s->res[DLT_RES_INPUT_FAILED]);
+                        "name the file and the cause)", t->step + 1, s->res[DLT_RES_INPUT_FAILED]);
     }
     return 0;
 }
@@ -291,16 +294,16 @@ static int _settle(dlt_run *r, loop_state *t, step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     int apply, rc;
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
+    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step + 1);
     if (!isfinite(s->res[DLT_RES_LOSS])) {
         r->agreed = 1; /* the summed loss is the same on every rank: all decide alike */
         if (++t->bad_steps > c->max_bad_steps)
             return dlt_fail(r->err, r->errlen, -ERANGE,
                             "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the last "
-                            "checkpoint is intact (lower --lr?)", t->bad_steps, t->step);
+                            "checkpoint is intact (lower --lr?)", t->bad_steps, t->step + 1);
         if (r->comm->rank == 0)
             dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
-                         s->res[DLT_RES_LOSS], t->step, t->bad_steps, c->max_bad_steps);
+                         s->res[DLT_RES_LOSS], t->step + 1, t->bad_steps, c->max_bad_steps);
         apply = 0;
         r->agreed = 0;
     } else {
@@ -310,7 +313,7 @@ static int _settle(dlt_run *r, loop_state *t, step_result *s)
     }
     if (apply != !dlt_results_skip(s->res)) /* the host and the backend read the same results */
         return dlt_fail(r->err, r->errlen, -EPROTO, "step %" PRId64 ": the host and the backend disagree on whether "
-                        "the update applies", t->step);
+                        "the update applies", t->step + 1);
     if (apply)
         return 0;
     if ((rc = r->be->ops->copy(r->be, r->net.d_stats, t->stats_backup, r->net.model.nstats * sizeof(float))) != 0)
@@ -361,7 +364,7 @@ static int _train_step(dlt_run *r, loop_state *t)
     memset(&s, 0, sizeof(s));
     if (t->step % t->spe == 0)
         dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
-                          t->step / t->spe, t->step);
+                          t->step / t->spe + 1, t->step);
     if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
         (rc = _queue_step(r, t, &s)) != 0)
         return rc;

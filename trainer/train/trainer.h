@@ -53,6 +53,7 @@ typedef struct {
     double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */
     const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
+    const char *resume_override; /* settings a resume may change (comma-separated names), or NULL */
     const char *init;         /* weights to start from (fine-tuning), or NULL */
     const char *eval_checkpoint; /* eval: the checkpoint scored (its state file names the classes) */
     int augment;              /* training crops and flips (0: the evaluation transform, for comparisons) */

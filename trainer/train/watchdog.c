@@ -62,10 +62,21 @@ static void *_run(void *arg)
         struct timespec ts;
         double now = dlt_now();
         if (w->phase != DLT_PHASE_IDLE && now - w->since > w->limit_s) {
-            fprintf(stderr,
-                    "dltrain: watchdog: rank %d on %s stuck in %s for %.0f s at step %lld (limit %.0f s, "
-                    "--stall-timeout): aborting the step\n",
-                    w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step, w->limit_s);
+            /* A rank blocked in a collective is waiting for a peer that stopped (SIGSTOP, a hang, a
+             * lost node): naming its own phase would blame the wrong rank. MPI cannot say which
+             * peer; a peer stuck in its own work says so itself if its watchdog still runs. */
+            if (w->in_collective && __atomic_load_n(w->in_collective, __ATOMIC_RELAXED) > 0)
+                fprintf(stderr,
+                        "dltrain: watchdog: rank %d on %s has waited for its peers in a collective (during %s) for "
+                        "%.0f s at step %lld (limit %.0f s, --stall-timeout): a peer stopped responding (stopped, "
+                        "hung or lost; not this rank): aborting the step\n",
+                        w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step,
+                        w->limit_s);
+            else
+                fprintf(stderr,
+                        "dltrain: watchdog: rank %d on %s stuck in %s for %.0f s at step %lld (limit %.0f s, "
+                        "--stall-timeout): aborting the step\n",
+                        w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step, w->limit_s);
             fflush(stderr);
             fflush(stdout);
             _abort_bounded(w);
@@ -123,6 +134,15 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
         return -errno;
     w->running = 1;
     return 0;
+}
+
+void dlt_watchdog_watch_comm(dlt_watchdog *w, const int *in_collective)
+{
+    if (w->running)
+        pthread_mutex_lock(&w->mu);
+    w->in_collective = in_collective;
+    if (w->running)
+        pthread_mutex_unlock(&w->mu);
 }
 
 void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)

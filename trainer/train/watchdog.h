@@ -26,6 +26,7 @@ typedef struct {
     void *abort_arg;
     double abort_wait_s;         /* the process exits this long after abort_fn started, at most */
     int abort_returned;
+    const int *in_collective;    /* > 0 while this rank waits inside a host collective (comm.h), or NULL */
     /* Fault injection for the tests (DLT_TEST_STALL=PHASE:STEP:SECONDS, PHASE data, compute or
      * allreduce; DLT_TEST_STALL_RANK picks one rank): entering that phase of that step sleeps. */
     dlt_phase stall_phase;
@@ -36,6 +37,9 @@ typedef struct {
 /* limit_s <= 0: no thread (phases are still marked for the fault injection). */
 int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
                        void *arg);
+/* The communicator's in-collective count: a stall while it is above 0 is a wait for peers, said as
+ * such ("a peer stopped responding"), never blamed on this rank's phase. */
+void dlt_watchdog_watch_comm(dlt_watchdog *w, const int *in_collective);
 void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step);
 void dlt_watchdog_stop(dlt_watchdog *w);
 const char *dlt_phase_name(dlt_phase p);

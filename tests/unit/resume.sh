@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Resuming on one rank: a resume whose settings differ from the checkpoint's is refused naming each
+# difference with both values (exit 2, nothing trained), unless --resume-override names the
+# settings that may change; then the change is said, the step count follows the new global batch
+# and the new checkpoint records the history. A pair left half-written (the model file without
+# its state file, a temporary file of an interrupted save) is passed over by --resume auto for the
+# previous complete one, saying so.
+. "$(dirname "$0")/../slurm/lib.sh"
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+[[ -x $DLTRAIN ]] || skip_all "dltrain not built"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+tap_plan 7
+rm -rf "${WORK:?}"/*
+SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
+run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
+
+# ---- another configuration on resume
+"$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 1 --checkpoint-dir "$WORK/a" >/dev/null 2>&1
+sum0=$(md5sum "$WORK"/a/* | md5sum)
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 16 --lr 0.2 --seed 5 --schedule cosine --epochs 2 --checkpoint-dir "$WORK/a" --resume auto
+if ((rc == 2)) && [[ $out == *"--batch: checkpoint 8, now 16"* && $out == *"--lr: checkpoint 0.1, now 0.2"* && $out == *"--seed: checkpoint 1, now 5"* &&
+  $out == *"--schedule: checkpoint step, now cosine"* && $out == *"--epochs: checkpoint 1, now 2"* && $out == *"--resume-override"* &&
+  $out != *"training resnet18"* && $(md5sum "$WORK"/a/* | md5sum) == "$sum0" ]]; then
+  ok "resume with --batch/--lr/--seed/--schedule changed: refused with exit 2, each difference named with both values"
+else not_ok "resume with other settings (rc=$rc)"; echo "$out" | tail -8 | diag; fi
+
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 2 --checkpoint-dir "$WORK/a" --resume auto --resume-override classes
+run out2 rc2 "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 2 --checkpoint-dir "$WORK/a" --resume auto --resume-override batch,bogus
+run out3 rc3 "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 2 --resume-override batch
+if ((rc == 2 && rc2 == 2 && rc3 == 2)) && [[ $out == *"classes cannot change on resume"* && $out2 == *"unknown setting 'bogus'"* && $out3 == *"only with --resume"* ]]; then
+  ok "--resume-override refuses the model's shape, unknown names, and use without --resume"
+else not_ok "--resume-override checks ($rc $rc2 $rc3)"; { echo "$out"; echo "$out2"; echo "$out3"; } | tail -6 | diag; fi
+
+# In the same directory the new global batch's lower step numbers would lose to the old checkpoints
+# at the next --resume auto: refused; in another directory it goes on.
+run out0 rc0 "$DLTRAIN" train "${SYN[@]}" --batch 16 --lr 0.2 --epochs 3 --checkpoint-dir "$WORK/a" --resume auto --resume-override batch,lr
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 16 --lr 0.2 --epochs 3 --checkpoint-dir "$WORK/a2" --resume "$WORK/a/ckpt-00000008.safetensors" --resume-override batch,lr
+run info irc "$DLTRAIN" info --checkpoint "$WORK/a2/ckpt-00000012.safetensors" --verify
+if ((rc0 == 1 && rc == 0 && irc == 0)) && [[ $out0 == *"continues as step 4, but $WORK/a holds checkpoints up to step 8"*"give another --checkpoint-dir"* &&
+  $out == *"--batch 8 -> 16, --lr 0.1 -> 0.2"* && $out == *"step 8 of the checkpoint (64 images) continues as step 4"* &&
+  $info == *"changed on resume: step 8: --batch 8 -> 16, --lr 0.1 -> 0.2"* && $info == *"batch=16"* ]]; then
+  ok "--resume-override batch,lr: the change is said, the step follows the global batch, the new checkpoint records the history"
+else not_ok "resume with --resume-override (rc0=$rc0 rc=$rc irc=$irc)"; { echo "$out0"; echo "$out"; echo "$info"; } | tail -8 | diag; fi
+
+# ---- a disk that fills between the model file and the state file (a small tmpfs, where this
+# machine lets us mount one): the pair appears whole or not at all.
+B=(--batch 8 --epochs 2)
+mkdir -p "$WORK/full"
+if mount -t tmpfs -o size=10m tmpfs "$WORK/full" 2>/dev/null; then
+  trap 'umount "$WORK/full" 2>/dev/null' EXIT
+  "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --steps 8 --checkpoint-dir "$WORK/full" >/dev/null 2>&1
+  # 10 MiB holds the step-8 pair and the step-16 model file, not the step-16 state file.
+  run out rc "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --checkpoint-dir "$WORK/full" --resume auto
+  files=$(cd "$WORK/full" && echo *)
+  run out2 rc2 "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --steps 9 --checkpoint-dir "$WORK/full" --resume auto
+  if ((rc == 1)) && [[ $out == *"checkpoint at step 16 FAILED"*"No space left on device"* && $files == "ckpt-00000008.safetensors ckpt-00000008.state.safetensors" &&
+    $out2 == *"resumed from $WORK/full/ckpt-00000008.safetensors at step 8"* ]]; then
+    ok "the disk fills while the state file is written: the failure is said, no model file is left alone, auto resumes from the previous pair"
+  else not_ok "full disk between model and state file (rc=$rc, files: $files)"; { echo "$out"; echo "$out2"; } | tail -6 | diag; fi
+  umount "$WORK/full"; trap - EXIT
+else
+  ok "# SKIP cannot mount a tmpfs here to fill a disk"
+fi
+
+# ---- a save interrupted between the two renames: the newest model file has no state file
+mkdir -p "$WORK/half"
+"$DLTRAIN" train "${SYN[@]}" "${B[@]}" --steps 8 --checkpoint-dir "$WORK/half" >/dev/null 2>&1
+cp "$WORK/half/ckpt-00000008.safetensors" "$WORK/half/ckpt-00000016.safetensors"
+run out rc "$DLTRAIN" train "${SYN[@]}" "${B[@]}" --checkpoint-dir "$WORK/half" --resume auto
+if ((rc == 0)) && [[ $out == *"skipping checkpoint $WORK/half/ckpt-00000016.safetensors: no state file beside it: an incomplete checkpoint"* &&
+  $out == *"resuming from the newest complete and valid checkpoint, $WORK/half/ckpt-00000008.safetensors"* &&
+  $out == *"resumed from $WORK/half/ckpt-00000008.safetensors at step 8"* ]]; then
+  ok "--resume auto passes over an incomplete newest pair for the previous complete one and says so"
+else not_ok "incomplete newest pair (rc=$rc)"; echo "$out" | tail -5 | diag; fi
+
+# ---- the words for a pair that does not match
+"$DLTRAIN" train "${SYN[@]}" "${B[@]}" --checkpoint-every 8 --checkpoint-dir "$WORK/w" >/dev/null 2>&1
+cp -r "$WORK/w" "$WORK/other"
+cp "$WORK/other/ckpt-00000008.state.safetensors" "$WORK/other/ckpt-00000016.state.safetensors"
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 3 --resume "$WORK/other/ckpt-00000016.safetensors"
+run out2 rc2 "$DLTRAIN" info --checkpoint "$WORK/other/ckpt-00000016.safetensors" --verify
+if ((rc == 1 && rc2 == 1)) && [[ $out == *"which belongs to another model file, $WORK/other/ckpt-00000008.safetensors"* && $out2 == *"belongs to another model file"* && $out != *"changed or damaged"* ]]; then
+  ok "another checkpoint's state file beside a model file: said to belong to another model file, not 'damaged'"
+else not_ok "state file of another checkpoint ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+cp -r "$WORK/w" "$WORK/flip"
+python3 - "$WORK/flip/ckpt-00000016.safetensors" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); i = b.index(b'"conv1.weight"'); b[i + 12] ^= 1
+open(sys.argv[1], "wb").write(b)
+PY
+run out rc "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 3 --resume "$WORK/flip/ckpt-00000016.safetensors"
+run out2 rc2 "$DLTRAIN" info --checkpoint "$WORK/flip/ckpt-00000016.safetensors" --verify
+if ((rc == 1 && rc2 == 1)) && [[ $out == *"ckpt-00000016.safetensors has CRC-32"*"the model file was changed or damaged"* && $out2 == *"ckpt-00000016.safetensors has CRC-32"* && $out != *"not a resnet18"* ]]; then
+  ok "a bit flip in a tensor name: --resume says CRC mismatch, as --verify does"
+else not_ok "bit flip in a tensor name ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
