@@ -12,7 +12,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 18
+tap_plan 19
 rm -rf "$WORK"/*
 mkdir -p "$WORK"
 "$MK" folder "$WORK/ds" 10 6 40 36 plain
@@ -120,6 +120,11 @@ sed 's/ c03$/ dog/' "$WORK/names.txt" >"$WORK/dog.txt"
 out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/flat" --val-labels "$WORK/dog.txt" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
 if ((rc != 0 && rc != 124)) && [[ $out == *"'dog'"* && $out != *"top-1"* ]]; then ok "an unknown class name in a labels file is refused naming it"
 else not_ok "unknown label name (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# A resume on the same data, the class count not given: the data's count is not compared with a
+# default, and the names match the checkpoint's.
+out=$(train1 --data "$WORK/ds" --resume "$ck" --epochs 2); rc=$?
+if ((rc == 0)) && [[ $out != *"settings differ"* && $out == *"resum"* ]]; then ok "a resume on the same data without --classes continues"
+else not_ok "resume on the same data (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 # A resume on data with other classes is refused.
 cp -r "$WORK/ds" "$WORK/other"; mv "$WORK/other/train/c05" "$WORK/other/train/c55"
 out=$(train1 --data "$WORK/other" --resume "$ck" --epochs 2); rc=$?

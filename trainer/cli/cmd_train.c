@@ -215,6 +215,20 @@ static const struct {
 static const char *const g_cuda_only[] = {"device", "bucket-mib", "allreduce-lowp", "loss-scale", "loss-scale-window",
                                           "cuda-graphs", "deterministic", "stem-pad"};
 
+/* Removes "key=value" from a settings record ("k1=v1 k2=v2 ..."), so a resume does not compare it. */
+static void _drop_setting(char *config, const char *key)
+{
+    size_t k = strlen(key);
+    for (char *p = config; *p;) {
+        char *end = p + strcspn(p, " ");
+        if (!strncmp(p, key, k) && p[k] == '=') {
+            memmove(p, *end ? end + 1 : end, strlen(*end ? end + 1 : end) + 1);
+            return;
+        }
+        p = *end ? end + 1 : end;
+    }
+}
+
 static unsigned _scope(const char *name)
 {
     for (size_t i = 0; i < sizeof(g_scope) / sizeof(g_scope[0]); i++)
@@ -454,6 +468,8 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
     if (!c->resume)
         return 0;
     dlt_run_config_text(c, comm->size, now, sizeof(now));
+    if (c->data && !c->classes_given)
+        _drop_setting(now, "classes"); /* not known yet: the data's, matched by name to the checkpoint's at open */
     return dlt_preflight_resume_settings(c->resume, now, c->resume_override, comm);
 }
 
