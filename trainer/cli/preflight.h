@@ -25,9 +25,10 @@ int dlt_verify_checkpoint_cmd(const char *path);
  * failed, said why) or 2 (usage). */
 int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, char *pathbuf, size_t pathlen);
 
-/* dltrain train: rank 0 can append to --metrics and write into --checkpoint-dir (created when
- * missing), checked now rather than hours later at the first checkpoint, when only rank 0 would
- * stop. Returns 0, or 1 on every rank after rank 0 said why. */
-int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm);
+/* dltrain train: rank 0 can append to --metrics and write into --checkpoint-dir and
+ * --tensorboard (created when missing), checked now rather than hours later at the first
+ * checkpoint, when only rank 0 would stop. Returns 0, or 1 on every rank after rank 0 said why. */
+int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, const char *tensorboard_dir,
+                          dlt_comm *comm);
 
 #endif

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int dlt_write_all(int fd, const void *p, size_t n)
@@ -38,4 +40,33 @@ size_t dlt_read_full(int fd, void *p, size_t n)
         got += (size_t)r;
     }
     return got;
+}
+
+int dlt_mkdirs(const char *path)
+{
+    char buf[4096];
+    struct stat st;
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf)) {
+        errno = n ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -1;
+    if (stat(buf, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }

@@ -12,4 +12,8 @@ int dlt_write_all(int fd, const void *p, size_t n);
  * of file or on an error, errno then set). */
 size_t dlt_read_full(int fd, void *p, size_t n);
 
+/* mkdir -p: creates path and its missing parents (0755). Returns 0 (also when it exists as a
+ * directory) or -1 with errno set. */
+int dlt_mkdirs(const char *path);
+
 #endif
