@@ -49,8 +49,8 @@ void dlt_progress_start(dlt_progress *p, FILE *out, int quiet, const char *what,
     if (env && *env) {
         double v = strtod(env, &end);
         if (*end || !(v >= 0.01 && v <= 86400))
-            fprintf(out, "dltrain: DLT_PROGRESS_SECONDS=%s is not a number of seconds in [0.01, 86400]: using %g\n", env,
-                    every);
+            fprintf(out, "dltrain: DLT_PROGRESS_SECONDS=%s is not a number of seconds in [0.01, 86400]: using %g\n",
+                    env, every);
         else
             every = v;
     }
