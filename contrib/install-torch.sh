@@ -2,13 +2,13 @@
 # Installs the Python that the PyTorch comparisons use (tests/torch, tests/unit/model.sh,
 # tests/bench/cpu_vs_pytorch.sh): a venv at ${DLT_TORCH_VENV:-/opt/torchvenv} with pinned torch,
 # torchvision, safetensors, scikit-learn (whose digits are the real images of the convergence
-# check) and numpy from PyPI. Idempotent: an existing venv with these versions is
+# check), tensorboard (whose event reader checks --tensorboard files) and numpy from PyPI. Idempotent: an existing venv with these versions is
 # kept. The tests find it as DLT_TORCH_PYTHON (default /opt/torchvenv/bin/python).
 set -euo pipefail
 VENV=${DLT_TORCH_VENV:-/opt/torchvenv}
-PINS=(torch==2.15.0 torchvision==0.29.2 safetensors==0.8.0 scikit-learn==1.9.1 numpy)
+PINS=(torch==2.15.0 torchvision==0.29.2 safetensors==0.8.0 scikit-learn==1.9.1 tensorboard==2.21.0 numpy)
 if [ -x "$VENV/bin/python" ] &&
-   "$VENV/bin/python" -c 'import torch, torchvision, safetensors, sklearn, numpy; assert torch.__version__.startswith("2.15.0") and torchvision.__version__.startswith("0.29.2")' 2>/dev/null; then
+   "$VENV/bin/python" -c 'import torch, torchvision, safetensors, sklearn, numpy, tensorboard; assert torch.__version__.startswith("2.15.0") and torchvision.__version__.startswith("0.29.2") and tensorboard.__version__ == "2.21.0"' 2>/dev/null; then
   echo "install-torch: $VENV has torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
   exit 0
 fi

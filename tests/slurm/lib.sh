@@ -24,6 +24,8 @@ skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 # them all, for two test runs on one machine).
 cluster_up() {
   [[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: an ASan plugin cannot be loaded into slurmstepd (the non-sanitized build runs these)"
+  [[ ${DLT_DISTCHECK_LIGHT:-} && $(basename "$0") != cluster_basic.sh ]] &&
+    skip_all "DLT_DISTCHECK_LIGHT: .ci/run's make check ran this cluster test on the same sources (cluster_basic.sh runs here)"
   [[ $(id -u) -eq 0 ]] || skip_all "the local Slurm cluster needs root"
   command -v slurmctld >/dev/null 2>&1 || [[ -x /usr/sbin/slurmctld ]] || skip_all "Slurm daemons not installed (contrib/install-deps.sh)"
   export DLT_CLUSTER_NODES=$1

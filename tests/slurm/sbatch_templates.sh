@@ -5,7 +5,7 @@
 # JSON lines into the speed-up table and an SVG plot.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 5
-tap_plan 6
+tap_plan 7
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 T=$DLT_SRCDIR/contrib/sbatch
 D=$WORK/sb
@@ -42,4 +42,8 @@ if [[ -s $D/scal/fp32-1.jsonl && -s $D/scal/fp32-2.jsonl && -s $D/scal/fp32-4.js
 out=$(python3 "$DLT_SRCDIR/contrib/report.py" "$D"/scal/fp32-*.jsonl --svg "$D/scaling.svg" 2>&1); rc=$?
 if ((rc == 0)) && grep -qE '^fp32 +1 .* 1\.00x +100\.0%' <<<"$out" && grep -qE '^fp32 +4 ' <<<"$out"; then ok "report.py: speed-up / efficiency table per rank count"; else not_ok "report table (rc=$rc)"; echo "$out" | diag; fi
 if python3 -c 'import sys,xml.etree.ElementTree as E; r=E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg") and len(r.findall(".//{http://www.w3.org/2000/svg}circle")) == 3' "$D/scaling.svg" 2>/dev/null; then ok "report.py --svg: a valid SVG with the 3 measured points"; else not_ok "report svg"; fi
+ntb=$(ls "$D"/ck/tensorboard/events.out.tfevents.* 2>/dev/null | wc -l)
+if ((ntb == 2)) && ls "$D"/scal/tensorboard/fp32-{1,2,4}/events.out.tfevents.* >/dev/null 2>&1; then
+  ok "both templates set --tensorboard: one event file per run of the requeued job, one per sweep point"
+else not_ok "TensorBoard files from the templates ($ntb for the requeued job)"; ls -R "$D/ck" "$D/scal" 2>&1 | tail -12 | diag; fi
 exit 0

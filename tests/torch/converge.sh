@@ -7,6 +7,7 @@
 PY=${DLT_TORCH_PYTHON:-/opt/torchvenv/bin/python}
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
+[[ ${DLT_DISTCHECK_LIGHT:-} ]] && skip_all "DLT_DISTCHECK_LIGHT: .ci/run's make check ran the 12-epoch comparison on the same sources"
 [[ -x $PY ]] && "$PY" -c 'import torch, torchvision, sklearn, PIL' 2>/dev/null ||
   skip_all "no Python with torch, torchvision and scikit-learn (set DLT_TORCH_PYTHON; contrib/install-torch.sh)"
 [[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: the non-sanitized build runs the 12-epoch comparison"

@@ -4,6 +4,7 @@
 . "$(dirname "$0")/../slurm/lib.sh"
 command -v valgrind >/dev/null || skip_all "valgrind not installed"
 [[ ${DLT_SANITIZED:-} ]] && skip_all "sanitizer build: valgrind does not run ASan binaries"
+[[ ${DLT_DISTCHECK_LIGHT:-} ]] && skip_all "DLT_DISTCHECK_LIGHT: .ci/run's make check ran valgrind on the same sources"
 export OMP_NUM_THREADS=1 ONEDNN_MAX_CPU_ISA=AVX2 CMOCKA_MESSAGE_OUTPUT=STDOUT
 VG=(valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite
     --suppressions="$DLT_SRCDIR/tests/unit/valgrind.supp")

@@ -265,6 +265,7 @@ typedef struct {
                               * (device_choice.h: the plugin's GPU, else the local rank's) */
     int deterministic;       /* CUDA: only algorithms that give the same bits every run */
     int stem_pad;            /* CUDA: pad the 3-channel input to 4 for tensor cores (-1 auto: all but fp32) */
+    int progress;            /* CUDA: a line now and then while the cuDNN algorithm search takes long */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

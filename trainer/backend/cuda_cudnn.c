@@ -21,6 +21,7 @@
 
 #include "trainer/backend/cuda_kernels.h"
 #include "trainer/common/cuda_check.h"
+#include "trainer/common/progress.h"
 #include "trainer/common/tunables.h"
 
 /* One convolution geometry's chosen algorithms (many ResNet layers share a geometry), each with
@@ -68,6 +69,10 @@ typedef struct {
     void *ws;
     size_t ws_size, ws_limit;
     algo_entry *algos;
+    /* The algorithm search times every kernel of every new convolution shape: minutes for a big
+     * model. Plain lines (its end is the caller's), only when it takes long (progress.h). */
+    dlt_progress search;
+    int64_t searched;
     /* Input staging (input_stage): a ring of device batches filled on the copy stream. staged[i]
      * says slot i's copy ran (the compute stream waits for it), consumed[i] that its normalize ran
      * (the copy stream waits for it before refilling the slot): no host wait on either side. */
@@ -402,7 +407,12 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     }
     e->s = op->cs;
     op->algo = e;
-    if ((rc = _search_algos(be, op, e)) != 0) {
+    if (c->searched == 0)
+        dlt_progress_start(&c->search, stderr, !c->cfg.progress, "cuDNN algorithm search:", "convolution shapes", 0);
+    dlt_progress_plain(&c->search);
+    rc = _search_algos(be, op, e);
+    dlt_progress_update(&c->search, ++c->searched);
+    if (rc != 0) {
         free(e); /* not cached: a later plan of this shape searches again */
         op->algo = NULL;
         return rc;

@@ -1,6 +1,6 @@
 /* cmd_data: `dltrain data pack`: an ImageFolder into an MXNet RecordIO pair (.rec + .idx), each
- * image optionally re-encoded with its shorter side resized (e.g. 256 or 160), with a progress
- * line. Unreadable images are reported and left out. */
+ * image optionally re-encoded with its shorter side resized (e.g. 256 or 160), showing its
+ * progress (progress.h). Unreadable images are reported and left out. */
 #include "config.h"
 
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include "trainer/cli/parse.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/transform.h"
-#include "trainer/common/clock.h"
+#include "trainer/common/progress.h"
 
 /* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
  * `side`, re-encodes at `quality`. */
@@ -47,9 +47,9 @@ int dlt_cmd_data(int argc, char **argv)
 {
     static const struct option o[] = {{"resize", required_argument, NULL, 'r'}, {"quality", required_argument, NULL, 'q'},
                                       {"labels", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
-                                      {NULL, 0, NULL, 0}};
+                                      {"quiet", no_argument, NULL, 'Q'}, {NULL, 0, NULL, 0}};
     const char *labels = NULL;
-    int side = 0, quality = 90, opt, rc = 1;
+    int side = 0, quality = 90, opt, rc = 1, quiet = 0;
     dlt_dataset *ds = NULL;
     dlt_recordio_writer w;
     dlt_decoder *dec = NULL;
@@ -58,10 +58,10 @@ int dlt_cmd_data(int argc, char **argv)
     size_t cap = 0;
     int64_t n = 0, written = 0, bad = 0;
     char err[1024];
-    double t0;
+    dlt_progress prog;
 
     if (argc < 2 || strcmp(argv[1], "pack")) {
-        fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE]\n");
+        fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--quiet]\n");
         return 2;
     }
     optind = 2;
@@ -77,8 +77,9 @@ int dlt_cmd_data(int argc, char **argv)
             *(opt == 'r' ? &side : &quality) = (int)n;
             break;
         case 'l': labels = optarg; break;
+        case 'Q': quiet = 1; break;
         case 'h':
-            printf("usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE]\n"
+            printf("usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--quiet]\n"
                    "\n"
                    "Packs an ImageFolder (SRC_DIR/CLASS/IMAGE.JPEG, classes numbered in sorted order) into OUT.rec\n"
                    "and OUT.idx in MXNet's RecordIO format. Unreadable images are named and left out.\n"
@@ -86,7 +87,9 @@ int dlt_cmd_data(int argc, char **argv)
                    "  --resize SHORT_SIDE  re-encode each image with its shorter side at SHORT_SIDE pixels (16..4096;\n"
                    "                       default: keep the original bytes)\n"
                    "  --quality Q          JPEG quality of re-encoded images (1..100, default 90)\n"
-                   "  --labels FILE        SRC_DIR is a flat folder; FILE has \"FILENAME CLASS\" lines\n");
+                   "  --labels FILE        SRC_DIR is a flat folder; FILE has \"FILENAME CLASS\" lines\n"
+                   "  --quiet              no progress (also DLT_LOG=quiet). Progress: on a terminal one line\n"
+                   "                       updated in place, elsewhere a line every DLT_PROGRESS_SECONDS (60)\n");
             return 0;
         default: return 2;
         }
@@ -116,7 +119,8 @@ int dlt_cmd_data(int argc, char **argv)
         goto out;
     }
     n = dlt_dataset_count(ds);
-    t0 = dlt_now();
+    quiet |= getenv("DLT_LOG") && !strcmp(getenv("DLT_LOG"), "quiet");
+    dlt_progress_start(&prog, stderr, quiet, "packing", "images", n);
     for (int64_t i = 0; i < n; i++) {
         char name[4096];
         size_t len;
@@ -127,24 +131,24 @@ int dlt_cmd_data(int argc, char **argv)
             (side && _resize_jpeg(dec, enc, buf, len, side, quality, &jpg, &jlen, err, sizeof(err)) != 0) ||
             (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0}, err,
                                      sizeof(err)) != 0)) {
-            fprintf(stderr, "\rdltrain: leaving out %s: %s\n", name, err);
+            dlt_progress_clear(&prog);
+            fprintf(stderr, "dltrain: leaving out %s: %s\n", name, err);
             bad++;
             continue;
         }
         if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, err,
                                 sizeof(err)) != 0) {
-            fprintf(stderr, "\ndltrain: writing %s: %s\n", argv[optind + 1], err);
+            dlt_progress_clear(&prog);
+            fprintf(stderr, "dltrain: writing %s: %s\n", argv[optind + 1], err);
             tjFree(jpg);
             dlt_recordio_close(&w, err, sizeof(err));
             goto out;
         }
         tjFree(jpg);
         written++;
-        if (written % 64 == 0 || i + 1 == n)
-            fprintf(stderr, "\rpacking %lld/%lld (%.0f%%) %.0f images/s", (long long)(i + 1), (long long)n,
-                    100.0 * (i + 1) / n, (i + 1) / (dlt_now() - t0 + 1e-9));
+        dlt_progress_update(&prog, i + 1);
     }
-    fprintf(stderr, "\n");
+    dlt_progress_end(&prog, n);
     if (dlt_recordio_close(&w, err, sizeof(err)) != 0 ||
         dlt_recordio_write_classes(argv[optind + 1], ds, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);

@@ -29,7 +29,8 @@ enum {
     O_TIMEOUT, O_VAL_DATA, O_VAL_LABELS, O_WORKERS, O_STRICT, O_MAX_BAD, O_STALL, O_CKPT_MIN, O_BASELINE, O_WARMUP_ITERS, O_ITERS, O_INFERENCE, O_FEED, O_JSON, O_CHECKPOINT, O_HELP,
     O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
     O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT, O_DUMP_BATCH,
-    O_RESUME_OVERRIDE
+    O_RESUME_OVERRIDE,
+    O_TENSORBOARD
 };
 
 static const struct option g_opts[] = {
@@ -61,6 +62,7 @@ static const struct option g_opts[] = {
     {"strict", no_argument, NULL, O_STRICT},
     {"log-every", required_argument, NULL, O_LOG_EVERY},
     {"metrics", required_argument, NULL, O_METRICS},
+    {"tensorboard", required_argument, NULL, O_TENSORBOARD},
     {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
     {"checkpoint-every", required_argument, NULL, O_CKPT_EVERY},
     {"resume", required_argument, NULL, O_RESUME},
@@ -149,6 +151,7 @@ static void _usage(FILE *f, const char *cmd)
             "  --log-every N          steps between log lines (default 10)\n"
             "  --quiet | --verbose    errors, warnings and results only | also setup details (DLT_LOG)\n"
             "  --metrics FILE         append one JSON object per log line (rank 0)\n"
+            "  --tensorboard DIR      TensorBoard event file in DIR (rank 0): the metrics' scalars\n"
             "  --checkpoint-dir DIR   checkpoints (rank 0): ckpt-STEP.safetensors + .state.safetensors\n"
             "  --checkpoint-every N   steps between checkpoints (default: end and on SIGTERM/SIGUSR1)\n"
             "  --checkpoint-minutes M also checkpoint when M minutes passed since the last one\n"
@@ -459,7 +462,7 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return dlt_preflight_eval_checkpoint(checkpoint, comm);
     if (strcmp(cmd, "train"))
         return 0;
-    if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, comm) != 0)
+    if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
         return 1;
     if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
         return 2;
@@ -637,6 +640,7 @@ int dlt_cmd_train(int argc, char **argv)
         case O_VAL_LABELS: c.val_labels = optarg; break;
         case O_STRICT: c.strict = 1; break;
         case O_METRICS: c.metrics_path = optarg; break;
+        case O_TENSORBOARD: c.tensorboard_dir = optarg; break;
         case O_CKPT_DIR: c.checkpoint_dir = optarg; break;
         case O_RESUME: c.resume = optarg; break;
         case O_RESUME_OVERRIDE:
@@ -675,6 +679,10 @@ int dlt_cmd_train(int argc, char **argv)
     if (verify && strcmp(cmd, "eval")) {
         fprintf(stderr, "dltrain %s: --verify belongs to eval and info (dltrain eval --checkpoint FILE --verify)\n",
                 cmd);
+        return 2;
+    }
+    if (c.tensorboard_dir && strcmp(cmd, "train")) {
+        fprintf(stderr, "dltrain %s: --tensorboard belongs to train (the scalars of a training run)\n", cmd);
         return 2;
     }
     if (verify) /* one file pair, checked by this process: nothing to launch */

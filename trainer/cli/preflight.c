@@ -218,7 +218,25 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
     return n > 0 ? 2 : 1;
 }
 
-int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm)
+/* Rank 0 can create dir (one level, or with its parents) and a file in it; else msg says why,
+ * naming it as `what`. */
+static void _probe_dir(const char *dir, int parents, const char *what, char *msg, size_t msglen)
+{
+    char probe[1200];
+    int fd;
+    if (parents ? dlt_mkdirs(dir) != 0 : mkdir(dir, 0755) != 0 && errno != EEXIST)
+        snprintf(msg, msglen, "cannot create the %s %.1000s: %s", what, dir, strerror(errno));
+    else if (snprintf(probe, sizeof(probe), "%.1000s/.dltrain-write-test.%ld", dir, (long)getpid()),
+             (fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+        snprintf(msg, msglen, "cannot write into the %s %.1000s: %s", what, dir, strerror(errno));
+    else {
+        close(fd);
+        unlink(probe);
+    }
+}
+
+int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, const char *tensorboard_dir,
+                          dlt_comm *comm)
 {
     char msg[1536] = "";
     if (comm->rank == 0 && metrics_path) {
@@ -229,21 +247,10 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
         else
             fclose(f);
     }
-    if (comm->rank == 0 && checkpoint_dir && !msg[0]) {
-        char probe[1200];
-        int fd;
-        if (mkdir(checkpoint_dir, 0755) != 0 && errno != EEXIST)
-            snprintf(msg, sizeof(msg), "cannot create the checkpoint directory %.1000s: %s", checkpoint_dir,
-                     strerror(errno));
-        else if (snprintf(probe, sizeof(probe), "%.1000s/.dltrain-write-test.%ld", checkpoint_dir, (long)getpid()),
-                 (fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
-            snprintf(msg, sizeof(msg), "cannot write into the checkpoint directory %.1000s: %s", checkpoint_dir,
-                     strerror(errno));
-        else {
-            close(fd);
-            unlink(probe);
-        }
-    }
+    if (comm->rank == 0 && checkpoint_dir && !msg[0])
+        _probe_dir(checkpoint_dir, 0, "checkpoint directory", msg, sizeof(msg));
+    if (comm->rank == 0 && tensorboard_dir && !msg[0])
+        _probe_dir(tensorboard_dir, 1, "TensorBoard directory (--tensorboard)", msg, sizeof(msg));
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
     return _failures(comm, msg[0] != 0) != 0 ? 1 : 0;

@@ -32,10 +32,11 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
  * the fault. Returns 0, 1 (ranks disagree) or 2. */
 int dlt_preflight_resume_settings(const char *path, const char *now, const char *overrides, dlt_comm *comm);
 
-/* dltrain train: rank 0 can append to --metrics and write into --checkpoint-dir (created when
- * missing), checked now rather than hours later at the first checkpoint, when only rank 0 would
- * stop. Returns 0, or 1 on every rank after rank 0 said why. */
-int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, dlt_comm *comm);
+/* dltrain train: rank 0 can append to --metrics and write into --checkpoint-dir and
+ * --tensorboard (created when missing), checked now rather than hours later at the first
+ * checkpoint, when only rank 0 would stop. Returns 0, or 1 on every rank after rank 0 said why. */
+int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, const char *tensorboard_dir,
+                          dlt_comm *comm);
 
 /* dltrain train --baseline FILE: rank 0 (which reads it at the end) finds at least one usable
  * interval line in it now, rather than a useless summary hours later. Returns 0, or 2 on every

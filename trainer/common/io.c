@@ -135,3 +135,32 @@ int dlt_check_path(const char *what, const char *path, int want_dir, char *err, 
         return _kind_refusal(what, path, st.st_mode, want_dir, err, errlen);
     return 0;
 }
+
+int dlt_mkdirs(const char *path)
+{
+    char buf[4096];
+    struct stat st;
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf)) {
+        errno = n ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -1;
+    if (stat(buf, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}

@@ -34,4 +34,8 @@ FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, c
  * ("--val-data /x: No such file or directory", "--data /x: a regular file, not a directory"). */
 int dlt_check_path(const char *what, const char *path, int want_dir, char *err, size_t errlen);
 
+/* mkdir -p: creates path and its missing parents (0755). Returns 0 (also when it exists as a
+ * directory) or -1 with errno set. */
+int dlt_mkdirs(const char *path);
+
 #endif

@@ -19,5 +19,9 @@
 #define DLT_DEFAULT_BOOTSTRAP_TIMEOUT_S 300.0
 /* Steps between cross-rank weight checks (--check-every). */
 #define DLT_DEFAULT_CHECK_EVERY 100
+/* Progress of long commands (data pack, eval, the cuDNN algorithm search): seconds between
+ * in-place updates on a terminal, and between plain lines elsewhere (DLT_PROGRESS_SECONDS). */
+#define DLT_PROGRESS_TTY_S 0.5
+#define DLT_PROGRESS_LINES_S 60.0
 
 #endif

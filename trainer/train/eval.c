@@ -5,11 +5,14 @@
 #include <stdio.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/progress.h"
 #include "trainer/common/status.h"
 #include "trainer/train/run.h"
 #include "trainer/train/trainer.h"
 
-int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
+/* prog (may be NULL): rank 0's share of the pass stands for every rank's (the shards differ by at
+ * most a batch). */
+static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progress *prog)
 {
     int64_t steps = dlt_source_steps_per_epoch(src);
     double res[DLT_RES_COUNT];
@@ -23,6 +26,8 @@ int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
         if ((rc = dlt_run_eval_batch(r, src, s, &nv)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
         counts[2] += nv;
+        if (prog)
+            dlt_progress_update(prog, dlt_source_images(src) * (s + 1) / steps);
     }
     if ((rc = dlt_run_read_results(r, res)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
@@ -32,16 +37,29 @@ int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
     return r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64);
 }
 
+int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
+{
+    return _eval_pass(r, src, counts, NULL);
+}
+
 static int _score(dlt_run *r, const char *checkpoint)
 {
     double counts[3];
+    dlt_progress prog;
     int rc;
     if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err, r->errlen)) != 0)
         return rc;
     if ((rc = dlt_net_upload(&r->net)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
-    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0 || (rc = dlt_eval_pass(r, &r->src, counts)) != 0)
+    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
         return rc;
+    dlt_progress_start(&prog, stderr, r->comm->rank != 0 || r->cfg.log_level < DLT_LOG_INFO, "evaluating", "images",
+                       dlt_source_images(&r->src));
+    if ((rc = _eval_pass(r, &r->src, counts, &prog)) != 0) {
+        dlt_progress_clear(&prog); /* the error is said on a line of its own */
+        return rc;
+    }
+    dlt_progress_end(&prog, (int64_t)counts[2]);
     dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
             counts[0] / counts[2], counts[1] / counts[2]);
     return 0;

@@ -330,7 +330,10 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err, errlen)) != 0)
         return rc;
+    if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err, errlen)) != 0)
+        return rc;
     /* The backend first: the data loader's batch ring lives in its host memory. */
+    r->cfg.backend.progress = comm->rank == 0 && c->log_level >= DLT_LOG_INFO;
     if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
         c->backend_hook(r->be, c->backend_hook_arg);
     if ((c->data || c->val_data) &&

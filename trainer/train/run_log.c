@@ -13,6 +13,7 @@
 #include "trainer/common/clock.h"
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
+#include "trainer/train/tb_writer.h"
 
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
                      char *err, size_t errlen)
@@ -27,8 +28,62 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     return 0;
 }
 
+int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, size_t errlen)
+{
+    int rc;
+    if (l->rank != 0 || !dir)
+        return 0;
+    if ((rc = dlt_tb_open(&l->tb, dir, err, errlen)) != 0)
+        return rc;
+    dlt_log(l, DLT_LOG_VERBOSE, "TensorBoard events: %s", dlt_tb_path(l->tb));
+    return 0;
+}
+
+/* Appends what was queued; a failed write is said once and ends the file, not the training. */
+static void _tb_flush(dlt_run_log *l)
+{
+    char err[512];
+    if (dlt_tb_flush(l->tb, err, sizeof(err)) != 0) {
+        dlt_log_warn(l, "%s: TensorBoard events stop here (training goes on)", err);
+        dlt_tb_close(l->tb);
+        l->tb = NULL;
+    }
+}
+
+/* The interval's scalars as the metrics line has them (the same expressions, before the interval
+ * is reset). */
+static void _tb_line(dlt_run_log *l, const dlt_step_status *st, double ips)
+{
+    double seen = (double)l->images;
+    int rc = 0;
+    if (!l->tb)
+        return;
+    rc |= dlt_tb_scalar(l->tb, "train/loss", st->step, l->loss_sum / seen);
+    rc |= dlt_tb_scalar(l->tb, "train/top1", st->step, (double)l->correct / seen);
+    rc |= dlt_tb_scalar(l->tb, "train/lr", st->step, st->lr);
+    rc |= dlt_tb_scalar(l->tb, "train/images_per_s", st->step, ips);
+    rc |= dlt_tb_scalar(l->tb, "train/data_wait", st->step, l->data_s / l->total_s);
+    rc |= dlt_tb_scalar(l->tb, "train/allreduce", st->step, l->comm_s / l->total_s);
+    if (st->loss_scaled)
+        rc |= dlt_tb_scalar(l->tb, "train/loss_scale", st->step, st->loss_scale);
+    if (rc)
+        dlt_log_warn(l, "out of memory for TensorBoard scalars at step %" PRId64 ": some are missing", st->step);
+    _tb_flush(l);
+}
+
+void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5)
+{
+    if (!l->tb)
+        return;
+    if (dlt_tb_scalar(l->tb, "val/top1", step, top1) | dlt_tb_scalar(l->tb, "val/top5", step, top5))
+        dlt_log_warn(l, "out of memory for TensorBoard scalars at step %" PRId64 ": some are missing", step);
+    _tb_flush(l);
+}
+
 void dlt_run_log_close(dlt_run_log *l)
 {
+    dlt_tb_close(l->tb);
+    l->tb = NULL;
     if (l->metrics)
         fclose(l->metrics);
     l->metrics = NULL;
@@ -115,6 +170,7 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
                 now - l->t_start);
         fflush(l->metrics);
     }
+    _tb_line(l, st, ips);
     l->window_t0 = now;
     l->data_s = l->comm_s = l->total_s = l->loss_sum = 0;
     l->images = l->correct = 0;

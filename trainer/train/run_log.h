@@ -8,12 +8,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+struct dlt_tb_writer;
+
 typedef enum { DLT_LOG_QUIET = 0, DLT_LOG_INFO = 1, DLT_LOG_VERBOSE = 2 } dlt_log_level;
 
 typedef struct {
     int rank, ranks, batch;
     dlt_log_level level;
     FILE *metrics;
+    struct dlt_tb_writer *tb; /* --tensorboard (rank 0), NULL when off or after a failed write */
     /* the current logging interval */
     double window_t0, data_s, comm_s, total_s, loss_sum;
     int64_t images, correct;
@@ -26,6 +29,10 @@ typedef struct {
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
                      char *err, size_t errlen);
 void dlt_run_log_close(dlt_run_log *l);
+/* --tensorboard DIR on rank 0: an event file there that gets each interval's scalars (the metrics
+ * line's values, tagged train/...) and each validation's (val/top1, val/top5), at the step count of
+ * completed optimizer steps, appended at every log line. */
+int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, size_t errlen);
 
 /* An event line on rank 0 (stdout) when the run's level is at least `level`. */
 void dlt_log(const dlt_run_log *l, dlt_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -63,6 +70,8 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
  * not a regular file, no interval line with a positive rate and a rank count after the first). */
 int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen);
 
+/* A validation's result (rank 0): val/top1 and val/top5 in the TensorBoard file at step. */
+void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5);
 /* The end: steps and time, images/s, and the scaling efficiency against a baseline metrics file. */
 void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline);
 

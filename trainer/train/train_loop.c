@@ -182,6 +182,7 @@ static int _validate(dlt_run *r, loop_state *t)
                           "\"val_images\":%.0f,\"eval_seconds\":%.3f",
                           epoch, t->step, top1, top5, counts[2], dlt_now() - t0);
     }
+    dlt_run_log_validation(&r->log, t->step, top1, top5);
     if (r->cfg.target_top1 > 0 && top1 >= r->cfg.target_top1) {
         t->reached = 1;
         dlt_log(&r->log, DLT_LOG_QUIET, "target top-1 %.4f reached at epoch %" PRId64 " (step %" PRId64 "): time to "

@@ -48,6 +48,7 @@ typedef struct {
     int log_every;
     dlt_log_level log_level;  /* --quiet, default, --verbose (or DLT_LOG=quiet|info|verbose) */
     const char *metrics_path;
+    const char *tensorboard_dir; /* --tensorboard: rank 0's event file goes there */
     const char *checkpoint_dir;
     int64_t checkpoint_every; /* steps; 0: only at the end and on preemption */
     double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */

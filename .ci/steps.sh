@@ -1,0 +1,39 @@
+# .ci/steps.sh: sourced by .ci/run. Each CI step counted as one result and timed, and the end:
+# the wall time of every step and the total, then tests/summary.sh's "N passed, N failed" last.
+extra_pass=0 extra_fail=0
+ci_t0=$SECONDS
+ci_times=()  # "SECONDS<TAB>NAME", in the order the steps ran
+
+# timed NAME CMD...: runs CMD, records its wall time under NAME, returns its status.
+timed() {
+  local name=$1 t0=$SECONDS rc
+  shift
+  "$@"
+  rc=$?
+  ci_times+=("$((SECONDS - t0))"$'\t'"$name")
+  return $rc
+}
+
+# step NAME CMD...: a CI step outside automake counts as one result.
+step() {
+  local name=$1
+  shift
+  echo "=== $name"
+  if timed "$name" "$@"; then extra_pass=$((extra_pass + 1)); else echo "=== FAILED: $name"; extra_fail=$((extra_fail + 1)); return 1; fi
+}
+
+_hms() { printf '%d:%02d:%02d' $(($1 / 3600)) $(($1 / 60 % 60)) $(($1 % 60)); }
+
+print_times() {
+  local t
+  echo "=== wall time per step"
+  for t in "${ci_times[@]}"; do printf '%9s  %s\n' "$(_hms "${t%%$'\t'*}")" "${t#*$'\t'}"; done
+  printf '%9s  %s\n' "$(_hms $((SECONDS - ci_t0)))" "total"
+}
+
+# finish [DIR]: the times, then the results summary (its line stays last); exits with its status.
+finish() {
+  print_times
+  DLT_EXTRA_PASS=$extra_pass DLT_EXTRA_FAIL=$extra_fail bash tests/summary.sh "${1:-.}"
+  exit $?
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# .ci/steps.sh, which .ci/run sources: each step timed and counted, a failing step said and
+# counted as failed, then the wall time of every step and the total, and the results summary
+# ("N passed, N failed") as the last line. Runs trivial commands in place of CI's steps.
+. "$(dirname "$0")/../slurm/lib.sh"
+tap_plan 3
+rm -rf "${WORK:?}"; mkdir -p "$WORK/trs"
+printf ':test-result: PASS\n' >"$WORK/trs/one.trs"
+bash -n "$DLT_SRCDIR/.ci/run" 2>"$WORK/syntax" && ok ".ci/run parses (bash -n)" || { not_ok ".ci/run syntax"; diag <"$WORK/syntax"; }
+out=$(cd "$DLT_SRCDIR" && bash -c '. .ci/steps.sh; step "one second" sleep 1; step "a failing step" false; timed "timed only" true; finish "$1"' _ "$WORK/trs" 2>&1); rc=$?
+times=$(sed -n '/^=== wall time per step$/,$p' <<<"$out")
+if ((rc == 1)) && [[ $out == *"=== one second"* && $out == *"=== FAILED: a failing step"* ]] &&
+   grep -qE '^ +0:00:0[12]  one second$' <<<"$times" && grep -qE '^ +0:00:00  a failing step$' <<<"$times" &&
+   grep -qE '^ +0:00:00  timed only$' <<<"$times" && grep -qE '^ +0:00:0[12]  total$' <<<"$times"; then
+  ok "each step's wall time (H:MM:SS) and the total, in the order they ran"
+else not_ok "step times (rc=$rc)"; echo "$out" | diag; fi
+if [[ $(tail -1 <<<"$out") == "2 passed, 1 failed" ]] && (($(grep -n 'total$' <<<"$out" | cut -d: -f1) < $(wc -l <<<"$out"))); then
+  ok "the summary line stays last (2 passed: one step and one automake result; 1 failed: the failing step)"
+else not_ok "summary line last"; echo "$out" | tail -3 | diag; fi
