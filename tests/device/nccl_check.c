@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_check: NCCL communicator from dltpmix_nccl_comm_init, then an all-reduce whose result is
  * checked exactly (each rank contributes rank+1) and timed (algbw/busbw as nccl-tests report). */
 #include "config.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/device/run.sh: everything that needs a GPU, as one script for a lent GPU machine, inside a
 # global deadline (default 540 s, DLT_DEVICE_DEADLINE): phases that would start past it are not
 # started, a running phase is cut at it, and the table of what ran (status and seconds of each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cli_parse: the command line's numbers: every real option refuses NaN, infinities, hex
  * floats, trailing text and values out of range, naming the option, the value and the range; whole
  * numbers refuse fractions. */
