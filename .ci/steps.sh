@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # .ci/steps.sh: sourced by .ci/run. Each CI step counted as one result and timed, and the end:
 # the wall time of every step and the total, then tests/summary.sh's "N passed, N failed" last.
 extra_pass=0 extra_fail=0

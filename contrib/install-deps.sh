@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages dltrain builds, tests and runs its local Slurm cluster with.
 # Idempotent: packages already present are not touched, apt-get update runs at most once.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Python that the PyTorch comparisons use (tests/torch, tests/unit/model.sh,
 # tests/bench/cpu_vs_pytorch.sh): a venv at ${DLT_TORCH_VENV:-/opt/torchvenv} with pinned torch,
 # torchvision, safetensors, scikit-learn (whose digits are the real images of the convergence

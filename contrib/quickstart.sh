@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # quickstart.sh: from a fresh clone to a real srun step on a local two-node Slurm cluster:
 # install dependencies, build, start the test cluster, run the main job, stop the cluster.
 # Needs root (the local cluster runs slurmd). Leaves nothing running.

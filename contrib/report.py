@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """report.py RUN.jsonl... [--svg FILE] [--accuracy-svg FILE] [--skip N]: turns dltrain's metrics (one
 JSON object per log interval) into a throughput / speed-up / efficiency table, one row per run,
 grouped by precision (from the file name, e.g. fp32-8.jsonl, else "run"), with speed-up against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* binding: pure functions from a topology, the step's GPUs and a local rank to GPU, CPUs, NIC. */
 #include "binding.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* binding: pure functions from a topology, the step's GPUs and a local rank to the task's GPU,
  * CPU set and NIC. No I/O: unit tests drive them with fixture topologies. */
 #ifndef DLT_BINDING_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_topo_xml: the topology struct as the XML NCCL reads through NCCL_TOPO_FILE. */
 #include "nccl_topo_xml.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_topo_xml: the topology struct as the XML NCCL reads through NCCL_TOPO_FILE.
  * NCCL's parser is strict: no prolog, spaces only, quoted values, <=255-byte strings. */
 #ifndef DLT_NCCL_TOPO_XML_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvml_loader: NVML loaded with dlopen, behind a small typed table. */
 #include "nvml_loader.h"
 

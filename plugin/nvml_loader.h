@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvml_loader: NVML loaded with dlopen, behind a small typed table; the rest of the plugin never
  * sees NVML. A node without the driver is not an error here: the caller decides. */
 #ifndef DLT_NVML_LOADER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* options: the --dl-train=OPTS grammar and the plugstack.conf site arguments.
  * Every string here may come from a user and is read in slurmstepd as root: bounded, validated. */
 #include "options.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* options: the --dl-train=OPTS grammar and the plugstack.conf site arguments.
  * Pure parsing into plain structs; nothing here touches Slurm, so tests and fuzzers call it directly. */
 #ifndef DLT_PLUGIN_OPTIONS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plugin_state: what the plugin knows about the current step, passed to every side.
  * One instance per process (srun or slurmstepd), filled from site args and --dl-train. */
 #ifndef DLT_PLUGIN_STATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* spank_dltrain: the SPANK entry points of the dltrain plugin, and nothing else.
  * Each callback dispatches by context to srun_side.c (local) or stepd_side.c (remote). */
 #include "config.h"

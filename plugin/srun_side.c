@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* srun_side: the local (srun) context: refuse a step that cannot work before anything runs.
  * Reads srun's own environment and command line: the user's own process, nothing privileged. */
 #include "srun_side.h"

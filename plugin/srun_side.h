@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* srun_side: the local (srun) context: refuse a step that cannot work before anything runs.
  * Reads srun's own environment only; never used in slurmstepd. */
 #ifndef DLT_SRUN_SIDE_H

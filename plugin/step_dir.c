@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* step_dir: the step-private directory under the site's topo_dir. */
 #include "step_dir.h"
 

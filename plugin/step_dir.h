@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* step_dir: the step-private directory under the site's topo_dir, written as root without
  * following any link, handed to the job user, removed at step end. */
 #ifndef DLT_STEP_DIR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stepd_side: the remote (slurmstepd) context: once per step (as root) and once per task (in the
  * forked task, as the user, before exec). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stepd_side: the remote (slurmstepd) context: once per step and once per task.
  * Runs as root; reads only Slurm's own step data and the site configuration. */
 #ifndef DLT_STEPD_SIDE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo_report: the node topology as a text matrix like `nvidia-smi topo -m`. */
 #include "topo_report.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo_report: the node topology as a text matrix like `nvidia-smi topo -m` (NVLink counts,
  * PCIe distance classes, NIC distances, CPU affinity, NUMA node), for --dl-train=verbose. */
 #ifndef DLT_TOPO_REPORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topology: node discovery into a plain struct (NVML for GPUs and NVLinks, sysfs for the rest). */
 #include "topology.h"
 

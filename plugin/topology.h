@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topology: what a node has, as a plain struct: GPUs (from NVML), the PCI tree above them and the
  * NICs, NUMA nodes and CPUs (from sysfs). Discovery fills it; binding and the XML writer read it. */
 #ifndef DLT_TOPOLOGY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dltpmix: bootstrap of a parallel program through PMIx: rank info, broadcast, all-gather,
  * barrier. Every collective is a Put/Commit/Fence/Get round bounded by a timeout. */
 #include "config.h"

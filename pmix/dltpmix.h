@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dltpmix: bootstrap of a parallel program through PMIx: who am I, broadcast, all-gather,
  * barrier, and an NCCL communicator, with timeouts instead of hangs. No MPI needed. */
 #ifndef DLTPMIX_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dltpmix_blob: the framing of values exchanged through PMIx keys, and the key names. */
 #include "dltpmix_blob.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dltpmix_blob: the framing of values exchanged through PMIx keys, and the key names.
  * A frame carries a magic, the collective's sequence number, the sender's rank and a CRC,
  * so a value from another collective, another program or a truncated transfer is refused. */

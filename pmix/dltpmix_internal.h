@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dltpmix_internal: the context struct shared by dltpmix.c and dltpmix_nccl.c.
  * Not installed. */
 #ifndef DLTPMIX_INTERNAL_H

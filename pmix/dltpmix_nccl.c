@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dltpmix_nccl: an NCCL communicator bootstrapped through PMIx, with a bounded wait.
  * ncclGetUniqueId runs in rank 0 of the application (its listener lives in this process).
  *

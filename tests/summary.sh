@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # summary.sh [DIR]: counts the test results automake recorded (*.trs, one line per TAP test
 # point) and prints "N passed, N failed" (skips are listed, not counted as passes).
 # Exit status 1 when anything failed or errored, or when nothing ran at all.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bootstrap_bench: time of the bootstrap exchange an NCCL program needs (who am I + a 128-byte
  * id from rank 0 to all), through dltpmix, or through MPI (MPI_Init + MPI_Bcast) as the peer.
  * Run under srun --mpi=pmix; rank 0 prints one JSON line. tests/bench/bootstrap_bench.sh runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bootstrap_bench.sh [REPS]: median bootstrap time (rank info + 128-byte id from rank 0 to all)
 # through libdltpmix vs OpenMPI's MPI_Init + MPI_Bcast, at 2, 4 and 8 ranks over 2-4 nodes.
 # Starts its own 4-node local cluster unless SLURM_CONF is already set.

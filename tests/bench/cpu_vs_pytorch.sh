@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # cpu_vs_pytorch.sh [BATCH] [ITERS]: ResNet-50 224x224 training images/s on this CPU, dltrain's
 # oneDNN backend against torchvision's resnet50 in PyTorch eager (channels_last, same batch, same
 # thread count, SGD step included), fp32 and bf16 (PyTorch: autocast), in one run, with ratios.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* decode_bench DIR [SECONDS]: per-core images/s of dltrain's training decode (JPEG decode with DCT
  * scaling + RandomResizedCrop + flip + resize to 224) over the .jpg files of DIR, single-threaded,
  * and of a plain full-size decode to RGB of the same files with libjpeg-turbo (as tjbench does).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # decode_bench.sh [COUNT] [SECONDS]: images/s per core of dltrain's decode + RandomResizedCrop(224)
 # on generated ImageNet-sized JPEGs (500x375, quality 90), against libjpeg-turbo's tjbench
 # full-size decode of the same files in the same run, with ratios.

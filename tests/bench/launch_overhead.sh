@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # launch_overhead.sh [REPS]: what --dl-train adds to step launch: median wall time of
 # `srun -N2 -n8 --gpus-per-node=4 true` with and without --dl-train (interleaved), and the ratio.
 # Starts its own local cluster unless SLURM_CONF is set.

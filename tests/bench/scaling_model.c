@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* scaling_model: predicted speed-up of synchronous data-parallel ResNet-50 from an iteration-time
  * model, for the classic benchmark's machine: V100 GPUs, 4 per node on NVLink, one EDR InfiniBand
  * link per node. Printed beside the MXNet results of that benchmark (15.4x fp32, 13.8x fp16 at 16

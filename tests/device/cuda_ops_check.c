@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_ops_check: every op of the CUDA backend against the CPU backend (itself checked against
  * naive double loops by tests/unit/test_cpu_ops) on the same random inputs, in fp32, tf32, fp16
  * and bf16. Error = max |gpu - cpu| / max |cpu| per output; tolerances: fp32 1e-5, tf32 3e-4 for

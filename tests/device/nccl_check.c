@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_check: NCCL communicator from dltpmix_nccl_comm_init, then all-reduces whose results are
  * checked exactly and one timed (algbw/busbw as nccl-tests report). The exact checks run over
  * sizes that cross the trainer's bucket boundaries (DLT_DEFAULT_BUCKET_MIB, aligned to

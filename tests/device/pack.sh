@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/device/pack.sh: builds, here, what tests/device/run.sh runs and packs it with the shared
 # libraries a bare GPU machine lacks (oneDNN, PMIx, libjpeg-turbo, stb, hwloc, ...) into
 # .devpack/dltrain-device.tar.gz (ignored by git; name .devpack in the device tool's carry). The

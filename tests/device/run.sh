@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/device/run.sh: everything that needs a GPU, as one script for a lent GPU machine, inside a
 # global deadline (default 480 s, DLT_DEVICE_DEADLINE): phases that would start past it are not
 # started, a running command is ended at its phase's cap (timeout -k: TERM, then KILL 5 s later,

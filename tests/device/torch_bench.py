@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_bench: the peer figure for `dltrain bench`: torchvision ResNet-50 training steps in
 PyTorch eager mode (channels_last; AMP autocast + GradScaler for fp16, autocast for bf16; TF32
 switched on only for tf32), SGD with momentum, synthetic data already on the device, the same

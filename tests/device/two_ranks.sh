@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/device/two_ranks.sh N CMD [ARGS...]: N ranks of CMD on this host without Slurm or a PMIx
 # server, for the one-GPU device check (the lent machine has neither, and NCCL >= 2.30 runs several
 # ranks on one GPU with NCCL_MULTI_RANK_GPU_ENABLE=1). The ranks meet through libdltpmix's test

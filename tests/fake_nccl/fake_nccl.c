@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fake_nccl: a stand-in for libnccl with NCCL's ABI for the calls the trainer's NCCL call path
  * makes (ncclCommGetAsyncError, ncclGetErrorString, ncclGetLastError, ncclCommAbort,
  * ncclCommDestroy), scripted by the test: how many polls an operation stays ncclInProgress, what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fake_nccl: the test's controls of the stand-in NCCL library. */
 #ifndef DLT_FAKE_NCCL_H
 #define DLT_FAKE_NCCL_H

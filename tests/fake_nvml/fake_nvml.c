@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fake_nvml: a stand-in libnvidia-ml.so for tests, serving the GPUs and NVLinks of a fixture
  * file named by $DLT_FAKE_NVML (lines: "gpu BUSID MINOR SM NAME" and "link GPU REMOTE_BUSID
  * gpu|switch|npu"). Only the calls spank_dltrain uses, with NVML's return codes. */

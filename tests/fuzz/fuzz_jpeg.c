@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: JPEG decode + RandomResizedCrop/flip + resize, and the evaluation crop, on
  * arbitrary bytes: errors are fine, crashes, overflows and reads past the input are not. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the --dl-train grammar and the plugstack.conf site arguments. The input is
  * split at the first NUL: the option value, then newline-separated site arguments. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the RecordIO reader on arbitrary .rec contents (multi-part records, bad
  * magics and lengths, huge claimed label counts) with an index pointing at a few offsets. */
 #include <fcntl.h>

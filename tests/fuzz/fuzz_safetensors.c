@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the safetensors reader on arbitrary bytes. Whatever it accepts must be
  * internally consistent (every tensor inside the file, sizes matching shapes). */
 #include <stddef.h>

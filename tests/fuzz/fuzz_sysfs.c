@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the sysfs reader on trees built from the input: device files with arbitrary
  * contents (numa_node, local_cpulist, class, link speed, IB rate/guid, interface names) and
  * symlinks that may point outside the root. The result must be a sane topology. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the NCCL XML writer and the topology matrix on random topologies (random PCI
  * trees, NVLink counts, NICs, names), and the sysfs reader on a tree built from the input.
  * The XML must be well formed: balanced tags, quoted attribute values, no tab, no prolog. */

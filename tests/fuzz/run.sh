@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh SECONDS [TARGET...]: builds the libFuzzer targets with AddressSanitizer and
 # UndefinedBehaviorSanitizer (clang), replays the saved regression inputs of each, then fuzzes each
 # for SECONDS from its seed corpus. Prints a table: inputs tried, crashes; exit 1 on any crash.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One damaged image that only one rank of 2 nodes x 2 ranks reads: under --strict that rank says
 # which file and why, and every rank stops at the same step within seconds (not at the stall
 # watchdog, not waiting in the all-reduce); without --strict the file is reported once in the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # cluster.sh up|down|status|env|install-plugin PATH
 # A real Slurm cluster on this one machine for dltrain's tests: a private munged, slurmctld and
 # 2-4 slurmd on loopback addresses (127.0.0.x, slurmd -N), private config/spool/log/state dirs,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # srun runs with --quiet everywhere: its informational lines ("job N queued and waiting for
 # resources" while the previous job is being cleaned up) would mix into the compared output.
 # The local cluster itself: two slurmd answer, srun -N2 -n4 places tasks as Slurm says, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The ctypes example of dltpmix(3), run by tests/slurm/pmix_bootstrap.sh under srun --mpi=pmix.
 import ctypes
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Failure paths across ranks (2 nodes x 2 ranks): evaluation of a validation set smaller than one
 # batch per rank (no SIGFPE: every image scored exactly once, the same top-1 as one rank), training
 # with too little data refused on every rank with the fix, and a damaged checkpoint (eval, --resume

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Faults in a 2-node x 2-rank training step: a rank that stops progressing (stalled in compute),
 # a rank stopped with SIGSTOP and a rank killed with SIGKILL must each end the whole step with an
 # error naming what happened (the ranks that wait for a stopped peer say so, never blaming their

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Which GPU each rank trains on, as `dltrain env` reports it (the rule dltrain train uses): with
 # plain --gpus-per-node (every GPU of the node visible to every task), with the plugin's
 # gpus=task and gpus=step, every rank of a node gets its own; two ranks of a node on one GPU are

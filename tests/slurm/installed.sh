@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # installed.sh [DEB_DIR]: the installed product, as a site gets it. The .deb files `make deb` built
 # (default DEB_DIR: the build tree's _deb) are installed with apt-get; a local Slurm cluster loads
 # the plugin from the path the package installed (plugstack.conf holds the shipped snippet's line,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh: shared by the Slurm integration tests (sourced). TAP output, one local cluster per
 # test script, brought up here and always taken down on exit.
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Ranks that see different data (2 nodes x 2 ranks, one rank given another folder): before the
 # first step every rank refuses with the same words, naming the ranks that differ and how, and
 # every rank ends within seconds (no hang, no watchdog, no abort banner). The same for the

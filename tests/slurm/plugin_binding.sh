@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # spank_dltrain on a real two-node cluster whose nodes are the lab2 fixture (4 GPUs, 2 HCAs, two
 # NUMA nodes of one CPU each): what tasks see and what the kernel applied, the NCCL topology file's
 # life, user settings winning, refusals in srun, hostile input, and nodes left idle.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libdltpmix under a real srun --mpi=pmix across two slurmd: broadcasts from rank 0 and from the
 # last rank, all-gather checked against Slurm's own SLURM_PROCID/LOCALID/NODEID, the refusal
 # without PMIx, the bounded failure when a rank leaves or stalls, and the MPI host communicator.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pmix_probe: a PMIx bootstrap exercise for the Slurm integration tests: broadcast from rank 0
  * and from the last rank, all-gather of Slurm's own view, each checked against Slurm's env. */
 #include <fcntl.h>

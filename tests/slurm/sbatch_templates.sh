@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # contrib/sbatch templates on the local cluster, scaled down through their variables:
 # resnet50-imagenet.sbatch is preempted with SIGUSR1, requeues itself, resumes from its checkpoint
 # and completes; resnet50-scaling.sbatch runs a 1/2/4-rank sweep and contrib/report.py turns its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Synchronous data-parallel training across two slurmd with srun --mpi=pmix --dl-train (CPU
 # backend, MPI all-reduce): the loss falls, the ranks' weights stay identical (checked every 4
 # steps by the trainer), and a run preempted with SIGUSR1 checkpoints, exits with status 75, and

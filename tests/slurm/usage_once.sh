@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Usage errors and missing paths across ranks (2 nodes x 2 ranks): what every rank finds alike
 # (--precision fp16 on the CPU backend, a --data folder missing everywhere, a bad labels file) is
 # said once and ends every rank without an abort (no MPI_ABORT banner, no CANCELLED, no Killed),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Validation during training on 2 nodes x 2 ranks: every validation image scored once over the
 # ranks (a share per rank that the batch does not divide), with rank 0's BN statistics, so the
 # last validation is exactly what a one-rank dltrain eval of the final checkpoint gives; then, also

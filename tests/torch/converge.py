@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """converge.py DLTRAIN WORKDIR: a convergence check on real images that ship inside a package:
 scikit-learn's handwritten digits (UCI, 1,797 8x8 images of 10 classes), written as 32x32 RGB JPEG
 files in an ImageFolder with a fixed 1,437 / 360 train/validation split. dltrain and torchvision's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Convergence on real images against PyTorch (tests/torch/converge.py): scikit-learn's digits, the
 # same ResNet-18 recipe in dltrain and in a torchvision-style reference loop, validation top-1
 # within 1.5 points. Needs DLT_TORCH_PYTHON with torch, torchvision and scikit-learn

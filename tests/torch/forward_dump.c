@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* forward_dump: dltrain's inference forward of a checkpoint on given input tensors, for the
  * comparison with torchvision (tests/torch/parity.py): reads N normalised NHWC float32 images,
  * writes N x classes float32 logits.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """parity.py: dltrain against PyTorch/torchvision on the same tensors. Prints TAP lines.
 
 forward DLTRAIN FORWARD_DUMP WORKDIR: for resnet18 and resnet50, a checkpoint of ours (after two

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dltrain against PyTorch on the same tensors (tests/torch/parity.py): forward parity of our
 # checkpoints in torchvision, and 20 training steps from the same weights on the same batch. Needs a Python with torch,
 # torchvision and safetensors: DLT_TORCH_PYTHON (default /opt/torchvenv/bin/python; .ci/run installs

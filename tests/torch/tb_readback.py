@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads dltrain's --tensorboard event file back with the tensorboard package and compares it with
 the --metrics file (tests/torch/tensorboard.sh).
 

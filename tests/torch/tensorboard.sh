@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dltrain train --tensorboard DIR read back by the tensorboard package (tests/torch/tb_readback.py):
 # every scalar, tag and step equal to the --metrics file's, the CRCs valid, a flipped byte
 # rejected by tensorboard's reader, a killed run missing at most its last interval, an unwritable

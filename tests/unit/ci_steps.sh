@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # .ci/steps.sh, which .ci/run sources: each step timed and counted, a failing step said and
 # counted as failed, then the wall time of every step and the total, and the results summary
 # ("N passed, N failed") as the last line. Runs trivial commands in place of CI's steps.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The command line as a new user and a hostile tester meet it, one rank: numbers read strictly
 # (" 8", "1e1", 20 digits), every choice checked (--comm), options the command or the backend does
 # not use said or refused, DLT_LOG and --baseline checked before the run; user paths that are not

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Training and evaluation from real JPEG files: an ImageFolder generated here (grayscale, CMYK,
 # progressive and odd-sized images, plus planted damaged files), packed into RecordIO by
 # `dltrain data pack`, read back by training; bad images reported once and skipped, or fatal

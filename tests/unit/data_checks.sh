@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a data set is checked for when it is opened, said in the user's terms: a damaged RecordIO
 # pair (the .rec cut short, the .idx cut mid-line, a garbage or duplicated line) refused naming the
 # index line and why, never trained as fewer classes; a labels file's gaps (a line naming no file,

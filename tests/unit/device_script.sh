@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU check script without a GPU: its dry run lists every phase (the two-rank phase right after
 # the op checks), the 480 s deadline and the kill rule; with no GPU it skips saying so; with a
 # stand-in nvidia-smi that reports a GPU and a deadline too short for any phase, it starts nothing

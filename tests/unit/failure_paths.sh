@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Failure paths a new user meets on one rank: too little data for the batch (a usage error naming
 # count, batch, ranks and the fix; evaluation of a set smaller than a batch scores every image,
 # never 0 images or NaN), NaN and infinities refused by every floating-point option, a damaged

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Faults on one rank: a stalled phase ends in the watchdog's abort naming phase/rank/step; a
 # checkpoint write that fails (file size limit, as a full disk) keeps the previous checkpoint
 # valid and says so; diverging training (non-finite loss) skips updates, then stops with the last

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mkjpegs: writes JPEG test data with libjpeg-turbo.
  *   mkjpegs folder DIR CLASSES PER_CLASS W H [variants] : DIR/train/cNN/img_NNNN.JPEG and DIR/val/cNN/...,
  *       each class a coloured square on noise (learnable); "variants" mixes grayscale, CMYK,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The model and the training loop, end to end on one rank: parameter counts and FLOPs against
 # torchvision's published figures, the checkpoint's tensor names/shapes against a fixture written
 # from torchvision, learning a small synthetic task, bit-identical resume, refusal of damaged

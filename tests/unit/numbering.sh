@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One numbering on one rank: steps count from 1 ("step k/N" after the k-th optimizer step) and every
 # message about a step uses that k (the non-finite loss warning, the watchdog's first step); epochs
 # count from 1 (the first epoch is "epoch 1") in the step lines, the validation line and the

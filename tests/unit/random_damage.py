@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """random_damage: seeded random damage to image folders, RecordIO files, labels files, validation
 class folders and checkpoints, each fed to a short real dltrain run. Every run must end in a clear
 error (nonzero exit and a `dltrain` message) or a correct result: never a signal, never a hang

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Bounded random damage on one rank (tests/unit/random_damage.py): a few hundred short dltrain runs
 # over damaged image folders, RecordIO files (the index against the record file), labels files and
 # validation class folders, and checkpoints, seeded and reproducible, within a wall-clock limit.

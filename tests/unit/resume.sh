@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Resuming on one rank: a resume whose settings differ from the checkpoint's is refused naming each
 # difference with both values (exit 2, nothing trained), unless --resume-override names the
 # settings that may change; then the change is said, the step count follows the new global batch

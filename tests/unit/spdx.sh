@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every tracked source and script file states its licence in its first line (its second after a
 # "#!" line): "SPDX-License-Identifier: Apache-2.0" (LICENSE holds the text). Sources and scripts:
 # C, headers, CUDA, shell, Python, Makefile.am, configure.ac, m4, man pages, sbatch templates and

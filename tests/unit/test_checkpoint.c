@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Resuming with other settings: dlt_resume_compare refuses each recorded setting that differs
  * (naming both values) unless --resume-override names it; the model's shape never changes;
  * dlt_resume_override_check refuses unknown and fixed names; what a run records round-trips. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cli_parse: the command line's numbers: every real option refuses NaN, infinities, hex
  * floats, blanks on either side, trailing text and values out of range, naming the option, the
  * value and the range; whole numbers are decimal digits only (no blank, sign, point or exponent),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every op of the CPU backend against a naive double-precision reference written here from the
  * definitions, on random inputs of several shapes, strides and paddings. Outputs are poisoned
  * (NaN) before each call so an op that skips part of its output fails. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cudnn_status: cuDNN statuses read by category. cuDNN 9 answers a configuration it has no
  * kernel for with a sub-code (cudnn_graph.h: CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ...), which
  * an == test against CUDNN_STATUS_NOT_SUPPORTED misses: the bf16 batch-norm probe would then fail

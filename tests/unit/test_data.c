@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The data pipeline: crop parameters against their definitions, JPEG decode + transform on
  * images made here with libjpeg-turbo (RGB, grayscale, CMYK, progressive, odd sizes), refusal of
  * damaged data without poisoning the next decode, ImageFolder class order, RecordIO round trip

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_device_choice: the task's GPU over CUDA_VISIBLE_DEVICES / local rank / --device, and the
  * refusal of two ranks on one GPU. */
 #include "config.h"

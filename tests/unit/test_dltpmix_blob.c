@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of dltpmix key naming and blob framing: round trip, and every refusal. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_failure_order: what a failed run does, in order, on the CPU through recording hooks. A run
  * of two ranks (a stand-in communicator that records its abort instead of ending the process)
  * whose optimizer fails at its second step must drop the backend's recorded step (the CUDA graph,

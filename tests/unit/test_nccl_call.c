@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_nccl_call: the trainer's one path for NCCL results, against a stand-in NCCL
  * (tests/fake_nccl) scripted to stay in progress, succeed, fail asynchronously or hang. */
 #include "config.h"

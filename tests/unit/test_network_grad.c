@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The whole network's backward against central finite differences of its forward loss, on a
  * small ResNet-18 and a small bottleneck ResNet-50 (every layer kind, residual adds, downsample). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the --dl-train grammar and plugstack.conf site arguments. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU path's host-side logic, which needs no GPU: the fp16 loss-scale state machine, the
  * gradient bucket layout, and the order in which backward hands finished buckets to the
  * communicator (checked on the CPU backend with a recording hook: whenever backward says

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the plugin's pure helpers on hand-built inputs: CPU lists, bus ids, %n paths,
  * PCI distances on a synthetic tree, CUDA_VISIBLE_DEVICES composition, and (where nvml.h is
  * installed) the plugin's own NVML declarations against NVIDIA's. */

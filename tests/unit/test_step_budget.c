@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-step budget of a training step, counted on the CPU through the same network and loop
  * code the CUDA backend runs: a recording hook on the ops table counts what one steady-state step
  * of ResNet-50 asks of its backend (the difference between a run of 4 steps and one of 3), prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The synthetic source's DistributedSampler order: for 1..8 ranks every image is taken exactly once
  * per epoch across ranks (the remainder dropped), epochs are shuffled differently, and samples are
  * deterministic in (seed, index). */

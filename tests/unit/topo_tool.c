@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo_tool: drives the plugin's discovery, binding and NCCL XML code outside Slurm, on a fixture
  * (fake NVML + sysfs tree) or the real node, for the tests and for site administrators checking
  * what the plugin will do on a node.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Node discovery, distances, binding and the NCCL XML on fixture nodes (tests/fixtures/mktopo.py:
 # a sysfs tree + the stand-in NVML). The XML is checked with Python's own XML parser against the
 # rules NCCL's strict parser imposes.

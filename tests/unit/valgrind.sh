@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Valgrind memcheck over the unit tests and a short CPU training run: no invalid access, no use of
 # uninitialised memory, no definite leak. oneDNN is held to AVX2 (valgrind cannot run AVX-512).
 . "$(dirname "$0")/../slurm/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Validation during training: every epoch on ROOT/val by default (each image once), logged and in
 # the metrics file as MLPerf-style events; the weights bit-identical to a run without it; the last
 # validation equal to `dltrain eval` of the final checkpoint; --target-top1 stopping the run at the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* backend: precision names and the choice between the CPU and CUDA backends. */
 #include "config.h"
 

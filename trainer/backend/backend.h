@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* backend: the ops table every compute backend implements (CPU: oneDNN, CUDA: cuDNN/cuBLAS).
  * Activations are NHWC. In backend memory, conv weights (and their gradients and momentum) are
  * KRSC (OHWI), the layout cuDNN's NHWC kernels read, so no step re-lays them out; the network

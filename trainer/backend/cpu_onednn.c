@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_onednn: the ops table on the CPU with oneDNN primitives (created once per shape and
  * reused), OpenMP loops for the elementwise work (`parallel for simd`: at -O2 GCC would not
  * vectorise them, and they are a quarter of a training step). With bf16, convolutions read bf16

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_backend: the ops table on an NVIDIA GPU (cuDNN convolutions, batch norm and pooling,
  * cuBLAS for the FC layer, a few kernels of ours). Built when configure finds CUDA, cuDNN, cuBLAS
  * and NCCL; device helpers are in trainer/common/cuda_check.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_cudnn: the ops table on one GPU. NHWC activations in the run's type (float, half or
  * bfloat16), float master weights, gradients and statistics. cuDNN convolutions with the fastest
  * algorithms found once per shape (cached across layers of the same shape) and one shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_kernels: elementwise, pooling, loss and optimizer kernels of the CUDA backend. Arithmetic
  * in float whatever the storage type; grid-stride loops so any size launches. */
 #include <cuda_bf16.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_kernels: the few device kernels cuDNN and cuBLAS have no primitive for, behind a C
  * interface. Every launcher queues on the given stream and returns the launch status
  * (cudaError_t as int, 0 = success). Activation arguments are of type `dt`. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* device_choice: a task's GPU among the visible ones; one GPU per rank. */
 #include "config.h"
 

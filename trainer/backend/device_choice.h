@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* device_choice: which of the GPUs a task sees it trains on, and the refusal of two ranks of one
  * node on one GPU (NCCL would fail with "Duplicate GPU detected" or hang). Pure functions. */
 #ifndef DLT_DEVICE_CHOICE_H

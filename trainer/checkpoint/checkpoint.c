@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* checkpoint: torchvision-named model file + state file, atomic, validated. */
 #include "config.h"
 

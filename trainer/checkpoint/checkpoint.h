@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* checkpoint: a model file whose tensors carry torchvision's resnet state_dict names and shapes
  * (loadable by torchvision.models.resnetNN().load_state_dict(safetensors.torch.load_file(f))), and
  * a state file beside it with the optimizer's momentum, the step counters and the run's settings.

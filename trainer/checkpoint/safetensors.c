@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* safetensors: reading and writing the safetensors format, strictly validated, written atomically. */
 #include "config.h"
 

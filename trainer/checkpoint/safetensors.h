@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* safetensors: reading and writing the safetensors format (8-byte header length, JSON header,
  * raw little-endian data), strictly validated on read, written atomically. */
 #ifndef DLT_SAFETENSORS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_data: `dltrain data pack`: an ImageFolder into an MXNet RecordIO pair (.rec + .idx), each
  * image optionally re-encoded with its shorter side resized (e.g. 256 or 160), showing its
  * progress (progress.h). Unreadable images are reported and left out. */

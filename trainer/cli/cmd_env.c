@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_env: `dltrain env`: what each rank of the step is and sees, gathered on rank 0, plus a
  * check that the host communicator sums correctly across ranks. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_info: `dltrain info`: the model's layers, parameter count and forward FLOPs per image. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_train: `dltrain train`, `dltrain eval`, `dltrain bench`: one option set, three runs. */
 #include "config.h"
 

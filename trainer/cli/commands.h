@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* commands: the dltrain subcommands, each a main-like function. */
 #ifndef DLT_CLI_COMMANDS_H
 #define DLT_CLI_COMMANDS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* launch: PMIx bootstrap, the rank's GPU, then the communicator. */
 #include "config.h"
 

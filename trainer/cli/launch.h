@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* launch: what every multi-rank command does first: PMIx bootstrap, the GPU of this rank (one per
  * rank), then the communicator. */
 #ifndef DLT_CLI_LAUNCH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* main: the dltrain command line: dispatch to a subcommand. */
 #include "config.h"
 

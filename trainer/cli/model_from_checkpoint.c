@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model_from_checkpoint: adopting the recorded model settings. */
 #include "config.h"
 

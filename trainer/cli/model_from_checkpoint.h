@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* model_from_checkpoint: the model a checkpoint was trained as (arch, width, image size, classes,
  * as its state file records them) for `dltrain eval`, so the model need not be told again; an
  * option that contradicts the record is refused naming both values. */

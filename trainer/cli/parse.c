@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* parse: strict command-line numbers. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* parse: command-line numbers, strictly: the whole argument must be a finite number inside the
  * option's range (a whole number where the option counts something), or the error names the
  * option, the value and the range. NaN, infinities, blanks, trailing text and empty strings are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* preflight: checks before a run, the same outcome on every rank. */
 #include "config.h"
 

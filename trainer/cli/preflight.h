@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* preflight: what every rank checks before a run starts, decided the same way on every rank (the
  * outcome travels through an all-reduce, so no rank starts while another stops): a verified
  * checkpoint to evaluate, and which checkpoint --resume auto continues from. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm: the choice of communicator. */
 #include "config.h"
 

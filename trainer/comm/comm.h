@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm: everything that crosses ranks: the host collectives (MPI, NCCL or a single rank), the
  * choice of communicator in one function, and the gradient reducer (grad_reducer.h) that sums the
  * gradients while backward runs. The training loop sees only these two interfaces. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_mpi: host collectives over MPI (Debian's OpenMPI, direct-launched by srun --mpi=pmix).
  * Errors are returned, not fatal: MPI_ERRORS_RETURN on the communicator. */
 #include "config.h"

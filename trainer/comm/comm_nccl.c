@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_nccl: the trainer's communicator over NCCL, bootstrapped through PMIx (no MPI, no
  * MASTER_ADDR). Host buffers (loss, flags, checksums: a few values per step) travel through a
  * small device buffer; the gradient reducer's NCCL path (grad_reducer_nccl.c) runs on the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_single: the one-rank communicator; every collective is the identity. */
 #include "config.h"
 

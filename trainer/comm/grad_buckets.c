@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grad_buckets: bucket planning over the flat gradient buffer. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grad_buckets: the flat gradient buffer cut into contiguous all-reduce buckets, from the top
  * (backward finishes the last layers' gradients first), and which buckets a backward position
  * has completed. Pure planning: the gradient reducer launches the reductions. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grad_reducer: the choice of reduction path, and the host paths. */
 #include "config.h"
 

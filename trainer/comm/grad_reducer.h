@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grad_reducer: sums the flat gradient buffer over the ranks. Backward tells it which gradients
  * are final (ready) and when it is over (done); finish completes the sum. Behind it: nothing for
  * one rank, the host communicator (in place on the CPU, staged through host memory for a GPU),

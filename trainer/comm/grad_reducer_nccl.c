@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grad_reducer_nccl: the GPU path of the gradient reducer. The flat gradient buffer is cut into
  * buckets from the top (grad_buckets.h); as backward reports a bucket final, the bucket is summed
  * with ncclAllReduce on a communication stream that waits for it on the backend's stream (an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_call: settling NCCL results, peer checks, release. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_call: the one path of every NCCL call in the trainer. A call's result is settled here:
  * success; ncclInProgress waited out as NCCL's documentation prescribes for non-blocking
  * communicators (poll ncclCommGetAsyncError until the operation has left that state; nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clock: the one monotonic clock of the trainer and libdltpmix (phase timers, deadlines, rates). */
 #ifndef DLT_CLOCK_H
 #define DLT_CLOCK_H

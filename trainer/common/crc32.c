@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crc32: four bits a step through a 16-entry table (reflected polynomial 0xedb88320). */
 #include "trainer/common/crc32.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crc32: the CRC-32 (IEEE 802.3, zlib's) of checkpoint files and of libdltpmix's exchanged
  * blobs, written once and compiled into both. */
 #ifndef DLT_CRC32_H

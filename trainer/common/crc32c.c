@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crc32c: four bits a step through a 16-entry table (reflected polynomial 0x82f63b78), as crc32.c
  * does for zlib's CRC: event files are small, a byte table would buy nothing. */
 #include "trainer/common/crc32c.h"

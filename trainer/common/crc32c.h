@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crc32c: the CRC-32C (Castagnoli, iSCSI's) that TensorFlow's record files carry, and the masked
  * form they store, so that a CRC of data holding CRCs does not look like one. */
 #ifndef DLT_CRC32C_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_check: error text of the CUDA libraries, device selection, interruptible stream waits. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_check: the CUDA-side helpers every GPU module shares: one check macro per library (CUDA
  * runtime, cuDNN, cuBLAS; NCCL's is in trainer/comm/nccl_call.h) that fills an error buffer with
  * file:line, the call and the library's own error string, device selection, and a host wait that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cudnn_status: how the trainer reads a cuDNN status. cuDNN 9 returns sub-codes inside a category
  * (cudnn_graph.h: CUDNN_STATUS_NOT_SUPPORTED = 3000, CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ...;
  * CUDNN_STATUS_CATEGORY(code) = code / 1000 * 1000), so a status is compared by category, never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io: small file I/O helpers (whole writes, whole reads, opening the files users name). */
 #include "config.h"
 

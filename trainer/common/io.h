@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io: small file I/O helpers shared by the checkpoint writer and reader, the RecordIO packer and
  * the image reader. */
 #ifndef DLT_IO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* progress: the rate is the mean since the start, which is what the time left rests on. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* progress: how far a long command is (done of total, rate, time left), as rsync --info=progress2
  * and pv show it: one line rewritten in place on a terminal, a plain line now and then otherwise
  * (a Slurm output file keeps every line), nothing when quiet. */

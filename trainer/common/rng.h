@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rng: a small counter-friendly PRNG (PCG32) whose whole state fits in a checkpoint, so a resumed
  * run draws exactly the numbers the uninterrupted one would have. */
 #ifndef DLT_RNG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* status: filling a caller's error buffer and returning a status in one expression. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* status: the trainer's one error channel: a caller's error buffer filled (or given context) and a
  * status returned in one expression; the command prints the buffer once. */
 #ifndef DLT_STATUS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tunables: every fixed limit and default of the trainer that a site or a developer might want to
  * change, in one place (the options that expose some of them say so). */
 #ifndef DLT_TUNABLES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dataset: ImageFolder and MXNet RecordIO behind one indexed read. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dataset: indexed access to encoded images and their labels, from an ImageFolder tree
  * (ROOT/CLASS/IMAGE.JPEG, classes sorted by name as torchvision; or a flat folder with a labels
  * file) or an MXNet RecordIO pair (.rec + .idx, as im2rec writes). Reads are thread-safe. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loader: a worker pool filling a bounded ring of batches in sampler order. */
 #include "config.h"
 

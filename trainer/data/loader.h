@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loader: batches of decoded, augmented images from a dataset, prepared ahead by a pool of worker
  * threads into a bounded ring of batches, in DistributedSampler order. Each image's augmentation
  * is drawn from (seed, epoch, index), so batches do not depend on thread timing and a resumed run

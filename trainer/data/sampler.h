@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sampler: DistributedSampler order: one permutation per epoch, the same on every rank (seeded by
  * seed and epoch), rank r takes positions r, r + world, r + 2 world, ...; the remainder that does
  * not fill every rank is dropped, so each image is seen at most once per epoch across ranks. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* source: real or generated batches behind one interface. */
 #include "config.h"
 

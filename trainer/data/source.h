@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* source: where a run's batches come from: one interface over real images (a dataset read by the
  * threaded loader) and the synthetic generator, so the loops never ask which it is. */
 #ifndef DLT_SOURCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* synthetic: generated images with DistributedSampler sharding. */
 #include "config.h"
 

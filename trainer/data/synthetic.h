@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* synthetic: generated images for benchmarks and tests, with DistributedSampler sharding.
  * "learnable": each class has its own coloured square on noise, so a small network can learn it;
  * otherwise pure noise with balanced labels (throughput only). Deterministic in (seed, epoch,

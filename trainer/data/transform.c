@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transform: JPEG bytes -> uint8 RGB crop, with DCT-domain downscaling. */
 #include "config.h"
 

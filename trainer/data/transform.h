@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transform: JPEG bytes -> a uint8 NHWC crop of out x out pixels, as torchvision prepares
  * ImageNet: training takes a RandomResizedCrop (area 8-100%, aspect 3/4-4/3) with a random
  * horizontal flip; evaluation resizes the shorter side to out/0.875 (256 for 224) and takes the

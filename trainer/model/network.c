@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* network: a built model bound to a backend: memory, plans, forward, backward. */
 #include "config.h"
 

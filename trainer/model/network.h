@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* network: a built model bound to a backend: activation and gradient memory, per-layer plans,
  * forward (training or inference), backward, and the parameter / statistics buffers. */
 #ifndef DLT_NETWORK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* resnet: the ResNet family built once from a depth table. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* resnet: the ResNet family (18/34/50/101/152, v1.5 or v1) built once from a depth table into a
  * flat list of layers over NHWC tensors, with every parameter in one flat buffer (a gradient
  * bucket is a contiguous slice) and torchvision's names for each tensor. */

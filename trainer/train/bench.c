@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench: images/s of training steps (or forward passes) after warm-up, on one batch loaded once or
  * (feed) a new batch every step through the training's input path. */
 #include "config.h"

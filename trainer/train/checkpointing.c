@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* checkpointing: writing, resuming, replica checks. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* checkpointing: a run's side of checkpoints: writing one (rank 0; never of non-finite weights),
  * resuming from one (a path or the newest valid in --checkpoint-dir), and the cross-rank check
  * that every replica holds the same weights. */

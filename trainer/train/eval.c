@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* eval: top-1/top-5 of a checkpoint over the validation images (or generated ones), every rank
  * scoring its shard and one collective summing the counts. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loss_scaler: the dynamic loss-scale state machine. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loss_scaler: dynamic loss scaling for fp16 mixed precision. The loss gradient is multiplied by
  * the scale before backward; a step whose gradients overflow is skipped and the scale backs off;
  * after `window` clean steps in a row the scale grows. Pure state: the trainer owns the checks. */

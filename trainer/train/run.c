@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* run: the parts of a run and the steps training, evaluation and the benchmark share. */
 #include "config.h"
 

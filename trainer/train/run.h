@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* run: what training, evaluation and the benchmark share: the run's parts (backend, network,
  * batch source, gradient reducer, loss scaler, log) opened and closed together, and the steps all
  * three take: load a batch, forward + loss + backward (replayed as a CUDA graph when asked), reduce

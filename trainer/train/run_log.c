@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* run_log: event lines, the step line and JSON metrics, the end summary. */
 #include "config.h"
 

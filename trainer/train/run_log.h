@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* run_log: what a run tells its user: event lines with the `dltrain: ` prefix at three levels
  * (--quiet: errors, warnings and the end summary; default: progress too; --verbose: setup
  * details), the per-interval step line and its JSON twin in --metrics, and the end summary. Only

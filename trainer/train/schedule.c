@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* schedule: warm-up then step or cosine decay of the learning rate. */
 #include "trainer/train/schedule.h"
 

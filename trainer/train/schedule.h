@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* schedule: the learning rate of Goyal et al.: peak = base x global batch / 256, linear warm-up
  * from peak/warmup_steps, then steps of 0.1 at given epochs or a cosine decay to zero. */
 #ifndef DLT_SCHEDULE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tb_writer: Event protobufs in protobuf's wire format (field tags, varints, fixed64/32,
  * length-delimited strings and messages) inside TFRecord frames. The fields written:
  *   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tb_writer: a TensorBoard event file (TFRecord records of tensorflow.Event protobufs, the file
  * SummaryWriter writes) with scalar summaries, encoded by hand: no TensorFlow, no protobuf. */
 #ifndef DLT_TB_WRITER_H

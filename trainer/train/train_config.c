@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* train_config: the defaults of a run's settings (the Goyal et al. ImageNet recipe). */
 #include "config.h"
 

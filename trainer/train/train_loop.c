@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* train_loop: dlt_train_run, the training loop as named steps: load the batch, forward + loss +
  * backward (the gradient reducer sums gradients as they are produced), agree and update (the
  * reduction's end, fp16 overflow, this rank's stop request and input failure joining the step's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trainer: what the commands call: training (train_loop.c: data -> forward -> loss -> backward
  * with the gradient all-reduce -> SGD), evaluation (eval.c) and the benchmark (bench.c), over any
  * backend and communicator, and the settings they share. */

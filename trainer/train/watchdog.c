@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* watchdog: abort a run whose current phase exceeds its bound. */
 #include "config.h"
 

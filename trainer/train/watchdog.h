@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* watchdog: a thread that aborts the run when one phase of a step (data, compute, all-reduce,
  * checkpoint) takes longer than a bound, naming the phase, rank, host and step, so a lost peer
  * or a wedged collective ends the job step instead of hanging it (Caffe2's trainer did the same). */
