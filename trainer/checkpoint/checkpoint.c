@@ -582,3 +582,19 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
     free(c);
     return 0;
 }
+
+int dlt_checkpoint_config_field(const char *config, const char *key, char *out, size_t outlen)
+{
+    size_t k = strlen(key);
+    for (const char *p = config; p && *p;) {
+        while (*p == ' ')
+            p++;
+        if (!strncmp(p, key, k) && p[k] == '=') {
+            size_t n = strcspn(p + k + 1, " ");
+            snprintf(out, outlen, "%.*s", (int)n, p + k + 1);
+            return 1;
+        }
+        p = strchr(p, ' ');
+    }
+    return 0;
+}

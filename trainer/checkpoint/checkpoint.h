@@ -87,4 +87,8 @@ typedef struct {
  * status with err when the directory cannot be read (then nothing can be said about it). */
 int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, size_t errlen);
 
+/* The value of key in a settings record ("k1=v1 k2=v2 ...", dlt_train_state.config) into out;
+ * 1 when present, 0 when absent. */
+int dlt_checkpoint_config_field(const char *config, const char *key, char *out, size_t outlen);
+
 #endif

@@ -10,24 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/status.h"
-
-/* The value of key in "k1=v1 k2=v2 ..." into out; 0 when absent. */
-static int _field(const char *config, const char *key, char *out, size_t outlen)
-{
-    size_t k = strlen(key);
-    for (const char *p = config; p && *p;) {
-        while (*p == ' ')
-            p++;
-        if (!strncmp(p, key, k) && p[k] == '=') {
-            size_t n = strcspn(p + k + 1, " ");
-            snprintf(out, outlen, "%.*s", (int)n, p + k + 1);
-            return 1;
-        }
-        p = strchr(p, ' ');
-    }
-    return 0;
-}
 
 int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, const char *config, char *err,
                            size_t errlen)
@@ -36,27 +20,27 @@ int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, co
     dlt_model_config rec = *m;
     if (!config || !*config)
         return 0;
-    if (_field(config, "arch", v, sizeof(v))) {
+    if (dlt_checkpoint_config_field(config, "arch", v, sizeof(v))) {
         if (dlt_model_parse_arch(v, &rec, arch_err, sizeof(arch_err)) != 0)
             return dlt_fail(err, errlen, -EINVAL, "the checkpoint records arch=%s, which this dltrain does not know", v);
         if (given->arch && strcmp(rec.arch, m->arch))
             return dlt_fail(err, errlen, -EINVAL, "--arch %s, but the checkpoint was trained as %s (drop --arch)",
                             m->arch, rec.arch);
     }
-    if (_field(config, "width", v, sizeof(v))) {
+    if (dlt_checkpoint_config_field(config, "width", v, sizeof(v))) {
         rec.width = strtof(v, NULL);
         if (given->width && fabsf(rec.width - m->width) > 1e-6f)
             return dlt_fail(err, errlen, -EINVAL, "--width %g, but the checkpoint was trained with width %g (drop --width)",
                             (double)m->width, (double)rec.width);
     }
-    if (_field(config, "image", v, sizeof(v))) {
+    if (dlt_checkpoint_config_field(config, "image", v, sizeof(v))) {
         rec.image = atoi(v);
         if (given->image && rec.image != m->image)
             return dlt_fail(err, errlen, -EINVAL,
                             "--image-size %d, but the checkpoint was trained at %d (drop --image-size)", m->image,
                             rec.image);
     }
-    if (_field(config, "classes", v, sizeof(v))) {
+    if (dlt_checkpoint_config_field(config, "classes", v, sizeof(v))) {
         rec.classes = atoi(v);
         if (given->classes && rec.classes != m->classes)
             return dlt_fail(err, errlen, -EINVAL, "--classes %d, but the checkpoint has %d classes (drop --classes)",

@@ -7,14 +7,19 @@ static const uint32_t g_nibble[16] = {
     0xedb88320u, 0xf00f9344u, 0xd6d6a3e8u, 0xcb61b38cu, 0x9b64c2b0u, 0x86d3d2d4u, 0xa00ae278u, 0xbdbdf21cu,
 };
 
-uint32_t dlt_crc32(uint32_t crc, const void *data, size_t len)
+uint32_t dlt_crc_nibbles(const uint32_t table[16], uint32_t crc, const void *data, size_t len)
 {
     const unsigned char *p = data;
     crc = ~crc;
     for (size_t i = 0; i < len; i++) {
         crc ^= p[i];
-        crc = (crc >> 4) ^ g_nibble[crc & 15u];
-        crc = (crc >> 4) ^ g_nibble[crc & 15u];
+        crc = (crc >> 4) ^ table[crc & 15u];
+        crc = (crc >> 4) ^ table[crc & 15u];
     }
     return ~crc;
+}
+
+uint32_t dlt_crc32(uint32_t crc, const void *data, size_t len)
+{
+    return dlt_crc_nibbles(g_nibble, crc, data, len);
 }

@@ -10,4 +10,8 @@
 /* CRC of data continuing from crc (0 to start), as zlib's crc32(crc, data, len). */
 uint32_t dlt_crc32(uint32_t crc, const void *data, size_t len);
 
+/* A reflected CRC-32 of any polynomial, four bits a step through its 16-entry table (the one loop
+ * behind dlt_crc32 and dlt_crc32c). */
+uint32_t dlt_crc_nibbles(const uint32_t table[16], uint32_t crc, const void *data, size_t len);
+
 #endif

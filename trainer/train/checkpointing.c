@@ -49,23 +49,6 @@ static const struct {
 };
 #define RESUME_KEYS ((int)(sizeof(g_resume_keys) / sizeof(g_resume_keys[0])))
 
-/* The value of key in "k1=v1 k2=v2 ..." into out; 0 when absent. */
-static int _field(const char *config, const char *key, char *out, size_t outlen)
-{
-    size_t k = strlen(key);
-    for (const char *p = config; p && *p;) {
-        while (*p == ' ')
-            p++;
-        if (!strncmp(p, key, k) && p[k] == '=') {
-            size_t n = strcspn(p + k + 1, " ");
-            snprintf(out, outlen, "%.*s", (int)n, p + k + 1);
-            return 1;
-        }
-        p = strchr(p, ' ');
-    }
-    return 0;
-}
-
 /* Whether name is in the comma-separated list. */
 static int _listed(const char *list, const char *name)
 {
@@ -124,12 +107,12 @@ int dlt_resume_compare(const char *recorded, const char *now, const char *overri
     char rv[128], nv[128], rs[16] = "", ns[16] = "", opt[48];
     int nrefused = 0;
     refused[0] = changed[0] = '\0';
-    _field(recorded, "schedule", rs, sizeof(rs));
-    _field(now, "schedule", ns, sizeof(ns));
+    dlt_checkpoint_config_field(recorded, "schedule", rs, sizeof(rs));
+    dlt_checkpoint_config_field(now, "schedule", ns, sizeof(ns));
     for (int k = 0; k < RESUME_KEYS; k++) {
         const char *key = g_resume_keys[k].key;
         /* Settings a checkpoint of an older dltrain did not record are not compared. */
-        if (!_field(recorded, key, rv, sizeof(rv)) || !_field(now, key, nv, sizeof(nv)) || !strcmp(rv, nv))
+        if (!dlt_checkpoint_config_field(recorded, key, rv, sizeof(rv)) || !dlt_checkpoint_config_field(now, key, nv, sizeof(nv)) || !strcmp(rv, nv))
             continue;
         /* --epochs shapes the learning rate only under the cosine schedule (elsewhere it says where
          * to stop, like --steps); the milestones only under the step schedule. */
@@ -228,9 +211,9 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
                      n ? "; " : "", st.step, changed);
             dlt_log(&r->log, DLT_LOG_QUIET, "resuming with changed settings (--resume-override): %s", changed);
         }
-        if (_field(st.config, "batch", v, sizeof(v)))
+        if (dlt_checkpoint_config_field(st.config, "batch", v, sizeof(v)))
             old_batch = strtoll(v, NULL, 10);
-        if (_field(st.config, "world", v, sizeof(v)))
+        if (dlt_checkpoint_config_field(st.config, "world", v, sizeof(v)))
             old_world = strtoll(v, NULL, 10);
         if (old_batch > 0 && old_world > 0 && old_batch * old_world != (long long)c->model.batch * r->comm->size) {
             long long gb = (long long)c->model.batch * r->comm->size;
