@@ -115,25 +115,10 @@ int dlt_cpuset_format_mask(const dlt_cpuset *set, int ncpus, char *buf, size_t b
 
 /* ------------------------------------------------------------------ small helpers */
 
-int dlt_busid_normalize(const char *in, char out[DLT_BUSID_LEN])
-{
-    unsigned dom, bus, dev, fn;
-    int used = -1;
-    if (!in || strlen(in) > 20 || strspn(in, "0123456789abcdefABCDEF:.") != strlen(in))
-        return -1;
-    /* NVML: "00000000:1A:00.0" (8-digit domain); sysfs: "0000:1a:00.0". Nothing may follow. */
-    if (sscanf(in, "%8x:%2x:%2x.%1x%n", &dom, &bus, &dev, &fn, &used) != 4 || used < 0 || in[used] != '\0')
-        return -1;
-    if (dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
-        return -1;
-    snprintf(out, DLT_BUSID_LEN, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
-    return 0;
-}
-
 static int _is_bdf(const char *s)
 {
     char norm[DLT_BUSID_LEN];
-    return strlen(s) == 12 && dlt_busid_normalize(s, norm) == 0 && strcmp(norm, s) == 0;
+    return strlen(s) == 12 && dlt_pci_busid_normalize(s, norm, DLT_BUSID_LEN) == 0 && strcmp(norm, s) == 0;
 }
 
 /* Reads at most READ_MAX-1 bytes of root/rel, strips trailing whitespace. */
@@ -248,7 +233,7 @@ int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, siz
             return -EIO;
         }
         pci.busId[sizeof(pci.busId) - 1] = '\0';
-        if (dlt_busid_normalize(pci.busId, g->busid) != 0) {
+        if (dlt_pci_busid_normalize(pci.busId, g->busid, DLT_BUSID_LEN) != 0) {
             snprintf(err, errlen, "NVML: GPU %u has an unparsable PCI bus id '%.32s'", i, pci.busId);
             return -EIO;
         }
@@ -275,7 +260,7 @@ int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, siz
             if (nvml->DeviceGetNvLinkRemotePciInfo_v2(dev[i], link, &rpci) != DLT_NVML_SUCCESS)
                 continue;
             rpci.busId[sizeof(rpci.busId) - 1] = '\0';
-            if (dlt_busid_normalize(rpci.busId, rbus) != 0)
+            if (dlt_pci_busid_normalize(rpci.busId, rbus, DLT_BUSID_LEN) != 0)
                 continue;
             for (int j = 0; j < t->ngpus; j++)
                 if (j != i && !strcmp(t->gpus[j].busid, rbus))

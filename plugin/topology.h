@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/common/pci_busid.h"
+
 #include "nvml_loader.h"
 
 #define DLT_MAX_GPUS 16
@@ -91,8 +93,6 @@ typedef enum {
 
 const char *dlt_distance_name(dlt_distance d);
 
-/* Normalises "00000000:1A:00.0" / "0000:1a:00.0" to lowercase dddd:bb:dd.f. Returns 0 or -1. */
-int dlt_busid_normalize(const char *in, char out[DLT_BUSID_LEN]);
 
 /* GPUs and their NVLinks from NVML. */
 int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "trainer/backend/device_choice.h"
+#include "trainer/common/pci_busid.h"
 
 static void test_visible_list(void **state)
 {
@@ -95,12 +96,12 @@ static void test_plugin_gpu_is_the_opened_one(void **state)
 {
     char err[512], n[32];
     (void)state;
-    assert_int_equal(dlt_device_pci_normalize("00000000:1A:00.0", n, sizeof(n)), 0);
+    assert_int_equal(dlt_pci_busid_normalize("00000000:1A:00.0", n, sizeof(n)), 0);
     assert_string_equal(n, "0000:1a:00.0");
-    assert_int_equal(dlt_device_pci_normalize("0000:1A:00.0", n, sizeof(n)), 0);
+    assert_int_equal(dlt_pci_busid_normalize("0000:1A:00.0", n, sizeof(n)), 0);
     assert_string_equal(n, "0000:1a:00.0");
-    assert_int_equal(dlt_device_pci_normalize("0000:1a:00.0x", n, sizeof(n)), -1);
-    assert_int_equal(dlt_device_pci_normalize("GPU-1234", n, sizeof(n)), -1);
+    assert_int_equal(dlt_pci_busid_normalize("0000:1a:00.0x", n, sizeof(n)), -1);
+    assert_int_equal(dlt_pci_busid_normalize("GPU-1234", n, sizeof(n)), -1);
     /* NVML's form from the plugin against the runtime's form: the same GPU. */
     assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:1A:00.0", 0, err, sizeof(err)), 0);
     assert_int_equal(dlt_device_pci_check("00000000:3B:00.0", "0000:3b:00.0", 0, err, sizeof(err)), 0);

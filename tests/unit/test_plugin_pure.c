@@ -55,15 +55,15 @@ static void test_busid(void **state)
 {
     char out[DLT_BUSID_LEN];
     (void)state;
-    assert_int_equal(dlt_busid_normalize("00000000:1A:00.0", out), 0);
+    assert_int_equal(dlt_pci_busid_normalize("00000000:1A:00.0", out, DLT_BUSID_LEN), 0);
     assert_string_equal(out, "0000:1a:00.0");
-    assert_int_equal(dlt_busid_normalize("0001:b3:1f.7", out), 0);
+    assert_int_equal(dlt_pci_busid_normalize("0001:b3:1f.7", out, DLT_BUSID_LEN), 0);
     assert_string_equal(out, "0001:b3:1f.7");
-    assert_int_equal(dlt_busid_normalize("0000:1a:00.8", out), -1);
-    assert_int_equal(dlt_busid_normalize("0000:1a:20.0", out), -1);
-    assert_int_equal(dlt_busid_normalize("0000:1a:00.0x", out), -1);
-    assert_int_equal(dlt_busid_normalize("garbage", out), -1);
-    assert_int_equal(dlt_busid_normalize(NULL, out), -1);
+    assert_int_equal(dlt_pci_busid_normalize("0000:1a:00.8", out, DLT_BUSID_LEN), -1);
+    assert_int_equal(dlt_pci_busid_normalize("0000:1a:20.0", out, DLT_BUSID_LEN), -1);
+    assert_int_equal(dlt_pci_busid_normalize("0000:1a:00.0x", out, DLT_BUSID_LEN), -1);
+    assert_int_equal(dlt_pci_busid_normalize("garbage", out, DLT_BUSID_LEN), -1);
+    assert_int_equal(dlt_pci_busid_normalize(NULL, out, DLT_BUSID_LEN), -1);
 }
 
 static void test_expand_node(void **state)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trainer/common/pci_busid.h"
 #include "trainer/common/status.h"
 
 int dlt_device_visible_count(const char *cvd)
@@ -65,30 +66,15 @@ int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, siz
     return 0;
 }
 
-int dlt_device_pci_normalize(const char *in, char *out, size_t outlen)
-{
-    unsigned dom, bus, dev, fn;
-    int used = -1;
-    if (!in || strlen(in) > 20 || strspn(in, "0123456789abcdefABCDEF:.") != strlen(in))
-        return -1;
-    /* The domain is 4 or 8 hex digits by source; nothing may follow the function. */
-    if (sscanf(in, "%8x:%2x:%2x.%1x%n", &dom, &bus, &dev, &fn, &used) != 4 || used < 0 || in[used] != '\0')
-        return -1;
-    if (dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
-        return -1;
-    snprintf(out, outlen, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
-    return 0;
-}
-
 int dlt_device_pci_check(const char *bound, const char *opened, int device, char *err, size_t errlen)
 {
     char b[32], o[32];
     if (!bound || !*bound || !opened || !*opened)
         return 1;
-    if (dlt_device_pci_normalize(bound, b, sizeof(b)) != 0)
+    if (dlt_pci_busid_normalize(bound, b, sizeof(b)) != 0)
         return dlt_fail(err, errlen, -EINVAL, "DLT_GPU_PCI='%s' is not a PCI bus id (the plugin writes "
                         "0000:1a:00.0; unset it when no plugin bound this task)", bound);
-    if (dlt_device_pci_normalize(opened, o, sizeof(o)) != 0)
+    if (dlt_pci_busid_normalize(opened, o, sizeof(o)) != 0)
         return dlt_fail(err, errlen, -EINVAL, "CUDA device %d reports PCI bus id '%s', which is not one", device,
                         opened);
     if (strcmp(b, o) != 0)

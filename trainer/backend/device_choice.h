@@ -37,9 +37,6 @@ int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, siz
  * is waived, said, not applied. */
 int dlt_device_sharing_allowed(const char *nccl_multi_rank_gpu_enable);
 
-/* A PCI bus id in one form: lowercase "%04x:%02x:%02x.%x" (NVML writes "00000000:1A:00.0", the
- * CUDA runtime "0000:1A:00.0", sysfs and the plugin "0000:1a:00.0"); -1 when in is none of them. */
-int dlt_device_pci_normalize(const char *in, char *out, size_t outlen);
 
 /* The plugin's GPU (DLT_GPU_PCI, bound; NULL or "" when no plugin bound the task) against the
  * one the trainer opened (the CUDA runtime's bus id of the chosen device; NULL when the runtime
