@@ -5,10 +5,14 @@
 # ("N passed, N failed") as the last line. Runs trivial commands in place of CI's steps.
 . "$(dirname "$0")/../slurm/lib.sh"
 tap_plan 3
-rm -rf "${WORK:?}"; mkdir -p "$WORK/trs"
-printf ':test-result: PASS\n' >"$WORK/trs/one.trs"
+# summary.sh leaves out results under a _build directory (distcheck's), where WORK lies in make
+# distcheck: the stand-in result goes into a directory of its own.
+rm -rf "${WORK:?}"; mkdir -p "$WORK"
+TRS=$(mktemp -d /tmp/dltrain-ci-steps.XXXXXX) || exit 1
+trap 'rm -rf "$TRS"' EXIT
+printf ':test-result: PASS\n' >"$TRS/one.trs"
 bash -n "$DLT_SRCDIR/.ci/run" 2>"$WORK/syntax" && ok ".ci/run parses (bash -n)" || { not_ok ".ci/run syntax"; diag <"$WORK/syntax"; }
-out=$(cd "$DLT_SRCDIR" && bash -c '. .ci/steps.sh; step "one second" sleep 1; step "a failing step" false; timed "timed only" true; finish "$1"' _ "$WORK/trs" 2>&1); rc=$?
+out=$(cd "$DLT_SRCDIR" && bash -c '. .ci/steps.sh; step "one second" sleep 1; step "a failing step" false; timed "timed only" true; finish "$1"' _ "$TRS" 2>&1); rc=$?
 times=$(sed -n '/^=== wall time per step$/,$p' <<<"$out")
 if ((rc == 1)) && [[ $out == *"=== one second"* && $out == *"=== FAILED: a failing step"* ]] &&
    grep -qE '^ +0:00:0[12]  one second$' <<<"$times" && grep -qE '^ +0:00:00  a failing step$' <<<"$times" &&
