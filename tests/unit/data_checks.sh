@@ -13,7 +13,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-tap_plan 19
+tap_plan 20
 rm -rf "$WORK"/*
 mkdir -p "$WORK"
 "$MK" folder "$WORK/ds" 10 6 40 36 plain
@@ -138,4 +138,15 @@ ckr=$(ls "$WORK"/ckr/ckpt-*.safetensors 2>/dev/null | grep -v state | tail -1)
 out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$ckr" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"the checkpoint records no class names (written by an older dltrain), so the validation classes are numbered in their own sorted order"* && $(grep -c 'class names' <<<"$out") == 1 && $out == *"top-1"* ]]; then ok "a checkpoint without class names is evaluated as before, and that is said once"
 else not_ok "checkpoint without names (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+# An unreadable validation image is left unscored, never replaced by another (scored twice): the
+# same count and top-1 as the folder without it.
+cp -r "$WORK/ds/val" "$WORK/vbad"; cp -r "$WORK/ds/val" "$WORK/vless"
+victim=$(ls "$WORK"/vbad/c03/*.JPEG | head -1)
+head -c 10 "$victim" >"$victim.tmp" && mv "$victim.tmp" "$victim"; rm "$WORK/vless/c03/$(basename "$victim")"
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/vbad" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc=$?
+out2=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/vless" "${SMALL[@]}" --checkpoint "$ck" 2>&1); rc2=$?
+r1=$(sed -n 's/.*: \([0-9]*\) images, top-1 \([0-9.]*\), top-5 \([0-9.]*\).*/\1 \2 \3/p' <<<"$out")
+r2=$(sed -n 's/.*: \([0-9]*\) images, top-1 \([0-9.]*\), top-5 \([0-9.]*\).*/\1 \2 \3/p' <<<"$out2")
+if ((rc == 0 && rc2 == 0)) && [[ -n $r1 && $r1 == "$r2" && $out == *"skipping bad image $victim"* ]]; then ok "an unreadable validation image is named and left unscored: images, top-1, top-5 as without it ($r1)"
+else not_ok "unreadable validation image (rc=$rc/$rc2: '$r1' vs '$r2')"; { echo "$out"; echo "$out2"; } | tail -6 | diag; fi
 exit 0

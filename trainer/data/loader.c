@@ -316,12 +316,14 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             snprintf(l->fatal_msg, sizeof(l->fatal_msg), "bad image %.900s (--strict): %.100s", name, err);
         }
         pthread_mutex_unlock(&l->mu);
-        if (l->cfg.strict)
+        /* Evaluation scores every image once: another image in its place would be scored twice. */
+        if (l->cfg.strict || !l->cfg.train)
             break;
     }
-    /* Nothing readable nearby: a black image keeps the batch shape; the count says so. */
+    /* Nothing readable nearby (training), or an unreadable evaluation image: a black image keeps the
+     * batch shape; evaluation leaves it unscored (DLT_LABEL_UNSCORED), the count says so. */
     memset(slot->images + (size_t)j * img, 0, img);
-    slot->labels[j] = 0;
+    slot->labels[j] = l->cfg.train ? 0 : DLT_LABEL_UNSCORED;
 }
 
 static void *_worker(void *arg)

@@ -47,6 +47,10 @@ int64_t dlt_loader_steps_per_epoch(const dlt_loader *l);
 int64_t dlt_loader_images_per_epoch(const dlt_loader *l);
 /* Positions the stream at (epoch, step) and starts the workers; call once before next(). */
 int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step);
+/* The label of an evaluation image that could not be read: no class (softmax_xent scores no hit
+ * and counts it as out of range), left out of the image count. */
+#define DLT_LABEL_UNSCORED (-1)
+
 /* The next batch (uint8 NHWC images, labels). Blocks until ready. Returns 0 or -EIO (err). */
 int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen);
 /* The next batch without a copy: pointers into its ring slot, which stays the caller's until

@@ -15,7 +15,7 @@
  * most a batch). */
 static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progress *prog)
 {
-    int64_t steps = dlt_source_steps_per_epoch(src);
+    int64_t steps = dlt_source_steps_per_epoch(src), unscored = 0;
     double res[DLT_RES_COUNT];
     int rc;
     counts[0] = counts[1] = counts[2] = 0;
@@ -23,14 +23,15 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
     if ((rc = r->be->ops->results_reset(r->be)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
     for (int64_t s = 0; s < steps; s++) {
-        int nv;
-        if ((rc = dlt_run_eval_batch(r, src, s, &nv)) != 0)
+        int nv, nu;
+        if ((rc = dlt_run_eval_batch(r, src, s, &nv, &nu)) != 0)
             return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-        counts[2] += nv;
+        counts[2] += nv - nu; /* an unreadable image is not scored (the loader named it) */
+        unscored += nu;
         if (prog)
             dlt_progress_update(prog, dlt_source_images(src) * (s + 1) / steps);
     }
-    if ((rc = dlt_run_read_results(r, res)) != 0)
+    if ((rc = dlt_run_read_eval_results(r, res, unscored)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
     counts[0] = res[DLT_RES_TOP1];
     counts[1] = res[DLT_RES_TOP5];

@@ -14,6 +14,7 @@
 #include "trainer/common/clock.h"
 #include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
+#include "trainer/data/loader.h"
 
 /* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
 static const float g_mean[3] = {123.675f, 116.28f, 103.53f};
@@ -557,12 +558,15 @@ void dlt_run_release_batches(dlt_run *r)
     }
 }
 
-int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid)
+int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid, int *unscored)
 {
     int rc;
     if ((rc = _stage(r, src, 0, step, &r->images, &r->labels, r->err, r->errlen)) != 0 || (rc = _normalize(r)) != 0)
         return rc;
     *valid = dlt_source_last_valid(src); /* a rank's last batch may be short: score its real images only */
+    *unscored = 0;
+    for (int i = 0; i < *valid; i++) /* the labels stay in host memory until the batch is released */
+        *unscored += r->labels[i] == DLT_LABEL_UNSCORED;
     if ((rc = dlt_run_forward_loss(r, 0, *valid)) != 0)
         return rc;
     /* The batch's memory goes back to the source once the backend has read it. */
@@ -721,13 +725,24 @@ int dlt_run_sgd(dlt_run *r, double lr)
     return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "SGD update") : 0;
 }
 
-int dlt_run_read_results(dlt_run *r, double *res)
+static int _read_results(dlt_run *r, double *res, int64_t unscored)
 {
     int rc = r->be->ops->results_read(r->be, res);
     if (rc)
         return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
-    if (res[DLT_RES_BAD_LABELS] > 0)
+    if (res[DLT_RES_BAD_LABELS] > (double)unscored)
         return dlt_fail(r->err, r->errlen, -EINVAL, "%.0f label(s) outside 0..%d (the data's classes do not match "
-                        "--classes %d?)", res[DLT_RES_BAD_LABELS], r->cfg.model.classes - 1, r->cfg.model.classes);
+                        "--classes %d?)", res[DLT_RES_BAD_LABELS] - (double)unscored, r->cfg.model.classes - 1,
+                        r->cfg.model.classes);
     return 0;
+}
+
+int dlt_run_read_results(dlt_run *r, double *res)
+{
+    return _read_results(r, res, 0);
+}
+
+int dlt_run_read_eval_results(dlt_run *r, double *res, int64_t unscored)
+{
+    return _read_results(r, res, unscored);
 }
