@@ -256,19 +256,23 @@ static int _cross_check_slurm(dltpmix_ctx *ctx)
     return 0;
 }
 
-static int _init_singleton(dltpmix_ctx *ctx)
+/* The rank info of ranks that all run on this one host (no resource manager). */
+static int _one_host(dltpmix_ctx *ctx, int rank, int size, const char *nspace)
 {
-    ctx->info.rank = 0;
-    ctx->info.size = 1;
-    ctx->info.local_rank = 0;
-    ctx->info.local_size = 1;
+    ctx->info.rank = ctx->info.local_rank = rank;
+    ctx->info.size = ctx->info.local_size = size;
     ctx->info.node_rank = 0;
     ctx->info.node_count = 1;
-    ctx->info.singleton = 1;
-    snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "singleton");
+    snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "%s", nspace);
     if (gethostname(ctx->info.hostname, sizeof(ctx->info.hostname) - 1) != 0)
         snprintf(ctx->info.hostname, sizeof(ctx->info.hostname), "localhost");
     return 0;
+}
+
+static int _init_singleton(dltpmix_ctx *ctx)
+{
+    ctx->info.singleton = 1;
+    return _one_host(ctx, 0, 1, "singleton");
 }
 
 static int _init_from_pmix(dltpmix_ctx *ctx)
@@ -338,14 +342,7 @@ static int _rdv_init(dltpmix_ctx *ctx, const char *dir)
     if (access(dir, W_OK | X_OK) != 0)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s: %s (a directory the "
                                  "ranks share)", dir, strerror(errno));
-    ctx->info.rank = ctx->info.local_rank = (int)rank;
-    ctx->info.size = ctx->info.local_size = (int)size;
-    ctx->info.node_rank = 0;
-    ctx->info.node_count = 1;
-    snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "test-rendezvous");
-    if (gethostname(ctx->info.hostname, sizeof(ctx->info.hostname) - 1) != 0)
-        snprintf(ctx->info.hostname, sizeof(ctx->info.hostname), "localhost");
-    return 0;
+    return _one_host(ctx, (int)rank, (int)size, "test-rendezvous");
 }
 
 /* This rank's frame of collective seq (payload len bytes) into DIR/SEQ.RANK. */

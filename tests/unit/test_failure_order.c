@@ -145,6 +145,28 @@ static void _hook(dlt_backend *be, void *arg)
     be->graphs = &g_graphs; /* as the CUDA backend has: a recording that may exist */
 }
 
+/* Four steps of a small ResNet-18 on the CPU backend with the recording hook, checkpointing into dir. */
+static void _small_run(dlt_train_config *c, char *dir)
+{
+    char err[256];
+    dlt_train_config_defaults(c);
+    assert_int_equal(dlt_model_parse_arch("resnet18", &c->model, err, sizeof(err)), 0);
+    c->model.image = 32;
+    c->model.batch = 2;
+    c->model.classes = 10;
+    c->backend.kind = "cpu";
+    c->synthetic_size = 64;
+    c->epochs = 1;
+    c->max_steps = 4;
+    c->eval_every = 0;
+    c->check_every = 0;
+    c->log_level = DLT_LOG_QUIET;
+    c->log_every = 0;
+    c->stall_timeout = 0;
+    c->checkpoint_dir = dir;
+    c->backend_hook = _hook;
+}
+
 static void test_failed_run_releases_graph_before_abort(void **state)
 {
     dlt_train_config c;
@@ -154,22 +176,7 @@ static void test_failed_run_releases_graph_before_abort(void **state)
     (void)state;
     assert_non_null(comm);
     assert_non_null(mkdtemp(dir));
-    dlt_train_config_defaults(&c);
-    assert_int_equal(dlt_model_parse_arch("resnet18", &c.model, err, sizeof(err)), 0);
-    c.model.image = 32;
-    c.model.batch = 2;
-    c.model.classes = 10;
-    c.backend.kind = "cpu";
-    c.synthetic_size = 64;
-    c.epochs = 1;
-    c.max_steps = 4;
-    c.eval_every = 0;
-    c.check_every = 0;
-    c.log_level = DLT_LOG_QUIET;
-    c.log_every = 0;
-    c.stall_timeout = 0;
-    c.checkpoint_dir = dir;
-    c.backend_hook = _hook;
+    _small_run(&c, dir);
     memset(&g, 0, sizeof(g));
     g.fail_at = 2;
     comm->ops = &g_twin_ops;
@@ -202,23 +209,8 @@ static void test_failed_capture_is_dropped(void **state)
     int rc;
     (void)state;
     assert_non_null(mkdtemp(dir));
-    dlt_train_config_defaults(&c);
-    assert_int_equal(dlt_model_parse_arch("resnet18", &c.model, err, sizeof(err)), 0);
-    c.model.image = 32;
-    c.model.batch = 2;
-    c.model.classes = 10;
-    c.backend.kind = "cpu";
+    _small_run(&c, dir);
     c.cuda_graphs = 1;
-    c.synthetic_size = 64;
-    c.epochs = 1;
-    c.max_steps = 4;
-    c.eval_every = 0;
-    c.check_every = 0;
-    c.log_level = DLT_LOG_QUIET;
-    c.log_every = 0;
-    c.stall_timeout = 0;
-    c.checkpoint_dir = dir;
-    c.backend_hook = _hook;
     memset(&g, 0, sizeof(g));
     g.fail_at = 2; /* the second step is the one recorded */
     assert_int_equal(dlt_comm_single_create(&comm, err, sizeof(err)), 0);
@@ -272,22 +264,12 @@ static void _replica_run(int perturb, int *same, int *differ)
     FILE *f;
     assert_non_null(comm);
     assert_non_null(mkdtemp(dir));
-    dlt_train_config_defaults(&c);
-    assert_int_equal(dlt_model_parse_arch("resnet18", &c.model, err, sizeof(err)), 0);
-    c.model.image = 32;
-    c.model.batch = 2;
-    c.model.classes = 10;
+    _small_run(&c, dir);
     c.model.width = 0.25;
-    c.backend.kind = "cpu";
-    c.synthetic_size = 64;
-    c.epochs = 1;
     c.max_steps = 3;
-    c.eval_every = 0;
     c.check_every = 1;
     c.log_level = DLT_LOG_VERBOSE;
-    c.log_every = 0;
-    c.stall_timeout = 0;
-    c.checkpoint_dir = dir;
+    c.backend_hook = NULL; /* the real ops: only the communicator is a stand-in here */
     memset(&g, 0, sizeof(g));
     g_perturb = perturb;
     comm->ops = &g_perturbed_ops;
