@@ -22,7 +22,12 @@ out=$(timeout 300 "$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --epochs 2 --
   --tensorboard "$WORK/tb" 2>&1); rc=$?
 res=$(timeout 120 "$PY" "$READ" compare "$WORK/m.jsonl" "$WORK/tb" 2>&1); rrc=$?
 if ((rc == 0 && rrc == 0)) && [[ $res == *"val/top1"* || $res == *"under 8 tags"* ]]; then ok "read back by tensorboard: $res"
-else not_ok "TensorBoard file against the metrics file (train rc=$rc)"; { echo "$out" | tail -4; echo "$res"; } | diag; fi
+else
+  # the reason goes into the result line itself: CI summaries keep that line and not the diagnostics
+  why=$(printf '%s' "$res" | tr '\n' ' ' | cut -c1-300); warn=$(grep -m1 -i 'warn\|tensorboard' <<<"$out" | cut -c1-200)
+  not_ok "TensorBoard file against the metrics file (train rc=$rc, reader rc=$rrc): ${why:-no reader output} ${warn:+[dltrain: $warn]}"
+  { echo "$out" | tail -4; echo "$res"; ls -la "$WORK/tb"; } | diag
+fi
 
 res=$(timeout 120 "$PY" "$READ" damage "$WORK/tb" "$WORK" 2>&1); rrc=$?
 if ((rrc == 0)); then ok "a flipped byte (data, length, CRC) is rejected by tensorboard's record reader and by an independent CRC-32C"
