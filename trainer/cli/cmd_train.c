@@ -109,6 +109,19 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
             return 2;
         }
     }
+    /* Two more the command line decides alone: refused here by every rank alike, not after the
+     * bootstrap by each (the run's own checks stay for other callers). */
+    if (!strcmp(cmd, "train") && c->init && c->resume) {
+        fprintf(stderr, "dltrain: --init %s and --resume %s: --resume continues a run, --init starts one from given "
+                "weights; give one\n", c->init, c->resume);
+        return 2;
+    }
+    /* Generated data is validated only when --eval-every N asks; --eval-every 0 never validates. */
+    if (!strcmp(cmd, "train") && c->target_top1 > 0 && (c->eval_every == 0 || (!c->data && c->eval_every < 0))) {
+        fprintf(stderr, "dltrain: --target-top1 %g needs validation (--eval-every N and validation images)\n",
+                c->target_top1);
+        return 2;
+    }
     if (!dlt_backend_is_gpu(&c->backend)) {
         if (c->backend.precision == DLT_PREC_FP16 || c->backend.precision == DLT_PREC_TF32) {
             fprintf(stderr, "dltrain: --precision %s needs the CUDA backend (the CPU backend has fp32 and bf16), and "
