@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +16,6 @@
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/cli/parse.h"
 #include "trainer/cli/preflight.h"
 #include "trainer/common/io.h"
 #include "trainer/data/loader.h"

@@ -50,6 +50,14 @@ static int _set_text(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, 
     return 0;
 }
 
+/* --synthetic: generated images are what a run without --data reads anyway; the switch sets
+ * nothing, and the command refuses it with --data (it reads seen[]) rather than ignore one. */
+static int _set_nothing(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+{
+    UNUSED_SETTER_ARGS;
+    return 0;
+}
+
 static int _set_arch(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
 {
     UNUSED_SETTER_ARGS;
@@ -214,7 +222,7 @@ static const dlt_opt g_table[] = {
     NONE("no-zero-init", F(train.zero_init_residual), 0, _set_int, TRAIN, 0, S_TRAIN,
          "keep the last BN gamma of each block at 1"),
     WHOLE("seed", "N", 0, 9223372036854775807.0, 0, _set_seed, RUNS, 0, S_TRAIN, "(default 1)"),
-    NONE("synthetic", F(synthetic), 1, _set_int, RUNS, 0, S_DATA,
+    NONE("synthetic", 0, 1, _set_nothing, RUNS, 0, S_DATA,
          "generated learnable images (the default without --data; refused with it)"),
     WHOLE("synthetic-size", "N", 1, 10000000000LL, F(train.synthetic_size), _set_i64, TRAIN, 0, S_DATA,
           "images per epoch (default 1281167, as ILSVRC-2012 train)"),

@@ -32,7 +32,6 @@ typedef struct {
     const char *comm;       /* --comm */
     const char *checkpoint; /* --checkpoint */
     double timeout;         /* --timeout (0: the default) */
-    int synthetic;          /* --synthetic (generated images, the default without --data) */
     int verify;             /* --verify */
     int layers, state_dict; /* info */
     int resize, quality, quiet; /* data pack */
