@@ -175,12 +175,98 @@ int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], char 
     return rc;
 }
 
-#define USER_KEYS "bind=closest|none, gpus=task|step, nccl=auto|off, nic=auto|NAME, verbose"
+/* ---- --dl-train keys: each key's grammar and usage beside its handler; the parser, the option's
+ * usage text in srun --help and the valid-keys list of every refusal read this table. */
+
+static int _key_bind(dlt_user_opts *opts, const dlt_site_conf *site, const char *val)
+{
+    if (_parse_bind(val, &opts->bind))
+        return -EINVAL;
+    return opts->bind == DLT_BIND_NONE && !site->allow_bind_none ? -EPERM : 0;
+}
+
+static int _key_gpus(dlt_user_opts *opts, const dlt_site_conf *site, const char *val)
+{
+    (void)site;
+    if (strcmp(val, "task") && strcmp(val, "step"))
+        return -EINVAL;
+    opts->peers_visible = !strcmp(val, "step");
+    return 0;
+}
+
+static int _key_nccl(dlt_user_opts *opts, const dlt_site_conf *site, const char *val)
+{
+    (void)site;
+    return _parse_nccl(val, &opts->nccl) ? -EINVAL : 0;
+}
+
+static int _key_nic(dlt_user_opts *opts, const dlt_site_conf *site, const char *val)
+{
+    (void)site;
+    if (!strcmp(val, "auto"))
+        opts->nic[0] = '\0';
+    else if (dlt_valid_name(val, 0))
+        snprintf(opts->nic, sizeof(opts->nic), "%s", val);
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static int _key_verbose(dlt_user_opts *opts, const dlt_site_conf *site, const char *val)
+{
+    (void)site, (void)val;
+    opts->verbose = 1;
+    return 0;
+}
+
+static const dlt_user_key g_user_keys[] = {
+    {"bind", "closest|none", _key_bind, "bind=closest|none"},
+    {"gpus", "task|step", _key_gpus, "gpus=task|step"},
+    {"nccl", "auto|off", _key_nccl, "nccl=auto|off"},
+    {"nic", "auto|NAME", _key_nic,
+     "nic=auto or an interface/HCA name of [A-Za-z0-9_.:-], at most 63 characters"},
+    {"verbose", NULL, _key_verbose, "verbose"},
+};
+_Static_assert(DLT_NAME_MAX - 1 == 63, "the nic key's usage says 63 characters");
+
+const dlt_user_key *dlt_user_keys(size_t *count)
+{
+    *count = sizeof(g_user_keys) / sizeof(g_user_keys[0]);
+    return g_user_keys;
+}
+
+int dlt_user_keys_text(char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(g_user_keys) / sizeof(g_user_keys[0]); i++) {
+        const dlt_user_key *k = &g_user_keys[i];
+        int w = snprintf(buf + n, len - n, "%s%s%s%s", i ? ", " : "", k->key, k->values ? "=" : "",
+                         k->values ? k->values : "");
+        if (w < 0 || (size_t)w >= len - n)
+            return -ENOSPC;
+        n += (size_t)w;
+    }
+    return 0;
+}
+
+int dlt_user_opts_usage(char *buf, size_t len)
+{
+    char keys[256];
+    int n;
+    if (dlt_user_keys_text(keys, sizeof(keys)) != 0)
+        return -ENOSPC;
+    n = snprintf(buf, len,
+                 "Set up this step for data-parallel training: bind each task to its GPU and NUMA-local CPUs, write "
+                 "the NCCL topology, pick the NIC. OPTS is a comma list of %s. See spank_dltrain(8).",
+                 keys);
+    return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
+}
 
 int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, char *err,
                         size_t errlen)
 {
-    char buf[DLT_OPTS_MAX];
+    char buf[DLT_OPTS_MAX], keys[256];
     char *save = NULL;
     size_t len;
 
@@ -191,50 +277,32 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
     opts->peers_visible = site->peers_visible;
     if (!optstr || !*optstr)
         return 0;
+    (void)dlt_user_keys_text(keys, sizeof(keys));
     len = strlen(optstr);
     if (len >= sizeof(buf))
         return _fail(err, errlen, "--dl-train value is %zu bytes, longer than the %d allowed", len, DLT_OPTS_MAX - 1);
     memcpy(buf, optstr, len + 1);
     if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,"))
-        return _fail(err, errlen, "--dl-train='%.64s': empty option in the comma list (valid: %s)", optstr,
-                     USER_KEYS);
+        return _fail(err, errlen, "--dl-train='%.64s': empty option in the comma list (valid: %s)", optstr, keys);
 
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         const char *val = eq ? eq + 1 : NULL;
+        const dlt_user_key *k = NULL;
+        int rc;
         if (eq)
             *eq = '\0';
-        if (!strcmp(tok, "verbose") && !val) {
-            opts->verbose = 1;
-        } else if (!strcmp(tok, "bind") && val) {
-            if (_parse_bind(val, &opts->bind))
-                return _fail(err, errlen, "--dl-train: bad value 'bind=%.64s' (valid: bind=closest|none)", val);
-            if (opts->bind == DLT_BIND_NONE && !site->allow_bind_none)
-                return _fail(err, errlen, "--dl-train: 'bind=none' is disabled on this cluster (allow_bind_none=no)");
-        } else if (!strcmp(tok, "gpus") && val) {
-            if (!strcmp(val, "task"))
-                opts->peers_visible = 0;
-            else if (!strcmp(val, "step"))
-                opts->peers_visible = 1;
-            else
-                return _fail(err, errlen, "--dl-train: bad value 'gpus=%.64s' (valid: gpus=task|step)", val);
-        } else if (!strcmp(tok, "nccl") && val) {
-            if (_parse_nccl(val, &opts->nccl))
-                return _fail(err, errlen, "--dl-train: bad value 'nccl=%.64s' (valid: nccl=auto|off)", val);
-        } else if (!strcmp(tok, "nic") && val) {
-            if (!strcmp(val, "auto"))
-                opts->nic[0] = '\0';
-            else if (dlt_valid_name(val, 0))
-                snprintf(opts->nic, sizeof(opts->nic), "%s", val);
-            else
-                return _fail(err, errlen,
-                             "--dl-train: bad value 'nic=%.64s' (valid: nic=auto or an interface/HCA name of "
-                             "[A-Za-z0-9_.:-], at most %d characters)",
-                             val, DLT_NAME_MAX - 1);
-        } else {
+        for (size_t i = 0; i < sizeof(g_user_keys) / sizeof(g_user_keys[0]) && !k; i++)
+            if (!strcmp(tok, g_user_keys[i].key) && !val == !g_user_keys[i].values)
+                k = &g_user_keys[i];
+        if (!k)
             return _fail(err, errlen, "--dl-train: unknown option '%.64s%s%.64s' (valid: %s)", tok, val ? "=" : "",
-                         val ? val : "", USER_KEYS);
-        }
+                         val ? val : "", keys);
+        if ((rc = k->set(opts, site, val)) == -EPERM)
+            return _fail(err, errlen, "--dl-train: '%s=%.64s' is disabled on this cluster (allow_bind_none=no)", tok,
+                         val);
+        if (rc != 0)
+            return _fail(err, errlen, "--dl-train: bad value '%s=%.64s' (valid: %s)", tok, val, k->valid);
     }
     return 0;
 }

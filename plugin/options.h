@@ -51,6 +51,25 @@ int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], char 
 int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, char *err,
                         size_t errlen);
 
+/* One --dl-train key: its values ("closest|none"; NULL: a bare word such as verbose), what it
+ * sets (0, -EINVAL for a bad value, -EPERM when the site forbids it) and the valid values as a
+ * refusal names them. */
+typedef struct {
+    const char *key;
+    const char *values;
+    int (*set)(dlt_user_opts *opts, const dlt_site_conf *site, const char *val);
+    const char *valid;
+} dlt_user_key;
+
+/* The --dl-train keys, and how many. */
+const dlt_user_key *dlt_user_keys(size_t *count);
+
+/* "bind=closest|none, gpus=task|step, ...": every key with its values, for refusals and usage. */
+int dlt_user_keys_text(char *buf, size_t len);
+
+/* The --dl-train option's usage text for srun --help, with every key. Returns 0 or -ENOSPC. */
+int dlt_user_opts_usage(char *buf, size_t len);
+
 /* Canonical text of opts ("bind=closest,nccl=auto,nic=auto"), for logs and DLT_OPTS. */
 int dlt_user_opts_format(const dlt_user_opts *opts, char *buf, size_t buflen);
 

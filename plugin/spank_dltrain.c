@@ -34,12 +34,13 @@ static int _opt_cb(int val, const char *optarg, int remote)
     return 0;
 }
 
+/* The usage text is made from the key table (options.c) in slurm_spank_init, so srun --help
+ * lists every key the parser takes. */
+static char g_usage[512];
 static struct spank_option g_option = {
     .name = "dl-train",
     .arginfo = "[OPTS]",
-    .usage = "Set up this step for data-parallel training: bind each task to its GPU and NUMA-local "
-             "CPUs, write the NCCL topology, pick the NIC. OPTS is a comma list of bind=closest|none, "
-             "nccl=auto|off, nic=auto|NAME, verbose. See spank_dltrain(8).",
+    .usage = g_usage,
     .has_arg = 2,
     .val = 0,
     .cb = _opt_cb,
@@ -54,7 +55,6 @@ int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-    spank_context_t ctx = spank_context();
     spank_err_t rc;
 
     memset(&g_state, 0, sizeof(g_state));
@@ -68,14 +68,22 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
         g_state.opts.requested = 1;
         (void)dlt_user_opts_parse(&g_state.opts, &g_state.site, NULL, g_state.err, sizeof(g_state.err));
     }
-    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+    switch (spank_context()) {
+    case S_CTX_LOCAL:
+    case S_CTX_REMOTE:
+    case S_CTX_ALLOCATOR:
+        if (dlt_user_opts_usage(g_usage, sizeof(g_usage)) != 0) {
+            slurm_error("dltrain: the --dl-train usage text does not fit in %zu bytes", sizeof(g_usage));
+            return -1;
+        }
+        rc = spank_option_register(sp, &g_option);
+        if (rc != ESPANK_SUCCESS) {
+            slurm_error("dltrain: cannot register --dl-train: %s", spank_strerror(rc));
+            return -1;
+        }
         return 0;
-    rc = spank_option_register(sp, &g_option);
-    if (rc != ESPANK_SUCCESS) {
-        slurm_error("dltrain: cannot register --dl-train: %s", spank_strerror(rc));
-        return -1;
+    default: return 0; /* slurmd, job_script: no option to offer */
     }
-    return 0;
 }
 
 /* The batch script, the extern step and the interactive step are not training steps: binding the
@@ -96,32 +104,40 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return -1;
     if (!g_state.opts.requested)
         return 0;
-    if (spank_context() == S_CTX_LOCAL)
-        return dlt_srun_validate(sp, &g_state);
-    if (spank_context() == S_CTX_REMOTE && _is_job_step(sp)) {
+    switch (spank_context()) {
+    case S_CTX_LOCAL: return dlt_srun_validate(sp, &g_state);
+    case S_CTX_REMOTE:
+        if (!_is_job_step(sp))
+            return 0;
         /* Still root here (user_init runs with the user's privileges): discover the node and
          * write the step directory now. Errors would not reach the user from this callback:
          * keep them and report from task_init. */
         g_state.active = 1;
         (void)dlt_stepd_step_setup(sp, &g_state);
+        return 0;
+    default: return 0;
     }
-    return 0;
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    if (!g_state.active || spank_context() != S_CTX_REMOTE)
-        return 0;
-    return dlt_stepd_task_setup(sp, &g_state);
+    switch (spank_context()) {
+    case S_CTX_REMOTE: return g_state.active ? dlt_stepd_task_setup(sp, &g_state) : 0;
+    default: return 0;
+    }
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    if (g_state.active && spank_context() == S_CTX_REMOTE)
-        dlt_stepd_step_cleanup(sp, &g_state);
-    return 0;
+    switch (spank_context()) {
+    case S_CTX_REMOTE:
+        if (g_state.active)
+            dlt_stepd_step_cleanup(sp, &g_state);
+        return 0;
+    default: return 0;
+    }
 }

@@ -4,12 +4,15 @@
 # (--precision fp16 on the CPU backend, a --data folder missing everywhere, a bad labels file) is
 # said once and ends every rank without an abort (no MPI_ABORT banner, no CANCELLED, no Killed),
 # with status 2 for a usage error or a missing path; a --data folder missing on one rank only ends
-# every rank promptly, naming that rank.
+# every rank promptly, naming that rank. Usage errors the command line decides alone (fp16 on the
+# CPU, --init with --resume, --target-top1 without validation) are said in the same words on one rank
+# as on four, and --comm single on four ranks is said once with status 2; srun --help lists every
+# --dl-train key.
 . "$(dirname "$0")/lib.sh"
 MK=$DLT_BUILDDIR/tests/unit/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 17
-tap_plan 4
+tap_plan 7
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 rm -rf "${WORK:?}"/*
@@ -25,6 +28,29 @@ tries rc el out "${SRUN[@]}" "$DLTRAIN" train --synthetic "${TINY[@]}" --classes
 n=$(grep -c "needs the CUDA backend" <<<"$out")
 if ((rc == 2 && n == 1 && el < 60)) && no_abort "$out"; then ok "--precision fp16 on the CPU backend, 4 ranks: said once, every rank exits 2 in ${el}s, no abort"
 else not_ok "fp16 on the CPU across ranks (rc=$rc, said $n times, ${el}s)"; echo "$out" | tail -8 | diag; fi
+
+# The same refusal on one rank (no srun) and on four: the same line, once.
+SYN=(--synthetic "${TINY[@]}" --classes 2 --synthetic-size 64 --steps 1 --backend cpu)
+bad=""
+for a in "--precision fp16" "--init $WORK/w.safetensors --resume $WORK/w.safetensors" "--target-top1 0.5 --checkpoint-dir $WORK/ck"; do
+  : >"$WORK/w.safetensors"
+  one=$(timeout 60 "$DLTRAIN" train "${SYN[@]}" $a 2>&1); rc1=$?
+  tries rc el out "${SRUN[@]}" "$DLTRAIN" train "${SYN[@]}" $a
+  said=$(grep -v '^srun: error: .*Exited with exit code' <<<"$out") # srun's own lines aside
+  ((rc1 == 2 && rc == 2 && el < 60)) && [[ -n $one && $said == "$one" ]] && no_abort "$out" || bad+=" [$a: one rank rc $rc1 '$one'; four rc $rc '$(tr '\n' '|' <<<"$out")']"
+done
+if [[ -z $bad ]]; then ok "fp16 on the CPU, --init with --resume, --target-top1 without validation: one line, the same on one rank and on four, status 2 before the bootstrap"
+else not_ok "usage errors across ranks:$bad"; fi
+
+tries rc el out "${SRUN[@]}" "$DLTRAIN" train "${SYN[@]}" --comm single
+n=$(grep -c "cannot serve 4 ranks" <<<"$out")
+if ((rc == 2 && n == 1 && el < 60)) && no_abort "$out"; then ok "--comm single on 4 ranks: said once, every rank exits 2 in ${el}s"
+else not_ok "--comm single on 4 ranks (rc=$rc, said $n times)"; echo "$out" | tail -8 | diag; fi
+
+out=$(srun --help 2>&1)
+u=$(tr -s ' \n' ' ' <<<"$out")
+if [[ $u == *"bind=closest|none, gpus=task|step, nccl=auto|off, nic=auto|NAME, verbose"* ]]; then ok "srun --help: --dl-train lists every key (gpus=task|step too)"
+else not_ok "srun --help --dl-train keys"; grep -A4 -- --dl-train <<<"$out" | diag; fi
 
 tries rc el out "${SRUN[@]}" "$DLTRAIN" train --data "$WORK/missing" "${TINY[@]}" --steps 1
 n=$(grep -c "No such file or directory" <<<"$out")

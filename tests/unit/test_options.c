@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -177,6 +179,76 @@ static void test_valid_name(void **state)
     assert_false(dlt_valid_name("a/b", 0));
 }
 
+/* The keys of OPTS as man/spank_dltrain.8 describes them: the first word (up to '=' or a blank)
+ * of each tag line (the line after .TP) in its OPTIONS section. */
+static void man_keys(char *out, size_t len)
+{
+    const char *src = getenv("DLT_SRCDIR");
+    char path[4096], line[1024];
+    int in_options = 0, tag = 0;
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/man/spank_dltrain.8", src ? src : ".");
+    out[0] = '\0';
+    f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read %s (DLT_SRCDIR: the source tree)", path);
+    while (fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, ".SH ", 4))
+            in_options = !strncmp(line, ".SH OPTIONS", 11);
+        if (!strncmp(line, ".TP", 3)) {
+            tag = 1;
+            continue;
+        }
+        if (in_options && tag && line[0] == '.') {
+            const char *w = line + strcspn(line, " ") + 1;
+            size_t n = strlen(out);
+            snprintf(out + n, len - n, "|%.*s", (int)strcspn(w, "= \n"), w);
+        }
+        tag = 0;
+    }
+    fclose(f);
+    if (out[0]) {
+        size_t n = strlen(out);
+        snprintf(out + n, len - n, "|");
+    }
+}
+
+/* Every key is in the option's usage text (srun --help) with its values, in the valid-keys list of
+ * a refusal, and in the man page; the man page describes no key the parser does not take. */
+static void test_keys_documented(void **state)
+{
+    size_t count;
+    const dlt_user_key *keys = dlt_user_keys(&count);
+    dlt_site_conf s = site_default();
+    dlt_user_opts o;
+    char usage[512], err[DLT_ERR_MAX], man[1024], want[96];
+    int bad = 0;
+    (void)state;
+    assert_int_equal(dlt_user_opts_usage(usage, sizeof(usage)), 0);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "nosuchkey", err, sizeof(err)), -EINVAL);
+    man_keys(man, sizeof(man));
+    print_message("# usage: %s\n# man OPTIONS items: %s\n", usage, man);
+    for (size_t i = 0; i < count; i++) {
+        snprintf(want, sizeof(want), "%s%s%s", keys[i].key, keys[i].values ? "=" : "",
+                 keys[i].values ? keys[i].values : "");
+        if (!strstr(usage, want))
+            print_message("# the --dl-train usage text lacks %s\n", want), bad++;
+        if (!strstr(err, want))
+            print_message("# a refusal's valid keys lack %s: %s\n", want, err), bad++;
+        snprintf(want, sizeof(want), "|%s|", keys[i].key);
+        if (!strstr(man, want))
+            print_message("# man/spank_dltrain.8 OPTIONS has no item for %s\n", keys[i].key), bad++;
+    }
+    for (const char *p = man + 1; *p; p += strcspn(p, "|") + 1) {
+        size_t n = strcspn(p, "|"), i;
+        for (i = 0; i < count && !(strlen(keys[i].key) == n && !strncmp(keys[i].key, p, n)); i++)
+            ;
+        if (i == count)
+            print_message("# man/spank_dltrain.8 describes %.*s, which --dl-train does not take\n", (int)n, p), bad++;
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_site_forbids_bind_none),
         cmocka_unit_test(test_site_args),
         cmocka_unit_test(test_valid_name),
+        cmocka_unit_test(test_keys_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stb/stb_image_resize.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +13,7 @@
 #include <turbojpeg.h>
 
 #include "trainer/cli/commands.h"
-#include "trainer/cli/parse.h"
+#include "trainer/cli/opt_table.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/transform.h"
 #include "trainer/common/progress.h"
@@ -46,11 +45,10 @@ static int _resize_jpeg(dlt_decoder *dec, tjhandle enc, const uint8_t *in, size_
 
 int dlt_cmd_data(int argc, char **argv)
 {
-    static const struct option o[] = {{"resize", required_argument, NULL, 'r'}, {"quality", required_argument, NULL, 'q'},
-                                      {"labels", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
-                                      {"quiet", no_argument, NULL, 'Q'}, {NULL, 0, NULL, 0}};
-    const char *labels = NULL;
-    int side = 0, quality = 90, opt, rc = 1, quiet = 0;
+    dlt_cli_opts o;
+    unsigned char seen[DLT_OPT_MAX] = {0};
+    const char *labels;
+    int side, quality, opt, rc = 1, quiet, first;
     dlt_dataset *ds = NULL;
     dlt_recordio_writer w;
     dlt_decoder *dec = NULL;
@@ -65,41 +63,26 @@ int dlt_cmd_data(int argc, char **argv)
         fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--quiet]\n");
         return 2;
     }
-    optind = 2;
-    while ((opt = getopt_long(argc, argv, "h", o, NULL)) != -1) {
-        switch (opt) {
-        case 'r':
-        case 'q':
-            if (dlt_parse_whole(opt == 'r' ? "--resize" : "--quality", optarg, opt == 'r' ? 16 : 1,
-                                opt == 'r' ? 4096 : 100, &n, err, sizeof(err)) != 0) {
-                fprintf(stderr, "dltrain: %s\n", err);
-                return 2;
-            }
-            *(opt == 'r' ? &side : &quality) = (int)n;
-            break;
-        case 'l': labels = optarg; break;
-        case 'Q': quiet = 1; break;
-        case 'h':
-            printf("usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--quiet]\n"
-                   "\n"
-                   "Packs an ImageFolder (SRC_DIR/CLASS/IMAGE.JPEG, classes numbered in sorted order) into OUT.rec\n"
-                   "and OUT.idx in MXNet's RecordIO format. Unreadable images are named and left out.\n"
-                   "\n"
-                   "  --resize SHORT_SIDE  re-encode each image with its shorter side at SHORT_SIDE pixels (16..4096;\n"
-                   "                       default: keep the original bytes)\n"
-                   "  --quality Q          JPEG quality of re-encoded images (1..100, default 90)\n"
-                   "  --labels FILE        SRC_DIR is a flat folder; FILE has \"FILENAME CLASS\" lines\n"
-                   "  --quiet              no progress (also DLT_LOG=quiet). Progress: on a terminal one line\n"
-                   "                       updated in place, elsewhere a line every DLT_PROGRESS_SECONDS (60)\n");
-            return 0;
-        default: return 2;
-        }
+    memset(&o, 0, sizeof(o));
+    o.quality = 90;
+    if ((opt = dlt_opt_parse(DLT_CMD_DATA, argc, argv, 2, &o, seen, &first, err, sizeof(err))) == 1) {
+        dlt_opt_usage(stdout, DLT_CMD_DATA);
+        return 0;
     }
-    if (argc - optind != 2 || (side && (side < 16 || side > 4096)) || quality < 1 || quality > 100) {
-        fprintf(stderr, "dltrain data pack: SRC_DIR and OUT.rec are needed (--resize 16..4096, --quality 1..100)\n");
+    if (opt != 0) {
+        if (err[0])
+            fprintf(stderr, "dltrain: %s\n", err);
         return 2;
     }
-    if (dlt_dataset_open_folder(&ds, argv[optind], labels, err, sizeof(err)) != 0) {
+    side = o.resize;
+    quality = o.quality;
+    labels = o.labels;
+    quiet = o.quiet;
+    if (argc - first != 2) {
+        fprintf(stderr, "dltrain data pack: SRC_DIR and OUT.rec are needed (see dltrain data pack --help)\n");
+        return 2;
+    }
+    if (dlt_dataset_open_folder(&ds, argv[first], labels, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         return 1;
     }
@@ -107,9 +90,9 @@ int dlt_cmd_data(int argc, char **argv)
         char what[2048];
         dlt_dataset_describe_left_out(ds, what, sizeof(what));
         if (what[0])
-            fprintf(stderr, "dltrain: %s: left out: %s\n", argv[optind], what);
+            fprintf(stderr, "dltrain: %s: left out: %s\n", argv[first], what);
     }
-    if (dlt_recordio_create(&w, argv[optind + 1], err, sizeof(err)) != 0) {
+    if (dlt_recordio_create(&w, argv[first + 1], err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
     }
@@ -140,7 +123,7 @@ int dlt_cmd_data(int argc, char **argv)
         if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, err,
                                 sizeof(err)) != 0) {
             dlt_progress_clear(&prog);
-            fprintf(stderr, "dltrain: writing %s: %s\n", argv[optind + 1], err);
+            fprintf(stderr, "dltrain: writing %s: %s\n", argv[first + 1], err);
             tjFree(jpg);
             dlt_recordio_close(&w, err, sizeof(err));
             goto out;
@@ -151,12 +134,12 @@ int dlt_cmd_data(int argc, char **argv)
     }
     dlt_progress_end(&prog, n);
     if (dlt_recordio_close(&w, err, sizeof(err)) != 0 ||
-        dlt_recordio_write_classes(argv[optind + 1], ds, err, sizeof(err)) != 0) {
+        dlt_recordio_write_classes(argv[first + 1], ds, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         goto out;
     }
     printf("dltrain: packed %lld image%s of %d class%s into %s (%lld left out)\n", (long long)written,
-           written == 1 ? "" : "s", dlt_dataset_classes(ds), dlt_dataset_classes(ds) == 1 ? "" : "es", argv[optind + 1],
+           written == 1 ? "" : "s", dlt_dataset_classes(ds), dlt_dataset_classes(ds) == 1 ? "" : "es", argv[first + 1],
            (long long)bad);
     rc = 0;
 out:

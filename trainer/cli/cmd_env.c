@@ -3,7 +3,6 @@
  * check that the host communicator sums correctly across ranks. */
 #include "config.h"
 
-#include <getopt.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/cli/commands.h"
-#include "trainer/cli/parse.h"
+#include "trainer/cli/opt_table.h"
 #include "trainer/comm/comm.h"
 
 /* One rank's report, fixed size so it can be all-gathered. */
@@ -107,44 +106,39 @@ static int _affinity_list(char *out, size_t outlen)
     return count;
 }
 
-static void _usage(FILE *f)
-{
-    fprintf(f, "usage: dltrain env [--comm auto|single|mpi] [--timeout SECONDS]\n"
-               "\n"
-               "Bootstraps through PMIx (srun --mpi=pmix), then rank 0 prints one line per rank: host, node,\n"
-               "local rank, CUDA_VISIBLE_DEVICES, CPU binding and NCCL_TOPO_FILE as the task sees them, and\n"
-               "checks the host communicator: the sum of all ranks must be size*(size-1)/2.\n"
-               "Exit status: 0 all checks passed, 1 a check failed, 2 usage error.\n");
-}
-
 int dlt_cmd_env(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"comm", required_argument, NULL, 'c'}, {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    const char *comm_kind = "auto";
+    dlt_cli_opts o;
+    unsigned char seen[DLT_OPT_MAX] = {0};
+    const char *comm_kind;
     dltpmix_options popts = {.timeout_s = 0, .allow_singleton = 1};
     dltpmix_ctx *px = NULL;
     dlt_comm *comm = NULL;
     const dltpmix_info *info;
     _rank_report mine, *all = NULL;
     char err[1024];
-    int opt, rc = 1;
+    int opt, rc = 1, next;
     long long sum;
 
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c': comm_kind = optarg; break;
-        case 't':
-            if (dlt_parse_real("--timeout", optarg, 1, 86400, &popts.timeout_s, err, sizeof(err)) != 0) {
-                fprintf(stderr, "dltrain: %s\n", err);
-                return 2;
-            }
-            break;
-        case 'h': _usage(stdout); return 0;
-        default: _usage(stderr); return 2;
-        }
+    memset(&o, 0, sizeof(o));
+    o.comm = "auto";
+    if ((opt = dlt_opt_parse(DLT_CMD_ENV, argc, argv, 1, &o, seen, &next, err, sizeof(err))) == 1) {
+        dlt_opt_usage(stdout, DLT_CMD_ENV);
+        return 0;
     }
+    if (opt != 0) {
+        if (err[0])
+            fprintf(stderr, "dltrain: %s\n", err);
+        else
+            dlt_opt_usage(stderr, DLT_CMD_ENV);
+        return 2;
+    }
+    if (next < argc) {
+        fprintf(stderr, "dltrain env: unexpected argument '%s'\n", argv[next]);
+        return 2;
+    }
+    comm_kind = o.comm;
+    popts.timeout_s = o.timeout;
     if (dltpmix_init(&px, &popts, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         return 1;

@@ -120,6 +120,7 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
                    dltpmix_ctx **px, dlt_comm **comm, char *err, size_t errlen)
 {
     int rc;
+    char shape[256];
     dltpmix_options popts = {.timeout_s = timeout_s, .allow_singleton = 1};
     *px = NULL;
     *comm = NULL;
@@ -129,6 +130,10 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
             fprintf(stderr, "dltrain: %s\n", problem);
         return 1;
     }
+    /* The rank count is known now: a communicator that cannot serve it (--comm single on several
+     * ranks) is found alike by every rank, so it is agreed on and said once like a local problem. */
+    if (!problem && !dlt_comm_resolve(req, dltpmix_get_info(*px)->size, shape, sizeof(shape)))
+        problem = shape;
     if ((rc = _agree_on_problems(*px, problem)) != 0) {
         dltpmix_finalize(*px);
         *px = NULL;
