@@ -160,21 +160,6 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     return dlt_cu_workspace(be, e->ws);
 }
 
-/* Grows the shared filter-gradient scratch (planning time only, like the workspace). */
-static int _dw_scratch(dlt_backend *be, size_t need)
-{
-    cuda_backend *c = _cu(be);
-    if (need <= c->dw_scratch_size)
-        return 0;
-    CUDA_TRY(be, cudaStreamSynchronize(c->s));
-    cudaFree(c->dw_scratch);
-    c->dw_scratch = NULL;
-    c->dw_scratch_size = 0;
-    CUDA_TRY(be, cudaMalloc(&c->dw_scratch, need));
-    c->dw_scratch_size = need;
-    return 0;
-}
-
 static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
 {
     cuda_backend *c = _cu(be);
@@ -213,7 +198,9 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
                  s->n, s->k, s->oh, s->ow);
         return -EINVAL;
     }
-    if ((c->dt != DLT_DT_F32 || op->cp != s->c) && (rc = _dw_scratch(be, wn * _dt_size(c->dt))) != 0)
+    /* The shared filter-gradient scratch grows at planning time only, like the workspace. */
+    if ((c->dt != DLT_DT_F32 || op->cp != s->c) &&
+        (rc = _grow(be, &c->dw_scratch, NULL, &c->dw_scratch_size, wn * _dt_size(c->dt), c->s)) != 0)
         return rc;
     return _find_algos(be, op);
 }

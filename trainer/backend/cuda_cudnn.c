@@ -125,15 +125,7 @@ int dlt_cu_workspace(dlt_backend *be, size_t need)
     cuda_backend *c = _cu(be);
     if (need < 4096)
         need = 4096; /* never NULL: cuDNN's fast NHWC batch-norm kernels want a workspace pointer */
-    if (need <= c->ws_size)
-        return 0;
-    CUDA_TRY(be, cudaStreamSynchronize(c->s));
-    cudaFree(c->ws);
-    c->ws = NULL;
-    c->ws_size = 0;
-    CUDA_TRY(be, cudaMalloc(&c->ws, need));
-    c->ws_size = need;
-    return 0;
+    return _grow(be, &c->ws, NULL, &c->ws_size, need, c->s);
 }
 
 /* ------------------------------------------------------------------ descriptors */
@@ -479,8 +471,6 @@ static void _destroy(dlt_backend *be)
     cudaFreeHost(c->pin_res);
     if (c->dnn)
         cudnnDestroy(c->dnn);
-    if (c->blas)
-        cublasDestroy(c->blas);
     if (c->s)
         cudaStreamDestroy(c->s);
     if (c->copy)

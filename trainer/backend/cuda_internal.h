@@ -152,6 +152,12 @@ static inline size_t _dt_size(dlt_dt dt)
 #define DNN_TRY(be, call) DLT_CUDNN_TRY((be)->err, (be)->errlen, call)
 #define BLAS_TRY(be, call) DLT_CUBLAS_TRY((be)->err, (be)->errlen, call)
 
+/* dlt_cuda_grow with the backend's peer check and error sink. */
+static inline int _grow(dlt_backend *be, void **dev, void **pin, size_t *size, size_t need, cudaStream_t st)
+{
+    return dlt_cuda_grow(dev, pin, size, need, st, be->peer_check, be->peer_check_arg, be->err, be->errlen);
+}
+
 /* cuDNN's and cuBLAS's alpha and beta. */
 static const float g_one = 1.f, g_zero = 0.f;
 

@@ -15,22 +15,6 @@
 #include "trainer/backend/cuda_internal.h"
 #include "trainer/backend/cuda_kernels.h"
 
-/* A pinned host buffer and its device twin of at least `bytes` (grown while nothing uses them). */
-static int _staging(dlt_backend *be, void **pin, void **dev, size_t *size, size_t bytes)
-{
-    if (*size >= bytes)
-        return 0;
-    CUDA_TRY(be, cudaStreamSynchronize(_cu(be)->s));
-    cudaFreeHost(*pin);
-    cudaFree(*dev);
-    *pin = *dev = NULL;
-    *size = 0;
-    CUDA_TRY(be, cudaMallocHost(pin, bytes));
-    CUDA_TRY(be, cudaMalloc(dev, bytes));
-    *size = bytes;
-    return 0;
-}
-
 static void *_host_alloc(dlt_backend *be, size_t bytes)
 {
     void *p = NULL;
@@ -59,13 +43,9 @@ static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
     if (c->in[slot].cap < bytes) {
         /* The first batch (or a larger one): nothing may still read or fill the old buffer (the
          * waits poll the peer check: a lost NCCL peer ends them). */
-        if ((rc = dlt_cu_wait(be, c->copy)) != 0 || (rc = dlt_cu_wait(be, c->s)) != 0)
+        if ((rc = dlt_cu_wait(be, c->s)) != 0 ||
+            (rc = _grow(be, (void **)&c->in[slot].dev, NULL, &c->in[slot].cap, bytes, c->copy)) != 0)
             return rc;
-        cudaFree(c->in[slot].dev);
-        c->in[slot].dev = NULL;
-        c->in[slot].cap = 0;
-        CUDA_TRY(be, cudaMalloc((void **)&c->in[slot].dev, bytes ? bytes : 1));
-        c->in[slot].cap = bytes;
     }
     /* The slot's previous batch must have been normalized before the copy overwrites it. */
     CUDA_TRY(be, cudaStreamWaitEvent(c->copy, c->in[slot].consumed, 0));
@@ -158,8 +138,8 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
     cuda_backend *c = _cu(be);
     double *res = be->results;
     int rc;
-    if ((rc = _staging(be, (void **)&c->pin_labels, (void **)&c->d_labels, &c->labels_size,
-                       (size_t)n * sizeof(int32_t))) != 0 ||
+    if ((rc = _grow(be, (void **)&c->d_labels, (void **)&c->pin_labels, &c->labels_size, (size_t)n * sizeof(int32_t),
+                    c->s)) != 0 ||
         (rc = _stage_labels(be, labels, n)) != 0)
         return rc;
     CUDA_TRY(be, cudaMemcpyAsync(c->d_labels, c->pin_labels, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s));

@@ -20,6 +20,9 @@
 #define DLT_DEFAULT_BOOTSTRAP_TIMEOUT_S 300.0
 /* Steps between cross-rank weight checks (--check-every). */
 #define DLT_DEFAULT_CHECK_EVERY 100
+/* GPU-side waits (poll.h): polls that only yield the CPU, then the sleep between later polls. */
+#define DLT_POLL_SPINS 64
+#define DLT_POLL_SLEEP_NS 20000L
 /* Progress of long commands (data pack, eval, the cuDNN algorithm search): seconds between
  * in-place updates on a terminal, and between plain lines elsewhere (DLT_PROGRESS_SECONDS). */
 #define DLT_PROGRESS_TTY_S 0.5
