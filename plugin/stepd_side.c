@@ -173,7 +173,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         return -1;
     }
     if (b.gpu >= 0) {
-        if (dlt_binding_cuda_visible(&sg, &b, st->opts.peers_visible, buf, sizeof(buf)) == 0)
+        if (dlt_binding_cuda_visible(&sg, &b, st->opts.gpus == DLT_GPUS_STEP, buf, sizeof(buf)) == 0)
             spank_setenv(sp, "CUDA_VISIBLE_DEVICES", buf, 1);
         /* Slurm numbers GPUs in PCI order; make CUDA number them the same way. */
         _set_unless_user(sp, st, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", local_id);
