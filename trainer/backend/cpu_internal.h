@@ -37,6 +37,10 @@ static inline cpu_backend *_cpu(dlt_backend *be)
     return (cpu_backend *)be;
 }
 
+/* cpu_onednn.c: brings the convolutions' blocked weight copies up to date (params_loaded; called
+ * directly by sgd_step, not through the table, so a step makes exactly the calls it counts). */
+int dlt_cpu_params_loaded(dlt_backend *be);
+
 /* cpu_loops.c: its entries of the ops table. */
 void dlt_cpu_loop_ops(dlt_backend_ops *ops);
 

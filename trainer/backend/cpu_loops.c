@@ -90,17 +90,6 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
 }
 
 
-static void *_host_alloc(dlt_backend *be, size_t bytes)
-{
-    return be->ops->alloc(be, bytes);
-}
-
-static void _host_free(dlt_backend *be, void *p)
-{
-    (void)be;
-    free(p);
-}
-
 /* Staging on the CPU is bookkeeping: normalize_input reads the host batch where it lies. */
 static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
 {
@@ -247,7 +236,7 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
             w[i] -= lr * v[i];
         }
     }
-    return be->ops->params_loaded(be); /* the blocked copies of the convolutions' weights */
+    return dlt_cpu_params_loaded(be); /* the blocked copies of the convolutions' weights */
 }
 
 static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
@@ -300,8 +289,6 @@ void dlt_cpu_loop_ops(dlt_backend_ops *ops)
     ops->accumulate = _accumulate;
     ops->avgpool_fwd = _avgpool_fwd;
     ops->avgpool_bwd = _avgpool_bwd;
-    ops->host_alloc = _host_alloc;
-    ops->host_free = _host_free;
     ops->input_stage = _input_stage;
     ops->normalize_input = _normalize_input;
     ops->softmax_xent = _softmax_xent;

@@ -235,7 +235,7 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
 
 /* After the weights changed: every bound convolution's blocked copies (the CPU's counterpart of
  * the GPU's low-precision twin, which its SGD kernel writes in the same pass). */
-static int _params_loaded(dlt_backend *be)
+int dlt_cpu_params_loaded(dlt_backend *be)
 {
     cpu_backend *c = _cpu(be);
     int rc;
@@ -482,6 +482,17 @@ static void _release(dlt_backend *be, void *p)
     free(p);
 }
 
+static void *_host_alloc(dlt_backend *be, size_t bytes)
+{
+    return _alloc(be, bytes);
+}
+
+static void _host_free(dlt_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
 static int _copy(dlt_backend *be, void *dst, const void *src, size_t bytes)
 {
     (void)be;
@@ -577,7 +588,9 @@ static const dlt_backend_ops g_cpu_ops = {
     .sync = _sync,
     .act_from_float = _act_copy,
     .act_to_float = _act_copy,
-    .params_loaded = _params_loaded,
+    .host_alloc = _host_alloc,
+    .host_free = _host_free,
+    .params_loaded = dlt_cpu_params_loaded,
     .conv_plan = _conv_plan,
     .conv_bind_weights = _conv_bind_weights,
     .conv_fwd = _conv_fwd,
