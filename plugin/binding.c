@@ -201,7 +201,7 @@ int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_
     return 0;
 }
 
-int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int peers_visible, char *buf,
+int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf,
                              size_t buflen)
 {
     size_t used;
@@ -212,7 +212,7 @@ int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int p
     if (n < 0 || (size_t)n >= buflen)
         return -ENOSPC;
     used = (size_t)n;
-    for (int k = 0; peers_visible && k < s->n; k++) {
+    for (int k = 0; all_step_gpus && k < s->n; k++) {
         int pos = s->order[k];
         if (pos == b->gpu_pos)
             continue;

@@ -40,9 +40,9 @@ void dlt_step_gpus_order(const dlt_topology *t, dlt_step_gpus *s);
 int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_rank, const dlt_cpuset *allowed,
                        const char *nic_name, dlt_binding *out, char *err, size_t errlen);
 
-/* CUDA_VISIBLE_DEVICES for the task: only its GPU (peers_visible 0), or all step GPUs with its
- * own first (peers_visible 1: device 0 is still the task's GPU, CUDA IPC/P2P to peers works). */
-int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int peers_visible, char *buf,
+/* CUDA_VISIBLE_DEVICES for the task: only its GPU (gpus=task: all_step_gpus 0), or all step GPUs
+ * with its own first (gpus=step: device 0 is still the task's GPU, CUDA IPC/P2P to peers works). */
+int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf,
                              size_t buflen);
 
 /* NCCL_IB_HCA / NCCL_SOCKET_IFNAME values for the chosen NIC ("" when not applicable). */

@@ -141,9 +141,9 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
             snprintf(site->sysfs_root, sizeof(site->sysfs_root), "%s", val);
         } else if (!strcmp(key, "default_gpus")) {
             if (!strcmp(val, "task"))
-                site->peers_visible = 0;
+                site->default_gpus = DLT_GPUS_TASK;
             else if (!strcmp(val, "step"))
-                site->peers_visible = 1;
+                site->default_gpus = DLT_GPUS_STEP;
             else
                 return _fail(err, errlen, "plugstack.conf default_gpus='%.64s' invalid (task|step)", val);
         } else if (!strcmp(key, "nccl_socket_ifname")) {
@@ -190,7 +190,7 @@ static int _key_gpus(dlt_user_opts *opts, const dlt_site_conf *site, const char 
     (void)site;
     if (strcmp(val, "task") && strcmp(val, "step"))
         return -EINVAL;
-    opts->peers_visible = !strcmp(val, "step");
+    opts->gpus = !strcmp(val, "step") ? DLT_GPUS_STEP : DLT_GPUS_TASK;
     return 0;
 }
 
@@ -274,7 +274,7 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
     opts->requested = 1;
     opts->bind = site->default_bind;
     opts->nccl = site->default_nccl;
-    opts->peers_visible = site->peers_visible;
+    opts->gpus = site->default_gpus;
     if (!optstr || !*optstr)
         return 0;
     (void)dlt_user_keys_text(keys, sizeof(keys));
@@ -310,7 +310,7 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
 int dlt_user_opts_format(const dlt_user_opts *opts, char *buf, size_t buflen)
 {
     int n = snprintf(buf, buflen, "bind=%s,gpus=%s,nccl=%s,nic=%s%s", opts->bind == DLT_BIND_NONE ? "none" : "closest",
-                     opts->peers_visible ? "step" : "task", opts->nccl == DLT_NCCL_OFF ? "off" : "auto",
+                     opts->gpus == DLT_GPUS_STEP ? "step" : "task", opts->nccl == DLT_NCCL_OFF ? "off" : "auto",
                      opts->nic[0] ? opts->nic : "auto", opts->verbose ? ",verbose" : "");
     return (n < 0 || (size_t)n >= buflen) ? -ENOSPC : 0;
 }

@@ -15,6 +15,8 @@
 typedef enum { DLT_BIND_CLOSEST = 0, DLT_BIND_NONE = 1 } dlt_bind_mode;
 typedef enum { DLT_NCCL_AUTO = 0, DLT_NCCL_OFF = 1 } dlt_nccl_mode;
 typedef enum { DLT_ENABLE_OPTIN = 0, DLT_ENABLE_ALWAYS = 1 } dlt_enable_mode;
+/* gpus=: a task sees only its GPU, or every GPU of the step with its own first (CUDA IPC/P2P). */
+typedef enum { DLT_GPUS_TASK = 0, DLT_GPUS_STEP = 1 } dlt_gpus_mode;
 
 /* Site configuration from plugstack.conf: defaults and limits for every step. */
 typedef struct {
@@ -25,7 +27,7 @@ typedef struct {
     char topo_dir[DLT_PATH_MAX];        /* parent of step directories (root-owned, not user-writable) */
     char nvml_lib[DLT_PATH_MAX];        /* dlopen name/path of NVML */
     char sysfs_root[DLT_PATH_MAX];      /* where sys/ and proc/ are read ("/"); fixtures in tests */
-    int peers_visible;                  /* keep the step's other GPUs visible (CUDA IPC/P2P) */
+    dlt_gpus_mode default_gpus;         /* default_gpus=task|step */
     char nccl_socket_ifname[DLT_NAME_MAX];
     char nccl_ib_hca[DLT_NAME_MAX];
 } dlt_site_conf;
@@ -36,7 +38,7 @@ typedef struct {
     dlt_bind_mode bind;
     dlt_nccl_mode nccl;
     char nic[DLT_NAME_MAX];             /* "" = auto */
-    int peers_visible;                  /* gpus=step: all step GPUs visible, own first */
+    dlt_gpus_mode gpus;                 /* gpus=task|step */
     int verbose;
 } dlt_user_opts;
 

@@ -19,6 +19,7 @@
 #include "nvml_loader.h"
 #include "step_dir.h"
 #include "topo_report.h"
+#include "trainer/common/node_name.h"
 
 #define TOPO_FILE_NAME "nccl_topo.xml"
 #define XML_MAX (256 * 1024)
@@ -69,11 +70,7 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     st->step_dir[0] = st->topo_file[0] = '\0';
     memset(&st->topo, 0, sizeof(st->topo));
     has_gpus = _step_has_gpus(sp);
-    /* slurmd exports its node name into its own environment, which slurmstepd inherits. */
-    if (getenv("SLURMD_NODENAME"))
-        snprintf(node, sizeof(node), "%.63s", getenv("SLURMD_NODENAME"));
-    else if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node)) != ESPANK_SUCCESS)
-        (void)gethostname(node, sizeof(node) - 1);
+    dlt_node_name(node, sizeof(node));
 
     rc = dlt_nvml_open(&nvml, st->site.nvml_lib, err, sizeof(err));
     st->have_nvml = rc == 0;
@@ -144,7 +141,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         fprintf(stderr, "dltrain: cannot read the local task id\n");
         return -1;
     }
-    (void)spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node));
+    dlt_node_name(node, sizeof(node));
     if (dlt_user_opts_format(&st->opts, buf, sizeof(buf)) == 0)
         spank_setenv(sp, "DLT_OPTS", buf, 1);
     snprintf(buf, sizeof(buf), "%d", local_id);
@@ -176,7 +173,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         return -1;
     }
     if (b.gpu >= 0) {
-        if (dlt_binding_cuda_visible(&sg, &b, st->opts.peers_visible, buf, sizeof(buf)) == 0)
+        if (dlt_binding_cuda_visible(&sg, &b, st->opts.gpus == DLT_GPUS_STEP, buf, sizeof(buf)) == 0)
             spank_setenv(sp, "CUDA_VISIBLE_DEVICES", buf, 1);
         /* Slurm numbers GPUs in PCI order; make CUDA number them the same way. */
         _set_unless_user(sp, st, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", local_id);

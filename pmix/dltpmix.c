@@ -15,6 +15,7 @@
 
 #include "dltpmix_blob.h"
 #include "dltpmix_internal.h"
+#include "trainer/common/node_name.h"
 
 extern char **environ;
 
@@ -264,8 +265,7 @@ static int _one_host(dltpmix_ctx *ctx, int rank, int size, const char *nspace)
     ctx->info.node_rank = 0;
     ctx->info.node_count = 1;
     snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "%s", nspace);
-    if (gethostname(ctx->info.hostname, sizeof(ctx->info.hostname) - 1) != 0)
-        snprintf(ctx->info.hostname, sizeof(ctx->info.hostname), "localhost");
+    dlt_node_name(ctx->info.hostname, sizeof(ctx->info.hostname));
     return 0;
 }
 

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (dlt_user_opts_format(&opts, txt, sizeof(txt)) != 0 || dlt_user_opts_parse(&again, &conf, txt, err, sizeof(err)))
             abort();
         if (again.bind != opts.bind || again.nccl != opts.nccl || strcmp(again.nic, opts.nic) ||
-            again.verbose != opts.verbose || again.peers_visible != opts.peers_visible)
+            again.verbose != opts.verbose || again.gpus != opts.gpus)
             abort();
     }
     free(buf);

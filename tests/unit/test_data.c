@@ -28,6 +28,19 @@
 
 static char g_dir[256];
 
+/* strdup fails on its g_strdup_fail-th call from now (-1: never): linked with -Wl,--wrap=strdup,
+ * so the data set's own copies of names and paths go through here. */
+static long g_strdup_fail = -1, g_strdup_calls;
+char *__real_strdup(const char *s);
+char *__wrap_strdup(const char *s);
+char *__wrap_strdup(const char *s)
+{
+    g_strdup_calls++;
+    if (g_strdup_fail >= 0 && g_strdup_fail-- == 0)
+        return NULL;
+    return __real_strdup(s);
+}
+
 /* kind: 0 RGB 4:2:0, 1 grayscale, 2 CMYK, 3 progressive 4:2:0; + 16: sharp colour texture
  * (per-pixel noise: the chroma edges where cropped decoding could differ from a whole decode). */
 static unsigned char *_jpeg(int w, int h, int kind, unsigned long *len)
@@ -470,6 +483,107 @@ static void test_folder_left_out(void **state)
     dlt_dataset_close(ds);
 }
 
+/* A labels file: comments and blank lines skipped, classes numbered in sorted order; a malformed or
+ * too long line, a file named twice, no lines, lines naming only missing files and a read error
+ * are each refused with their own reason (none gives a smaller data set or another message). */
+static void test_labels_file(void **state)
+{
+    char root[512], p[700], q[700], err[512], name[1024], longline[1200];
+    dlt_dataset *ds;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len;
+    int32_t label;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/labels", g_dir);
+    mkdir(root, 0755);
+    for (int i = 0; i < 3; i++) {
+        unsigned long jl;
+        unsigned char *j = _jpeg(40, 40, 0, &jl);
+        snprintf(p, sizeof(p), "%s/x%d.jpg", root, i);
+        _write(p, j, jl);
+        tjFree(j);
+    }
+    snprintf(q, sizeof(q), "%s/labels.txt", g_dir);
+    _write_str(q, "# file class\n\nx0.jpg zebra\n  x1.jpg ant\nx2.jpg zebra\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_count(ds), 3);
+    assert_int_equal(dlt_dataset_classes(ds), 2);
+    assert_string_equal(dlt_dataset_class_name(ds, 0), "ant");
+    assert_string_equal(dlt_dataset_class_name(ds, 1), "zebra");
+    for (int64_t i = 0; i < 3; i++) {
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(label, strstr(name, "x1.jpg") ? 0 : 1);
+    }
+    free(buf);
+    dlt_dataset_close(ds);
+
+    _write_str(q, "x0.jpg zebra\nx1.jpg ant extra\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "line 2: 'x1.jpg ant extra' is not \"FILENAME CLASS\""));
+    memset(longline, 'a', sizeof(longline) - 2);
+    longline[sizeof(longline) - 2] = '\n';
+    longline[sizeof(longline) - 1] = '\0';
+    _write_str(q, longline);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "line 1: longer than 1022 characters"));
+    _write_str(q, "x0.jpg zebra\nx1.jpg ant\nx0.jpg ant\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "lists x0.jpg more than once"));
+    _write_str(q, "# nothing\n\n");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "lists no \"FILENAME CLASS\" lines"));
+    /* Lines there, files not: said so, not "no lines". */
+    _write_str(q, "gone0.jpg zebra\ngone1.jpg ant\n");
+    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "none of the 2 file(s) labels file"));
+    assert_non_null(strstr(err, "(first: gone0.jpg)"));
+    /* A read error (a regular file that cannot be read: /proc/self/mem at offset 0) is not an
+     * empty or shorter list. */
+    if (access("/proc/self/mem", R_OK) == 0) {
+        assert_int_equal(dlt_dataset_open_folder(&ds, root, "/proc/self/mem", err, sizeof(err)), -EIO);
+        assert_non_null(strstr(err, "reading labels file /proc/self/mem after line 0"));
+    }
+}
+
+/* Out of memory while a folder is read (each copy of a name or a path failing in turn, for the
+ * class folders and for a labels file): always refused with -ENOMEM, never a data set with fewer
+ * images or classes. */
+static void test_folder_out_of_memory(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2"};
+    char root[512], flat[512], q[700], p[700], err[512];
+    const char *labels[2] = {NULL, q};
+    const char *roots[2] = {root, flat};
+    dlt_dataset *ds;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/oom", g_dir);
+    _make_folder(root, classes, 3, 3, 0);
+    snprintf(flat, sizeof(flat), "%s/oom/c1", g_dir);
+    snprintf(q, sizeof(q), "%s/oom.txt", g_dir);
+    _write_str(q, "img00.JPEG b\nimg01.JPEG a\nimg02.JPEG c\n");
+    for (int kind = 0; kind < 2; kind++) {
+        long calls;
+        g_strdup_calls = 0;
+        assert_int_equal(dlt_dataset_open_folder(&ds, roots[kind], labels[kind], err, sizeof(err)), 0);
+        dlt_dataset_close(ds);
+        calls = g_strdup_calls;
+        assert_true(calls >= 9);
+        for (long k = 0; k < calls; k++) {
+            int rc;
+            g_strdup_fail = k;
+            rc = dlt_dataset_open_folder(&ds, roots[kind], labels[kind], err, sizeof(err));
+            g_strdup_fail = -1;
+            snprintf(p, sizeof(p), "%s: copy %ld of %ld failing: rc %d (%s)", kind ? "labels file" : "class folders",
+                     k, calls, rc, rc ? err : "opened");
+            if (rc != -ENOMEM || !strstr(err, "out of memory")) {
+                if (rc == 0)
+                    dlt_dataset_close(ds);
+                fail_msg("%s", p);
+            }
+        }
+    }
+}
+
 /* Validation classes mapped by name onto the training class list: another order, a subset, numbers
  * as positions for a labels file, unknown names and 1-based numbers refused; RecordIO's names from
  * PATH.classes. */
@@ -806,6 +920,8 @@ int main(void)
         cmocka_unit_test(test_damaged_data),   cmocka_unit_test(test_folder_and_recordio),
         cmocka_unit_test(test_recordio_index_damage),
         cmocka_unit_test(test_folder_left_out),
+        cmocka_unit_test(test_labels_file),
+        cmocka_unit_test(test_folder_out_of_memory),
         cmocka_unit_test(test_map_classes),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),

@@ -2,7 +2,8 @@
 /* test_dltpmix_rendezvous: libdltpmix's test rendezvous (DLTPMIX_TEST_RENDEZVOUS), the way the
  * device check starts several ranks without Slurm or a PMIx server: three forked ranks all-gather,
  * broadcast from the last rank and meet at a barrier, each checking what it got; a rank whose peer
- * never comes times out naming it; a rank outside the size is refused. */
+ * never comes times out naming it; a rank outside the size is refused. Each names its node as Slurm
+ * does (SLURMD_NODENAME), as the plugin and the trainer do. */
 #include "config.h"
 
 #include <errno.h>
@@ -28,6 +29,7 @@ static void _setenv_rank(const char *dir, int rank, int size)
     setenv("DLTPMIX_TEST_RENDEZVOUS", dir, 1);
     setenv("DLTPMIX_TEST_RANK", r, 1);
     setenv("DLTPMIX_TEST_SIZE", s, 1);
+    setenv("SLURMD_NODENAME", "dlt-test-node", 1);
     unsetenv("PMIX_NAMESPACE");
     unsetenv("PMIX_SERVER_URI2");
     unsetenv("PMIX_SERVER_URI3");
@@ -51,6 +53,11 @@ static int _rank(const char *dir, int rank, int size)
         dltpmix_get_info(px)->local_rank != rank || dltpmix_get_info(px)->singleton) {
         fprintf(stderr, "rank %d: info says rank %d of %d\n", rank, dltpmix_get_info(px)->rank,
                 dltpmix_get_info(px)->size);
+        return 1;
+    }
+    if (strcmp(dltpmix_get_info(px)->hostname, "dlt-test-node") != 0) {
+        fprintf(stderr, "rank %d: hostname '%s', not SLURMD_NODENAME's 'dlt-test-node'\n", rank,
+                dltpmix_get_info(px)->hostname);
         return 1;
     }
     if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0) {

@@ -50,7 +50,7 @@ static void test_full_list(void **state)
     assert_int_equal(o.verbose, 1);
     assert_int_equal(dlt_user_opts_format(&o, txt, sizeof(txt)), 0);
     assert_string_equal(txt, "bind=none,gpus=step,nccl=off,nic=mlx5_0,verbose");
-    assert_int_equal(o.peers_visible, 1);
+    assert_int_equal(o.gpus, DLT_GPUS_STEP);
     /* Later tokens win, nic=auto resets. */
     assert_int_equal(dlt_user_opts_parse(&o, &s, "nic=eth0,nic=auto,bind=none,bind=closest", err, sizeof(err)), 0);
     assert_string_equal(o.nic, "");
@@ -124,7 +124,7 @@ static void test_site_args(void **state)
     (void)state;
     assert_int_equal(dlt_site_conf_parse(&s, 10, good, err, sizeof(err)), 0);
     assert_string_equal(s.sysfs_root, "/srv/fixture");
-    assert_int_equal(s.peers_visible, 1);
+    assert_int_equal(s.default_gpus, DLT_GPUS_STEP);
     assert_int_equal(s.default_bind, DLT_BIND_NONE);
     assert_int_equal(s.enable, DLT_ENABLE_ALWAYS);
     assert_string_equal(s.topo_dir, "/var/run/dlt");

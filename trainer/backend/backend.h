@@ -3,8 +3,10 @@
  * Activations are NHWC. In backend memory, conv weights (and their gradients and momentum) are
  * KRSC (OHWI), the layout cuDNN's NHWC kernels read, so no step re-lays them out; the network
  * converts to torchvision's OIHW only when the host copy is written or read (checkpoints,
- * initialisation). A backend only does arithmetic: the graph, the loop and the optimizer logic
- * live once, above this table.
+ * initialisation). The graph, the loop and the learning rate live once, above this table. The
+ * optimizer's update does not: sgd_step (SGD with momentum and weight decay, skipped by the rule
+ * of dlt_results_skip below) is each backend's own fused pass over the flat parameter buffer, so
+ * it reads the step's results where they lie, without a wait for the host.
  *
  * One step's budget (tests/unit/test_step_budget.c counts it through a recording hook on this
  * table): one sgd_step, no weight re-layout, one blocking read (results_read), no copy of the
@@ -15,7 +17,8 @@
  * momentum, BN statistics, logits' gradient scale) are float. Activation buffers hold the
  * backend's activation type, act_size bytes per element (float on the CPU; half or bfloat16
  * under mixed precision on a GPU): callers size them with act_size and treat them as opaque;
- * they are typed float * below for the CPU's sake. */
+ * they are typed float * below for the CPU's sake. Above this table a d_ prefix (d_params,
+ * d_stats) names such backend (device) memory; dx, dy, dw name derivatives. */
 #ifndef DLT_BACKEND_H
 #define DLT_BACKEND_H
 
@@ -43,6 +46,7 @@ typedef struct {
 } dlt_act_shape;
 
 typedef struct dlt_backend dlt_backend;
+/* A backend's plan for one layer: its primitives (descriptors, algorithms) created once per shape. */
 typedef struct dlt_op dlt_op;
 
 /* A run of the flat parameter buffer that one sgd_step treats alike. */
@@ -80,7 +84,7 @@ static inline int dlt_results_skip(const double *res)
 {
     return res[DLT_RES_NONFINITE] != 0 || res[DLT_RES_INPUT_FAILED] != 0 || res[DLT_RES_BAD_LABELS] != 0 ||
            !isfinite(res[DLT_RES_LOSS]);
-} /* a backend's plan for one layer: primitives created once per shape */
+}
 
 typedef struct {
     const char *name;
@@ -108,7 +112,7 @@ typedef struct {
     int (*conv_bind_weights)(dlt_backend *be, dlt_op *op, const float *w_krsc);
     int (*conv_fwd)(dlt_backend *be, dlt_op *op, const float *x, float *y);
     int (*conv_bwd_data)(dlt_backend *be, dlt_op *op, const float *dy, float *dx);
-    int (*conv_bwd_weights)(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw_oihw);
+    int (*conv_bwd_weights)(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw_krsc);
 
     /* Batch normalization over n*h*w per channel. Training writes the batch mean and biased
      * variance; the caller keeps the running statistics. */

@@ -16,7 +16,9 @@ typedef struct {
     int64_t step;         /* optimizer steps done */
     int64_t epoch;        /* epoch the next step belongs to */
     uint64_t seed;
-    char config[1024];    /* the run's settings, for the record and to refuse a mismatched resume */
+    char config[1024];    /* the run's settings (dlt_run_config_text): a resume compares them with its own
+                           * (dlt_resume_compare) and refuses a changed one, naming both values, unless
+                           * --resume-override names it; arch, width, image size and classes never may */
     const char *class_names; /* saving: the class names one a line, in the order of the model's outputs
                               * (NULL: the data has none); kept as the state file's "class_names" */
     char history[2048];   /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */

@@ -41,16 +41,7 @@ static int _wait(dlt_comm *c)
 static int _room(dlt_comm *c, size_t bytes)
 {
     nccl_impl *m = _impl(c);
-    if (bytes <= m->dcap)
-        return 0;
-    cudaFree(m->dbuf);
-    cudaFreeHost(m->pinned);
-    m->dbuf = m->pinned = NULL;
-    m->dcap = 0;
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMalloc(&m->dbuf, bytes));
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMallocHost(&m->pinned, bytes));
-    m->dcap = bytes;
-    return 0;
+    return dlt_cuda_grow(&m->dbuf, &m->pinned, &m->dcap, bytes, m->s, dlt_nccl_peer_check, m->nccl, c->err, c->errlen);
 }
 
 static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)

@@ -5,11 +5,9 @@
 #include "trainer/comm/nccl_call.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
-#include <time.h>
 
-#include "trainer/common/clock.h"
+#include "trainer/common/poll.h"
 
 static int _nccl_fail(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, char *err,
                       size_t errlen)
@@ -21,36 +19,42 @@ static int _nccl_fail(ncclComm_t comm, ncclResult_t r, const char *call, const c
     return -EIO;
 }
 
+/* What one poll of an operation in progress asks; r is what ended it. */
+typedef struct {
+    ncclComm_t comm;
+    ncclResult_t r;
+    const char *call;
+} nccl_wait;
+
+/* 1 when the operation left ncclInProgress (w->r says how), 0 while it has not. */
+static int _settled(void *arg)
+{
+    nccl_wait *w = arg;
+    ncclResult_t state = ncclSuccess, q = ncclCommGetAsyncError(w->comm, &state);
+    if (q != ncclSuccess) {
+        w->r = q;
+        w->call = "ncclCommGetAsyncError";
+        return 1;
+    }
+    w->r = state;
+    return state != ncclInProgress;
+}
+
 int dlt_nccl_settle(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, double timeout_s,
                     char *err, size_t errlen)
 {
-    double end;
+    nccl_wait w = {comm, r, call};
     if (r == ncclSuccess)
         return 0;
     if (r != ncclInProgress)
         return _nccl_fail(comm, r, call, file, line, err, errlen);
-    end = dlt_now() + timeout_s;
-    for (unsigned spin = 0;; spin++) {
-        ncclResult_t state = ncclSuccess, q = ncclCommGetAsyncError(comm, &state);
-        if (q != ncclSuccess)
-            return _nccl_fail(comm, q, "ncclCommGetAsyncError", file, line, err, errlen);
-        if (state == ncclSuccess)
-            return 0;
-        if (state != ncclInProgress)
-            return _nccl_fail(comm, state, call, file, line, err, errlen);
-        if (dlt_now() > end) {
-            if (err && errlen)
-                snprintf(err, errlen, "%s:%d: %s: still in progress after %.0f s (a peer lost?)", file, line, call,
-                         timeout_s);
-            return -ETIMEDOUT;
-        }
-        if (spin < 64) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
+    if (dlt_poll(_settled, &w, timeout_s) != 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s:%d: %s: still in progress after %.0f s (a peer lost?)", file, line, call,
+                     timeout_s);
+        return -ETIMEDOUT;
     }
+    return w.r == ncclSuccess ? 0 : _nccl_fail(comm, w.r, w.call, file, line, err, errlen);
 }
 
 int dlt_nccl_peer_check(void *comm, char *err, size_t errlen)

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cuda_check: error text of the CUDA libraries, device selection, interruptible stream waits. */
+/* cuda_check: error text of the CUDA libraries, device selection, interruptible stream waits,
+ * buffers that only grow. */
 #include "config.h"
 
 #include "trainer/common/cuda_check.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "trainer/common/poll.h"
 
 int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const char *call, const char *msg)
 {
@@ -49,38 +50,72 @@ int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
     return 0;
 }
 
-/* Polls a stream (event NULL) or an event until done, asking check between polls. */
-static int _poll(cudaStream_t stream, cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg,
-                 char *err, size_t errlen)
+/* What one poll of a stream or an event asks. */
+typedef struct {
+    cudaStream_t stream;
+    cudaEvent_t event; /* NULL: the stream */
+    int (*check)(void *arg, char *err, size_t errlen);
+    void *arg;
+    char *err;
+    size_t errlen;
+} cuda_wait;
+
+/* 1 when the stream or event is done, 0 not yet, -EIO on a CUDA error or a failed check. */
+static int _done(void *arg)
 {
-    for (unsigned spin = 0;; spin++) {
-        cudaError_t e = event ? cudaEventQuery(event) : cudaStreamQuery(stream);
-        if (e == cudaSuccess)
-            return 0;
-        if (e != cudaErrorNotReady) {
-            snprintf(err, errlen, "waiting for the GPU: %s", cudaGetErrorString(e));
-            return -EIO;
-        }
-        (void)cudaGetLastError(); /* "not ready" is not an error: do not leave it for the next launch */
-        if (check && check(arg, err, errlen) != 0)
-            return -EIO;
-        if (spin < 64) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        }
+    cuda_wait *w = arg;
+    cudaError_t e = w->event ? cudaEventQuery(w->event) : cudaStreamQuery(w->stream);
+    if (e == cudaSuccess)
+        return 1;
+    if (e != cudaErrorNotReady) {
+        snprintf(w->err, w->errlen, "waiting for the GPU: %s", cudaGetErrorString(e));
+        return -EIO;
     }
+    (void)cudaGetLastError(); /* "not ready" is not an error: do not leave it for the next launch */
+    if (w->check && w->check(w->arg, w->err, w->errlen) != 0)
+        return -EIO;
+    return 0;
 }
 
 int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
                          char *err, size_t errlen)
 {
-    return _poll(stream, NULL, check, arg, err, errlen);
+    cuda_wait w = {stream, NULL, check, arg, err, errlen};
+    return dlt_poll(_done, &w, 0);
 }
 
 int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
                         size_t errlen)
 {
-    return _poll(NULL, event, check, arg, err, errlen);
+    cuda_wait w = {NULL, event, check, arg, err, errlen};
+    return dlt_poll(_done, &w, 0);
+}
+
+int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
+                  int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err, size_t errlen)
+{
+    cudaError_t e;
+    int rc;
+    if (need <= *size)
+        return 0;
+    if ((rc = dlt_cuda_stream_wait(stream, check, arg, err, errlen)) != 0)
+        return rc;
+    cudaFree(*dev);
+    *dev = NULL;
+    if (pin) {
+        cudaFreeHost(*pin);
+        *pin = NULL;
+    }
+    *size = 0;
+    if ((e = cudaMalloc(dev, need)) != cudaSuccess) {
+        *dev = NULL;
+        return dlt_cuda_fail(err, errlen, __FILE__, __LINE__, "cudaMalloc", cudaGetErrorString(e));
+    }
+    if (pin && (e = cudaMallocHost(pin, need)) != cudaSuccess) {
+        cudaFree(*dev);
+        *dev = *pin = NULL;
+        return dlt_cuda_fail(err, errlen, __FILE__, __LINE__, "cudaMallocHost", cudaGetErrorString(e));
+    }
+    *size = need;
+    return 0;
 }

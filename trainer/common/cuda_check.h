@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_check: the CUDA-side helpers every GPU module shares: one check macro per library (CUDA
  * runtime, cuDNN, cuBLAS; NCCL's is in trainer/comm/nccl_call.h) that fills an error buffer with
- * file:line, the call and the library's own error string, device selection, and a host wait that
- * can be interrupted by a failed peer. Built only with the CUDA backend. */
+ * file:line, the call and the library's own error string, device selection, a host wait that
+ * can be interrupted by a failed peer, and buffers that only grow. Built only with the CUDA
+ * backend. */
 #ifndef DLT_CUDA_CHECK_H
 #define DLT_CUDA_CHECK_H
 
@@ -48,5 +49,13 @@ int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err,
 /* The same for one event (the work queued before it was recorded). */
 int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
                         size_t errlen);
+
+/* A buffer that only grows (a workspace, a scratch, a staging pair): makes *dev, and *pin when pin
+ * is not NULL (pinned host memory of the same size), hold at least `need` bytes; *size is what
+ * they hold. Growing first waits for `stream` (as dlt_cuda_stream_wait: work queued there may
+ * still use the old buffers), then frees and allocates anew: the contents are not kept. On
+ * failure both are NULL, *size is 0 and err says which allocation failed. */
+int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
+                  int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rng: a small counter-friendly PRNG (PCG32) whose whole state fits in a checkpoint, so a resumed
- * run draws exactly the numbers the uninterrupted one would have. */
+/* rng: a small counter-friendly PRNG (PCG32). No generator state is checkpointed: every stream is
+ * seeded where it is used from the run's seed and a position (initialisation; each epoch's shuffle;
+ * an image's augmentation by epoch and index, its synthetic pixels by index), so a resumed run,
+ * which knows the seed and its step, draws exactly the numbers the uninterrupted one would have. */
 #ifndef DLT_RNG_H
 #define DLT_RNG_H
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tunables: every fixed limit and default of the trainer that a site or a developer might want to
- * change, in one place (the options that expose some of them say so). */
+/* tunables: the trainer's fixed limits, and the defaults more than one module uses, in one place
+ * (the options that expose some of them say so). The training recipe's defaults are in
+ * train/train_config.c; libdltpmix's bootstrap timeout is its own (DLTPMIX_DEFAULT_TIMEOUT_S). */
 #ifndef DLT_TUNABLES_H
 #define DLT_TUNABLES_H
 
@@ -16,10 +17,14 @@
 #define DLT_DEFAULT_STALL_TIMEOUT_S 900.0
 /* Seconds the watchdog gives the communicator's abort before the stalled process exits anyway. */
 #define DLT_WATCHDOG_ABORT_WAIT_S 10.0
-/* Seconds the PMIx bootstrap waits for every rank (--timeout, DLTPMIX_TIMEOUT). */
-#define DLT_DEFAULT_BOOTSTRAP_TIMEOUT_S 300.0
+/* fp16: overflow-free steps before the loss scale doubles (--loss-scale-window; the loss scaler's
+ * fallback for a window <= 0 too). */
+#define DLT_DEFAULT_LOSS_SCALE_WINDOW 2000
 /* Steps between cross-rank weight checks (--check-every). */
 #define DLT_DEFAULT_CHECK_EVERY 100
+/* GPU-side waits (poll.h): polls that only yield the CPU, then the sleep between later polls. */
+#define DLT_POLL_SPINS 64
+#define DLT_POLL_SLEEP_NS 20000L
 /* Progress of long commands (data pack, eval, the cuDNN algorithm search): seconds between
  * in-place updates on a terminal, and between plain lines elsewhere (DLT_PROGRESS_SECONDS). */
 #define DLT_PROGRESS_TTY_S 0.5

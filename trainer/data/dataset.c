@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,13 @@ static void _note(int64_t *count, char *first, size_t firstlen, const char *dir,
         snprintf(first, firstlen, "%.150s/%.150s", dir, name);
 }
 
+static void _free_list(char **v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 /* Sorted names of the entries of dir that are directories (want_dirs) or image files; what is left
  * out is counted in lo (hidden entries, names starting with '.', aside). */
 static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_dataset_left_out *lo, char *err,
@@ -96,29 +104,26 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
             continue;
         }
         if (k == cap) {
-            char **nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 256) * sizeof(*v));
+            char **nv = realloc(v, (size_t)(cap ? 2 * cap : 256) * sizeof(*v));
             if (!nv)
                 break;
             v = nv;
+            cap = cap ? 2 * cap : 256;
         }
-        v[k] = strdup(e->d_name);
-        if (!v[k])
+        if (!(v[k] = strdup(e->d_name)))
             break;
         k++;
     }
     closedir(d);
+    if (e) { /* stopped early: out of memory (a shorter list would be a smaller data set, silently) */
+        _free_list(v, k);
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s (%" PRId64 " entries so far)", dir, k);
+    }
     if (k)
         qsort(v, (size_t)k, sizeof(*v), _cmp_str);
     *out = v;
     *n = k;
     return 0;
-}
-
-static void _free_list(char **v, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
 }
 
 static int _add(dlt_dataset *d, int64_t *cap, const char *path, int32_t label)
@@ -143,206 +148,216 @@ static int _add(dlt_dataset *d, int64_t *cap, const char *path, int32_t label)
     return 0;
 }
 
-int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, char *err, size_t errlen)
+/* ROOT/CLASS/IMAGE.JPEG: classes are the sorted subdirectories, numbered in that order. */
+static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, char ***classes, int64_t *ncls,
+                               char *err, size_t errlen)
 {
-    dlt_dataset *d = calloc(1, sizeof(*d));
-    char **classes = NULL, **files = NULL;
-    int64_t ncls = 0, nfiles = 0, cap = 0;
+    char **files = NULL;
+    int64_t nfiles = 0;
     int rc;
-    *out = NULL;
-    if (!d)
-        return -ENOMEM;
-    d->fd = -1;
-    if (!labels_file) {
-        if ((rc = _list(root, 1, &classes, &ncls, &d->left, err, errlen)) != 0)
-            goto fail;
-        if (ncls < 1) {
-            rc = dlt_fail(err, errlen, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
-            goto fail;
+    if ((rc = _list(root, 1, classes, ncls, &d->left, err, errlen)) != 0)
+        return rc;
+    if (*ncls < 1)
+        return dlt_fail(err, errlen, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
+    for (int64_t c = 0; c < *ncls; c++) {
+        char dir[PATH_MAX], p[PATH_MAX];
+        if (snprintf(dir, sizeof(dir), "%s/%s", root, (*classes)[c]) >= (int)sizeof(dir))
+            continue;
+        if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err, errlen)) != 0)
+            return rc;
+        /* torchvision's ImageFolder refuses a class without images: its number would exist with
+         * nothing to learn or score. */
+        if (nfiles < 1)
+            rc = dlt_fail(err, errlen, -ENOENT,
+                          "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
+                          "without images is refused): add images or remove the folder",
+                          dir);
+        for (int64_t i = 0; i < nfiles && rc == 0; i++) {
+            if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p))
+                continue; /* a path longer than PATH_MAX cannot be opened anyway */
+            if (_add(d, cap, p, (int32_t)c) != 0)
+                rc = dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
         }
-        for (int64_t c = 0; c < ncls; c++) {
-            char dir[PATH_MAX], p[PATH_MAX];
-            if (snprintf(dir, sizeof(dir), "%s/%s", root, classes[c]) >= (int)sizeof(dir))
-                continue;
-            if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err, errlen)) != 0)
-                goto fail;
-            /* torchvision's ImageFolder refuses a class without images: its number would exist with
-             * nothing to learn or score. */
-            if (nfiles < 1) {
-                rc = dlt_fail(err, errlen, -ENOENT,
-                              "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
-                              "without images is refused): add images or remove the folder",
-                              dir);
-                goto fail;
-            }
-            for (int64_t i = 0; i < nfiles; i++) {
-                if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p))
-                    continue; /* a path longer than PATH_MAX cannot be opened anyway */
-                if ((rc = _add(d, &cap, p, (int32_t)c)) != 0)
-                    goto fail;
-            }
-            _free_list(files, nfiles);
-            files = NULL;
+        _free_list(files, nfiles);
+        files = NULL;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A labels file's "FILENAME CLASS" lines, in file order. */
+typedef struct {
+    char **files, **classes;
+    int64_t n, cap;
+} label_lines;
+
+static void _lines_free(label_lines *l)
+{
+    _free_list(l->files, l->n);
+    _free_list(l->classes, l->n);
+    memset(l, 0, sizeof(*l));
+}
+
+/* The lines of labels_file into l (blank lines and # comments aside). A line that is not
+ * "FILENAME CLASS" would drop its image from the set without a word: it is refused, as is a read
+ * error (which would end the list early). On failure l holds what was read, for _lines_free. */
+static int _read_lines(const char *labels_file, label_lines *l, char *err, size_t errlen)
+{
+    FILE *f = dlt_fopen_regular("labels file", labels_file, "r", err, errlen);
+    char line[1024];
+    long long lineno = 0;
+    int rc = 0;
+    if (!f)
+        return -errno;
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        char fn[512], cl[256], extra[2];
+        int fields;
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = dlt_fail(err, errlen, -EINVAL, "labels file %s, line %lld: longer than %zu characters", labels_file,
+                          lineno, sizeof(line) - 2);
+            break;
         }
-    } else {
-        /* Flat folder + "FILENAME CLASS" lines; class names are numbered in sorted order. */
-        FILE *f = dlt_fopen_regular("labels file", labels_file, "r", err, errlen);
-        char line[1024];
-        char **names = NULL, **fnames = NULL;
-        int64_t nl = 0, capl = 0;
-        long long lineno = 0;
-        if (!f) {
-            rc = -errno;
-            goto fail;
+        fields = sscanf(line, "%511s %255s %1s", fn, cl, extra);
+        if (fields <= 0 || fn[0] == '#')
+            continue;
+        if (fields != 2 || strlen(fn) >= sizeof(fn) - 1 || strlen(cl) >= sizeof(cl) - 1) {
+            line[strcspn(line, "\n")] = '\0';
+            rc = dlt_fail(err, errlen, -EINVAL,
+                          "labels file %s, line %lld: '%.80s' is not \"FILENAME CLASS\" (one file name and one "
+                          "class, separated by white space)",
+                          labels_file, lineno, line);
+            break;
         }
-        while (fgets(line, sizeof(line), f)) {
-            char fn[512], cl[256], extra[2];
-            int fields;
-            lineno++;
-            /* A line that is not "FILENAME CLASS" would drop its image from the set without a word:
-             * refuse it (blank lines and # comments aside). */
-            if (!strchr(line, '\n') && !feof(f)) {
-                fclose(f);
-                _free_list(names, nl);
-                _free_list(fnames, nl);
-                rc = dlt_fail(err, errlen, -EINVAL, "labels file %s, line %lld: longer than %zu characters",
-                              labels_file, lineno, sizeof(line) - 2);
-                goto fail;
+        if (l->n == l->cap) {
+            int64_t nc = l->cap ? 2 * l->cap : 1024;
+            char **nf = realloc(l->files, (size_t)nc * sizeof(char *)), **ncl;
+            if (nf)
+                l->files = nf;
+            ncl = nf ? realloc(l->classes, (size_t)nc * sizeof(char *)) : NULL;
+            if (ncl)
+                l->classes = ncl;
+            if (!nf || !ncl) {
+                rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
+                              lineno);
+                break;
             }
-            fields = sscanf(line, "%511s %255s %1s", fn, cl, extra);
-            if (fields <= 0 || fn[0] == '#')
-                continue;
-            if (fields != 2 || strlen(fn) >= sizeof(fn) - 1 || strlen(cl) >= sizeof(cl) - 1) {
-                fclose(f);
-                _free_list(names, nl);
-                _free_list(fnames, nl);
-                line[strcspn(line, "\n")] = '\0';
-                rc = dlt_fail(err, errlen, -EINVAL,
-                              "labels file %s, line %lld: '%.80s' is not \"FILENAME CLASS\" (one file name and one "
-                              "class, separated by white space)",
-                              labels_file, lineno, line);
-                goto fail;
-            }
-            if (nl == capl) {
-                int64_t nc = capl ? 2 * capl : 1024;
-                char **nn = realloc(names, (size_t)nc * sizeof(char *)), **nf;
-                if (nn)
-                    names = nn;
-                nf = nn ? realloc(fnames, (size_t)nc * sizeof(char *)) : NULL;
-                if (nf)
-                    fnames = nf;
-                if (!nn || !nf) {
-                    fclose(f);
-                    _free_list(names, nl);
-                    _free_list(fnames, nl);
-                    rc = -ENOMEM;
-                    goto fail;
-                }
-                capl = nc;
-            }
-            fnames[nl] = strdup(fn);
-            names[nl] = strdup(cl);
-            if (!fnames[nl] || !names[nl]) {
-                free(fnames[nl]);
-                free(names[nl]);
-                fclose(f);
-                _free_list(names, nl);
-                _free_list(fnames, nl);
-                rc = -ENOMEM;
-                goto fail;
-            }
-            nl++;
+            l->cap = nc;
         }
-        fclose(f);
-        {
-            /* The same file twice would be scored twice. */
-            char **byname = malloc((size_t)(nl ? nl : 1) * sizeof(char *));
-            const char *dup = NULL;
-            if (!byname) {
-                _free_list(names, nl);
-                _free_list(fnames, nl);
-                rc = -ENOMEM;
-                goto fail;
-            }
-            if (nl)
-                memcpy(byname, fnames, (size_t)nl * sizeof(char *));
-            qsort(byname, (size_t)nl, sizeof(char *), _cmp_str);
-            for (int64_t i = 1; i < nl && !dup; i++)
-                if (!strcmp(byname[i - 1], byname[i]))
-                    dup = byname[i];
-            if (dup) {
-                rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists %.300s more than once", labels_file, dup);
-                free(byname);
-                _free_list(names, nl);
-                _free_list(fnames, nl);
-                goto fail;
-            }
-            free(byname);
+        l->files[l->n] = strdup(fn);
+        l->classes[l->n] = strdup(cl);
+        l->n++; /* counted even when a copy failed: _lines_free frees both (free(NULL) is nothing) */
+        if (!l->files[l->n - 1] || !l->classes[l->n - 1])
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
+                          lineno);
+    }
+    if (rc == 0 && ferror(f))
+        rc = dlt_fail(err, errlen, -EIO, "reading labels file %s after line %lld: %s", labels_file, lineno,
+                      strerror(errno));
+    fclose(f);
+    return rc;
+}
+
+/* A flat folder and a labels file of "FILENAME CLASS" lines: class names numbered in sorted order.
+ * A line naming no file, and an image no line names, are left out and counted (d->left). */
+static int _read_labels(dlt_dataset *d, const char *root, const char *labels_file, int64_t *cap, char ***classes,
+                        int64_t *ncls, char *err, size_t errlen)
+{
+    label_lines l;
+    dlt_dataset_left_out scratch;
+    char **sorted = NULL, **files = NULL;
+    int64_t nfiles = 0, u = 0;
+    int rc;
+    memset(&l, 0, sizeof(l));
+    if ((rc = _read_lines(labels_file, &l, err, errlen)) != 0)
+        goto out;
+    if (l.n < 1) {
+        rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
+        goto out;
+    }
+    if (!(sorted = malloc((size_t)l.n * sizeof(char *)))) {
+        rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s", labels_file);
+        goto out;
+    }
+    /* The same file twice would be scored twice. */
+    memcpy(sorted, l.files, (size_t)l.n * sizeof(char *));
+    qsort(sorted, (size_t)l.n, sizeof(char *), _cmp_str);
+    for (int64_t i = 1; i < l.n; i++)
+        if (!strcmp(sorted[i - 1], sorted[i])) {
+            rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists %.300s more than once", labels_file, sorted[i]);
+            goto out;
         }
-        {
-            char **sorted = malloc((size_t)(nl ? nl : 1) * sizeof(char *));
-            int64_t u = 0;
-            if (!sorted) {
-                _free_list(names, nl);
-                _free_list(fnames, nl);
-                rc = -ENOMEM;
-                goto fail;
-            }
-            if (nl)
-                memcpy(sorted, names, (size_t)nl * sizeof(char *));
-            qsort(sorted, (size_t)nl, sizeof(char *), _cmp_str);
-            for (int64_t i = 0; i < nl; i++)
-                if (!u || strcmp(sorted[u - 1], sorted[i]))
-                    sorted[u++] = sorted[i];
-            classes = calloc((size_t)(u ? u : 1), sizeof(char *));
-            for (int64_t i = 0; classes && i < u; i++)
-                classes[i] = strdup(sorted[i]);
-            ncls = classes ? u : 0;
-            free(sorted);
-            rc = 0;
-            for (int64_t i = 0; i < nl; i++) {
-                char p[PATH_MAX];
-                struct stat st;
-                char *const *hit = bsearch(&names[i], classes, (size_t)ncls, sizeof(char *), _cmp_str);
-                /* A line naming no file would have its read fail and another image replace it: in an
-                 * evaluation that image would be scored twice. Left out and counted instead. */
-                if (snprintf(p, sizeof(p), "%s/%s", root, fnames[i]) >= (int)sizeof(p) || stat(p, &st) != 0 ||
-                    !S_ISREG(st.st_mode)) {
-                    _note(&d->left.missing, d->left.first_missing, sizeof(d->left.first_missing), root, fnames[i]);
-                    continue;
-                }
-                if (hit && _add(d, &cap, p, (int32_t)(hit - classes)) != 0) {
-                    rc = -ENOMEM;
-                    break;
-                }
-            }
-            _free_list(names, nl);
-            if (rc == 0) {
-                /* Images of the folder that no line names are left out: count them. */
-                dlt_dataset_left_out scratch;
-                memset(&scratch, 0, sizeof(scratch));
-                qsort(fnames, (size_t)nl, sizeof(char *), _cmp_str);
-                if (_list(root, 0, &files, &nfiles, &scratch, err, errlen) == 0) {
-                    for (int64_t i = 0; i < nfiles; i++)
-                        if (!bsearch(&files[i], fnames, (size_t)nl, sizeof(char *), _cmp_str))
-                            _note(&d->left.unlisted, d->left.first_unlisted, sizeof(d->left.first_unlisted), root,
-                                  files[i]);
-                    _free_list(files, nfiles);
-                    files = NULL;
-                }
-            }
-            _free_list(fnames, nl);
-            if (rc != 0)
-                goto fail;
+    memcpy(sorted, l.classes, (size_t)l.n * sizeof(char *));
+    qsort(sorted, (size_t)l.n, sizeof(char *), _cmp_str);
+    for (int64_t i = 0; i < l.n; i++)
+        if (!u || strcmp(sorted[u - 1], sorted[i]))
+            sorted[u++] = sorted[i];
+    if (!(*classes = calloc((size_t)u, sizeof(char *)))) {
+        rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s", labels_file);
+        goto out;
+    }
+    *ncls = u;
+    for (int64_t i = 0; i < u; i++)
+        if (!((*classes)[i] = strdup(sorted[i]))) {
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s", labels_file);
+            goto out;
         }
-        if (ncls < 1 || d->n < 1) {
-            rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
-            goto fail;
+    for (int64_t i = 0; i < l.n; i++) {
+        char p[PATH_MAX];
+        struct stat st;
+        char *const *hit = bsearch(&l.classes[i], *classes, (size_t)u, sizeof(char *), _cmp_str);
+        /* A line naming no file would have its read fail and another image replace it: in an
+         * evaluation that image would be scored twice. Left out and counted instead. */
+        if (snprintf(p, sizeof(p), "%s/%s", root, l.files[i]) >= (int)sizeof(p) || stat(p, &st) != 0 ||
+            !S_ISREG(st.st_mode)) {
+            _note(&d->left.missing, d->left.first_missing, sizeof(d->left.first_missing), root, l.files[i]);
+            continue;
+        }
+        if (_add(d, cap, p, (int32_t)(hit - *classes)) != 0) {
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (%" PRId64 " images so far)",
+                          labels_file, d->n);
+            goto out;
         }
     }
     if (d->n < 1) {
+        rc = dlt_fail(err, errlen, -ENOENT, "none of the %" PRId64 " file(s) labels file %s names is in %s (first: "
+                      "%.300s)", l.n, labels_file, root, l.files[0]);
+        goto out;
+    }
+    /* Images of the folder that no line names are left out: count them. */
+    memset(&scratch, 0, sizeof(scratch));
+    qsort(l.files, (size_t)l.n, sizeof(char *), _cmp_str);
+    if ((rc = _list(root, 0, &files, &nfiles, &scratch, err, errlen)) != 0)
+        goto out;
+    for (int64_t i = 0; i < nfiles; i++)
+        if (!bsearch(&files[i], l.files, (size_t)l.n, sizeof(char *), _cmp_str))
+            _note(&d->left.unlisted, d->left.first_unlisted, sizeof(d->left.first_unlisted), root, files[i]);
+out:
+    _free_list(files, nfiles);
+    free(sorted);
+    _lines_free(&l);
+    return rc;
+}
+
+int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, char *err, size_t errlen)
+{
+    dlt_dataset *d = calloc(1, sizeof(*d));
+    char **classes = NULL;
+    int64_t ncls = 0, cap = 0;
+    int rc;
+    *out = NULL;
+    if (!d)
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory opening %s", root);
+    d->fd = -1;
+    rc = labels_file ? _read_labels(d, root, labels_file, &cap, &classes, &ncls, err, errlen)
+                     : _read_class_folders(d, root, &cap, &classes, &ncls, err, errlen);
+    if (rc == 0 && d->n < 1)
         rc = dlt_fail(err, errlen, -ENOENT, "%s holds no .JPEG/.jpg images", root);
-        goto fail;
+    if (rc != 0) {
+        _free_list(classes, ncls);
+        dlt_dataset_close(d);
+        return rc;
     }
     d->class_names = classes;
     d->nclasses = d->local_classes = (int)ncls;
@@ -350,12 +365,6 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
     snprintf(d->root, sizeof(d->root), "%s", root);
     *out = d;
     return 0;
-fail:
-    _free_list(classes, ncls);
-    if (files)
-        _free_list(files, nfiles);
-    dlt_dataset_close(d);
-    return rc ? rc : -EINVAL;
 }
 
 void dlt_dataset_close(dlt_dataset *d)

@@ -6,13 +6,15 @@
 
 #include <string.h>
 
+#include "trainer/common/tunables.h"
+
 void dlt_loss_scaler_init(dlt_loss_scaler *s, int enabled, double initial, int window)
 {
     memset(s, 0, sizeof(*s));
     s->enabled = enabled;
     s->growth = 2.0;
     s->backoff = 0.5;
-    s->window = window > 0 ? window : 2000;
+    s->window = window > 0 ? window : DLT_DEFAULT_LOSS_SCALE_WINDOW;
     s->min_scale = 1.0;
     s->max_scale = 16777216.0; /* 2^24: beyond it fp32 master updates gain nothing */
     s->scale = enabled ? (initial > 0 ? initial : 65536.0) : 1.0;

@@ -29,7 +29,6 @@ static void _split_path(const char *root, const char *split, char *out, size_t l
     snprintf(out, len, "%s", root);
 }
 
-/* How the run's loaders cut and transform images: training (train) or evaluation. */
 /* The backend's host memory for the batch rings (pinned on a GPU). */
 static void *_host_alloc(void *arg, size_t bytes)
 {
@@ -43,6 +42,7 @@ static void _host_free(void *arg, void *p)
     be->ops->host_free(be, p);
 }
 
+/* How the run's loaders cut and transform images: training (train) or evaluation. */
 static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
 {
     const dlt_train_config *c = &r->cfg;

@@ -21,6 +21,7 @@
 
 #include "trainer/common/clock.h"
 #include "trainer/common/io.h"
+#include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
@@ -115,8 +116,7 @@ static int _prepare(dlt_run *r, loop_state *t)
             t->total == 1 ? "" : "s", t->sched.peak, r->be->ops->name,
             dlt_precision_name(c->backend.precision));
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
-    if (gethostname(host, sizeof(host) - 1) != 0 || getenv("SLURMD_NODENAME"))
-        snprintf(host, sizeof(host), "%.63s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "?");
+    dlt_node_name(host, sizeof(host));
     if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
         return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
     dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The GPU path's host-side logic, which needs no GPU: the fp16 loss-scale state machine, the
- * gradient bucket layout, and the order in which backward hands finished buckets to the
- * communicator (checked on the CPU backend with a recording hook: whenever backward says
- * "everything >= lo is final", every gradient there must already hold its final value). */
+/* test_grad_reducer: the gradient reduction's host-side logic (comm/grad_reducer.c and
+ * grad_buckets.c, with the loss scaler they unscale by), which needs no GPU: the fp16 loss-scale
+ * state machine, the gradient bucket layout, the order in which backward hands finished buckets
+ * to the communicator (checked on the CPU backend with a recording hook: whenever backward says
+ * "everything >= lo is final", every gradient there must already hold its final value), the
+ * reducer's paths and the low-precision reduction's scaling. */
 #include "config.h"
 
 #include <math.h>

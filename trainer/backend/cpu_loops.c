@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cpu_loops: the CPU backend's work that is plain loops rather than oneDNN primitives: the
+ * elementwise ops and average pooling (OpenMP `parallel for simd`: at -O2 GCC would not vectorise
+ * them, and they are a quarter of a training step), input staging and normalization, softmax
+ * cross-entropy, the step's results, the flat SGD update, the FC layer (one GEMM each way) and
+ * the running batch-norm statistics. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/backend/backend.h"
+#include "trainer/backend/cpu_internal.h"
+
+static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
+{
+    (void)be;
+    if (add) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float v = y[i] + add[i];
+            y[i] = v > 0.f ? v : 0.f;
+        }
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            y[i] = y[i] > 0.f ? y[i] : 0.f;
+    }
+    return 0;
+}
+
+static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
+{
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = dy[i]; /* loaded unconditionally: a select, which vectorises */
+        dz[i] = y[i] > 0.f ? g : 0.f;
+    }
+    return 0;
+}
+
+static int _accumulate(dlt_backend *be, float *dst, const float *src, size_t n)
+{
+    (void)be;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+    return 0;
+}
+
+static int _avgpool_fwd(dlt_backend *be, const dlt_act_shape *s, const float *x, float *y)
+{
+    const size_t hw = (size_t)s->h * s->w;
+    const float inv = 1.0f / (float)hw;
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < s->n; n++) {
+        float *out = y + (size_t)n * s->c;
+        const float *in = x + (size_t)n * hw * s->c;
+        for (int c = 0; c < s->c; c++)
+            out[c] = 0.f;
+        for (size_t p = 0; p < hw; p++)
+            for (int c = 0; c < s->c; c++)
+                out[c] += in[p * s->c + c];
+        for (int c = 0; c < s->c; c++)
+            out[c] *= inv;
+    }
+    return 0;
+}
+
+static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy, float *dx)
+{
+    const size_t hw = (size_t)s->h * s->w;
+    const float inv = 1.0f / (float)hw;
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < s->n; n++)
+        for (size_t p = 0; p < hw; p++) {
+            float *o = dx + ((size_t)n * hw + p) * s->c;
+            const float *g = dy + (size_t)n * s->c;
+#pragma omp simd
+            for (int c = 0; c < s->c; c++)
+                o[c] = g[c] * inv;
+        }
+    return 0;
+}
+
+
+/* Staging on the CPU is bookkeeping: normalize_input reads the host batch where it lies. */
+static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
+{
+    cpu_backend *c = _cpu(be);
+    if (c->nstaged == DLT_INPUT_STAGED) {
+        snprintf(be->err, be->errlen, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
+        return -EBUSY;
+    }
+    c->staged[c->nstaged].src = src;
+    c->staged[c->nstaged].pixels = pixels;
+    c->nstaged++;
+    return 0;
+}
+
+static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const float mean[3], const float inv_std[3])
+{
+    cpu_backend *c = _cpu(be);
+    const uint8_t *src;
+    if (c->nstaged == 0 || c->staged[0].pixels != pixels) {
+        snprintf(be->err, be->errlen, "normalize_input of %zu pixels: %s", pixels,
+                 c->nstaged ? "the staged batch differs in size" : "no batch staged");
+        return -EINVAL;
+    }
+    src = c->staged[0].src;
+    memmove(&c->staged[0], &c->staged[1], sizeof(c->staged[0]) * (size_t)(--c->nstaged));
+#pragma omp parallel for schedule(static)
+    for (size_t p = 0; p < pixels; p++)
+        for (int ch = 0; ch < 3; ch++)
+            dst[p * 3 + ch] = ((float)src[p * 3 + ch] - mean[ch]) * inv_std[ch];
+    return 0;
+}
+
+static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
+                         float loss_scale, float *dlogits)
+{
+    double total = 0, *res = _cpu(be)->results;
+    int hit1 = 0, hit5 = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * k;
+        float *dz = dlogits ? dlogits + (size_t)i * k : NULL;
+        int y = labels[i], rank = 0;
+        double mx = z[0], sum = 0, logsum, loss, mean_logp = 0;
+        if (y < 0 || y >= k) { /* counted: the step is void, and the host names it */
+            bad++;
+            if (dz)
+                memset(dz, 0, (size_t)k * sizeof(float));
+            continue;
+        }
+        for (int j = 1; j < k; j++)
+            mx = z[j] > mx ? z[j] : mx;
+        for (int j = 0; j < k; j++)
+            sum += exp((double)z[j] - mx);
+        logsum = mx + log(sum);
+        for (int j = 0; j < k; j++) {
+            mean_logp += (double)z[j] - logsum;
+            if (z[j] > z[y] || (z[j] == z[y] && j < y))
+                rank++;
+        }
+        mean_logp /= k;
+        loss = -(1.0 - smoothing) * ((double)z[y] - logsum) - smoothing * mean_logp;
+        total += loss;
+        hit1 += rank < 1;
+        hit5 += rank < 5;
+        if (dz)
+            for (int j = 0; j < k; j++) {
+                double p = exp((double)z[j] - logsum);
+                double t = (j == y ? 1.0 - smoothing : 0.0) + smoothing / k;
+                dz[j] = (float)((p - t) / n * loss_scale);
+            }
+    }
+    res[DLT_RES_LOSS] += total;
+    res[DLT_RES_TOP1] += hit1;
+    res[DLT_RES_TOP5] += hit5;
+    res[DLT_RES_BAD_LABELS] += bad;
+    return 0;
+}
+
+static int _results_reset(dlt_backend *be)
+{
+    memset(_cpu(be)->results, 0, sizeof(_cpu(be)->results));
+    return 0;
+}
+
+static int _results_put(dlt_backend *be, int slot, double value)
+{
+    int rc;
+    if ((rc = dlt_results_slot_check(slot, be->err, be->errlen)) != 0)
+        return rc;
+    _cpu(be)->results[slot] = value;
+    return 0;
+}
+
+static int _results_read(dlt_backend *be, double *host)
+{
+    memcpy(host, _cpu(be)->results, sizeof(_cpu(be)->results));
+    return 0;
+}
+
+static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
+{
+    double v = 0;
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        v += (double)x[i] * (double)((i % 7) + 1);
+    *sum = v;
+    return 0;
+}
+
+static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs)
+{
+    cpu_backend *c = _cpu(be);
+    int rc = dlt_param_segments_check(segs, nsegs, n, be->err, be->errlen);
+    if (rc)
+        return rc;
+    free(c->segs);
+    if (!(c->segs = malloc((size_t)(nsegs ? nsegs : 1) * sizeof(*segs)))) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(c->segs, segs, (size_t)nsegs * sizeof(*segs));
+    c->nsegs = nsegs;
+    c->params = params;
+    c->nparams = n;
+    return 0;
+}
+
+static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float lr, float mu, float wd,
+                     float wd_no_decay, float grad_scale)
+{
+    cpu_backend *c = _cpu(be);
+    if (w != c->params) {
+        snprintf(be->err, be->errlen, "sgd_step on a buffer sgd_plan did not name");
+        return -EINVAL;
+    }
+    if (dlt_results_skip(c->results))
+        return 0;
+    for (int s = 0; s < c->nsegs; s++) {
+        size_t lo = c->segs[s].off, hi = lo + c->segs[s].len;
+        float dk = c->segs[s].no_decay ? wd_no_decay : wd;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = lo; i < hi; i++) {
+            float d = g[i] * grad_scale + dk * w[i];
+            v[i] = mu * v[i] + d;
+            w[i] -= lr * v[i];
+        }
+    }
+    return dlt_cpu_params_loaded(be); /* the blocked copies of the convolutions' weights */
+}
+
+static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
+{
+    /* y[n,k] = x[n,c] W[k,c]^T + b */
+    for (int i = 0; i < n; i++)
+        memcpy(y + (size_t)i * k, b, (size_t)k * sizeof(float));
+    return dlt_backend_cpu_gemm(be, 0, 1, n, k, c, 1.f, x, c, w, c, 1.f, y, k);
+}
+
+static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                   int n, int c, int k)
+{
+    /* dW[k,c] = dy^T x; db = sum_n dy; dx[n,c] = dy W */
+    int rc = dlt_backend_cpu_gemm(be, 1, 0, k, c, n, 1.f, dy, k, x, c, 0.f, dw, c);
+    for (int j = 0; j < k; j++) {
+        float s = 0.f;
+        for (int i = 0; i < n; i++)
+            s += dy[(size_t)i * k + j];
+        db[j] = s;
+    }
+    return rc ? rc : dlt_backend_cpu_gemm(be, 0, 0, n, c, k, 1.f, dy, k, w, c, 0.f, dx, c);
+}
+
+static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *bm, const float *bv, int c,
+                            float momentum, float unbias)
+{
+    (void)be;
+    for (int i = 0; i < c; i++) {
+        rm[i] = (1.f - momentum) * rm[i] + momentum * bm[i];
+        rv[i] = (1.f - momentum) * rv[i] + momentum * bv[i] * unbias;
+    }
+    return 0;
+}
+
+static int _count_nonfinite(dlt_backend *be, const float *x, size_t n)
+{
+    size_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad)
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    _cpu(be)->results[DLT_RES_NONFINITE] += (double)bad;
+    return 0;
+}
+
+void dlt_cpu_loop_ops(dlt_backend_ops *ops)
+{
+    ops->add_relu = _add_relu;
+    ops->relu_bwd = _relu_bwd;
+    ops->accumulate = _accumulate;
+    ops->avgpool_fwd = _avgpool_fwd;
+    ops->avgpool_bwd = _avgpool_bwd;
+    ops->input_stage = _input_stage;
+    ops->normalize_input = _normalize_input;
+    ops->softmax_xent = _softmax_xent;
+    ops->results_reset = _results_reset;
+    ops->results_put = _results_put;
+    ops->results_read = _results_read;
+    ops->checksum = _checksum;
+    ops->count_nonfinite = _count_nonfinite;
+    ops->sgd_plan = _sgd_plan;
+    ops->sgd_step = _sgd_step;
+    ops->fc_fwd = _fc_fwd;
+    ops->fc_bwd = _fc_bwd;
+    ops->bn_stats_update = _bn_stats_update;
+}

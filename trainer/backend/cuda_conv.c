@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cuda_conv: the CUDA backend's convolutions. cuDNN NHWC convolutions with the fastest algorithms
+ * found once per geometry (cached across the layers that share it; by cuDNN's heuristics under
+ * --deterministic) in one shared workspace; filters read in place from the float parameter buffer
+ * (fp32/tf32) or its low-precision twin; the 3-channel image input padded to 4 channels. */
+#include "config.h"
+
+#include <cudnn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/backend/cuda_internal.h"
+#include "trainer/backend/cuda_kernels.h"
+
+/* Fastest successful algorithm within the workspace limit from cuDNN's measured list. */
+#define PICK(results, count, limit, out, math, mem)                                                           \
+    do {                                                                                                      \
+        int found_ = 0;                                                                                       \
+        for (int i_ = 0; i_ < (count) && !found_; i_++)                                                       \
+            if (dlt_cudnn_ok((results)[i_].status) && (results)[i_].memory <= (limit) &&                       \
+                (!c->cfg.deterministic || (results)[i_].determinism == CUDNN_DETERMINISTIC)) {                   \
+                (out) = (results)[i_].algo;                                                                   \
+                (math) = (results)[i_].mathType;                                                              \
+                (mem) = (results)[i_].memory;                                                                 \
+                found_ = 1;                                                                                   \
+            }                                                                                                 \
+        if (!found_) {                                                                                        \
+            snprintf(be->err, be->errlen, "cuDNN found no %s%s algorithm for this convolution within "   \
+                     "%zu MiB of workspace", c->cfg.deterministic ? "deterministic " : "", #out,              \
+                     (size_t)(limit) >> 20);                                                                  \
+            return -ENOTSUP;                                                                                  \
+        }                                                                                                     \
+    } while (0)
+
+/* A convolution descriptor of op's geometry with the given math type. */
+static int _conv_descriptor(dlt_backend *be, const dlt_op *op, cudnnMathType_t math, cudnnConvolutionDescriptor_t *d)
+{
+    const dlt_conv_shape *s = &op->cs;
+    DNN_TRY(be, cudnnCreateConvolutionDescriptor(d));
+    DNN_TRY(be, cudnnSetConvolution2dDescriptor(*d, s->pad, s->pad, s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    DNN_TRY(be, cudnnSetConvolutionMathType(*d, math));
+    return 0;
+}
+
+/* One descriptor per direction, each with the math type its algorithm was timed with. */
+static int _direction_descriptors(dlt_backend *be, dlt_op *op)
+{
+    const algo_entry *e = op->algo;
+    int rc;
+    if ((rc = _conv_descriptor(be, op, e->fwd_math, &op->conv_fwd)) != 0 ||
+        (rc = _conv_descriptor(be, op, e->bwd_filter_math, &op->conv_bwd_filter)) != 0)
+        return rc;
+    return e->bwd_data_ok ? _conv_descriptor(be, op, e->bwd_data_math, &op->conv_bwd_data) : 0;
+}
+
+/* cudnnFind* for the three directions of op's geometry into e. */
+static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
+{
+    cuda_backend *c = _cu(be);
+    cudnnConvolutionFwdAlgoPerf_t fr[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t dr[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t wr[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int nf = 0, nd = 0, nw = 0;
+    size_t mf = 0, md = 0, mw = 0;
+    if (c->cfg.deterministic) {
+        /* --deterministic: cuDNN's heuristics rank the candidates without timing them, so every
+         * process of the same GPU, cuDNN and shape picks the same algorithms (cudnnFind's timing
+         * can differ between two runs and with it the bits). PyTorch likewise uses the _v7
+         * heuristics unless benchmark mode is on (aten/src/ATen/native/cudnn/Conv_v7.cpp,
+         * findAlgorithms with benchmark false); PICK keeps the deterministic ones. */
+        DNN_TRY(be, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+        if (op->cs.c == 3 ||
+            !dlt_cudnn_ok(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
+            nd = 0;
+        DNN_TRY(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+    } else {
+        /* cuDNN times each candidate on scratch buffers of its own. */
+        DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+        /* The stem's data gradient is never computed (the images need none): no search for it. */
+        if (op->cs.c == 3 ||
+            !dlt_cudnn_ok(cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
+                                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
+            nd = 0;
+        DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+    }
+    PICK(fr, nf, c->ws_limit, e->fwd, e->fwd_math, mf);
+    PICK(wr, nw, c->ws_limit, e->bwd_filter, e->bwd_filter_math, mw);
+    for (int i = 0; i < nd && !e->bwd_data_ok; i++)
+        if (dlt_cudnn_ok(dr[i].status) && dr[i].memory <= c->ws_limit &&
+            (!c->cfg.deterministic || dr[i].determinism == CUDNN_DETERMINISTIC)) {
+            e->bwd_data = dr[i].algo;
+            e->bwd_data_math = dr[i].mathType;
+            md = dr[i].memory;
+            e->bwd_data_ok = 1;
+        }
+    e->ws = mf > md ? mf : md;
+    e->ws = mw > e->ws ? mw : e->ws;
+    return 0;
+}
+
+/* The workspace the chosen algorithms need with their own descriptors (heuristic results carry an
+ * estimate; PyTorch asks cudnnGet*WorkspaceSize for an algorithm it did not time, too). */
+static int _exact_ws(dlt_backend *be, const dlt_op *op, algo_entry *e)
+{
+    cuda_backend *c = _cu(be);
+    size_t f = 0, d = 0, w = 0;
+    DNN_TRY(be, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, op->xd, op->wd, op->conv_fwd, op->yd, e->fwd, &f));
+    if (e->bwd_data_ok)
+        DNN_TRY(be, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd,
+                                                                 e->bwd_data, &d));
+    DNN_TRY(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd,
+                                                               e->bwd_filter, &w));
+    f = f > d ? f : d;
+    f = f > w ? f : w;
+    e->ws = f > e->ws ? f : e->ws;
+    return 0;
+}
+
+/* The algorithms of op's geometry: from the cache, or searched and cached. */
+static int _find_algos(dlt_backend *be, dlt_op *op)
+{
+    cuda_backend *c = _cu(be);
+    algo_entry *e;
+    int rc;
+    for (e = c->algos; e; e = e->next)
+        if (!memcmp(&e->s, &op->cs, sizeof(op->cs))) {
+            op->algo = e;
+            return _direction_descriptors(be, op);
+        }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    e->s = op->cs;
+    op->algo = e;
+    if (c->searched == 0)
+        dlt_progress_start(&c->search, stderr, !c->cfg.progress, "cuDNN algorithm search:", "convolution shapes", 0);
+    dlt_progress_plain(&c->search);
+    rc = _search_algos(be, op, e);
+    dlt_progress_update(&c->search, ++c->searched);
+    if (rc != 0) {
+        free(e); /* not cached: a later plan of this shape searches again */
+        op->algo = NULL;
+        return rc;
+    }
+    e->next = c->algos;
+    c->algos = e;
+    if ((rc = _direction_descriptors(be, op)) != 0 || (c->cfg.deterministic && (rc = _exact_ws(be, op, e)) != 0))
+        return rc;
+    return dlt_cu_workspace(be, e->ws);
+}
+
+static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
+{
+    cuda_backend *c = _cu(be);
+    dlt_op *op = calloc(1, sizeof(*op));
+    int n, ch, h, w, rc;
+    size_t wn;
+    *out = op;
+    if (!op) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    op->cs = *s;
+    /* Tensor-core NHWC kernels want channel counts that are multiples of 4 or 8: the 3-channel
+     * image input is padded to 4 (a zero channel, zero weights), as the MLPerf ResNet-50 GPU
+     * implementations do. The padding lives here only; checkpoints keep 3 channels. */
+    op->cp = s->c == 3 && c->stem_pad ? 4 : s->c;
+    wn = (size_t)s->k * op->cp * s->r * s->s;
+    if ((rc = dlt_cu_nhwc(be, &op->xd, s->n, op->cp, s->h, s->w)) != 0 || (rc = dlt_cu_nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
+        return rc;
+    /* An NHWC filter descriptor is KRSC: in fp32/tf32 cuDNN reads the float parameter buffer
+     * itself, in fp16/bf16 its twin. */
+    DNN_TRY(be, cudnnCreateFilterDescriptor(&op->wd));
+    DNN_TRY(be, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k, op->cp, s->r, s->s));
+    if ((rc = _conv_descriptor(be, op, c->math, &op->conv)) != 0)
+        return rc;
+    if (op->cp != s->c) {
+        CUDA_TRY(be, cudaMalloc(&op->x_pad, (size_t)s->n * s->h * s->w * op->cp * _dt_size(c->dt)));
+        /* The pad channel's weights stay zero: the optimizer and params_loaded write channels
+         * 0..2 only. Queued on the compute stream, so ordered before every later writer. */
+        CUDA_TRY(be, cudaMalloc(&op->w_pad, wn * _dt_size(c->dt)));
+        CUDA_TRY(be, cudaMemsetAsync(op->w_pad, 0, wn * _dt_size(c->dt), c->s));
+    }
+    DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
+    if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
+        snprintf(be->err, be->errlen, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
+                 s->n, s->k, s->oh, s->ow);
+        return -EINVAL;
+    }
+    /* The shared filter-gradient scratch grows at planning time only, like the workspace. */
+    if ((c->dt != DLT_DT_F32 || op->cp != s->c) &&
+        (rc = _grow(be, &c->dw_scratch, NULL, &c->dw_scratch_size, wn * _dt_size(c->dt), c->s)) != 0)
+        return rc;
+    return _find_algos(be, op);
+}
+
+/* Filters read in place inside the parameter buffer (or its twin) must be as aligned as the
+ * buffers cudnnFind timed the algorithms on: cuDNN 9 refuses misaligned pointers for some
+ * (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER), and PyTorch keys its cuDNN plans on alignment
+ * (aten/src/ATen/native/cudnn/Conv_v8.cpp). Every offset of a model whose base width 64 x --width
+ * is a multiple of 8 is 16-byte aligned. */
+static int _filter_aligned(dlt_backend *be, const dlt_op *op)
+{
+    if ((uintptr_t)op->w % 16 == 0)
+        return 0;
+    snprintf(be->err, be->errlen, "convolution weights %d->%d %dx%d lie at an address not 16-byte aligned in the "
+             "parameter buffer (the model's --width makes 64 x width channels not a multiple of 8): choose a width "
+             "giving a multiple of 8 (0.125, 0.25, 0.5, 1, ...)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+    return -EINVAL;
+}
+
+static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_conv_shape *s = &op->cs;
+    size_t wn = (size_t)s->k * s->r * s->s * s->c, off;
+    int rc;
+    if (c->dt == DLT_DT_F32 && op->cp == s->c) {
+        op->w = w; /* float KRSC, read in place: no copy to keep up to date */
+        op->w_gen = 0;
+        return _filter_aligned(be, op);
+    }
+    if ((rc = dlt_cu_param_offset(be, w, wn, "convolution weights", &off)) != 0)
+        return rc;
+    op->w_gen = c->plan_gen;
+    if (op->cp == s->c) {
+        op->w = (const char *)c->twin + off * _dt_size(c->dt);
+        return _filter_aligned(be, op);
+    }
+    if (c->stem_op && c->stem_op != op) {
+        snprintf(be->err, be->errlen, "a second convolution with a padded 3-channel input (the optimizer keeps one "
+                 "padded stem; run with --stem-pad off)");
+        return -ENOTSUP;
+    }
+    c->stem_op = op;
+    c->stem_lo = off;
+    c->stem_hi = off + wn;
+    op->w = op->w_pad;
+    return 0;
+}
+
+static int _conv_weights_ok(dlt_backend *be, const dlt_op *op)
+{
+    if (!op->w) {
+        snprintf(be->err, be->errlen, "convolution %d->%d %dx%d run before conv_bind_weights", op->cs.c, op->cs.k,
+                 op->cs.r, op->cs.s);
+        return -EINVAL;
+    }
+    if (op->w_gen && op->w_gen != _cu(be)->plan_gen) {
+        snprintf(be->err, be->errlen, "convolution %d->%d %dx%d: its weights were bound before the last sgd_plan "
+                 "(bind them again)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    if ((rc = _conv_weights_ok(be, op)) != 0)
+        return rc;
+    if (op->x_pad) {
+        const dlt_conv_shape *s = &op->cs;
+        KERNEL_TRY(be, dlt_k_pad_channels(x, op->x_pad, c->dt, (size_t)s->n * s->h * s->w, s->c, op->cp,
+                                          (dlt_stream)c->s));
+        x = op->x_pad;
+    }
+    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd, op->algo->fwd, c->ws,
+                                        c->ws_size, &g_zero, op->yd, y));
+    return 0;
+}
+
+static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    cuda_backend *c = _cu(be);
+    int rc;
+    if (op->x_pad) {
+        snprintf(be->err, be->errlen, "the padded stem convolution has no data gradient (the images need none)");
+        return -ENOTSUP;
+    }
+    if (!op->algo->bwd_data_ok) {
+        snprintf(be->err, be->errlen, "cuDNN has no backward-data algorithm for this convolution (%d->%d "
+                 "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+        return -ENOTSUP;
+    }
+    if ((rc = _conv_weights_ok(be, op)) != 0)
+        return rc;
+    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
+                                             op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
+    return 0;
+}
+
+/* dw is KRSC float like the weights: cuDNN writes it directly in fp32/tf32; otherwise it writes
+ * its own type (and the stem's 4 channels) into the scratch, and one contiguous cast (or
+ * cast-and-unpad) makes the float gradient: no re-layout. */
+static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_conv_shape *s = &op->cs;
+    const int direct = c->dt == DLT_DT_F32 && op->cp == s->c;
+    size_t pixels = (size_t)s->k * s->r * s->s;
+    if (op->x_pad)
+        x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
+    DNN_TRY(be, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
+                                               op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd,
+                                               direct ? (void *)dw : c->dw_scratch));
+    if (direct)
+        return 0;
+    if (op->cp == s->c)
+        KERNEL_TRY(be, dlt_k_cast_to_f32(c->dw_scratch, c->dt, dw, pixels * s->c, (dlt_stream)c->s));
+    else
+        KERNEL_TRY(be, dlt_k_unpad_to_f32(c->dw_scratch, c->dt, dw, pixels, op->cp, s->c, (dlt_stream)c->s));
+    return 0;
+}
+
+void dlt_cu_conv_ops(dlt_backend_ops *ops)
+{
+    ops->conv_plan = _conv_plan;
+    ops->conv_bind_weights = _conv_bind_weights;
+    ops->conv_fwd = _conv_fwd;
+    ops->conv_bwd_data = _conv_bwd_data;
+    ops->conv_bwd_weights = _conv_bwd_weights;
+}
