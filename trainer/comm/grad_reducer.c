@@ -78,8 +78,9 @@ static int _host_finish(dlt_grad_reducer *r)
     return be->ops->upload(be, r->grads, r->host, bytes);
 }
 
-static const dlt_grad_reducer_ops g_none = {"none", _none_ready, _none_done, _none_finish, _none_agree, NULL};
-static const dlt_grad_reducer_ops g_host = {"host", _none_ready, _none_done, _host_finish, _host_agree,
+/* Nothing to reduce records trivially; the host path copies through host memory (a download waits). */
+static const dlt_grad_reducer_ops g_none = {"none", 1, _none_ready, _none_done, _none_finish, _none_agree, NULL};
+static const dlt_grad_reducer_ops g_host = {"host", 0, _none_ready, _none_done, _host_finish, _host_agree,
                                             _host_destroy};
 
 int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
@@ -123,6 +124,11 @@ void dlt_grad_reducer_destroy(dlt_grad_reducer *r)
     if (r->ops->destroy)
         r->ops->destroy(r);
     free(r);
+}
+
+int dlt_grad_reducer_capturable(const dlt_grad_reducer *r)
+{
+    return r->ops->capturable;
 }
 
 static int _listener_ready(void *arg, size_t lo)

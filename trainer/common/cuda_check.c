@@ -49,9 +49,8 @@ int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
     return 0;
 }
 
-/* Polls a stream (event NULL) or an event until done, asking check between polls. */
-static int _poll(cudaStream_t stream, cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg,
-                 char *err, size_t errlen)
+/* Polls a stream (event NULL) or an event until done, asking peers between polls. */
+static int _poll(cudaStream_t stream, cudaEvent_t event, const dlt_peer_check *peers, char *err, size_t errlen)
 {
     for (unsigned spin = 0;; spin++) {
         cudaError_t e = event ? cudaEventQuery(event) : cudaStreamQuery(stream);
@@ -62,7 +61,7 @@ static int _poll(cudaStream_t stream, cudaEvent_t event, int (*check)(void *arg,
             return -EIO;
         }
         (void)cudaGetLastError(); /* "not ready" is not an error: do not leave it for the next launch */
-        if (check && check(arg, err, errlen) != 0)
+        if (dlt_peer_lost(peers, err, errlen) != 0)
             return -EIO;
         if (spin < 64) {
             sched_yield();
@@ -73,14 +72,12 @@ static int _poll(cudaStream_t stream, cudaEvent_t event, int (*check)(void *arg,
     }
 }
 
-int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
-                         char *err, size_t errlen)
+int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, char *err, size_t errlen)
 {
-    return _poll(stream, NULL, check, arg, err, errlen);
+    return _poll(stream, NULL, peers, err, errlen);
 }
 
-int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
-                        size_t errlen)
+int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, char *err, size_t errlen)
 {
-    return _poll(NULL, event, check, arg, err, errlen);
+    return _poll(NULL, event, peers, err, errlen);
 }
