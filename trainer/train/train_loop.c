@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +14,6 @@
 #include <unistd.h>
 
 #include "trainer/common/clock.h"
-#include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
