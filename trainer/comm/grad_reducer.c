@@ -97,24 +97,27 @@ int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_confi
     r->n = n;
     r->divisor = comm->size;
     r->ops = &g_none;
+    (void)cfg;
     if (!be->host_memory && comm->ops->nccl) {
 #ifdef DLT_HAVE_CUDA_BACKEND
-        rc = dlt_grad_reducer_nccl_create(r, cfg, err, errlen);
+        if ((rc = dlt_grad_reducer_nccl_create(r, cfg, err, errlen)) != 0) /* a partial path: undone below */
+            goto fail;
 #else
         rc = dlt_fail(err, errlen, -ENOTSUP, "NCCL gradient reduction needs the CUDA backend");
+        goto fail;
 #endif
     } else if (comm->size > 1) {
         r->ops = &g_host;
-        if (!be->host_memory && !(r->host = malloc(n * sizeof(float))))
+        if (!be->host_memory && !(r->host = malloc(n * sizeof(float)))) {
             rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the gradient staging buffer");
-    }
-    (void)cfg;
-    if (rc) {
-        dlt_grad_reducer_destroy(r);
-        return rc;
+            goto fail;
+        }
     }
     *out = r;
     return 0;
+fail:
+    dlt_grad_reducer_destroy(r);
+    return rc;
 }
 
 void dlt_grad_reducer_destroy(dlt_grad_reducer *r)
