@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "trainer/comm/comm.h"
+#include "trainer/common/status.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
 
@@ -81,8 +82,11 @@ static void _comm_destroy(dlt_comm *c)
 
 static void _abort(dlt_comm *c, int code)
 {
-    (void)c, (void)code;
+    (void)code;
     _note('A'); /* the real ones end the process here: nothing after this point runs */
+    /* A communicator may say something of its own as it ends (into its sink, the run's buffer):
+     * the run's first failure is still what the command is left with. */
+    snprintf(c->err, c->errlen, "the communicator was aborted");
 }
 
 static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL};
@@ -190,13 +194,34 @@ static void test_failed_run_releases_graph_before_abort(void **state)
     assert_int_equal(system(cmd), 0);
     printf("# run: rc %d, err \"%s\", recorded \"%s\" (R graph release, A abort, D backend destroy)\n", rc, err, g.seq);
     assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(err, "injected optimizer failure"));
+    assert_non_null(strstr(err, "injected optimizer failure")); /* the first failure, not the abort's words */
     /* The abort happened, and the recording was dropped before it (the backend's destroy, the
      * only other place a graph goes, comes after the abort: on a real communicator, never). */
     assert_non_null(strchr(g.seq, 'A'));
     if (!strchr(g.seq, 'R') || strchr(g.seq, 'R') > strchr(g.seq, 'A'))
         fail_msg("the communicator was aborted with the recorded step alive (calls: \"%s\"): NCCL's abort waits for "
                  "every graph holding the communicator", g.seq);
+}
+
+/* The first failure is kept: a later one (a second symptom, a failing cleanup) is ignored, and a
+ * callee's message is taken from its sink even when that sink is the status's own text. */
+static void test_status_keeps_first_failure(void **state)
+{
+    dlt_status st = {0};
+    char sink[64];
+    (void)state;
+    snprintf(sink, sizeof(sink), "device lost");
+    assert_int_equal(dlt_status_take(&st, -EIO, sink, "step %d", 3), -EIO);
+    assert_string_equal(st.msg, "step 3: device lost");
+    snprintf(sink, sizeof(sink), "second symptom");
+    assert_int_equal(dlt_status_take(&st, -ENOMEM, sink, "cleanup"), -EIO);
+    assert_int_equal(dlt_status_fail(&st, -EINVAL, "later"), -EIO);
+    assert_string_equal(st.msg, "step 3: device lost");
+    memset(&st, 0, sizeof(st));
+    assert_int_equal(dlt_status_fail(&st, 0, "not a failure"), 0); /* 0 records nothing */
+    snprintf(st.msg, sizeof(st.msg), "said here");
+    assert_int_equal(dlt_status_take(&st, -EPROTO, st.msg, "context"), -EPROTO);
+    assert_string_equal(st.msg, "context: said here");
 }
 
 /* A step that fails while it is being recorded (--cuda-graphs, the second step) drops the partial
@@ -389,6 +414,7 @@ static void test_watchdog_exits_when_abort_blocks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_keeps_first_failure),
         cmocka_unit_test(test_failed_run_releases_graph_before_abort),
         cmocka_unit_test(test_failed_capture_is_dropped),
         cmocka_unit_test(test_replica_check_tells_bit_identity),

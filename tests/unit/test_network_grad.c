@@ -149,11 +149,109 @@ static void test_resnet50_gradients(void **state)
     _check("resnet50", 0.25f, "layer4.2.bn3.");
 }
 
+/* ---- batch-norm state behind the network's verbs: a training forward moves the running
+ * statistics and batch counts; restore puts back what save kept; adopt takes what share leaves
+ * (rank 0's, in a run) and restore gives this rank's own back; a replayed step counts its
+ * batches. Read through dlt_net_state_host, as checkpoints read it. */
+
+static int _share_half(void *arg, void *buf, size_t bytes)
+{
+    (void)arg;
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+        ((float *)buf)[i] = 0.5f;
+    return 0;
+}
+
+/* Every running statistic and batch count, in state-dict order; returns how many floats. */
+static size_t _bn_state(dlt_net *net, float *stats, int64_t *counts)
+{
+    size_t nf = 0, nc = 0;
+    assert_int_equal(dlt_net_download(net), 0);
+    for (int i = 0; i < net->model.nentries; i++) {
+        const dlt_state_entry *e = &net->model.entries[i];
+        if (e->is_param)
+            continue;
+        if (e->is_counter)
+            memcpy(&counts[nc++], dlt_net_state_host(net, e), sizeof(int64_t));
+        else {
+            memcpy(stats + nf, dlt_net_state_host(net, e), e->len * sizeof(float));
+            nf += e->len;
+        }
+    }
+    return nf;
+}
+
+static void test_bn_state_verbs(void **state)
+{
+    dlt_backend *be;
+    dlt_net net;
+    dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = 5, .batch = 4};
+    dlt_synthetic syn;
+    uint8_t img[4 * 32 * 32 * 3];
+    int32_t labels[4];
+    char err[512];
+    const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
+    float *a, *b;
+    int64_t ca[64], cb[64];
+    size_t n;
+    int nbn;
+    (void)state;
+    assert_int_equal(dlt_model_parse_arch("resnet18", &cfg, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_net_create(&net, &cfg, be, err, sizeof(err)), 0);
+    nbn = net.model.nbn;
+    assert_true(nbn > 0 && nbn <= 64);
+    dlt_net_init_params(&net, 7, 0);
+    assert_int_equal(dlt_net_upload(&net), 0);
+    assert_int_equal(dlt_synthetic_init(&syn, 32, 5, 16, 3, 3, 1, 0, 1), 0);
+    assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 4, img, labels), 0);
+    assert_int_equal(be->ops->input_stage(be, img, 4 * 32 * 32), 0);
+    assert_int_equal(be->ops->normalize_input(be, dlt_net_input(&net), 4 * 32 * 32, mean, inv), 0);
+    a = calloc(net.model.nstats + 1, sizeof(float));
+    b = calloc(net.model.nstats + 1, sizeof(float));
+    assert_true(a && b);
+    n = _bn_state(&net, a, ca);
+    assert_true(n > 0);
+    /* save, a training forward moves the state, restore undoes it exactly */
+    assert_int_equal(dlt_net_bn_save(&net), 0);
+    assert_int_equal(dlt_net_forward(&net, 1), 0);
+    _bn_state(&net, b, cb);
+    assert_memory_not_equal(a, b, n * sizeof(float));
+    for (int i = 0; i < nbn; i++)
+        assert_int_equal(cb[i], ca[i] + 1);
+    assert_int_equal(dlt_net_bn_restore(&net), 0);
+    _bn_state(&net, b, cb);
+    assert_memory_equal(a, b, n * sizeof(float));
+    assert_memory_equal(ca, cb, (size_t)nbn * sizeof(int64_t));
+    /* adopt: the shared statistics in place of this rank's, which restore gives back */
+    assert_int_equal(dlt_net_forward(&net, 1), 0);
+    _bn_state(&net, a, ca);
+    assert_int_equal(dlt_net_bn_adopt(&net, _share_half, NULL), 0);
+    _bn_state(&net, b, cb);
+    for (size_t i = 0; i < n; i++)
+        assert_true(b[i] == 0.5f);
+    assert_int_equal(dlt_net_bn_restore(&net), 0);
+    _bn_state(&net, b, cb);
+    assert_memory_equal(a, b, n * sizeof(float));
+    assert_memory_equal(ca, cb, (size_t)nbn * sizeof(int64_t));
+    /* a replayed step: its batches counted on the host */
+    dlt_net_bn_replayed(&net);
+    _bn_state(&net, b, cb);
+    for (int i = 0; i < nbn; i++)
+        assert_int_equal(cb[i], ca[i] + 1);
+    free(a);
+    free(b);
+    dlt_synthetic_free(&syn);
+    dlt_net_destroy(&net);
+    be->ops->destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet18_gradients),
         cmocka_unit_test(test_resnet50_gradients),
+        cmocka_unit_test(test_bn_state_verbs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

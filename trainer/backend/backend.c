@@ -10,6 +10,7 @@
 
 #ifdef DLT_HAVE_CUDA_BACKEND
 #include "trainer/backend/cuda_backend.h"
+#include "trainer/backend/cuda_kernels.h"
 #include "trainer/common/cuda_check.h"
 #endif
 
@@ -53,6 +54,30 @@ int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n,
     }
     return 0;
 }
+
+dlt_precision dlt_backend_lowp(const dlt_backend *be)
+{
+    if (be->act_size == 2 && (be->precision == DLT_PREC_FP16 || be->precision == DLT_PREC_BF16))
+        return be->precision;
+    return DLT_PREC_FP32;
+}
+
+#ifdef DLT_HAVE_CUDA_BACKEND
+static dlt_dt _lowp_dt(const dlt_backend *be)
+{
+    return dlt_backend_lowp(be) == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;
+}
+
+int dlt_cuda_grads_to_lowp(const dlt_backend *be, const float *src, void *dst, size_t n, float mul, void *stream)
+{
+    return dlt_k_cast_scaled_from_f32(src, dst, _lowp_dt(be), n, mul, (dlt_stream)stream);
+}
+
+int dlt_cuda_grads_from_lowp(const dlt_backend *be, const void *src, float *dst, size_t n, void *stream)
+{
+    return dlt_k_cast_to_f32(src, _lowp_dt(be), dst, n, (dlt_stream)stream);
+}
+#endif
 
 int dlt_backend_cuda_available(void)
 {

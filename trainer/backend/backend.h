@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/common/peer_check.h"
+
 /* fp32; bf16 / fp16 mixed precision (float master weights); tf32: fp32 tensors, TF32 tensor-core
  * math (Ampere and newer GPUs). */
 typedef enum { DLT_PREC_FP32 = 0, DLT_PREC_BF16 = 1, DLT_PREC_FP16 = 2, DLT_PREC_TF32 = 3 } dlt_precision;
@@ -236,10 +238,6 @@ typedef struct {
     void (*release)(dlt_backend *be);
 } dlt_graph_ops;
 
-/* While the backend waits for its device it asks this, between polls, whether a peer failed
- * (the comm layer installs NCCL's asynchronous error check); nonzero ends the wait with err. */
-typedef int (*dlt_peer_check)(void *arg, char *err, size_t errlen);
-
 struct dlt_backend {
     const dlt_backend_ops *ops;
     const dlt_graph_ops *graphs; /* NULL: no CUDA graphs */
@@ -249,8 +247,9 @@ struct dlt_backend {
     int threads;
     void *stream;     /* CUDA: the cudaStream_t every op is queued on; NULL on the CPU */
     double *results;  /* DLT_RES_COUNT doubles of backend memory (results_reset/put/read) */
-    dlt_peer_check peer_check;
-    void *peer_check_arg;
+    /* Asked between the polls of every wait for the device: a lost peer ends the wait with err.
+     * The communicator's (dlt_comm.peers), which dlt_run_open lends; NULL: none. */
+    const dlt_peer_check *peers;
     /* The error sink: the buffer given to dlt_backend_create, which receives every op's error
      * for the backend's life (one error channel from the ops up to the command). */
     char *err;
@@ -285,6 +284,10 @@ int dlt_backend_gpu_id(int device, char *out, size_t outlen);
 int dlt_backend_is_gpu(const dlt_backend_config *cfg);
 /* 1 when this build has the CUDA backend and the CUDA runtime sees a GPU. */
 int dlt_backend_cuda_available(void);
+
+/* The 16-bit type of be's tensors (DLT_PREC_FP16 or DLT_PREC_BF16), or DLT_PREC_FP32 when they are
+ * 32-bit: the type a reduction in the run's low precision (--allreduce-lowp) uses. */
+dlt_precision dlt_backend_lowp(const dlt_backend *be);
 
 int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, size_t errlen);
 /* Row-major C[m,n] = alpha * op(A) op(B) + beta * C on host floats (the CPU backend's FC layer). */

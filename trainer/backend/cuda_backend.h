@@ -11,4 +11,10 @@
 
 int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
 
+/* The low-precision gradient copy of the NCCL reduction (--allreduce-lowp), in be's 16-bit type
+ * (dlt_backend_lowp): src times mul cast into dst, and back to float, queued on stream (a
+ * cudaStream_t). Return the launch's cudaError_t (0: queued). */
+int dlt_cuda_grads_to_lowp(const dlt_backend *be, const float *src, void *dst, size_t n, float mul, void *stream);
+int dlt_cuda_grads_from_lowp(const dlt_backend *be, const void *src, float *dst, size_t n, void *stream);
+
 #endif

@@ -28,7 +28,7 @@
 
 int dlt_cu_wait(dlt_backend *be, cudaStream_t st)
 {
-    int rc = dlt_cuda_stream_wait(st, be->peer_check, be->peer_check_arg, be->err, be->errlen);
+    int rc = dlt_cuda_stream_wait(st, be->peers, be->err, be->errlen);
     if (rc == 0)
         _cu(be)->put_pending = 0; /* every queued copy ran */
     return rc;

@@ -155,7 +155,7 @@ static inline size_t _dt_size(dlt_dt dt)
 /* dlt_cuda_grow with the backend's peer check and error sink. */
 static inline int _grow(dlt_backend *be, void **dev, void **pin, size_t *size, size_t need, cudaStream_t st)
 {
-    return dlt_cuda_grow(dev, pin, size, need, st, be->peer_check, be->peer_check_arg, be->err, be->errlen);
+    return dlt_cuda_grow(dev, pin, size, need, st, be->peers, be->err, be->errlen);
 }
 
 /* cuDNN's and cuBLAS's alpha and beta. */

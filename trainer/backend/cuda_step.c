@@ -126,7 +126,7 @@ static int _stage_labels(dlt_backend *be, const int32_t *labels, int n)
     /* Polled, with the peer check between polls, like every other host wait: a copy queued
      * behind a reduction with a lost peer would otherwise block here for good. */
     if (!c->capturing &&
-        (rc = dlt_cuda_event_wait(c->labels_free, be->peer_check, be->peer_check_arg, be->err, be->errlen)) != 0)
+        (rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err, be->errlen)) != 0)
         return rc;
     memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     return 0;
@@ -343,7 +343,7 @@ static int _capture_begin(dlt_backend *be)
     _graph_reset(be);
     /* The recorded labels copy reads the pinned buffer the host fills during capture and before
      * each replay: no plain copy may still be reading it. */
-    if ((rc = dlt_cuda_event_wait(c->labels_free, be->peer_check, be->peer_check_arg, be->err, be->errlen)) != 0)
+    if ((rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err, be->errlen)) != 0)
         return rc;
     /* Everything queued so far (the input upload) runs before; the recording starts empty. */
     CUDA_TRY(be, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));

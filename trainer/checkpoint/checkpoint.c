@@ -96,11 +96,11 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
         memcpy(x->shape, e->shape, sizeof(e->shape));
         if (e->is_counter) {
             x->dtype = "I64";
-            x->data = &net->bn_batches[e->off];
+            x->data = dlt_net_state_host(net, e);
             x->bytes = 8;
         } else {
             x->dtype = "F32";
-            x->data = (e->is_param ? net->params : net->stats) + e->off;
+            x->data = dlt_net_state_host(net, e);
             x->bytes = e->len * sizeof(float);
         }
     }
@@ -388,10 +388,7 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
     for (int i = 0; i < m->nentries; i++) {
         const dlt_state_entry *e = &m->entries[i];
         const dlt_st_entry *x = dlt_st_find(&mf, e->name);
-        if (e->is_counter)
-            memcpy(&net->bn_batches[e->off], dlt_st_data(&mf, x), 8);
-        else
-            memcpy((e->is_param ? net->params : net->stats) + e->off, dlt_st_data(&mf, x), e->len * sizeof(float));
+        memcpy(dlt_net_state_host(net, e), dlt_st_data(&mf, x), e->is_counter ? 8 : e->len * sizeof(float));
         if (st && e->is_param) {
             char name[96];
             snprintf(name, sizeof(name), "momentum.%s", e->name);
@@ -428,10 +425,7 @@ int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, ch
             const dlt_st_entry *x = dlt_st_find(&f, e->name);
             if (other && !strncmp(e->name, "fc.", 3))
                 continue; /* kept as initialised */
-            if (e->is_counter)
-                memcpy(&net->bn_batches[e->off], dlt_st_data(&f, x), 8);
-            else
-                memcpy((e->is_param ? net->params : net->stats) + e->off, dlt_st_data(&f, x), e->len * sizeof(float));
+            memcpy(dlt_net_state_host(net, e), dlt_st_data(&f, x), e->is_counter ? 8 : e->len * sizeof(float));
         }
         *fc_classes = other;
     }

@@ -331,18 +331,18 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
                                  sizeof(err))) != 0)
             return rc;
     }
-    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len);
-    if (rc == 0 && !strcmp(cmd, "train"))
-        rc = dlt_train_run(&c, comm, err, sizeof(err));
-    else if (rc == 0 && !strcmp(cmd, "eval"))
-        rc = dlt_eval_run(&c, comm, checkpoint, err, sizeof(err));
-    else if (rc == 0)
-        rc = dlt_bench_run(&c, &b, comm, err, sizeof(err));
-    /* One error channel: whatever failed below wrote here; said once, with the rank. */
-    if (rc < 0 && err[0]) /* empty: another rank said it for all */
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len); /* an exit status */
+    if (rc == 0) {
+        int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, err, sizeof(err))
+                  : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, err, sizeof(err))
+                                         : dlt_bench_run(&c, &b, comm, err, sizeof(err));
+        /* The run's first failure, said once, with the rank. */
+        if (run < 0 && err[0]) /* empty: another rank said it for all */
+            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+        rc = dlt_cli_exit_status(run);
+    }
     dlt_cli_finish(px, comm);
-    return rc < 0 ? 1 : rc;
+    return rc;
 }
 
 int dlt_cmd_train(int argc, char **argv)

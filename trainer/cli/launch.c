@@ -12,6 +12,7 @@
 #include "trainer/backend/device_choice.h"
 #include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
+#include "trainer/train/trainer.h"
 
 int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, char *err, size_t errlen)
 {
@@ -147,6 +148,16 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
         return 1;
     }
     return 0;
+}
+
+int dlt_cli_exit_status(int run_status)
+{
+    switch (run_status) {
+    case 0: return 0;
+    case DLT_RUN_PREEMPTED: return DLT_EXIT_PREEMPTED;
+    case DLT_RUN_STOPPED_UNSAVED: return DLT_EXIT_STOPPED_UNSAVED;
+    default: return 1;
+    }
 }
 
 void dlt_cli_finish(dltpmix_ctx *px, dlt_comm *comm)

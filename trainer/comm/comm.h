@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "pmix/dltpmix.h"
+#include "trainer/common/peer_check.h"
 
 typedef enum { DLT_DTYPE_F32 = 0, DLT_DTYPE_F64 = 1, DLT_DTYPE_I64 = 2 } dlt_dtype;
 
@@ -31,6 +32,9 @@ struct dlt_comm {
     const dlt_comm_ops *ops;
     int rank;
     int size;
+    /* Whether a peer is lost, for waits on the device (NCCL's asynchronous error; empty for host
+     * communicators): the communicator's own waits ask it, and the run lends it to the backend. */
+    dlt_peer_check peers;
     /* The error sink given at creation: every collective's error goes there. */
     char *err;
     size_t errlen;

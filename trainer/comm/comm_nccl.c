@@ -35,13 +35,13 @@ static nccl_impl *_impl(dlt_comm *c)
 static int _wait(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
-    return dlt_cuda_stream_wait(m->s, dlt_nccl_peer_check, m->nccl, c->err, c->errlen);
+    return dlt_cuda_stream_wait(m->s, &c->peers, c->err, c->errlen);
 }
 
 static int _room(dlt_comm *c, size_t bytes)
 {
     nccl_impl *m = _impl(c);
-    return dlt_cuda_grow(&m->dbuf, &m->pinned, &m->dcap, bytes, m->s, dlt_nccl_peer_check, m->nccl, c->err, c->errlen);
+    return dlt_cuda_grow(&m->dbuf, &m->pinned, &m->dcap, bytes, m->s, &c->peers, c->err, c->errlen);
 }
 
 static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
@@ -149,6 +149,7 @@ int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char 
         return dlt_fail(err, errlen, -EIO, "NCCL bootstrap over PMIx failed: %s", dltpmix_error(px));
     }
     m->nccl = (ncclComm_t)nc;
+    c->peers = (dlt_peer_check){dlt_nccl_peer_check, m->nccl};
     *out = c;
     return 0;
 }

@@ -78,8 +78,9 @@ static int _host_finish(dlt_grad_reducer *r)
     return be->ops->upload(be, r->grads, r->host, bytes);
 }
 
-static const dlt_grad_reducer_ops g_none = {"none", _none_ready, _none_done, _none_finish, _none_agree, NULL};
-static const dlt_grad_reducer_ops g_host = {"host", _none_ready, _none_done, _host_finish, _host_agree,
+/* Nothing to reduce records trivially; the host path copies through host memory (a download waits). */
+static const dlt_grad_reducer_ops g_none = {"none", 1, _none_ready, _none_done, _none_finish, _none_agree, NULL};
+static const dlt_grad_reducer_ops g_host = {"host", 0, _none_ready, _none_done, _host_finish, _host_agree,
                                             _host_destroy};
 
 int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
@@ -96,24 +97,27 @@ int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_confi
     r->n = n;
     r->divisor = comm->size;
     r->ops = &g_none;
+    (void)cfg;
     if (!be->host_memory && comm->ops->nccl) {
 #ifdef DLT_HAVE_CUDA_BACKEND
-        rc = dlt_grad_reducer_nccl_create(r, cfg, err, errlen);
+        if ((rc = dlt_grad_reducer_nccl_create(r, cfg, err, errlen)) != 0) /* a partial path: undone below */
+            goto fail;
 #else
         rc = dlt_fail(err, errlen, -ENOTSUP, "NCCL gradient reduction needs the CUDA backend");
+        goto fail;
 #endif
     } else if (comm->size > 1) {
         r->ops = &g_host;
-        if (!be->host_memory && !(r->host = malloc(n * sizeof(float))))
+        if (!be->host_memory && !(r->host = malloc(n * sizeof(float)))) {
             rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the gradient staging buffer");
-    }
-    (void)cfg;
-    if (rc) {
-        dlt_grad_reducer_destroy(r);
-        return rc;
+            goto fail;
+        }
     }
     *out = r;
     return 0;
+fail:
+    dlt_grad_reducer_destroy(r);
+    return rc;
 }
 
 void dlt_grad_reducer_destroy(dlt_grad_reducer *r)
@@ -123,6 +127,11 @@ void dlt_grad_reducer_destroy(dlt_grad_reducer *r)
     if (r->ops->destroy)
         r->ops->destroy(r);
     free(r);
+}
+
+int dlt_grad_reducer_capturable(const dlt_grad_reducer *r)
+{
+    return r->ops->capturable;
 }
 
 static int _listener_ready(void *arg, size_t lo)

@@ -10,7 +10,7 @@
 
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
-#include "trainer/model/network.h"
+#include "trainer/comm/grad_listener.h"
 
 typedef struct {
     double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */
@@ -22,6 +22,9 @@ typedef struct dlt_grad_reducer dlt_grad_reducer;
 /* The implementations' table (one per path). */
 typedef struct {
     const char *name;
+    /* 1 when the path can be recorded into a CUDA graph with the rest of the step: it queues its
+     * work on the device and never waits on the host (--cuda-graphs needs it). */
+    int capturable;
     int (*ready)(dlt_grad_reducer *r, size_t lo);
     int (*done)(dlt_grad_reducer *r);
     int (*finish)(dlt_grad_reducer *r);
@@ -56,6 +59,9 @@ void dlt_grad_lowp_plan(int world, float *premul, int *divisor);
 int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
                             dlt_backend *be, float *grads, size_t n, char *err, size_t errlen);
 void dlt_grad_reducer_destroy(dlt_grad_reducer *r);
+
+/* 1 when r's path can be recorded into a CUDA graph (see dlt_grad_reducer_ops.capturable). */
+int dlt_grad_reducer_capturable(const dlt_grad_reducer *r);
 
 /* What backward calls: dlt_net_backward(net, dlt_grad_reducer_listener(r)). */
 dlt_grad_listener dlt_grad_reducer_listener(dlt_grad_reducer *r);

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "trainer/backend/cuda_kernels.h"
+#include "trainer/backend/cuda_backend.h"
 #include "trainer/comm/grad_buckets.h"
 #include "trainer/comm/grad_reducer.h"
 #include "trainer/comm/nccl_call.h"
@@ -24,7 +24,7 @@ typedef struct {
     dlt_grad_buckets bk;
     cudaEvent_t *bucket_ready, comm_done, results_ready;
     void *lowp;     /* fp16/bf16 copy of the gradients (--allreduce-lowp), else NULL */
-    dlt_dt lowp_dt;
+    ncclDataType_t lowp_type; /* the backend's 16-bit type (dlt_backend_lowp) */
     float lowp_premul; /* 1/world: the cast averages (dlt_grad_lowp_plan) */
 } nccl_path;
 
@@ -43,10 +43,9 @@ static int _launch_bucket(dlt_grad_reducer *r, int i)
     R_CUDA_TRY(r, cudaStreamWaitEvent(p->cs, p->bucket_ready[i], 0));
     if (p->lowp) {
         void *lp = (char *)p->lowp + b->lo * 2;
-        R_KERNEL_TRY(r, dlt_k_cast_scaled_from_f32(g, lp, p->lowp_dt, count, p->lowp_premul, (dlt_stream)p->cs));
-        R_NCCL_TRY(r, p, ncclAllReduce(lp, lp, count, p->lowp_dt == DLT_DT_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum,
-                                       p->nccl, p->cs));
-        R_KERNEL_TRY(r, dlt_k_cast_to_f32(lp, p->lowp_dt, g, count, (dlt_stream)p->cs));
+        R_KERNEL_TRY(r, dlt_cuda_grads_to_lowp(r->be, g, lp, count, p->lowp_premul, p->cs));
+        R_NCCL_TRY(r, p, ncclAllReduce(lp, lp, count, p->lowp_type, ncclSum, p->nccl, p->cs));
+        R_KERNEL_TRY(r, dlt_cuda_grads_from_lowp(r->be, lp, g, count, p->cs));
     } else {
         R_NCCL_TRY(r, p, ncclAllReduce(g, g, count, ncclFloat32, ncclSum, p->nccl, p->cs));
     }
@@ -120,18 +119,16 @@ static void _destroy(dlt_grad_reducer *r)
         cudaStreamDestroy(p->cs);
     dlt_grad_buckets_free(&p->bk);
     free(p);
-    r->be->peer_check = NULL;
-    r->be->peer_check_arg = NULL;
 }
 
-static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", _ready, _done, _finish, _agree, _destroy};
+static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", 1, _ready, _done, _finish, _agree, _destroy};
 
 int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen)
 {
     nccl_path *p = calloc(1, sizeof(*p));
     double mib = cfg && cfg->bucket_mib > 0 ? cfg->bucket_mib : DLT_DEFAULT_BUCKET_MIB;
     size_t cap = (size_t)(mib * 1048576.0 / sizeof(float));
-    dlt_precision prec = r->be->precision;
+    dlt_precision prec = dlt_backend_lowp(r->be);
     int rc;
     if (!p)
         return dlt_fail(err, errlen, -ENOMEM, "out of memory");
@@ -155,16 +152,12 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
         DLT_CUDA_TRY(err, errlen, cudaDeviceGetStreamPriorityRange(&least, &greatest));
         DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithPriority(&p->cs, cudaStreamNonBlocking, greatest));
     }
-    if (cfg && cfg->lowp && (prec == DLT_PREC_FP16 || prec == DLT_PREC_BF16)) {
-        p->lowp_dt = prec == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;
+    if (cfg && cfg->lowp && prec != DLT_PREC_FP32) {
+        p->lowp_type = prec == DLT_PREC_BF16 ? ncclBfloat16 : ncclFloat16;
         dlt_grad_lowp_plan(r->comm->size, &p->lowp_premul, &r->divisor);
         if (cudaMalloc(&p->lowp, r->n * 2) != cudaSuccess)
             return dlt_fail(err, errlen, -ENOMEM, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
                             dlt_precision_name(prec));
     }
-    /* While the backend waits for its stream, a lost peer ends the wait (NCCL's asynchronous
-     * error), instead of a hang. */
-    r->be->peer_check = dlt_nccl_peer_check;
-    r->be->peer_check_arg = p->nccl;
     return 0;
 }

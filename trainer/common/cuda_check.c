@@ -54,8 +54,7 @@ int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
 typedef struct {
     cudaStream_t stream;
     cudaEvent_t event; /* NULL: the stream */
-    int (*check)(void *arg, char *err, size_t errlen);
-    void *arg;
+    const dlt_peer_check *peers; /* asked between polls; NULL: none */
     char *err;
     size_t errlen;
 } cuda_wait;
@@ -72,33 +71,31 @@ static int _done(void *arg)
         return -EIO;
     }
     (void)cudaGetLastError(); /* "not ready" is not an error: do not leave it for the next launch */
-    if (w->check && w->check(w->arg, w->err, w->errlen) != 0)
+    if (dlt_peer_lost(w->peers, w->err, w->errlen) != 0)
         return -EIO;
     return 0;
 }
 
-int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
-                         char *err, size_t errlen)
+int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, char *err, size_t errlen)
 {
-    cuda_wait w = {stream, NULL, check, arg, err, errlen};
+    cuda_wait w = {stream, NULL, peers, err, errlen};
     return dlt_poll(_done, &w, 0);
 }
 
-int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
-                        size_t errlen)
+int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, char *err, size_t errlen)
 {
-    cuda_wait w = {NULL, event, check, arg, err, errlen};
+    cuda_wait w = {NULL, event, peers, err, errlen};
     return dlt_poll(_done, &w, 0);
 }
 
 int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
-                  int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err, size_t errlen)
+                  const dlt_peer_check *peers, char *err, size_t errlen)
 {
     cudaError_t e;
     int rc;
     if (need <= *size)
         return 0;
-    if ((rc = dlt_cuda_stream_wait(stream, check, arg, err, errlen)) != 0)
+    if ((rc = dlt_cuda_stream_wait(stream, peers, err, errlen)) != 0)
         return rc;
     cudaFree(*dev);
     *dev = NULL;

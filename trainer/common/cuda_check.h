@@ -14,6 +14,7 @@
 #include <cudnn.h>
 
 #include "trainer/common/cudnn_status.h"
+#include "trainer/common/peer_check.h"
 
 /* Writes "file:line: call: msg" into err and returns -EIO. */
 int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const char *call, const char *msg);
@@ -42,13 +43,11 @@ int dlt_cuda_device_count(void);
 /* Makes `requested` (-1: 0) the calling thread's device; *device gets it. */
 int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen);
 
-/* Waits for a stream by polling, so that between polls `check` (may be NULL) can end the wait with
+/* Waits for a stream by polling, so that between polls `peers` (may be NULL) can end the wait with
  * an error, e.g. NCCL's asynchronous error state of a lost peer, instead of a hang. */
-int dlt_cuda_stream_wait(cudaStream_t stream, int (*check)(void *arg, char *err, size_t errlen), void *arg,
-                         char *err, size_t errlen);
+int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, char *err, size_t errlen);
 /* The same for one event (the work queued before it was recorded). */
-int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err,
-                        size_t errlen);
+int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, char *err, size_t errlen);
 
 /* A buffer that only grows (a workspace, a scratch, a staging pair): makes *dev, and *pin when pin
  * is not NULL (pinned host memory of the same size), hold at least `need` bytes; *size is what
@@ -56,6 +55,6 @@ int dlt_cuda_event_wait(cudaEvent_t event, int (*check)(void *arg, char *err, si
  * still use the old buffers), then frees and allocates anew: the contents are not kept. On
  * failure both are NULL, *size is 0 and err says which allocation failed. */
 int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
-                  int (*check)(void *arg, char *err, size_t errlen), void *arg, char *err, size_t errlen);
+                  const dlt_peer_check *peers, char *err, size_t errlen);
 
 #endif

@@ -71,6 +71,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
 {
     dlt_model *m = &net->model;
     size_t maxt = 0, nbn_c = 0, as = be->act_size;
+    dlt_status st = {0};
     int rc;
     memset(net, 0, sizeof(*net));
     net->be = be;
@@ -119,13 +120,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         goto oom;
     if (be->ops->bn_bwd_relu && !(net->scratch2 = _balloc(be, maxt * as)))
         goto oom;
-    if ((rc = _plan_optimizer(net)) != 0) {
-        if (err != be->err)
-            snprintf(err, errlen, "%s", be->err);
-        dlt_fail_prefix(err, errlen, rc, "planning the optimizer");
-        dlt_net_destroy(net);
-        return rc;
-    }
+    DLT_TRY_GOTO(&st, rc, _plan_optimizer(net), be->err, fail, "planning the optimizer");
     for (int i = 0; i < m->nlayers; i++) {
         dlt_layer *l = &m->layers[i];
         dlt_act_shape ash = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
@@ -137,19 +132,17 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         else if (l->kind == DLT_LAYER_MAXPOOL)
             rc = be->ops->maxpool_plan(be, &ash, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
         if (rc != 0) {
-            if (err != be->err)
-                snprintf(err, errlen, "%s", be->err);
-            dlt_fail_prefix(err, errlen, rc, "planning layer %s", l->name);
-            dlt_net_destroy(net);
-            return rc;
+            dlt_status_take(&st, rc, be->err, "planning layer %s", l->name);
+            goto fail;
         }
     }
     return 0;
 oom:
-    snprintf(err, errlen, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
-             be->host_memory ? "host" : "device", cfg->batch, cfg->image);
+    dlt_status_fail(&st, -ENOMEM, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
+                    be->host_memory ? "host" : "device", cfg->batch, cfg->image);
+fail:
     dlt_net_destroy(net);
-    return -ENOMEM;
+    return dlt_fail(err, errlen, st.code, "%s", st.msg);
 }
 
 void dlt_net_destroy(dlt_net *net)
@@ -188,6 +181,9 @@ void dlt_net_destroy(dlt_net *net)
     free(net->xfer);
     free(net->stats);
     free(net->bn_batches);
+    if (net->d_stats_saved)
+        be->ops->release(be, net->d_stats_saved);
+    free(net->bn_batches_saved);
     dlt_model_free(m);
     memset(net, 0, sizeof(*net));
 }
@@ -314,6 +310,53 @@ int dlt_net_download(dlt_net *net)
 int dlt_net_grads_to_host(dlt_net *net, float *host)
 {
     return _to_host(net, net->grads, host);
+}
+
+int dlt_net_bn_save(dlt_net *net)
+{
+    dlt_backend *be = net->be;
+    const dlt_model *m = &net->model;
+    if (!net->d_stats_saved && !(net->d_stats_saved = be->ops->alloc(be, (m->nstats + 1) * sizeof(float))))
+        return dlt_fail(be->err, be->errlen, -ENOMEM, "out of %s memory for a copy of the batch-norm statistics",
+                        be->host_memory ? "host" : "device");
+    if (!net->bn_batches_saved && !(net->bn_batches_saved = calloc((size_t)m->nbn + 1, sizeof(int64_t))))
+        return dlt_fail(be->err, be->errlen, -ENOMEM, "out of memory");
+    memcpy(net->bn_batches_saved, net->bn_batches, (size_t)m->nbn * sizeof(int64_t));
+    return be->ops->copy(be, net->d_stats_saved, net->d_stats, m->nstats * sizeof(float));
+}
+
+int dlt_net_bn_restore(dlt_net *net)
+{
+    dlt_backend *be = net->be;
+    const dlt_model *m = &net->model;
+    if (!net->d_stats_saved)
+        return dlt_fail(be->err, be->errlen, -EPROTO, "no saved batch-norm statistics to restore");
+    memcpy(net->bn_batches, net->bn_batches_saved, (size_t)m->nbn * sizeof(int64_t));
+    return be->ops->copy(be, net->d_stats, net->d_stats_saved, m->nstats * sizeof(float));
+}
+
+int dlt_net_bn_adopt(dlt_net *net, int (*share)(void *arg, void *buf, size_t bytes), void *arg)
+{
+    dlt_backend *be = net->be;
+    size_t bytes = net->model.nstats * sizeof(float);
+    int rc;
+    if ((rc = dlt_net_bn_save(net)) != 0 || (rc = be->ops->download(be, net->stats, net->d_stats, bytes)) != 0 ||
+        (rc = share(arg, net->stats, bytes)) != 0)
+        return rc;
+    return be->ops->upload(be, net->d_stats, net->stats, bytes);
+}
+
+void dlt_net_bn_replayed(dlt_net *net)
+{
+    for (int i = 0; i < net->model.nbn; i++)
+        net->bn_batches[i]++;
+}
+
+void *dlt_net_state_host(const dlt_net *net, const dlt_state_entry *e)
+{
+    if (e->is_counter)
+        return &net->bn_batches[e->off];
+    return (e->is_param ? net->params : net->stats) + e->off;
 }
 
 int dlt_net_forward(dlt_net *net, int training)

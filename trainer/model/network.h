@@ -5,6 +5,7 @@
 #define DLT_NETWORK_H
 
 #include "trainer/backend/backend.h"
+#include "trainer/comm/grad_listener.h"
 #include "trainer/model/resnet.h"
 
 typedef struct {
@@ -15,8 +16,12 @@ typedef struct {
      * gradients and momentum) are KRSC. dlt_net_upload/download convert, nothing else does. */
     float *params, *momentum;         /* nparams each */
     float *xfer;                      /* host transfer buffer in the backend layout (GPU backends) */
+    /* Batch-norm state: only this file touches it (the verbs below; checkpoints through
+     * dlt_net_state_host). */
     float *stats;                     /* BN running mean/var (the same memory as d_stats on the CPU) */
     int64_t *bn_batches;              /* num_batches_tracked per BN (host only) */
+    float *d_stats_saved;             /* dlt_net_bn_save's copy (backend memory, made on first use) */
+    int64_t *bn_batches_saved;
     /* Backend memory. */
     float *d_params, *d_momentum, *d_stats;
     float *grads;                     /* nparams */
@@ -54,21 +59,29 @@ void dlt_model_layout(const dlt_model *m, const float *src, float *dst, int to_b
  * layers nlayers-1 .. i (params laid out in state-dict order need not follow layer order). */
 void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo);
 
+/* Batch-norm running statistics and batch counts, which a training forward updates. Save keeps a
+ * copy (so a step that must leave no trace can be undone: restore puts it back). Adopt keeps this
+ * rank's own (restore gives them back) and takes the ones share() leaves in the host buffer it is
+ * handed (the caller broadcasts rank 0's: validation scores what the checkpoint holds). Each
+ * returns 0 or a negative status, err in be->err. */
+int dlt_net_bn_save(dlt_net *net);
+int dlt_net_bn_restore(dlt_net *net);
+int dlt_net_bn_adopt(dlt_net *net, int (*share)(void *arg, void *buf, size_t bytes), void *arg);
+/* A replayed training step ran the BN forwards on the device only: their host side (the batch
+ * counts) follows here. */
+void dlt_net_bn_replayed(dlt_net *net);
+
+/* The host copy of state-dict entry e (a parameter, a running statistic or a batch count), in
+ * torchvision's layout: what checkpoints write and read. */
+void *dlt_net_state_host(const dlt_net *net, const dlt_state_entry *e);
+
 /* Forward over the input tensor (already normalized floats). training: batch statistics and
  * running-stat update; else running statistics. Returns 0 or a negative status (err in be->err,
  * the backend's error sink). */
 int dlt_net_forward(dlt_net *net, int training);
-/* Who listens to backward's progress (the gradient reducer): ready when every gradient at flat
- * offsets >= lo is final, so those may be reduced while backward goes on; done when backward is
- * over. Either may be NULL. */
-typedef struct {
-    int (*ready)(void *arg, size_t lo);
-    int (*done)(void *arg);
-    void *arg;
-} dlt_grad_listener;
-
 /* Backward from d(loss)/d(logits) in dact[logits]; writes grads (overwritten, not accumulated),
- * telling listen (may be NULL) as they become final. */
+ * telling listen (may be NULL; the gradient reducer) as they become final, so finished gradients
+ * are reduced while backward goes on. */
 int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen);
 
 static inline float *dlt_net_input(dlt_net *net)

@@ -8,6 +8,7 @@
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 #include "trainer/train/run.h"
+#include "trainer/train/step.h"
 #include "trainer/train/trainer.h"
 
 /* Images/s of training steps (or forward passes). Without feed, one batch is loaded once; with
@@ -16,7 +17,8 @@
 static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
 {
     int64_t spe;
-    double t0 = 0;
+    double t0 = 0, agree_s;
+    dlt_step_state st = {0};
     int rc;
     dlt_net_init_params(&r->net, r->cfg.seed, 1);
     if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0 ||
@@ -42,8 +44,8 @@ static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
                 dlt_run_release_batches(r);
             continue;
         }
-        /* The training step as the loop runs it, with its one wait. */
-        if ((rc = dlt_run_step(r, 0.01, 0, 0)) != 0)
+        /* The training step as the loop queues it, with its one wait. */
+        if ((rc = dlt_step_queue(r, &st, 0.01, 0, &agree_s)) != 0)
             return rc;
         if (b->feed && next < b->warmup + b->iters)
             dlt_run_prefetch(r, next / spe, next % spe);

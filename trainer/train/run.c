@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* run: the parts of a run and the steps training, evaluation and the benchmark share. */
+/* run: the parts of a run and what the steps of training, evaluation and the benchmark share. */
 #include "config.h"
 
 #include "trainer/train/run.h"
@@ -336,8 +336,11 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
         return rc;
     /* The backend first: the data loader's batch ring lives in its host memory. */
     r->cfg.backend.progress = comm->rank == 0 && c->log_level >= DLT_LOG_INFO;
-    if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0 && c->backend_hook)
-        c->backend_hook(r->be, c->backend_hook_arg);
+    if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0) {
+        r->be->peers = &comm->peers; /* a lost peer ends the backend's waits too */
+        if (c->backend_hook)
+            c->backend_hook(r->be, c->backend_hook_arg);
+    }
     if ((c->data || c->val_data) &&
         (purpose == DLT_RUN_EVAL ? c->eval_checkpoint : purpose == DLT_RUN_TRAIN ? c->resume : NULL)) {
         const char *ck = purpose == DLT_RUN_EVAL ? c->eval_checkpoint : c->resume;
@@ -358,9 +361,9 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     if (c->cuda_graphs && !r->be->graphs)
         return dlt_fail(err, errlen, -ENOTSUP, "--cuda-graphs needs the CUDA backend (this run uses %s)",
                         r->be->ops->name);
-    /* A recorded step cannot wait for its stream, and the host reduction path copies the gradients
-     * through host memory (a download waits): graphs need NCCL between ranks. */
-    if (c->cuda_graphs && comm->size > 1 && strcmp(r->reducer->ops->name, "nccl-buckets") != 0)
+    /* A recorded step cannot wait for its stream: the reducer says whether it waits (the host path
+     * copies the gradients through host memory); graphs need NCCL between ranks. */
+    if (c->cuda_graphs && !dlt_grad_reducer_capturable(r->reducer))
         return dlt_fail(err, errlen, -ENOTSUP, "--cuda-graphs with %d ranks needs NCCL between them (--comm nccl; "
                         "this run reduces through %s, which a recorded step cannot wait for)", comm->size,
                         comm->ops->name);
@@ -379,10 +382,12 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc)
     /* failed, and a 16-bit digest of the message and its square: (sum d)^2 == n sum d^2 exactly
      * when the n failing ranks' digests are all equal; every figure exact in a double. */
     double v[3] = {0, 0, 0};
+    if (rc != 0)
+        dlt_run_fail(r, rc);
     if (r->comm->size < 2)
         return rc;
     if (rc != 0) {
-        double d = (double)(dlt_crc32(0, r->err, strlen(r->err)) & 0xffff);
+        double d = (double)(dlt_crc32(0, r->st.msg, strlen(r->st.msg)) & 0xffff);
         v[0] = 1;
         v[1] = d;
         v[2] = d * d;
@@ -394,15 +399,15 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc)
     r->agreed = 1;
     if (v[0] == r->comm->size && v[1] * v[1] == v[0] * v[2]) {
         if (r->comm->rank != 0)
-            r->err[0] = 0; /* rank 0 says it for all */
+            r->st.msg[0] = 0; /* rank 0 says it for all */
         return rc;
     }
     if (rc != 0)
         return rc;
     if (r->comm->rank == 0)
-        return dlt_fail(r->err, r->errlen, -ECANCELED, "%.0f of %d ranks could not start the run (their messages "
-                        "say why): every rank stops", v[0], r->comm->size);
-    r->err[0] = 0;
+        return dlt_status_fail(&r->st, -ECANCELED, "%.0f of %d ranks could not start the run (their messages "
+                               "say why): every rank stops", v[0], r->comm->size);
+    dlt_status_fail(&r->st, -ECANCELED, "%s", "");
     return -ECANCELED;
 }
 
@@ -412,14 +417,22 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     return dlt_run_agree_on_failure(r, _open(r, c, comm, purpose, err, errlen));
 }
 
+int dlt_run_fail(dlt_run *r, int rc)
+{
+    dlt_status_take(&r->st, rc, r->err, NULL);
+    return rc;
+}
+
 void dlt_run_close(dlt_run *r, int failed)
 {
+    if (failed)
+        dlt_run_fail(r, -EIO); /* kept unless a failure already was */
     /* One rank failing alone leaves the others in a collective, waiting for it: end them now, with
      * this rank's cause said first. A failed GPU run may also have NCCL kernels waiting on a lost
      * peer, and freeing device memory would wait for them forever. abort() ends the process. */
     if (failed && r->comm &&
         ((r->comm->size > 1 && !r->agreed) || (r->comm->ops->nccl && r->be && !r->be->host_memory))) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->err);
+        fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->st.msg);
         if (r->comm->size > 1)
             fprintf(stderr, "dltrain: rank %d: ending every rank of the run\n", r->comm->rank);
         fflush(NULL);
@@ -441,6 +454,8 @@ void dlt_run_close(dlt_run *r, int failed)
     free(r->classes);
     free(r->ck_classes);
     dlt_run_log_close(&r->log);
+    if (r->st.code && r->err) /* the first failure is what the command says */
+        snprintf(r->err, r->errlen, "%s", r->st.msg);
 }
 
 /* Rounds of at most this many indices per rank. */
@@ -633,96 +648,6 @@ int dlt_run_forward_loss(dlt_run *r, int training, int n)
                                        training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "loss");
     return 0;
-}
-
-static int _forward_loss_backward(dlt_run *r)
-{
-    dlt_grad_listener listen = dlt_grad_reducer_listener(r->reducer);
-    int rc;
-    if ((rc = r->be->ops->results_reset(r->be)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
-    if ((rc = dlt_run_forward_loss(r, 1, r->cfg.model.batch)) != 0)
-        return rc;
-    if ((rc = dlt_net_backward(&r->net, &listen)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "backward");
-    return 0;
-}
-
-/* Everything the step queues after its batch is in: forward, loss, backward (bucket reductions
- * while it runs), the agreement and the update. */
-static int _queue_step(dlt_run *r, double lr, int stop, int input_failed)
-{
-    int rc;
-    if ((rc = _forward_loss_backward(r)) != 0 || (rc = dlt_run_agree(r, stop, input_failed)) != 0)
-        return rc;
-    return dlt_run_sgd(r, lr);
-}
-
-/* With --cuda-graphs the second step is recorded as a CUDA graph, the whole step (the first ran
- * plainly, so every lazily made buffer exists), and later steps replay it with their labels, lr
- * and flags; a new loss scale (a kernel argument of the recording) records again. */
-int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed)
-{
-    dlt_backend *be = r->be;
-    const dlt_graph_ops *g = be->graphs;
-    dlt_net *n = &r->net;
-    dlt_step_inputs in = {r->labels, r->cfg.model.batch, (float)lr, stop ? 1.0 : 0.0, input_failed ? 1.0 : 0.0};
-    int rc;
-    if (!r->cfg.cuda_graphs || !r->graph_warm) {
-        r->graph_warm = 1;
-        return _queue_step(r, lr, stop, input_failed);
-    }
-    if (r->graph_ready && r->graph_scale == r->scaler.scale) {
-        if ((rc = g->replay(be, &in)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph replay");
-        for (int i = 0; i < n->model.nbn; i++)
-            n->bn_batches[i]++; /* the host side of a BN forward, which a replay does not run */
-        return 0;
-    }
-    r->graph_ready = 0;
-    if ((rc = g->capture_begin(be)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph capture");
-    if ((rc = _queue_step(r, lr, stop, input_failed)) != 0) {
-        g->release(be); /* the partial recording is dropped, never instantiated; the stream is usable */
-        return rc;
-    }
-    if ((rc = g->capture_end(be)) != 0 || (rc = g->replay(be, &in)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "CUDA graph");
-    r->graph_ready = 1;
-    r->graph_scale = r->scaler.scale;
-    return 0;
-}
-
-int dlt_run_agree(dlt_run *r, int stop, int input_failed)
-{
-    dlt_backend *be = r->be;
-    double t0 = dlt_now();
-    int rc;
-    if ((rc = dlt_grad_reducer_finish(r->reducer)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "gradient all-reduce");
-    /* fp16 overflow is found on the summed gradients: the same on every rank. */
-    if (r->scaler.enabled && (rc = be->ops->count_nonfinite(be, r->net.grads, r->net.model.nparams)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "gradient check");
-    /* Both put every step, so a recorded step has both (a replay sets their values). */
-    if ((rc = be->ops->results_put(be, DLT_RES_STOP, stop ? 1.0 : 0.0)) != 0 ||
-        (rc = be->ops->results_put(be, DLT_RES_INPUT_FAILED, input_failed ? 1.0 : 0.0)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
-    if ((rc = dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "step agreement");
-    r->agree_s = dlt_now() - t0;
-    return 0;
-}
-
-int dlt_run_sgd(dlt_run *r, double lr)
-{
-    const dlt_train_config *c = &r->cfg;
-    dlt_net *n = &r->net;
-    /* The sum over the ranks is undone here unless the reduction already averaged (lowp). */
-    float scale = (float)dlt_loss_scaler_unscale(&r->scaler, r->reducer->divisor);
-    float wd = (float)c->weight_decay, wd_nd = c->decay_bn_bias ? wd : 0.f;
-    int rc = r->be->ops->sgd_step(r->be, n->d_params, n->d_momentum, n->grads, (float)lr, (float)c->momentum, wd,
-                                  wd_nd, scale);
-    return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "SGD update") : 0;
 }
 
 static int _read_results(dlt_run *r, double *res, int64_t unscored)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* run: what training, evaluation and the benchmark share: the run's parts (backend, network,
- * batch source, gradient reducer, loss scaler, log) opened and closed together, and the steps all
- * three take: load a batch, forward + loss + backward (replayed as a CUDA graph when asked), reduce
- * the gradients, apply SGD. Errors go to one buffer, given at open, that the command prints. */
+ * batch source, gradient reducer, loss scaler, log) opened and closed together, and what their
+ * steps share: load a batch, forward + loss, read the results (the training step itself is
+ * step.c). Errors: the parts below report into one buffer given at open (the sink); the run keeps
+ * its first failure in r->st, and dlt_run_close leaves that in the buffer for the command. */
 #ifndef DLT_RUN_H
 #define DLT_RUN_H
 
@@ -11,6 +12,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_reducer.h"
+#include "trainer/common/status.h"
 #include "trainer/data/source.h"
 #include "trainer/model/network.h"
 #include "trainer/train/loss_scaler.h"
@@ -39,12 +41,10 @@ typedef struct {
         const int32_t *labels;
         char err[1024];
     } next;
-    int graph_warm, graph_ready; /* --cuda-graphs: a plain step ran; a recording exists */
-    double graph_scale;          /* the loss scale the recording was made with */
-    char *err;                   /* the run's error buffer (the backend's and communicator's sink too) */
+    char *err;                   /* the sink: the backend's, communicator's and run helpers' messages */
     size_t errlen;
+    dlt_status st;               /* the run's first failure (what the command says) */
     int agreed;                  /* the run ends on a decision every rank took together (no abort needed) */
-    double agree_s;              /* seconds the last step spent in dlt_run_agree (the host reduction paths) */
     char *classes;               /* the class names the model's outputs mean, one a line (the training data's,
                                   * or the checkpoint's for eval); NULL: the data has no names */
     char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
@@ -63,10 +63,13 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
  * not fail itself, or 0 when no rank failed. */
 int dlt_run_agree_on_failure(dlt_run *r, int rc);
 
-/* failed: the run ends on an error. Unless every rank took that decision together (r->agreed),
+/* failed: the run ends on an error (the first one r->st kept, else the sink's message). Unless every rank took that decision together (r->agreed),
  * a run of several ranks prints the error and aborts the communicator, so the other ranks, which
  * may be waiting in a collective for this one, end now instead of at the stall watchdog. */
 void dlt_run_close(dlt_run *r, int failed);
+/* A status from the parts below (message in the sink) recorded as the run's, when it is the first;
+ * returns rc. */
+int dlt_run_fail(dlt_run *r, int rc);
 /* Every rank learns the bad files the others found (each is reported once per run); returns the
  * run's total of distinct bad files, the same on every rank. A collective: all ranks call it at the
  * same points. */
@@ -93,21 +96,9 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val);
  * ranks; the network's training state untouched): counts = {top-1 hits, top-5 hits, images},
  * summed over the ranks. A collective. */
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
-/* One training step of the loaded batch queued, nothing waited for: the results start from zero,
- * forward, loss and backward add to them (backward hands finished gradients to the reducer), then
- * the agreement (dlt_run_agree) and the update (dlt_run_sgd) at lr. With --cuda-graphs, the whole
- * of it recorded once and replayed. The results are read by dlt_run_read_results. */
-int dlt_run_step(dlt_run *r, double lr, int stop, int input_failed);
 /* Forward and loss over the first n images of the batch (training: batch statistics, label
  * smoothing, the loss scale and d(logits); else evaluation); adds to be->results. */
 int dlt_run_forward_loss(dlt_run *r, int training, int n);
-/* The step's agreement: the gradient sum completes, fp16 overflow is counted on it, this rank's
- * stop request and input failure join the results, and the results are summed over the ranks:
- * all queued, nothing waits. */
-int dlt_run_agree(dlt_run *r, int stop, int input_failed);
-/* SGD with momentum at lr over every parameter (one sgd_step), undoing the loss scale and the
- * rank sum; the backend skips it when the agreed results void the step (dlt_results_skip). */
-int dlt_run_sgd(dlt_run *r, double lr);
 /* The step's one wait: the agreed results into res (DLT_RES_COUNT); labels outside the classes
  * are an error here. */
 int dlt_run_read_results(dlt_run *r, double *res);

@@ -1,18 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* train_loop: dlt_train_run, the training loop as named steps: load the batch, forward + loss +
- * backward (the gradient reducer sums gradients as they are produced), agree and update (the
- * reduction's end, fp16 overflow, this rank's stop request and input failure joining the step's
- * results on the device, one sum of those over the ranks, the update queued, then the step's one
- * wait: the results' read), settle the host's side (skipped steps, the loss scale), log,
- * checkpoint. A rank whose batch cannot be read (a bad image under --strict, a vanished data
- * directory) still takes part in the step's collectives, so every rank stops at that step and the
- * failing one names the cause; any other failure of one rank aborts the communicator (run.c), so
+/* train_loop: dlt_train_run, the training loop: epochs of steps (each one dlt_step_run, step.c),
+ * then the step's log line, validation, replica checks and checkpoints at their cadence. Any
+ * failure of one rank that the ranks did not decide together aborts the communicator (run.c), so
  * no rank waits for it. */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +14,12 @@
 #include <unistd.h>
 
 #include "trainer/common/clock.h"
-#include "trainer/common/io.h"
 #include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
 #include "trainer/train/schedule.h"
+#include "trainer/train/step.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
 
@@ -44,25 +38,13 @@ typedef struct {
     int64_t spe, step, total; /* step: optimizer steps done. Every message numbers the step in progress
                                 * step + 1 and its epoch (step / spe) + 1, as the step line "step k/N"
                                 * (after the k-th) does: steps and epochs count from 1. */
-    int bad_steps;      /* consecutive non-finite losses */
+    dlt_step_state st;  /* what each step hands the next */
     double last_ckpt;
-    float *stats_backup; /* BN statistics before the step (backend memory), to undo a skipped step */
-    int64_t *batches_backup;
-    int input_failed;    /* this rank could not load the step's batch; its reason is in input_err */
-    char input_err[1024];
     dlt_source val;      /* validation images, when eval_every > 0 */
     int eval_every;
     int reached;         /* a validation reached --target-top1 */
     double val_top1;     /* the last validation's top-1 (-1: none yet) */
-    int dumped;          /* --dump-batch written */
 } loop_state;
-
-/* What one step found, all ranks agreeing. */
-typedef struct {
-    double t0, t_data, t_wait, t_agreed; /* step start, batch in, the host starts its one wait, results read */
-    double res[DLT_RES_COUNT]; /* summed over ranks: loss, hits, overflow, stop requests, input failures */
-    double lr;
-} step_result;
 
 static void _abort_comm(void *arg)
 {
@@ -92,10 +74,6 @@ static int _prepare(dlt_run *r, loop_state *t)
     t->sched.total_epochs = (int)c->epochs;
     t->sched.nmilestones = c->nmilestones;
     memcpy(t->sched.milestones, c->milestones, sizeof(t->sched.milestones));
-    t->stats_backup = r->be->ops->alloc(r->be, (r->net.model.nstats + 1) * sizeof(float));
-    t->batches_backup = malloc(((size_t)r->net.model.nbn + 1) * sizeof(int64_t));
-    if (!t->stats_backup || !t->batches_backup)
-        return dlt_fail(r->err, r->errlen, -ENOMEM, "out of memory");
     dlt_net_init_params(&r->net, c->seed, c->zero_init_residual);
     if ((rc = dlt_run_resume(r, &t->step)) != 0)
         return rc;
@@ -143,6 +121,13 @@ static int _prepare(dlt_run *r, loop_state *t)
     return 0;
 }
 
+/* The batch-norm statistics of validation: rank 0's, broadcast. */
+static int _share_from_rank0(void *arg, void *buf, size_t bytes)
+{
+    dlt_comm *comm = arg;
+    return comm->ops->bcast(comm, buf, bytes, 0);
+}
+
 /* The current weights on every validation image (training state untouched: inference-mode batch
  * norm, no update, the training batch stream unaffected); logs it, and notes --target-top1. */
 static int _validate(dlt_run *r, loop_state *t)
@@ -150,25 +135,16 @@ static int _validate(dlt_run *r, loop_state *t)
     double counts[3], t0 = dlt_now(), top1, top5;
     int64_t epoch = (t->step - 1) / t->spe + 1; /* the epoch of the last step, 1-based (t->step >= 1 here) */
     int rc;
-    size_t bytes = r->net.model.nstats * sizeof(float);
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
     /* Each rank's BN running statistics follow its own batches; the checkpoint holds rank 0's.
      * Validate every shard with rank 0's (what dltrain eval of the checkpoint sees), then give each
      * rank its own back, so training goes on exactly as without validation. */
-    if (r->comm->size > 1) {
-        if ((rc = r->be->ops->copy(r->be, t->stats_backup, r->net.d_stats, bytes)) != 0 ||
-            (rc = r->be->ops->download(r->be, r->net.stats, r->net.d_stats, bytes)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
-        if ((rc = r->comm->ops->bcast(r->comm, r->net.stats, bytes, 0)) != 0)
-            return rc;
-        if ((rc = r->be->ops->upload(r->be, r->net.d_stats, r->net.stats, bytes)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
-    }
-    rc = dlt_eval_pass(r, &t->val, counts);
-    if (r->comm->size > 1 && rc == 0 && (rc = r->be->ops->copy(r->be, r->net.d_stats, t->stats_backup, bytes)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "validation statistics");
-    if (rc)
-        return rc;
+    if (r->comm->size > 1)
+        DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_adopt(&r->net, _share_from_rank0, r->comm), r->err, fail,
+                     "validation statistics");
+    DLT_TRY_GOTO(&r->st, rc, dlt_eval_pass(r, &t->val, counts), r->err, fail, NULL);
+    if (r->comm->size > 1)
+        DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_restore(&r->net), r->err, fail, "validation statistics");
     dlt_run_log_pause(&r->log, dlt_now() - t0); /* images/s stays the training's own */
     top1 = counts[2] > 0 ? counts[0] / counts[2] : 0;
     top5 = counts[2] > 0 ? counts[1] / counts[2] : 0;
@@ -190,200 +166,75 @@ static int _validate(dlt_run *r, loop_state *t)
                 "target %.1f s", r->cfg.target_top1, epoch, t->step, dlt_now() - r->log.t_start);
     }
     return 0;
+fail:
+    return rc;
 }
 
-/* --dump-batch: the batch exactly as the network gets it before normalisation, for comparisons
- * with another framework: batch x image x image x 3 uint8 (NHWC), then batch int32 labels. */
-static int _dump_batch(dlt_run *r)
+static void _log(dlt_run *r, loop_state *t, const dlt_step_plan *p, const dlt_step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
-    size_t px = (size_t)c->model.batch * c->model.image * c->model.image * 3;
-    char why[512];
-    FILE *f = dlt_fopen_regular("--dump-batch", c->dump_batch, "wb", why, sizeof(why));
-    if (!f)
-        return dlt_fail(r->err, r->errlen, -EIO, "%s", why);
-    if (fwrite(r->images, 1, px, f) != px ||
-        fwrite(r->labels, sizeof(int32_t), (size_t)c->model.batch, f) != (size_t)c->model.batch) {
-        fclose(f);
-        return dlt_fail(r->err, r->errlen, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
-    }
-    if (fclose(f) != 0)
-        return dlt_fail(r->err, r->errlen, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
-    return 0;
-}
-
-/* A batch that cannot be loaded does not end the step here: the rank computes on the previous
- * input (discarded) so that the step's collectives still match, and says at the agreement that it
- * cannot go on; the reason is kept for the end. */
-static int _load_batch(dlt_run *r, loop_state *t, step_result *s)
-{
-    int rc;
-    s->t0 = dlt_now();
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_DATA, t->step + 1);
-    if ((rc = dlt_run_load_batch(r, t->step / t->spe, t->step % t->spe)) != 0) {
-        dlt_fail_prefix(r->err, r->errlen, rc, "input");
-        snprintf(t->input_err, sizeof(t->input_err), "%s", r->err);
-        t->input_failed = 1; /* the labels are class 0 (r->no_labels): the loss stays defined; nothing is applied */
-    }
-    s->t_data = dlt_now();
-    if (r->cfg.dump_batch && !t->input_failed && t->dumped++ == 0 && r->comm->rank == 0)
-        return _dump_batch(r);
-    return 0;
-}
-
-/* While the device runs this step, the next batch is read and its copy queued (input off the
- * critical path). Not across an epoch's end, where validation may use the input path first. */
-static void _prefetch(dlt_run *r, loop_state *t)
-{
-    int64_t next = t->step + 1;
-    if (!t->input_failed && next < t->total && next % t->spe != 0)
-        dlt_run_prefetch(r, next / t->spe, next % t->spe);
-}
-
-/* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
-static int _backup_statistics(dlt_run *r, loop_state *t)
-{
-    int rc = r->be->ops->copy(r->be, t->stats_backup, r->net.d_stats, r->net.model.nstats * sizeof(float));
-    if (rc)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "statistics backup");
-    memcpy(t->batches_backup, r->net.bn_batches, (size_t)r->net.model.nbn * sizeof(int64_t));
-    return 0;
-}
-
-/* Everything the step decides is queued before the host waits once: forward, loss, backward
- * (the gradient sum runs while it does), fp16 overflow counted on the summed gradients (the same on
- * every rank), this rank's stop request and input failure joining the loss and hits in the
- * results, which are summed over the ranks, and the update; the backend drops the update when the
- * agreed results void the step (dlt_results_skip), so no host decision sits between backward and
- * the update, and with --cuda-graphs the whole of it is one replay. */
-static int _queue_step(dlt_run *r, loop_state *t, step_result *s)
-{
-    int rc;
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step + 1);
-    s->lr = dlt_schedule_lr(&t->sched, t->step);
-    r->agree_s = 0;
-    if ((rc = dlt_run_step(r, s->lr, g_stop_signal != 0, t->input_failed)) != 0)
-        return rc;
-    return 0;
-}
-
-/* The one read: every rank sees the same results, so every rank takes the same decisions. */
-static int _agree(dlt_run *r, loop_state *t, step_result *s)
-{
-    int rc;
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_ALLREDUCE, t->step + 1);
-    s->t_wait = dlt_now();
-    if ((rc = dlt_run_read_results(r, s->res)) != 0)
-        return rc;
-    dlt_run_release_batches(r); /* the backend has read this step's batch */
-    s->t_agreed = dlt_now();
-    if (s->res[DLT_RES_INPUT_FAILED] > 0) { /* every rank sees it: all stop at this step, no update */
-        r->agreed = 1;
-        if (t->input_failed)
-            return dlt_fail(r->err, r->errlen, -EIO, "%s (every rank stops at step %" PRId64 ")", t->input_err,
-                            t->step + 1);
-        return dlt_fail(r->err, r->errlen, -ECANCELED,
-                        "stopping at step %" PRId64 ": %.0f other rank(s) could not load their batch (their messages "
-                        "name the file and the cause)", t->step + 1, s->res[DLT_RES_INPUT_FAILED]);
-    }
-    return 0;
-}
-
-/* The host's side of an applied or skipped update. A skipped step (non-finite loss, fp16
- * overflow; the backend already left weights and momentum untouched) gets its statistics
- * restored, so it leaves no trace; the step still counts so the data moves on. */
-static int _settle(dlt_run *r, loop_state *t, step_result *s)
-{
-    const dlt_train_config *c = &r->cfg;
-    int apply, rc;
-    dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step + 1);
-    if (!isfinite(s->res[DLT_RES_LOSS])) {
-        r->agreed = 1; /* the summed loss is the same on every rank: all decide alike */
-        if (++t->bad_steps > c->max_bad_steps)
-            return dlt_fail(r->err, r->errlen, -ERANGE,
-                            "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the last "
-                            "checkpoint is intact (lower --lr?)", t->bad_steps, t->step + 1);
-        if (r->comm->rank == 0)
-            dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
-                         s->res[DLT_RES_LOSS], t->step + 1, t->bad_steps, c->max_bad_steps);
-        apply = 0;
-        r->agreed = 0;
-    } else {
-        /* An fp16 overflow is a normal event while the scale settles, not a divergence. */
-        t->bad_steps = 0;
-        apply = dlt_loss_scaler_update(&r->scaler, s->res[DLT_RES_NONFINITE] != 0);
-    }
-    if (apply != !dlt_results_skip(s->res)) /* the host and the backend read the same results */
-        return dlt_fail(r->err, r->errlen, -EPROTO, "step %" PRId64 ": the host and the backend disagree on whether "
-                        "the update applies", t->step + 1);
-    if (apply)
-        return 0;
-    if ((rc = r->be->ops->copy(r->be, r->net.d_stats, t->stats_backup, r->net.model.nstats * sizeof(float))) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "statistics restore");
-    memcpy(r->net.bn_batches, t->batches_backup, (size_t)r->net.model.nbn * sizeof(int64_t));
-    return 0;
-}
-
-static void _log(dlt_run *r, loop_state *t, const step_result *s)
-{
-    const dlt_train_config *c = &r->cfg;
-    dlt_step_status st = {t->step, t->total, t->spe, s->lr, r->scaler.enabled, r->scaler.scale, r->scaler.skipped};
+    dlt_step_status st = {t->step, t->total, t->spe, p->lr, r->scaler.enabled, r->scaler.scale, r->scaler.skipped};
     dlt_run_log_step(&r->log, t->step, s->res[DLT_RES_LOSS], s->res[DLT_RES_TOP1], s->t_data - s->t0,
-                     r->agree_s + (s->t_agreed - s->t_wait), dlt_now() - s->t0);
+                     s->agree_s + (s->t_agreed - s->t_wait), dlt_now() - s->t0);
     if ((c->log_every > 0 && t->step % c->log_every == 0) || t->step == t->total || s->res[DLT_RES_STOP] > 0)
         dlt_run_log_line(&r->log, &st);
 }
 
-/* Preemption (a stop flag from any rank) checkpoints and ends the run with DLT_EXIT_PREEMPTED;
+/* Preemption (a stop flag from any rank) checkpoints and ends the run with DLT_RUN_PREEMPTED;
  * else a checkpoint when --checkpoint-every or --checkpoint-minutes says so. */
-static int _checkpoint(dlt_run *r, loop_state *t, const step_result *s)
+static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
     int rc;
     if (s->res[DLT_RES_STOP] > 0 && !c->checkpoint_dir) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": nothing saved (no "
                 "--checkpoint-dir); exit status %d", t->step, DLT_EXIT_STOPPED_UNSAVED);
-        return DLT_EXIT_STOPPED_UNSAVED;
+        return DLT_RUN_STOPPED_UNSAVED;
     }
     if (s->res[DLT_RES_STOP] > 0) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
-        return (rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 ? rc : DLT_EXIT_PREEMPTED;
+        DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
+        return DLT_RUN_PREEMPTED;
     }
-    if (t->step < t->total && t->bad_steps == 0 &&
+    if (t->step < t->total && t->st.bad_steps == 0 &&
         ((c->checkpoint_every > 0 && t->step % c->checkpoint_every == 0) ||
          (c->checkpoint_minutes > 0 && dlt_now() - t->last_ckpt >= 60 * c->checkpoint_minutes))) {
-        if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0)
-            return rc;
+        DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
         t->last_ckpt = dlt_now();
     }
     return 0;
+fail:
+    return rc;
 }
 
+/* One step (step.c), then what follows it at its cadence: the log line, the exchange of bad
+ * files at an epoch's end, validation, the replica check, checkpoints. */
 static int _train_step(dlt_run *r, loop_state *t)
 {
-    step_result s;
+    dlt_step_result s;
+    int64_t next = t->step + 1;
+    /* The next batch is read ahead, but not across an epoch's end, where validation may use the
+     * input path first. */
+    dlt_step_plan p = {t->step, t->spe, next < t->total && next % t->spe != 0 ? next : -1,
+                       dlt_schedule_lr(&t->sched, t->step), &g_stop_signal, &t->wd};
     int rc;
-    memset(&s, 0, sizeof(s));
     if (t->step % t->spe == 0)
         dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
                           t->step / t->spe + 1, t->step);
-    if ((rc = _load_batch(r, t, &s)) != 0 || (rc = _backup_statistics(r, t)) != 0 ||
-        (rc = _queue_step(r, t, &s)) != 0)
-        return rc;
-    _prefetch(r, t); /* while the device runs the step */
-    if ((rc = _agree(r, t, &s)) != 0 || (rc = _settle(r, t, &s)) != 0)
+    if ((rc = dlt_step_run(r, &t->st, &p, &s)) != 0)
         return rc;
     t->step++;
-    _log(r, t, &s);
+    _log(r, t, &p, &s);
     if (t->step % t->spe == 0 && t->step < t->total)
         dlt_run_share_bad_images(r); /* each bad file reported once per run, whichever rank meets it */
     if (t->eval_every > 0 && t->step % t->spe == 0 &&
         ((t->step / t->spe) % t->eval_every == 0 || t->step == t->total) && (rc = _validate(r, t)) != 0)
         return rc;
-    if (r->cfg.check_every > 0 && t->step % r->cfg.check_every == 0 &&
-        (rc = dlt_run_check_replicas(r, t->step)) != 0)
-        return rc;
+    if (r->cfg.check_every > 0 && t->step % r->cfg.check_every == 0)
+        DLT_TRY_GOTO(&r->st, rc, dlt_run_check_replicas(r, t->step), r->err, fail, NULL);
     return _checkpoint(r, t, &s);
+fail:
+    return rc;
 }
 
 /* The final checkpoint and summary; a run that ended on non-finite losses writes none. */
@@ -391,18 +242,19 @@ static int _finish(dlt_run *r, loop_state *t)
 {
     int64_t bad;
     int rc;
-    if (t->bad_steps > 0) {
+    if (t->st.bad_steps > 0) {
         r->agreed = 1;
-        return dlt_fail(r->err, r->errlen, -ERANGE, "the run ended on non-finite losses: no final checkpoint written");
+        return dlt_status_fail(&r->st, -ERANGE, "the run ended on non-finite losses: no final checkpoint written");
     }
     bad = dlt_run_share_bad_images(r);
     if (bad > 0 && r->comm->rank == 0)
         dlt_log_warn(&r->log, "%lld bad image(s) were skipped and replaced (distinct files, over all %d rank(s))",
                      (long long)bad, r->comm->size);
-    if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0)
-        return rc;
+    DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
     return 0;
+fail:
+    return rc;
 }
 
 int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen)
@@ -422,9 +274,6 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
                       rc == 0 && (c->target_top1 <= 0 || t.reached) ? "success" : "aborted", t.step, t.val_top1);
     dlt_source_close(&t.val);
     dlt_watchdog_stop(&t.wd);
-    if (t.stats_backup)
-        r.be->ops->release(r.be, t.stats_backup);
-    free(t.batches_backup);
-    dlt_run_close(&r, rc != 0 && rc != DLT_EXIT_PREEMPTED && rc != DLT_EXIT_STOPPED_UNSAVED);
+    dlt_run_close(&r, rc < 0);
     return rc;
 }

@@ -13,13 +13,16 @@
 #include "trainer/model/resnet.h"
 #include "trainer/train/run_log.h"
 
-/* Exit status of a run stopped by SIGTERM/SIGUSR1 after writing its checkpoint: the job can be
- * requeued and resumed with --resume auto. */
-#define DLT_EXIT_PREEMPTED 75
+/* How a training run can end besides done (0) and failed (a negative status): stopped by
+ * SIGTERM/SIGUSR1 after writing its checkpoint, or stopped with nothing saved (no
+ * --checkpoint-dir). These are the run's statuses, not exit statuses: the command decides the
+ * process's exit status from them, once (dlt_cli_exit_status). */
+enum { DLT_RUN_PREEMPTED = 1, DLT_RUN_STOPPED_UNSAVED = 2 };
 
-/* Exit status of a run stopped by SIGTERM/SIGUSR1 without --checkpoint-dir, so nothing was saved:
- * 128 + SIGTERM, what a shell reports for a command SIGTERM ended, as the run's progress is lost
- * the same way (a requeue on 75 would start over without knowing it). */
+/* The exit statuses the command gives them. Preempted: the job can be requeued and resumed with
+ * --resume auto. Stopped unsaved: 128 + SIGTERM, what a shell reports for a command SIGTERM ended,
+ * as the run's progress is lost the same way (a requeue on 75 would start over without knowing). */
+#define DLT_EXIT_PREEMPTED 75
 #define DLT_EXIT_STOPPED_UNSAVED 143
 
 typedef struct {
@@ -73,9 +76,9 @@ typedef struct {
 
 void dlt_train_config_defaults(dlt_train_config *c);
 
-/* Each returns 0 (dlt_train_run also DLT_EXIT_PREEMPTED or DLT_EXIT_STOPPED_UNSAVED) or a
- * negative status with err filled; err should be the communicator's error buffer, so that every
- * layer reports into one place. */
+/* Each returns 0 (dlt_train_run also DLT_RUN_PREEMPTED or DLT_RUN_STOPPED_UNSAVED) or a negative
+ * status with err holding the run's first failure (empty where another rank says it for all); err
+ * should be the communicator's error buffer, so that every layer reports into one place. */
 int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen);
 
 /* Top-1/top-5 of a checkpoint over the validation images (or generated ones). */
