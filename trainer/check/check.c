@@ -487,12 +487,16 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
             goto fail;
     }
     _judge(cfg, all, n, pts, np, iso.intra ? &iso : NULL, &v);
-    if (comm->rank == 0 && (!cfg->quiet || v.status != DLT_CHECK_HEALTHY)) {
+    if (comm->rank == 0) {
         if (cfg->json)
             _print_json(all, n, comm->ops->name, pts, np, iso.intra ? &iso : NULL, &v, out);
-        else if (cfg->quiet)
+        else if (cfg->quiet && v.status != DLT_CHECK_HEALTHY)
             for (int i = 0; i < v.nlines; i++)
                 fprintf(out, "dltrain: preflight %s: %s\n", _status_name(v.status), v.lines[i]);
+        else if (cfg->quiet)
+            fprintf(out, "dltrain: preflight healthy: GEMM %.4g TFLOP/s (%s, %d rank(s), every result exact), "
+                    "all-reduce %zu bytes busbw %.3g GB/s (sums exact)\n", all[0].tflops, all[0].dtype, n,
+                    np > 0 ? pts[np - 1].bytes : 0, np > 0 ? pts[np - 1].busbw : 0);
         else
             _print_table(cfg, all, n, comm->ops->name, pts, np, iso.intra ? &iso : NULL, &v, out);
         fflush(out);
@@ -512,4 +516,30 @@ out:
     free(iso.pair);
     free(all);
     return rc < 0 ? 1 : rc;
+}
+
+int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px, dlt_comm *comm)
+{
+    dlt_check_config cfg;
+    char err[1024] = "";
+    int rc;
+    dlt_check_defaults(&cfg);
+    cfg.gpu = dlt_backend_is_gpu(be);
+    cfg.device = be->device;
+    cfg.precision = be->precision;
+    cfg.quiet = 1; /* one line when healthy, the named problems otherwise */
+    if (!full) {
+        cfg.gemm_n = cfg.gpu ? 4096 : 512;
+        cfg.gemm_seconds = 0.2;
+        cfg.max_bytes = (size_t)1 << 20;
+        cfg.isolate = 0;
+    }
+    rc = dlt_check_run(&cfg, px, comm, stderr, err, sizeof(err));
+    if (rc == 1)
+        fprintf(stderr, "dltrain: rank %d: preflight could not run: %s\n", comm->rank, err);
+    else if (rc != 0 && comm->rank == 0)
+        fprintf(stderr, "dltrain: preflight (%s) found the job %s: every rank stops before the first step, exit "
+                "status %d (dltrain check on these nodes gives the full report)\n", full ? "full" : "quick",
+                _status_name(rc), rc);
+    return rc;
 }

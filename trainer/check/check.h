@@ -32,7 +32,7 @@ typedef struct {
     int isolate;             /* 1: within nodes, across nodes, node pairs */
     int pairs;               /* 1: node pairs even when the cross-node figure is not low */
     int json;                /* rank 0 prints one JSON object instead of the table */
-    int quiet;               /* print only what is wrong (the --preflight form) */
+    int quiet;               /* the --preflight form: one line when healthy, else the named problems */
 } dlt_check_config;
 
 void dlt_check_defaults(dlt_check_config *cfg);
@@ -42,5 +42,11 @@ void dlt_check_defaults(dlt_check_config *cfg);
  * DEGRADED or BROKEN, the same on every rank, or 1 when the check itself failed (err filled). */
 int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, char *err,
                   size_t errlen);
+
+/* dltrain train --preflight: the check before the first step, quick (full = 0: a smaller GEMM,
+ * sizes up to 1 MiB, no isolation) or full (dltrain check's defaults). Rank 0 says one line when
+ * healthy; else the named problems, and every rank returns the same status (3 or 4; 1 when the
+ * check could not run) so that every rank stops before training. Returns 0 when healthy. */
+int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px, dlt_comm *comm);
 
 #endif

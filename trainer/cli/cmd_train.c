@@ -16,6 +16,7 @@
 #include "trainer/cli/launch.h"
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/check/check.h"
 #include "trainer/cli/parse.h"
 #include "trainer/cli/preflight.h"
 #include "trainer/common/io.h"
@@ -31,7 +32,7 @@ enum {
     O_BACKEND, O_DEVICE, O_TF32, O_BUCKET, O_LOWP, O_LOSS_SCALE, O_LS_WINDOW, O_GRAPHS, O_DETERMINISTIC, O_VERIFY,
     O_QUIET, O_VERBOSE, O_STEM_PAD, O_EVAL_EVERY, O_TARGET, O_INIT, O_AUGMENT, O_DUMP_BATCH,
     O_RESUME_OVERRIDE,
-    O_TENSORBOARD
+    O_TENSORBOARD, O_PREFLIGHT
 };
 
 static const struct option g_opts[] = {
@@ -101,6 +102,7 @@ static const struct option g_opts[] = {
     {"quiet", no_argument, NULL, O_QUIET},
     {"verbose", no_argument, NULL, O_VERBOSE},
     {"help", no_argument, NULL, O_HELP},
+    {"preflight", optional_argument, NULL, O_PREFLIGHT},
     {NULL, 0, NULL, 0},
 };
 
@@ -174,6 +176,8 @@ static void _usage(FILE *f, const char *cmd)
             "  --augment standard|none  training crops and flips, or the evaluation transform (default\n"
             "                         standard; none: for comparisons and debugging)\n"
             "  --dump-batch FILE      debugging: rank 0 writes its first batch (uint8 NHWC + int32 labels)\n"
+            "  --preflight[=quick|full]  health check before the first step (dltrain check; quick: a GEMM and\n"
+            "                         all-reduces up to 1 MiB): a wrong or slow rank stops every rank, exit 3 or 4\n"
             "evaluation (eval):\n"
             "  --checkpoint PATH      model file to evaluate (checked against its state file, if beside it)\n"
             "  --verify               only check --checkpoint against its state file (size, CRC), print, exit\n"
@@ -212,6 +216,7 @@ static const struct {
     {"cuda-graphs", C_TRAIN | C_BENCH}, {"eval-size", C_TRAIN | C_EVAL}, {"val-data", C_TRAIN | C_EVAL},
     {"val-labels", C_TRAIN | C_EVAL}, {"checkpoint", C_EVAL}, {"warmup", C_BENCH}, {"iters", C_BENCH},
     {"inference", C_BENCH}, {"feed", C_BENCH}, {"json", C_BENCH},
+    {"preflight", C_TRAIN},
 };
 
 /* Options only the CUDA backend reads: on the CPU backend they are refused, since the run would
@@ -488,7 +493,7 @@ int dlt_cmd_train(int argc, char **argv)
     int64_t w;
     dlt_model_given given = {0, 0, 0, 0};
     char err[1024], name[48];
-    int opt, rc, longindex, verify = 0, muted;
+    int opt, rc, longindex, verify = 0, muted, preflight = 0; /* --preflight: 1 quick, 2 full */
     unsigned char seen[sizeof(g_opts) / sizeof(g_opts[0])];
     dltpmix_ctx *px;
     dlt_comm *comm;
@@ -664,6 +669,13 @@ int dlt_cmd_train(int argc, char **argv)
         case O_JSON: b.json = 1; break;
         case O_CHECKPOINT: checkpoint = optarg; break;
         case O_VERIFY: verify = 1; break;
+        case O_PREFLIGHT:
+            if (optarg && strcmp(optarg, "quick") && strcmp(optarg, "full")) {
+                fprintf(stderr, "dltrain: --preflight=%s: quick or full\n", optarg);
+                return 2;
+            }
+            preflight = optarg && !strcmp(optarg, "full") ? 2 : 1;
+            break;
         case O_HELP:
         case 'h': _usage(stdout, cmd); return 0;
         default: _usage(stderr, cmd); return 2;
@@ -719,6 +731,10 @@ int dlt_cmd_train(int argc, char **argv)
         if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem[0] ? problem : NULL, &px, &comm, err,
                                  sizeof(err))) != 0)
             return rc;
+    }
+    if (preflight && !strcmp(cmd, "train") && (rc = dlt_check_preflight(preflight == 2, &c.backend, px, comm)) != 0) {
+        dlt_cli_finish(px, comm); /* --preflight: every rank stops alike, before the first step */
+        return rc;
     }
     rc = _preflight(cmd, &c, comm, checkpoint, resume_path, sizeof(resume_path));
     if (rc == 0 && !strcmp(cmd, "train"))
