@@ -56,7 +56,8 @@ static int _reduce(dlt_comm *c, float *buf, size_t count, int iters, int check, 
     return 0;
 }
 
-int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, dlt_ar_point *pts, int maxpts, int *npts)
+int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters, dlt_ar_point *pts, int maxpts,
+                 int *npts)
 {
     size_t maxcount = max_bytes / sizeof(float) < 2 ? 2 : max_bytes / sizeof(float);
     float *buf = malloc(maxcount * sizeof(float));
@@ -77,7 +78,7 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, dlt_ar_point *
         double secs = 0, wrong = 0;
         memset(p, 0, sizeof(*p));
         p->bytes = count * sizeof(float);
-        p->iters = _iters(p->bytes);
+        p->iters = max_iters > 0 && max_iters < _iters(p->bytes) ? max_iters : _iters(p->bytes);
         for (size_t i = 0; i < count; i++)
             buf[i] = dlt_ar_value(c->rank, i);
         if ((rc = _reduce(c, buf, count, 1, 1, &secs)) != 0)

@@ -25,9 +25,11 @@ float dlt_ar_value(int rank, size_t i);
 double dlt_ar_expected(int n, size_t i);
 
 /* Sizes min_bytes, 2 min_bytes, ... up to max_bytes (rounded down to whole float32 elements, at
- * least two); at most maxpts points. Every rank of c calls it with the same arguments. Returns 0
+ * least two); at most maxpts points; max_iters (> 0) bounds the timed all-reduces per size (else
+ * 20 for small sizes, fewer from 4 MiB, at least 2). Every rank of c calls it with the same arguments. Returns 0
  * (each point filled, agreed over the ranks) or a negative status with c->err filled. */
-int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, dlt_ar_point *pts, int maxpts, int *npts);
+int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters, dlt_ar_point *pts, int maxpts,
+                 int *npts);
 
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* The device half of the sweep on an NCCL communicator: src (count floats, may be NULL: keep the

@@ -155,7 +155,8 @@ static void _gemm(const dlt_check_config *cfg, int rank, _rank_rec *me)
 
 /* One point (the isolation size) on a sub-communicator; its busbw lands in slot of every rank's
  * vec (a sum over the world: only the group's first rank writes). Every world rank calls it. */
-static int _group_point(dlt_comm *world, int color, int key, size_t bytes, double *vec, int slot, int nslots)
+static int _group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot,
+                        int nslots)
 {
     dlt_comm *sub = NULL;
     dlt_ar_point p;
@@ -164,7 +165,7 @@ static int _group_point(dlt_comm *world, int color, int key, size_t bytes, doubl
     if ((rc = world->ops->split(world, color, key, &sub)) != 0)
         return rc;
     if (sub && sub->size > 1) {
-        rc = dlt_ar_sweep(sub, bytes, bytes, &p, 1, &np);
+        rc = dlt_ar_sweep(sub, bytes, bytes, iters, &p, 1, &np);
         if (rc == 0 && np == 1 && sub->rank == 0 && slot >= 0 && slot < nslots)
             vec[slot] = p.wrong > 0 ? -1 : p.busbw; /* -1: a wrong sum */
     }
@@ -202,12 +203,12 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
     if (!vec)
         return dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
     /* Within each node. */
-    if ((rc = _group_point(comm, me->node_rank, me->local_rank, iso->bytes, vec, me->node_rank, k)) != 0)
+    if ((rc = _group_point(comm, me->node_rank, me->local_rank, iso->bytes, cfg->iters, vec, me->node_rank, k)) != 0)
         goto out;
     memcpy(iso->intra, vec, (size_t)k * sizeof(double));
     /* One rank per node. */
     if (k > 1) {
-        if ((rc = _group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, vec, 0, 1)) != 0)
+        if ((rc = _group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) != 0)
             goto out;
         iso->cross = vec[0];
     }
@@ -217,7 +218,7 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
         for (int r = 0; r < even - 1; r++) {
             int p = _partner(me->node_rank, r, even), lo = me->node_rank < p ? me->node_rank : p;
             int in = me->local_rank == 0 && p < k && p != me->node_rank;
-            if ((rc = _group_point(comm, in ? lo : -1, me->node_rank, iso->bytes, vec,
+            if ((rc = _group_point(comm, in ? lo : -1, me->node_rank, iso->bytes, cfg->iters, vec,
                                    in ? lo * k + (lo == me->node_rank ? p : me->node_rank) : -1, k * k)) != 0)
                 goto out;
             for (int j = 0; j < k * k; j++)
@@ -472,7 +473,7 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
         rc = dlt_fail(err, errlen, -EIO, "gathering the GEMM results: %s", dltpmix_error(px));
         goto out;
     }
-    if ((rc = dlt_ar_sweep(comm, cfg->min_bytes, cfg->max_bytes, pts, DLT_CHECK_MAX_POINTS, &np)) != 0)
+    if ((rc = dlt_ar_sweep(comm, cfg->min_bytes, cfg->max_bytes, cfg->iters, pts, DLT_CHECK_MAX_POINTS, &np)) != 0)
         goto fail;
     if (cfg->isolate && n > 1 && comm->ops->split) {
         iso.nodes = info->node_count > 0 ? info->node_count : 1;
@@ -531,7 +532,9 @@ int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px,
     if (!full) {
         cfg.gemm_n = cfg.gpu ? 4096 : 512;
         cfg.gemm_seconds = 0.2;
+        cfg.min_bytes = (size_t)64 << 10;
         cfg.max_bytes = (size_t)1 << 20;
+        cfg.iters = 5;
         cfg.isolate = 0;
     }
     rc = dlt_check_run(&cfg, px, comm, stderr, err, sizeof(err));

@@ -29,6 +29,7 @@ typedef struct {
     double min_tflops;       /* 0: no site threshold */
     double min_busbw;        /* GB/s at the largest size; 0: none */
     size_t min_bytes, max_bytes;
+    int iters;               /* > 0: at most this many timed all-reduces per size */
     int isolate;             /* 1: within nodes, across nodes, node pairs */
     int pairs;               /* 1: node pairs even when the cross-node figure is not low */
     int json;                /* rank 0 prints one JSON object instead of the table */

@@ -14,7 +14,7 @@
 #include "trainer/cli/parse.h"
 
 enum { K_BACKEND = 256, K_PRECISION, K_DEVICE, K_GEMM, K_GEMM_S, K_FRACTION, K_MIN_TFLOPS, K_MIN_BUSBW, K_MIN_BYTES,
-       K_MAX_BYTES, K_NO_ISOLATE, K_PAIRS, K_JSON, K_COMM, K_TIMEOUT, K_HELP };
+       K_MAX_BYTES, K_ITERS, K_NO_ISOLATE, K_PAIRS, K_JSON, K_COMM, K_TIMEOUT, K_HELP };
 
 static void _usage(FILE *f)
 {
@@ -36,6 +36,7 @@ static void _usage(FILE *f)
             "  --min-tflops T         site threshold: a rank below T TFLOP/s is named\n"
             "  --min-busbw G          site threshold: busbw below G GB/s at the largest size is named\n"
             "  --min-bytes B --max-bytes B  the sweep's sizes (default 8 .. 256M; K, M, G suffixes)\n"
+            "  --iters N              at most N timed all-reduces per size (default 20, fewer from 4 MiB)\n"
             "  --no-isolate           only the sweep over all ranks\n"
             "  --pairs                always test node pairs (default: when the cross-node figure is low)\n"
             "  --json                 one JSON object instead of the table\n"
@@ -73,13 +74,14 @@ int dlt_cmd_check(int argc, char **argv)
         {"gemm-seconds", required_argument, NULL, K_GEMM_S}, {"min-fraction", required_argument, NULL, K_FRACTION},
         {"min-tflops", required_argument, NULL, K_MIN_TFLOPS}, {"min-busbw", required_argument, NULL, K_MIN_BUSBW},
         {"min-bytes", required_argument, NULL, K_MIN_BYTES}, {"max-bytes", required_argument, NULL, K_MAX_BYTES},
+        {"iters", required_argument, NULL, K_ITERS},
         {"no-isolate", no_argument, NULL, K_NO_ISOLATE}, {"pairs", no_argument, NULL, K_PAIRS},
         {"json", no_argument, NULL, K_JSON}, {"comm", required_argument, NULL, K_COMM},
         {"timeout", required_argument, NULL, K_TIMEOUT}, {"help", no_argument, NULL, K_HELP}, {NULL, 0, NULL, 0}};
     dlt_check_config cfg;
     dlt_backend_config be;
     const char *comm_kind = "auto";
-    double timeout = 0, v;
+    double timeout = 0;
     int64_t w;
     dltpmix_ctx *px = NULL;
     dlt_comm *comm = NULL;
@@ -114,6 +116,7 @@ int dlt_cmd_check(int argc, char **argv)
         case K_MIN_BUSBW: rc = dlt_parse_real("--min-busbw", optarg, 0, 1e6, &cfg.min_busbw, err, sizeof(err)); break;
         case K_MIN_BYTES: rc = _bytes("--min-bytes", optarg, &cfg.min_bytes, err, sizeof(err)); break;
         case K_MAX_BYTES: rc = _bytes("--max-bytes", optarg, &cfg.max_bytes, err, sizeof(err)); break;
+        case K_ITERS: rc = dlt_parse_whole("--iters", optarg, 1, 1000, &w, err, sizeof(err)); cfg.iters = (int)w; break;
         case K_NO_ISOLATE: cfg.isolate = 0; break;
         case K_PAIRS: cfg.pairs = 1; break;
         case K_JSON: cfg.json = 1; break;
@@ -134,7 +137,6 @@ int dlt_cmd_check(int argc, char **argv)
             return 2;
         }
     }
-    (void)v;
     if (optind < argc) {
         fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[optind]);
         return 2;
