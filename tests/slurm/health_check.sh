@@ -72,7 +72,7 @@ else not_ok "straggler in check"; echo "$out" | grep -v '^ *[0-9]* *20 ' | tail 
 
 # 6: the same straggler in a short training: named in the log, as a metrics event, in the summary.
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 512 --steps 40
-     --warmup-epochs 0 --log-every 4)
+     --warmup-epochs 0 --log-every 10)
 rm -f "$WORK/s.jsonl"
 out=$(DLT_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$WORK/rank.sh" "$DLTRAIN" train "${RUN[@]}" --metrics "$WORK/s.jsonl" 2>&1); rc=$?
 if ((rc == 0)) && grep -q 'straggler: rank 1 (host n2, local rank 0, cpu 1) \(compute\|data\) .*x the median' <<<"$out" &&

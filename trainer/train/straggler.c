@@ -87,7 +87,6 @@ void dlt_straggler_init(dlt_straggler *s, const char *host, const dlt_backend_co
 /* The first interval: room for every rank, and their identities. */
 static int _open(dlt_straggler *s, dlt_comm *comm)
 {
-    size_t words = (size_t)comm->size * DLT_STRAGGLER_ID / sizeof(int64_t);
     s->size = comm->size;
     s->rank = comm->rank;
     s->ids = calloc((size_t)comm->size, DLT_STRAGGLER_ID);
@@ -99,9 +98,22 @@ static int _open(dlt_straggler *s, dlt_comm *comm)
     if (!s->ids || !s->streak_c || !s->streak_d || !s->slowest || !s->ratio_sum || !s->buf)
         return dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
     memcpy(s->ids[comm->rank], s->me, DLT_STRAGGLER_ID);
-    /* A gather through one sum: each rank's slot is zero on every other rank (whole 64-bit words,
-     * DLT_STRAGGLER_ID is a multiple of 8), so the sum is every slot's bytes. */
-    return comm->ops->allreduce_sum(comm, s->ids, words, DLT_DTYPE_I64);
+    return 0;
+}
+
+/* The identities, gathered the first time a rank is named (every rank decides alike when), so a
+ * run without stragglers pays one exchange per interval and nothing more. A gather through one
+ * sum: each rank's slot is zero on every other rank (whole 64-bit words, DLT_STRAGGLER_ID is a
+ * multiple of 8), so the sum is every slot's bytes. */
+static int _gather_ids(dlt_straggler *s, dlt_comm *comm)
+{
+    int rc;
+    if (s->have_ids)
+        return 0;
+    rc = comm->ops->allreduce_sum(comm, s->ids, (size_t)comm->size * DLT_STRAGGLER_ID / sizeof(int64_t),
+                                  DLT_DTYPE_I64);
+    s->have_ids = rc == 0;
+    return rc;
 }
 
 static int _interval(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t step)
@@ -133,6 +145,11 @@ static int _interval(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t
     for (int i = 0; i < s->size; i++) {
         s->streak_c[i] = slow_c[i] ? s->streak_c[i] + 1 : 0;
         s->streak_d[i] = slow_d[i] ? s->streak_d[i] + 1 : 0;
+        if (((s->streak_c[i] && s->streak_c[i] % s->windows == 0) ||
+             (s->streak_d[i] && s->streak_d[i] % s->windows == 0)) && (rc = _gather_ids(s, comm)) != 0)
+            goto out;
+    }
+    for (int i = 0; i < s->size; i++) {
         for (int k = 0; k < 2; k++) {
             int streak = k ? s->streak_d[i] : s->streak_c[i];
             const char *kind = k ? "data" : "compute";
@@ -165,7 +182,7 @@ int dlt_straggler_step(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64
     s->compute_s += compute_s > 0 ? compute_s : 0;
     s->data_s += data_s > 0 ? data_s : 0;
     s->steps++;
-    if (!interval_end || comm->size < 2)
+    if (!interval_end || comm->size < 2 || s->steps < DLT_STRAGGLER_MIN_STEPS)
         return 0;
     if (!s->buf)
         rc = _open(s, comm);
@@ -175,11 +192,13 @@ int dlt_straggler_step(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64
     return rc;
 }
 
-void dlt_straggler_summary(const dlt_straggler *s, const dlt_run_log *log, double run_s)
+int dlt_straggler_summary(dlt_straggler *s, dlt_comm *comm, const dlt_run_log *log, double run_s)
 {
-    int worst = 0;
-    if (s->rank != 0 || s->size < 2 || s->intervals == 0 || !s->slowest)
-        return;
+    int worst = 0, rc;
+    if (s->size < 2 || s->intervals == 0 || !s->slowest)
+        return 0;
+    if ((rc = _gather_ids(s, comm)) != 0 || s->rank != 0)
+        return rc;
     for (int i = 1; i < s->size; i++)
         if (s->slowest[i] > s->slowest[worst])
             worst = i;
@@ -187,6 +206,7 @@ void dlt_straggler_summary(const dlt_straggler *s, const dlt_run_log *log, doubl
             "%.2fx the median step then; straggler check cost %.3f s of %.1f s (%.3f%%)", worst, s->ids[worst],
             s->slowest[worst], s->intervals, 100.0 * (double)s->slowest[worst] / (double)s->intervals,
             s->ratio_sum[worst] / (double)s->slowest[worst], s->cost_s, run_s, run_s > 0 ? 100 * s->cost_s / run_s : 0);
+    return 0;
 }
 
 void dlt_straggler_close(dlt_straggler *s)

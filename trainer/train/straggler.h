@@ -14,6 +14,9 @@
 
 #define DLT_STRAGGLER_FACTOR 1.15
 #define DLT_STRAGGLER_WINDOWS 3
+/* An interval spans at least this many steps (a log line every step would otherwise judge single,
+ * noisy steps and pay the exchange every step). */
+#define DLT_STRAGGLER_MIN_STEPS 10
 #define DLT_STRAGGLER_ID 96 /* bytes of "host H, local rank L, DEVICE" */
 
 typedef struct {
@@ -30,6 +33,7 @@ typedef struct {
     double cost_s;                 /* time spent here: the check's own cost */
     double *buf;                   /* 2 size doubles: the interval's exchange */
     char me[DLT_STRAGGLER_ID];     /* this rank's identity */
+    int have_ids;                  /* ids gathered (when a rank is first named, or at the end) */
 } dlt_straggler;
 
 /* One interval's verdict, the same on every rank (pure: what the unit test exercises). For each
@@ -42,15 +46,16 @@ int dlt_straggler_judge(const double *compute, const double *data, int n, double
  * communication. */
 void dlt_straggler_init(dlt_straggler *s, const char *host, const dlt_backend_config *be);
 /* After each step, on every rank: compute seconds (the step without its time in collectives) and
- * seconds waiting for the batch. At interval_end (the log cadence, the same step on every rank):
- * one all-reduce of two doubles per rank (the first one also gathers the identities) and the
- * verdict; rank 0 names a rank slow for `windows` intervals in a row in the log and as a
+ * seconds waiting for the batch. At interval_end (the log cadence, the same step on every rank) once at least
+ * DLT_STRAGGLER_MIN_STEPS steps were added since the last exchange:
+ * one all-reduce of two doubles per rank and the verdict; rank 0 names a rank slow for `windows` intervals in a row in the log and as a
  * "straggler" metrics event. Returns 0 or the collective's status (comm->err says why). */
 int dlt_straggler_step(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t step, double compute_s,
                        double data_s, int interval_end);
-/* Rank 0: the slowest rank and its share of the intervals, and the check's own cost against
- * run_s (the run's seconds). */
-void dlt_straggler_summary(const dlt_straggler *s, const dlt_run_log *log, double run_s);
+/* At the end, on every rank (it may gather the identities): rank 0 names the slowest rank and its
+ * share of the intervals, and the check's own cost against run_s (the run's seconds). Returns 0
+ * or the collective's status. */
+int dlt_straggler_summary(dlt_straggler *s, dlt_comm *comm, const dlt_run_log *log, double run_s);
 void dlt_straggler_close(dlt_straggler *s);
 
 #endif

@@ -410,7 +410,8 @@ static int _finish(dlt_run *r, loop_state *t)
     if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0)
         return rc;
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
-    dlt_straggler_summary(&t->straggler, &r->log, dlt_now() - r->log.t_start); /* straggler.h */
+    if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) != 0) /* straggler.h */
+        return rc;
     return 0;
 }
 
