@@ -4,10 +4,11 @@
 # the all-reduce sums are exact and busbw follows its definition for 1, 2 and 4 ranks; a rank
 # pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host,
 # by check and by a short training, and no other rank is; a wrong GEMM (the test-only fault hook)
-# is named by check and by --preflight, which stops every rank with status 4.
+# is named by check and by --preflight, which stops every rank with status 4; and
+# contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 18
-tap_plan 9
+tap_plan 10
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
@@ -103,4 +104,26 @@ else not_ok "--preflight stop (${el}s)"; echo "$out" | tail -8 | diag; cat "$WOR
 if grep -q '^3: dltrain: rank 3 (host n2, local rank 1, .*): GEMM result wrong' <<<"$out"; then
   ok "--preflight: the failing rank names itself (host n2, local rank 1) in its own output"
 else not_ok "failing rank's own message"; echo "$out" | tail -6 | diag; fi
+
+# 10: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
+# the job excludes it and requeues itself (Slurm then holds it two minutes: cancelled here).
+cat > "$WORK/fault-once.sh" <<EOF
+#!/bin/sh
+[ "\${SLURM_RESTART_COUNT:-0}" = 0 ] && export DLT_TEST_FAULT_GEMM_RANK=1
+exec "$DLTRAIN" "\$@"
+EOF
+chmod +x "$WORK/fault-once.sh"
+rm -rf "$WORK/sb"; mkdir -p "$WORK/sb"
+jid=$(sbatch --parsable -N1 --ntasks-per-node=2 --gpus-per-node=2 -o "$WORK/sb/job.out" \
+  --export=ALL,DLTRAIN="$WORK/fault-once.sh",OUT="$WORK/sb",CHECK_ARGS="--gemm-size 128 --max-bytes 1K --iters 2" \
+  "$DLT_SRCDIR/contrib/sbatch/health-check-train.sbatch")
+for _ in $(seq 300); do grep -q 'requeueing\|could not run' "$WORK/sb/job.out" 2>/dev/null && break; sleep 0.2; done
+sleep 1
+node=$(sed -n 's/.* restart 0 on \(n[0-9]\).*/\1/p' "$WORK/sb/job.out")
+show=$(scontrol show job "$jid" 2>&1)
+scancel "$jid" 2>/dev/null
+if [[ -n $node ]] && grep -q "excluding $node and requeueing" "$WORK/sb/job.out" && grep -q "ExcNodeList=$node" <<<"$show" &&
+  grep -q 'Restarts=1' <<<"$show" && grep -q '"named_hosts":\["'"$node"'"\]' "$WORK/sb/check.json"; then
+  ok "health-check-train.sbatch: the check names $node (rank 1's wrong GEMM), the job excludes it and requeues itself"
+else not_ok "sbatch exclude and requeue (node '$node')"; tail -6 "$WORK/sb/job.out" | diag; grep -o 'ExcNodeList=[^ ]*\|Restarts=[0-9]*' <<<"$show" | diag; fi
 exit 0

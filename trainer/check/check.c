@@ -244,7 +244,18 @@ typedef struct {
     int status;
     char lines[16][320]; /* named problems */
     int nlines;
+    char hosts[16][64];  /* the hosts they are on, each once (what a job script excludes) */
+    int nhosts;
 } _verdict;
+
+static void _name_host(_verdict *v, const char *host)
+{
+    for (int i = 0; i < v->nhosts; i++)
+        if (!strcmp(v->hosts[i], host))
+            return;
+    if (v->nhosts < 16)
+        snprintf(v->hosts[v->nhosts++], sizeof(v->hosts[0]), "%s", host);
+}
 
 static void _name(_verdict *v, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void _name(_verdict *v, int status, const char *fmt, ...)
@@ -271,6 +282,9 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
     for (int i = 0; i < n; i++) {
         const _rank_rec *r = &all[i];
         double med = _model_median(all, n, i);
+        if (r->failed || r->wrong || (n > 1 && med > 0 && r->tflops < cfg->fraction * med) ||
+            (cfg->min_tflops > 0 && r->tflops < cfg->min_tflops))
+            _name_host(v, r->host);
         if (r->failed)
             _name(v, DLT_CHECK_BROKEN, "rank %d (host %s, local rank %d): GEMM could not run: %s", i, r->host,
                   r->local_rank, r->why);
@@ -305,6 +319,8 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
         free(v2);
         for (int i = 0; i < iso->nodes; i++) {
             const _rank_rec *r = _node_rec(all, n, i);
+            if (iso->intra[i] < 0 || (iso->intra[i] > 0 && k > 1 && iso->intra[i] < cfg->fraction * med))
+                _name_host(v, r->host);
             if (iso->intra[i] < 0)
                 _name(v, DLT_CHECK_BROKEN, "node %s: all-reduce among its ranks gave wrong sums", r->host);
             else if (iso->intra[i] > 0 && k > 1 && iso->intra[i] < cfg->fraction * med)
@@ -335,6 +351,8 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
                     low += iso->pair[i * k + j] < cfg->fraction * med;
                 }
             if (seen > 1 && low == seen) /* every pair with this node is low: the node (or its NIC) */
+                _name_host(v, _node_rec(all, n, i)->host);
+            if (seen > 1 && low == seen)
                 _name(v, DLT_CHECK_DEGRADED, "node %s: every node pair with it is below %.2f of the pairs' median "
                       "%.3g GB/s (%s)", _node_rec(all, n, i)->host, cfg->fraction, med, _node_rec(all, n, i)->nic);
         }
@@ -438,7 +456,12 @@ static void _print_json(const _rank_rec *all, int n, const char *comm_name, cons
             }
         fprintf(out, "],\"across_nodes_busbw_gbs\":%.6g}", iso->cross);
     }
-    fprintf(out, ",\"named\":[");
+    fprintf(out, ",\"named_hosts\":[");
+    for (int i = 0; i < v->nhosts; i++) {
+        fprintf(out, "%s", i ? "," : "");
+        _json_str(out, v->hosts[i]);
+    }
+    fprintf(out, "],\"named\":[");
     for (int i = 0; i < v->nlines; i++) {
         fprintf(out, "%s", i ? "," : "");
         _json_str(out, v->lines[i]);
