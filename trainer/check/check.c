@@ -155,8 +155,7 @@ static void _gemm(const dlt_check_config *cfg, int rank, _rank_rec *me)
 
 /* One point (the isolation size) on a sub-communicator; its busbw lands in slot of every rank's
  * vec (a sum over the world: only the group's first rank writes). Every world rank calls it. */
-static int _group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot,
-                        int nslots)
+static int _group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot, int nslots)
 {
     dlt_comm *sub = NULL;
     dlt_ar_point p;
@@ -177,9 +176,9 @@ static int _group_point(dlt_comm *world, int color, int key, size_t bytes, int i
 
 typedef struct {
     int nodes;
-    double *intra;  /* per node: busbw among its ranks (0: one rank there) */
-    double cross;   /* one rank per node */
-    double *pair;   /* nodes x nodes: busbw of the two nodes' first ranks (0: not measured) */
+    double *intra; /* per node: busbw among its ranks (0: one rank there) */
+    double cross;  /* one rank per node */
+    double *pair;  /* nodes x nodes: busbw of the two nodes' first ranks (0: not measured) */
     size_t bytes;
     int pairs_run;
 } _isolation;
@@ -208,7 +207,8 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
     memcpy(iso->intra, vec, (size_t)k * sizeof(double));
     /* One rank per node. */
     if (k > 1) {
-        if ((rc = _group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) != 0)
+        if ((rc = _group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) !=
+            0)
             goto out;
         iso->cross = vec[0];
     }
@@ -244,7 +244,7 @@ typedef struct {
     int status;
     char lines[16][320]; /* named problems */
     int nlines;
-    char hosts[16][64];  /* the hosts they are on, each once (what a job script excludes) */
+    char hosts[16][64]; /* the hosts they are on, each once (what a job script excludes) */
     int nhosts;
 } _verdict;
 
@@ -289,21 +289,27 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
             _name(v, DLT_CHECK_BROKEN, "rank %d (host %s, local rank %d): GEMM could not run: %s", i, r->host,
                   r->local_rank, r->why);
         else if (r->wrong)
-            _name(v, DLT_CHECK_BROKEN, "rank %d (host %s, local rank %d, %s%s): GEMM result wrong: C[%d][%d] = %.17g, "
-                  "exact %.17g", i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->row, r->col, r->got,
-                  r->want);
+            _name(v, DLT_CHECK_BROKEN,
+                  "rank %d (host %s, local rank %d, %s%s): GEMM result wrong: C[%d][%d] = %.17g, "
+                  "exact %.17g",
+                  i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->row, r->col, r->got, r->want);
         else if (n > 1 && med > 0 && r->tflops < cfg->fraction * med)
-            _name(v, DLT_CHECK_DEGRADED, "rank %d (host %s, local rank %d, %s%s): GEMM %.4g TFLOP/s, %.2f of the median "
-                  "%.4g of %s (limit %.2f)", i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->tflops,
-                  r->tflops / med, med, r->model, cfg->fraction);
+            _name(v, DLT_CHECK_DEGRADED,
+                  "rank %d (host %s, local rank %d, %s%s): GEMM %.4g TFLOP/s, %.2f of the median "
+                  "%.4g of %s (limit %.2f)",
+                  i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->tflops, r->tflops / med, med,
+                  r->model, cfg->fraction);
         else if (cfg->min_tflops > 0 && r->tflops < cfg->min_tflops)
-            _name(v, DLT_CHECK_DEGRADED, "rank %d (host %s, local rank %d, %s%s): GEMM %.4g TFLOP/s, below --min-tflops "
-                  "%.4g", i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->tflops, cfg->min_tflops);
+            _name(v, DLT_CHECK_DEGRADED,
+                  "rank %d (host %s, local rank %d, %s%s): GEMM %.4g TFLOP/s, below --min-tflops "
+                  "%.4g",
+                  i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->tflops, cfg->min_tflops);
     }
     for (int i = 0; i < np; i++)
         if (pts[i].wrong > 0)
-            _name(v, DLT_CHECK_BROKEN, "all-reduce of %zu bytes over %d ranks: %lld element(s) differ from the exact sum",
-                  pts[i].bytes, n, pts[i].wrong);
+            _name(v, DLT_CHECK_BROKEN,
+                  "all-reduce of %zu bytes over %d ranks: %lld element(s) differ from the exact sum", pts[i].bytes, n,
+                  pts[i].wrong);
     if (np > 0 && cfg->min_busbw > 0 && n > 1 && pts[np - 1].busbw < cfg->min_busbw)
         _name(v, DLT_CHECK_DEGRADED, "all-reduce of %zu bytes over %d ranks: busbw %.3g GB/s, below --min-busbw %.3g",
               pts[np - 1].bytes, n, pts[np - 1].busbw, cfg->min_busbw);
@@ -324,8 +330,10 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
             if (iso->intra[i] < 0)
                 _name(v, DLT_CHECK_BROKEN, "node %s: all-reduce among its ranks gave wrong sums", r->host);
             else if (iso->intra[i] > 0 && k > 1 && iso->intra[i] < cfg->fraction * med)
-                _name(v, DLT_CHECK_DEGRADED, "node %s: busbw among its ranks %.3g GB/s (%s), %.2f of the nodes' median "
-                      "%.3g", r->host, iso->intra[i], r->intra, iso->intra[i] / med, med);
+                _name(v, DLT_CHECK_DEGRADED,
+                      "node %s: busbw among its ranks %.3g GB/s (%s), %.2f of the nodes' median "
+                      "%.3g",
+                      r->host, iso->intra[i], r->intra, iso->intra[i] / med, med);
         }
     }
     if (iso->cross < 0)
@@ -353,12 +361,15 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
             if (seen > 1 && low == seen) /* every pair with this node is low: the node (or its NIC) */
                 _name_host(v, _node_rec(all, n, i)->host);
             if (seen > 1 && low == seen)
-                _name(v, DLT_CHECK_DEGRADED, "node %s: every node pair with it is below %.2f of the pairs' median "
-                      "%.3g GB/s (%s)", _node_rec(all, n, i)->host, cfg->fraction, med, _node_rec(all, n, i)->nic);
+                _name(v, DLT_CHECK_DEGRADED,
+                      "node %s: every node pair with it is below %.2f of the pairs' median "
+                      "%.3g GB/s (%s)",
+                      _node_rec(all, n, i)->host, cfg->fraction, med, _node_rec(all, n, i)->nic);
         }
         for (int i = 0; i < k; i++)
             for (int j = i + 1; j < k; j++)
-                if (iso->pair[i * k + j] < 0 || (iso->pair[i * k + j] > 0 && iso->pair[i * k + j] < cfg->fraction * med))
+                if (iso->pair[i * k + j] < 0 ||
+                    (iso->pair[i * k + j] > 0 && iso->pair[i * k + j] < cfg->fraction * med))
                     _name(v, iso->pair[i * k + j] < 0 ? DLT_CHECK_BROKEN : DLT_CHECK_DEGRADED,
                           "link %s - %s: busbw %.3g GB/s (pairs' median %.3g)", _node_rec(all, n, i)->host,
                           _node_rec(all, n, j)->host, iso->pair[i * k + j], med);
@@ -368,35 +379,43 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
 static void _print_table(const dlt_check_config *cfg, const _rank_rec *all, int n, const char *comm_name,
                          const dlt_ar_point *pts, int np, const _isolation *iso, const _verdict *v, FILE *out)
 {
-    fprintf(out, "dltrain check: %d rank(s) on %d node(s), communicator %s, GEMM %dx%d %s\n", n,
-            iso ? iso->nodes : 1, comm_name, cfg->gemm_n > 0 ? cfg->gemm_n : cfg->gpu ? 8192 : 1024,
-            cfg->gemm_n > 0 ? cfg->gemm_n : cfg->gpu ? 8192 : 1024, all[0].dtype[0] ? all[0].dtype : "-");
+    fprintf(out, "dltrain check: %d rank(s) on %d node(s), communicator %s, GEMM %dx%d %s\n", n, iso ? iso->nodes : 1,
+            comm_name,
+            cfg->gemm_n > 0 ? cfg->gemm_n
+            : cfg->gpu      ? 8192
+                            : 1024,
+            cfg->gemm_n > 0 ? cfg->gemm_n
+            : cfg->gpu      ? 8192
+                            : 1024,
+            all[0].dtype[0] ? all[0].dtype : "-");
     fprintf(out, "compute:\n  %4s  %-12s %5s  %-16s %-24s %10s %7s  %s\n", "rank", "host", "local", "device", "model",
             "TFLOP/s", "/median", "result");
     for (int i = 0; i < n; i++) {
         double med = _model_median(all, n, i);
         fprintf(out, "  %4d  %-12.12s %5d  %-16.16s %-24.24s %10.4f %7.2f  %s\n", i, all[i].host, all[i].local_rank,
                 all[i].device, all[i].model, all[i].tflops, med > 0 ? all[i].tflops / med : 0,
-                all[i].failed ? "failed" : all[i].wrong ? "WRONG" : "exact");
+                all[i].failed  ? "failed"
+                : all[i].wrong ? "WRONG"
+                               : "exact");
     }
     fprintf(out, "all-reduce (%d ranks, %s, float32 sum):\n  %12s %6s %12s %11s %11s %6s\n", n, comm_name, "bytes",
             "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
     for (int i = 0; i < np; i++)
-        fprintf(out, "  %12zu %6d %12.1f %11.3f %11.3f %6lld\n", pts[i].bytes, pts[i].iters, pts[i].seconds * 1e6,
+        fprintf(out, "  %12zu %6d %12.1f %11.4g %11.4g %6lld\n", pts[i].bytes, pts[i].iters, pts[i].seconds * 1e6,
                 pts[i].algbw, pts[i].busbw, pts[i].wrong);
     if (iso) {
         fprintf(out, "isolation (%zu bytes):\n", iso->bytes);
         for (int i = 0; i < iso->nodes; i++) {
             const _rank_rec *r = _node_rec(all, n, i);
             if (iso->intra[i] != 0)
-                fprintf(out, "  within %-12.12s busbw %9.3f GB/s   expected link: %s\n", r->host, iso->intra[i],
+                fprintf(out, "  within %-12.12s busbw %9.4g GB/s   expected link: %s\n", r->host, iso->intra[i],
                         r->intra);
         }
         if (iso->nodes > 1)
-            fprintf(out, "  across nodes         busbw %9.3f GB/s   expected link: %s\n", iso->cross, all[0].nic);
+            fprintf(out, "  across nodes         busbw %9.4g GB/s   expected link: %s\n", iso->cross, all[0].nic);
         for (int i = 0; iso->pairs_run && i < iso->nodes; i++)
             for (int j = i + 1; j < iso->nodes; j++)
-                fprintf(out, "  pair %s - %s busbw %9.3f GB/s\n", _node_rec(all, n, i)->host,
+                fprintf(out, "  pair %s - %s busbw %9.4g GB/s\n", _node_rec(all, n, i)->host,
                         _node_rec(all, n, j)->host, iso->pair[i * iso->nodes + j]);
     }
     fprintf(out, "verdict: %s (exit status %d)\n", _status_name(v->status), v->status);
@@ -439,9 +458,9 @@ static void _print_json(const _rank_rec *all, int n, const char *comm_name, cons
     }
     fprintf(out, "],\"allreduce\":[");
     for (int i = 0; i < np; i++)
-        fprintf(out, "%s{\"bytes\":%zu,\"iters\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6g,\"busbw_gbs\":%.6g,\"wrong\":%lld}",
-                i ? "," : "", pts[i].bytes, pts[i].iters, pts[i].seconds * 1e6, pts[i].algbw, pts[i].busbw,
-                pts[i].wrong);
+        fprintf(
+            out, "%s{\"bytes\":%zu,\"iters\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6g,\"busbw_gbs\":%.6g,\"wrong\":%lld}",
+            i ? "," : "", pts[i].bytes, pts[i].iters, pts[i].seconds * 1e6, pts[i].algbw, pts[i].busbw, pts[i].wrong);
     fprintf(out, "]");
     if (iso) {
         fprintf(out, ",\"isolation\":{\"bytes\":%zu,\"within_node\":[", iso->bytes);
@@ -454,7 +473,17 @@ static void _print_json(const _rank_rec *all, int n, const char *comm_name, cons
                 fprintf(out, "}");
                 first = 0;
             }
-        fprintf(out, "],\"across_nodes_busbw_gbs\":%.6g}", iso->cross);
+        fprintf(out, "],\"across_nodes_busbw_gbs\":%.6g,\"pairs\":[", iso->cross);
+        for (int i = 0, first = 1; iso->pairs_run && i < iso->nodes; i++)
+            for (int j = i + 1; j < iso->nodes; j++) {
+                fprintf(out, "%s{\"hosts\":[", first ? "" : ",");
+                _json_str(out, _node_rec(all, n, i)->host);
+                fputc(',', out);
+                _json_str(out, _node_rec(all, n, j)->host);
+                fprintf(out, "],\"busbw_gbs\":%.6g}", iso->pair[i * iso->nodes + j]);
+                first = 0;
+            }
+        fprintf(out, "]}");
     }
     fprintf(out, ",\"named_hosts\":[");
     for (int i = 0; i < v->nhosts; i++) {
@@ -518,9 +547,10 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
             for (int i = 0; i < v.nlines; i++)
                 fprintf(out, "dltrain: preflight %s: %s\n", _status_name(v.status), v.lines[i]);
         else if (cfg->quiet)
-            fprintf(out, "dltrain: preflight healthy: GEMM %.4g TFLOP/s (%s, %d rank(s), every result exact), "
-                    "all-reduce %zu bytes busbw %.3g GB/s (sums exact)\n", all[0].tflops, all[0].dtype, n,
-                    np > 0 ? pts[np - 1].bytes : 0, np > 0 ? pts[np - 1].busbw : 0);
+            fprintf(out,
+                    "dltrain: preflight healthy: GEMM %.4g TFLOP/s (%s, %d rank(s), every result exact), "
+                    "all-reduce %zu bytes busbw %.3g GB/s (sums exact)\n",
+                    all[0].tflops, all[0].dtype, n, np > 0 ? pts[np - 1].bytes : 0, np > 0 ? pts[np - 1].busbw : 0);
         else
             _print_table(cfg, all, n, comm->ops->name, pts, np, iso.intra ? &iso : NULL, &v, out);
         fflush(out);
@@ -564,8 +594,9 @@ int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px,
     if (rc == 1)
         fprintf(stderr, "dltrain: rank %d: preflight could not run: %s\n", comm->rank, err);
     else if (rc != 0 && comm->rank == 0)
-        fprintf(stderr, "dltrain: preflight (%s) found the job %s: every rank stops before the first step, exit "
-                "status %d (dltrain check on these nodes gives the full report)\n", full ? "full" : "quick",
-                _status_name(rc), rc);
+        fprintf(stderr,
+                "dltrain: preflight (%s) found the job %s: every rank stops before the first step, exit "
+                "status %d (dltrain check on these nodes gives the full report)\n",
+                full ? "full" : "quick", _status_name(rc), rc);
     return rc;
 }

@@ -29,11 +29,11 @@ typedef struct {
     double min_tflops;       /* 0: no site threshold */
     double min_busbw;        /* GB/s at the largest size; 0: none */
     size_t min_bytes, max_bytes;
-    int iters;               /* > 0: at most this many timed all-reduces per size */
-    int isolate;             /* 1: within nodes, across nodes, node pairs */
-    int pairs;               /* 1: node pairs even when the cross-node figure is not low */
-    int json;                /* rank 0 prints one JSON object instead of the table */
-    int quiet;               /* the --preflight form: one line when healthy, else the named problems */
+    int iters;   /* > 0: at most this many timed all-reduces per size */
+    int isolate; /* 1: within nodes, across nodes, node pairs */
+    int pairs;   /* 1: node pairs even when the cross-node figure is not low */
+    int json;    /* rank 0 prints one JSON object instead of the table */
+    int quiet;   /* the --preflight form: one line when healthy, else the named problems */
 } dlt_check_config;
 
 void dlt_check_defaults(dlt_check_config *cfg);
@@ -41,8 +41,7 @@ void dlt_check_defaults(dlt_check_config *cfg);
 /* Runs the check on every rank of comm (px: the bootstrap, for the gathers). Rank 0 prints the
  * report to out; a named rank also says on stderr what it found. Returns DLT_CHECK_HEALTHY,
  * DEGRADED or BROKEN, the same on every rank, or 1 when the check itself failed (err filled). */
-int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, char *err,
-                  size_t errlen);
+int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, char *err, size_t errlen);
 
 /* dltrain train --preflight: the check before the first step, quick (full = 0: a smaller GEMM,
  * sizes up to 1 MiB, no isolation) or full (dltrain check's defaults). Rank 0 says one line when

@@ -11,13 +11,13 @@
 #include "trainer/backend/backend.h"
 
 typedef struct {
-    int n;                /* square size */
-    int iters;            /* timed GEMMs */
-    double seconds;       /* per GEMM */
-    double tflops;        /* 2 n^3 / seconds / 1e12 */
-    char model[64];       /* GPU name or CPU model */
-    char device[64];      /* PCI bus id, or "cpu LIST" (the CPUs this rank may run on) */
-    const char *dtype;    /* what the inputs and the arithmetic were: "fp32", "tf32", "fp16", "bf16" */
+    int n;             /* square size */
+    int iters;         /* timed GEMMs */
+    double seconds;    /* per GEMM */
+    double tflops;     /* 2 n^3 / seconds / 1e12 */
+    char model[64];    /* GPU name or CPU model */
+    char device[64];   /* PCI bus id, or "cpu LIST" (the CPUs this rank may run on) */
+    const char *dtype; /* what the inputs and the arithmetic were: "fp32", "tf32", "fp16", "bf16" */
 } dlt_gemm_timing;
 
 /* A[i][k] and B[k][j] in {-2..2} (exact in every dtype), the same on every rank. */

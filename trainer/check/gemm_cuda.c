@@ -70,7 +70,8 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
         return dlt_fail(err, errlen, -ENOMEM, "GEMM check: no host memory for %d x %d inputs", n, n);
     }
     for (size_t i = 0; i < nn; i++) {
-        float va = dlt_gemm_value_a((int64_t)(i / n), (int64_t)(i % n)), vb = dlt_gemm_value_b((int64_t)(i / n), (int64_t)(i % n));
+        float va = dlt_gemm_value_a((int64_t)(i / n), (int64_t)(i % n)),
+              vb = dlt_gemm_value_b((int64_t)(i / n), (int64_t)(i % n));
         if (esz == 2) {
             ((uint16_t *)ha)[i] = _half_bits(va, p == DLT_PREC_BF16);
             ((uint16_t *)hb)[i] = _half_bits(vb, p == DLT_PREC_BF16);
@@ -82,7 +83,8 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
     rc = dlt_cuda_select_device(device, &dev, err, errlen);
     if (rc == 0 && (cudaMalloc(&g->a, nn * esz) != cudaSuccess || cudaMalloc(&g->b, nn * esz) != cudaSuccess ||
                     cudaMalloc((void **)&g->c, nn * sizeof(float)) != cudaSuccess))
-        rc = dlt_fail(err, errlen, -ENOMEM, "GEMM check: no device memory for %d x %d matrices on device %d", n, n, dev);
+        rc =
+            dlt_fail(err, errlen, -ENOMEM, "GEMM check: no device memory for %d x %d matrices on device %d", n, n, dev);
     if (rc == 0 && (cudaMemcpy(g->a, ha, nn * esz, cudaMemcpyHostToDevice) != cudaSuccess ||
                     cudaMemcpy(g->b, hb, nn * esz, cudaMemcpyHostToDevice) != cudaSuccess))
         rc = dlt_fail(err, errlen, -EIO, "GEMM check: copying the inputs to device %d failed", dev);
@@ -96,9 +98,10 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
     DLT_CUBLAS_TRY(err, errlen, cublasCreate(&g->h));
     DLT_CUBLAS_TRY(err, errlen, cublasSetStream(g->h, g->s));
     /* Row-major C = A B is column-major C^T = B^T A^T: B first. */
-#define DLT_GEMM_ONCE() \
-    DLT_CUBLAS_TRY(err, errlen, cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, g->b, dt, n, g->a, dt, n, \
-                                             &zero, g->c, CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT))
+#define DLT_GEMM_ONCE()                                                                                                \
+    DLT_CUBLAS_TRY(err, errlen,                                                                                        \
+                   cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, g->b, dt, n, g->a, dt, n, &zero, g->c,  \
+                                CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT))
     DLT_GEMM_ONCE(); /* warm-up, and a first timing to size the loop */
     DLT_CUDA_TRY(err, errlen, cudaEventRecord(g->e0, g->s));
     DLT_GEMM_ONCE();

@@ -110,8 +110,7 @@ static int _gather_ids(dlt_straggler *s, dlt_comm *comm)
     int rc;
     if (s->have_ids)
         return 0;
-    rc = comm->ops->allreduce_sum(comm, s->ids, (size_t)comm->size * DLT_STRAGGLER_ID / sizeof(int64_t),
-                                  DLT_DTYPE_I64);
+    rc = comm->ops->allreduce_sum(comm, s->ids, (size_t)comm->size * DLT_STRAGGLER_ID / sizeof(int64_t), DLT_DTYPE_I64);
     s->have_ids = rc == 0;
     return rc;
 }
@@ -146,7 +145,8 @@ static int _interval(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t
         s->streak_c[i] = slow_c[i] ? s->streak_c[i] + 1 : 0;
         s->streak_d[i] = slow_d[i] ? s->streak_d[i] + 1 : 0;
         if (((s->streak_c[i] && s->streak_c[i] % s->windows == 0) ||
-             (s->streak_d[i] && s->streak_d[i] % s->windows == 0)) && (rc = _gather_ids(s, comm)) != 0)
+             (s->streak_d[i] && s->streak_d[i] % s->windows == 0)) &&
+            (rc = _gather_ids(s, comm)) != 0)
             goto out;
     }
     for (int i = 0; i < s->size; i++) {
@@ -159,12 +159,15 @@ static int _interval(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t
             for (int j = 0; j < s->size; j++)
                 tmp[j] = k ? d[j] : c[j];
             med = _median(tmp, s->size, tmp);
-            dlt_log_warn(log, "straggler: rank %d (%s) %s %.3f s/step, %.2fx the median %.3f s, %d intervals in a row "
-                         "(to step %" PRId64 ")", i, s->ids[i], kind, mine, med > 0 ? mine / med : 0, med, streak, step);
+            dlt_log_warn(log,
+                         "straggler: rank %d (%s) %s %.3f s/step, %.2fx the median %.3f s, %d intervals in a row "
+                         "(to step %" PRId64 ")",
+                         i, s->ids[i], kind, mine, med > 0 ? mine / med : 0, med, streak, step);
             dlt_run_log_event(log, "straggler", "POINT_IN_TIME", NULL,
-                              "\"step_num\":%" PRId64 ",\"rank\":%d,\"id\":\"%s\",\"kind\":\"%s\",\"seconds_per_step\":%.6f,"
-                              "\"median\":%.6f,\"ratio\":%.4f,\"intervals\":%d", step, i, s->ids[i], kind, mine, med,
-                              med > 0 ? mine / med : 0, streak);
+                              "\"step_num\":%" PRId64
+                              ",\"rank\":%d,\"id\":\"%s\",\"kind\":\"%s\",\"seconds_per_step\":%.6f,"
+                              "\"median\":%.6f,\"ratio\":%.4f,\"intervals\":%d",
+                              step, i, s->ids[i], kind, mine, med, med > 0 ? mine / med : 0, streak);
         }
     }
 out:
@@ -195,17 +198,31 @@ int dlt_straggler_step(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64
 int dlt_straggler_summary(dlt_straggler *s, dlt_comm *comm, const dlt_run_log *log, double run_s)
 {
     int worst = 0, rc;
+    double lo, hi;
     if (s->size < 2 || s->intervals == 0 || !s->slowest)
         return 0;
-    if ((rc = _gather_ids(s, comm)) != 0 || s->rank != 0)
+    /* Each rank's own cost: the rank that waited least at the exchanges shows what the exchange
+     * itself costs; the others' figures add the wait for a slower peer, which the next step's
+     * all-reduce would have paid anyway. */
+    memset(s->buf, 0, (size_t)s->size * sizeof(double));
+    s->buf[s->rank] = s->cost_s;
+    if ((rc = _gather_ids(s, comm)) != 0 ||
+        (rc = comm->ops->allreduce_sum(comm, s->buf, (size_t)s->size, DLT_DTYPE_F64)) != 0 || s->rank != 0)
         return rc;
-    for (int i = 1; i < s->size; i++)
+    lo = hi = s->buf[0];
+    for (int i = 1; i < s->size; i++) {
         if (s->slowest[i] > s->slowest[worst])
             worst = i;
-    dlt_log(log, DLT_LOG_QUIET, "slowest rank: %d (%s), slowest in %" PRId64 " of %" PRId64 " intervals (%.0f%%), "
-            "%.2fx the median step then; straggler check cost %.3f s of %.1f s (%.3f%%)", worst, s->ids[worst],
-            s->slowest[worst], s->intervals, 100.0 * (double)s->slowest[worst] / (double)s->intervals,
-            s->ratio_sum[worst] / (double)s->slowest[worst], s->cost_s, run_s, run_s > 0 ? 100 * s->cost_s / run_s : 0);
+        lo = s->buf[i] < lo ? s->buf[i] : lo;
+        hi = s->buf[i] > hi ? s->buf[i] : hi;
+    }
+    dlt_log(log, DLT_LOG_QUIET,
+            "slowest rank: %d (%s), slowest in %" PRId64 " of %" PRId64 " intervals (%.0f%%), "
+            "%.2fx the median step then; straggler check: %" PRId64 " exchanges, %.3f s of %.1f s (%.2f%%) on the "
+            "rank that waited least, %.3f s (%.2f%%) with the waits for slower peers",
+            worst, s->ids[worst], s->slowest[worst], s->intervals,
+            100.0 * (double)s->slowest[worst] / (double)s->intervals, s->ratio_sum[worst] / (double)s->slowest[worst],
+            s->intervals, lo, run_s, run_s > 0 ? 100 * lo / run_s : 0, hi, run_s > 0 ? 100 * hi / run_s : 0);
     return 0;
 }
 

@@ -30,10 +30,10 @@ typedef struct {
     int64_t *slowest;              /* intervals in which each rank was the slowest */
     double *ratio_sum;             /* its step time over the median, summed over those */
     int64_t intervals;
-    double cost_s;                 /* time spent here: the check's own cost */
-    double *buf;                   /* 2 size doubles: the interval's exchange */
-    char me[DLT_STRAGGLER_ID];     /* this rank's identity */
-    int have_ids;                  /* ids gathered (when a rank is first named, or at the end) */
+    double cost_s;             /* time spent here: the check's own cost */
+    double *buf;               /* 2 size doubles: the interval's exchange */
+    char me[DLT_STRAGGLER_ID]; /* this rank's identity */
+    int have_ids;              /* ids gathered (when a rank is first named, or at the end) */
 } dlt_straggler;
 
 /* One interval's verdict, the same on every rank (pure: what the unit test exercises). For each
@@ -48,8 +48,8 @@ void dlt_straggler_init(dlt_straggler *s, const char *host, const dlt_backend_co
 /* After each step, on every rank: compute seconds (the step without its time in collectives) and
  * seconds waiting for the batch. At interval_end (the log cadence, the same step on every rank) once at least
  * DLT_STRAGGLER_MIN_STEPS steps were added since the last exchange:
- * one all-reduce of two doubles per rank and the verdict; rank 0 names a rank slow for `windows` intervals in a row in the log and as a
- * "straggler" metrics event. Returns 0 or the collective's status (comm->err says why). */
+ * one all-reduce of two doubles per rank and the verdict; rank 0 names a rank slow for `windows` intervals in a row in
+ * the log and as a "straggler" metrics event. Returns 0 or the collective's status (comm->err says why). */
 int dlt_straggler_step(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t step, double compute_s,
                        double data_s, int interval_end);
 /* At the end, on every rank (it may gather the identities): rank 0 names the slowest rank and its
