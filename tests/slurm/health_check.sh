@@ -4,11 +4,12 @@
 # the all-reduce sums are exact and busbw follows its definition for 1, 2 and 4 ranks; a rank
 # pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host,
 # by check and by a short training, and no other rank is; a wrong GEMM (the test-only fault hook)
-# is named by check and by --preflight, which stops every rank with status 4; and
+# is named by check and by --preflight, which stops every rank with status 4; site thresholds
+# (--min-tflops, --min-busbw) name what is below them; and
 # contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 18
-tap_plan 10
+tap_plan 11
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
@@ -62,7 +63,17 @@ if ((rc == 0)) && grep -q '^compute:' <<<"$out" && grep -q '^all-reduce (4 ranks
   ok "-N2 --ntasks-per-node=2: compute table, sweep, within-node and across-node figures, verdict healthy"
 else not_ok "check table (rc=$rc)"; echo "$out" | tail -12 | diag; fi
 
-# 5: a real straggler in check: rank 1 (on n2) shares CPU 1 with three busy loops.
+# 5: site thresholds: every rank below --min-tflops, the sweep and the cross-node figure below
+# --min-busbw: degraded (3), each named.
+out=$(timeout 120 "${SRUN[@]}" -N2 -n2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 --min-tflops 1000 --min-busbw 1000 2>&1); rc=$?
+if ((rc == 3)) && grep -q 'verdict: degraded (exit status 3)' <<<"$out" &&
+  [[ $(grep -c 'rank [01] (host n[12], local rank 0, cpu [0-9,-]*): GEMM .* TFLOP/s, below --min-tflops 1000' <<<"$out") == 2 ]] &&
+  grep -q 'all-reduce of 65536 bytes over 2 ranks: busbw .* below --min-busbw 1000' <<<"$out" &&
+  grep -q 'across nodes (one rank per node): busbw .* below --min-busbw 1000' <<<"$out"; then
+  ok "--min-tflops / --min-busbw: both ranks, the sweep and the cross-node figure named, exit 3"
+else not_ok "site thresholds (rc=$rc)"; echo "$out" | grep -v '^ *[0-9]* *3 ' | tail -8 | diag; fi
+
+# 6: a real straggler in check: rank 1 (on n2) shares CPU 1 with three busy loops.
 rm -f "$WORK"/rc.*
 out=$(DLT_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$WORK/rank.sh" "$DLTRAIN" "${CHECK[@]}" 2>&1)
 if [[ $(cat "$WORK/rc.0" "$WORK/rc.1" 2>/dev/null | tr '\n' ' ') == "3 3 " ]] &&
@@ -71,7 +82,7 @@ if [[ $(cat "$WORK/rc.0" "$WORK/rc.1" 2>/dev/null | tr '\n' ' ') == "3 3 " ]] &&
   ok "check names the busy CPU's rank (rank 1, host n2, cpu 1) and only it; every rank exits 3 (degraded)"
 else not_ok "straggler in check"; echo "$out" | grep -v '^ *[0-9]* *20 ' | tail -10 | diag; cat "$WORK"/rc.* 2>/dev/null | diag; fi
 
-# 6: the same straggler in a short training: named in the log, as a metrics event, in the summary.
+# 7: the same straggler in a short training: named in the log, as a metrics event, in the summary.
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 512 --steps 40
      --warmup-epochs 0 --log-every 10)
 rm -f "$WORK/s.jsonl"
@@ -83,14 +94,14 @@ if ((rc == 0)) && grep -q 'straggler: rank 1 (host n2, local rank 0, cpu 1) \(co
   ok "training names rank 1 on n2 as a straggler (log, metrics event, summary), never rank 0"
 else not_ok "straggler in training (rc=$rc)"; echo "$out" | grep -v 'step [0-9]*/' | tail -8 | diag; fi
 
-# 7: a wrong GEMM on rank 2 (test-only fault hook): check names it and exits 4 (broken).
+# 8: a wrong GEMM on rank 2 (test-only fault hook): check names it and exits 4 (broken).
 out=$(DLT_TEST_FAULT_GEMM_RANK=2 timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 2>&1); rc=$?
 if ((rc == 4)) && grep -q 'verdict: broken (exit status 4)' <<<"$out" &&
   grep -q 'rank 2 (host n2, local rank 0, cpu [0-9,-]*): GEMM result wrong: C\[128\]\[85\] = .*, exact' <<<"$out"; then
   ok "wrong GEMM on rank 2: check names rank 2 on n2 with the entry and its exact value, exit 4"
 else not_ok "wrong GEMM in check (rc=$rc)"; echo "$out" | tail -6 | diag; fi
 
-# 8-9: --preflight with the wrong GEMM on rank 3: every rank stops with 4 before the first step,
+# 9-10: --preflight with the wrong GEMM on rank 3: every rank stops with 4 before the first step,
 # within seconds, and rank 3 says it in its own words.
 rm -f "$WORK"/rc.*
 start=$(date +%s.%N)
@@ -105,7 +116,7 @@ if grep -q '^3: dltrain: rank 3 (host n2, local rank 1, .*): GEMM result wrong' 
   ok "--preflight: the failing rank names itself (host n2, local rank 1) in its own output"
 else not_ok "failing rank's own message"; echo "$out" | tail -6 | diag; fi
 
-# 10: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
+# 11: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
 # the job excludes it and requeues itself (Slurm then holds it two minutes: cancelled here).
 cat > "$WORK/fault-once.sh" <<EOF
 #!/bin/sh

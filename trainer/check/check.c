@@ -302,7 +302,7 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
         else if (cfg->min_tflops > 0 && r->tflops < cfg->min_tflops)
             _name(v, DLT_CHECK_DEGRADED,
                   "rank %d (host %s, local rank %d, %s%s): GEMM %.4g TFLOP/s, below --min-tflops "
-                  "%.4g",
+                  "%g",
                   i, r->host, r->local_rank, cfg->gpu ? "GPU " : "", r->device, r->tflops, cfg->min_tflops);
     }
     for (int i = 0; i < np; i++)
@@ -311,7 +311,7 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
                   "all-reduce of %zu bytes over %d ranks: %lld element(s) differ from the exact sum", pts[i].bytes, n,
                   pts[i].wrong);
     if (np > 0 && cfg->min_busbw > 0 && n > 1 && pts[np - 1].busbw < cfg->min_busbw)
-        _name(v, DLT_CHECK_DEGRADED, "all-reduce of %zu bytes over %d ranks: busbw %.3g GB/s, below --min-busbw %.3g",
+        _name(v, DLT_CHECK_DEGRADED, "all-reduce of %zu bytes over %d ranks: busbw %.3g GB/s, below --min-busbw %g",
               pts[np - 1].bytes, n, pts[np - 1].busbw, cfg->min_busbw);
     if (!iso)
         return;
@@ -339,7 +339,7 @@ static void _judge(const dlt_check_config *cfg, const _rank_rec *all, int n, con
     if (iso->cross < 0)
         _name(v, DLT_CHECK_BROKEN, "all-reduce across nodes (one rank per node) gave wrong sums");
     else if (iso->nodes > 1 && cfg->min_busbw > 0 && iso->cross < cfg->min_busbw)
-        _name(v, DLT_CHECK_DEGRADED, "across nodes (one rank per node): busbw %.3g GB/s, below --min-busbw %.3g",
+        _name(v, DLT_CHECK_DEGRADED, "across nodes (one rank per node): busbw %.3g GB/s, below --min-busbw %g",
               iso->cross, cfg->min_busbw);
     if (iso->pairs_run) {
         int k = iso->nodes;
