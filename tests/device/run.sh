@@ -15,6 +15,9 @@
 #                 through the optimizer's low-precision twin, the flat sgd_step over three
 #                 segments, its skip rule and its one launch (a CUDA graph of one node), the step
 #                 results on the device, the input staging ring, the device checksum)
+#                 then dltrain check: the GEMM's TFLOP/s (fp16, 8192^2, result exact) against
+#                 torch.matmul's (cuBLAS) for the same size and dtype in the same run, as a ratio,
+#                 and with two ranks (as multi-rank starts them) the all-reduce busbw up to 64 MiB
 #   multi-rank    two real NCCL ranks on the one GPU (NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1,
 #                 started by tests/device/two_ranks.sh through libdltpmix's test rendezvous; with
 #                 one rank NCCL copies instead of summing, so nothing else here proves the sum):
@@ -188,6 +191,30 @@ phase_ops() {
   else
     bad "cuda_ops_check ($(grep -c '^FAIL' "$OUT/cuda_ops_check.txt") failing checks)"
   fi
+  check_line
+}
+
+# dltrain check on the GPU: one rank's GEMM against torch.matmul (cuBLAS) at the same size and
+# dtype, then, where two ranks can run, the all-reduce sweep's busbw on the same communicator.
+check_line() {
+  local tf peak bus
+  if tm "$DLT" check --backend cuda --precision fp16 --gemm-size 8192 --max-bytes 64M --json >"$OUT/check-1.json" 2>"$OUT/check-1.log" &&
+     tf=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["compute"][0]["exact"]; print(d["compute"][0]["tflops"])' "$OUT/check-1.json") &&
+     peak=$(tm "${DLT_TORCH_PYTHON:-python3}" -c 'import torch, time
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16); b = torch.randn_like(a)
+for _ in range(3): a @ b
+torch.cuda.synchronize(); t = time.time(); n = 20
+for _ in range(n): a @ b
+torch.cuda.synchronize(); print(2 * 8192 ** 3 * n / (time.time() - t) / 1e12)' 2>>"$OUT/check-1.log"); then
+    if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.7 * float(sys.argv[2]) else 1)' "$tf" "$peak"; then
+      ok "dltrain check: GEMM fp16 8192^2 exact, ${tf} TFLOP/s vs torch.matmul (cuBLAS) ${peak} TFLOP/s"
+    else bad "dltrain check: GEMM ${tf} TFLOP/s below 0.7 x torch.matmul's ${peak}"; fi
+  else bad "dltrain check (one rank)"; tail -5 "$OUT/check-1.log"; fi
+  multi_launch >/dev/null || { echo "device: dltrain check on two ranks: NOT TESTED (NCCL < 2.30)"; return; }
+  if tm "${MULTI[@]}" "$DLT" check --backend cuda --gemm-size 4096 --max-bytes 64M --no-isolate --min-fraction 0 --json >"$OUT/check-2.log" 2>&1 &&
+     bus=$(sed -n 's/^\(\[rank 0\] \)\{0,1\}\({"verdict".*\)/\2/p' "$OUT/check-2.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); assert d["ranks"] == 2 and all(p["wrong"] == 0 for p in d["allreduce"]); print(d["allreduce"][-1]["busbw_gbs"])'); then
+    ok "dltrain check on $MULTI_N ranks: all-reduce sums exact, busbw ${bus} GB/s at 64 MiB"
+  else bad "dltrain check on $MULTI_N ranks"; tail -5 "$OUT/check-2.log"; fi
 }
 
 # train LAUNCHER-ARRAY-NAME precision comm steps metrics-file [extra options]: ResNet-50 on

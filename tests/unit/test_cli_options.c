@@ -16,7 +16,7 @@
 
 #include "trainer/cli/opt_table.h"
 
-static const char *const g_cmd_names[] = {"train", "eval", "bench", "info", "data", "env"};
+static const char *const g_cmd_names[] = {"train", "eval", "bench", "info", "data", "env", "check"};
 
 /* A set of option names, "|name|name|...|". */
 typedef struct {
@@ -89,7 +89,7 @@ static void _help_names(unsigned cmd, name_set *set)
     memset(set, 0, sizeof(*set));
     for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         if (!strncmp(line, "  --", 4))
-            _add(set, line + 4, strcspn(line + 4, " "));
+            _add(set, line + 4, strcspn(line + 4, " [")); /* "--name[=A|B]": an optional argument */
     free(buf);
 }
 

@@ -89,7 +89,7 @@ static void _abort(dlt_comm *c, int code)
     snprintf(c->err, c->errlen, "the communicator was aborted");
 }
 
-static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL};
+static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL};
 
 /* ---- the backend's recording hooks */
 
@@ -276,7 +276,7 @@ static int _allreduce_perturbed(dlt_comm *c, void *buf, size_t count, dlt_dtype 
     return _allreduce(c, buf, count, type);
 }
 
-static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce_perturbed, _bcast, _barrier, _comm_destroy, _abort, NULL};
+static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce_perturbed, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL};
 
 /* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
  * how many checks said bit-identical and how many said not. */

@@ -331,6 +331,11 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
                                  sizeof(err))) != 0)
             return rc;
     }
+    if (o->preflight && !strcmp(cmd, "train") &&
+        (rc = dlt_check_preflight(o->preflight == 2, &c.backend, px, comm)) != 0) {
+        dlt_cli_finish(px, comm); /* --preflight: every rank stops alike, before the first step */
+        return rc;
+    }
     rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len); /* an exit status */
     if (rc == 0) {
         int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, err, sizeof(err))

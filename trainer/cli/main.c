@@ -20,6 +20,8 @@ static void _usage(FILE *f)
                "  data pack  pack an ImageFolder into MXNet RecordIO (.rec + .idx), optionally resized\n"
                "  env        bootstrap through PMIx and report every rank's placement, GPU, CPU binding\n"
                "             and NCCL settings, then check the host communicator with an all-reduce\n"
+               "  check      health check: GEMM per rank and all-reduce sweep, slow or wrong ranks, nodes\n"
+               "             and links named; exit 0 healthy, 3 degraded, 4 broken\n"
                "\n"
                "dltrain COMMAND --help shows a command's options; see dltrain(1).\n");
 }
@@ -44,6 +46,8 @@ int main(int argc, char **argv)
         return dlt_cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "data"))
         return dlt_cmd_data(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "check"))
+        return dlt_cmd_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info"))
         return dlt_cmd_info(argc - 1, argv + 1);
     fprintf(stderr, "dltrain: unknown command '%s'\n", argv[1]);

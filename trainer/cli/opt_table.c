@@ -166,6 +166,34 @@ static int _set_resume_override(const dlt_opt *opt, dlt_cli_opts *o, const dlt_o
     return 0;
 }
 
+/* A byte count: a whole number from 8 with an optional K, M or G (binary) suffix, up to 4G. */
+static int _set_bytes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+{
+    char num[32], name[64];
+    size_t n = strlen(a->text), shift = 0;
+    int64_t w;
+    if (n > 0 && n < sizeof(num) && strchr("KkMmGg", a->text[n - 1])) {
+        shift = strchr("Kk", a->text[n - 1]) ? 10 : strchr("Mm", a->text[n - 1]) ? 20 : 30;
+        n--;
+    }
+    snprintf(name, sizeof(name), "--%s", opt->name);
+    snprintf(num, sizeof(num), "%.*s", (int)(n < sizeof(num) ? n : sizeof(num) - 1), a->text);
+    if (dlt_parse_whole(name, num, shift ? 1 : 8, (int64_t)4 << (30 - shift), &w, err, errlen) != 0)
+        return dlt_fail(err, errlen, -EINVAL,
+                        "%s %s: expected a byte count from 8 to 4G (a whole number, optionally with K, M or G)", name,
+                        a->text);
+    AT(size_t) = (size_t)w << shift;
+    return 0;
+}
+
+/* --preflight (quick) or --preflight=quick|full. */
+static int _set_preflight(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+{
+    UNUSED_SETTER_ARGS;
+    o->preflight = (int)a->whole + 1;
+    return 0;
+}
+
 /* ---- the table. Order matters twice: a warning lists the unread options in this order, and
  * --help prints each section's options in it. */
 
@@ -243,6 +271,9 @@ static const dlt_opt g_table[] = {
           "steps between log lines (default 10)"),
     TEXT("metrics", "FILE", F(train.metrics_path), _set_text, TRAIN, 0, S_OUT,
          "append one JSON object per log line (rank 0)"),
+    CHOICE("preflight", "quick|full", "quick|full", 0, _set_preflight, TRAIN, DLT_OPT_OPTIONAL_ARG, S_TRAIN,
+           "health check before the first step (dltrain check; quick: a GEMM and\n"
+           "all-reduces up to 1 MiB): a wrong or slow rank stops every rank, exit 3 or 4"),
     TEXT("tensorboard", "DIR", F(train.tensorboard_dir), _set_text, TRAIN, 0, S_OUT,
          "TensorBoard event file in DIR (rank 0): the metrics' scalars"),
     TEXT("checkpoint-dir", "DIR", F(train.checkpoint_dir), _set_text, TRAIN, 0, S_TRAIN,
@@ -272,7 +303,7 @@ static const dlt_opt g_table[] = {
     CHOICE("comm", "auto|single|mpi|nccl", "auto|single|mpi|nccl", F(comm), _set_text, RUNS, 0, S_RANKS,
            "communicator between ranks (default auto: NCCL on GPUs when there is\n"
            "more than one rank, else MPI; single for one rank)"),
-    REAL("timeout", "S", 1, 86400, F(timeout), _set_real, RUNS | DLT_CMD_ENV, 0, S_RANKS,
+    REAL("timeout", "S", 1, 86400, F(timeout), _set_real, RUNS | DLT_CMD_ENV | DLT_CMD_CHECK, 0, S_RANKS,
          "bootstrap timeout (default 300 or $DLTPMIX_TIMEOUT)"),
     WHOLE("warmup", "N", 0, 1000000, F(bench.warmup), _set_int, BENCH, 0, S_BENCH, "untimed steps (default 3)"),
     WHOLE("iters", "N", 1, 1000000, F(bench.iters), _set_int, BENCH, 0, S_BENCH, "timed steps (default 10)"),
@@ -340,7 +371,37 @@ static const dlt_opt g_table[] = {
     /* env: NCCL needs the CUDA backend, which env does not open */
     CHOICE("comm", "auto|single|mpi", "auto|single|mpi", F(comm), _set_text, DLT_CMD_ENV, 0, NULL,
            "host communicator to check (default auto)"),
-    NONE("help", 0, 0, NULL, RUNS | DLT_CMD_INFO | DLT_CMD_DATA | DLT_CMD_ENV, 0, S_OUT, "this text"),
+    /* check (dltrain check; trainer/check/check.h) */
+    CHOICE("backend", "auto|cpu|cuda", "auto|cpu|cuda", F(train.backend.kind), _set_text, DLT_CMD_CHECK, 0, NULL,
+           "the device the GEMM runs on (default auto, as dltrain train)"),
+    CHOICE("precision", "P", "fp32|tf32|fp16|bf16", 0, _set_precision, DLT_CMD_CHECK, 0, NULL,
+           "fp32 | tf32 | fp16 | bf16: the GEMM's (GPU; the CPU checks fp32)"),
+    WHOLE("device", "N", 0, 1024, F(train.backend.device), _set_int, DLT_CMD_CHECK, 0, NULL,
+          "CUDA device among the visible ones (default: as dltrain train)"),
+    WHOLE("gemm-size", "N", 16, 32768, F(check.gemm_n), _set_int, DLT_CMD_CHECK, 0, NULL,
+          "square GEMM size (default 8192 on a GPU, 1024 on a CPU)"),
+    REAL("gemm-seconds", "S", 0, 600, F(check.gemm_seconds), _set_real, DLT_CMD_CHECK, 0, NULL,
+         "time spent in timed GEMMs per rank (default 0.5)"),
+    REAL("min-fraction", "F", 0, 1, F(check.fraction), _set_real, DLT_CMD_CHECK, 0, NULL,
+         "a rank below F x the median TFLOP/s of its device model is named, and\n"
+         "a node or node pair below F x the median busbw (default 0.85)"),
+    REAL("min-tflops", "T", 0, 1e6, F(check.min_tflops), _set_real, DLT_CMD_CHECK, 0, NULL,
+         "site threshold: a rank below T TFLOP/s is named"),
+    REAL("min-busbw", "G", 0, 1e6, F(check.min_busbw), _set_real, DLT_CMD_CHECK, 0, NULL,
+         "site threshold: busbw below G GB/s at the largest size is named"),
+    TEXT("min-bytes", "B", F(check.min_bytes), _set_bytes, DLT_CMD_CHECK, 0, NULL,
+         "the sweep's smallest size (default 8; K, M, G suffixes)"),
+    TEXT("max-bytes", "B", F(check.max_bytes), _set_bytes, DLT_CMD_CHECK, 0, NULL,
+         "the sweep's largest size (default 256M)"),
+    WHOLE("iters", "N", 1, 1000, F(check.iters), _set_int, DLT_CMD_CHECK, 0, NULL,
+          "at most N timed all-reduces per size (default 20, fewer from 4 MiB)"),
+    NONE("no-isolate", F(check.isolate), 0, _set_int, DLT_CMD_CHECK, 0, NULL, "only the sweep over all ranks"),
+    NONE("pairs", F(check.pairs), 1, _set_int, DLT_CMD_CHECK, 0, NULL,
+         "always test node pairs (default: when the cross-node figure is low)"),
+    NONE("json", F(check.json), 1, _set_int, DLT_CMD_CHECK, 0, NULL, "one JSON object instead of the table"),
+    CHOICE("comm", "auto|single|mpi|nccl", "auto|single|mpi|nccl", F(comm), _set_text, DLT_CMD_CHECK, 0, NULL,
+           "the communicator to check (default auto, as dltrain train)"),
+    NONE("help", 0, 0, NULL, RUNS | DLT_CMD_INFO | DLT_CMD_DATA | DLT_CMD_ENV | DLT_CMD_CHECK, 0, S_OUT, "this text"),
 };
 
 const dlt_opt *dlt_opt_table(size_t *count)
@@ -377,6 +438,15 @@ static const struct {
      "local rank, CUDA_VISIBLE_DEVICES, CPU binding and NCCL_TOPO_FILE as the task sees them, and\n"
      "checks the host communicator: the sum of all ranks must be size*(size-1)/2.\n",
      "Exit status: 0 all checks passed, 1 a check failed, 2 usage error.\n"},
+    {"check", DLT_CMD_CHECK,
+     "usage: dltrain check [OPTIONS]   (srun --mpi=pmix [--dl-train] dltrain check, or alone)\n"
+     "\n"
+     "Each rank runs a GEMM on its device (cuBLAS on a GPU, oneDNN on the CPU) with small-integer\n"
+     "inputs whose exact product is checked, then an all-reduce sweep on the trainer's communicator\n"
+     "(time, algbw, busbw = algbw x 2(n-1)/n, every sum checked), then within each node, one rank\n"
+     "per node across nodes, and node pairs, so that a slow or wrong rank, node or link is named.\n",
+     "Exit status: 0 healthy, 3 degraded (slow ranks, nodes or links named), 4 broken (a wrong\n"
+     "result named), 1 the check could not run, 2 usage. See dltrain(1), CHECK.\n"},
 };
 
 unsigned dlt_cmd_bit(const char *cmd)
@@ -454,6 +524,10 @@ static int _apply(const dlt_opt *opt, dlt_cli_opts *o, const char *arg, char *er
             return -EINVAL;
         break;
     case DLT_ARG_CHOICE:
+        if (!arg && (opt->flags & DLT_OPT_OPTIONAL_ARG)) {
+            a.whole = 0; /* the first choice */
+            break;
+        }
         if ((a.whole = _choice(opt->choices, arg)) < 0) {
             _choice_words(opt->choices, words, sizeof(words));
             return dlt_fail(err, errlen, -EINVAL, "%s %s: %s", name, arg, words);
@@ -475,7 +549,10 @@ int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *
     for (size_t i = 0; i < sizeof(g_table) / sizeof(g_table[0]) && n < DLT_OPT_MAX; i++) {
         if (!(g_table[i].cmds & fam))
             continue;
-        longopts[n] = (struct option){g_table[i].name, g_table[i].kind == DLT_ARG_NONE ? no_argument : required_argument,
+        longopts[n] = (struct option){g_table[i].name,
+                                      g_table[i].kind == DLT_ARG_NONE                  ? no_argument
+                                      : g_table[i].flags & DLT_OPT_OPTIONAL_ARG ? optional_argument
+                                                                                      : required_argument,
                                       NULL, 0};
         index[n++] = (int)i;
     }
@@ -526,7 +603,9 @@ static void _print_opt(FILE *f, const dlt_opt *e)
 {
     char head[64];
     const char *h = e->help;
-    int n = snprintf(head, sizeof(head), "  --%s%s%s", e->name, e->arg ? " " : "", e->arg ? e->arg : "");
+    int opt_arg = (e->flags & DLT_OPT_OPTIONAL_ARG) != 0;
+    int n = snprintf(head, sizeof(head), "  --%s%s%s%s", e->name, !e->arg ? "" : opt_arg ? "[=" : " ", e->arg ? e->arg : "",
+                     e->arg && opt_arg ? "]" : "");
     if (n > 24)
         fprintf(f, "%s\n%-25s", head, "");
     else

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trainer/check/check.h"
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/train/trainer.h"
 
@@ -19,6 +20,7 @@ enum {
     DLT_CMD_INFO = 8,
     DLT_CMD_DATA = 16, /* data pack */
     DLT_CMD_ENV = 32,
+    DLT_CMD_CHECK = 64,
 };
 /* train, eval and bench take one option set (job scripts share it): an option of the set that the
  * command does not read is warned about, not refused. The other commands refuse options not theirs. */
@@ -36,6 +38,8 @@ typedef struct {
     int layers, state_dict; /* info */
     int resize, quality, quiet; /* data pack */
     const char *labels;         /* data pack */
+    int preflight;              /* train --preflight: 0 none, 1 quick, 2 full */
+    dlt_check_config check;     /* check */
 } dlt_cli_opts;
 
 typedef enum {
@@ -57,7 +61,10 @@ typedef struct dlt_opt dlt_opt;
 /* Stores the checked argument into o. Returns 0, or -EINVAL with err filled. */
 typedef int (*dlt_opt_set)(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen);
 
-enum { DLT_OPT_CUDA_ONLY = 1 }; /* flags: refused on the CPU backend, which would not do what it asks */
+enum {
+    DLT_OPT_CUDA_ONLY = 1,    /* flags: refused on the CPU backend, which would not do what it asks */
+    DLT_OPT_OPTIONAL_ARG = 2, /* --name or --name=ARG; without ARG the setter gets the first choice */
+};
 
 struct dlt_opt {
     const char *name;    /* without the leading "--" */

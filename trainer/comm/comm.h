@@ -26,6 +26,10 @@ typedef struct {
     /* The ncclComm_t of an NCCL communicator (the gradient reducer's NCCL path runs on it); NULL
      * entry for host communicators. */
     void *(*nccl)(dlt_comm *c);
+    /* A communicator over the ranks that pass the same color (>= 0), ordered by key; every rank
+     * calls it; a rank passing color < 0 joins none (*out NULL). The health check (trainer/check)
+     * measures within a node, across nodes and between node pairs on it. NULL: cannot split. */
+    int (*split)(dlt_comm *c, int color, int key, dlt_comm **out);
 } dlt_comm_ops;
 
 struct dlt_comm {

@@ -25,6 +25,12 @@ static MPI_Datatype _mpi_type(dlt_dtype t)
     return t == DLT_DTYPE_F32 ? MPI_FLOAT : t == DLT_DTYPE_F64 ? MPI_DOUBLE : MPI_INT64_T;
 }
 
+/* The MPI communicator: the world, or a split's (impl holds it). */
+static MPI_Comm _mc(const dlt_comm *c)
+{
+    return c->impl ? *(MPI_Comm *)c->impl : MPI_COMM_WORLD;
+}
+
 /* Marks this rank as waiting on its peers while a collective blocks (see comm.h). */
 static void _enter(dlt_comm *c)
 {
@@ -47,7 +53,7 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
         int rc;
         _enter(c);
         rc = _leave(c, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, (int)n, _mpi_type(type), MPI_SUM,
-                                     MPI_COMM_WORLD));
+                                     _mc(c)));
         if (rc != MPI_SUCCESS)
             return _mpi_fail(c, "MPI_Allreduce", rc);
     }
@@ -61,7 +67,7 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
         size_t n = bytes - off < chunk ? bytes - off : chunk;
         int rc;
         _enter(c);
-        rc = _leave(c, MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD));
+        rc = _leave(c, MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, _mc(c)));
         if (rc != MPI_SUCCESS)
             return _mpi_fail(c, "MPI_Bcast", rc);
     }
@@ -72,13 +78,19 @@ static int _barrier(dlt_comm *c)
 {
     int rc;
     _enter(c);
-    rc = _leave(c, MPI_Barrier(MPI_COMM_WORLD));
+    rc = _leave(c, MPI_Barrier(_mc(c)));
     return rc == MPI_SUCCESS ? 0 : _mpi_fail(c, "MPI_Barrier", rc);
 }
 
 static void _destroy(dlt_comm *c)
 {
     int finalized = 0;
+    if (c->impl) { /* a split: the world stays */
+        MPI_Comm_free((MPI_Comm *)c->impl);
+        free(c->impl);
+        free(c);
+        return;
+    }
     MPI_Finalized(&finalized);
     if (!finalized)
         MPI_Finalize();
@@ -91,7 +103,39 @@ static void _abort(dlt_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL};
+static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
+
+static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split};
+
+static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
+{
+    MPI_Comm sub = MPI_COMM_NULL;
+    dlt_comm *s;
+    int rc;
+    *out = NULL;
+    _enter(c);
+    rc = _leave(c, MPI_Comm_split(_mc(c), color < 0 ? MPI_UNDEFINED : color, key, &sub));
+    if (rc != MPI_SUCCESS)
+        return _mpi_fail(c, "MPI_Comm_split", rc);
+    if (sub == MPI_COMM_NULL)
+        return 0;
+    s = calloc(1, sizeof(*s));
+    if (!s || !(s->impl = malloc(sizeof(MPI_Comm)))) {
+        free(s);
+        MPI_Comm_free(&sub);
+        snprintf(c->err, c->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    *(MPI_Comm *)s->impl = sub;
+    s->ops = &g_mpi_ops;
+    s->err = c->err;
+    s->errlen = c->errlen;
+    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(sub, &s->rank);
+    MPI_Comm_size(sub, &s->size);
+    *out = s;
+    return 0;
+}
 
 int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, size_t errlen)
 {

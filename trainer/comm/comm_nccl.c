@@ -115,7 +115,47 @@ static void *_handle(dlt_comm *c)
     return _impl(c)->nccl;
 }
 
-static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle};
+static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
+
+static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle, _split};
+
+/* ncclCommSplit (NCCL >= 2.18) on the parent's device; the child gets its own stream. */
+static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
+{
+    nccl_impl *m = _impl(c);
+    ncclComm_t child = NULL;
+    dlt_comm *s;
+    nccl_impl *sm;
+    int rank = 0, size = 0;
+    *out = NULL;
+    DLT_NCCL_TRY(c->err, c->errlen, m->nccl,
+                 ncclCommSplit(m->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, NULL));
+    if (!child)
+        return 0;
+    s = calloc(1, sizeof(*s));
+    sm = calloc(1, sizeof(*sm));
+    if (!s || !sm) {
+        free(s);
+        free(sm);
+        dlt_nccl_release(child);
+        return dlt_fail(c->err, c->errlen, -ENOMEM, "out of memory");
+    }
+    s->ops = &g_nccl_ops;
+    s->err = c->err;
+    s->errlen = c->errlen;
+    s->impl = sm;
+    sm->nccl = child;
+    s->peers = (dlt_peer_check){dlt_nccl_peer_check, child}; /* its waits ask its own NCCL state */
+    if (ncclCommUserRank(child, &rank) != ncclSuccess || ncclCommCount(child, &size) != ncclSuccess ||
+        cudaStreamCreateWithFlags(&sm->s, cudaStreamNonBlocking) != cudaSuccess) {
+        _destroy(s);
+        return dlt_fail(c->err, c->errlen, -EIO, "cannot set up a split NCCL communicator (color %d)", color);
+    }
+    s->rank = rank;
+    s->size = size;
+    *out = s;
+    return 0;
+}
 
 int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char *err, size_t errlen)
 {

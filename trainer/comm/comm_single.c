@@ -45,7 +45,14 @@ static void _abort(dlt_comm *c, int code)
     (void)code;
 }
 
-static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL};
+static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
+{
+    (void)key;
+    *out = NULL;
+    return color < 0 ? 0 : dlt_comm_single_create(out, c->err, c->errlen);
+}
+
+static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split};
 
 int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen)
 {

@@ -20,6 +20,7 @@
 #include "trainer/train/run.h"
 #include "trainer/train/schedule.h"
 #include "trainer/train/step.h"
+#include "trainer/train/straggler.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
 
@@ -44,6 +45,7 @@ typedef struct {
     int eval_every;
     int reached;         /* a validation reached --target-top1 */
     double val_top1;     /* the last validation's top-1 (-1: none yet) */
+    dlt_straggler straggler; /* straggler.h */
 } loop_state;
 
 static void _abort_comm(void *arg)
@@ -98,6 +100,7 @@ static int _prepare(dlt_run *r, loop_state *t)
     if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
         return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
     dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
+    dlt_straggler_init(&t->straggler, host, &c->backend); /* straggler.h */
     t->eval_every = c->eval_every;
     t->val_top1 = -1;
     if (t->eval_every != 0 && (t->eval_every > 0 || c->data)) {
@@ -225,6 +228,11 @@ static int _train_step(dlt_run *r, loop_state *t)
         return rc;
     t->step++;
     _log(r, t, &p, &s);
+    /* straggler.h: compute = the step less its batch wait and its time in the host collectives */
+    if ((rc = dlt_straggler_step(&t->straggler, r->comm, &r->log, t->step, s.t_agreed - s.t_data - s.agree_s,
+                                 s.t_data - s.t0, (r->cfg.log_every > 0 && t->step % r->cfg.log_every == 0) ||
+                                 t->step == t->total)) != 0)
+        return rc;
     if (t->step % t->spe == 0 && t->step < t->total)
         dlt_run_share_bad_images(r); /* each bad file reported once per run, whichever rank meets it */
     if (t->eval_every > 0 && t->step % t->spe == 0 &&
@@ -252,6 +260,8 @@ static int _finish(dlt_run *r, loop_state *t)
                      (long long)bad, r->comm->size);
     DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
+    if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) != 0) /* straggler.h */
+        return rc;
     return 0;
 fail:
     return rc;
@@ -274,6 +284,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
                       rc == 0 && (c->target_top1 <= 0 || t.reached) ? "success" : "aborted", t.step, t.val_top1);
     dlt_source_close(&t.val);
     dlt_watchdog_stop(&t.wd);
+    dlt_straggler_close(&t.straggler); /* straggler.h */
     dlt_run_close(&r, rc < 0);
     return rc;
 }

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# dltrain check, train --preflight and the straggler detection on two slurmd (CPU backend, MPI):
+# the all-reduce sums are exact and busbw follows its definition for 1, 2 and 4 ranks; a rank
+# pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host,
+# by check and by a short training, and no other rank is; a wrong GEMM (the test-only fault hook)
+# is named by check and by --preflight, which stops every rank with status 4; site thresholds
+# (--min-tflops, --min-busbw) name what is below them; and
+# contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
+. "$(dirname "$0")/lib.sh"
+cluster_up 2 18
+tap_plan 11
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+cd /tmp
+SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
+CHECK=(check --gemm-size 256 --gemm-seconds 0.3 --max-bytes 64K --iters 3)
+
+# Each rank's exit status into $WORK/rc.RANK; the rank $DLT_SLOW_RANK on CPU 1 beside three busy
+# loops of its own (killed when it ends, at most 90 s), the others on CPU 0.
+cat > "$WORK/rank.sh" <<EOF
+#!/bin/sh
+loops=""
+if [ -n "\${DLT_SLOW_RANK:-}" ]; then
+  if [ "\$SLURM_PROCID" = "\$DLT_SLOW_RANK" ]; then
+    for i in 1 2 3; do timeout 90 taskset -c 1 sh -c 'while :; do :; done' >/dev/null 2>&1 & loops="\$loops \$!"; done
+    cpu=1
+  else cpu=0; fi
+  taskset -c \$cpu "\$@"; rc=\$?
+else "\$@"; rc=\$?; fi
+[ -n "\$loops" ] && kill \$loops 2>/dev/null
+echo \$rc > "$WORK/rc.\$SLURM_PROCID"
+exit \$rc
+EOF
+chmod +x "$WORK/rank.sh"
+
+# 1-3: exact sums and busbw = algbw x 2(n-1)/n (from the JSON's figures) at 1, 2 and 4 ranks.
+for shape in "-N1 -n1" "-N2 -n2" "-N2 --ntasks-per-node=2"; do
+  # shellcheck disable=SC2086
+  out=$(timeout 120 "${SRUN[@]}" $shape "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 --json 2>&1); rc=$?
+  json=$(grep '^{"verdict"' <<<"$out")
+  if ((rc == 0)) && python3 - "$json" <<'EOF'
+import json, sys
+d = json.loads(sys.argv[1])
+n = d["ranks"]
+pts = d["allreduce"]
+assert [p["bytes"] for p in pts] == [8 << i for i in range(14)], [p["bytes"] for p in pts]
+for p in pts:
+    assert p["wrong"] == 0, p
+    want = p["algbw_gbs"] * 2 * (n - 1) / n
+    assert abs(p["busbw_gbs"] - want) <= 1e-5 * max(want, 1e-12), (p, want)
+    assert n == 1 or abs(p["algbw_gbs"] - p["bytes"] / (p["time_us"] * 1e-6) / 1e9) <= 1e-3 * p["algbw_gbs"], p
+assert all(c["exact"] for c in d["compute"]) and len(d["compute"]) == n
+EOF
+  then ok "check with $(grep -o '"ranks":[0-9]*' <<<"$json"): 14 sizes 8 B..64 KiB, every sum exact, busbw = algbw x 2(n-1)/n"
+  else not_ok "check sweep ($shape, rc=$rc)"; echo "$out" | tail -8 | diag; fi
+done
+
+# 4: the table for people, with the isolation steps and the verdict.
+out=$(timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 2>&1); rc=$?
+if ((rc == 0)) && grep -q '^compute:' <<<"$out" && grep -q '^all-reduce (4 ranks, mpi' <<<"$out" &&
+  grep -q 'within n1 .*expected link: shared memory' <<<"$out" && grep -q 'across nodes .*busbw' <<<"$out" &&
+  grep -q '^verdict: healthy (exit status 0)' <<<"$out"; then
+  ok "-N2 --ntasks-per-node=2: compute table, sweep, within-node and across-node figures, verdict healthy"
+else not_ok "check table (rc=$rc)"; echo "$out" | tail -12 | diag; fi
+
+# 5: site thresholds: every rank below --min-tflops, the sweep and the cross-node figure below
+# --min-busbw: degraded (3), each named.
+out=$(timeout 120 "${SRUN[@]}" -N2 -n2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 --min-tflops 1000 --min-busbw 1000 2>&1); rc=$?
+if ((rc == 3)) && grep -q 'verdict: degraded (exit status 3)' <<<"$out" &&
+  [[ $(grep -c 'rank [01] (host n[12], local rank 0, cpu [0-9,-]*): GEMM .* TFLOP/s, below --min-tflops 1000' <<<"$out") == 2 ]] &&
+  grep -q 'all-reduce of 65536 bytes over 2 ranks: busbw .* below --min-busbw 1000' <<<"$out" &&
+  grep -q 'across nodes (one rank per node): busbw .* below --min-busbw 1000' <<<"$out"; then
+  ok "--min-tflops / --min-busbw: both ranks, the sweep and the cross-node figure named, exit 3"
+else not_ok "site thresholds (rc=$rc)"; echo "$out" | grep -v '^ *[0-9]* *3 ' | tail -8 | diag; fi
+
+# 6: a real straggler in check: rank 1 (on n2) shares CPU 1 with three busy loops.
+rm -f "$WORK"/rc.*
+out=$(DLT_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$WORK/rank.sh" "$DLTRAIN" "${CHECK[@]}" 2>&1)
+if [[ $(cat "$WORK/rc.0" "$WORK/rc.1" 2>/dev/null | tr '\n' ' ') == "3 3 " ]] &&
+  grep -q 'rank 1 (host n2, local rank 0, cpu 1): GEMM .* of the median' <<<"$out" &&
+  ! grep -q 'rank 0 (host' <<<"$out"; then
+  ok "check names the busy CPU's rank (rank 1, host n2, cpu 1) and only it; every rank exits 3 (degraded)"
+else not_ok "straggler in check"; echo "$out" | grep -v '^ *[0-9]* *20 ' | tail -10 | diag; cat "$WORK"/rc.* 2>/dev/null | diag; fi
+
+# 7: the same straggler in a short training: named in the log, as a metrics event, in the summary.
+RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 512 --steps 40
+     --warmup-epochs 0 --log-every 10)
+rm -f "$WORK/s.jsonl"
+out=$(DLT_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$WORK/rank.sh" "$DLTRAIN" train "${RUN[@]}" --metrics "$WORK/s.jsonl" 2>&1); rc=$?
+if ((rc == 0)) && grep -q 'straggler: rank 1 (host n2, local rank 0, cpu 1) \(compute\|data\) .*x the median' <<<"$out" &&
+  ! grep -q 'straggler: rank 0' <<<"$out" && grep -q '"key":"straggler".*"rank":1,"id":"host n2' "$WORK/s.jsonl" &&
+  ! grep -q '"key":"straggler".*"rank":0' "$WORK/s.jsonl" &&
+  grep -q 'slowest rank: 1 (host n2, local rank 0, cpu 1), slowest in' <<<"$out"; then
+  ok "training names rank 1 on n2 as a straggler (log, metrics event, summary), never rank 0"
+else not_ok "straggler in training (rc=$rc)"; echo "$out" | grep -v 'step [0-9]*/' | tail -8 | diag; fi
+
+# 8: a wrong GEMM on rank 2 (test-only fault hook): check names it and exits 4 (broken).
+out=$(DLT_TEST_FAULT_GEMM_RANK=2 timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 2>&1); rc=$?
+if ((rc == 4)) && grep -q 'verdict: broken (exit status 4)' <<<"$out" &&
+  grep -q 'rank 2 (host n2, local rank 0, cpu [0-9,-]*): GEMM result wrong: C\[128\]\[85\] = .*, exact' <<<"$out"; then
+  ok "wrong GEMM on rank 2: check names rank 2 on n2 with the entry and its exact value, exit 4"
+else not_ok "wrong GEMM in check (rc=$rc)"; echo "$out" | tail -6 | diag; fi
+
+# 9-10: --preflight with the wrong GEMM on rank 3: every rank stops with 4 before the first step,
+# within seconds, and rank 3 says it in its own words.
+rm -f "$WORK"/rc.*
+start=$(date +%s.%N)
+out=$(DLT_TEST_FAULT_GEMM_RANK=3 timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 -l "$WORK/rank.sh" "$DLTRAIN" train "${RUN[@]}" --preflight 2>&1)
+el=$(echo "$(date +%s.%N) - $start" | bc)
+if [[ $(cat "$WORK"/rc.[0-3] 2>/dev/null | tr '\n' ' ') == "4 4 4 4 " ]] && ! grep -q 'step 1/' <<<"$out" &&
+  grep -q '^0: dltrain: preflight broken: rank 3 (host n2, local rank 1, .*GEMM result wrong' <<<"$out" &&
+  (($(echo "$el < 30" | bc))); then
+  ok "--preflight: every rank exits 4 before the first step, ${el%.*} s after the launch"
+else not_ok "--preflight stop (${el}s)"; echo "$out" | tail -8 | diag; cat "$WORK"/rc.* 2>/dev/null | diag; fi
+if grep -q '^3: dltrain: rank 3 (host n2, local rank 1, .*): GEMM result wrong' <<<"$out"; then
+  ok "--preflight: the failing rank names itself (host n2, local rank 1) in its own output"
+else not_ok "failing rank's own message"; echo "$out" | tail -6 | diag; fi
+
+# 11: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
+# the job excludes it and requeues itself (Slurm then holds it two minutes: cancelled here).
+cat > "$WORK/fault-once.sh" <<EOF
+#!/bin/sh
+[ "\${SLURM_RESTART_COUNT:-0}" = 0 ] && export DLT_TEST_FAULT_GEMM_RANK=1
+exec "$DLTRAIN" "\$@"
+EOF
+chmod +x "$WORK/fault-once.sh"
+rm -rf "$WORK/sb"; mkdir -p "$WORK/sb"
+jid=$(sbatch --parsable -N1 --ntasks-per-node=2 --gpus-per-node=2 -o "$WORK/sb/job.out" \
+  --export=ALL,DLTRAIN="$WORK/fault-once.sh",OUT="$WORK/sb",CHECK_ARGS="--gemm-size 128 --max-bytes 1K --iters 2" \
+  "$DLT_SRCDIR/contrib/sbatch/health-check-train.sbatch")
+for _ in $(seq 300); do grep -q 'requeueing\|could not run' "$WORK/sb/job.out" 2>/dev/null && break; sleep 0.2; done
+sleep 1
+node=$(sed -n 's/.* restart 0 on \(n[0-9]\).*/\1/p' "$WORK/sb/job.out")
+show=$(scontrol show job "$jid" 2>&1)
+scancel "$jid" 2>/dev/null
+if [[ -n $node ]] && grep -q "excluding $node and requeueing" "$WORK/sb/job.out" && grep -q "ExcNodeList=$node" <<<"$show" &&
+  grep -q 'Restarts=1' <<<"$show" && grep -q '"named_hosts":\["'"$node"'"\]' "$WORK/sb/check.json"; then
+  ok "health-check-train.sbatch: the check names $node (rank 1's wrong GEMM), the job excludes it and requeues itself"
+else not_ok "sbatch exclude and requeue (node '$node')"; tail -6 "$WORK/sb/job.out" | diag; grep -o 'ExcNodeList=[^ ]*\|Restarts=[0-9]*' <<<"$show" | diag; fi
+exit 0

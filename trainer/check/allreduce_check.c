@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* allreduce_check: the sweep. Each size: one all-reduce of fresh data checked element by element
+ * against the exact sum, then a timed loop (the values grow, unchecked, as in nccl-tests). */
+#include "config.h"
+
+#include "trainer/check/allreduce_check.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/common/clock.h"
+#include "trainer/common/status.h"
+
+double dlt_ar_busbw(double algbw, int n)
+{
+    return n > 1 ? algbw * 2.0 * (n - 1) / n : 0.0;
+}
+
+float dlt_ar_value(int rank, size_t i)
+{
+    return (float)((i + 3u * (size_t)rank) % 8u) + 1.0f;
+}
+
+double dlt_ar_expected(int n, size_t i)
+{
+    double s = 0;
+    for (int r = 0; r < n; r++)
+        s += dlt_ar_value(r, i);
+    return s;
+}
+
+/* Fewer repetitions for big messages: about 64 MiB moved per size, 2..20 times. */
+static int _iters(size_t bytes)
+{
+    size_t it = ((size_t)64 << 20) / bytes;
+    return it < 2 ? 2 : it > 20 ? 20 : (int)it;
+}
+
+/* One all-reduce of count floats in buf (host), or iters of them on the device (NCCL). */
+static int _reduce(dlt_comm *c, float *buf, size_t count, int iters, int check, double *seconds)
+{
+    double t0;
+    (void)check; /* the host path checks what it reduced in place */
+#ifdef DLT_HAVE_CUDA_BACKEND
+    if (c->ops->nccl && c->ops->nccl(c))
+        return dlt_ar_nccl_run(c, check ? buf : NULL, check ? buf : NULL, count, iters, seconds);
+#endif
+    t0 = dlt_now();
+    for (int i = 0; i < iters; i++) {
+        int rc = c->ops->allreduce_sum(c, buf, count, DLT_DTYPE_F32);
+        if (rc)
+            return rc;
+    }
+    *seconds = dlt_now() - t0;
+    return 0;
+}
+
+int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters, dlt_ar_point *pts, int maxpts,
+                 int *npts)
+{
+    size_t maxcount = max_bytes / sizeof(float) < 2 ? 2 : max_bytes / sizeof(float);
+    float *buf = malloc(maxcount * sizeof(float));
+    double *slow = calloc((size_t)c->size + 2, sizeof(double));
+    double expect[8];
+    int rc = 0, np = 0;
+    *npts = 0;
+    if (!buf || !slow) {
+        free(buf);
+        free(slow);
+        return dlt_fail(c->err, c->errlen, -ENOMEM, "all-reduce check: no memory for %zu bytes", max_bytes);
+    }
+    for (int i = 0; i < 8; i++) /* the data has period 8 */
+        expect[i] = dlt_ar_expected(c->size, (size_t)i);
+    for (size_t bytes = min_bytes < 8 ? 8 : min_bytes; bytes <= max_bytes && np < maxpts && rc == 0; bytes *= 2) {
+        size_t count = bytes / sizeof(float) < 2 ? 2 : bytes / sizeof(float);
+        dlt_ar_point *p = &pts[np];
+        double secs = 0, wrong = 0;
+        memset(p, 0, sizeof(*p));
+        p->bytes = count * sizeof(float);
+        p->iters = max_iters > 0 && max_iters < _iters(p->bytes) ? max_iters : _iters(p->bytes);
+        for (size_t i = 0; i < count; i++)
+            buf[i] = dlt_ar_value(c->rank, i);
+        if ((rc = _reduce(c, buf, count, 1, 1, &secs)) != 0)
+            break;
+        for (size_t i = 0; i < count; i++)
+            wrong += (double)buf[i] != expect[i % 8];
+        /* Warm-up, then the timed loop. */
+        if ((rc = _reduce(c, buf, count, 1, 0, &secs)) != 0 || (rc = _reduce(c, buf, count, p->iters, 0, &secs)) != 0)
+            break;
+        /* The slowest rank's time, and the wrong elements of all: one sum of a slot per rank. */
+        memset(slow, 0, ((size_t)c->size + 2) * sizeof(double));
+        slow[c->rank] = secs / p->iters;
+        slow[c->size] = wrong;
+        if ((rc = c->ops->allreduce_sum(c, slow, (size_t)c->size + 1, DLT_DTYPE_F64)) != 0)
+            break;
+        for (int r = 0; r < c->size; r++)
+            if (slow[r] > p->seconds)
+                p->seconds = slow[r];
+        p->wrong = (long long)slow[c->size];
+        p->algbw = p->seconds > 0 ? (double)p->bytes / p->seconds / 1e9 : 0;
+        p->busbw = dlt_ar_busbw(p->algbw, c->size);
+        np++;
+    }
+    free(buf);
+    free(slow);
+    *npts = np;
+    return rc;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* allreduce_check: an all-reduce sweep over message sizes on the trainer's communicator, as
+ * nccl-tests' all_reduce_perf reports it (time, algbw, busbw = algbw x 2(n-1)/n), every size's
+ * sum checked exactly: float32 small integers, whose sum over the ranks is exact. */
+#ifndef DLT_ALLREDUCE_CHECK_H
+#define DLT_ALLREDUCE_CHECK_H
+
+#include <stddef.h>
+
+#include "trainer/comm/comm.h"
+
+typedef struct {
+    size_t bytes;
+    int iters;
+    double seconds;  /* per all-reduce: the slowest rank's mean */
+    double algbw;    /* GB/s: bytes / seconds / 1e9 */
+    double busbw;    /* GB/s: algbw * 2 (n - 1) / n */
+    long long wrong; /* elements of the checked result that differ from the exact sum (summed over ranks) */
+} dlt_ar_point;
+
+/* nccl-tests' bus bandwidth of an all-reduce over n ranks. */
+double dlt_ar_busbw(double algbw, int n);
+/* What rank r of any size contributes at element i, and the exact sum over n ranks. */
+float dlt_ar_value(int rank, size_t i);
+double dlt_ar_expected(int n, size_t i);
+
+/* Sizes min_bytes, 2 min_bytes, ... up to max_bytes (rounded down to whole float32 elements, at
+ * least two); at most maxpts points; max_iters (> 0) bounds the timed all-reduces per size (else
+ * 20 for small sizes, fewer from 4 MiB, at least 2). Every rank of c calls it with the same arguments. Returns 0
+ * (each point filled, agreed over the ranks) or a negative status with c->err filled. */
+int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters, dlt_ar_point *pts, int maxpts,
+                 int *npts);
+
+#ifdef DLT_HAVE_CUDA_BACKEND
+/* The device half of the sweep on an NCCL communicator: src (count floats, may be NULL: keep the
+ * device buffer) up, iters in-place all-reduces on the device timed by this host, result down
+ * into dst (may be NULL). */
+int dlt_ar_nccl_run(dlt_comm *c, const float *src, float *dst, size_t count, int iters, double *seconds);
+#endif
+
+#endif

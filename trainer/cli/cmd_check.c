@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cmd_check: `dltrain check`: the job's health check (trainer/check/check.h) under srun --mpi=pmix
+ * or alone; exit status healthy 0, degraded 3, broken 4 (1: could not run, 2: usage). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/check/check.h"
+#include "trainer/cli/commands.h"
+#include "trainer/cli/launch.h"
+#include "trainer/cli/opt_table.h"
+
+int dlt_cmd_check(int argc, char **argv)
+{
+    dlt_cli_opts o;
+    unsigned char seen[DLT_OPT_MAX] = {0};
+    dlt_check_config cfg;
+    dltpmix_ctx *px = NULL;
+    dlt_comm *comm = NULL;
+    char err[2048] = "";
+    int rc, next;
+
+    memset(&o, 0, sizeof(o));
+    dlt_check_defaults(&o.check);
+    dlt_backend_config_defaults(&o.train.backend);
+    o.comm = "auto";
+    rc = dlt_opt_parse(DLT_CMD_CHECK, argc, argv, 1, &o, seen, &next, err, sizeof(err));
+    if (rc == 1) {
+        dlt_opt_usage(stdout, DLT_CMD_CHECK);
+        return 0;
+    }
+    if (rc != 0) {
+        if (err[0])
+            fprintf(stderr, "dltrain: %s\n", err);
+        else /* getopt said which option */
+            dlt_opt_usage(stderr, DLT_CMD_CHECK);
+        return 2;
+    }
+    if (next < argc) {
+        fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[next]);
+        return 2;
+    }
+    cfg = o.check;
+    if (cfg.min_bytes > cfg.max_bytes) {
+        fprintf(stderr, "dltrain: --min-bytes %zu is above --max-bytes %zu\n", cfg.min_bytes, cfg.max_bytes);
+        return 2;
+    }
+    {
+        dlt_comm_request req = {o.comm, dlt_backend_is_gpu(&o.train.backend), o.train.backend.device};
+        if ((rc = dlt_cli_launch(&req, &o.train.backend, o.timeout, NULL, &px, &comm, err, sizeof(err))) != 0)
+            return rc;
+    }
+    cfg.gpu = dlt_backend_is_gpu(&o.train.backend);
+    cfg.device = o.train.backend.device;
+    cfg.precision = o.train.backend.precision;
+    rc = dlt_check_run(&cfg, px, comm, stdout, err, sizeof(err));
+    if (rc == 1)
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+    dlt_cli_finish(px, comm);
+    return rc;
+}
