@@ -61,8 +61,9 @@ static double _entry_derivative(dlt_net *net, const int32_t *labels, size_t i, d
 
 /* Every parameter tensor: the entry of largest backward gradient and one drawn at random, each
  * against its finite difference. An entry agrees when |fd - g| <= 5% of |g| + 3 err + 1e-6 (err:
- * _entry_derivative's own error estimate; 1e-6: the loss's float noise, about 1e-9 per evaluation,
- * over a 2h of 5e-4). A ReLU or max-pool kink within h of the parameter spoils one entry (the
+ * _entry_derivative's own error estimate, which carries the loss's float noise, measured at 1e-8 to
+ * 3e-7 per evaluation for these nets; 1e-6: a floor for an entry whose two differences agree by
+ * chance). A ReLU or max-pool kink within h of the parameter spoils one entry (the
  * one-sided slope against the average of both sides), so one entry of a tensor may disagree; a
  * tensor passes only with an entry that agrees and is resolved (|fd| > 10 (err + 1e-6)), which a
  * tensor whose gradient is zero, or off by a factor, can never have. Returns the tensors that fail
