@@ -66,7 +66,7 @@ static double _entry_derivative(dlt_net *net, const int32_t *labels, size_t i, d
  * chance). A ReLU or max-pool kink within h of the parameter spoils one entry (the
  * one-sided slope against the average of both sides), so one entry of a tensor may disagree; a
  * tensor passes only with an entry that agrees and is resolved (|fd| > 10 (err + 1e-6)), which a
- * tensor whose gradient is zero, or off by a factor, can never have. Returns the tensors that fail
+ * tensor whose gradient is zero, or off by a factor of 1.4 or more either way, can never have. Returns the tensors that fail
  * (and names each); grad: the backward's gradient, host layout. */
 static int _check_every_tensor(dlt_net *net, const int32_t *labels, const float *grad, const char *arch,
                                const char *only)
