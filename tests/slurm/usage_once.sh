@@ -6,7 +6,7 @@
 # with status 2 for a usage error or a missing path; a --data folder missing on one rank only ends
 # every rank promptly, naming that rank.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 17
 tap_plan 4

@@ -70,7 +70,7 @@ else not_ok "commands dltrain does not have: ${bad[*]} (it has: $cmds)"; fi
 known=$({ for c in train eval bench info env "data pack"; do "$DLTRAIN" $c --help 2>&1; done
   sed 's/\\//g' man/*.[1-8]; ./configure --help 2>/dev/null || true; } | grep -o -E -- '--[a-z][a-z0-9-]*' | sort -u)
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
-  [--ranks]=tests/device/run.sh [--nccl]=tests/device/pack.sh [--only]=tests/unit/random_damage.sh
+  [--ranks]=tests/device/run.sh [--nccl]=tests/device/pack.sh [--only]=tests/local/random_damage.sh
   [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch)
 # Outside tools' own options: rpmbuild's, nvcc's, tensorboard's.
 OUTSIDE=" --nodeps --list-gpu-arch --logdir "
