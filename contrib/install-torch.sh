@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs the Python that the PyTorch comparisons use (tests/torch, tests/unit/model.sh,
+# Installs the Python that the PyTorch comparisons use (tests/torch, tests/local/model.sh,
 # tests/bench/cpu_vs_pytorch.sh): a venv at ${DLT_TORCH_VENV:-/opt/torchvenv} with pinned torch,
 # torchvision, safetensors, scikit-learn (whose digits are the real images of the convergence
 # check), tensorboard (whose event reader checks --tensorboard files) and numpy from PyPI. Idempotent: an existing venv with these versions is

@@ -10,7 +10,7 @@ B=${DLT_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 D=$(mktemp -d /tmp/dltrain-decode.XXXXXX)
 trap 'rm -rf "$D"' EXIT
 command -v tjbench >/dev/null || { echo "decode_bench: tjbench not found (apt-get install libjpeg-turbo-progs)"; exit 77; }
-"$B/tests/unit/mkjpegs" bench "$D" "$COUNT" 500 375 90
+"$B/tests/fixtures/mkjpegs" bench "$D" "$COUNT" 500 375 90
 json=$(taskset -c 0 "$B/tests/bench/decode_bench" "$D" "$SECS")
 ours=$(sed -n 's/.*"ours_images_per_s":\([0-9.]*\).*/\1/p' <<<"$json")
 full=$(sed -n 's/.*"full_decode_images_per_s":\([0-9.]*\).*/\1/p' <<<"$json")

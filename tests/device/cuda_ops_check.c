@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_ops_check: every op of the CUDA backend against the CPU backend (itself checked against
- * naive double loops by tests/unit/test_cpu_ops) on the same random inputs, in fp32, tf32, fp16
+ * naive double loops by tests/unit/test_cpu_onednn) on the same random inputs, in fp32, tf32, fp16
  * and bf16. Error = max |gpu - cpu| / max |cpu| per output; tolerances: fp32 1e-5, tf32 3e-4 for
  * the ops TF32 does not touch and _mm_tol (about 4e-3) for the convolutions and the FC layer,
  * fp16/bf16 1e-2 (bf16 has 8 significant bits: 2e-2). Beyond the arithmetic: sgd_step's skip

@@ -58,9 +58,9 @@ open(sys.argv[1] + "/s1", "wb").write(rec(0, hdr + b"\xff\xd8jpegdata") + rec(1,
 PY
       ;;
     jpeg)
-      if [[ -x $BUILD/tests/unit/mkjpegs ]]; then
-        "$BUILD/tests/unit/mkjpegs" bench "$d" 2 40 30 80 >/dev/null
-        "$BUILD/tests/unit/mkjpegs" folder "$d/f" 1 4 24 16 variants >/dev/null
+      if [[ -x $BUILD/tests/fixtures/mkjpegs ]]; then
+        "$BUILD/tests/fixtures/mkjpegs" bench "$d" 2 40 30 80 >/dev/null
+        "$BUILD/tests/fixtures/mkjpegs" folder "$d/f" 1 4 24 16 variants >/dev/null
         find "$d/f" -type f -exec mv {} "$d" \; ; rm -rf "$d/f"
       else
         printf '\xff\xd8\xff\xe0' > "$d/s1"

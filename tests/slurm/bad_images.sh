@@ -5,7 +5,7 @@
 # watchdog, not waiting in the all-reduce); without --strict the file is reported once in the
 # whole run, whichever rank meets it in whichever epoch, and the run ends with one total.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 10
 tap_plan 4

@@ -6,9 +6,9 @@
 # auto) stopping every rank promptly with the cause instead of some ranks waiting for the others,
 # a single rank's checkpoint resumed on 4 ranks (refused naming the rank count, or allowed by
 # --resume-override ranks);
-# a few seeded random damage runs (tests/unit/random_damage.py) across the ranks.
+# a few seeded random damage runs (tests/local/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 9
 tap_plan 9
@@ -75,7 +75,7 @@ if ((rc == 0)) && [[ $out == *"the rank count 1 -> 4"* && $out == *"step 4 of th
 else not_ok "resume with --resume-override ranks (rc=$rc)"; echo "$out" | tail -6 | diag; fi
 # A few random damage runs across the 4 ranks (the single-rank test runs hundreds; --strict is left
 # out: a rank stopped by --strict still leaves its peers to the stall watchdog).
-res=$(timeout 300 python3 "$DLT_SRCDIR/tests/unit/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK/random" \
+res=$(timeout 300 python3 "$DLT_SRCDIR/tests/local/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK/random" \
   --seed "${DLT_RANDOM_SEED:-2}" --runs 16 --seconds 120 --no-strict --srun "${SRUN[*]}" 2>&1); rc=$?
 line=$(grep '^RESULT' <<<"$res")
 if ((rc == 0)) && [[ $line == *" violations=0 "* ]]; then ok "random damage on 4 ranks: ${line#RESULT }"

@@ -5,7 +5,7 @@
 # every rank ends within seconds (no hang, no watchdog, no abort banner). The same for the
 # validation data: another validation folder on one rank, or none there.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 14
 tap_plan 4

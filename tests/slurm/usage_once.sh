@@ -9,7 +9,7 @@
 # as on four, and --comm single on four ranks is said once with status 2; srun --help lists every
 # --dl-train key.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 17
 tap_plan 7

@@ -6,7 +6,7 @@
 # across the ranks, fine-tuning from that checkpoint (--init) up to a target accuracy
 # (--target-top1), and dltrain eval with the model taken from the checkpoint.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 cluster_up 2 11
 tap_plan 3

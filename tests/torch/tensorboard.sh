@@ -8,7 +8,7 @@
 . "$(dirname "$0")/../slurm/lib.sh"
 PY=${DLT_TORCH_PYTHON:-/opt/torchvenv/bin/python}
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 READ=$DLT_SRCDIR/tests/torch/tb_readback.py
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 [[ -x $PY ]] && "$PY" -c 'import tensorboard.backend.event_processing.event_file_loader' 2>/dev/null ||

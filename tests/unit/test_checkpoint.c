@@ -1,140 +1,350 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Resuming with other settings: dlt_resume_compare refuses each recorded setting that differs
- * (naming both values) unless --resume-override names it; the model's shape never changes;
- * dlt_resume_override_check refuses unknown and fixed names; what a run records round-trips. */
+/* trainer/checkpoint/checkpoint.c: a saved pair loads back bit for bit (parameters, momentum, BN
+ * statistics and counters, step, epoch, seed, settings, overrides); verify checks the pair's size
+ * and CRCs and names what is damaged; a load refuses another architecture and leaves the network
+ * as it was; fine-tuning weights with another class count keep the classifier; the directory scan
+ * picks the newest valid pair and says why it passed over each newer one. */
 #include "config.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "trainer/train/checkpointing.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/model/network.h"
 
-static void _texts(char *rec, char *now, size_t len, void (*change)(dlt_train_config *c, int *world))
-{
-    dlt_train_config c;
-    int world = 1;
-    dlt_train_config_defaults(&c);
-    c.model.batch = 8;
-    dlt_run_config_text(&c, world, rec, len);
-    change(&c, &world);
-    dlt_run_config_text(&c, world, now, len);
-}
+typedef struct {
+    dlt_backend *be;
+    dlt_net net;
+} _model;
 
-static void _same(dlt_train_config *c, int *world)
+static void _open(_model *m, const char *arch, int classes, uint64_t seed)
 {
-    (void)c;
-    (void)world;
-}
-
-static void _many(dlt_train_config *c, int *world)
-{
-    c->model.batch = 16;
-    c->base_lr = 0.2;
-    c->seed = 7;
-    c->cosine = 1;
-    c->momentum = 0.8;
-    c->backend.precision = DLT_PREC_BF16;
-    c->synthetic_size = 1000;
-    *world = 4;
-}
-
-static void test_same_settings_resume(void **state)
-{
-    char rec[1024], now[1024], refused[1024], changed[1024];
-    (void)state;
-    _texts(rec, now, sizeof(rec), _same);
-    assert_int_equal(dlt_resume_compare(rec, now, NULL, refused, sizeof(refused), changed, sizeof(changed)), 0);
-    assert_string_equal(refused, "");
-    assert_string_equal(changed, "");
-}
-
-static void test_each_difference_named_with_both_values(void **state)
-{
-    char rec[1024], now[1024], refused[2048], changed[1024];
-    (void)state;
-    _texts(rec, now, sizeof(rec), _many);
-    /* batch, ranks, precision, lr, momentum, schedule, seed, synthetic-size; epochs only matters
-     * under cosine, and it did not change. */
-    assert_int_equal(dlt_resume_compare(rec, now, NULL, refused, sizeof(refused), changed, sizeof(changed)), 8);
-    assert_non_null(strstr(refused, "--batch: checkpoint 8, now 16"));
-    assert_non_null(strstr(refused, "the rank count: checkpoint 1, now 4"));
-    assert_non_null(strstr(refused, "--lr: checkpoint 0.1, now 0.2"));
-    assert_non_null(strstr(refused, "--seed: checkpoint 1, now 7"));
-    assert_non_null(strstr(refused, "--schedule: checkpoint step, now cosine"));
-    assert_non_null(strstr(refused, "--momentum: checkpoint 0.9, now 0.8"));
-    assert_non_null(strstr(refused, "--precision: checkpoint fp32, now bf16"));
-    assert_non_null(strstr(refused, "--synthetic-size: checkpoint 1281167, now 1000"));
-    assert_string_equal(changed, "");
-}
-
-static void test_override_allows_named_only(void **state)
-{
-    char rec[1024], now[1024], refused[2048], changed[1024];
-    (void)state;
-    _texts(rec, now, sizeof(rec), _many);
-    assert_int_equal(dlt_resume_compare(rec, now, "batch,ranks,lr,seed,schedule,momentum,precision", refused,
-                                        sizeof(refused), changed, sizeof(changed)), 1);
-    assert_string_equal(refused, "--synthetic-size: checkpoint 1281167, now 1000");
-    assert_non_null(strstr(changed, "--batch 8 -> 16"));
-    assert_non_null(strstr(changed, "the rank count 1 -> 4"));
-    /* a prefix of a name is not the name */
-    assert_int_equal(dlt_resume_compare(rec, now, "batc,synthetic-size,ranks,lr,seed,schedule,momentum,precision",
-                                        refused, sizeof(refused), changed, sizeof(changed)), 1);
-    assert_string_equal(refused, "--batch: checkpoint 8, now 16");
-}
-
-static void test_model_shape_never_changes(void **state)
-{
-    char refused[1024], changed[1024];
-    (void)state;
-    assert_int_equal(dlt_resume_compare("arch=resnet18 classes=10 batch=8", "arch=resnet50 classes=10 batch=8",
-                                        "arch", refused, sizeof(refused), changed, sizeof(changed)), 1);
-    assert_string_equal(refused, "--arch: checkpoint resnet18, now resnet50 (cannot change)");
-}
-
-static void test_epochs_only_under_cosine(void **state)
-{
-    char refused[1024], changed[1024];
-    (void)state;
-    assert_int_equal(dlt_resume_compare("schedule=step epochs=2", "schedule=step epochs=3", NULL, refused,
-                                        sizeof(refused), changed, sizeof(changed)), 0);
-    assert_int_equal(dlt_resume_compare("schedule=cosine epochs=2", "schedule=cosine epochs=3", NULL, refused,
-                                        sizeof(refused), changed, sizeof(changed)), 1);
-    assert_string_equal(refused, "--epochs: checkpoint 2, now 3");
-    /* an older checkpoint that did not record a setting: not compared */
-    assert_int_equal(dlt_resume_compare("schedule=step", "schedule=step milestones=1,2", NULL, refused,
-                                        sizeof(refused), changed, sizeof(changed)), 0);
-}
-
-static void test_override_names_checked(void **state)
-{
+    dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = classes, .batch = 2};
     char err[512];
+    assert_int_equal(dlt_model_parse_arch(arch, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&m->be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    if (dlt_net_create(&m->net, &cfg, m->be, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    dlt_net_init_params(&m->net, seed, 1);
+    /* Every buffer a checkpoint carries gets values a fresh network does not have. */
+    for (size_t i = 0; i < m->net.model.nparams; i++)
+        m->net.momentum[i] = (float)i * 1e-3f + (float)seed;
+    for (size_t i = 0; i < m->net.model.nstats; i++)
+        m->net.stats[i] += (float)(i % 7) * 0.25f + (float)seed;
+    for (int i = 0; i < m->net.model.nbn; i++)
+        m->net.bn_batches[i] = 1000 + i + (int64_t)seed;
+}
+
+static void _close(_model *m)
+{
+    dlt_net_destroy(&m->net);
+    m->be->ops->destroy(m->be);
+}
+
+static char *_tmpdir(void)
+{
+    char *d = strdup("/tmp/dlt-test-checkpoint.XXXXXX");
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static void _rmdir(char *d)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+    assert_int_equal(system(cmd), 0);
+    free(d);
+}
+
+static dlt_train_state _state(int64_t step)
+{
+    dlt_train_state st;
+    memset(&st, 0, sizeof(st));
+    st.step = step;
+    st.epoch = step / 10;
+    st.seed = 12345678901234ULL;
+    snprintf(st.config, sizeof(st.config), "arch=resnet18 classes=5 batch=2 lr=0.1");
+    snprintf(st.history, sizeof(st.history), "step 40: --batch 1 -> 2");
+    st.class_names = "cat\ndog\nemu\nfox\ngnu\n";
+    return st;
+}
+
+static void _save(_model *m, const char *dir, int64_t step, char *path, size_t len)
+{
+    dlt_train_state st = _state(step);
+    char err[512];
+    if (dlt_checkpoint_save(&m->net, &st, dir, path, len, err, sizeof(err)) != 0)
+        fail_msg("save: %s", err);
+}
+
+/* Changes one byte of a file, at offset from its end when from_end, else from its start. */
+static void _flip(const char *path, long off, int from_end)
+{
+    FILE *f = fopen(path, "r+b");
+    int c;
+    assert_non_null(f);
+    assert_int_equal(fseek(f, from_end ? -off : off, from_end ? SEEK_END : SEEK_SET), 0);
+    c = fgetc(f);
+    assert_int_equal(fseek(f, -1, SEEK_CUR), 0);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+}
+
+static void test_round_trip(void **state)
+{
+    _model a, b;
+    char *dir = _tmpdir(), path[512], want[600], err[512], *names = NULL;
+    dlt_train_state st;
     (void)state;
-    assert_int_equal(dlt_resume_override_check("batch,lr,ranks", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("batch,foo", err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "unknown setting 'foo'"));
-    assert_int_not_equal(dlt_resume_override_check("classes", err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "classes cannot change on resume"));
-    assert_int_not_equal(dlt_resume_override_check("image-size", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("batch,", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("batch,,lr", err, sizeof(err)), 0);
+    _open(&a, "resnet18", 5, 1);
+    _open(&b, "resnet18", 5, 2);
+    _save(&a, dir, 120, path, sizeof(path));
+    snprintf(want, sizeof(want), "%s/ckpt-00000120.safetensors", dir);
+    assert_string_equal(path, want);
+    assert_int_equal(dlt_checkpoint_state_path(path, want, sizeof(want)), 0);
+    assert_int_equal(access(want, R_OK), 0);
+    assert_non_null(strstr(want, "/ckpt-00000120.state.safetensors"));
+    memset(&st, 0, sizeof(st));
+    if (dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)) != 0)
+        fail_msg("load: %s", err);
+    assert_memory_equal(b.net.params, a.net.params, a.net.model.nparams * sizeof(float));
+    assert_memory_equal(b.net.momentum, a.net.momentum, a.net.model.nparams * sizeof(float));
+    assert_memory_equal(b.net.stats, a.net.stats, a.net.model.nstats * sizeof(float));
+    assert_memory_equal(b.net.bn_batches, a.net.bn_batches, (size_t)a.net.model.nbn * sizeof(int64_t));
+    assert_int_equal(st.step, 120);
+    assert_int_equal(st.epoch, 12);
+    assert_true(st.seed == 12345678901234ULL);
+    assert_string_equal(st.config, "arch=resnet18 classes=5 batch=2 lr=0.1");
+    assert_string_equal(st.history, "step 40: --batch 1 -> 2");
+    dlt_checkpoint_class_names(path, &names);
+    assert_non_null(names);
+    assert_string_equal(names, "cat\ndog\nemu\nfox\ngnu\n");
+    free(names);
+    _close(&a);
+    _close(&b);
+    _rmdir(dir);
+}
+
+static void test_verify_names_the_damage(void **state)
+{
+    _model a;
+    char *dir = _tmpdir(), path[512], spath[600], err[1024], cmd[2048];
+    dlt_checkpoint_info info;
+    (void)state;
+    _open(&a, "resnet18", 5, 1);
+    _save(&a, dir, 7, path, sizeof(path));
+    assert_int_equal(dlt_checkpoint_state_path(path, spath, sizeof(spath)), 0);
+    assert_int_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_int_equal(info.verified, 1);
+    assert_int_equal(info.state_data_verified, 1);
+    assert_int_equal(info.tensors, a.net.model.nentries);
+    assert_int_equal(info.step, 7);
+    assert_int_equal(info.epoch, 0);
+    assert_string_equal(info.config, "arch=resnet18 classes=5 batch=2 lr=0.1");
+    assert_string_equal(info.history, "step 40: --batch 1 -> 2");
+
+    /* One byte of the model file's data changed: its CRC no longer matches the state file's. */
+    _flip(path, 3, 1);
+    assert_int_not_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "CRC-32"));
+    assert_non_null(strstr(err, "changed or damaged"));
+    _flip(path, 3, 1);
+    assert_int_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+
+    /* Cut short: called truncated, with both sizes. */
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s.keep' && truncate -s -100 '%s'", path, path, path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "truncated"));
+    snprintf(cmd, sizeof(cmd), "mv '%s.keep' '%s'", path, path);
+    assert_int_equal(system(cmd), 0);
+
+    /* The state file's own data damaged: refused before anything it records is believed. */
+    _flip(spath, 2, 1);
+    assert_int_not_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "the state file was damaged"));
+    {
+        _model b;
+        dlt_train_state st;
+        _open(&b, "resnet18", 5, 2);
+        assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)), 0);
+        assert_non_null(strstr(err, "the state file was damaged"));
+        _close(&b);
+    }
+
+    /* Without a state file: readable, not verified, not an error. */
+    assert_int_equal(unlink(spath), 0);
+    assert_int_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_int_equal(info.verified, 0);
+    assert_int_equal(info.step, -1);
+    assert_int_equal(info.tensors, a.net.model.nentries);
+    _close(&a);
+    _rmdir(dir);
+}
+
+static void test_load_refuses_another_model(void **state)
+{
+    _model a, b;
+    char *dir = _tmpdir(), path[512], err[1024];
+    float *before;
+    dlt_train_state st;
+    (void)state;
+    _open(&a, "resnet18", 5, 1);
+    _open(&b, "resnet34", 5, 2);
+    _save(&a, dir, 3, path, sizeof(path));
+    before = malloc(b.net.model.nparams * sizeof(float));
+    memcpy(before, b.net.params, b.net.model.nparams * sizeof(float));
+    assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "has no tensor layer1.2."));
+    assert_memory_equal(b.net.params, before, b.net.model.nparams * sizeof(float));
+    free(before);
+    _close(&b);
+    /* The same architecture with another class count: the classifier's shape is named. */
+    _open(&b, "resnet18", 7, 2);
+    assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "tensor fc.weight is F32 [5,"));
+    assert_non_null(strstr(err, "this model needs F32 [7,"));
+    _close(&b);
+    _close(&a);
+    _rmdir(dir);
+}
+
+static void test_init_weights_keep_another_classifier(void **state)
+{
+    _model a, b;
+    char *dir = _tmpdir(), path[512], err[1024];
+    int fc_classes = -1;
+    float *fc_before;
+    size_t fc_off = 0, fc_len = 0;
+    (void)state;
+    _open(&a, "resnet18", 5, 1);
+    _open(&b, "resnet18", 7, 2);
+    _save(&a, dir, 3, path, sizeof(path));
+    for (int e = 0; e < b.net.model.nentries; e++)
+        if (!strcmp(b.net.model.entries[e].name, "fc.weight"))
+            fc_off = b.net.model.entries[e].off, fc_len = b.net.model.entries[e].len;
+    assert_true(fc_len > 0);
+    fc_before = malloc(fc_len * sizeof(float));
+    memcpy(fc_before, b.net.params + fc_off, fc_len * sizeof(float));
+    if (dlt_checkpoint_load_init(&b.net, path, &fc_classes, err, sizeof(err)) != 0)
+        fail_msg("load_init: %s", err);
+    assert_int_equal(fc_classes, 5);
+    assert_memory_equal(b.net.params + fc_off, fc_before, fc_len * sizeof(float));
+    /* Everything but the classifier is the file's. */
+    for (int e = 0; e < b.net.model.nentries; e++) {
+        const dlt_state_entry *en = &b.net.model.entries[e];
+        if (en->is_param && strncmp(en->name, "fc.", 3) != 0)
+            assert_memory_equal(b.net.params + en->off, a.net.params + en->off, en->len * sizeof(float));
+    }
+    assert_memory_equal(b.net.stats, a.net.stats, a.net.model.nstats * sizeof(float));
+    free(fc_before);
+    _close(&b);
+    /* The same class count: fc_classes 0, all of it loaded. */
+    _open(&b, "resnet18", 5, 2);
+    assert_int_equal(dlt_checkpoint_load_init(&b.net, path, &fc_classes, err, sizeof(err)), 0);
+    assert_int_equal(fc_classes, 0);
+    assert_memory_equal(b.net.params, a.net.params, a.net.model.nparams * sizeof(float));
+    _close(&b);
+    _close(&a);
+    _rmdir(dir);
+}
+
+static void test_scan_picks_the_newest_valid(void **state)
+{
+    _model a;
+    char *dir = _tmpdir(), path[512], p20[512], p30[512], s40[600], err[1024], cmd[2048];
+    dlt_checkpoint_scan s;
+    (void)state;
+    /* A directory that is not there has no checkpoint; that is not an error. */
+    snprintf(path, sizeof(path), "%s/none", dir);
+    assert_int_equal(dlt_checkpoint_scan_dir(path, &s, err, sizeof(err)), 0);
+    assert_int_equal(s.candidates, 0);
+    assert_int_equal(s.found, 0);
+    assert_int_equal(dlt_checkpoint_dir_max_step(path), -1);
+
+    _open(&a, "resnet18", 5, 1);
+    _save(&a, dir, 10, path, sizeof(path));
+    _save(&a, dir, 20, p20, sizeof(p20));
+    _save(&a, dir, 30, p30, sizeof(p30));
+    _save(&a, dir, 40, path, sizeof(path));
+    /* 40: only its state file; 30: only its model file; 20: damaged; 10: valid. */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(dlt_checkpoint_state_path(p30, s40, sizeof(s40)), 0);
+    assert_int_equal(unlink(s40), 0);
+    _flip(p20, 5, 1);
+    snprintf(cmd, sizeof(cmd), "touch '%s/ckpt-x.safetensors' '%s/notes.txt'", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(dlt_checkpoint_dir_max_step(dir), 40);
+    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err)), 0);
+    assert_int_equal(s.candidates, 4);
+    assert_int_equal(s.found, 1);
+    assert_int_equal(s.step, 10);
+    assert_non_null(strstr(s.path, "/ckpt-00000010.safetensors"));
+    assert_int_equal(s.refused, 3);
+    assert_non_null(strstr(s.refusal[0].path, "ckpt-00000040.safetensors"));
+    assert_non_null(strstr(s.refusal[0].why, "only its state file"));
+    assert_non_null(strstr(s.refusal[1].path, "ckpt-00000030.safetensors"));
+    assert_non_null(strstr(s.refusal[1].why, "no state file beside it"));
+    assert_non_null(strstr(s.refusal[2].path, "ckpt-00000020.safetensors"));
+    assert_non_null(strstr(s.refusal[2].why, "CRC-32"));
+
+    /* None valid: found 0, every one refused. */
+    snprintf(cmd, sizeof(cmd), "rm '%s/ckpt-00000010.state.safetensors'", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err)), 0);
+    assert_int_equal(s.found, 0);
+    assert_int_equal(s.refused, 4);
+    _close(&a);
+    _rmdir(dir);
+}
+
+static void test_config_field(void **state)
+{
+    const char *cfg = "arch=resnet50 base_lr=0.1 lr=0.4 batch=32 empty= last=x";
+    char v[16];
+    (void)state;
+    assert_int_equal(dlt_checkpoint_config_field(cfg, "lr", v, sizeof(v)), 1);
+    assert_string_equal(v, "0.4"); /* not base_lr's */
+    assert_int_equal(dlt_checkpoint_config_field(cfg, "arch", v, sizeof(v)), 1);
+    assert_string_equal(v, "resnet50");
+    assert_int_equal(dlt_checkpoint_config_field(cfg, "last", v, sizeof(v)), 1);
+    assert_string_equal(v, "x");
+    assert_int_equal(dlt_checkpoint_config_field(cfg, "empty", v, sizeof(v)), 1);
+    assert_string_equal(v, "");
+    assert_int_equal(dlt_checkpoint_config_field(cfg, "batc", v, sizeof(v)), 0);
+    assert_int_equal(dlt_checkpoint_config_field(cfg, "seed", v, sizeof(v)), 0);
+    assert_int_equal(dlt_checkpoint_config_field("", "lr", v, sizeof(v)), 0);
+    assert_int_equal(dlt_checkpoint_config_field(NULL, "lr", v, sizeof(v)), 0);
+}
+
+static void test_state_path(void **state)
+{
+    char out[256];
+    (void)state;
+    assert_int_equal(dlt_checkpoint_state_path("/d/ckpt-00000001.safetensors", out, sizeof(out)), 0);
+    assert_string_equal(out, "/d/ckpt-00000001.state.safetensors");
+    assert_int_equal(dlt_checkpoint_state_path("/d/model.bin", out, sizeof(out)), 0);
+    assert_string_equal(out, "/d/model.bin.state");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_settings_resume),
-        cmocka_unit_test(test_each_difference_named_with_both_values),
-        cmocka_unit_test(test_override_allows_named_only),
-        cmocka_unit_test(test_model_shape_never_changes),
-        cmocka_unit_test(test_epochs_only_under_cosine),
-        cmocka_unit_test(test_override_names_checked),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_verify_names_the_damage),
+        cmocka_unit_test(test_load_refuses_another_model),
+        cmocka_unit_test(test_init_weights_keep_another_classifier),
+        cmocka_unit_test(test_scan_picks_the_newest_valid),
+        cmocka_unit_test(test_config_field),
+        cmocka_unit_test(test_state_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

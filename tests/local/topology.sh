@@ -4,10 +4,10 @@
 # a sysfs tree + the stand-in NVML). The XML is checked with Python's own XML parser against the
 # rules NCCL's strict parser imposes.
 . "$(dirname "$0")/../slurm/lib.sh"
-TOOL=$DLT_BUILDDIR/tests/unit/topo_tool
+TOOL=$DLT_BUILDDIR/dltrain-topo
 FAKE=$DLT_BUILDDIR/tests/fake_nvml/.libs/libfakenvml.so
 FX=$WORK/fixtures
-[[ -x $TOOL && -f $FAKE ]] || skip_all "topo_tool or the fake NVML not built"
+[[ -x $TOOL && -f $FAKE ]] || skip_all "dltrain-topo or the fake NVML not built"
 command -v python3 >/dev/null || skip_all "python3 missing"
 rm -rf "$FX"; mkdir -p "$FX"
 for t in lab2 c4130k dgx1 nvswitch8 pcie4 nogpu; do python3 "$DLT_SRCDIR/tests/fixtures/mktopo.py" $t "$FX/$t"; done

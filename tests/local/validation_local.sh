@@ -8,7 +8,7 @@
 # model file without a state file, as torchvision exports, still evaluated given the options).
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 tap_plan 9
 rm -rf "$WORK"/*

@@ -8,9 +8,9 @@ command -v valgrind >/dev/null || skip_all "valgrind not installed"
 [[ ${DLT_DISTCHECK_LIGHT:-} ]] && skip_all "DLT_DISTCHECK_LIGHT: .ci/run's make check ran valgrind on the same sources"
 export OMP_NUM_THREADS=1 ONEDNN_MAX_CPU_ISA=AVX2 CMOCKA_MESSAGE_OUTPUT=STDOUT
 VG=(valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite
-    --suppressions="$DLT_SRCDIR/tests/unit/valgrind.supp")
+    --suppressions="$DLT_SRCDIR/tests/local/valgrind.supp")
 U=$DLT_BUILDDIR/tests/unit
-tests=(test_options test_dltpmix_blob test_plugin_pure test_synthetic test_cpu_ops test_data test_grad_reducer)
+tests=(test_options test_dltpmix_blob test_plugin_pure test_synthetic test_cpu_onednn test_data test_grad_reducer)
 tap_plan $((${#tests[@]} + 1))
 for t in "${tests[@]}"; do
   if [[ ! -x $U/$t ]]; then ok "# SKIP $t not built"; continue; fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Bounded random damage on one rank (tests/unit/random_damage.py): a few hundred short dltrain runs
+# Bounded random damage on one rank (tests/local/random_damage.py): a few hundred short dltrain runs
 # over damaged image folders, RecordIO files (the index against the record file), labels files and
 # validation class folders, and checkpoints, seeded and reproducible, within a wall-clock limit.
 # Each must end in a clear error or a correct result: no signal, no hang past 30 s, no NaN/inf
@@ -11,12 +11,12 @@
 # repeats it.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 command -v python3 >/dev/null || skip_all "python3 not installed"
 tap_plan 2
 seed=${DLT_RANDOM_SEED:-1}
-out=$(python3 "$DLT_SRCDIR/tests/unit/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK" \
+out=$(python3 "$DLT_SRCDIR/tests/local/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK" \
   --seed "$seed" --runs "${DLT_RANDOM_RUNS:-300}" --seconds "${DLT_RANDOM_SECONDS:-150}" 2>&1); rc=$?
 echo "$out" | grep '^# random damage' || true
 res=$(grep '^RESULT' <<<"$out")

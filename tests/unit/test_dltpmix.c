@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_dltpmix_rendezvous: libdltpmix's test rendezvous (DLTPMIX_TEST_RENDEZVOUS), the way the
+/* test_dltpmix: libdltpmix's test rendezvous (DLTPMIX_TEST_RENDEZVOUS), the way the
  * device check starts several ranks without Slurm or a PMIx server: three forked ranks all-gather,
  * broadcast from the last rank and meet at a barrier, each checking what it got; a rank whose peer
  * never comes times out naming it; a rank outside the size is refused. Each names its node as Slurm

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* topo_tool: drives the plugin's discovery, binding and NCCL XML code outside Slurm, on a fixture
+/* dltrain-topo: drives the plugin's discovery, binding and NCCL XML code outside Slurm, on a fixture
  * (fake NVML + sysfs tree) or the real node, for the tests and for site administrators checking
  * what the plugin will do on a node.
- *   topo_tool NVML_LIB SYSFS_ROOT xml|matrix
- *   topo_tool NVML_LIB SYSFS_ROOT bind CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS LOCAL_RANK ALLOWED_CPUS [NIC] */
+ *   dltrain-topo NVML_LIB SYSFS_ROOT xml|matrix
+ *   dltrain-topo NVML_LIB SYSFS_ROOT bind CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS LOCAL_RANK ALLOWED_CPUS [NIC] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,7 @@ int main(int argc, char **argv)
     int rc;
 
     if (argc < 4) {
-        fprintf(stderr, "usage: topo_tool NVML_LIB SYSFS_ROOT xml|matrix|bind ...\n");
+        fprintf(stderr, "usage: dltrain-topo NVML_LIB SYSFS_ROOT xml|matrix|bind ...\n");
         return 2;
     }
     memset(&topo, 0, sizeof(topo));
@@ -32,14 +32,14 @@ int main(int argc, char **argv)
         rc = dlt_topo_add_nvml_gpus(&topo, &nvml, err, sizeof(err));
         dlt_nvml_close(&nvml);
         if (rc) {
-            fprintf(stderr, "topo_tool: %s\n", err);
+            fprintf(stderr, "dltrain-topo: %s\n", err);
             return 1;
         }
     } else {
-        fprintf(stderr, "topo_tool: %s (continuing without GPUs)\n", err);
+        fprintf(stderr, "dltrain-topo: %s (continuing without GPUs)\n", err);
     }
     if (dlt_topo_load_sysfs(&topo, argv[2], err, sizeof(err))) {
-        fprintf(stderr, "topo_tool: %s\n", err);
+        fprintf(stderr, "dltrain-topo: %s\n", err);
         return 1;
     }
     if (!strcmp(argv[3], "xml")) {
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
         if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, err, sizeof(err)) ||
             dlt_cpuset_parse(argv[7], &allowed) ||
             dlt_binding_choose(&topo, &s, atoi(argv[6]), &allowed, argc > 8 ? argv[8] : "", &b, err, sizeof(err))) {
-            fprintf(stderr, "topo_tool: %s\n", err);
+            fprintf(stderr, "dltrain-topo: %s\n", err);
             return 1;
         }
         dlt_cpuset_format(&b.cpus, cpus, sizeof(cpus));
@@ -79,6 +79,6 @@ int main(int argc, char **argv)
         printf("\n");
         return 0;
     }
-    fprintf(stderr, "topo_tool: unknown command %s\n", argv[3]);
+    fprintf(stderr, "dltrain-topo: unknown command %s\n", argv[3]);
     return 2;
 }

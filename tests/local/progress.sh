@@ -6,7 +6,7 @@
 # through tmux), nothing under --quiet or for a command shorter than the interval.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 tap_plan 8
 rm -rf "${WORK:?}"/*

@@ -7,7 +7,7 @@
 # stopping instead of starting over, and the help, man page and README wording.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 tap_plan 22

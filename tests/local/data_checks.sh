@@ -11,7 +11,7 @@
 # evaluated as before and said.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 tap_plan 20
 rm -rf "$WORK"/*

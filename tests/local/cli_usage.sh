@@ -9,7 +9,7 @@
 # --comm nccl on the CPU, a missing --checkpoint and --stall-timeout under 1 s; the host-wait share.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/unit/mkjpegs
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
