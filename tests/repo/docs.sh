@@ -68,7 +68,7 @@ else not_ok "commands dltrain does not have: ${bad[*]} (it has: $cmds)"; fi
 
 # --options: dltrain's (its commands' --help and man pages), the plugin's and the tools' man pages,
 # configure's; else one of the scripts or outside tools named here, checked in that script.
-known=$({ for c in train eval bench info env "data pack"; do "$DLTRAIN" $c --help 2>&1; done
+known=$({ for c in train eval bench check info env "data pack"; do "$DLTRAIN" $c --help 2>&1; done
   sed 's/\\//g' man/*.[1-8]; ./configure --help 2>/dev/null || true; } | grep -o -E -- '--[a-z][a-z0-9-]*' | sort -u)
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
   [--ranks]=tests/device/run.sh [--nccl]=tests/device/pack.sh [--only]=tests/local/random_damage.sh
