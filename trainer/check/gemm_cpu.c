@@ -7,11 +7,11 @@
 
 #include <dnnl.h>
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/common/affinity.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
@@ -33,27 +33,14 @@ static void _cpu_model(char *out, size_t len)
         fclose(f);
 }
 
-/* "cpu 0-3" style list of the CPUs this rank may run on (what a busy neighbour would share). */
+/* "cpu 0-3": the CPUs this rank may run on (what a busy neighbour would share). */
 static void _cpu_list(char *out, size_t len)
 {
-    cpu_set_t set;
-    size_t n = (size_t)snprintf(out, len, "cpu ");
-    int first = -1;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    char list[sizeof(((dlt_gemm_timing *)0)->device)];
+    if (dlt_affinity_list(list, sizeof(list)) < 0)
         snprintf(out, len, "cpu ?");
-        return;
-    }
-    for (int c = 0; c <= CPU_SETSIZE && n < len; c++) {
-        int in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
-        if (in && first < 0)
-            first = c;
-        if (!in && first >= 0) {
-            n += (size_t)snprintf(out + n, len - n, "%s%d", out[n - 1] == ' ' ? "" : ",", first);
-            if (c - 1 > first && n < len)
-                n += (size_t)snprintf(out + n, len - n, "-%d", c - 1);
-            first = -1;
-        }
-    }
+    else
+        snprintf(out, len, "cpu %.59s", list);
 }
 
 int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, char *err, size_t errlen)

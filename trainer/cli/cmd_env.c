@@ -3,7 +3,6 @@
  * check that the host communicator sums correctly across ranks. */
 #include "config.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/comm/comm.h"
+#include "trainer/common/affinity.h"
 
 /* One rank's report, fixed size so it can be all-gathered. */
 typedef struct {
@@ -79,33 +79,6 @@ static void _env_copy(char *dst, size_t len, const char *name)
     snprintf(dst, len, "%s", v ? v : "-");
 }
 
-/* The affinity mask as a CPU list ("0-3,8"). */
-static int _affinity_list(char *out, size_t outlen)
-{
-    cpu_set_t set;
-    size_t used = 0;
-    int count = 0;
-    out[0] = '\0';
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return -1;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        int end = c;
-        if (!CPU_ISSET(c, &set))
-            continue;
-        while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set))
-            end++;
-        count += end - c + 1;
-        if (used < outlen) {
-            int w = end > c ? snprintf(out + used, outlen - used, "%s%d-%d", used ? "," : "", c, end)
-                            : snprintf(out + used, outlen - used, "%s%d", used ? "," : "", c);
-            if (w > 0)
-                used += (size_t)w;
-        }
-        c = end;
-    }
-    return count;
-}
-
 int dlt_cmd_env(int argc, char **argv)
 {
     dlt_cli_opts o;
@@ -153,7 +126,7 @@ int dlt_cmd_env(int argc, char **argv)
     _env_copy(mine.cuda_visible, sizeof(mine.cuda_visible), "CUDA_VISIBLE_DEVICES");
     _env_copy(mine.dlt_local_gpu, sizeof(mine.dlt_local_gpu), "DLT_LOCAL_GPU");
     _env_copy(mine.nccl_topo, sizeof(mine.nccl_topo), "NCCL_TOPO_FILE");
-    mine.ncpus = _affinity_list(mine.cpus, sizeof(mine.cpus));
+    mine.ncpus = dlt_affinity_list(mine.cpus, sizeof(mine.cpus));
     _device_report(&mine);
 
     all = calloc((size_t)info->size, sizeof(*all));

@@ -6,12 +6,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/common/affinity.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
@@ -47,27 +47,6 @@ int dlt_straggler_judge(const double *compute, const double *data, int n, double
     return worst;
 }
 
-/* The CPUs this rank may run on, "cpu 0-3": a CPU rank's "device". */
-static void _cpus(char *out, size_t len)
-{
-    cpu_set_t set;
-    size_t n = (size_t)snprintf(out, len, "cpu ");
-    int first = -1;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return;
-    for (int c = 0; c <= CPU_SETSIZE && n < len; c++) {
-        int in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
-        if (in && first < 0)
-            first = c;
-        if (!in && first >= 0) {
-            n += (size_t)snprintf(out + n, len - n, "%s%d", out[n - 1] == ' ' ? "" : ",", first);
-            if (c - 1 > first && n < len)
-                n += (size_t)snprintf(out + n, len - n, "-%d", c - 1);
-            first = -1;
-        }
-    }
-}
-
 void dlt_straggler_init(dlt_straggler *s, const char *host, const dlt_backend_config *be)
 {
     const char *local = getenv("SLURM_LOCALID") ? getenv("SLURM_LOCALID") : getenv("DLT_LOCAL_RANK");
@@ -79,7 +58,9 @@ void dlt_straggler_init(dlt_straggler *s, const char *host, const dlt_backend_co
         dlt_backend_gpu_id(be->device < 0 ? 0 : be->device, id, sizeof(id));
         snprintf(dev, sizeof(dev), "GPU %.59s", id);
     } else {
-        _cpus(dev, sizeof(dev));
+        char list[sizeof(dev)];
+        dlt_affinity_list(list, sizeof(list)); /* "" when unreadable: "cpu " as before */
+        snprintf(dev, sizeof(dev), "cpu %.59s", list);
     }
     snprintf(s->me, sizeof(s->me), "host %.32s, local rank %.6s, %.36s", host, local ? local : "?", dev);
 }
