@@ -5,9 +5,13 @@
 # ranks on one GPU with NCCL_MULTI_RANK_GPU_ENABLE=1). The ranks meet through libdltpmix's test
 # rendezvous (DLTPMIX_TEST_RENDEZVOUS: files in a fresh directory, every wait bounded by
 # DLTPMIX_TIMEOUT), so NCCL's unique id travels from rank 0 to the others as under srun it travels
-# through PMIx. When one rank fails the others are ended (TERM, KILL 5 s later); a TERM to this
+# through PMIx. When one rank fails the others are ended (TERM, KILL 2 s later); a TERM to this
 # script ends them all. Each rank's output is printed after, prefixed "[rank R] ". Exit status: the
 # first failing rank's, else 0.
+# DLT_RANK_HOSTID=1: each rank gets NCCL_HOSTID=dlt-rank-R, so NCCL (any version) takes the ranks
+# for separate hosts and lets them share the GPU over its network (socket) transport: NCCL's host
+# hash is taken from NCCL_HOSTID when set, and its duplicate-GPU refusal compares host hashes
+# (doc/gpu.md "Two ranks on one GPU").
 set -u
 n=${1:?usage: two_ranks.sh N CMD [ARGS...]}; shift
 [ $# -gt 0 ] || { echo "usage: two_ranks.sh N CMD [ARGS...]" >&2; exit 2; }
@@ -15,7 +19,7 @@ dir=$(mktemp -d /tmp/dlt-rdv.XXXXXX)
 pids=() rc=0
 stop() {
   for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 50); do
+  for _ in $(seq 20); do
     alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ "$alive" = 0 ] && return; sleep 0.1
   done
@@ -24,7 +28,9 @@ stop() {
 trap 'stop; rc=143' TERM INT
 for ((r = 0; r < n; r++)); do
   # Each rank leads a process group of its own, so ending it ends whatever it started.
-  DLTPMIX_TEST_RENDEZVOUS=$dir DLTPMIX_TEST_RANK=$r DLTPMIX_TEST_SIZE=$n setsid "$@" >"$dir/out.$r" 2>&1 &
+  hostid=()
+  [ "${DLT_RANK_HOSTID:-0}" = 1 ] && hostid=(NCCL_HOSTID="dlt-rank-$r")
+  env "${hostid[@]}" DLTPMIX_TEST_RENDEZVOUS="$dir" DLTPMIX_TEST_RANK=$r DLTPMIX_TEST_SIZE="$n" setsid "$@" >"$dir/out.$r" 2>&1 &
   pids+=($!)
 done
 running=("${pids[@]}")

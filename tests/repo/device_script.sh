@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The GPU check script without a GPU: its dry run lists every phase (the two-rank phase right after
-# the op checks), the 480 s deadline and the kill rule; with no GPU it skips saying so; with a
-# stand-in nvidia-smi that reports a GPU and a deadline too short for any phase, it starts nothing
-# and still prints the table of phases and the verdict. The two-rank launcher starts its ranks with
-# their rendezvous variables and ends the others when one fails.
+# The GPU check script without a GPU: its dry run lists every phase (the two-rank phases right after
+# the op checks), the 400 s deadline, the kill rule and the budget arithmetic (this call and a rerun
+# inside one 900 s lease); --only narrows it and refuses an unknown phase; with no GPU it skips
+# saying so; with a stand-in nvidia-smi and a deadline too short for any phase it starts nothing,
+# prints the table and returns exactly three files (the device tool returns at most 8). The
+# two-rank launcher gives each rank its rendezvous (and, asked, an NCCL_HOSTID of its own), ends the
+# others when one fails, and leaves no rank behind when it is stopped. A pack made by
+# tests/device/pack.sh fits one carry with room to spare and matches its checksums.
 . "$(dirname "$0")/../slurm/lib.sh"
-tap_plan 5
+tap_plan 8
 RUN=$DLT_SRCDIR/tests/device/run.sh
-rm -rf "$WORK"/*
+rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/nogpu"
 cat >"$WORK/bin/nvidia-smi" <<'SH'
 #!/bin/sh
@@ -22,28 +25,59 @@ chmod +x "$WORK/bin/nvidia-smi"
 out=$(OUT=$WORK/dry bash "$RUN" --dry-run 2>&1); rc=$?
 phases=$(grep -c '^device: phase ' <<<"$out")
 order=$(grep '^device: phase ' <<<"$out" | awk '{print $3}' | tr '\n' ' ')
-if ((rc == 0 && phases == 9)) && [[ $out == *"deadline 480 s"* && $order == "unpack ops multi-rank train-identity"* &&
-      $out == *"phase multi-rank (starts with"* && $out == *"phase bench"* && $out == *"two NCCL ranks on one GPU"* &&
-      $out == *"multi-rank: NOT TESTED, counted as cut"* && $out == *"timeout -k 5"* ]]; then
-  ok "dry run: $phases phases ($order), the 480 s deadline, the two-rank phase after the op checks, timeout -k"
+if ((rc == 0 && phases == 7)) && [[ $out == *"deadline 400 s"* && $order == "unpack ops nccl-hostid nccl-samehost multi-rank train bench " &&
+      $out == *"nccl-samehost NOT TESTED, counted as cut"* && $out == *"timeout -k 5"* && $out == *"killed within 2 s"* &&
+      $out == *'command "bash tests/device/go.sh"'* ]]; then
+  ok "dry run: $phases phases ($order), the 400 s deadline, timeout -k, the one command"
 else not_ok "dry run (rc=$rc, $phases phases: $order)"; echo "$out" | diag; fi
-# The phases' caps fit the deadline.
-caps=$(grep -o 'at most [0-9]* s' <<<"$out" | awk '{s += $3} END {print s}')
-if ((caps <= 480)); then ok "the phases' caps add up to $caps s <= 480 s"; else not_ok "the phases' caps add up to $caps s > 480 s"; fi
+# The budget: the caps fit the deadline, and this call plus a rerun call fit one 900 s lease with
+# each machine start >= 240 s before the lease ends.
+b=$(grep '^device: budget: lease' <<<"$out")
+read -r lease su un dl ret first rest rr caps < <(sed -E 's/.*lease ([0-9]+) s = this call \(start-up ([0-9]+) \+ unpack ([0-9]+) \+ deadline ([0-9]+) \+ return ([0-9]+) = ([0-9]+) s\) \+ ([0-9]+) s left.*DLT_DEVICE_DEADLINE=([0-9]+).*add up to ([0-9]+) s/\1 \2 \3 \4 \5 \6 \7 \8 \9/' <<<"$b")
+if [[ -n $b && $caps -le $dl && $((su + un + dl + ret)) -eq $first && $((first + rest)) -eq $lease && $lease -le 900 &&
+      $rest -ge 240 && $((su + un + rr + ret)) -le $rest && $rr -ge 60 && $su -ge 90 ]]; then
+  ok "budget: caps $caps <= deadline $dl; first call $first s + rerun call $((su + un + rr + ret)) s <= lease $lease s; the rerun starts with $rest s >= 240 s left"
+else not_ok "budget arithmetic ($b)"; fi
+o1=$(bash "$RUN" --dry-run --only multi-rank,bench 2>&1); r1=$?
+o2=$(bash "$RUN" --dry-run --only multi-rnak 2>&1); r2=$?
+if ((r1 == 0 && r2 == 2)) && [[ $(grep '^device: phase ' <<<"$o1" | awk '{print $3}' | tr '\n' ' ') == "unpack multi-rank bench " &&
+      $o2 == *"no phase 'multi-rnak'"* ]]; then
+  ok "--only: the named phases after unpack; an unknown phase refused, naming the phases"
+else not_ok "--only (r1=$r1 r2=$r2)"; { echo "$o1"; echo "$o2"; } | diag; fi
 
 out=$(PATH=$WORK/nogpu:/usr/bin:/bin OUT=$WORK/nogpu-out bash "$RUN" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"SKIP: no GPU visible"* ]]; then ok "no GPU: skipped, saying so"; else not_ok "no GPU (rc=$rc)"; echo "$out" | diag; fi
 
 start=$SECONDS
 out=$(PATH=$WORK/bin:$PATH DLT_DEVICE_DEADLINE=2 OUT=$WORK/short bash "$RUN" 2>&1); rc=$?
-if ((rc == 2 && SECONDS - start < 30)) && [[ $out == *"unpack not started"* && $out == *"unpack           skipped: deadline"* && $out == *"bench            not run"* && $out == *"of 2 s"* ]]; then
-  ok "a deadline too short for any phase: nothing started, the table printed, exit 2 (phases cut)"
-else not_ok "deadline handling (rc=$rc)"; echo "$out" | diag; fi
+files=$(cd "$WORK/short" 2>/dev/null && ls | tr '\n' ' ')
+if ((rc == 2 && SECONDS - start < 30)) && [[ $out == *"unpack not started"* && $out == *"unpack           cut: deadline"* &&
+      $out == *"bench            not run"* && $out == *"of 2 s"* && $files == "device-results.tar.gz device-run.log device-table.txt " ]] &&
+   grep -q "0 passed, 0 failed" "$WORK/short/device-run.log" && tar -tzf "$WORK/short/device-results.tar.gz" | grep -q table.txt; then
+  ok "a deadline too short for any phase: nothing started, the table printed, exit 2; \$OUT holds 3 files ($files)"
+else not_ok "deadline handling (rc=$rc, files: $files)"; echo "$out" | diag; fi
+
 TWO=$DLT_SRCDIR/tests/device/two_ranks.sh
-out=$(bash "$TWO" 2 sh -c 'echo "rank $DLTPMIX_TEST_RANK of $DLTPMIX_TEST_SIZE dir=${DLTPMIX_TEST_RENDEZVOUS:+set}"' 2>&1); rc=$?
+out=$(DLT_RANK_HOSTID=1 bash "$TWO" 2 sh -c 'echo "rank $DLTPMIX_TEST_RANK of $DLTPMIX_TEST_SIZE dir=${DLTPMIX_TEST_RENDEZVOUS:+set} host=${NCCL_HOSTID:-}"' 2>&1); rc=$?
 out2=$(timeout 20 bash "$TWO" 2 sh -c 'if [ "$DLTPMIX_TEST_RANK" = 1 ]; then exit 3; fi; exec sleep 15' 2>&1); rc2=$?
-if ((rc == 0 && rc2 == 3)) && [[ $out == *"[rank 0] rank 0 of 2 dir=set"* && $out == *"[rank 1] rank 1 of 2 dir=set"* &&
+if ((rc == 0 && rc2 == 3)) && [[ $out == *"[rank 0] rank 0 of 2 dir=set host=dlt-rank-0"* && $out == *"[rank 1] rank 1 of 2 dir=set host=dlt-rank-1"* &&
       $out2 == *"rank 1 exited 3: ending the others"* ]]; then
-  ok "two_ranks.sh: both ranks with their rendezvous; a failing rank ends the other, its status returned"
+  ok "two_ranks.sh: both ranks with their rendezvous and NCCL_HOSTID; a failing rank ends the other, its status returned"
 else not_ok "two_ranks.sh (rc=$rc, rc2=$rc2)"; { echo "$out"; echo "$out2"; } | diag; fi
+# Stopped by its phase's cap: the ranks (in sessions of their own, ignoring TERM) are gone within 2 s
+# of the KILL that follows the TERM.
+marker=dlt-two-ranks-test-$$
+timeout -k 3 1 bash "$TWO" 2 bash -c "trap '' TERM; exec -a $marker sleep 30" >/dev/null 2>&1
+sleep 1.5
+left=$(pgrep -f "^$marker" | wc -l)
+if ((left == 0)); then ok "two_ranks.sh stopped by timeout -k: no rank left 2 s after (ranks that ignore TERM included)"
+else not_ok "two_ranks.sh left $left ranks running"; pkill -KILL -f "^$marker"; fi
+
+P=$DLT_SRCDIR/.devpack
+if [[ -f $P/SHA256SUMS ]]; then
+  total=$(du -cb "$P"/* | tail -1 | cut -f1)
+  if ((total <= 56 * 1048576)) && (cd "$P" && sha256sum -c --quiet SHA256SUMS) && ls "$P"/libnccl.so.*-sm90.xz >/dev/null 2>&1; then
+    ok "the pack: $((total / 1048576)) MiB <= 56 MiB (the carry limit is 64 MiB), checksums match, the sm_90 NCCL inside"
+  else not_ok "the pack: $total bytes, or its checksums or the NCCL are off"; fi
+else ok "# SKIP no .devpack here (tests/device/pack.sh makes it; .ci/run packs when nvcc and ../shared/device are present)"; fi
 exit 0

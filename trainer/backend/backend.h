@@ -270,6 +270,7 @@ typedef struct {
     int deterministic;       /* CUDA: only algorithms that give the same bits every run */
     int stem_pad;            /* CUDA: pad the 3-channel input to 4 for tensor cores (-1 auto: all but fp32) */
     int progress;            /* CUDA: a line now and then while the cuDNN algorithm search takes long */
+    const char *algo_cache;  /* CUDA: --cudnn-cache FILE, the algorithm choices kept across runs (NULL: none) */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

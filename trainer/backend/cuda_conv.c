@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/backend/algo_cache.h"
 #include "trainer/backend/cuda_internal.h"
 #include "trainer/backend/cuda_kernels.h"
 
@@ -125,6 +126,70 @@ static int _exact_ws(dlt_backend *be, const dlt_op *op, algo_entry *e)
     return 0;
 }
 
+/* --cudnn-cache: the key of op's choice on this GPU, cuDNN and precision. */
+static void _cache_key(const cuda_backend *c, const dlt_op *op, dlt_algo_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    snprintf(k->device, sizeof(k->device), "%s", c->gpu_name);
+    k->cc = c->cc;
+    k->library = (long)cudnnGetVersion();
+    k->dtype = (int)c->cdt;
+    k->math = (int)c->math;
+    k->deterministic = c->cfg.deterministic;
+    k->ws_limit = c->ws_limit;
+    k->s = op->cs;
+    k->channels = op->cp;
+}
+
+/* A cache file that cannot be read or written costs a search, never the run: said once. */
+static void _cache_warn(cuda_backend *c, const char *what)
+{
+    if (!c->cache_warned)
+        fprintf(stderr, "dltrain: warning: %s; the cuDNN algorithms are searched instead\n", what);
+    c->cache_warned = 1;
+}
+
+static int _cache_lookup(dlt_backend *be, const dlt_algo_key *k, dlt_algo_choice *ch)
+{
+    cuda_backend *c = _cu(be);
+    char err[512];
+    int damaged = 0, rc = dlt_algo_cache_lookup(c->cfg.algo_cache, k, ch, &damaged, err, sizeof(err));
+    if (rc < 0)
+        _cache_warn(c, err);
+    else if (damaged && !c->cache_warned) {
+        snprintf(err, sizeof(err), "--cudnn-cache %s: %d damaged line%s skipped", c->cfg.algo_cache, damaged,
+                 damaged == 1 ? "" : "s");
+        fprintf(stderr, "dltrain: warning: %s\n", err);
+        c->cache_warned = 1;
+    }
+    return rc;
+}
+
+static void _cache_store(dlt_backend *be, const dlt_op *op, const algo_entry *e)
+{
+    cuda_backend *c = _cu(be);
+    dlt_algo_key k;
+    dlt_algo_choice ch = {(int)e->fwd, (int)e->fwd_math, (int)e->bwd_data, (int)e->bwd_data_math,
+                          (int)e->bwd_filter, (int)e->bwd_filter_math, e->bwd_data_ok};
+    char err[512];
+    if (!e->bwd_data_ok)
+        ch.data = ch.data_math = 0;
+    _cache_key(c, op, &k);
+    if (dlt_algo_cache_store(c->cfg.algo_cache, &k, &ch, err, sizeof(err)) != 0)
+        _cache_warn(c, err);
+}
+
+static void _free_direction_descriptors(dlt_op *op)
+{
+    if (op->conv_fwd)
+        cudnnDestroyConvolutionDescriptor(op->conv_fwd);
+    if (op->conv_bwd_data)
+        cudnnDestroyConvolutionDescriptor(op->conv_bwd_data);
+    if (op->conv_bwd_filter)
+        cudnnDestroyConvolutionDescriptor(op->conv_bwd_filter);
+    op->conv_fwd = op->conv_bwd_data = op->conv_bwd_filter = NULL;
+}
+
 /* The algorithms of op's geometry: from the cache, or searched and cached. */
 static int _find_algos(dlt_backend *be, dlt_op *op)
 {
@@ -143,6 +208,30 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     }
     e->s = op->cs;
     op->algo = e;
+    if (c->cfg.algo_cache) {
+        dlt_algo_key key;
+        dlt_algo_choice ch;
+        _cache_key(c, op, &key);
+        if ((rc = _cache_lookup(be, &key, &ch)) == 1) {
+            e->fwd = (cudnnConvolutionFwdAlgo_t)ch.fwd;
+            e->fwd_math = (cudnnMathType_t)ch.fwd_math;
+            e->bwd_data = (cudnnConvolutionBwdDataAlgo_t)ch.data;
+            e->bwd_data_math = (cudnnMathType_t)ch.data_math;
+            e->bwd_data_ok = ch.data_ok;
+            e->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)ch.filter;
+            e->bwd_filter_math = (cudnnMathType_t)ch.filter_math;
+            /* The workspace from cuDNN itself: a choice it no longer accepts is searched again. */
+            if (_direction_descriptors(be, op) == 0 && _exact_ws(be, op, e) == 0) {
+                e->next = c->algos;
+                c->algos = e;
+                return dlt_cu_workspace(be, e->ws);
+            }
+            _free_direction_descriptors(op);
+            memset(e, 0, sizeof(*e));
+            e->s = op->cs;
+            be->err[0] = 0;
+        }
+    }
     if (c->searched == 0)
         dlt_progress_start(&c->search, stderr, !c->cfg.progress, "cuDNN algorithm search:", "convolution shapes", 0);
     dlt_progress_plain(&c->search);
@@ -157,6 +246,8 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
     c->algos = e;
     if ((rc = _direction_descriptors(be, op)) != 0 || (c->cfg.deterministic && (rc = _exact_ws(be, op, e)) != 0))
         return rc;
+    if (c->cfg.algo_cache)
+        _cache_store(be, op, e);
     return dlt_cu_workspace(be, e->ws);
 }
 

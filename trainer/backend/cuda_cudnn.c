@@ -647,6 +647,8 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->cfg = *cfg;
     c->device = dev;
     c->cc_major = prop.major;
+    c->cc = prop.major * 10 + prop.minor;
+    snprintf(c->gpu_name, sizeof(c->gpu_name), "%s", prop.name);
     c->ws_limit = DLT_CUDNN_WORKSPACE_CAP;
     c->stem_pad = cfg->stem_pad < 0 ? cfg->precision != DLT_PREC_FP32 : cfg->stem_pad;
     {

@@ -49,7 +49,9 @@ typedef struct {
     dlt_backend_ops ops; /* a copy: optional entries depend on precision */
     char name[128];      /* ops.name when the batch-norm probe changed the plan */
     dlt_backend_config cfg;
-    int device, cc_major;
+    int device, cc_major, cc; /* cc: compute capability, 90 for 9.0 */
+    char gpu_name[64];        /* the device's name (the algorithm cache's key) */
+    int cache_warned;         /* --cudnn-cache trouble said once */
     int stem_pad; /* pad the 3-channel stem input to 4 channels */
     dlt_dt dt;
     cudnnDataType_t cdt;

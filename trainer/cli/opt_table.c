@@ -334,6 +334,9 @@ static const dlt_opt g_table[] = {
          "CUDA: record one training step as a CUDA graph and replay it"),
     NONE("deterministic", F(train.backend.deterministic), 1, _set_int, RUNS, CUDA, S_COMPUTE,
          "CUDA: only cuDNN algorithms that repeat bit for bit"),
+    TEXT("cudnn-cache", "FILE", F(train.backend.algo_cache), _set_text, RUNS, CUDA, S_COMPUTE,
+         "CUDA: keep the cuDNN algorithm choices in FILE across runs (each\n"
+         "shape searched once per GPU model, cuDNN version and precision)"),
     CHOICE("stem-pad", "auto|on|off", "auto|on|off", 0, _set_stem_pad, RUNS, CUDA, S_COMPUTE,
            "CUDA: pad the 3-channel input to 4 for tensor cores (auto: all but fp32)"),
     WHOLE("eval-every", "N", 0, 1000000, F(train.eval_every), _set_int, TRAIN, 0, S_TRAIN,
