@@ -6,10 +6,13 @@
 #include "dltpmix.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -327,44 +330,86 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
  * DLTPMIX_TEST_SIZE makes the ranks of one host exchange their collectives as files in DIR, a
  * fresh directory per run (tests/device/two_ranks.sh makes it). Frames are the PMIx path's
  * (sequence, rank and CRC checked); a file appears whole (written aside, then renamed); every wait
- * is bounded by the context's timeout. Used only when no PMIx server is reachable: under srun the
- * PMIx path is the one taken. Not for production: the ranks must share DIR's filesystem. */
+ * is bounded by the context's timeout. A test door, not a production one: frames are checked, not
+ * authenticated, so whoever can write DIR can inject a value (an NCCL unique id) or block the run.
+ * Hence it is refused inside a Slurm job and unless DIR is a real directory (no symbolic link)
+ * owned by the caller and writable by nobody else; it is opened once and every frame is opened
+ * relative to it without following links, written under an unpredictable temporary name created
+ * exclusively (a planted link at a guessable name made a root run overwrite the link's target). */
 
 static int _rdv_init(dltpmix_ctx *ctx, const char *dir)
 {
     long rank = _env_long("DLTPMIX_TEST_RANK", -1), size = _env_long("DLTPMIX_TEST_SIZE", -1);
+    const char *job = getenv("SLURM_JOB_ID");
+    struct stat st;
+    int fd;
+    if (job && *job)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
+                                 "dltpmix: DLTPMIX_TEST_RENDEZVOUS is a test door, refused inside a Slurm job "
+                                 "(SLURM_JOB_ID=%.32s): start the ranks with srun --mpi=pmix", job);
     if (size < 1 || size > 4096 || rank < 0 || rank >= size)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
                                  "dltpmix: DLTPMIX_TEST_RENDEZVOUS needs DLTPMIX_TEST_RANK in 0..SIZE-1 and "
                                  "DLTPMIX_TEST_SIZE >= 1 (got rank %ld, size %ld)", rank, size);
     if (snprintf(ctx->rdv, sizeof(ctx->rdv), "%s", dir) >= (int)sizeof(ctx->rdv) - 32)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS path too long");
-    if (access(dir, W_OK | X_OK) != 0)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s: %s (a directory the "
-                                 "ranks share)", dir, strerror(errno));
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s: %s (a directory of "
+                                 "your own the ranks share, not a symbolic link)", dir, strerror(errno));
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        int mine = st.st_uid == geteuid();
+        close(fd);
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s is %s: whoever can "
+                                 "write it could inject frames; use a fresh directory of your own (mktemp -d)", dir,
+                                 !mine ? "owned by another user" : "writable by group or others");
+    }
+    ctx->rdv_fd = fd;
     return _one_host(ctx, (int)rank, (int)size, "test-rendezvous");
 }
 
-/* This rank's frame of collective seq (payload len bytes) into DIR/SEQ.RANK. */
+/* This rank's frame of collective seq (payload len bytes) into DIR/SEQ.RANK: written under a fresh
+ * name of random letters (O_EXCL: never an existing file or link), then renamed into place. */
 static int _rdv_put(dltpmix_ctx *ctx, const char *what, uint64_t seq, const void *payload, size_t len)
 {
-    char path[600], tmp[640];
+    char name[64], tmp[96];
     size_t flen = DLTPMIX_BLOB_HEADER + len;
     void *frame = malloc(flen);
-    FILE *f;
-    int ok;
+    int fd = -1, ok = 0, e = 0;
     if (!frame)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: %s: cannot allocate %zu bytes", what, flen);
     flen = dltpmix_blob_encode(frame, flen, seq, ctx->info.rank, payload, len);
-    snprintf(path, sizeof(path), "%s/%llu.%d", ctx->rdv, (unsigned long long)seq, ctx->info.rank);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    ok = f && fwrite(frame, 1, flen, f) == flen;
-    ok = (f && fclose(f) == 0) && ok && rename(tmp, path) == 0;
+    snprintf(name, sizeof(name), "%llu.%d", (unsigned long long)seq, ctx->info.rank);
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+            e = errno;
+            break;
+        }
+        snprintf(tmp, sizeof(tmp), ".%s.%016llx", name, (unsigned long long)r);
+        fd = openat(ctx->rdv_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        e = errno;
+        if (fd < 0 && e != EEXIST)
+            break;
+    }
+    if (fd >= 0) {
+        ok = write(fd, frame, flen) == (ssize_t)flen;
+        e = ok ? 0 : errno;
+        if (close(fd) != 0 && ok) {
+            ok = 0;
+            e = errno;
+        }
+        if (ok && renameat(ctx->rdv_fd, tmp, ctx->rdv_fd, name) != 0) {
+            ok = 0;
+            e = errno;
+        }
+        if (!ok)
+            unlinkat(ctx->rdv_fd, tmp, 0);
+    }
     free(frame);
     if (!ok)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: cannot write %s: %s", what, path,
-                                 strerror(errno));
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX, "dltpmix: %s: cannot write %s/%s: %s", what, ctx->rdv, name,
+                                 strerror(e ? e : EIO));
     return 0;
 }
 
@@ -378,12 +423,17 @@ static int _rdv_get(dltpmix_ctx *ctx, const char *what, uint64_t seq, int rank, 
     const void *payload;
     const char *why = NULL;
     size_t got = 0;
-    FILE *f;
+    FILE *f = NULL;
     if (!frame)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: %s: cannot allocate %zu bytes", what, flen);
-    snprintf(path, sizeof(path), "%s/%llu.%d", ctx->rdv, (unsigned long long)seq, rank);
-    while (!(f = fopen(path, "rb"))) {
+    snprintf(path, sizeof(path), "%llu.%d", (unsigned long long)seq, rank);
+    for (;;) {
         struct timespec now, ts = {0, 2000000L};
+        int fd = openat(ctx->rdv_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && !(f = fdopen(fd, "rb")))
+            close(fd);
+        if (f)
+            break;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((double)now.tv_sec + now.tv_nsec * 1e-9 > deadline) {
             free(frame);
@@ -450,6 +500,7 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
         return DLTPMIX_ERR_NOMEM;
     }
     ctx->timeout_s = DLTPMIX_DEFAULT_TIMEOUT_S;
+    ctx->rdv_fd = -1;
     if (opts && opts->timeout_s > 0 && opts->timeout_s <= 1e9) {
         ctx->timeout_s = opts->timeout_s;
     } else if (getenv("DLTPMIX_TIMEOUT") && *getenv("DLTPMIX_TIMEOUT")) {
@@ -505,6 +556,8 @@ int dltpmix_finalize(dltpmix_ctx *ctx)
      * finalize could wait on the very peer that vanished: leave, the server sees the socket close. */
     if (ctx->pmix_up && !ctx->broken)
         rc = PMIx_Finalize(NULL, 0);
+    if (ctx->rdv_fd >= 0)
+        close(ctx->rdv_fd);
     free(ctx);
     return rc == PMIX_SUCCESS ? 0 : DLTPMIX_ERR_PMIX;
 }

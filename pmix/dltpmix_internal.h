@@ -18,6 +18,7 @@ struct dltpmix_ctx {
     int pmix_up;       /* PMIx_Init succeeded */
     int broken;        /* a collective timed out: PMIx ops may still be pending */
     char rdv[512];     /* the test rendezvous directory (DLTPMIX_TEST_RENDEZVOUS), "" under PMIx */
+    int rdv_fd;        /* that directory, opened once and checked (frames are opened relative to it); -1 */
     char err[1024];
 };
 

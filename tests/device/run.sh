@@ -56,8 +56,8 @@ KILL_AFTER=5
 # Phases in order of importance: name, the seconds it needs at least to be worth starting, its cap.
 # The caps add up to the 400 s deadline (doc/gpu.md "The budget").
 PHASES=(
-  "unpack 5 15" "ops 20 60" "nccl-hostid 20 40" "nccl-samehost 20 40" "multi-rank 30 95"
-  "train 25 60" "bench 40 90"
+  "unpack 5 15" "ops 20 45" "nccl-hostid 20 30" "nccl-samehost 20 40" "multi-rank 30 80"
+  "train 25 60" "bench 40 130"
 )
 for p in "${PHASES[@]}"; do read -r n _ _ <<<"$p"; ALL="${ALL:-} $n"; done
 if [ -n "$ONLY" ]; then
@@ -75,7 +75,7 @@ if [ "$DRY" = 1 ]; then
   else echo "device: two-rank phases: two NCCL ranks on one GPU (tests/device/two_ranks.sh): nccl-hostid with the machine's NCCL (NCCL_HOSTID per rank, socket transport), nccl-samehost with NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1); without NCCL >= 2.30: nccl-samehost NOT TESTED, counted as cut"; fi
   echo "device: every command ends at its phase's cap: timeout -k ${KILL_AFTER} (TERM, then KILL); leftover ranks are killed within 2 s"
   # The budget (doc/gpu.md "The budget"): one lease of GPU-machine time holds this call and a rerun.
-  LEASE=900 STARTUP=120 UNPACK=15 RETURN=20 MIN_START=240
+  LEASE=900 STARTUP=90 UNPACK=15 RETURN=20 MIN_START=240
   first=$((STARTUP + UNPACK + DEADLINE + RETURN)) rest=$((LEASE - STARTUP - UNPACK - DEADLINE - RETURN))
   rerun=$((rest - STARTUP - UNPACK - RETURN))
   caps=0; for p in "${PHASES[@]}"; do read -r n _ hi <<<"$p"; wanted "$n" && caps=$((caps + hi)); done
@@ -227,11 +227,16 @@ print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob
 
 # Two ranks on the one GPU, each rank a host of its own to NCCL (machine's NCCL, socket transport),
 # or one host (NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1); with --ranks N, N ranks through
-# DLT_LAUNCH. NCCL_NVLS_ENABLE=0: one GPU has no NVLink SHARP peer to set up. NCCL_MAX_CTAS=2 /
-# NCCL_MIN_CTAS=1: two contexts time-slice the GPU, and every extra channel is one more kernel
-# block spinning on a peer that may not be scheduled (doc/gpu.md "Two ranks on one GPU").
-# DLT_MULTI_RANK_GPU=1 for dltrain's own shared-GPU refusal; NCCL < 2.30 ignores the NCCL variable.
-TWO_COMMON=(NCCL_NVLS_ENABLE=0 NCCL_MAX_CTAS=2 NCCL_MIN_CTAS=1 NCCL_MULTI_RANK_GPU_ENABLE=1 DLTPMIX_TIMEOUT=60)
+# DLT_LAUNCH. What is set, and why (NCCL 2.28.9 and 2.30.7 sources; doc/gpu.md "Two ranks on one
+# GPU"): NCCL_MAX_CTAS=2, because each rank's kernels spin on flags the other rank's time-sliced
+# kernels set and NCCL's guide for several ranks per GPU (docs/userguide env.rst,
+# NCCL_MULTI_RANK_GPU_ENABLE) says to lower it if a run hangs; NCCL_MULTI_RANK_GPU_ENABLE=1 for
+# 2.30's check (init.cc, "Multiple Ranks are using the same GPU") and dltrain's own (2.28 ignores
+# it); nccl-hostid adds NCCL_SOCKET_IFNAME=lo (named interfaces are used as given, misc/socket.cc)
+# and NCCL_IB_DISABLE=1 (net_ib.cc returns at once). Not set: NCCL_NVLS_ENABLE (NVLS is never
+# probed with fewer than 2 GPUs, transport/nvls.cc), NCCL_MIN_CTAS (its default is already 1).
+# /dev/shm: with the socket transport each rank maps a 32.6 MiB proxy pool there (proxy.cc).
+TWO_COMMON=(NCCL_MAX_CTAS=2 NCCL_MULTI_RANK_GPU_ENABLE=1 DLTPMIX_TIMEOUT=60)
 HOSTID_LAUNCH=() SAMEHOST_LAUNCH=() TRAIN_LAUNCH=() TRAIN_NCCL=
 hostid_launch() {
   HOSTID_LAUNCH=(env "${TWO_COMMON[@]}" NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 DLT_RANK_HOSTID=1
@@ -245,16 +250,22 @@ nccl_pair() {
   local name=$1; shift
   if tm "$@" env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P,SHM "$NCCLCHK" >"$W/nccl-$name.log" 2>&1 &&
      grep -q "all exact" "$W/nccl-$name.log" && grep -q "all-reduce correct" "$W/nccl-$name.log"; then
-    ok "nccl_check on 2 ranks ($name): $(grep -o 'NCCL [0-9.]*' "$W/nccl-$name.log" | head -1), exact sums in float/double/half across the bucket boundaries; $(grep -o 'algbw.*' "$W/nccl-$name.log" | head -1); transport: $(grep -o 'via [A-Za-z/]*' "$W/nccl-$name.log" | sort -u | tr '\n' ' ')"
+    ok "nccl_check on 2 ranks ($name): $(grep -o 'NCCL [0-9][0-9.]*' "$W/nccl-$name.log" | head -1), exact sums in float/double/half across the bucket boundaries; $(grep -o 'algbw.*' "$W/nccl-$name.log" | head -1); transport: $(grep -oE 'via (NET/[A-Za-z]+|P2P/[A-Za-z]+|SHM[A-Za-z/]*)' "$W/nccl-$name.log" | sort -u | tr '\n' ' ')"
     return 0
   fi
   bad "nccl_check on 2 ranks ($name)"; grep -v "NCCL INFO" "$W/nccl-$name.log" | tail -8; grep "NCCL WARN" "$W/nccl-$name.log" | head -5
   return 1
 }
+shm_room() {
+  local kib; kib=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+  echo "device: /dev/shm: ${kib:-?} KiB free (two socket-transport ranks map 2 x 32.6 MiB there)"
+  [ -z "$kib" ] || [ "$kib" -ge 131072 ] || echo "device: warning: /dev/shm has under 128 MiB free: NCCL may fail 'failed to extend /dev/shm/nccl-...'"
+}
 phase_nccl_hostid() {
   if [ "$RANKS" -gt 1 ]; then read -r -a TRAIN_LAUNCH <<<"${DLT_LAUNCH:-srun -n $RANKS --mpi=pmix}"; TRAIN_NCCL="$RANKS GPUs"
     nccl_pair "$RANKS-gpus" "${TRAIN_LAUNCH[@]}"; return; fi
   hostid_launch
+  shm_room
   echo "device: NCCL $(ver_text "$MACHINE_NCCL") (the machine's), NCCL_HOSTID per rank"
   nccl_pair hostid "${HOSTID_LAUNCH[@]}" && [ -z "$TRAIN_NCCL" ] && TRAIN_LAUNCH=("${HOSTID_LAUNCH[@]}") && TRAIN_NCCL="machine's NCCL, NCCL_HOSTID per rank"
 }
@@ -382,7 +393,7 @@ phase_train() {
 }
 
 phase_bench() {
-  local configs prec batch variant extra ours peer PY=${DLT_TORCH_PYTHON:-python3} left verdict
+  local configs prec batch variant extra ours peer PY=${DLT_TORCH_PYTHON:-python3} left verdict t0 launch
   # Most important first: the fp16 row is the verdict; the rest while time is left.
   configs="fp16:256 bf16:256 fp16:256:graphs tf32:256 fp16:256:feed"
   : >"$W/bench.jsonl"
@@ -394,9 +405,11 @@ phase_bench() {
     fi
     extra=()
     case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; feed) extra=(--feed) ;; esac
+    t0=$(date +%s.%N)
     ours=$(timeout -k "$KILL_AFTER" "$left" "$DLT" bench --backend cuda --precision "$prec" --arch resnet50 --batch "$batch" \
            --warmup 5 --iters 20 --json --cudnn-cache "$CACHE" "${extra[@]}" 2>>"$W/bench.err" | tail -1)
     case $ours in '{'*'"images_per_s"'*) ;; *) ours=null ;; esac
+    launch=$(python3 -c 'import sys, time; print("%.1f" % (time.time() - float(sys.argv[1])))' "$t0")
     peer=null
     left=$((PHASE_END - SECONDS - KILL_AFTER))
     if { [ -z "$variant" ] || [ "$variant" = feed ]; } && [ "$left" -ge 15 ]; then
@@ -404,19 +417,22 @@ phase_bench() {
              --iters 20 ${variant:+--feed} 2>>"$W/bench.err" | tail -1)
       case $peer in '{'*'"images_per_s"'*) ;; *) peer=null ;; esac
     fi
-    echo "{\"precision\":\"$prec\",\"batch\":$batch,\"variant\":\"${variant:-plain}\",\"ours\":${ours:-null},\"pytorch\":${peer:-null}}" >>"$W/bench.jsonl"
+    echo "{\"precision\":\"$prec\",\"batch\":$batch,\"variant\":\"${variant:-plain}\",\"launch_s\":$launch,\"ours\":${ours:-null},\"pytorch\":${peer:-null}}" >>"$W/bench.jsonl"
   done
   python3 - "$W/bench.jsonl" <<'EOF' | tee "$W/bench-table.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 peer = {(r["precision"], r["variant"] == "feed"): (r.get("pytorch") or {}).get("images_per_s")
         for r in rows if r["variant"] in ("plain", "feed")}
-print("%-6s %6s %-7s %12s %16s %8s %10s" % ("prec", "batch", "variant", "dltrain/s", "pytorch/s", "ratio", "ours TF/s"))
+print("%-6s %6s %-7s %12s %16s %8s %10s %9s" % ("prec", "batch", "variant", "dltrain/s", "pytorch/s", "ratio", "ours TF/s", "launch s"))
 for r in rows:
     o = (r.get("ours") or {}).get("images_per_s"); p = peer.get((r["precision"], r["variant"] == "feed"))
-    print("%-6s %6d %-7s %12s %16s %8s %10s" % (r["precision"], r["batch"], r["variant"], "%.1f" % o if o else "FAILED",
-          "%.1f" % p if p else "peer not measured", "%.2fx" % (o / p) if o and p else "-", "%.1f" % (o * 0.0245) if o else "-"))
+    print("%-6s %6d %-7s %12s %16s %8s %10s %9s" % (r["precision"], r["batch"], r["variant"], "%.1f" % o if o else "FAILED",
+          "%.1f" % p if p else "peer not measured", "%.2fx" % (o / p) if o and p else "-", "%.1f" % (o * 0.0245) if o else "-",
+          r.get("launch_s", "-")))
 print("TFLOP/s at 24.5 GFLOP per training image; MLPerf v4.0 H200 ResNet-50: ~7950 images/s per GPU")
+print("launch s: the whole dltrain bench process (CUDA start, cuDNN algorithms from --cudnn-cache or searched, 25 steps);")
+print("fp16 graphs reuses the fp16 row's cached choices")
 EOF
   if [ ! -s "$W/bench.jsonl" ] || grep -q '"ours":null' "$W/bench.jsonl"; then bad "some dltrain benchmarks failed or none ran"; tail -5 "$W/bench.err"; fi
   verdict=$(python3 - "$W/bench.jsonl" "${DLT_BENCH_MIN_RATIO:-1.0}" <<'EOF'

@@ -2,8 +2,9 @@
 /* test_dltpmix: libdltpmix's test rendezvous (DLTPMIX_TEST_RENDEZVOUS), the way the
  * device check starts several ranks without Slurm or a PMIx server: three forked ranks all-gather,
  * broadcast from the last rank and meet at a barrier, each checking what it got; a rank whose peer
- * never comes times out naming it; a rank outside the size is refused. Each names its node as Slurm
- * does (SLURMD_NODENAME), as the plugin and the trainer do. */
+ * never comes times out naming it; a rank outside the size is refused; the door is refused in a
+ * Slurm job and for a directory others could write. Each names its node as Slurm does
+ * (SLURMD_NODENAME), as the plugin and the trainer do. */
 #include "config.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@ static void _setenv_rank(const char *dir, int rank, int size)
     setenv("DLTPMIX_TEST_RANK", r, 1);
     setenv("DLTPMIX_TEST_SIZE", s, 1);
     setenv("SLURMD_NODENAME", "dlt-test-node", 1);
+    unsetenv("SLURM_JOB_ID"); /* the door is refused inside a job: make check may run in one */
     unsetenv("PMIX_NAMESPACE");
     unsetenv("PMIX_SERVER_URI2");
     unsetenv("PMIX_SERVER_URI3");
@@ -133,11 +136,76 @@ static void test_missing_peer_times_out(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The test door stays a test door: refused inside a Slurm job, for a symbolic link, for a
+ * directory others can write (the planted-link attack needs one) or another user owns; the
+ * refusals name the reason, and a planted link's target is never written. */
+static void test_rendezvous_refusals(void **state)
+{
+    char dir[] = "/tmp/dlt-rdv-XXXXXX", path[128], link[160], victim[128], err[512], cmd[160];
+    dltpmix_ctx *px = NULL;
+    FILE *f;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    setenv("DLTPMIX_TIMEOUT", "2", 1);
+    /* A Slurm job: refused whatever the directory. */
+    _setenv_rank(dir, 0, 1);
+    setenv("SLURM_JOB_ID", "4242", 1);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(err, "refused inside a Slurm job (SLURM_JOB_ID=4242)"));
+    unsetenv("SLURM_JOB_ID");
+    /* Its own fresh 0700 directory: accepted (one rank, a broadcast to itself). */
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), 0);
+    dltpmix_finalize(px);
+    px = NULL;
+    /* A world-writable directory with a link planted at the old predictable name: refused, the
+     * link's target untouched. */
+    snprintf(path, sizeof(path), "%s/shared", dir);
+    snprintf(victim, sizeof(victim), "%s/victim.txt", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(chmod(path, 01777), 0);
+    f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    fclose(f);
+    snprintf(link, sizeof(link), "%s/0.0.tmp", path);
+    assert_int_equal(symlink(victim, link), 0);
+    _setenv_rank(path, 0, 2);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(err, "writable by group or others"));
+    f = fopen(victim, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(cmd, sizeof(cmd), f));
+    fclose(f);
+    assert_string_equal(cmd, "precious\n");
+    /* Group-writable only: refused too. */
+    assert_int_equal(chmod(path, 0770), 0);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    /* A symbolic link to a good directory: refused (the directory is opened without following). */
+    snprintf(link, sizeof(link), "%s/alias", dir);
+    assert_int_equal(chmod(path, 0700), 0);
+    assert_int_equal(symlink(path, link), 0);
+    _setenv_rank(link, 0, 1);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(err, "not a symbolic link"));
+    /* Another user's directory (checked where this test can make one: as root). */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        _setenv_rank(path, 0, 1);
+        assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+        assert_non_null(strstr(err, "owned by another user"));
+    }
+    unsetenv("DLTPMIX_TEST_RENDEZVOUS");
+    unsetenv("DLTPMIX_TIMEOUT");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_ranks),
         cmocka_unit_test(test_missing_peer_times_out),
+        cmocka_unit_test(test_rendezvous_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

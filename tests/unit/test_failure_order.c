@@ -32,14 +32,15 @@
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
 
-/* The calls recorded, in order: 'B'/'E' capture begin/end, 'R' graph release, 'A' communicator
- * abort, 'D' backend destroy. */
+/* The calls recorded, in order: 'B'/'E' capture begin/end, 'R' graph release, 'S' graph release
+ * from the watchdog's thread, 'A' communicator abort, 'D' backend destroy. */
 static struct {
     char seq[64];
     int n;
     const dlt_backend_ops *real;
     dlt_backend_ops ops;
     int sgd_calls, fail_at;
+    int seq_fd; /* > 0: the abort writes the calls recorded so far here (a forked run's report) */
 } g;
 
 static void _note(char what)
@@ -84,12 +85,14 @@ static void _abort(dlt_comm *c, int code)
 {
     (void)code;
     _note('A'); /* the real ones end the process here: nothing after this point runs */
+    if (g.seq_fd > 0 && write(g.seq_fd, g.seq, (size_t)g.n) < 0)
+        _exit(3);
     /* A communicator may say something of its own as it ends (into its sink, the run's buffer):
      * the run's first failure is still what the command is left with. */
     snprintf(c->err, c->errlen, "the communicator was aborted");
 }
 
-static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL};
+static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL, NULL};
 
 /* ---- the backend's recording hooks */
 
@@ -120,7 +123,13 @@ static void _release(dlt_backend *be)
     _note('R');
 }
 
-static const dlt_graph_ops g_graphs = {_capture_begin, _capture_end, _replay, _release};
+static void _release_async(dlt_backend *be)
+{
+    (void)be;
+    _note('S');
+}
+
+static const dlt_graph_ops g_graphs = {_capture_begin, _capture_end, _replay, _release, _release_async};
 
 static void _destroy(dlt_backend *be)
 {
@@ -276,7 +285,7 @@ static int _allreduce_perturbed(dlt_comm *c, void *buf, size_t count, dlt_dtype 
     return _allreduce(c, buf, count, type);
 }
 
-static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce_perturbed, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL};
+static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce_perturbed, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL, NULL};
 
 /* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
  * how many checks said bit-identical and how many said not. */
@@ -411,9 +420,60 @@ static void test_watchdog_exits_when_abort_blocks(void **state)
     printf("# returning abort: exited %d after %.2f s\n", WEXITSTATUS(st), secs);
 }
 
+/* A rank that stalls (DLT_TEST_STALL: its compute phase of step 2 sleeps) is ended by its
+ * watchdog, which must drop the recorded step from its own thread (release_async) before it aborts
+ * the communicator: otherwise NCCL's abort waits for a graph nobody destroys, the rank leaves
+ * without aborting, and its peers wait for their own stall timeout. */
+static void test_watchdog_releases_graph_before_abort(void **state)
+{
+    char dir[] = "/tmp/dlt-failorder-XXXXXX", cmd[64], seq[64] = "";
+    int fds[2], st = 0;
+    ssize_t n;
+    pid_t pid;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(pipe(fds), 0);
+    fflush(stdout);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dlt_train_config c;
+        dlt_comm *comm = calloc(1, sizeof(*comm));
+        char err[1024] = "";
+        close(fds[0]);
+        setenv("DLT_TEST_STALL", "compute:2:20", 1);
+        _small_run(&c, dir);
+        c.stall_timeout = 0.4;
+        memset(&g, 0, sizeof(g));
+        g.seq_fd = fds[1];
+        comm->ops = &g_twin_ops;
+        comm->size = 2;
+        comm->err = err;
+        comm->errlen = sizeof(err);
+        dlt_train_run(&c, comm, err, sizeof(err));
+        _exit(0); /* not reached: the watchdog ends the process */
+    }
+    close(fds[1]);
+    n = read(fds[0], seq, sizeof(seq) - 1);
+    close(fds[0]);
+    waitpid(pid, &st, 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    printf("# stalled rank: exit %d, recorded \"%s\" (S graph release from the watchdog, A abort)\n",
+           WIFEXITED(st) ? WEXITSTATUS(st) : -1, n > 0 ? seq : "");
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), DLT_EXIT_STALLED);
+    assert_true(n > 0);
+    if (!strchr(seq, 'S') || strchr(seq, 'S') > strchr(seq, 'A'))
+        fail_msg("the watchdog aborted the communicator with the recorded step alive (calls: \"%s\")", seq);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        /* First: it forks a training run, and OpenMP's threads (started by any earlier run in this
+         * process) do not survive a fork. */
+        cmocka_unit_test(test_watchdog_releases_graph_before_abort),
         cmocka_unit_test(test_status_keeps_first_failure),
         cmocka_unit_test(test_failed_run_releases_graph_before_abort),
         cmocka_unit_test(test_failed_capture_is_dropped),

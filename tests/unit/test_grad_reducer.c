@@ -278,7 +278,7 @@ static void _noop_abort(dlt_comm *c, int code)
  * one staged round trip for a GPU behind a host communicator. */
 static void test_reducer_paths(void **state)
 {
-    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL, NULL};
+    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL, NULL, NULL};
     const struct {
         int ranks, host_memory;
         const char *path;

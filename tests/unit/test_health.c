@@ -4,6 +4,8 @@
  * exact sums and busbw definition, and the straggler verdict. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -131,6 +133,97 @@ static void test_straggler_judge(void **state)
     assert_int_equal(sc[0], 0);
 }
 
+/* ---- dltrain check's group points: a sub-communicator whose collective fails is discarded
+ * (NCCL: aborted, no wait for the lost peer), a healthy one destroyed. */
+static char g_calls[16];
+static int g_sub_fails;
+
+static void _call(char c)
+{
+    size_t n = strlen(g_calls);
+    if (n + 1 < sizeof(g_calls))
+        g_calls[n] = c;
+}
+
+static int _sub_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    if (g_sub_fails) {
+        snprintf(c->err, c->errlen, "NCCL failed while the GPU worked (a peer lost?)");
+        return -EIO;
+    }
+    for (size_t i = 0; i < count; i++) /* two ranks, the twin's values: rank 1's are rank 0's + 1 */
+        if (type == DLT_DTYPE_F32)
+            ((float *)buf)[i] = ((float *)buf)[i] + dlt_ar_value(1, i);
+        else if (type == DLT_DTYPE_F64)
+            ((double *)buf)[i] *= 2;
+    return 0;
+}
+
+static int _sub_none(dlt_comm *c)
+{
+    (void)c;
+    return 0;
+}
+
+static void _sub_destroy(dlt_comm *c)
+{
+    _call('D');
+    free(c);
+}
+
+static void _sub_discard(dlt_comm *c)
+{
+    _call('X');
+    free(c);
+}
+
+static const dlt_comm_ops g_sub_ops = {"sub", _sub_allreduce, NULL, _sub_none, _sub_destroy, NULL, NULL, NULL,
+                                       _sub_discard};
+
+static int _world_split(dlt_comm *c, int color, int key, dlt_comm **out)
+{
+    dlt_comm *s = calloc(1, sizeof(*s));
+    (void)color, (void)key;
+    if (!s)
+        return -ENOMEM;
+    s->ops = &g_sub_ops;
+    s->rank = 0;
+    s->size = 2;
+    s->err = c->err;
+    s->errlen = c->errlen;
+    *out = s;
+    return 0;
+}
+
+static int _world_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+{
+    (void)c, (void)buf, (void)count, (void)type;
+    return 0;
+}
+
+static const dlt_comm_ops g_world_ops = {"world", _world_allreduce, NULL, _sub_none, NULL, NULL, NULL, _world_split,
+                                         NULL};
+
+static void test_group_point_discards_failed_sub(void **state)
+{
+    char err[256] = "";
+    dlt_comm world = {.ops = &g_world_ops, .rank = 0, .size = 4, .err = err, .errlen = sizeof(err)};
+    double vec[4];
+    (void)state;
+    g_calls[0] = 0;
+    g_sub_fails = 0;
+    assert_int_equal(dlt_ar_group_point(&world, 0, 0, 1024, 2, vec, 1, 4), 0);
+    assert_string_equal(g_calls, "D");
+    assert_true(vec[1] > 0);
+    memset(g_calls, 0, sizeof(g_calls));
+    g_sub_fails = 1;
+    assert_int_equal(dlt_ar_group_point(&world, 0, 0, 1024, 2, vec, 1, 4), -EIO);
+    if (strcmp(g_calls, "X") != 0)
+        fail_msg("a sub-communicator whose all-reduce failed was torn down by \"%s\" (D: destroy, which waits for a "
+                 "lost peer; X: discard)", g_calls);
+    assert_non_null(strstr(err, "peer lost"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -138,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_definitions),
         cmocka_unit_test(test_sweep_single),
         cmocka_unit_test(test_straggler_judge),
+        cmocka_unit_test(test_group_point_discards_failed_sub),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -236,6 +236,13 @@ typedef struct {
      * returns. A launch still in flight lets go when it completes, which the abort's flag (set
      * before its reclaim, src/init.cc ncclCommAbort) makes it do. */
     void (*release)(dlt_backend *be);
+    /* release for another thread than the one that records and replays (the stall watchdog,
+     * before it aborts the communicator): the executable and the graph are destroyed (a launch in
+     * flight is freed when it completes, which the abort's flag makes NCCL's kernels do), every
+     * later replay is refused; a capture in progress is left (it runs nothing on the device, and
+     * only its own thread may end it). Without it a stalled rank's abort would wait for a graph
+     * nobody destroys, and its peers for their own stall timeout. */
+    void (*release_async)(dlt_backend *be);
 } dlt_graph_ops;
 
 struct dlt_backend {

@@ -70,9 +70,12 @@ static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
     if (c->cfg.deterministic) {
         /* --deterministic: cuDNN's heuristics rank the candidates without timing them, so every
          * process of the same GPU, cuDNN and shape picks the same algorithms (cudnnFind's timing
-         * can differ between two runs and with it the bits). PyTorch likewise uses the _v7
-         * heuristics unless benchmark mode is on (aten/src/ATen/native/cudnn/Conv_v7.cpp,
-         * findAlgorithms with benchmark false); PICK keeps the deterministic ones. */
+         * can differ between two runs and with it the bits); PICK keeps the deterministic ones.
+         * This is not what PyTorch does: with deterministic=True and benchmark=False it skips
+         * both search and heuristics and runs fixed default algorithms (Conv_v7.cpp,
+         * AlgoIterator::onlyDefaultAlgorithm: IMPLICIT_PRECOMP_GEMM forward, ALGO_1 for both
+         * backward directions). Those are the fallback here when cuDNN refuses a heuristic pick
+         * when it runs (_default_on_refusal). */
         DNN_TRY(be, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, op->xd, op->wd, op->conv, op->yd,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
         if (op->cs.c == 3 ||
@@ -356,6 +359,65 @@ static int _conv_weights_ok(dlt_backend *be, const dlt_op *op)
     return 0;
 }
 
+enum { DIR_FWD, DIR_DATA, DIR_FILTER };
+
+/* A direction's algorithm refused when it runs (a NOT_SUPPORTED about the configuration, not an
+ * install problem: cudnn_status.h) under --deterministic: the shape's entry takes PyTorch's
+ * deterministic default for that direction (see _search_algos), whose workspace is made to fit,
+ * said once per shape and direction. 1: switched, call again; 0: not applicable; <0: error. */
+static int _default_on_refusal(dlt_backend *be, dlt_op *op, int dir, cudnnStatus_t st)
+{
+    cuda_backend *c = _cu(be);
+    algo_entry *e = (algo_entry *)op->algo; /* the shape's entry in c->algos, owned by the backend */
+    static const char *const names[] = {"forward", "backward-data", "backward-filter"};
+    size_t need = 0;
+    int old;
+    if (!c->cfg.deterministic || dlt_cudnn_probe_answer(st) != 1 || c->capturing)
+        return 0;
+    if (dir == DIR_FWD) {
+        if (e->fwd == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+            return 0;
+        DNN_TRY(be, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, op->xd, op->wd, op->conv_fwd, op->yd,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need));
+        old = (int)e->fwd;
+        e->fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    } else if (dir == DIR_DATA) {
+        if (e->bwd_data == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1)
+            return 0;
+        DNN_TRY(be, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd,
+                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &need));
+        old = (int)e->bwd_data;
+        e->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    } else {
+        if (e->bwd_filter == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1)
+            return 0;
+        DNN_TRY(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd,
+                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &need));
+        old = (int)e->bwd_filter;
+        e->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    }
+    fprintf(stderr, "dltrain: convolution %d->%d %dx%d/%d on %dx%d: cuDNN refused its deterministic %s algorithm %d "
+            "(%s); PyTorch's deterministic default for it from now on\n", op->cs.c, op->cs.k, op->cs.r, op->cs.s,
+            op->cs.stride, op->cs.h, op->cs.w, names[dir], old, cudnnGetErrorString(st));
+    if (need > e->ws)
+        e->ws = need;
+    return dlt_cu_workspace(be, need) == 0 ? 1 : -ENOMEM;
+}
+
+/* Runs a direction's call; under --deterministic once more after a refusal switched its algorithm. */
+#define CONV_RUN(be, op, dir, call)                                                                           \
+    do {                                                                                                      \
+        cudnnStatus_t st_ = (call);                                                                           \
+        int r_;                                                                                               \
+        if (!dlt_cudnn_ok(st_) && (r_ = _default_on_refusal(be, op, dir, st_)) != 0) {                        \
+            if (r_ < 0)                                                                                       \
+                return r_;                                                                                    \
+            st_ = (call);                                                                                     \
+        }                                                                                                     \
+        if (!dlt_cudnn_ok(st_))                                                                               \
+            return dlt_cuda_fail((be)->err, (be)->errlen, __FILE__, __LINE__, #call, cudnnGetErrorString(st_)); \
+    } while (0)
+
 static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
     cuda_backend *c = _cu(be);
@@ -368,8 +430,8 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
                                           (dlt_stream)c->s));
         x = op->x_pad;
     }
-    DNN_TRY(be, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd, op->algo->fwd, c->ws,
-                                        c->ws_size, &g_zero, op->yd, y));
+    CONV_RUN(be, op, DIR_FWD, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd,
+                                                      op->algo->fwd, c->ws, c->ws_size, &g_zero, op->yd, y));
     return 0;
 }
 
@@ -388,8 +450,9 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
     }
     if ((rc = _conv_weights_ok(be, op)) != 0)
         return rc;
-    DNN_TRY(be, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
-                                             op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
+    CONV_RUN(be, op, DIR_DATA, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
+                                                            op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd,
+                                                            dx));
     return 0;
 }
 
@@ -404,9 +467,9 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
     size_t pixels = (size_t)s->k * s->r * s->s;
     if (op->x_pad)
         x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
-    DNN_TRY(be, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
-                                               op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd,
-                                               direct ? (void *)dw : c->dw_scratch));
+    CONV_RUN(be, op, DIR_FILTER, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
+                                                                op->algo->bwd_filter, c->ws, c->ws_size, &g_zero,
+                                                                op->wd, direct ? (void *)dw : c->dw_scratch));
     if (direct)
         return 0;
     if (op->cp == s->c)

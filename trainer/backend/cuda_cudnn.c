@@ -143,21 +143,158 @@ int dlt_cu_nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int 
  * every layer: the NHWC persistent mode (fp16/bf16) may need both, also without the fused
  * add/ReLU, and the plain API cannot be given them. PyTorch does the same
  * (aten/src/ATen/native/cudnn/BatchNorm.cpp: CUDNN_BATCHNORM_OPS_BN, no z, no activation,
- * workspace and reserve queried per input). */
-static int _bn_sizes(dlt_backend *be, dlt_op *op, cudnnBatchNormOps_t ops, size_t *ws, size_t *reserve)
+ * workspace and reserve queried per input). Statuses are returned raw: the probe reads them. */
+static cudnnStatus_t _bn_sizes(cuda_backend *c, dlt_op *op, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+                               size_t *ws, size_t *reserve)
 {
-    cuda_backend *c = _cu(be);
     cudnnActivationDescriptor_t act = ops == CUDNN_BATCHNORM_OPS_BN ? NULL : op->act;
     cudnnTensorDescriptor_t z = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? op->xd : NULL;
     size_t r = 0, f = 0, b = 0;
-    DNN_TRY(be, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c->dnn, c->bn_mode, ops, act, op->xd, &r));
-    DNN_TRY(be, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, c->bn_mode, ops, op->xd, z, op->xd,
-                                                                         op->pd, act, &f));
-    DNN_TRY(be, cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, c->bn_mode, ops, op->xd, op->xd, op->xd, z,
-                                                                  op->xd, op->pd, act, &b));
+    cudnnStatus_t st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c->dnn, mode, ops, act, op->xd, &r);
+    if (dlt_cudnn_ok(st))
+        st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, mode, ops, op->xd, z, op->xd, op->pd,
+                                                                      act, &f);
+    if (dlt_cudnn_ok(st))
+        st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, mode, ops, op->xd, op->xd, op->xd, z, op->xd,
+                                                               op->pd, act, &b);
+    if (!dlt_cudnn_ok(st))
+        return st;
     *reserve = r > *reserve ? r : *reserve;
     f = f > b ? f : b;
     *ws = f > *ws ? f : *ws;
+    return st;
+}
+
+/* Every size this shape's mode and ops need, into *ws and the op's reserve size. */
+static cudnnStatus_t _bn_all_sizes(cuda_backend *c, dlt_op *op, cudnnBatchNormMode_t mode, int fused, size_t *ws)
+{
+    cudnnStatus_t st = _bn_sizes(c, op, mode, CUDNN_BATCHNORM_OPS_BN, ws, &op->reserve_size);
+    if (dlt_cudnn_ok(st) && fused)
+        st = _bn_sizes(c, op, mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, ws, &op->reserve_size);
+    if (dlt_cudnn_ok(st) && fused)
+        st = _bn_sizes(c, op, mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, ws, &op->reserve_size);
+    return st;
+}
+
+/* One training forward and backward of op's real shape in mode (fused: BN+add+ReLU and BN+ReLU,
+ * else plain BN) on scratch buffers: 0 it ran, 1 cuDNN has no kernel for it (*st says which
+ * refusal), -EIO another failure (be->err says which). */
+static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int fused, cudnnStatus_t *st)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_act_shape s = op->as;
+    const size_t bytes = (size_t)s.n * s.c * s.h * s.w * _dt_size(c->dt);
+    void *x = NULL, *z = NULL, *y = NULL, *dx = NULL, *dz = NULL, *reserve = NULL;
+    float *p = NULL;
+    size_t ws = 0, keep_reserve = op->reserve_size;
+    int rc = 0;
+    op->reserve_size = 0;
+    *st = _bn_all_sizes(c, op, mode, fused, &ws);
+    if (!dlt_cudnn_ok(*st))
+        goto answer;
+    if ((rc = dlt_cu_workspace(be, ws)) != 0)
+        goto out;
+    /* Zeroed on the backend's stream, which the probe's kernels run on: a plain cudaMemset runs on
+     * the legacy default stream, which a non-blocking stream does not wait for. */
+    if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&z, bytes) != cudaSuccess ||
+        cudaMalloc(&y, bytes) != cudaSuccess || cudaMalloc(&dx, bytes) != cudaSuccess ||
+        cudaMalloc(&dz, bytes) != cudaSuccess || cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
+        (op->reserve_size && cudaMalloc(&reserve, op->reserve_size) != cudaSuccess) ||
+        cudaMemsetAsync(x, 0, bytes, c->s) != cudaSuccess || cudaMemsetAsync(z, 0, bytes, c->s) != cudaSuccess ||
+        cudaMemsetAsync(dz, 0, bytes, c->s) != cudaSuccess ||
+        cudaMemsetAsync(p, 0, 4 * (size_t)s.c * sizeof(float), c->s) != cudaSuccess) {
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe buffers",
+                           cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    for (int pass = 0; pass < (fused ? 2 : 1) && dlt_cudnn_ok(*st); pass++) {
+        cudnnBatchNormOps_t ops = !fused ? CUDNN_BATCHNORM_OPS_BN
+                                  : pass == 0 ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+                                              : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+        int add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+        cudnnActivationDescriptor_t act = fused ? op->act : NULL;
+        *st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, mode, ops, &g_one, &g_zero, op->xd, x, add ? op->xd : NULL,
+                                                       add ? z : NULL, op->xd, y, op->pd, p, p + s.c, 0.0, NULL, NULL,
+                                                       op->eps, op->save_mean, op->save_inv, act, c->ws, c->ws_size,
+                                                       reserve, op->reserve_size);
+        if (dlt_cudnn_ok(*st))
+            *st = cudnnBatchNormalizationBackwardEx(c->dnn, mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
+                                                    fused ? op->xd : NULL, fused ? y : NULL, op->xd, y,
+                                                    add ? op->xd : NULL, add ? dz : NULL, op->xd, dx, op->pd, p,
+                                                    fused ? p + s.c : NULL, p + 2 * s.c, p + 3 * s.c, op->eps,
+                                                    op->save_mean, op->save_inv, act, c->ws, c->ws_size, reserve,
+                                                    op->reserve_size);
+    }
+    if (dlt_cudnn_ok(*st) && cudaStreamSynchronize(c->s) != cudaSuccess) {
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe",
+                           cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+answer:
+    rc = dlt_cudnn_probe_answer(*st);
+    if (rc < 0)
+        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe", cudnnGetErrorString(*st));
+out:
+    cudaStreamSynchronize(c->s); /* nothing of the probe's may still run on the buffers freed below */
+    cudaFree(x), cudaFree(z), cudaFree(y), cudaFree(dx), cudaFree(dz), cudaFree(p), cudaFree(reserve);
+    op->reserve_size = keep_reserve;
+    return rc;
+}
+
+/* op's mode and fusion: decided once per shape by running each candidate, best first (fused
+ * persistent in fp16/bf16, persistent, plain spatial), the first cuDNN runs winning; PyTorch
+ * trains in the persistent mode too (BatchNorm.cpp: SPATIAL_PERSISTENT when training). A fallback
+ * is said once per shape; only a NOT_SUPPORTED about this configuration is one (cudnn_status.h):
+ * an install problem or any other failure ends the planning with cuDNN's words. */
+static int _bn_choose(dlt_backend *be, dlt_op *op)
+{
+    cuda_backend *c = _cu(be);
+    struct {
+        cudnnBatchNormMode_t mode;
+        int fused;
+        const char *name;
+    } cand[3];
+    int nc = 0, i, rc;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS, first = CUDNN_STATUS_SUCCESS;
+    bn_choice *ch;
+    for (ch = c->bn_choices; ch; ch = ch->next)
+        if (!memcmp(&ch->s, &op->as, sizeof(op->as))) {
+            op->bn_mode = ch->mode;
+            op->bn_fused = ch->fused;
+            return 0;
+        }
+    if (c->bn_fusable)
+        cand[nc].mode = c->bn_mode, cand[nc].fused = 1, cand[nc++].name = "fused batch norm + add + ReLU";
+    if (c->bn_mode != CUDNN_BATCHNORM_SPATIAL)
+        cand[nc].mode = c->bn_mode, cand[nc].fused = 0, cand[nc++].name = "persistent batch norm";
+    cand[nc].mode = CUDNN_BATCHNORM_SPATIAL, cand[nc].fused = 0, cand[nc++].name = "spatial batch norm";
+    for (i = 0; i < nc; i++) {
+        if ((rc = _bn_try(be, op, cand[i].mode, cand[i].fused, &st)) < 0)
+            return rc;
+        if (rc == 0)
+            break;
+        if (i == 0)
+            first = st;
+    }
+    if (i == nc) {
+        snprintf(be->err, be->errlen, "cuDNN runs no batch-norm training kernel for %dx%dx%dx%d (NHWC, %s): %s",
+                 op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision),
+                 cudnnGetErrorString(st));
+        return -ENOTSUP;
+    }
+    if (i > 0)
+        fprintf(stderr, "dltrain: batch norm %dx%dx%dx%d (%s): cuDNN has no %s kernel for this shape (%s); %s for "
+                "it\n", op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision), cand[0].name,
+                cudnnGetErrorString(first), cand[i].name);
+    if (!(ch = calloc(1, sizeof(*ch)))) {
+        snprintf(be->err, be->errlen, "out of memory");
+        return -ENOMEM;
+    }
+    ch->s = op->as;
+    ch->mode = op->bn_mode = cand[i].mode;
+    ch->fused = op->bn_fused = cand[i].fused;
+    ch->next = c->bn_choices;
+    c->bn_choices = ch;
     return 0;
 }
 
@@ -166,6 +303,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     cuda_backend *c = _cu(be);
     dlt_op *op = calloc(1, sizeof(*op));
     size_t ws = 0;
+    cudnnStatus_t st;
     int rc;
     *out = op;
     if (!op) {
@@ -180,17 +318,23 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     DNN_TRY(be, cudnnDeriveBNTensorDescriptor(op->pd, op->xd, c->bn_mode));
     CUDA_TRY(be, cudaMalloc((void **)&op->save_mean, (size_t)s->c * sizeof(float)));
     CUDA_TRY(be, cudaMalloc((void **)&op->save_inv, (size_t)s->c * sizeof(float)));
-    if ((rc = _bn_sizes(be, op, CUDNN_BATCHNORM_OPS_BN, &ws, &op->reserve_size)) != 0)
-        return rc;
-    if (c->ops.bn_fwd_train_relu) {
+    if (c->bn_fusable) {
         DNN_TRY(be, cudnnCreateActivationDescriptor(&op->act));
         DNN_TRY(be, cudnnSetActivationDescriptor(op->act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-        if ((rc = _bn_sizes(be, op, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &ws, &op->reserve_size)) != 0 ||
-            (rc = _bn_sizes(be, op, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &ws, &op->reserve_size)) != 0)
-            return rc;
     }
+    if ((rc = _bn_choose(be, op)) != 0)
+        return rc;
+    if (!dlt_cudnn_ok(st = _bn_all_sizes(c, op, op->bn_mode, op->bn_fused, &ws)))
+        return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm workspace sizes",
+                             cudnnGetErrorString(st));
     if (op->reserve_size)
         CUDA_TRY(be, cudaMalloc(&op->reserve, op->reserve_size));
+    /* An unfused layer of a fused-capable run does its ReLU backward into scratch when the network
+     * asks for no residual gradient. */
+    if (c->bn_fusable && !op->bn_fused &&
+        (rc = _grow(be, &c->bn_scratch, NULL, &c->bn_scratch_size,
+                    (size_t)s->n * s->c * s->h * s->w * _dt_size(c->dt), c->s)) != 0)
+        return rc;
     return dlt_cu_workspace(be, ws);
 }
 
@@ -207,7 +351,7 @@ static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const floa
 {
     cuda_backend *c = _cu(be);
     /* Running statistics are the network's business (bn_stats_update): cuDNN keeps none here. */
-    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero,
+    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero,
                                                          op->xd, x, NULL, NULL, op->xd, y, op->pd, gamma, beta, 0.0, NULL,
                                                          NULL, op->eps, op->save_mean, op->save_inv, NULL, c->ws,
                                                          c->ws_size, op->reserve, op->reserve_size));
@@ -230,7 +374,7 @@ static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy,
     (void)beta;
     (void)mean;
     (void)var; /* cuDNN's own saved statistics of the forward are the same numbers, more precisely */
-    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
+    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
                                                   &g_zero, op->xd, x, NULL, NULL, op->xd, dy, NULL, NULL, op->xd, dx,
                                                   op->pd, gamma, NULL, dgamma, dbeta, op->eps, op->save_mean,
                                                   op->save_inv, NULL, c->ws, c->ws_size, op->reserve,
@@ -243,7 +387,15 @@ static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const
 {
     cuda_backend *c = _cu(be);
     cudnnBatchNormOps_t ops = z ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
-    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, ops, &g_one, &g_zero, op->xd, x,
+    int rc;
+    if (!op->bn_fused) { /* this shape's fallback: batch norm, then the add + ReLU kernel */
+        if ((rc = _bn_fwd_train(be, op, x, gamma, beta, y, mean, var)) != 0)
+            return rc;
+        KERNEL_TRY(be, dlt_k_add_relu(y, z, c->dt, (size_t)op->as.n * op->as.c * op->as.h * op->as.w,
+                                      (dlt_stream)c->s));
+        return 0;
+    }
+    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, op->bn_mode, ops, &g_one, &g_zero, op->xd, x,
                                                          z ? op->xd : NULL, z, op->xd, y, op->pd, gamma, beta, 0.0,
                                                          NULL, NULL, op->eps, op->save_mean, op->save_inv, op->act, c->ws,
                                                          c->ws_size, op->reserve, op->reserve_size));
@@ -255,7 +407,13 @@ static int _bn_bwd_relu(dlt_backend *be, dlt_op *op, const float *x, const float
 {
     cuda_backend *c = _cu(be);
     cudnnBatchNormOps_t ops = dz ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
-    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
+    if (!op->bn_fused) { /* relu'(y) dy is the residual's gradient and batch norm's input gradient */
+        void *g = dz ? (void *)dz : c->bn_scratch;
+        KERNEL_TRY(be, dlt_k_relu_bwd(y, dy, g, c->dt, (size_t)op->as.n * op->as.c * op->as.h * op->as.w,
+                                      (dlt_stream)c->s));
+        return _bn_bwd(be, op, x, g, gamma, beta, NULL, NULL, dx, dgamma, dbeta);
+    }
+    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, op->bn_mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
                                                   op->xd, y, op->xd, dy, dz ? op->xd : NULL, dz, op->xd, dx, op->pd,
                                                   gamma, beta, dgamma, dbeta, op->eps, op->save_mean, op->save_inv,
                                                   op->act, c->ws, c->ws_size, op->reserve, op->reserve_size));
@@ -445,6 +603,12 @@ static void _destroy(dlt_backend *be)
         free(c->algos);
         c->algos = n;
     }
+    while (c->bn_choices) {
+        bn_choice *n = c->bn_choices->next;
+        free(c->bn_choices);
+        c->bn_choices = n;
+    }
+    cudaFree(c->bn_scratch);
     if (c->blas) /* before its workspace goes */
         cublasDestroy(c->blas);
     c->blas = NULL;
@@ -475,6 +639,7 @@ static void _destroy(dlt_backend *be)
         cudaStreamDestroy(c->s);
     if (c->copy)
         cudaStreamDestroy(c->copy);
+    pthread_mutex_destroy(&c->graph_mu);
     free(c);
 }
 
@@ -508,103 +673,6 @@ static const dlt_backend_ops g_cuda_ops = {
     .fc_bwd = _fc_bwd,
 };
 
-/* One training forward and backward of a small batch norm of the run's type in the configured
- * mode and ops; a status of the NOT_SUPPORTED or BAD_PARAM category is an answer (1), any other
- * failure an error (-EIO). */
-static int _bn_try(dlt_backend *be, int fused)
-{
-    cuda_backend *c = _cu(be);
-    const dlt_act_shape s = {2, 64, 4, 4};
-    const size_t n = (size_t)s.n * s.c * s.h * s.w;
-    dlt_op *op = NULL;
-    void *x = NULL, *z = NULL, *y = NULL, *dx = NULL, *dz = NULL;
-    float *p = NULL;
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    int rc = 0;
-    const size_t bytes = n * _dt_size(c->dt);
-    char keep[512];
-    snprintf(keep, sizeof(keep), "%s", be->err);
-    /* Zeroed on the backend's stream, which the probe's kernels run on: a plain cudaMemset runs on
-     * the legacy default stream, which a non-blocking stream does not wait for. */
-    if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&z, bytes) != cudaSuccess ||
-        cudaMalloc(&y, bytes) != cudaSuccess || cudaMalloc(&dx, bytes) != cudaSuccess ||
-        cudaMalloc(&dz, bytes) != cudaSuccess || cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
-        cudaMemsetAsync(x, 0, bytes, c->s) != cudaSuccess || cudaMemsetAsync(z, 0, bytes, c->s) != cudaSuccess ||
-        cudaMemsetAsync(p, 0, 4 * (size_t)s.c * sizeof(float), c->s) != cudaSuccess) {
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe buffers",
-                           cudaGetErrorString(cudaGetLastError()));
-        goto out;
-    }
-    if ((rc = _bn_plan(be, &s, 1e-5f, &op)) != 0) {
-        rc = 1; /* the size queries refused: not supported in this mode */
-        snprintf(be->err, be->errlen, "%s", keep);
-        goto out;
-    }
-    if (fused) {
-        st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &g_one,
-                                                      &g_zero, op->xd, x, op->xd, z, op->xd, y, op->pd, p, p + s.c, 0.0,
-                                                      NULL, NULL, op->eps, op->save_mean, op->save_inv, op->act, c->ws,
-                                                      c->ws_size, op->reserve, op->reserve_size);
-        if (dlt_cudnn_ok(st))
-            st = cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &g_one,
-                                                   &g_zero, &g_one, &g_zero, op->xd, x, op->xd, y, op->xd, y, op->xd, dz,
-                                                   op->xd, dx, op->pd, p, p + s.c, p + 2 * s.c, p + 3 * s.c, op->eps,
-                                                   op->save_mean, op->save_inv, op->act, c->ws, c->ws_size, op->reserve,
-                                                   op->reserve_size);
-    } else {
-        st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, op->xd,
-                                                      x, NULL, NULL, op->xd, y, op->pd, p, p + s.c, 0.0, NULL, NULL,
-                                                      op->eps, op->save_mean, op->save_inv, NULL, c->ws, c->ws_size,
-                                                      op->reserve, op->reserve_size);
-        if (dlt_cudnn_ok(st))
-            st = cudnnBatchNormalizationBackwardEx(c->dnn, c->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
-                                                   &g_zero, op->xd, x, NULL, NULL, op->xd, y, NULL, NULL, op->xd, dx,
-                                                   op->pd, p, NULL, p + 2 * s.c, p + 3 * s.c, op->eps, op->save_mean,
-                                                   op->save_inv, NULL, c->ws, c->ws_size, op->reserve,
-                                                   op->reserve_size);
-    }
-    if (dlt_cudnn_ok(st) && cudaStreamSynchronize(c->s) != cudaSuccess)
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe",
-                           cudaGetErrorString(cudaGetLastError()));
-    else if (dlt_cudnn_probe_answer(st) == 1) /* by category: cuDNN 9 answers with sub-codes (30xx) */
-        rc = 1;
-    else if (!dlt_cudnn_ok(st))
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe", cudnnGetErrorString(st));
-out:
-    cudaStreamSynchronize(c->s); /* nothing of the probe's may still run on the buffers freed below */
-    _op_destroy(be, op);
-    cudaFree(x), cudaFree(z), cudaFree(y), cudaFree(dx), cudaFree(dz), cudaFree(p);
-    return rc;
-}
-
-/* Training batch norm in fp32, tf32 and bf16: (bf16) fused persistent, else unfused persistent,
- * else plain spatial, whichever cuDNN runs here; the backend's name says which. fp16's fused
- * persistent NHWC kernels are the documented case and are not probed. */
-static int _bn_probe(dlt_backend *be)
-{
-    cuda_backend *c = _cu(be);
-    const char *prec = dlt_precision_name(c->base.precision);
-    int rc;
-    if (c->base.precision == DLT_PREC_FP16)
-        return 0;
-    if (c->ops.bn_fwd_train_relu) {
-        if ((rc = _bn_try(be, 1)) <= 0)
-            return rc;
-        c->ops.bn_fwd_train_relu = NULL;
-        c->ops.bn_bwd_relu = NULL;
-        snprintf(c->name, sizeof(c->name), "cuda-cudnn (%s batch norm unfused: cuDNN has no fused %s kernel here)",
-                 prec, prec);
-        c->ops.name = c->name;
-    }
-    if ((rc = _bn_try(be, 0)) <= 0)
-        return rc;
-    c->bn_mode = CUDNN_BATCHNORM_SPATIAL;
-    snprintf(c->name, sizeof(c->name), "cuda-cudnn (%s batch norm in spatial mode: no persistent %s kernel here)",
-             prec, prec);
-    c->ops.name = c->name;
-    return 0;
-}
-
 int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
 {
     cuda_backend *c;
@@ -635,6 +703,7 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    pthread_mutex_init(&c->graph_mu, NULL);
     c->ops = g_cuda_ops;
     dlt_cu_conv_ops(&c->ops);
     dlt_cu_step_ops(&c->ops);
@@ -648,7 +717,7 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->device = dev;
     c->cc_major = prop.major;
     c->cc = prop.major * 10 + prop.minor;
-    snprintf(c->gpu_name, sizeof(c->gpu_name), "%s", prop.name);
+    snprintf(c->gpu_name, sizeof(c->gpu_name), "%.63s", prop.name);
     c->ws_limit = DLT_CUDNN_WORKSPACE_CAP;
     c->stem_pad = cfg->stem_pad < 0 ? cfg->precision != DLT_PREC_FP32 : cfg->stem_pad;
     {
@@ -656,8 +725,8 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
          * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. Batch norm trains
          * in the persistent mode in every precision, as PyTorch does
          * (aten/src/ATen/native/cudnn/BatchNorm.cpp: SPATIAL_PERSISTENT when training, SPATIAL for
-         * inference, which _bn_fwd_infer uses); fp32/tf32 and bf16 are probed at creation and fall
-         * back to the plain spatial mode where cuDNN has no persistent kernel. */
+         * inference, which _bn_fwd_infer uses); each layer shape is probed once when planned and
+         * falls back to the plain spatial mode where cuDNN has no persistent kernel (_bn_choose). */
         static const struct {
             dlt_precision prec;
             dlt_dt dt;
@@ -690,9 +759,11 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     }
     /* cuDNN fuses BN + add + ReLU for half NHWC tensors in persistent mode; fp32/tf32 keep the
      * unfused path. bf16: libcudnn_ops ships fused kernels, but cuDNN's documentation names half
-     * only (and PyTorch keeps bf16 batch norm off cuDNN), so bf16 is probed at creation below and
-     * falls back to the unfused persistent, then the plain spatial mode, saying so in the name. */
+     * only (and PyTorch keeps bf16 batch norm off cuDNN). Every shape, fp16 too, is probed when
+     * planned and a shape cuDNN refuses falls back to unfused persistent, then plain spatial,
+     * saying so once (_bn_choose); the fused entries run an unfused layer's sequence themselves. */
     if (cfg->precision == DLT_PREC_FP16 || cfg->precision == DLT_PREC_BF16) {
+        c->bn_fusable = 1;
         c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
         c->ops.bn_bwd_relu = _bn_bwd_relu;
     }
@@ -737,11 +808,6 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
             _destroy(&c->base);
             return -EIO;
         }
-    if ((rc = _bn_probe(&c->base)) != 0) {
-        snprintf(err, errlen, "%s", c->base.err);
-        _destroy(&c->base);
-        return rc;
-    }
     *out = &c->base;
     return 0;
 }

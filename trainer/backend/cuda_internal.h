@@ -12,6 +12,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <pthread.h>
 
 #include "trainer/backend/backend.h"
 #include "trainer/backend/cuda_kernels.h"
@@ -23,6 +24,15 @@
  * descriptor must carry that mathType when the algorithm runs, or cuDNN may run another variant
  * than the one timed (PyTorch's note "behavior of cudnnFind and cudnnGet" in Conv_v7.cpp sets the
  * descriptor's math type from the perf result likewise). */
+/* A batch-norm shape's decision, probed once per shape (persistent kernels are refused for some
+ * shapes): cuDNN's mode, and whether the ReLU (and residual add) run fused into it. */
+typedef struct bn_choice {
+    dlt_act_shape s;
+    cudnnBatchNormMode_t mode;
+    int fused;
+    struct bn_choice *next;
+} bn_choice;
+
 typedef struct algo_entry {
     dlt_conv_shape s;
     cudnnConvolutionFwdAlgo_t fwd;
@@ -58,7 +68,11 @@ typedef struct {
     cudaDataType_t blas_dt;
     cublasComputeType_t blas_compute;
     cudnnMathType_t math;
-    cudnnBatchNormMode_t bn_mode;
+    cudnnBatchNormMode_t bn_mode; /* the preferred training mode; each shape's own is in bn_choices */
+    int bn_fusable;               /* fp16/bf16: BN + add + ReLU may run as one cuDNN kernel */
+    bn_choice *bn_choices;
+    void *bn_scratch;             /* an unfused BN+ReLU backward's relu'(y) dy when no dz is asked for */
+    size_t bn_scratch_size;
     cudaStream_t s; /* every op runs on it */
     cudnnHandle_t dnn;
     cublasHandle_t blas;
@@ -108,6 +122,10 @@ typedef struct {
     int capturing;
     cudaGraph_t graph;
     cudaGraphExec_t graph_exec;
+    /* The recording is replayed by the training thread and may be released by the watchdog's:
+     * graph_mu orders the two, graph_closed refuses replays after a release_async. */
+    pthread_mutex_t graph_mu;
+    int graph_closed;
     void *blas_ws; /* cuBLAS must not allocate while a graph is captured */
 } cuda_backend;
 
@@ -130,6 +148,8 @@ struct dlt_op {
     cudnnTensorDescriptor_t pd;
     cudnnActivationDescriptor_t act;
     float *save_mean, *save_inv;
+    cudnnBatchNormMode_t bn_mode; /* this shape's (bn_choice) */
+    int bn_fused;
     void *reserve;
     size_t reserve_size;
     /* pool */

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,12 +313,32 @@ static int _params_loaded(dlt_backend *be)
 static void _graph_reset(dlt_backend *be)
 {
     cuda_backend *c = _cu(be);
+    pthread_mutex_lock(&c->graph_mu);
     if (c->graph_exec)
         cudaGraphExecDestroy(c->graph_exec);
     if (c->graph)
         cudaGraphDestroy(c->graph);
     c->graph_exec = NULL;
     c->graph = NULL;
+    pthread_mutex_unlock(&c->graph_mu);
+}
+
+/* dlt_graph_ops.release_async: from the watchdog's thread. cudaGraphExecDestroy of a launch in
+ * flight frees it when it completes (CUDA runtime API, cudaGraphExecDestroy), and only then does
+ * NCCL's reference on the communicator go (a user object of the graph: src/enqueue.cc
+ * persistentDestructor), so the abort that follows returns once its flag has ended the kernels. */
+static void _graph_release_async(dlt_backend *be)
+{
+    cuda_backend *c = _cu(be);
+    pthread_mutex_lock(&c->graph_mu);
+    c->graph_closed = 1;
+    if (c->graph_exec)
+        cudaGraphExecDestroy(c->graph_exec);
+    if (c->graph)
+        cudaGraphDestroy(c->graph);
+    c->graph_exec = NULL;
+    c->graph = NULL;
+    pthread_mutex_unlock(&c->graph_mu);
 }
 
 /* dlt_graph_ops.release: a capture in progress is ended and its partial graph destroyed without
@@ -361,7 +382,12 @@ static int _capture_end(dlt_backend *be)
         return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "recording the step as a CUDA graph (run without --cuda-graphs)",
                              cudaGetErrorString(e));
     }
-    CUDA_TRY(be, cudaGraphInstantiate(&c->graph_exec, c->graph, 0));
+    pthread_mutex_lock(&c->graph_mu);
+    e = c->graph_closed ? cudaErrorNotPermitted : cudaGraphInstantiate(&c->graph_exec, c->graph, 0);
+    pthread_mutex_unlock(&c->graph_mu);
+    if (e != cudaSuccess)
+        return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cudaGraphInstantiate",
+                             c->graph_closed ? "the stall watchdog released the recording" : cudaGetErrorString(e));
     return 0;
 }
 
@@ -381,7 +407,18 @@ static int _replay(dlt_backend *be, const dlt_step_inputs *in)
     c->pin_res->lr = in->lr;
     c->pin_res->put[DLT_RES_STOP] = in->stop;
     c->pin_res->put[DLT_RES_INPUT_FAILED] = in->input_failed;
-    CUDA_TRY(be, cudaGraphLaunch(c->graph_exec, c->s));
+    pthread_mutex_lock(&c->graph_mu);
+    if (c->graph_closed || !c->graph_exec) {
+        pthread_mutex_unlock(&c->graph_mu);
+        snprintf(be->err, be->errlen, "the recorded step was released by the stall watchdog");
+        return -ECANCELED;
+    }
+    {
+        cudaError_t e = cudaGraphLaunch(c->graph_exec, c->s);
+        pthread_mutex_unlock(&c->graph_mu);
+        if (e != cudaSuccess)
+            return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cudaGraphLaunch", cudaGetErrorString(e));
+    }
     CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
     return 0;
 }
@@ -408,4 +445,5 @@ const dlt_graph_ops dlt_cu_graph_ops = {
     .capture_end = _capture_end,
     .replay = _replay,
     .release = _graph_release,
+    .release_async = _graph_release_async,
 };

@@ -108,3 +108,29 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
     *npts = np;
     return rc;
 }
+
+/* One point (the isolation size) on a sub-communicator; its busbw lands in slot of every rank's
+ * vec (a sum over the world: only the group's first rank writes). Every world rank calls it. */
+int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot, int nslots)
+{
+    dlt_comm *sub = NULL;
+    dlt_ar_point p;
+    int np = 0, rc;
+    memset(vec, 0, (size_t)nslots * sizeof(double));
+    if ((rc = world->ops->split(world, color, key, &sub)) != 0)
+        return rc;
+    if (sub && sub->size > 1) {
+        rc = dlt_ar_sweep(sub, bytes, bytes, iters, &p, 1, &np);
+        if (rc == 0 && np == 1 && sub->rank == 0 && slot >= 0 && slot < nslots)
+            vec[slot] = p.wrong > 0 ? -1 : p.busbw; /* -1: a wrong sum */
+    }
+    if (rc) {
+        /* A failed collective on the sub-communicator: a peer may be gone, and destroying it would
+         * wait for that peer (NCCL flushes outstanding work first): it is aborted instead. */
+        dlt_comm_discard(sub);
+        return rc;
+    }
+    if (sub)
+        sub->ops->destroy(sub);
+    return world->ops->allreduce_sum(world, vec, (size_t)nslots, DLT_DTYPE_F64);
+}

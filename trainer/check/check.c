@@ -153,27 +153,6 @@ static void _gemm(const dlt_check_config *cfg, int rank, _rank_rec *me)
     free(c);
 }
 
-/* One point (the isolation size) on a sub-communicator; its busbw lands in slot of every rank's
- * vec (a sum over the world: only the group's first rank writes). Every world rank calls it. */
-static int _group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot, int nslots)
-{
-    dlt_comm *sub = NULL;
-    dlt_ar_point p;
-    int np = 0, rc;
-    memset(vec, 0, (size_t)nslots * sizeof(double));
-    if ((rc = world->ops->split(world, color, key, &sub)) != 0)
-        return rc;
-    if (sub && sub->size > 1) {
-        rc = dlt_ar_sweep(sub, bytes, bytes, iters, &p, 1, &np);
-        if (rc == 0 && np == 1 && sub->rank == 0 && slot >= 0 && slot < nslots)
-            vec[slot] = p.wrong > 0 ? -1 : p.busbw; /* -1: a wrong sum */
-    }
-    dlt_comm_destroy(sub);
-    if (rc)
-        return rc;
-    return world->ops->allreduce_sum(world, vec, (size_t)nslots, DLT_DTYPE_F64);
-}
-
 typedef struct {
     int nodes;
     double *intra; /* per node: busbw among its ranks (0: one rank there) */
@@ -202,12 +181,12 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
     if (!vec)
         return dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
     /* Within each node. */
-    if ((rc = _group_point(comm, me->node_rank, me->local_rank, iso->bytes, cfg->iters, vec, me->node_rank, k)) != 0)
+    if ((rc = dlt_ar_group_point(comm, me->node_rank, me->local_rank, iso->bytes, cfg->iters, vec, me->node_rank, k)) != 0)
         goto out;
     memcpy(iso->intra, vec, (size_t)k * sizeof(double));
     /* One rank per node. */
     if (k > 1) {
-        if ((rc = _group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) !=
+        if ((rc = dlt_ar_group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) !=
             0)
             goto out;
         iso->cross = vec[0];
@@ -218,7 +197,7 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
         for (int r = 0; r < even - 1; r++) {
             int p = _partner(me->node_rank, r, even), lo = me->node_rank < p ? me->node_rank : p;
             int in = me->local_rank == 0 && p < k && p != me->node_rank;
-            if ((rc = _group_point(comm, in ? lo : -1, me->node_rank, iso->bytes, cfg->iters, vec,
+            if ((rc = dlt_ar_group_point(comm, in ? lo : -1, me->node_rank, iso->bytes, cfg->iters, vec,
                                    in ? lo * k + (lo == me->node_rank ? p : me->node_rank) : -1, k * k)) != 0)
                 goto out;
             for (int j = 0; j < k * k; j++)

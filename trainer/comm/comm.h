@@ -30,6 +30,10 @@ typedef struct {
      * calls it; a rank passing color < 0 joins none (*out NULL). The health check (trainer/check)
      * measures within a node, across nodes and between node pairs on it. NULL: cannot split. */
     int (*split)(dlt_comm *c, int color, int key, dlt_comm **out);
+    /* Tears the communicator down without waiting for its peers, after a collective on it failed
+     * (a lost peer would make destroy wait: NCCL's ncclCommDestroy flushes outstanding work, its
+     * ncclCommAbort does not), without ending the process as abort does. NULL: destroy serves. */
+    void (*discard)(dlt_comm *c);
 } dlt_comm_ops;
 
 struct dlt_comm {
@@ -47,6 +51,13 @@ struct dlt_comm {
      * the stall watchdog tells a rank that waits for its peers from one that is stuck itself. */
     int in_collective;
 };
+
+/* c (may be NULL) torn down after a failure on it: discard where the communicator has one. */
+static inline void dlt_comm_discard(dlt_comm *c)
+{
+    if (c)
+        (c->ops->discard ? c->ops->discard : c->ops->destroy)(c);
+}
 
 /* What the run asks for: kind "auto", "single", "mpi" or "nccl"; gpu: the run's backend is a GPU
  * (then "auto" means NCCL for more than one rank); cuda_device for NCCL (-1: the first visible). */

@@ -105,7 +105,7 @@ static void _abort(dlt_comm *c, int code)
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
 
-static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split};
+static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL};
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
 {

@@ -100,6 +100,18 @@ static void _destroy(dlt_comm *c)
     free(c);
 }
 
+/* dlt_comm_ops.discard: NCCL's abort, which neither waits for the stream nor for the peers (its
+ * flag ends this rank's kernels first), then the rest as destroy frees it. */
+static void _discard(dlt_comm *c)
+{
+    nccl_impl *m = _impl(c);
+    if (m && m->nccl)
+        ncclCommAbort(m->nccl);
+    if (m)
+        m->nccl = NULL;
+    _destroy(c);
+}
+
 static void _abort(dlt_comm *c, int code)
 {
     /* Peers blocked in a collective with us see the abort as an error and stop too. */
@@ -117,7 +129,7 @@ static void *_handle(dlt_comm *c)
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
 
-static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle, _split};
+static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle, _split, _discard};
 
 /* ncclCommSplit (NCCL >= 2.18) on the parent's device; the child gets its own stream. */
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)

@@ -52,7 +52,7 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     return color < 0 ? 0 : dlt_comm_single_create(out, c->err, c->errlen);
 }
 
-static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split};
+static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL};
 
 int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen)
 {

@@ -48,10 +48,15 @@ typedef struct {
     dlt_straggler straggler; /* straggler.h */
 } loop_state;
 
-static void _abort_comm(void *arg)
+/* The stall watchdog's abort, on its own thread: the recorded step goes first (NCCL's abort waits
+ * for every graph that holds the communicator: dlt_graph_ops.release_async), then the
+ * communicator, whose abort ends the process. */
+static void _abort_stalled(void *arg)
 {
-    dlt_comm *comm = arg;
-    comm->ops->abort(comm, DLT_EXIT_STALLED);
+    dlt_run *r = arg;
+    if (r->be && r->be->graphs && r->be->graphs->release_async)
+        r->be->graphs->release_async(r->be);
+    r->comm->ops->abort(r->comm, DLT_EXIT_STALLED);
 }
 
 /* Schedule, initial or resumed weights, the data stream positioned, signals, the banner, the
@@ -97,7 +102,7 @@ static int _prepare(dlt_run *r, loop_state *t)
             dlt_precision_name(c->backend.precision));
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
     dlt_node_name(host, sizeof(host));
-    if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_comm, r->comm) != 0)
+    if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_stalled, r) != 0)
         return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
     dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
     dlt_straggler_init(&t->straggler, host, &c->backend); /* straggler.h */
