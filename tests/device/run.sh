@@ -407,14 +407,14 @@ phase_bench() {
     case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; feed) extra=(--feed) ;; esac
     t0=$(date +%s.%N)
     ours=$(timeout -k "$KILL_AFTER" "$left" "$DLT" bench --backend cuda --precision "$prec" --arch resnet50 --batch "$batch" \
-           --warmup 5 --iters 20 --json --cudnn-cache "$CACHE" "${extra[@]}" 2>>"$W/bench.err" | tail -1)
+           --warmup 30 --iters 60 --json --cudnn-cache "$CACHE" "${extra[@]}" 2>>"$W/bench.err" | tail -1)
     case $ours in '{'*'"images_per_s"'*) ;; *) ours=null ;; esac
     launch=$(python3 -c 'import sys, time; print("%.1f" % (time.time() - float(sys.argv[1])))' "$t0")
     peer=null
     left=$((PHASE_END - SECONDS - KILL_AFTER))
     if { [ -z "$variant" ] || [ "$variant" = feed ]; } && [ "$left" -ge 15 ]; then
-      peer=$(timeout -k "$KILL_AFTER" "$left" "$PY" tests/device/torch_bench.py --precision "$prec" --batch "$batch" --warmup 5 \
-             --iters 20 ${variant:+--feed} 2>>"$W/bench.err" | tail -1)
+      peer=$(timeout -k "$KILL_AFTER" "$left" "$PY" tests/device/torch_bench.py --precision "$prec" --batch "$batch" --warmup 30 \
+             --iters 60 ${variant:+--feed} 2>>"$W/bench.err" | tail -1)
       case $peer in '{'*'"images_per_s"'*) ;; *) peer=null ;; esac
     fi
     echo "{\"precision\":\"$prec\",\"batch\":$batch,\"variant\":\"${variant:-plain}\",\"launch_s\":$launch,\"ours\":${ours:-null},\"pytorch\":${peer:-null}}" >>"$W/bench.jsonl"
