@@ -195,7 +195,7 @@ static void _cache_store(dlt_backend *be, const dlt_op *op, const algo_entry *e)
         _cache_warn(c, err);
 }
 
-static void _free_direction_descriptors(dlt_op *op)
+void dlt_cu_conv_free_descriptors(dlt_op *op)
 {
     if (op->conv_fwd)
         cudnnDestroyConvolutionDescriptor(op->conv_fwd);
@@ -242,7 +242,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
                 c->algos = e;
                 return dlt_cu_workspace(be, e->ws);
             }
-            _free_direction_descriptors(op);
+            dlt_cu_conv_free_descriptors(op);
             memset(e, 0, sizeof(*e));
             e->s = op->cs;
             be->err[0] = 0;

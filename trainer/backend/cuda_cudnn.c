@@ -572,12 +572,7 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
         cudnnDestroyFilterDescriptor(op->wd);
     if (op->conv)
         cudnnDestroyConvolutionDescriptor(op->conv);
-    if (op->conv_fwd)
-        cudnnDestroyConvolutionDescriptor(op->conv_fwd);
-    if (op->conv_bwd_data)
-        cudnnDestroyConvolutionDescriptor(op->conv_bwd_data);
-    if (op->conv_bwd_filter)
-        cudnnDestroyConvolutionDescriptor(op->conv_bwd_filter);
+    dlt_cu_conv_free_descriptors(op);
     cudaFree(op->x_pad);
     if (op->act)
         cudnnDestroyActivationDescriptor(op->act);

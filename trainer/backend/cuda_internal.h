@@ -193,6 +193,8 @@ int dlt_cu_nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int 
 
 /* cuda_conv.c: the convolution entries of the ops table. */
 void dlt_cu_conv_ops(dlt_backend_ops *ops);
+/* Destroys op's three per-direction convolution descriptors (NULL after). */
+void dlt_cu_conv_free_descriptors(dlt_op *op);
 
 /* cuda_step.c: the input, loss, results and optimizer entries of the ops table, and the graph ops. */
 void dlt_cu_step_ops(dlt_backend_ops *ops);

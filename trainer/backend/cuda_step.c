@@ -332,13 +332,8 @@ static void _graph_release_async(dlt_backend *be)
     cuda_backend *c = _cu(be);
     pthread_mutex_lock(&c->graph_mu);
     c->graph_closed = 1;
-    if (c->graph_exec)
-        cudaGraphExecDestroy(c->graph_exec);
-    if (c->graph)
-        cudaGraphDestroy(c->graph);
-    c->graph_exec = NULL;
-    c->graph = NULL;
     pthread_mutex_unlock(&c->graph_mu);
+    _graph_reset(be);
 }
 
 /* dlt_graph_ops.release: a capture in progress is ended and its partial graph destroyed without
