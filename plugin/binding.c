@@ -237,3 +237,19 @@ void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_
     if (t->nics[b->nic].netdev[0])
         snprintf(ifname, iflen, "=%s", t->nics[b->nic].netdev);
 }
+
+int dlt_binding_numa_cpus(const dlt_topology *t, int local_rank, int local_count, const dlt_cpuset *allowed,
+                          dlt_cpuset *out)
+{
+    int numa;
+    dlt_cpuset both;
+    *out = *allowed;
+    if (t->nnuma < 2 || local_count < 1 || local_rank < 0 || local_rank >= local_count)
+        return -1;
+    numa = (int)((long)local_rank * t->nnuma / local_count);
+    dlt_cpuset_and(&both, &t->numa_cpus[numa], allowed);
+    if (dlt_cpuset_count(&both) == 0)
+        return -1;
+    *out = both;
+    return numa;
+}

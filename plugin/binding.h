@@ -49,4 +49,11 @@ int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int a
 void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_hca, size_t hcalen,
                           char *ifname, size_t iflen);
 
+/* A CPU task's CPUs (no GPU to be near): task local_rank of local_count on the node takes NUMA node
+ * local_rank * nnuma / local_count (the node's tasks spread evenly over its NUMA nodes), as far as
+ * allowed holds its CPUs. Returns that NUMA node and *out its CPUs within allowed, or -1 and *out =
+ * allowed (one NUMA node or none known, or none of its CPUs allowed). */
+int dlt_binding_numa_cpus(const dlt_topology *t, int local_rank, int local_count, const dlt_cpuset *allowed,
+                          dlt_cpuset *out);
+
 #endif

@@ -188,9 +188,9 @@ static int _key_bind(dlt_user_opts *opts, const dlt_site_conf *site, const char 
 static int _key_gpus(dlt_user_opts *opts, const dlt_site_conf *site, const char *val)
 {
     (void)site;
-    if (strcmp(val, "task") && strcmp(val, "step"))
+    if (strcmp(val, "task") && strcmp(val, "step") && strcmp(val, "none"))
         return -EINVAL;
-    opts->gpus = !strcmp(val, "step") ? DLT_GPUS_STEP : DLT_GPUS_TASK;
+    opts->gpus = !strcmp(val, "step") ? DLT_GPUS_STEP : !strcmp(val, "none") ? DLT_GPUS_NONE : DLT_GPUS_TASK;
     return 0;
 }
 
@@ -221,7 +221,7 @@ static int _key_verbose(dlt_user_opts *opts, const dlt_site_conf *site, const ch
 
 static const dlt_user_key g_user_keys[] = {
     {"bind", "closest|none", _key_bind, "bind=closest|none"},
-    {"gpus", "task|step", _key_gpus, "gpus=task|step"},
+    {"gpus", "task|step|none", _key_gpus, "gpus=task|step|none"},
     {"nccl", "auto|off", _key_nccl, "nccl=auto|off"},
     {"nic", "auto|NAME", _key_nic,
      "nic=auto or an interface/HCA name of [A-Za-z0-9_.:-], at most 63 characters"},
@@ -310,7 +310,7 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
 int dlt_user_opts_format(const dlt_user_opts *opts, char *buf, size_t buflen)
 {
     int n = snprintf(buf, buflen, "bind=%s,gpus=%s,nccl=%s,nic=%s%s", opts->bind == DLT_BIND_NONE ? "none" : "closest",
-                     opts->gpus == DLT_GPUS_STEP ? "step" : "task", opts->nccl == DLT_NCCL_OFF ? "off" : "auto",
+                     opts->gpus == DLT_GPUS_STEP ? "step" : opts->gpus == DLT_GPUS_NONE ? "none" : "task", opts->nccl == DLT_NCCL_OFF ? "off" : "auto",
                      opts->nic[0] ? opts->nic : "auto", opts->verbose ? ",verbose" : "");
     return (n < 0 || (size_t)n >= buflen) ? -ENOSPC : 0;
 }

@@ -15,8 +15,10 @@
 typedef enum { DLT_BIND_CLOSEST = 0, DLT_BIND_NONE = 1 } dlt_bind_mode;
 typedef enum { DLT_NCCL_AUTO = 0, DLT_NCCL_OFF = 1 } dlt_nccl_mode;
 typedef enum { DLT_ENABLE_OPTIN = 0, DLT_ENABLE_ALWAYS = 1 } dlt_enable_mode;
-/* gpus=: a task sees only its GPU, or every GPU of the step with its own first (CUDA IPC/P2P). */
-typedef enum { DLT_GPUS_TASK = 0, DLT_GPUS_STEP = 1 } dlt_gpus_mode;
+/* gpus=: a task sees only its GPU, or every GPU of the step with its own first (CUDA IPC/P2P);
+ * none: a CPU step (no GPU binding, no NCCL setup; CPU/NUMA binding and the rank contract only),
+ * which must be asked for: a step without GPUs is otherwise refused (a forgotten --gpus-per-node). */
+typedef enum { DLT_GPUS_TASK = 0, DLT_GPUS_STEP = 1, DLT_GPUS_NONE = 2 } dlt_gpus_mode;
 
 /* Site configuration from plugstack.conf: defaults and limits for every step. */
 typedef struct {
@@ -38,7 +40,7 @@ typedef struct {
     dlt_bind_mode bind;
     dlt_nccl_mode nccl;
     char nic[DLT_NAME_MAX];             /* "" = auto */
-    dlt_gpus_mode gpus;                 /* gpus=task|step */
+    dlt_gpus_mode gpus;                 /* gpus=task|step|none */
     int verbose;
 } dlt_user_opts;
 

@@ -23,6 +23,11 @@ typedef struct {
     char topo_dir[DLT_PATH_MAX]; /* site topo_dir with %n expanded */
     char step_dir[DLT_PATH_MAX]; /* step-private directory, "" when none was made */
     char topo_file[DLT_PATH_MAX];
+    /* The rank contract's step-wide part (rank_env.h), worked out once per step as root. */
+    char master_node[DLT_PATH_MAX]; /* rank 0's node (first of SLURM_STEP_NODELIST), "" unknown */
+    char master_addr[DLT_PATH_MAX]; /* what MASTER_ADDR gets, "" none (master_why says why) */
+    char master_why[DLT_ERR_MAX];
+    int master_port, port_reserved; /* MASTER_PORT (0: none) and whether Slurm reserved it */
 } dlt_plugin_state;
 
 #endif

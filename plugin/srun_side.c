@@ -66,9 +66,9 @@ int dlt_srun_validate(spank_t sp, dlt_plugin_state *st)
                     mpi);
         return -1;
     }
-    if (!_gpus_requested()) {
+    if (st->opts.gpus != DLT_GPUS_NONE && !_gpus_requested()) {
         slurm_error("dltrain: --dl-train needs GPUs but this step requests none: add --gpus-per-node=N "
-                    "(or --gres=gpu:N, --gpus-per-task=1)");
+                    "(or --gres=gpu:N, --gpus-per-task=1); a CPU step says so with --dl-train=gpus=none");
         return -1;
     }
     if (dlt_user_opts_format(&st->opts, opts, sizeof(opts)) == 0 && st->opts.verbose)

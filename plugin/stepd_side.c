@@ -5,7 +5,9 @@
 
 #include "stepd_side.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,6 +19,7 @@
 #include "binding.h"
 #include "nccl_topo_xml.h"
 #include "nvml_loader.h"
+#include "rank_env.h"
 #include "step_dir.h"
 #include "topo_report.h"
 #include "trainer/common/node_name.h"
@@ -56,6 +59,67 @@ static void _step_name(spank_t sp, char *name, size_t len)
     snprintf(name, len, "%u.%u", job, step);
 }
 
+/* node's address as slurmstepd's own configuration has it (NodeAddr of slurm.conf, "as Slurm
+ * resolves it"): Slurm's slurm_conf_get_address, found in the slurmstepd process this runs in
+ * (dlsym: the plugin links nothing of Slurm's). 0 and out filled, or -ENOENT. */
+static int _slurm_node_addr(const char *node, char *out, size_t outlen)
+{
+    static const char *const getters[] = {"slurm_conf_get_address", "slurm_conf_get_nodeaddr"};
+    void (*xfree)(void **) = (void (*)(void **))dlsym(RTLD_DEFAULT, "slurm_xfree");
+    for (size_t i = 0; i < sizeof(getters) / sizeof(getters[0]); i++) {
+        char *(*get)(const char *) = (char *(*)(const char *))dlsym(RTLD_DEFAULT, getters[i]);
+        char *a = get ? get(node) : NULL;
+        if (a && *a) {
+            snprintf(out, outlen, "%s", a);
+            if (xfree)
+                xfree((void **)&a);
+            return 0;
+        }
+        if (a && xfree)
+            xfree((void **)&a);
+    }
+    return -ENOENT;
+}
+
+/* The rank contract's step-wide part: rank 0's node and an address every task can reach for it,
+ * and the port. MASTER_ADDR is the node's name when this node resolves it, else the NodeAddr Slurm
+ * gives it (test clusters and sites whose node names are not in DNS); neither, and it is left
+ * unset, saying why. Rank 0 runs on the step's first node under every distribution but
+ * arbitrary (block, cyclic, plane all place task 0 there). */
+static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
+{
+    char list[4096] = "", resv[256] = "";
+    uint32_t job = 0, step = 0;
+    struct addrinfo hints, *res = NULL;
+    st->master_node[0] = st->master_addr[0] = st->master_why[0] = '\0';
+    st->master_port = st->port_reserved = 0;
+    (void)spank_get_item(sp, S_JOB_ID, &job);
+    (void)spank_get_item(sp, S_JOB_STEPID, &step);
+    if (spank_getenv(sp, "SLURM_STEP_RESV_PORTS", resv, sizeof(resv)) != ESPANK_SUCCESS)
+        resv[0] = '\0';
+    if (dlt_rank_port(resv, job, step, &st->master_port, &st->port_reserved) != 0) {
+        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_RESV_PORTS='%.64s' names no port", resv);
+        st->master_port = 0;
+    }
+    if (spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) != ESPANK_SUCCESS ||
+        dlt_hostlist_first(list, st->master_node, sizeof(st->master_node)) != 0) {
+        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST='%.64s' gives no first node", list);
+        st->master_node[0] = '\0';
+        return;
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(st->master_node, NULL, &hints, &res) == 0) {
+        freeaddrinfo(res);
+        snprintf(st->master_addr, sizeof(st->master_addr), "%s", st->master_node);
+    } else if (_slurm_node_addr(st->master_node, st->master_addr, sizeof(st->master_addr)) != 0) {
+        snprintf(st->master_why, sizeof(st->master_why), "rank 0's node %s resolves neither by name nor through "
+                 "Slurm's NodeAddr", st->master_node);
+        st->master_addr[0] = '\0';
+    }
+}
+
 int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
 {
     dlt_nvml nvml;
@@ -71,6 +135,7 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     memset(&st->topo, 0, sizeof(st->topo));
     has_gpus = _step_has_gpus(sp);
     dlt_node_name(node, sizeof(node));
+    _rank_contract_step(sp, st);
 
     rc = dlt_nvml_open(&nvml, st->site.nvml_lib, err, sizeof(err));
     st->have_nvml = rc == 0;
@@ -91,7 +156,7 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
         return _step_fail(st, "node %s: reading %s failed: %s", node, st->site.sysfs_root, err);
     st->have_topology = 1;
 
-    if (st->opts.nccl == DLT_NCCL_OFF || st->topo.ngpus == 0)
+    if (st->opts.nccl == DLT_NCCL_OFF || st->opts.gpus == DLT_GPUS_NONE || st->topo.ngpus == 0)
         return 0;
     rc = dlt_nccl_topo_xml(&st->topo, xml, sizeof(xml));
     if (rc < 0)
@@ -124,6 +189,41 @@ static void _set_unless_user(spank_t sp, dlt_plugin_state *st, const char *var, 
     spank_setenv(sp, var, val, 1);
 }
 
+/* The rank contract of this task (torch.distributed's env:// names), each unless the user set it. */
+static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
+{
+    static const struct {
+        const char *var;
+        spank_item_t item;
+    } ints[] = {
+        {"RANK", S_TASK_GLOBAL_ID},
+        {"WORLD_SIZE", S_JOB_TOTAL_TASK_COUNT},
+        {"LOCAL_WORLD_SIZE", S_JOB_LOCAL_TASK_COUNT},
+        {"GROUP_RANK", S_JOB_NODEID},
+    };
+    char buf[32];
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        uint32_t v = 0;
+        if (spank_get_item(sp, ints[i].item, &v) != ESPANK_SUCCESS) {
+            fprintf(stderr, "dltrain: task %d: Slurm does not give %s here: not set\n", local_id, ints[i].var);
+            continue;
+        }
+        snprintf(buf, sizeof(buf), "%u", v);
+        _set_unless_user(sp, st, ints[i].var, buf, local_id);
+    }
+    snprintf(buf, sizeof(buf), "%d", local_id);
+    _set_unless_user(sp, st, "LOCAL_RANK", buf, local_id);
+    _set_unless_user(sp, st, "MASTER_ADDR", st->master_addr, local_id);
+    if (st->master_port > 0) {
+        snprintf(buf, sizeof(buf), "%d", st->master_port);
+        _set_unless_user(sp, st, "MASTER_PORT", buf, local_id);
+        spank_setenv(sp, "DLT_MASTER_PORT_FROM", st->port_reserved ? "reserved" : "derived", 1);
+    }
+    if (st->master_why[0] && local_id == 0)
+        fprintf(stderr, "dltrain: %s: %s\n", st->master_addr[0] ? "MASTER_PORT not set" : "MASTER_ADDR not set",
+                st->master_why);
+}
+
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 {
     char vis[256] = "", gres[256] = "", buf[512], cpus[512], hca[96], ifname[96], node[64] = "?", err[DLT_ERR_MAX];
@@ -146,6 +246,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         spank_setenv(sp, "DLT_OPTS", buf, 1);
     snprintf(buf, sizeof(buf), "%d", local_id);
     spank_setenv(sp, "DLT_LOCAL_RANK", buf, 1);
+    _rank_contract_task(sp, st, local_id);
     if (!st->have_topology)
         return 0;
     if (local_id == 0 && st->opts.verbose) {
@@ -156,9 +257,10 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
     }
 
     /* Slurm's own choices for this task: its GPUs and its CPU set. */
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) != ESPANK_SUCCESS || !strcmp(vis, "NoDevFiles"))
-        vis[0] = '\0';
-    if (spank_getenv(sp, "SLURM_STEP_GPUS", gres, sizeof(gres)) != ESPANK_SUCCESS)
+    if (st->opts.gpus == DLT_GPUS_NONE ||
+        spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) != ESPANK_SUCCESS || !strcmp(vis, "NoDevFiles"))
+        vis[0] = '\0'; /* gpus=none: a CPU step; GPUs it may see are not the plugin's business */
+    if (st->opts.gpus == DLT_GPUS_NONE || spank_getenv(sp, "SLURM_STEP_GPUS", gres, sizeof(gres)) != ESPANK_SUCCESS)
         gres[0] = '\0';
     CPU_ZERO(&mask);
     memset(&allowed, 0, sizeof(allowed));
@@ -180,6 +282,12 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         spank_setenv(sp, "DLT_LOCAL_GPU", sg.label[b.gpu_pos], 1);
         spank_setenv(sp, "DLT_GPU_PCI", st->topo.gpus[b.gpu].busid, 1);
     }
+    if (b.gpu < 0 && st->opts.bind == DLT_BIND_CLOSEST) {
+        /* No GPU to be near (gpus=none, a CPU step): the node's tasks spread over its NUMA nodes. */
+        uint32_t local_count = 1;
+        (void)spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_count);
+        b.cpus_numa_local = dlt_binding_numa_cpus(&st->topo, local_id, (int)local_count, &allowed, &b.cpus) >= 0;
+    }
     if (st->opts.bind == DLT_BIND_CLOSEST && dlt_cpuset_count(&b.cpus) > 0) {
         CPU_ZERO(&mask);
         for (int c = 0; c < DLT_MAX_CPUS && c < CPU_SETSIZE; c++)
@@ -195,7 +303,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         spank_setenv(sp, "DLT_CPUS", cpus, 1);
     if (b.nic >= 0)
         spank_setenv(sp, "DLT_NIC", st->topo.nics[b.nic].name, 1);
-    if (st->opts.nccl == DLT_NCCL_AUTO) {
+    if (st->opts.nccl == DLT_NCCL_AUTO && st->opts.gpus != DLT_GPUS_NONE) {
         dlt_binding_nccl_nic(&st->topo, &b, hca, sizeof(hca), ifname, sizeof(ifname));
         _set_unless_user(sp, st, "NCCL_TOPO_FILE", st->topo_file, local_id);
         _set_unless_user(sp, st, "NCCL_SOCKET_IFNAME",

@@ -8,7 +8,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 cd "$DLT_SRCDIR" || exit 1
-DOCS=(README.md doc/training.md doc/gpu.md doc/site-install.md)
+DOCS=(README.md doc/training.md doc/gpu.md doc/pytorch.md doc/site-install.md)
 tap_plan 7
 
 n=$(wc -l <README.md)
@@ -73,8 +73,8 @@ known=$({ for c in train eval bench check info env "data pack"; do "$DLTRAIN" $c
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
   [--ranks]=tests/device/run.sh [--only]=tests/local/random_damage.sh
   [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch)
-# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's.
-OUTSIDE=" --nodeps --list-gpu-arch --logdir "
+# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's.
+OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint "
 bad=() opts=0
 for f in "${DOCS[@]}"; do
   while IFS= read -r o; do

@@ -100,6 +100,8 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=pmix
+# Reserved step ports (srun --resv-ports, SLURM_STEP_RESV_PORTS): inside this cluster's block of 100.
+MpiParams=ports=$((PORT + 50))-$((PORT + 89))
 GresTypes=gpu
 ReturnToService=2
 SlurmdParameters=config_overrides

@@ -49,7 +49,7 @@ else not_ok "--comm single on 4 ranks (rc=$rc, said $n times)"; echo "$out" | ta
 
 out=$(srun --help 2>&1)
 u=$(tr -s ' \n' ' ' <<<"$out")
-if [[ $u == *"bind=closest|none, gpus=task|step, nccl=auto|off, nic=auto|NAME, verbose"* ]]; then ok "srun --help: --dl-train lists every key (gpus=task|step too)"
+if [[ $u == *"bind=closest|none, gpus=task|step|none, nccl=auto|off, nic=auto|NAME, verbose"* ]]; then ok "srun --help: --dl-train lists every key (gpus=task|step|none too)"
 else not_ok "srun --help --dl-train keys"; grep -A4 -- --dl-train <<<"$out" | diag; fi
 
 tries rc el out "${SRUN[@]}" "$DLTRAIN" train --data "$WORK/missing" "${TINY[@]}" --steps 1

@@ -74,9 +74,9 @@ static void test_bad_tokens_named(void **state)
     expect_bad("bind=numa", "bind=numa");
     expect_bad("bind=numa", "closest|none");
     expect_bad("nccl=on", "nccl=auto|off");
-    expect_bad("gpus=all", "gpus=task|step");
+    expect_bad("gpus=all", "gpus=task|step|none");
     expect_bad("verbos", "unknown option 'verbos'");
-    expect_bad("verbos", "bind=closest|none, gpus=task|step, nccl=auto|off, nic=auto|NAME, verbose");
+    expect_bad("verbos", "bind=closest|none, gpus=task|step|none, nccl=auto|off, nic=auto|NAME, verbose");
     expect_bad("verbose=1", "unknown option 'verbose=1'");
     expect_bad("bind", "unknown option 'bind'");
     expect_bad("nic=eth0;rm", "nic=eth0;rm");

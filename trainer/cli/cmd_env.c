@@ -28,7 +28,39 @@ typedef struct {
     char gpu[64];     /* which GPU that is: its CUDA_VISIBLE_DEVICES entry, or its PCI bus id */
     int pci_rc;       /* dlt_device_pci_check of DLT_GPU_PCI against that bus id (1: not compared) */
     char pci[320];    /* what it said */
+    /* The torch.distributed contract the task was given (spank_dltrain(8)): "-" where unset. */
+    char c_rank[12], c_world[12], c_local[12], c_local_world[12], c_group[12], c_port[8], c_port_from[12];
+    char c_addr[128];
 } _rank_report;
+
+/* The contract against what PMIx says of the same rank, and MASTER_ADDR:PORT the same everywhere:
+ * the number of disagreements, each said on stderr. */
+static int _contract_check(const _rank_report *all, int n)
+{
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        const _rank_report *a = &all[r];
+        char want[4][12];
+        const char *got[4] = {a->c_rank, a->c_local, a->c_group, a->c_world}, *name[4] = {"RANK", "LOCAL_RANK",
+                                                                                            "GROUP_RANK", "WORLD_SIZE"};
+        snprintf(want[0], sizeof(want[0]), "%d", a->rank);
+        snprintf(want[1], sizeof(want[1]), "%d", a->local_rank);
+        snprintf(want[2], sizeof(want[2]), "%d", a->node_rank);
+        snprintf(want[3], sizeof(want[3]), "%d", n);
+        for (int k = 0; k < 4; k++)
+            if (strcmp(got[k], "-") && strcmp(got[k], want[k])) {
+                fprintf(stderr, "dltrain: rank %d (host %s): %s=%s, but PMIx says %s\n", a->rank, a->host, name[k],
+                        got[k], want[k]);
+                bad++;
+            }
+        if (strcmp(a->c_addr, all[0].c_addr) || strcmp(a->c_port, all[0].c_port)) {
+            fprintf(stderr, "dltrain: rank %d (host %s): MASTER_ADDR:PORT %s:%s, rank 0 has %s:%s\n", a->rank, a->host,
+                    a->c_addr, a->c_port, all[0].c_addr, all[0].c_port);
+            bad++;
+        }
+    }
+    return bad;
+}
 
 /* The device dltrain train would pick (device_choice.h) and which GPU that is, from the task's
  * CUDA_VISIBLE_DEVICES (no driver is needed to report it) or the CUDA runtime. */
@@ -126,6 +158,14 @@ int dlt_cmd_env(int argc, char **argv)
     _env_copy(mine.cuda_visible, sizeof(mine.cuda_visible), "CUDA_VISIBLE_DEVICES");
     _env_copy(mine.dlt_local_gpu, sizeof(mine.dlt_local_gpu), "DLT_LOCAL_GPU");
     _env_copy(mine.nccl_topo, sizeof(mine.nccl_topo), "NCCL_TOPO_FILE");
+    _env_copy(mine.c_rank, sizeof(mine.c_rank), "RANK");
+    _env_copy(mine.c_world, sizeof(mine.c_world), "WORLD_SIZE");
+    _env_copy(mine.c_local, sizeof(mine.c_local), "LOCAL_RANK");
+    _env_copy(mine.c_local_world, sizeof(mine.c_local_world), "LOCAL_WORLD_SIZE");
+    _env_copy(mine.c_group, sizeof(mine.c_group), "GROUP_RANK");
+    _env_copy(mine.c_addr, sizeof(mine.c_addr), "MASTER_ADDR");
+    _env_copy(mine.c_port, sizeof(mine.c_port), "MASTER_PORT");
+    _env_copy(mine.c_port_from, sizeof(mine.c_port_from), "DLT_MASTER_PORT_FROM");
     mine.ncpus = dlt_affinity_list(mine.cpus, sizeof(mine.cpus));
     _device_report(&mine);
 
@@ -165,6 +205,16 @@ int dlt_cmd_env(int argc, char **argv)
                    all[r].local_rank, all[r].cuda_visible, all[r].dlt_local_gpu, all[r].cpus, all[r].nccl_topo, dev);
         }
         printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
+        printf("torch.distributed contract (env://):\n%-5s %-6s %-10s %-10s %-16s %-10s %s\n", "rank", "RANK",
+               "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR:MASTER_PORT");
+        for (int r = 0; r < info->size; r++)
+            printf("%-5d %-6s %-10s %-10s %-16s %-10s %s:%s%s%s%s\n", all[r].rank, all[r].c_rank, all[r].c_world,
+                   all[r].c_local, all[r].c_local_world, all[r].c_group, all[r].c_addr, all[r].c_port,
+                   strcmp(all[r].c_port_from, "-") ? " (" : "", strcmp(all[r].c_port_from, "-") ? all[r].c_port_from : "",
+                   strcmp(all[r].c_port_from, "-") ? " port)" : "");
+        if (_contract_check(all, info->size) == 0)
+            printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
+                   strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");
     }
 
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */

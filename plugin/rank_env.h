@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rank_env: the torch.distributed rank contract a task gets from the plugin (RANK, WORLD_SIZE,
+ * LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT): pure rules over Slurm's
+ * values, so any env:// program (PyTorch, Lightning, JAX) starts without a hand-written snippet. */
+#ifndef DLT_RANK_ENV_H
+#define DLT_RANK_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The derived port range: MASTER_PORT = base + (job * 16 + step) mod span when the step has no
+ * reserved ports. Below Linux's ephemeral range (32768-60999), above the usual services. */
+#define DLT_PORT_BASE 20000
+#define DLT_PORT_SPAN 10000
+
+/* The first host of a Slurm host list ("n[1-2]", "gpu[007-010,12],login1", "a1,b2"): its first
+ * entry, with the first number of a bracket range and its zero padding. 0, or -EINVAL for a list
+ * that is empty or malformed (unbalanced brackets, a range without a number), or -ENOSPC. */
+int dlt_hostlist_first(const char *list, char *out, size_t outlen);
+
+/* MASTER_PORT: the first of the step's reserved ports (SLURM_STEP_RESV_PORTS: "12000-12003" or
+ * "12000,12005", *reserved 1) when resv names one, else the derived port (*reserved 0). -EINVAL
+ * for a reserved list that does not start with a port (1..65535). */
+int dlt_rank_port(const char *resv, uint32_t job, uint32_t step, int *port, int *reserved);
+
+#endif
