@@ -22,6 +22,10 @@ static dlt_plugin_state g_state;
 static int _opt_cb(int val, const char *optarg, int remote)
 {
     (void)val;
+    /* `#SBATCH --dl-train` with no value reaches srun (through the job's environment) as the text
+     * "(null)": Slurm printed a NULL argument. It means no value, never an option list. */
+    if (optarg && !strcmp(optarg, "(null)"))
+        optarg = NULL;
     /* Runs twice in each slurmstepd: parsing is idempotent (the whole struct is rebuilt). */
     if (dlt_user_opts_parse(&g_state.opts, &g_state.site, optarg, g_state.err, sizeof(g_state.err)) != 0) {
         g_state.opts_error = 1;

@@ -8,12 +8,13 @@
 # port (--resv-ports=0) works too; a user's own MASTER_PORT is used as given; two steps of one
 # allocation on the same nodes at the same time both finish, with reserved and with derived ports;
 # dltrain train on the CPU backend runs under gpus=none; the PyTorch job template runs through
-# sbatch; a step without GPUs and without gpus=none is still refused. Needs DLT_TORCH_PYTHON with torch (contrib/install-torch.sh).
+# sbatch, and so does a job script with a bare `#SBATCH --dl-train`; a step without GPUs and without
+# gpus=none is still refused. Needs DLT_TORCH_PYTHON with torch (contrib/install-torch.sh).
 . "$(dirname "$0")/lib.sh"
 PY=${DLT_TORCH_PYTHON:-/opt/torchvenv/bin/python}
 "$PY" -c 'import torch.distributed' 2>/dev/null || skip_all "no Python with torch (set DLT_TORCH_PYTHON; contrib/install-torch.sh)"
 cluster_up 2 12
-tap_plan 9
+tap_plan 10
 SCRIPT=$DLT_SRCDIR/tests/torch/ddp_contract.py
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 export GLOO_SOCKET_IFNAME=lo # every "node" is this machine; the plugin leaves gloo's interface to the user
@@ -84,6 +85,21 @@ out=$(cat "$WORK/ddp.out" 2>/dev/null)
 if why=$(ddp_ok "$out" 4) && [[ $out == *"the contract agrees with PMIx's ranks"* ]]; then
   ok "contrib/sbatch/pytorch-ddp.sbatch through sbatch (2 nodes x 2 GPUs): dltrain env's contract check, then DDP: $why"
 else not_ok "pytorch-ddp.sbatch (job $job)"; echo "$out" | tail -20 | diag; fi
+
+# `#SBATCH --dl-train` with no value: Slurm hands it to srun as "(null)", which must mean "no options".
+cat >"$WORK/bare.sbatch" <<'SH'
+#!/bin/bash
+#SBATCH --dl-train
+srun --mpi=pmix bash -c 'echo "opts=$DLT_OPTS rank=$RANK"'
+SH
+rm -f "$WORK/bare.out"
+job=$(cd "$WORK" && timeout 30 sbatch --parsable -N2 --ntasks-per-node=1 --gpus-per-node=1 --output="$WORK/bare.out" \
+  "$WORK/bare.sbatch" 2>&1)
+for _ in $(seq 120); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 1; done
+out=$(cat "$WORK/bare.out" 2>/dev/null)
+if [[ $(grep -c "opts=bind=closest,gpus=task,nccl=auto,nic=auto rank=[01]" <<<"$out") == 2 && $out != *"(null)"* ]]; then
+  ok "#SBATCH --dl-train with no value: the job's steps get the site defaults and the contract"
+else not_ok "#SBATCH --dl-train with no value (job $job)"; echo "$out" | diag; fi
 
 out=$(timeout 60 srun --quiet -N1 --mpi=pmix --dl-train true 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"needs GPUs"* && $out == *"--dl-train=gpus=none"* ]]; then

@@ -279,7 +279,7 @@ static const dlt_opt g_table[] = {
     TEXT("checkpoint-dir", "DIR", F(train.checkpoint_dir), _set_text, TRAIN, 0, S_TRAIN,
          "checkpoints (rank 0): ckpt-STEP.safetensors + .state.safetensors"),
     WHOLE("checkpoint-every", "N", 0, 1000000000000LL, F(train.checkpoint_every), _set_i64, TRAIN, 0, S_TRAIN,
-          "steps between checkpoints (default: end and on SIGTERM/SIGUSR1)"),
+          "steps between checkpoints (default: end and on SIGTERM/SIGUSR1/SIGINT)"),
     TEXT("resume", "PATH|auto|auto-or-fresh", F(train.resume), _set_text, TRAIN, 0, S_TRAIN,
          "continue from a checkpoint. auto: the newest valid one in\n"
          "--checkpoint-dir; none there: from scratch; some there but none valid:\n"
@@ -639,7 +639,7 @@ void dlt_opt_usage(FILE *f, unsigned cmd)
                     _print_opt(f, &g_table[i]);
         }
         fprintf(f, "\nOptions of another command (train, eval, bench) are named in a warning and ignored.\n"
-                   "A run stopped by SIGTERM or SIGUSR1 checkpoints and exits with status %d (without\n"
+                   "A run stopped by SIGTERM, SIGUSR1 or Ctrl-C checkpoints and exits with status %d (without\n"
                    "--checkpoint-dir: nothing saved, status %d). See dltrain(1).\n",
                 DLT_EXIT_PREEMPTED, DLT_EXIT_STOPPED_UNSAVED);
         return;

@@ -27,8 +27,17 @@
 /* Set by the signal handler only; read at step boundaries. */
 static volatile sig_atomic_t g_stop_signal;
 
+/* TERM, USR1 and INT (Ctrl-C) ask for a stop at the next step boundary, with a checkpoint. A
+ * second Ctrl-C quits at once, saying so (write and _exit only: async-signal-safe), as an
+ * interactive user who presses it again expects. */
 static void _on_signal(int sig)
 {
+    if (sig == SIGINT && g_stop_signal == SIGINT) {
+        static const char msg[] = "dltrain: second interrupt (Ctrl-C): quitting now, without the checkpoint\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+        (void)w;
+        _exit(130);
+    }
     g_stop_signal = sig;
 }
 
@@ -93,6 +102,7 @@ static int _prepare(dlt_run *r, loop_state *t)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     dlt_log(&r->log, DLT_LOG_INFO,
             "training %s (%zu parameters, %.3g GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
             " step%s/epoch, %" PRId64 " step%s, peak lr %.4g, backend %s %s",

@@ -156,9 +156,11 @@ void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
         pthread_mutex_unlock(&w->mu);
     }
     if (w->stall_s && phase == w->stall_phase && step == w->stall_step) {
-        unsigned s = w->stall_s;
+        /* The whole time, signals or not: a stop request arriving in the stall must not end it. */
+        struct timespec left = {(time_t)w->stall_s, 0};
         w->stall_s = 0; /* once */
-        sleep(s);
+        while (nanosleep(&left, &left) != 0 && errno == EINTR)
+            ;
     }
 }
 
