@@ -30,4 +30,8 @@
 #define DLT_PROGRESS_TTY_S 0.5
 #define DLT_PROGRESS_LINES_S 60.0
 
+/* A requeued job finding its output folders held by its own previous incarnation (still ending)
+ * waits this long for it before refusing (run_lock.h). */
+#define DLT_REQUEUE_LOCK_WAIT_S 120.0
+
 #endif

@@ -13,7 +13,9 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/crc32.h"
+#include "trainer/common/io.h"
 #include "trainer/common/status.h"
+#include "trainer/common/tunables.h"
 #include "trainer/data/loader.h"
 
 /* ImageNet channel statistics (0..255 scale), as torchvision's Normalize. */
@@ -332,8 +334,21 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err, errlen)) != 0)
         return rc;
+    r->ckpt_lock.fd = -1;
     if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err, errlen)) != 0)
         return rc;
+    /* One run per checkpoint folder: two would overwrite each other's checkpoints and a later
+     * --resume auto would continue whichever saved last. */
+    if (purpose == DLT_RUN_TRAIN && comm->rank == 0 && c->checkpoint_dir) {
+        if (dlt_mkdirs(c->checkpoint_dir) != 0) {
+            rc = -errno;
+            return dlt_fail(err, errlen, rc, "--checkpoint-dir %s: cannot create it: %s", c->checkpoint_dir,
+                            strerror(-rc));
+        }
+        if ((rc = dlt_run_lock_dir(&r->ckpt_lock, "--checkpoint-dir", c->checkpoint_dir, DLT_REQUEUE_LOCK_WAIT_S,
+                                   err, errlen)) != 0)
+            return rc;
+    }
     /* The backend first: the data loader's batch ring lives in its host memory. */
     r->cfg.backend.progress = comm->rank == 0 && c->log_level >= DLT_LOG_INFO;
     if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0) {
@@ -445,6 +460,7 @@ void dlt_run_close(dlt_run *r, int failed)
     if (failed && r->src.loader && !r->cfg.strict)
         dlt_loader_bad_report_all(r->src.loader); /* what was never exchanged is still said */
     dlt_source_close(&r->src);
+    dlt_run_lock_release(&r->ckpt_lock);
     dlt_grad_reducer_destroy(r->reducer);
     if (r->net.params)
         dlt_net_destroy(&r->net);

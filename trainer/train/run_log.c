@@ -8,24 +8,41 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trainer/common/clock.h"
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
+#include "trainer/common/tunables.h"
 #include "trainer/train/tb_writer.h"
 
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
                      char *err, size_t errlen)
 {
+    uint64_t id = 0;
+    int rc;
     memset(l, 0, sizeof(*l));
+    l->metrics_lock.fd = l->tb_lock.fd = -1;
     l->rank = rank;
     l->ranks = ranks;
     l->batch = batch;
     l->level = level;
+    if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
+        id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+    snprintf(l->run_id, sizeof(l->run_id), "%016llx", (unsigned long long)id);
     if (rank == 0 && metrics_path && !(l->metrics = dlt_fopen_regular("--metrics", metrics_path, "a", err, errlen)))
         return -errno;
+    /* One writer at a time: a second run appending would interleave its lines with this one's. */
+    if (l->metrics && (rc = dlt_run_lock_file(&l->metrics_lock, "--metrics", metrics_path, fileno(l->metrics), err,
+                                              errlen)) != 0) {
+        fclose(l->metrics);
+        l->metrics = NULL;
+        return rc;
+    }
     return 0;
 }
 
@@ -34,6 +51,14 @@ int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, siz
     int rc;
     if (l->rank != 0 || !dir)
         return 0;
+    /* One run per folder at a time: TensorBoard would merge two runs' event files into one curve. */
+    if (dlt_mkdirs(dir) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "--tensorboard %s: cannot create it: %s", dir, strerror(e));
+        return -e;
+    }
+    if ((rc = dlt_run_lock_dir(&l->tb_lock, "--tensorboard", dir, DLT_REQUEUE_LOCK_WAIT_S, err, errlen)) != 0)
+        return rc;
     if ((rc = dlt_tb_open(&l->tb, dir, err, errlen)) != 0)
         return rc;
     dlt_log(l, DLT_LOG_VERBOSE, "TensorBoard events: %s", dlt_tb_path(l->tb));
@@ -88,6 +113,8 @@ void dlt_run_log_close(dlt_run_log *l)
     if (l->metrics)
         fclose(l->metrics);
     l->metrics = NULL;
+    dlt_run_lock_release(&l->metrics_lock);
+    dlt_run_lock_release(&l->tb_lock);
 }
 
 void dlt_log(const dlt_run_log *l, dlt_log_level level, const char *fmt, ...)
@@ -165,10 +192,10 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
         fprintf(l->metrics,
                 "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
                 "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
-                "\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f}\n",
+                "\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f,\"run_id\":\"%s\"}\n",
                 st->step, (double)st->step / st->steps_per_epoch, l->loss_sum / seen, (double)l->correct / seen, st->lr,
                 ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s, l->ranks, l->batch,
-                now - l->t_start);
+                now - l->t_start, l->run_id);
         fflush(l->metrics);
     }
     _tb_line(l, st, ips);
@@ -186,9 +213,9 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
     clock_gettime(CLOCK_REALTIME, &ts);
     fprintf(l->metrics,
             "{\"namespace\":\"\",\"time_ms\":%lld,\"event_type\":\"%s\",\"key\":\"%s\",\"value\":%s,"
-            "\"metadata\":{\"time\":%.3f",
+            "\"metadata\":{\"time\":%.3f,\"run_id\":\"%s\"",
             (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, type, key, value ? value : "null",
-            l->t_start > 0 ? dlt_now() - l->t_start : 0.0);
+            l->t_start > 0 ? dlt_now() - l->t_start : 0.0, l->run_id);
     if (fields && *fields) {
         fputc(',', l->metrics);
         va_start(ap, fields);

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trainer/common/run_lock.h"
+
 struct dlt_tb_writer;
 
 typedef enum { DLT_LOG_QUIET = 0, DLT_LOG_INFO = 1, DLT_LOG_VERBOSE = 2 } dlt_log_level;
@@ -17,6 +19,8 @@ typedef struct {
     int rank, ranks, batch;
     dlt_log_level level;
     FILE *metrics;
+    dlt_run_lock metrics_lock, tb_lock; /* this run's claims on its metrics file and TensorBoard folder */
+    char run_id[24];                     /* in every metrics line: two runs' lines told apart */
     struct dlt_tb_writer *tb; /* --tensorboard (rank 0), NULL when off or after a failed write */
     /* the current logging interval */
     double window_t0, data_s, comm_s, total_s, loss_sum;
