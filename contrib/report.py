@@ -18,14 +18,24 @@ import sys
 def load(path, skip):
     rows = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
+        lines = f.read().split("\n")
+    # A last line without its newline is a line cut short (a full disk, a killed run): skipped,
+    # saying so. Anything else that is not JSON is an error.
+    torn = lines[-1].strip()
+    for n, line in enumerate(lines[:-1], 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
+    if torn:
+        try:
+            rows.append(json.loads(torn))
+        except json.JSONDecodeError:
+            print(f"report.py: {path}:{len(lines)}: skipping a torn last line ({len(torn)} bytes, no newline: the run "
+                  "was cut short while writing it)", file=sys.stderr)
     # MLPerf-format events (key/value/metadata): validation top-1 with its epoch and run time.
     evals = [{"epoch": r["metadata"].get("epoch_num", 0), "time": r["metadata"].get("time", 0.0), "val_top1": r["value"]}
              for r in rows if r.get("key") == "eval_accuracy" and isinstance(r.get("metadata"), dict)]

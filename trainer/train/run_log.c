@@ -5,6 +5,7 @@
 #include "trainer/train/run_log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -65,6 +66,51 @@ int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, siz
     return 0;
 }
 
+/* One metrics line, whole or not at all: written with one write() to the O_APPEND descriptor
+ * (stdio would flush a full buffer in the middle of a line); a short or failed write (a full disk)
+ * is cut back to where the line began, said once, and ends the file, not the training. */
+static void _metrics_put(dlt_run_log *l, const char *line, size_t len)
+{
+    int fd;
+    off_t start;
+    size_t done = 0;
+    if (!l->metrics)
+        return;
+    fd = fileno(l->metrics);
+    start = lseek(fd, 0, SEEK_END);
+    while (done < len) {
+        ssize_t w = write(fd, line + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            if (start >= 0 && ftruncate(fd, start) != 0)
+                dlt_log_warn(l, "--metrics: the cut line could not be removed either: %s", strerror(errno));
+            dlt_log_warn(l, "--metrics: write failed: %s; metrics lines stop here (training goes on)", strerror(e));
+            fclose(l->metrics);
+            l->metrics = NULL;
+            return;
+        }
+        done += (size_t)w;
+    }
+}
+
+/* A metrics line formatted into one buffer, then put whole. */
+static void _metrics_printf(dlt_run_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void _metrics_printf(dlt_run_log *l, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof(buf))
+        _metrics_put(l, buf, (size_t)n);
+    else if (l->metrics)
+        dlt_log_warn(l, "--metrics: a line of %d bytes does not fit its buffer: not written", n);
+}
+
 /* Appends what was queued; a failed write is said once and ends the file, not the training. */
 static void _tb_flush(dlt_run_log *l)
 {
@@ -110,8 +156,8 @@ void dlt_run_log_close(dlt_run_log *l)
 {
     dlt_tb_close(l->tb);
     l->tb = NULL;
-    if (l->metrics)
-        fclose(l->metrics);
+    if (l->metrics && fclose(l->metrics) != 0)
+        dlt_log_warn(l, "--metrics: closing it failed: %s (its last lines may be lost)", strerror(errno));
     l->metrics = NULL;
     dlt_run_lock_release(&l->metrics_lock);
     dlt_run_lock_release(&l->tb_lock);
@@ -189,14 +235,13 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
      * all-reduce in it. The metrics key stays "allreduce", which contrib/report.py and earlier
      * runs' files use; dltrain(1) says what it measures. */
     if (l->metrics) {
-        fprintf(l->metrics,
+        _metrics_printf(l,
                 "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
                 "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
                 "\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f,\"run_id\":\"%s\"}\n",
                 st->step, (double)st->step / st->steps_per_epoch, l->loss_sum / seen, (double)l->correct / seen, st->lr,
                 ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s, l->ranks, l->batch,
                 now - l->t_start, l->run_id);
-        fflush(l->metrics);
     }
     _tb_line(l, st, ips);
     l->window_t0 = now;
@@ -208,22 +253,28 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
 {
     struct timespec ts;
     va_list ap;
+    char buf[4096];
+    int n, m = 0;
     if (!l->metrics)
         return;
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(l->metrics,
-            "{\"namespace\":\"\",\"time_ms\":%lld,\"event_type\":\"%s\",\"key\":\"%s\",\"value\":%s,"
-            "\"metadata\":{\"time\":%.3f,\"run_id\":\"%s\"",
-            (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, type, key, value ? value : "null",
-            l->t_start > 0 ? dlt_now() - l->t_start : 0.0, l->run_id);
-    if (fields && *fields) {
-        fputc(',', l->metrics);
+    n = snprintf(buf, sizeof(buf),
+                 "{\"namespace\":\"\",\"time_ms\":%lld,\"event_type\":\"%s\",\"key\":\"%s\",\"value\":%s,"
+                 "\"metadata\":{\"time\":%.3f,\"run_id\":\"%s\"%s",
+                 (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, type, key, value ? value : "null",
+                 l->t_start > 0 ? dlt_now() - l->t_start : 0.0, l->run_id, fields && *fields ? "," : "");
+    if (n > 0 && (size_t)n < sizeof(buf) && fields && *fields) {
         va_start(ap, fields);
-        vfprintf(l->metrics, fields, ap);
+        m = vsnprintf(buf + n, sizeof(buf) - (size_t)n, fields, ap);
         va_end(ap);
     }
-    fputs("}}\n", l->metrics);
-    fflush(l->metrics);
+    if (n < 0 || m < 0 || (size_t)n + (size_t)m + 4 > sizeof(buf)) {
+        dlt_log_warn(l, "--metrics: the %s event does not fit its buffer: not written", key);
+        return;
+    }
+    n += m;
+    memcpy(buf + n, "}}\n", 4);
+    _metrics_put(l, buf, (size_t)n + 3);
 }
 
 int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen)
