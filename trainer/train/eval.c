@@ -3,7 +3,10 @@
  * scoring its shard and one collective summing the counts. */
 #include "config.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/progress.h"
@@ -12,24 +15,53 @@
 #include "trainer/train/trainer.h"
 
 /* prog (may be NULL): rank 0's share of the pass stands for every rank's (the shards differ by at
- * most a batch). */
-static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progress *prog)
+ * most a batch). stop (may be NULL): a training run's stop request; then after every batch the
+ * ranks agree on it (one small all-reduce; a rank whose shard has ended still takes part), and a
+ * request abandons the pass on every rank at the same batch: 1, counts not filled. */
+static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progress *prog,
+                      const volatile sig_atomic_t *stop)
 {
-    int64_t steps = dlt_source_steps_per_epoch(src), unscored = 0;
+    int64_t steps = dlt_source_steps_per_epoch(src), rounds = steps, unscored = 0;
     double res[DLT_RES_COUNT];
     int rc;
     counts[0] = counts[1] = counts[2] = 0;
+    if (stop && r->comm->size > 1) {
+        /* Every rank takes part in every agreement: as many rounds as the longest shard. */
+        double *all = calloc((size_t)r->comm->size, sizeof(double));
+        if (!all)
+            return dlt_fail(r->err, r->errlen, -ENOMEM, "evaluation: out of memory");
+        all[r->comm->rank] = (double)steps;
+        if ((rc = r->comm->ops->allreduce_sum(r->comm, all, (size_t)r->comm->size, DLT_DTYPE_F64)) != 0) {
+            free(all);
+            return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+        }
+        for (int i = 0; i < r->comm->size; i++)
+            rounds = all[i] > (double)rounds ? (int64_t)all[i] : rounds;
+        free(all);
+    }
     /* The batches' hits add up on the backend; the host reads them once, after the last. */
     if ((rc = r->be->ops->results_reset(r->be)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-    for (int64_t s = 0; s < steps; s++) {
+    for (int64_t s = 0; s < rounds; s++) {
         int nv, nu;
-        if ((rc = dlt_run_eval_batch(r, src, s, &nv, &nu)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-        counts[2] += nv - nu; /* an unreadable image is not scored (the loader named it) */
-        unscored += nu;
-        if (prog)
-            dlt_progress_update(prog, dlt_source_images(src) * (s + 1) / steps);
+        if (s < steps) {
+            if ((rc = dlt_run_eval_batch(r, src, s, &nv, &nu)) != 0)
+                return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+            counts[2] += nv - nu; /* an unreadable image is not scored (the loader named it) */
+            unscored += nu;
+            if (prog)
+                dlt_progress_update(prog, dlt_source_images(src) * (s + 1) / steps);
+        }
+        if (stop) {
+            double asked = *stop != 0;
+            if ((rc = r->comm->ops->allreduce_sum(r->comm, &asked, 1, DLT_DTYPE_F64)) != 0)
+                return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+            if (asked > 0) {
+                r->eval_abandoned_at = s + 1;
+                r->eval_rounds = rounds;
+                return 1;
+            }
+        }
     }
     if ((rc = dlt_run_read_eval_results(r, res, unscored)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
@@ -41,7 +73,12 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
 
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
 {
-    return _eval_pass(r, src, counts, NULL);
+    return _eval_pass(r, src, counts, NULL, NULL);
+}
+
+int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop)
+{
+    return _eval_pass(r, src, counts, NULL, stop);
 }
 
 static int _score(dlt_run *r, const char *checkpoint)
@@ -57,7 +94,7 @@ static int _score(dlt_run *r, const char *checkpoint)
         return rc;
     dlt_progress_start(&prog, stderr, r->comm->rank != 0 || r->cfg.log_level < DLT_LOG_INFO, "evaluating", "images",
                        dlt_source_images(&r->src));
-    if ((rc = _eval_pass(r, &r->src, counts, &prog)) != 0) {
+    if ((rc = _eval_pass(r, &r->src, counts, &prog, NULL)) != 0) {
         dlt_progress_clear(&prog); /* the error is said on a line of its own */
         return rc;
     }

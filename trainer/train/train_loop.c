@@ -53,6 +53,7 @@ typedef struct {
     dlt_source val;      /* validation images, when eval_every > 0 */
     int eval_every;
     int reached;         /* a validation reached --target-top1 */
+    int stop_now;        /* a stop request abandoned validation: checkpoint and stop at once */
     double val_top1;     /* the last validation's top-1 (-1: none yet) */
     dlt_straggler straggler; /* straggler.h */
 } loop_state;
@@ -160,9 +161,20 @@ static int _validate(dlt_run *r, loop_state *t)
     if (r->comm->size > 1)
         DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_adopt(&r->net, _share_from_rank0, r->comm), r->err, fail,
                      "validation statistics");
-    DLT_TRY_GOTO(&r->st, rc, dlt_eval_pass(r, &t->val, counts), r->err, fail, NULL);
+    /* A stop request (a signal) abandons validation at the next batch on every rank together: it
+     * changes no weights, and a preemption warning may be shorter than a whole pass. */
+    r->eval_abandoned_at = 0;
+    if ((rc = dlt_eval_pass_stoppable(r, &t->val, counts, &g_stop_signal)) < 0)
+        DLT_TRY_GOTO(&r->st, rc, rc, r->err, fail, NULL);
     if (r->comm->size > 1)
         DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_restore(&r->net), r->err, fail, "validation statistics");
+    if (r->eval_abandoned_at > 0) { /* 1 from the pass: abandoned (not a run status) */
+        dlt_run_log_pause(&r->log, dlt_now() - t0);
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during validation: abandoned after batch %" PRId64
+                " of %" PRId64 " (%.1f s)", r->eval_abandoned_at, r->eval_rounds, dlt_now() - t0);
+        t->stop_now = 1;
+        return 0;
+    }
     dlt_run_log_pause(&r->log, dlt_now() - t0); /* images/s stays the training's own */
     top1 = counts[2] > 0 ? counts[0] / counts[2] : 0;
     top5 = counts[2] > 0 ? counts[1] / counts[2] : 0;
@@ -203,13 +215,13 @@ static void _log(dlt_run *r, loop_state *t, const dlt_step_plan *p, const dlt_st
 static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
 {
     const dlt_train_config *c = &r->cfg;
-    int rc;
-    if (s->res[DLT_RES_STOP] > 0 && !c->checkpoint_dir) {
+    int rc, stop = s->res[DLT_RES_STOP] > 0 || t->stop_now;
+    if (stop && !c->checkpoint_dir) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": nothing saved (no "
                 "--checkpoint-dir); exit status %d", t->step, DLT_EXIT_STOPPED_UNSAVED);
         return DLT_RUN_STOPPED_UNSAVED;
     }
-    if (s->res[DLT_RES_STOP] > 0) {
+    if (stop) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
         DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
         return DLT_RUN_PREEMPTED;
