@@ -147,12 +147,33 @@ static int _check_data(const char *opt, const char *path, char *err, size_t errl
 {
     size_t n = strlen(path);
     char idx[4096];
-    if (n <= 4 || strcmp(path + n - 4, ".rec"))
-        return dlt_check_path(opt, path, 1, err, errlen);
+    if (n <= 4 || strcmp(path + n - 4, ".rec")) {
+        struct stat st;
+        int rc = dlt_check_path(opt, path, 1, err, errlen);
+        /* A file where a folder was expected: say what a file may be. */
+        if (rc != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            size_t used = strlen(err);
+            snprintf(err + used, errlen > used ? errlen - used : 0, " (give an image folder, or an MXNet RecordIO "
+                     "file named .rec with its .idx beside it)");
+        }
+        return rc;
+    }
     if (dlt_check_path(opt, path, 0, err, errlen) != 0)
         return -1;
     snprintf(idx, sizeof(idx), "%.*s.idx", (int)(n - 4), path);
     return dlt_check_path("its index", idx, 0, err, errlen);
+}
+
+/* 1 with err filled when path (may be NULL) names a safetensors file: a checkpoint or its state,
+ * which an option that appends to or overwrites its file would destroy. */
+static int _is_checkpoint_name(const char *opt, const char *path, char *err, size_t errlen)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (n < 12 || strcmp(path + n - 12, ".safetensors"))
+        return 0;
+    snprintf(err, errlen, "%s %s: a .safetensors file (a checkpoint or its state), which %s would %s: give another "
+             "file", opt, path, opt, !strcmp(opt, "--metrics") ? "append JSON lines to" : "overwrite");
+    return 1;
 }
 
 /* What this rank finds wrong before the launch, in err (empty: nothing): every path the command
@@ -179,6 +200,10 @@ static void _check_local(const char *cmd, const dlt_train_config *c, const char 
         return;
     if (train && c->dump_batch && stat(c->dump_batch, &st) == 0 &&
         dlt_check_path("--dump-batch", c->dump_batch, 0, err, errlen) != 0)
+        return;
+    /* The files this command writes over or appends to are never a checkpoint or its state. */
+    if (train && (_is_checkpoint_name("--metrics", c->metrics_path, err, errlen) ||
+                  _is_checkpoint_name("--dump-batch", c->dump_batch, err, errlen)))
         return;
     if (!dlt_backend_is_gpu(&c->backend) && c->backend.precision == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
         char host[64] = "?";

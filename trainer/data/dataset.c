@@ -61,6 +61,32 @@ static int _is_other_image(const char *name)
     return 0;
 }
 
+/* Whether name holds a control character (C0 or DEL). */
+static int _has_control(const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* name with its control characters written as \n, \t or \xHH, for a message. */
+static void _escape(const char *name, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && o + 5 < len; p++) {
+        if (*p == '\n')
+            o += (size_t)snprintf(out + o, len - o, "\\n");
+        else if (*p == '\t')
+            o += (size_t)snprintf(out + o, len - o, "\\t");
+        else if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(out + o, len - o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+}
+
 static void _note(int64_t *count, char *first, size_t firstlen, const char *dir, const char *name)
 {
     if ((*count)++ == 0)
@@ -97,11 +123,24 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
         if (want_dirs ? !S_ISDIR(st.st_mode) : (!S_ISREG(st.st_mode) || !_is_image(e->d_name))) {
             if (!want_dirs && S_ISDIR(st.st_mode))
                 _note(&lo->nested, lo->first_nested, sizeof(lo->first_nested), dir, e->d_name);
+            else if (!S_ISREG(st.st_mode) && (_is_other_image(e->d_name) || _is_image(e->d_name)))
+                _note(&lo->special, lo->first_special, sizeof(lo->first_special), dir, e->d_name);
             else if (_is_other_image(e->d_name) || _is_image(e->d_name))
                 _note(&lo->images, lo->first_images, sizeof(lo->first_images), dir, e->d_name);
             else
                 _note(&lo->other, lo->first_other, sizeof(lo->first_other), dir, e->d_name);
             continue;
+        }
+        if (want_dirs && _has_control(e->d_name)) {
+            /* A class name is stored one per line (the checkpoint's state file, the data pack's
+             * label list): one that cannot be, is refused here, for train, eval and pack alike. */
+            char shown[256];
+            _escape(e->d_name, shown, sizeof(shown));
+            closedir(d);
+            _free_list(v, k);
+            return dlt_fail(err, errlen, -EINVAL, "class folder %s/%s: its name holds a control character (a "
+                            "newline, a tab, ...), which cannot be stored as a class name: rename the folder", dir,
+                            shown);
         }
         if (k == cap) {
             char **nv = realloc(v, (size_t)(cap ? 2 * cap : 256) * sizeof(*v));
@@ -416,6 +455,8 @@ int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t le
         {l->unlisted, "image(s) without a line in the labels file", l->first_unlisted},
         {l->nested, "folder(s) inside class folders (only one level is read)", l->first_nested},
         {l->images, "image file(s) not in .JPEG/.jpg (not decoded here: convert them to JPEG)", l->first_images},
+        {l->special, "entr(y/ies) named as images that are not regular files (a FIFO, a device, a socket)",
+         l->first_special},
         {l->unreadable, "dangling symbolic link(s) or unreadable entries", l->first_unreadable},
         {l->other, "other file(s)", l->first_other},
     };

@@ -21,8 +21,9 @@ typedef struct {
     int64_t images;     /* other image files torchvision would read (.png, .bmp, ...): not decoded here */
     int64_t other;      /* other files (not images) */
     int64_t unreadable; /* dangling symbolic links and entries that cannot be looked at */
+    int64_t special;    /* entries named as images that are no regular files (a FIFO, a device, a socket) */
     char first_missing[320], first_unlisted[320], first_nested[320], first_images[320], first_other[320],
-        first_unreadable[320];
+        first_unreadable[320], first_special[320];
 } dlt_dataset_left_out;
 
 /* ImageFolder. labels_file: NULL for class subdirectories; else ROOT holds the images and each

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# What a user is told, for inputs that used to get the wrong words or none: a class folder whose
+# name holds a newline is refused by train and data pack alike, naming it (it used to train and
+# drop the class names from the state file silently); a .JPEG that is a FIFO is "not a regular
+# file" (not "convert them to JPEG"); --metrics or --dump-batch naming a checkpoint file is refused;
+# an option given twice with different values is said; --data naming a plain file says a .rec is
+# accepted.
+. "$(dirname "$0")/../slurm/lib.sh"
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
+[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+tap_plan 5
+rm -rf "${WORK:?}" && mkdir -p "$WORK"
+SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 2 --steps 1 --log-every 0 --warmup-epochs 0 --eval-every 0)
+
+"$MK" folder "$WORK/nl" 2 4 40 40 plain >/dev/null
+mv "$WORK/nl/train/c01" "$WORK/nl/train/bad"$'\n'"name"
+out=$(timeout 60 "$DLTRAIN" train --data "$WORK/nl" "${SMALL[@]}" 2>&1); rc=$?
+out2=$(timeout 60 "$DLTRAIN" data pack "$WORK/nl/train" "$WORK/nl.rec" 2>&1); rc2=$?
+if ((rc != 0 && rc2 != 0)) && [[ $out == *'class folder '*'/bad\nname: its name holds a control character'* &&
+      $out2 == *'bad\nname: its name holds a control character'* ]]; then
+  ok "a class folder named with a newline: train and data pack refuse it alike, naming it (exit $rc, $rc2)"
+else not_ok "newline in a class name (rc=$rc, rc2=$rc2)"; { echo "$out"; echo "$out2"; } | tail -6 | diag; fi
+
+"$MK" folder "$WORK/ff" 2 4 40 40 plain >/dev/null
+mkfifo "$WORK/ff/train/c00/piped.JPEG"
+out=$(timeout 60 "$DLTRAIN" train --data "$WORK/ff" "${SMALL[@]}" 2>&1); rc=$?
+if [[ $out == *"named as images that are not regular files (a FIFO, a device, a socket) (first: $WORK/ff/train/c00/piped.JPEG)"* &&
+      $out != *"convert them to JPEG"* ]]; then ok "a .JPEG that is a FIFO is said to be no regular file (exit $rc)"
+else not_ok "FIFO named .JPEG (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+
+out=$(timeout 60 "$DLTRAIN" train "${SMALL[@]}" --metrics "$WORK/ck/ckpt-00000008.safetensors" 2>&1); rc=$?
+out2=$(timeout 60 "$DLTRAIN" train "${SMALL[@]}" --dump-batch "$WORK/ck/ckpt-00000008.state.safetensors" 2>&1); rc2=$?
+if ((rc == 2 && rc2 == 2)) && [[ $out == *"--metrics $WORK/ck/ckpt-00000008.safetensors: a .safetensors file (a checkpoint or its state)"* &&
+      $out2 == *"--dump-batch"*"would overwrite"* ]]; then ok "--metrics and --dump-batch naming a checkpoint file are refused (exit 2)"
+else not_ok "metrics/dump at a checkpoint (rc=$rc, rc2=$rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+
+out=$(timeout 60 "$DLTRAIN" train "${SMALL[@]}" --steps 2 --steps 3 --classes 4 --synthetic-size 16 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"warning: --steps given twice (2, then 3): the last is used"* && $out == *"3 steps"* ]]; then
+  ok "an option given twice with different values is said (the last is used)"
+else not_ok "repeated option (rc=$rc)"; echo "$out" | head -3 | diag; fi
+
+out=$(timeout 60 "$DLTRAIN" train --data /etc/hostname "${SMALL[@]}" 2>&1); rc=$?
+if ((rc == 2)) && [[ $out == *"a regular file, not a directory (give an image folder, or an MXNet RecordIO file named .rec"* ]]; then
+  ok "--data naming a plain file says that a .rec is accepted"
+else not_ok "--data FILE (rc=$rc)"; echo "$out" | diag; fi
+exit 0
