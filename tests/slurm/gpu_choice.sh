@@ -10,8 +10,8 @@ tap_plan 4
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 
-# "host device=GPU" per rank from the table rank 0 prints, sorted.
-claims() { awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $2, $NF}' | sort; }
+# "host device=GPU" per rank from the table rank 0 prints (the first table: the contract's follows), sorted.
+claims() { sed '/^torch.distributed contract/,$d' | awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $2, $NF}' | sort; }
 distinct() { local c; c=$(claims <<<"$1"); [[ -n $c && $(wc -l <<<"$c") -eq $2 && $(sort -u <<<"$c" | awk '{print $1, $2}' | sed 's/^\(\S*\) [0-9]*=/\1 /' | sort -u | wc -l) -eq $2 ]]; }
 
 out=$(timeout 60 srun --quiet -N2 --ntasks-per-node=4 --gpus-per-node=4 "$DLTRAIN" env 2>&1); rc=$?
