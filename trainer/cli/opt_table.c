@@ -569,17 +569,17 @@ int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *
         if (opt != 0 || longindex < 0)
             return -EINVAL; /* getopt said what was wrong */
         e = &g_table[index[longindex]];
-        /* A repeat with another value is said (the last wins, as job scripts that append an
-         * override to a default line rely on); the same value twice is no news. */
-        if (seen[index[longindex]] && optarg && given[index[longindex]] && strcmp(given[index[longindex]], optarg))
-            fprintf(stderr, "dltrain: warning: --%s given twice (%.64s, then %.64s): the last is used\n", e->name,
-                    given[index[longindex]], optarg);
-        given[index[longindex]] = optarg;
         seen[index[longindex]] = 1;
         if (!e->set)
             return 1; /* --help */
         if (_apply(e, o, optarg, err, errlen) != 0)
             return -EINVAL;
+        /* A valid repeat with another value is said (the last wins, as job scripts that append an
+         * override to a default line rely on); the same value twice is no news. */
+        if (optarg && given[index[longindex]] && strcmp(given[index[longindex]], optarg))
+            fprintf(stderr, "dltrain: warning: --%s given twice (%.64s, then %.64s): the last is used\n", e->name,
+                    given[index[longindex]], optarg);
+        given[index[longindex]] = optarg;
     }
     *next = optind;
     return 0;

@@ -260,21 +260,22 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
     clock_gettime(CLOCK_REALTIME, &ts);
     n = snprintf(buf, sizeof(buf),
                  "{\"namespace\":\"\",\"time_ms\":%lld,\"event_type\":\"%s\",\"key\":\"%s\",\"value\":%s,"
-                 "\"metadata\":{\"time\":%.3f,\"run_id\":\"%s\"%s",
+                 "\"metadata\":{\"time\":%.3f%s",
                  (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, type, key, value ? value : "null",
-                 l->t_start > 0 ? dlt_now() - l->t_start : 0.0, l->run_id, fields && *fields ? "," : "");
+                 l->t_start > 0 ? dlt_now() - l->t_start : 0.0, fields && *fields ? "," : "");
     if (n > 0 && (size_t)n < sizeof(buf) && fields && *fields) {
         va_start(ap, fields);
         m = vsnprintf(buf + n, sizeof(buf) - (size_t)n, fields, ap);
         va_end(ap);
     }
-    if (n < 0 || m < 0 || (size_t)n + (size_t)m + 4 > sizeof(buf)) {
+    /* The run's id last: the event's own fields keep their places after "time". */
+    if (n < 0 || m < 0 || (size_t)n + (size_t)m + 48 > sizeof(buf)) {
         dlt_log_warn(l, "--metrics: the %s event does not fit its buffer: not written", key);
         return;
     }
     n += m;
-    memcpy(buf + n, "}}\n", 4);
-    _metrics_put(l, buf, (size_t)n + 3);
+    n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"run_id\":\"%s\"}}\n", l->run_id);
+    _metrics_put(l, buf, (size_t)n);
 }
 
 int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen)
