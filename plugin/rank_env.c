@@ -12,7 +12,7 @@
 
 int dlt_hostlist_first(const char *list, char *out, size_t outlen)
 {
-    const char *p = list, *open, *end;
+    const char *open, *end;
     size_t pre, num;
     int depth = 0;
     if (!list || !*list || !outlen)
@@ -26,16 +26,16 @@ int dlt_hostlist_first(const char *list, char *out, size_t outlen)
     }
     if (depth != 0 || end == list)
         return -EINVAL;
-    open = memchr(p, '[', (size_t)(end - p));
+    open = memchr(list, '[', (size_t)(end - list));
     if (!open) {
-        if ((size_t)(end - p) >= outlen)
+        if ((size_t)(end - list) >= outlen)
             return -ENOSPC;
-        memcpy(out, p, (size_t)(end - p));
-        out[end - p] = '\0';
+        memcpy(out, list, (size_t)(end - list));
+        out[end - list] = '\0';
         return 0;
     }
     /* prefix[NNN...]suffix: the range's first number as written (zero padding kept). */
-    pre = (size_t)(open - p);
+    pre = (size_t)(open - list);
     for (num = 0; isdigit((unsigned char)open[1 + num]); num++)
         ;
     if (num == 0 || !strchr("-,]", open[1 + num]))
@@ -47,7 +47,7 @@ int dlt_hostlist_first(const char *list, char *out, size_t outlen)
             return close ? -ENOSPC : -EINVAL;
         if (memchr(close + 1, '[', suf))
             return -EINVAL; /* several bracket groups (multi-dimensional names): not a plain list */
-        memcpy(out, p, pre);
+        memcpy(out, list, pre);
         memcpy(out + pre, open + 1, num);
         memcpy(out + pre + num, close + 1, suf);
         out[pre + num + suf] = '\0';

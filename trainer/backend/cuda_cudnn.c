@@ -139,6 +139,12 @@ int dlt_cu_nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int 
 
 /* ------------------------------------------------------------------ batch norm */
 
+/* The elements of a batch-norm layer's activation. */
+static size_t _bn_count(const dlt_op *op)
+{
+    return (size_t)op->as.n * op->as.c * op->as.h * op->as.w;
+}
+
 /* Batch norm goes through cuDNN's Ex API with the workspace and reserve space it asks for, for
  * every layer: the NHWC persistent mode (fp16/bf16) may need both, also without the fused
  * add/ReLU, and the plain API cannot be given them. PyTorch does the same
@@ -183,7 +189,7 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
 {
     cuda_backend *c = _cu(be);
     const dlt_act_shape s = op->as;
-    const size_t bytes = (size_t)s.n * s.c * s.h * s.w * _dt_size(c->dt);
+    const size_t bytes = _bn_count(op) * _dt_size(c->dt);
     void *x = NULL, *z = NULL, *y = NULL, *dx = NULL, *dz = NULL, *reserve = NULL;
     float *p = NULL;
     size_t ws = 0, keep_reserve = op->reserve_size;
@@ -332,8 +338,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     /* An unfused layer of a fused-capable run does its ReLU backward into scratch when the network
      * asks for no residual gradient. */
     if (c->bn_fusable && !op->bn_fused &&
-        (rc = _grow(be, &c->bn_scratch, NULL, &c->bn_scratch_size,
-                    (size_t)s->n * s->c * s->h * s->w * _dt_size(c->dt), c->s)) != 0)
+        (rc = _grow(be, &c->bn_scratch, NULL, &c->bn_scratch_size, _bn_count(op) * _dt_size(c->dt), c->s)) != 0)
         return rc;
     return dlt_cu_workspace(be, ws);
 }
@@ -391,7 +396,7 @@ static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const
     if (!op->bn_fused) { /* this shape's fallback: batch norm, then the add + ReLU kernel */
         if ((rc = _bn_fwd_train(be, op, x, gamma, beta, y, mean, var)) != 0)
             return rc;
-        KERNEL_TRY(be, dlt_k_add_relu(y, z, c->dt, (size_t)op->as.n * op->as.c * op->as.h * op->as.w,
+        KERNEL_TRY(be, dlt_k_add_relu(y, z, c->dt, _bn_count(op),
                                       (dlt_stream)c->s));
         return 0;
     }
@@ -409,7 +414,7 @@ static int _bn_bwd_relu(dlt_backend *be, dlt_op *op, const float *x, const float
     cudnnBatchNormOps_t ops = dz ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
     if (!op->bn_fused) { /* relu'(y) dy is the residual's gradient and batch norm's input gradient */
         void *g = dz ? (void *)dz : c->bn_scratch;
-        KERNEL_TRY(be, dlt_k_relu_bwd(y, dy, g, c->dt, (size_t)op->as.n * op->as.c * op->as.h * op->as.w,
+        KERNEL_TRY(be, dlt_k_relu_bwd(y, dy, g, c->dt, _bn_count(op),
                                       (dlt_stream)c->s));
         return _bn_bwd(be, op, x, g, gamma, beta, NULL, NULL, dx, dgamma, dbeta);
     }

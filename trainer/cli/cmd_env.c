@@ -207,11 +207,13 @@ int dlt_cmd_env(int argc, char **argv)
         printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
         printf("torch.distributed contract (env://):\n%-5s %-6s %-10s %-10s %-16s %-10s %s\n", "rank", "RANK",
                "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR:MASTER_PORT");
-        for (int r = 0; r < info->size; r++)
-            printf("%-5d %-6s %-10s %-10s %-16s %-10s %s:%s%s%s%s\n", all[r].rank, all[r].c_rank, all[r].c_world,
-                   all[r].c_local, all[r].c_local_world, all[r].c_group, all[r].c_addr, all[r].c_port,
-                   strcmp(all[r].c_port_from, "-") ? " (" : "", strcmp(all[r].c_port_from, "-") ? all[r].c_port_from : "",
-                   strcmp(all[r].c_port_from, "-") ? " port)" : "");
+        for (int r = 0; r < info->size; r++) {
+            char from[32] = ""; /* how the plugin chose the port, where it did */
+            if (strcmp(all[r].c_port_from, "-"))
+                snprintf(from, sizeof(from), " (%s port)", all[r].c_port_from);
+            printf("%-5d %-6s %-10s %-10s %-16s %-10s %s:%s%s\n", all[r].rank, all[r].c_rank, all[r].c_world,
+                   all[r].c_local, all[r].c_local_world, all[r].c_group, all[r].c_addr, all[r].c_port, from);
+        }
         if (_contract_check(all, info->size) == 0)
             printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
                    strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");

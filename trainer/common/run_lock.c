@@ -98,12 +98,12 @@ int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double s
         _holder_words(fd, who, sizeof(who), &h);
         if (strcmp(me.job, "-") && !strcmp(h.job, me.job) && same_job_wait_s > 0) {
             /* This job's previous incarnation (a requeue) still ending: it lets go when it exits. */
-            if (!said)
+            if (!said) {
                 fprintf(stderr, "dltrain: %s %s is held by this job's previous run (%s): waiting up to %.0f s for "
                         "it to end\n", opt, dir, who, same_job_wait_s);
-            if (!said)
                 until = dlt_now() + same_job_wait_s;
-            said = 1;
+                said = 1;
+            }
             if (dlt_now() < until) {
                 struct timespec ts = {0, 200000000L};
                 nanosleep(&ts, NULL);

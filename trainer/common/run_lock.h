@@ -19,13 +19,15 @@ typedef struct {
     char since[32];         /* UTC, ISO 8601 */
 } dlt_run_holder;
 
-/* Claims folder dir (its file .dltrain.lock, created 0644, never through a symbolic link) or, when
- * file_fd >= 0, that open file itself (the holder is then known only as "another process"). opt
- * names the option in messages. When the holder is this same Slurm job (a requeued job whose
- * previous incarnation is still ending) waits up to same_job_wait_s for it. 0 and l held; -EBUSY
- * with err naming the holder and the fix; -errno when the claim cannot be made. */
+/* Claims folder dir through its file .dltrain.lock (created 0644, never through a symbolic link),
+ * which then names the holder. opt names the option in messages. When the holder is this same
+ * Slurm job (a requeued job whose previous incarnation is still ending) waits up to
+ * same_job_wait_s for it. 0 and l held; -EBUSY with err naming the holder and the fix; -errno when
+ * the claim cannot be made. */
 int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double same_job_wait_s, char *err,
                      size_t errlen);
+/* Claims the open file file_fd (path for messages) itself: its holder is known only as "another
+ * running process". Returns as dlt_run_lock_dir. */
 int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int file_fd, char *err, size_t errlen);
 void dlt_run_lock_release(dlt_run_lock *l);
 

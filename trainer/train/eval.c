@@ -17,9 +17,10 @@
 /* prog (may be NULL): rank 0's share of the pass stands for every rank's (the shards differ by at
  * most a batch). stop (may be NULL): a training run's stop request; then after every batch the
  * ranks agree on it (one small all-reduce; a rank whose shard has ended still takes part), and a
- * request abandons the pass on every rank at the same batch: 1, counts not filled. */
+ * request abandons the pass on every rank at the same batch: 1, counts not filled, at[0] the
+ * batches done of at[1]. */
 static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progress *prog,
-                      const volatile sig_atomic_t *stop)
+                      const volatile sig_atomic_t *stop, int64_t at[2])
 {
     int64_t steps = dlt_source_steps_per_epoch(src), rounds = steps, unscored = 0;
     double res[DLT_RES_COUNT];
@@ -57,8 +58,8 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
             if ((rc = r->comm->ops->allreduce_sum(r->comm, &asked, 1, DLT_DTYPE_F64)) != 0)
                 return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
             if (asked > 0) {
-                r->eval_abandoned_at = s + 1;
-                r->eval_rounds = rounds;
+                at[0] = s + 1;
+                at[1] = rounds;
                 return 1;
             }
         }
@@ -73,12 +74,13 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
 
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
 {
-    return _eval_pass(r, src, counts, NULL, NULL);
+    return _eval_pass(r, src, counts, NULL, NULL, NULL);
 }
 
-int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop)
+int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop,
+                            int64_t at[2])
 {
-    return _eval_pass(r, src, counts, NULL, stop);
+    return _eval_pass(r, src, counts, NULL, stop, at);
 }
 
 static int _score(dlt_run *r, const char *checkpoint)
@@ -94,7 +96,7 @@ static int _score(dlt_run *r, const char *checkpoint)
         return rc;
     dlt_progress_start(&prog, stderr, r->comm->rank != 0 || r->cfg.log_level < DLT_LOG_INFO, "evaluating", "images",
                        dlt_source_images(&r->src));
-    if ((rc = _eval_pass(r, &r->src, counts, &prog, NULL)) != 0) {
+    if ((rc = _eval_pass(r, &r->src, counts, &prog, NULL, NULL)) != 0) {
         dlt_progress_clear(&prog); /* the error is said on a line of its own */
         return rc;
     }

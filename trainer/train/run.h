@@ -32,7 +32,6 @@ typedef struct {
     dlt_loss_scaler scaler;
     dlt_run_log log;
     dlt_run_lock ckpt_lock; /* rank 0's claim on --checkpoint-dir for the run's life */
-    int64_t eval_abandoned_at, eval_rounds; /* a validation a stop request abandoned: after which batch, of how many */
     const uint8_t *images; /* the step's batch on the host: in the source's ring (pinned on a GPU) */
     const int32_t *labels;
     int32_t *no_labels;    /* class 0 everywhere: the labels of a batch that could not be loaded */
@@ -100,9 +99,10 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val);
  * summed over the ranks. A collective. */
 int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
 /* The same inside training: after each batch the ranks agree on *stop (a signal's stop request),
- * and a request abandons the pass on every rank at the same batch: 1 (r->eval_abandoned_at of
- * r->eval_rounds batches), counts not filled; 0 done; <0 an error. */
-int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop);
+ * and a request abandons the pass on every rank at the same batch: 1 (at[0] of at[1] batches done),
+ * counts not filled; 0 done; <0 an error. */
+int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop,
+                            int64_t at[2]);
 /* Forward and loss over the first n images of the batch (training: batch statistics, label
  * smoothing, the loss scale and d(logits); else evaluation); adds to be->results. */
 int dlt_run_forward_loss(dlt_run *r, int training, int n);

@@ -153,7 +153,8 @@ static int _validate(dlt_run *r, loop_state *t)
 {
     double counts[3], t0 = dlt_now(), top1, top5;
     int64_t epoch = (t->step - 1) / t->spe + 1; /* the epoch of the last step, 1-based (t->step >= 1 here) */
-    int rc;
+    int64_t at[2] = {0, 0}; /* an abandoned pass: batches done, of */
+    int rc, abandoned;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
     /* Each rank's BN running statistics follow its own batches; the checkpoint holds rank 0's.
      * Validate every shard with rank 0's (what dltrain eval of the checkpoint sees), then give each
@@ -163,15 +164,14 @@ static int _validate(dlt_run *r, loop_state *t)
                      "validation statistics");
     /* A stop request (a signal) abandons validation at the next batch on every rank together: it
      * changes no weights, and a preemption warning may be shorter than a whole pass. */
-    r->eval_abandoned_at = 0;
-    if ((rc = dlt_eval_pass_stoppable(r, &t->val, counts, &g_stop_signal)) < 0)
-        DLT_TRY_GOTO(&r->st, rc, rc, r->err, fail, NULL);
+    if ((abandoned = dlt_eval_pass_stoppable(r, &t->val, counts, &g_stop_signal, at)) < 0)
+        DLT_TRY_GOTO(&r->st, rc, abandoned, r->err, fail, NULL);
     if (r->comm->size > 1)
         DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_restore(&r->net), r->err, fail, "validation statistics");
-    if (r->eval_abandoned_at > 0) { /* 1 from the pass: abandoned (not a run status) */
+    if (abandoned) {
         dlt_run_log_pause(&r->log, dlt_now() - t0);
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during validation: abandoned after batch %" PRId64
-                " of %" PRId64 " (%.1f s)", r->eval_abandoned_at, r->eval_rounds, dlt_now() - t0);
+                " of %" PRId64 " (%.1f s)", at[0], at[1], dlt_now() - t0);
         t->stop_now = 1;
         return 0;
     }
