@@ -10,14 +10,22 @@
  * using this library does so. ncclCommGetAsyncError and ncclCommAbort work on blocking
  * communicators too, so a lost peer is still seen and aborted after init. The init itself is
  * bounded by running the blocking ncclCommInitRankConfig on a helper thread and waiting for it
- * with the context timeout. */
+ * with the context timeout.
+ *
+ * NCCL and the CUDA runtime are opened with dlopen on the first dltpmix_nccl_comm_init, not linked:
+ * a program linked with libdltpmix (dltrain on a CPU node, say) starts where they are absent, and
+ * their absence is an error of this call that names the library. The headers still give the
+ * types, so a table of the eight calls used here is all that is declared by hand. */
 #include "config.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,13 +33,72 @@
 #include "dltpmix_internal.h"
 #include "trainer/common/clock.h"
 
+/* The calls of NCCL and the CUDA runtime used here, loaded once per process. */
+static struct {
+    pthread_once_t once;
+    char why[384]; /* empty: loaded */
+    cudaError_t (*cudaSetDevice)(int);
+    const char *(*cudaGetErrorString)(cudaError_t);
+    ncclResult_t (*ncclGetUniqueId)(ncclUniqueId *);
+    ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t *);
+    ncclResult_t (*ncclCommAbort)(ncclComm_t);
+    const char *(*ncclGetErrorString)(ncclResult_t);
+    const char *(*ncclGetLastError)(ncclComm_t);
+} g_lib = {.once = PTHREAD_ONCE_INIT};
+
+#define NCCL_SONAME "libnccl.so.2"
+#define CUDART_SONAME "libcudart.so." DLT_CUDA_MAJOR
+
+static void *_open_lib(const char *soname, const char *package)
+{
+    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL); /* kept open for the life of the process */
+    if (!h) {
+        const char *why = dlerror();
+        snprintf(g_lib.why, sizeof(g_lib.why), "dltpmix: cannot load %s (%s): install %s", soname,
+                 why ? why : "not found", package);
+    }
+    return h;
+}
+
+static int _sym(void *h, const char *soname, const char *name, void **fn)
+{
+    *fn = dlsym(h, name);
+    if (!*fn)
+        snprintf(g_lib.why, sizeof(g_lib.why), "dltpmix: %s has no %s: NCCL 2.14 or newer is needed", soname, name);
+    return *fn ? 0 : -1;
+}
+
+static void _load(void)
+{
+    void *rt = _open_lib(CUDART_SONAME, "the CUDA runtime (Debian/Ubuntu: cuda-cudart-" DLT_CUDA_MAJOR "-0)");
+    void *nc = rt ? _open_lib(NCCL_SONAME, "NCCL (Debian/Ubuntu: libnccl2; RPM: libnccl)") : NULL;
+    if (!nc)
+        return;
+    if (_sym(rt, CUDART_SONAME, "cudaSetDevice", (void **)&g_lib.cudaSetDevice) ||
+        _sym(rt, CUDART_SONAME, "cudaGetErrorString", (void **)&g_lib.cudaGetErrorString) ||
+        _sym(nc, NCCL_SONAME, "ncclGetUniqueId", (void **)&g_lib.ncclGetUniqueId) ||
+        _sym(nc, NCCL_SONAME, "ncclCommInitRankConfig", (void **)&g_lib.ncclCommInitRankConfig) ||
+        _sym(nc, NCCL_SONAME, "ncclCommGetAsyncError", (void **)&g_lib.ncclCommGetAsyncError) ||
+        _sym(nc, NCCL_SONAME, "ncclCommAbort", (void **)&g_lib.ncclCommAbort) ||
+        _sym(nc, NCCL_SONAME, "ncclGetErrorString", (void **)&g_lib.ncclGetErrorString) ||
+        _sym(nc, NCCL_SONAME, "ncclGetLastError", (void **)&g_lib.ncclGetLastError))
+        return;
+}
+
+/* "g_lib.ncclGetUniqueId(&id)" is reported as the library's own call. */
+static const char *_call_name(const char *call)
+{
+    return strncmp(call, "g_lib.", 6) ? call : call + 6;
+}
+
 /* libdltpmix reports into its context (dltpmix_error), not the trainer's buffers: its own checks. */
 #define DLTPMIX_CUDA_TRY(ctx, call)                                                                          \
     do {                                                                                                     \
         cudaError_t e_ = (call);                                                                             \
         if (e_ != cudaSuccess)                                                                               \
             return dltpmix_set_error((ctx), DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s", __FILE__,     \
-                                     __LINE__, #call, cudaGetErrorString(e_));                               \
+                                     __LINE__, _call_name(#call), g_lib.cudaGetErrorString(e_));      \
     } while (0)
 
 #define DLTPMIX_NCCL_TRY(ctx, call)                                                                          \
@@ -39,7 +106,8 @@
         ncclResult_t r_ = (call);                                                                            \
         if (r_ != ncclSuccess)                                                                               \
             return dltpmix_set_error((ctx), DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s (%s)", __FILE__, \
-                                     __LINE__, #call, ncclGetErrorString(r_), ncclGetLastError(NULL));       \
+                                     __LINE__, _call_name(#call), g_lib.ncclGetErrorString(r_),          \
+                                     g_lib.ncclGetLastError(NULL));                                          \
     } while (0)
 
 int dltpmix_have_nccl(void)
@@ -73,16 +141,16 @@ static void *_init_thread(void *arg)
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     ncclComm_t comm = NULL;
     ncclResult_t r = ncclSystemError;
-    cudaError_t ce = cudaSetDevice(j->device); /* the device is per thread: NCCL binds the current one */
+    cudaError_t ce = g_lib.cudaSetDevice(j->device); /* the device is per thread: NCCL binds the current one */
     int abandoned;
     config.blocking = 1;
     if (ce == cudaSuccess)
-        r = ncclCommInitRankConfig(&comm, j->size, j->id, j->rank, &config);
+        r = g_lib.ncclCommInitRankConfig(&comm, j->size, j->id, j->rank, &config);
     /* NCCL_COMM_BLOCKING=0 in the environment overrides the config (NCCL's parseCommConfig): the
      * init then returns ncclInProgress and must be waited out (until the caller gives up). */
     while (r == ncclInProgress && comm) {
         ncclResult_t state = ncclInProgress;
-        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
+        if (g_lib.ncclCommGetAsyncError(comm, &state) != ncclSuccess)
             state = ncclInternalError;
         r = state;
         if (r == ncclInProgress) {
@@ -105,7 +173,7 @@ static void *_init_thread(void *arg)
     pthread_mutex_unlock(&j->mu);
     if (abandoned) { /* the caller gave up and reported the timeout: nobody will use this */
         if (comm)
-            ncclCommAbort(comm);
+            g_lib.ncclCommAbort(comm);
         _job_release(j);
     }
     return NULL;
@@ -125,9 +193,12 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument")
                    : DLTPMIX_ERR_ARG;
     *out = NULL;
-    DLTPMIX_CUDA_TRY(ctx, cudaSetDevice(cuda_device));
+    pthread_once(&g_lib.once, _load);
+    if (g_lib.why[0])
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "%s", g_lib.why);
+    DLTPMIX_CUDA_TRY(ctx, g_lib.cudaSetDevice(cuda_device));
     if (ctx->info.rank == 0)
-        DLTPMIX_NCCL_TRY(ctx, ncclGetUniqueId(&id));
+        DLTPMIX_NCCL_TRY(ctx, g_lib.ncclGetUniqueId(&id));
     rc = dltpmix_bcast(ctx, 0, &id, sizeof(id));
     if (rc != 0)
         return rc;
@@ -165,14 +236,14 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
                                  "NCCL_DEBUG=INFO shows why); end the process",
                                  ctx->info.rank, cuda_device, ctx->timeout_s);
     if (j->cuda != cudaSuccess || j->result != ncclSuccess) {
-        const char *last = j->comm ? ncclGetLastError(j->comm) : ncclGetLastError(NULL);
+        const char *last = j->comm ? g_lib.ncclGetLastError(j->comm) : g_lib.ncclGetLastError(NULL);
         rc = j->cuda != cudaSuccess
                  ? dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: cudaSetDevice(%d) on the NCCL init thread: %s",
-                                     cuda_device, cudaGetErrorString(j->cuda))
+                                     cuda_device, g_lib.cudaGetErrorString(j->cuda))
                  : dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: ncclCommInitRank on rank %d failed: %s (%s)",
-                                     ctx->info.rank, ncclGetErrorString(j->result), last ? last : "");
+                                     ctx->info.rank, g_lib.ncclGetErrorString(j->result), last ? last : "");
         if (j->comm)
-            ncclCommAbort(j->comm);
+            g_lib.ncclCommAbort(j->comm);
         _job_release(j);
         return rc;
     }

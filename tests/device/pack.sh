@@ -3,7 +3,7 @@
 # tests/device/pack.sh: builds, here, what tests/device/run.sh runs on a lent GPU machine and puts
 # everything that machine lacks into .devpack/ (ignored by git), ONE folder to name in the device
 # tool's carry, under its 64 MiB limit:
-#   .devpack/dltrain-device.tar.xz  dltrain, cuda_ops_check, nccl_check, libdltpmix and the shared
+#   .devpack/dltrain-device.tar.xz  dltrain and its CUDA module, cuda_ops_check, nccl_check, libdltpmix and the shared
 #                                   libraries a bare GPU machine lacks (oneDNN, PMIx, libjpeg-turbo,
 #                                   hwloc, ...); CUDA's runtime, cuDNN and cuBLAS are not packed (the
 #                                   machine's CUDA 13 toolkit and PyTorch's nvidia-* wheels serve)
@@ -46,6 +46,8 @@ for t in trainer/dltrain tests/device/cuda_ops_check tests/device/nccl_check; do
   d=$(dirname "$t") n=$(basename "$t")
   if [ -x "$B/$d/.libs/$n" ]; then cp "$B/$d/.libs/$n" "$P/bin/"; else cp "$B/$t" "$P/bin/"; fi
 done
+# dltrain opens its CUDA module from its own folder (trainer/backend/cuda_loader.c).
+cp "$B/trainer/.libs/dltrain_cuda.so" "$P/bin/"
 cp -P "$B"/pmix/.libs/libdltpmix.so* "$P/lib/"
 # Every library the programs load, except the C runtime, the C++ runtime and CUDA's own.
 LD_LIBRARY_PATH=$B/pmix/.libs ldd "$P"/bin/* | awk '/=> \// {print $3}' | sort -u | while read -r lib; do

@@ -8,11 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifdef DLT_HAVE_CUDA_BACKEND
-#include "trainer/backend/cuda_backend.h"
-#include "trainer/backend/cuda_kernels.h"
-#include "trainer/common/cuda_check.h"
-#endif
+#include <unistd.h>
+
+#include "trainer/backend/cuda_module.h"
 
 static const char *const g_prec_names[] = {"fp32", "bf16", "fp16", "tf32"};
 
@@ -62,51 +60,39 @@ dlt_precision dlt_backend_lowp(const dlt_backend *be)
     return DLT_PREC_FP32;
 }
 
+/* The CUDA module when it loads; NULL otherwise. Looking for a GPU (--backend auto) on a node
+ * without the CUDA libraries is not an error, but a node with NVIDIA devices whose libraries do
+ * not load is worth one line. */
+static const dlt_cuda_module *_cuda_probe(void)
+{
+    static int warned;
+    char why[512];
+    const dlt_cuda_module *m = dlt_cuda_module_get(why, sizeof(why));
 #ifdef DLT_HAVE_CUDA_BACKEND
-static dlt_dt _lowp_dt(const dlt_backend *be)
-{
-    return dlt_backend_lowp(be) == DLT_PREC_BF16 ? DLT_DT_BF16 : DLT_DT_F16;
-}
-
-int dlt_cuda_grads_to_lowp(const dlt_backend *be, const float *src, void *dst, size_t n, float mul, void *stream)
-{
-    return dlt_k_cast_scaled_from_f32(src, dst, _lowp_dt(be), n, mul, (dlt_stream)stream);
-}
-
-int dlt_cuda_grads_from_lowp(const dlt_backend *be, const void *src, float *dst, size_t n, void *stream)
-{
-    return dlt_k_cast_to_f32(src, _lowp_dt(be), dst, n, (dlt_stream)stream);
-}
+    if (!m && !warned && access("/dev/nvidia0", F_OK) == 0) {
+        fprintf(stderr, "dltrain: warning: this node has an NVIDIA device but %s\n", why);
+        warned = 1;
+    }
 #endif
+    return m;
+}
 
 int dlt_backend_cuda_available(void)
 {
-#ifdef DLT_HAVE_CUDA_BACKEND
-    return dlt_cuda_device_count() > 0;
-#else
-    return 0;
-#endif
+    return dlt_backend_gpu_count() > 0;
 }
 
 int dlt_backend_gpu_count(void)
 {
-#ifdef DLT_HAVE_CUDA_BACKEND
-    return dlt_cuda_device_count();
-#else
-    return 0;
-#endif
+    const dlt_cuda_module *m = _cuda_probe();
+    return m ? m->device_count() : 0;
 }
 
 int dlt_backend_gpu_id(int device, char *out, size_t outlen)
 {
-#ifdef DLT_HAVE_CUDA_BACKEND
-    char bus[64];
-    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device) == cudaSuccess) {
-        snprintf(out, outlen, "%s", bus);
+    const dlt_cuda_module *m = _cuda_probe();
+    if (m && m->pci_bus_id(device, out, outlen) == 0)
         return 0;
-    }
-    cudaGetLastError();
-#endif
     snprintf(out, outlen, "device %d", device);
     return -1;
 }
@@ -136,13 +122,8 @@ int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *e
     if (!strcmp(kind, "cpu"))
         return dlt_backend_cpu_create(out, prec, err, errlen);
     if (!strcmp(kind, "cuda")) {
-#ifdef DLT_HAVE_CUDA_BACKEND
-        return dlt_backend_cuda_create(out, cfg, err, errlen);
-#else
-        snprintf(err, errlen, "this dltrain was built without the CUDA backend (configure found no CUDA toolkit "
-                              "with cuDNN, cuBLAS and NCCL; see ./configure's summary): use --backend cpu");
-        return -ENOTSUP;
-#endif
+        const dlt_cuda_module *m = dlt_cuda_module_get(err, errlen);
+        return m ? m->backend_create(out, cfg, err, errlen) : -ENOTSUP;
     }
     snprintf(err, errlen, "unknown backend '%s' (auto, cpu, cuda)", kind);
     return -EINVAL;

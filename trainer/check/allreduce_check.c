@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/backend/cuda_module.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
@@ -43,10 +44,13 @@ static int _reduce(dlt_comm *c, float *buf, size_t count, int iters, int check, 
 {
     double t0;
     (void)check; /* the host path checks what it reduced in place */
-#ifdef DLT_HAVE_CUDA_BACKEND
-    if (c->ops->nccl && c->ops->nccl(c))
-        return dlt_ar_nccl_run(c, check ? buf : NULL, check ? buf : NULL, count, iters, seconds);
-#endif
+    if (c->ops->nccl && c->ops->nccl(c)) {
+        char why[256];
+        const dlt_cuda_module *m = dlt_cuda_module_get(why, sizeof(why)); /* open: the communicator is NCCL's */
+        if (!m)
+            return -ENOTSUP;
+        return m->allreduce_run(c, check ? buf : NULL, check ? buf : NULL, count, iters, seconds);
+    }
     t0 = dlt_now();
     for (int i = 0; i < iters; i++) {
         int rc = c->ops->allreduce_sum(c, buf, count, DLT_DTYPE_F32);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/backend/cuda_module.h"
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
 #include "trainer/common/status.h"
@@ -132,11 +133,10 @@ static void _gemm(const dlt_check_config *cfg, int rank, _rank_rec *me)
         snprintf(me->why, sizeof(me->why), "no memory for a %d x %d result", n, n);
         return;
     }
-#ifdef DLT_HAVE_CUDA_BACKEND
-    if (cfg->gpu)
-        rc = dlt_gemm_run_cuda(cfg->device, cfg->precision, n, cfg->gemm_seconds, c, &t, err, sizeof(err));
-    else
-#endif
+    if (cfg->gpu) {
+        const dlt_cuda_module *m = dlt_cuda_module_get(err, sizeof(err));
+        rc = m ? m->gemm_run(cfg->device, cfg->precision, n, cfg->gemm_seconds, c, &t, err, sizeof(err)) : -ENOTSUP;
+    } else
         rc = dlt_gemm_run_cpu(n, cfg->gemm_seconds, c, &t, err, sizeof(err));
     if (rc != 0) {
         me->failed = 1;

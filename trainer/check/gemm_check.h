@@ -10,7 +10,7 @@
 
 #include "trainer/backend/backend.h"
 
-typedef struct {
+typedef struct dlt_gemm_timing {
     int n;             /* square size */
     int iters;         /* timed GEMMs */
     double seconds;    /* per GEMM */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trainer/backend/cuda_module.h"
+
 size_t dlt_dtype_size(dlt_dtype type)
 {
     switch (type) {
@@ -47,12 +49,8 @@ int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, 
     if (!strcmp(kind, "single"))
         rc = dlt_comm_single_create(out, err, errlen);
     else if (!strcmp(kind, "nccl")) {
-#ifdef DLT_HAVE_CUDA_BACKEND
-        rc = dlt_comm_nccl_create(out, px, req->cuda_device, err, errlen);
-#else
-        snprintf(err, errlen, "--comm nccl: this dltrain was built without the CUDA backend");
-        rc = -ENOTSUP;
-#endif
+        const dlt_cuda_module *m = dlt_cuda_module_get(err, errlen);
+        rc = m ? m->comm_create(out, px, req->cuda_device, err, errlen) : -ENOTSUP;
     } else {
 #ifdef DLT_HAVE_MPI
         rc = dlt_comm_mpi_create(out, info, err, errlen);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "trainer/backend/cuda_module.h"
 #include "trainer/common/status.h"
 
 void dlt_grad_lowp_plan(int world, float *premul, int *divisor)
@@ -99,13 +100,13 @@ int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_confi
     r->ops = &g_none;
     (void)cfg;
     if (!be->host_memory && comm->ops->nccl) {
-#ifdef DLT_HAVE_CUDA_BACKEND
-        if ((rc = dlt_grad_reducer_nccl_create(r, cfg, err, errlen)) != 0) /* a partial path: undone below */
+        const dlt_cuda_module *m = dlt_cuda_module_get(err, errlen); /* open: the communicator is NCCL's */
+        if (!m) {
+            rc = -ENOTSUP;
             goto fail;
-#else
-        rc = dlt_fail(err, errlen, -ENOTSUP, "NCCL gradient reduction needs the CUDA backend");
-        goto fail;
-#endif
+        }
+        if ((rc = m->grad_reducer_create(r, cfg, err, errlen)) != 0) /* a partial path: undone below */
+            goto fail;
     } else if (comm->size > 1) {
         r->ops = &g_host;
         if (!be->host_memory && !(r->host = malloc(n * sizeof(float)))) {

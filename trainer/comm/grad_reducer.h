@@ -12,7 +12,7 @@
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_listener.h"
 
-typedef struct {
+typedef struct dlt_grad_reducer_config {
     double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */
     int lowp;          /* NCCL path, fp16/bf16 runs: reduce copies in that type (--allreduce-lowp) */
 } dlt_grad_reducer_config;
