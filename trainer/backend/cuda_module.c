@@ -41,7 +41,8 @@ static int _pci_bus_id(int device, char *out, size_t outlen)
     return -1;
 }
 
-const dlt_cuda_module dlt_cuda_module_table = {
+/* The module is built with hidden visibility: this table is the one name it exports. */
+__attribute__((visibility("default"))) const dlt_cuda_module dlt_cuda_module_table = {
     .abi = DLT_CUDA_MODULE_ABI,
     .version = PACKAGE_VERSION,
     .device_count = dlt_cuda_device_count,
