@@ -9,7 +9,7 @@
 # contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 18
-tap_plan 11
+tap_plan 12
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
@@ -115,6 +115,22 @@ else not_ok "--preflight stop (${el}s)"; echo "$out" | tail -8 | diag; cat "$WOR
 if grep -q '^3: dltrain: rank 3 (host n2, local rank 1, .*): GEMM result wrong' <<<"$out"; then
   ok "--preflight: the failing rank names itself (host n2, local rank 1) in its own output"
 else not_ok "failing rank's own message"; echo "$out" | tail -6 | diag; fi
+
+# 12: progress and the time budget: rank 0 says up front what it will do and how long it may take,
+# then a line per phase (and per size from 1 MiB); --seconds 4 stops the default sweep (to 256 MiB)
+# before a size it has no time for, isolation runs at a size that fits, and the whole check ends
+# in about that time (plus the launch).
+t0=$SECONDS
+out=$(timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 "$DLTRAIN" check --gemm-size 256 --gemm-seconds 0.3 --seconds 4 \
+  --min-fraction 0 2>&1 >"$WORK/budget.out"); rc=$?
+took=$((SECONDS - t0))
+last=$(grep -o '^dltrain check: \[ *[0-9.]* s\]' <<<"$out" | tail -1 | grep -o '[0-9.]*' | tail -1)
+if ((rc == 0 && took <= 30)) && grep -q '^dltrain check: \[ *0.0 s\] 4 rank(s) on 2 node(s), mpi: GEMM 256 x 256 per rank, all-reduce 8 B to 256 MiB, then isolation; expect at most about 4 s' <<<"$out" &&
+  grep -q 'GEMM done on every rank' <<<"$out" && grep -q 'all-reduce sweep stops at .*: the next size would not end within --seconds 4' <<<"$out" &&
+  grep -q 'isolation at .*: within each of the 2 node(s)' <<<"$out" && grep -q 'isolation: one rank per node' <<<"$out" &&
+  awk -v l="$last" 'BEGIN { exit !(l <= 6) }' && grep -q '^verdict: healthy' "$WORK/budget.out"; then
+  ok "check --seconds 4 at 4 ranks: expectation first, a line per phase, sweep stopped for the budget ($(grep -o 'stops at [0-9]* [KMG]*i*B' <<<"$out")), last line at ${last} s, ${took} s in all"
+else not_ok "check budget and progress (rc=$rc, ${took} s, last line at ${last:-?} s)"; echo "$out" | tail -12 | diag; fi
 
 # 11: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
 # the job excludes it and requeues itself (Slurm then holds it two minutes: cancelled here).

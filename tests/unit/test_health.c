@@ -17,6 +17,7 @@
 
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
+#include "trainer/common/clock.h"
 #include "trainer/train/straggler.h"
 
 /* The naive product of the check's inputs. */
@@ -83,7 +84,7 @@ static void test_sweep_single(void **state)
     int np = 0;
     (void)state;
     assert_int_equal(dlt_comm_single_create(&c, err, sizeof(err)), 0);
-    assert_int_equal(dlt_ar_sweep(c, 8, 1024, 2, pts, 8, &np), 0);
+    assert_int_equal(dlt_ar_sweep(c, 8, 1024, 2, pts, 8, &np, NULL), 0);
     assert_int_equal(np, 8);
     for (int i = 0; i < np; i++) {
         assert_int_equal(pts[i].bytes, (size_t)8 << i);
@@ -101,6 +102,44 @@ static void test_sweep_single(void **state)
         assert_int_equal(s->size, 1);
         s->ops->destroy(s);
     }
+    c->ops->destroy(c);
+}
+
+static void _count_point(const dlt_ar_point *p, double elapsed, void *arg)
+{
+    int *n = arg;
+    assert_true(p->bytes > 0 && elapsed >= 0);
+    (*n)++;
+}
+
+/* The budget: a generous one changes nothing; one already spent stops after the first size,
+ * saying it cut; the callback sees every size measured. */
+static void test_sweep_budget(void **state)
+{
+    char err[256] = "";
+    dlt_comm *c;
+    dlt_ar_point pts[8];
+    int np = 0, seen = 0;
+    dlt_ar_budget wide = {dlt_now(), 1e9, _count_point, &seen, 0, 0};
+    dlt_ar_budget spent = {dlt_now() - 10, 5, _count_point, &seen, 0, 0};
+    (void)state;
+    assert_int_equal(dlt_comm_single_create(&c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_ar_sweep(c, 8, 1024, 2, pts, 8, &np, &wide), 0);
+    assert_int_equal(np, 8);
+    assert_int_equal(seen, 8);
+    assert_int_equal(wide.cut, 0);
+    assert_true(wide.elapsed >= 0 && wide.elapsed < 60);
+    seen = 0;
+    assert_int_equal(dlt_ar_sweep(c, 8, 1024, 2, pts, 8, &np, &spent), 0);
+    assert_int_equal(np, 1);
+    assert_int_equal(seen, 1);
+    assert_int_equal(spent.cut, 1);
+    assert_true(spent.elapsed >= 10);
+    /* The last size is never "cut": nothing was left out. */
+    spent.cut = 0;
+    assert_int_equal(dlt_ar_sweep(c, 1024, 1024, 2, pts, 8, &np, &spent), 0);
+    assert_int_equal(np, 1);
+    assert_int_equal(spent.cut, 0);
     c->ops->destroy(c);
 }
 
@@ -230,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_gemm_verify),
         cmocka_unit_test(test_allreduce_definitions),
         cmocka_unit_test(test_sweep_single),
+        cmocka_unit_test(test_sweep_budget),
         cmocka_unit_test(test_straggler_judge),
         cmocka_unit_test(test_group_point_discards_failed_sub),
     };

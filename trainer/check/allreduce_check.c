@@ -61,8 +61,13 @@ static int _reduce(dlt_comm *c, float *buf, size_t count, int iters, int check, 
     return 0;
 }
 
+static int _point_iters(size_t bytes, int max_iters)
+{
+    return max_iters > 0 && max_iters < _iters(bytes) ? max_iters : _iters(bytes);
+}
+
 int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters, dlt_ar_point *pts, int maxpts,
-                 int *npts)
+                 int *npts, dlt_ar_budget *budget)
 {
     size_t maxcount = max_bytes / sizeof(float) < 2 ? 2 : max_bytes / sizeof(float);
     float *buf = malloc(maxcount * sizeof(float));
@@ -83,7 +88,7 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
         double secs = 0, wrong = 0;
         memset(p, 0, sizeof(*p));
         p->bytes = count * sizeof(float);
-        p->iters = max_iters > 0 && max_iters < _iters(p->bytes) ? max_iters : _iters(p->bytes);
+        p->iters = _point_iters(p->bytes, max_iters);
         for (size_t i = 0; i < count; i++)
             buf[i] = dlt_ar_value(c->rank, i);
         if ((rc = _reduce(c, buf, count, 1, 1, &secs)) != 0)
@@ -93,11 +98,14 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
         /* Warm-up, then the timed loop. */
         if ((rc = _reduce(c, buf, count, 1, 0, &secs)) != 0 || (rc = _reduce(c, buf, count, p->iters, 0, &secs)) != 0)
             break;
-        /* The slowest rank's time, and the wrong elements of all: one sum of a slot per rank. */
+        /* The slowest rank's time, the wrong elements of all and rank 0's clock: one sum of a slot
+         * per rank. */
         memset(slow, 0, ((size_t)c->size + 2) * sizeof(double));
         slow[c->rank] = secs / p->iters;
         slow[c->size] = wrong;
-        if ((rc = c->ops->allreduce_sum(c, slow, (size_t)c->size + 1, DLT_DTYPE_F64)) != 0)
+        if (c->rank == 0 && budget)
+            slow[c->size + 1] = dlt_now() - budget->t0;
+        if ((rc = c->ops->allreduce_sum(c, slow, (size_t)c->size + 2, DLT_DTYPE_F64)) != 0)
             break;
         for (int r = 0; r < c->size; r++)
             if (slow[r] > p->seconds)
@@ -106,6 +114,17 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
         p->algbw = p->seconds > 0 ? (double)p->bytes / p->seconds / 1e9 : 0;
         p->busbw = dlt_ar_busbw(p->algbw, c->size);
         np++;
+        if (budget) {
+            size_t next = bytes * 2;
+            double projected = 2 * p->seconds * (_point_iters(next, max_iters) + 2);
+            budget->elapsed = slow[c->size + 1];
+            if (budget->on_point)
+                budget->on_point(p, budget->elapsed, budget->arg);
+            if (budget->seconds > 0 && next <= max_bytes && np < maxpts && budget->elapsed + projected > budget->seconds) {
+                budget->cut = 1;
+                break;
+            }
+        }
     }
     free(buf);
     free(slow);
@@ -124,7 +143,7 @@ int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int it
     if ((rc = world->ops->split(world, color, key, &sub)) != 0)
         return rc;
     if (sub && sub->size > 1) {
-        rc = dlt_ar_sweep(sub, bytes, bytes, iters, &p, 1, &np);
+        rc = dlt_ar_sweep(sub, bytes, bytes, iters, &p, 1, &np, NULL);
         if (rc == 0 && np == 1 && sub->rank == 0 && slot >= 0 && slot < nslots)
             vec[slot] = p.wrong > 0 ? -1 : p.busbw; /* -1: a wrong sum */
     }

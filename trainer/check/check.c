@@ -13,6 +13,7 @@
 #include "trainer/backend/cuda_module.h"
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
+#include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
 #define DLT_CHECK_MAX_POINTS 40
@@ -26,6 +27,52 @@ void dlt_check_defaults(dlt_check_config *cfg)
     cfg->min_bytes = 8;
     cfg->max_bytes = (size_t)256 << 20;
     cfg->isolate = 1;
+    cfg->budget_s = 60;
+}
+
+/* Rank 0's progress line on stderr: "dltrain check: [  12.3 s] ...". */
+static void _say(const dlt_check_config *cfg, const dlt_comm *comm, double elapsed, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void _say(const dlt_check_config *cfg, const dlt_comm *comm, double elapsed, const char *fmt, ...)
+{
+    va_list ap;
+    char line[512];
+    if (!cfg->progress || comm->rank != 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dltrain check: [%6.1f s] %s\n", elapsed, line);
+    fflush(stderr);
+}
+
+static void _size_name(size_t b, char *out, size_t len)
+{
+    if (b >= ((size_t)1 << 30) && b % ((size_t)1 << 30) == 0)
+        snprintf(out, len, "%zu GiB", b >> 30);
+    else if (b >= ((size_t)1 << 20) && b % ((size_t)1 << 20) == 0)
+        snprintf(out, len, "%zu MiB", b >> 20);
+    else if (b >= 1024 && b % 1024 == 0)
+        snprintf(out, len, "%zu KiB", b >> 10);
+    else
+        snprintf(out, len, "%zu B", b);
+}
+
+typedef struct {
+    const dlt_check_config *cfg;
+    const dlt_comm *comm;
+} _sweep_say;
+
+/* A line per size from 1 MiB (the small ones take milliseconds). */
+static void _on_point(const dlt_ar_point *p, double elapsed, void *arg)
+{
+    const _sweep_say *s = arg;
+    char b[32];
+    if (p->bytes < ((size_t)1 << 20) || s->comm->size < 2)
+        return;
+    _size_name(p->bytes, b, sizeof(b));
+    _say(s->cfg, s->comm, elapsed, "all-reduce %s: %d x %.3g ms, busbw %.3g GB/s%s", b, p->iters, p->seconds * 1e3,
+         p->busbw, p->wrong ? ", SUMS WRONG" : "");
 }
 
 /* What each rank found, gathered to every rank through PMIx. */
@@ -173,19 +220,23 @@ static int _partner(int i, int r, int k)
     return ((2 * r - i) % m + m) % m;
 }
 
-static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm *comm, _isolation *iso)
+static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm *comm, _isolation *iso, double t0)
 {
     const _rank_rec *me = &all[comm->rank];
     int k = iso->nodes, rc, even = k + (k % 2);
+    char b[32];
     double *vec = calloc((size_t)k * k + 1, sizeof(double));
     if (!vec)
         return dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
+    _size_name(iso->bytes, b, sizeof(b));
+    _say(cfg, comm, dlt_now() - t0, "isolation at %s: within each of the %d node(s)", b, k);
     /* Within each node. */
     if ((rc = dlt_ar_group_point(comm, me->node_rank, me->local_rank, iso->bytes, cfg->iters, vec, me->node_rank, k)) != 0)
         goto out;
     memcpy(iso->intra, vec, (size_t)k * sizeof(double));
     /* One rank per node. */
     if (k > 1) {
+        _say(cfg, comm, dlt_now() - t0, "isolation: one rank per node across the %d nodes", k);
         if ((rc = dlt_ar_group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) !=
             0)
             goto out;
@@ -195,6 +246,7 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
     if (k > 2 && (cfg->pairs || iso->cross < 0 || (cfg->min_busbw > 0 && iso->cross < cfg->min_busbw))) {
         iso->pairs_run = 1;
         for (int r = 0; r < even - 1; r++) {
+            _say(cfg, comm, dlt_now() - t0, "isolation: node pairs, round %d of %d", r + 1, even - 1);
             int p = _partner(me->node_rank, r, even), lo = me->node_rank < p ? me->node_rank : p;
             int in = me->local_rank == 0 && p < k && p != me->node_rank;
             if ((rc = dlt_ar_group_point(comm, in ? lo : -1, me->node_rank, iso->bytes, cfg->iters, vec,
@@ -208,6 +260,22 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
 out:
     free(vec);
     return rc;
+}
+
+/* The isolation size: the largest size measured whose phases (within nodes, across nodes, node
+ * pairs: each its timed loop, warm-up and checked all-reduce, at the full communicator's time per
+ * all-reduce) fit what is left of the budget; the smallest when none does. Agreed figures only. */
+static size_t _isolation_bytes(const dlt_check_config *cfg, const dlt_ar_point *pts, int np, int nodes, double elapsed)
+{
+    int phases = 1 + (nodes > 1) + (nodes > 2 ? nodes + (nodes % 2) - 1 : 0);
+    if (np <= 0)
+        return 8;
+    if (cfg->budget_s <= 0)
+        return pts[np - 1].bytes;
+    for (int i = np - 1; i > 0; i--)
+        if (elapsed + phases * pts[i].seconds * (pts[i].iters + 2) <= cfg->budget_s)
+            return pts[i].bytes;
+    return pts[0].bytes;
 }
 
 /* The first rank of node `node` (its host name and links). */
@@ -485,6 +553,13 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     dlt_ar_point pts[DLT_CHECK_MAX_POINTS];
     _isolation iso;
     _verdict v;
+    double t0 = dlt_now();
+    int gemm_n = cfg->gemm_n > 0 ? cfg->gemm_n : cfg->gpu ? 8192 : 1024, nodes = info->node_count > 0 ? info->node_count : 1;
+    int isolating = cfg->isolate && n > 1 && comm->ops->split;
+    size_t max_bytes = cfg->max_bytes;
+    _sweep_say said = {cfg, comm};
+    dlt_ar_budget budget = {t0, 0, _on_point, &said, 0, 0};
+    char lo[32], hi[32];
     memset(&me, 0, sizeof(me));
     memset(&iso, 0, sizeof(iso));
     memset(&v, 0, sizeof(v));
@@ -496,6 +571,15 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     snprintf(me.host, sizeof(me.host), "%.63s", info->hostname);
     _intra_class(cfg, me.intra, sizeof(me.intra));
     _nic_class(me.nic, sizeof(me.nic));
+    _size_name(cfg->min_bytes, lo, sizeof(lo));
+    _size_name(max_bytes, hi, sizeof(hi));
+    if (cfg->budget_s > 0)
+        _say(cfg, comm, 0, "%d rank(s) on %d node(s), %s: GEMM %d x %d per rank, all-reduce %s to %s%s; expect at most "
+             "about %.0f s (--seconds)", n, nodes, comm->ops->name, gemm_n, gemm_n, lo, hi,
+             isolating ? ", then isolation" : "", cfg->budget_s);
+    else
+        _say(cfg, comm, 0, "%d rank(s) on %d node(s), %s: GEMM %d x %d per rank, all-reduce %s to %s%s; no time budget",
+             n, nodes, comm->ops->name, gemm_n, gemm_n, lo, hi, isolating ? ", then isolation" : "");
     /* Every rank computes at once, as in training: a rank that shares its device or CPUs shows. */
     if ((rc = comm->ops->barrier(comm)) != 0)
         goto fail;
@@ -504,18 +588,39 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
         rc = dlt_fail(err, errlen, -EIO, "gathering the GEMM results: %s", dltpmix_error(px));
         goto out;
     }
-    if ((rc = dlt_ar_sweep(comm, cfg->min_bytes, cfg->max_bytes, cfg->iters, pts, DLT_CHECK_MAX_POINTS, &np)) != 0)
+    _say(cfg, comm, dlt_now() - t0, "GEMM done on every rank (rank 0: %.4g TFLOP/s, %s)", all[0].tflops,
+         all[0].failed ? "could not run" : all[0].wrong ? "WRONG" : "exact");
+    /* Many ranks on one node share its memory: the largest size shrinks so that the busiest node's
+     * buffers stay within 2 GiB (the same on every rank: from the gathered local ranks). */
+    if (!cfg->max_bytes_given) {
+        int per_node = 1;
+        for (int r = 0; r < n; r++)
+            if (all[r].local_rank + 1 > per_node)
+                per_node = all[r].local_rank + 1;
+        if (((size_t)2 << 30) / (size_t)per_node < max_bytes)
+            max_bytes = ((size_t)2 << 30) / (size_t)per_node;
+        if (max_bytes < cfg->min_bytes)
+            max_bytes = cfg->min_bytes;
+    }
+    /* The sweep gets the budget, less a share kept for isolation. */
+    budget.seconds = cfg->budget_s > 0 ? cfg->budget_s * (isolating ? 0.6 : 1.0) : 0;
+    if ((rc = dlt_ar_sweep(comm, cfg->min_bytes, max_bytes, cfg->iters, pts, DLT_CHECK_MAX_POINTS, &np, &budget)) != 0)
         goto fail;
-    if (cfg->isolate && n > 1 && comm->ops->split) {
-        iso.nodes = info->node_count > 0 ? info->node_count : 1;
-        iso.bytes = np > 0 ? pts[np - 1].bytes : 8;
+    if (budget.cut && np > 0) {
+        _size_name(pts[np - 1].bytes, hi, sizeof(hi));
+        _say(cfg, comm, budget.elapsed, "all-reduce sweep stops at %s: the next size would not end within --seconds "
+             "%.0f", hi, cfg->budget_s);
+    }
+    if (isolating) {
+        iso.nodes = nodes;
+        iso.bytes = _isolation_bytes(cfg, pts, np, nodes, budget.elapsed);
         iso.intra = calloc((size_t)iso.nodes, sizeof(double));
         iso.pair = calloc((size_t)iso.nodes * iso.nodes, sizeof(double));
         if (!iso.intra || !iso.pair) {
             rc = dlt_fail(err, errlen, -ENOMEM, "out of memory");
             goto out;
         }
-        if ((rc = _isolate(cfg, all, comm, &iso)) != 0)
+        if ((rc = _isolate(cfg, all, comm, &iso, t0)) != 0)
             goto fail;
     }
     _judge(cfg, all, n, pts, np, iso.intra ? &iso : NULL, &v);

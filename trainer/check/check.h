@@ -34,6 +34,10 @@ typedef struct {
     int pairs;   /* 1: node pairs even when the cross-node figure is not low */
     int json;    /* rank 0 prints one JSON object instead of the table */
     int quiet;   /* the --preflight form: one line when healthy, else the named problems */
+    double budget_s; /* > 0: the whole check's time budget (--seconds): the sweep stops before a
+                      * size it has no time for, isolation uses a size that fits what is left */
+    int progress;    /* rank 0 says on stderr what it expects, then a line per phase and size */
+    int max_bytes_given; /* --max-bytes given: not lowered for many ranks per node */
 } dlt_check_config;
 
 void dlt_check_defaults(dlt_check_config *cfg);

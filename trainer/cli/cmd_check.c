@@ -43,6 +43,8 @@ int dlt_cmd_check(int argc, char **argv)
         return 2;
     }
     cfg = o.check;
+    cfg.max_bytes_given = seen[dlt_opt_find(DLT_CMD_CHECK, "max-bytes")];
+    cfg.progress = 1;
     if (cfg.min_bytes > cfg.max_bytes) {
         fprintf(stderr, "dltrain: --min-bytes %zu is above --max-bytes %zu\n", cfg.min_bytes, cfg.max_bytes);
         return 2;

@@ -395,7 +395,12 @@ static const dlt_opt g_table[] = {
     TEXT("min-bytes", "B", F(check.min_bytes), _set_bytes, DLT_CMD_CHECK, 0, NULL,
          "the sweep's smallest size (default 8; K, M, G suffixes)"),
     TEXT("max-bytes", "B", F(check.max_bytes), _set_bytes, DLT_CMD_CHECK, 0, NULL,
-         "the sweep's largest size (default 256M)"),
+         "the sweep's largest size (default 256M, less with more than 8 ranks\n"
+         "on a node: 2G over the ranks of the busiest node)"),
+    REAL("seconds", "S", 0, 86400, F(check.budget_s), _set_real, DLT_CMD_CHECK, 0, NULL,
+         "time budget of the whole check (default 60, 0 = none): the sweep\n"
+         "stops before a size that would not end in time, isolation runs at a\n"
+         "size that fits what is left"),
     WHOLE("iters", "N", 1, 1000, F(check.iters), _set_int, DLT_CMD_CHECK, 0, NULL,
           "at most N timed all-reduces per size (default 20, fewer from 4 MiB)"),
     NONE("no-isolate", F(check.isolate), 0, _set_int, DLT_CMD_CHECK, 0, NULL, "only the sweep over all ranks"),
