@@ -18,6 +18,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/cli/preflight.h"
 #include "trainer/common/io.h"
+#include "trainer/common/stop_signal.h"
 #include "trainer/data/loader.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/trainer.h"
@@ -384,6 +385,10 @@ int dlt_cmd_train(int argc, char **argv)
     int rc, next, muted;
     unsigned char seen[DLT_OPT_MAX] = {0};
 
+    /* First of all: a stop signal during start-up is a request, answered before the first step
+     * (trainer/common/stop_signal.h), not the default action. */
+    if (!strcmp(cmd, "train"))
+        dlt_stop_signal_install();
     memset(&o, 0, sizeof(o));
     dlt_train_config_defaults(&o.train);
     o.bench = (dlt_bench_config){3, 10, 0, 0, 0};

@@ -16,6 +16,7 @@
 #include "trainer/common/clock.h"
 #include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
+#include "trainer/common/stop_signal.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
 #include "trainer/train/schedule.h"
@@ -23,23 +24,6 @@
 #include "trainer/train/straggler.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
-
-/* Set by the signal handler only; read at step boundaries. */
-static volatile sig_atomic_t g_stop_signal;
-
-/* TERM, USR1 and INT (Ctrl-C) ask for a stop at the next step boundary, with a checkpoint. A
- * second Ctrl-C quits at once, saying so (write and _exit only: async-signal-safe), as an
- * interactive user who presses it again expects. */
-static void _on_signal(int sig)
-{
-    if (sig == SIGINT && g_stop_signal == SIGINT) {
-        static const char msg[] = "dltrain: second interrupt (Ctrl-C): quitting now, without the checkpoint\n";
-        ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-        (void)w;
-        _exit(130);
-    }
-    g_stop_signal = sig;
-}
 
 /* What the loop carries from step to step. */
 typedef struct {
@@ -74,7 +58,6 @@ static void _abort_stalled(void *arg)
 static int _prepare(dlt_run *r, loop_state *t)
 {
     const dlt_train_config *c = &r->cfg;
-    struct sigaction sa;
     char host[64] = "?";
     int rc;
     t->spe = dlt_source_steps_per_epoch(&r->src);
@@ -98,12 +81,7 @@ static int _prepare(dlt_run *r, loop_state *t)
         return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
     if ((rc = dlt_source_start(&r->src, t->step / t->spe, t->step % t->spe, r->err, r->errlen)) != 0)
         return rc;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = _on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    dlt_stop_signal_install(); /* dltrain train installed it at its start; a library caller gets it here */
     dlt_log(&r->log, DLT_LOG_INFO,
             "training %s (%zu parameters, %.3g GFLOPs/image) on %d rank(s), batch %d x %d = %d, %" PRId64
             " step%s/epoch, %" PRId64 " step%s, peak lr %.4g, backend %s %s",
@@ -164,7 +142,7 @@ static int _validate(dlt_run *r, loop_state *t)
                      "validation statistics");
     /* A stop request (a signal) abandons validation at the next batch on every rank together: it
      * changes no weights, and a preemption warning may be shorter than a whole pass. */
-    if ((abandoned = dlt_eval_pass_stoppable(r, &t->val, counts, &g_stop_signal, at)) < 0)
+    if ((abandoned = dlt_eval_pass_stoppable(r, &t->val, counts, dlt_stop_signal_flag(), at)) < 0)
         DLT_TRY_GOTO(&r->st, rc, abandoned, r->err, fail, NULL);
     if (r->comm->size > 1)
         DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_restore(&r->net), r->err, fail, "validation statistics");
@@ -237,6 +215,34 @@ fail:
     return rc;
 }
 
+/* A stop requested during start-up (bootstrap, data scan, preflight, resume: the handlers are
+ * installed before any of it) ends the run before its first step, on every rank together (one sum
+ * of the requests: a signal may have reached some ranks only). Nothing was trained, so nothing is
+ * saved: a resumed run's checkpoint stays the one to continue from. */
+static int _stop_before_first_step(dlt_run *r, loop_state *t)
+{
+    double asked = *dlt_stop_signal_flag() != 0;
+    int rc;
+    if (r->comm->size > 1 && (rc = r->comm->ops->allreduce_sum(r->comm, &asked, 1, DLT_DTYPE_F64)) != 0)
+        return rc;
+    if (asked == 0)
+        return 0;
+    if (!r->cfg.checkpoint_dir) {
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during start-up, before step %" PRId64 ": nothing "
+                "trained in this run, nothing saved (no --checkpoint-dir); exit status %d", t->step + 1,
+                DLT_EXIT_STOPPED_UNSAVED);
+        return DLT_RUN_STOPPED_UNSAVED;
+    }
+    if (t->step > 0)
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during start-up, before step %" PRId64 ": nothing "
+                "trained in this run; the checkpoint of step %" PRId64 " stays the one to resume from; exit status %d",
+                t->step + 1, t->step, DLT_EXIT_PREEMPTED);
+    else
+        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during start-up, before the first step: nothing "
+                "trained yet (a requeued run starts from the beginning); exit status %d", DLT_EXIT_PREEMPTED);
+    return DLT_RUN_PREEMPTED;
+}
+
 /* One step (step.c), then what follows it at its cadence: the log line, the exchange of bad
  * files at an epoch's end, validation, the replica check, checkpoints. */
 static int _train_step(dlt_run *r, loop_state *t)
@@ -246,7 +252,7 @@ static int _train_step(dlt_run *r, loop_state *t)
     /* The next batch is read ahead, but not across an epoch's end, where validation may use the
      * input path first. */
     dlt_step_plan p = {t->step, t->spe, next < t->total && next % t->spe != 0 ? next : -1,
-                       dlt_schedule_lr(&t->sched, t->step), &g_stop_signal, &t->wd};
+                       dlt_schedule_lr(&t->sched, t->step), dlt_stop_signal_flag(), &t->wd};
     int rc;
     if (t->step % t->spe == 0)
         dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
@@ -301,7 +307,7 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     int rc;
     memset(&t, 0, sizeof(t));
     if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 &&
-        (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0) {
+        (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0 && (rc = _stop_before_first_step(&r, &t)) == 0) {
         while (rc == 0 && t.step < t.total && !t.reached)
             rc = _train_step(&r, &t);
         if (rc == 0)
