@@ -3,10 +3,11 @@
 # Synchronous data-parallel training across two slurmd with srun --mpi=pmix --dl-train (CPU
 # backend, MPI all-reduce): the loss falls, the ranks' weights stay identical (checked every 4
 # steps by the trainer), and a run preempted with SIGUSR1 checkpoints, exits with status 75, and
-# resumed with --resume auto ends with the same weights, byte for byte, as an uninterrupted run.
+# resumed with --resume auto ends with the same weights, byte for byte, as an uninterrupted run;
+# a SIGUSR1 that reaches one rank during start-up stops every rank before the first step, status 75.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 4
-tap_plan 6
+tap_plan 7
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 rm -rf "$WORK/a" "$WORK/b" "$WORK"/*.jsonl "$WORK/b.out" "$WORK/b.rc"
@@ -35,4 +36,28 @@ if [[ $rc == 75 && -n $stopped && $stopped -lt 48 && -f $WORK/b/ckpt-$(printf %0
 out=$(timeout 300 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" --checkpoint-dir "$WORK/b" --resume auto 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"resumed from $WORK/b/ckpt-"* ]]; then ok "--resume auto continues from the preemption checkpoint"; else not_ok "resume after preemption (rc=$rc)"; echo "$out" | tail -5 | diag; fi
 if cmp -s "$WORK/a/ckpt-00000048.safetensors" "$WORK/b/ckpt-00000048.safetensors"; then ok "preempted + resumed run ends with the uninterrupted run's weights, byte for byte"; else not_ok "final weights differ after resume"; fi
+# A stop during start-up that reaches one rank only (ResNet-50's start-up at 4 ranks takes seconds
+# here): the ranks agree on it before the first step and all exit 75, nothing written. The signal
+# goes to rank 2 once every rank shows its handler installed (/proc/PID/status SigCgt).
+rm -rf "$WORK/c"
+( timeout 300 "${SRUN[@]}" "$DLTRAIN" train --batch 2 --steps 3 --synthetic-size 64 --checkpoint-dir "$WORK/c" > "$WORK/c.out" 2>&1; echo $? > "$WORK/c.rc" ) &
+target=
+for _ in $(seq 600); do
+  pids=$(pgrep -f "checkpoint-dir $WORK/c\$" | while read -r p; do grep -q '^SLURM_PROCID=' /proc/$p/environ 2>/dev/null && echo "$p"; done)
+  n=0
+  for p in $pids; do
+    c=$(awk '/^SigCgt:/ {print $2}' /proc/$p/status 2>/dev/null)
+    [[ -n $c ]] && (((16#$c >> 9) & 1)) && n=$((n + 1))
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx 'SLURM_PROCID=2' && target=$p
+  done
+  ((n == 4)) && [[ -n $target ]] && break
+  sleep 0.05
+done
+kill -USR1 "$target" 2>/dev/null
+wait
+rc=$(cat "$WORK/c.rc")
+if [[ $rc == 75 && $(grep -c 'stop requested (signal) during start-up, before the first step' "$WORK/c.out") == 1 ]] &&
+   ! grep -q 'step 1/' "$WORK/c.out" && [[ -z $(ls "$WORK/c"/ckpt-* 2>/dev/null) ]]; then
+  ok "SIGUSR1 to rank 2 alone during start-up: every rank stops before the first step, exit 75, nothing written"
+else not_ok "stop during start-up on one rank (rc=$rc, target pid ${target:-none})"; tail -5 "$WORK/c.out" | diag; fi
 exit 0
