@@ -267,6 +267,9 @@ static const dlt_opt g_table[] = {
           "decode threads per rank (default: the task's CPUs minus one)"),
     NONE("strict", F(train.strict), 1, _set_int, RUNS, 0, S_DATA,
          "stop at the first unreadable image instead of skipping it"),
+    REAL("max-bad-share", "F", 0, 1, F(train.max_bad_share), _set_real, RUNS, 0, S_DATA,
+         "training (and bench --feed) stops when more than this share of the\n"
+         "data set's images proved unreadable (default 0.01; 1: never)"),
     WHOLE("log-every", "N", 0, 1000000000, F(train.log_every), _set_int, TRAIN, 0, S_OUT,
           "steps between log lines (default 10)"),
     TEXT("metrics", "FILE", F(train.metrics_path), _set_text, TRAIN, 0, S_OUT,

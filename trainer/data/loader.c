@@ -42,6 +42,8 @@ struct dlt_loader {
     int64_t bad;
     unsigned char *reported; /* one bit per dataset index: known bad (logged here, or by another rank) */
     int64_t known;           /* bits set in reported */
+    char first_bad[3][400];  /* the first unreadable files met here, with their causes */
+    int nfirst;
     int64_t *fresh;          /* found bad here and not yet taken by dlt_loader_bad_take */
     int nfresh, capfresh;
     /* With deferred reports (several ranks): the line each bad file found here would have printed,
@@ -207,6 +209,29 @@ int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max)
     return n;
 }
 
+/* Training with more distinct unreadable files than --max-bad-share of the data set: the run would
+ * learn from a different data set than the one named, so it stops at once, with the count and
+ * the first causes. Called with mu held, after known grew. */
+static void _bad_bound(dlt_loader *l)
+{
+    const int64_t count = dlt_dataset_count(l->ds);
+    char causes[1300] = "";
+    size_t at = 0;
+    if (!l->cfg.train || l->cfg.strict || l->cfg.max_bad_share <= 0 || l->cfg.max_bad_share >= 1 ||
+        (double)l->known <= l->cfg.max_bad_share * (double)count || (l->fatal && l->fatal_seq < 0))
+        return;
+    for (int i = 0; i < l->nfirst && at < sizeof(causes); i++)
+        at += (size_t)snprintf(causes + at, sizeof(causes) - at, "%s%s", i ? "; " : "", l->first_bad[i]);
+    l->fatal = 1;
+    l->fatal_seq = -1;
+    snprintf(l->fatal_msg, sizeof(l->fatal_msg),
+             "%lld of the %lld images of %.200s are unreadable (%.1f%%), more than --max-bad-share %g allows: "
+             "training on the rest would learn from another data set. First: %.500s (repair or remove them, or "
+             "raise --max-bad-share)", (long long)l->known, (long long)count, dlt_dataset_root(l->ds),
+             100.0 * (double)l->known / (double)count, l->cfg.max_bad_share, causes[0] ? causes : "found by another rank");
+    pthread_cond_broadcast(&l->cv_done);
+}
+
 void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n)
 {
     const int64_t count = dlt_dataset_count(l->ds);
@@ -216,6 +241,7 @@ void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n)
             l->reported[idx[i] / 8] |= (unsigned char)(1u << (idx[i] % 8));
             l->known++;
         }
+    _bad_bound(l);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -290,6 +316,8 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         if (!(l->reported[idx / 8] & (1u << (idx % 8)))) {
             l->reported[idx / 8] |= (unsigned char)(1u << (idx % 8));
             l->known++;
+            if (l->nfirst < 3)
+                snprintf(l->first_bad[l->nfirst++], sizeof(l->first_bad[0]), "%.250s: %.140s", name, err);
             if (l->nfresh == l->capfresh) {
                 int nc = l->capfresh ? 2 * l->capfresh : 64;
                 int64_t *nf = realloc(l->fresh, (size_t)nc * sizeof(*nf));
@@ -308,6 +336,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             } else {
                 fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
             }
+            _bad_bound(l);
         }
         if (l->cfg.strict && (!l->fatal || (l->fatal_seq >= 0 && seq < l->fatal_seq))) {
             l->fatal = 1;
@@ -320,10 +349,25 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         if (l->cfg.strict || !l->cfg.train)
             break;
     }
-    /* Nothing readable nearby (training), or an unreadable evaluation image: a black image keeps the
-     * batch shape; evaluation leaves it unscored (DLT_LABEL_UNSCORED), the count says so. */
+    /* Nothing readable among 16 tries (training), or an unreadable evaluation image: a black image
+     * keeps the batch shape. Evaluation leaves it unscored (DLT_LABEL_UNSCORED), the count says so;
+     * training stops before the batch is used, so that no label of ours enters the loss (only a data
+     * set mostly unreadable gets this far: --max-bad-share stops it sooner). */
     memset(slot->images + (size_t)j * img, 0, img);
     slot->labels[j] = l->cfg.train ? 0 : DLT_LABEL_UNSCORED;
+    if (l->cfg.train && !l->cfg.strict) {
+        pthread_mutex_lock(&l->mu);
+        if (!l->fatal || l->fatal_seq >= 0) {
+            l->fatal = 1;
+            l->fatal_seq = -1;
+            snprintf(l->fatal_msg, sizeof(l->fatal_msg),
+                     "16 images in a row of %.300s could not be read for one place of a batch (%lld distinct "
+                     "unreadable files so far; first: %.500s): the data set is mostly unreadable (permissions? "
+                     "not JPEG?)", dlt_dataset_root(l->ds), (long long)l->known, l->nfirst ? l->first_bad[0] : "?");
+            pthread_cond_broadcast(&l->cv_done);
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
 static void *_worker(void *arg)

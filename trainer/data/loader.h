@@ -25,6 +25,8 @@ typedef struct {
     int workers;        /* threads; <= 0: the CPUs this process may use, minus one, at least 1 */
     int depth;          /* batches in the ring, held by the trainer or prepared ahead (default 4) */
     int strict;         /* a bad image ends the run */
+    double max_bad_share; /* training: more distinct bad files than this share of the data set
+                           * ends the run (0: no bound) */
     int defer_reports;  /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
     int no_augment;     /* training order, but the evaluation transform (no random crop or flip) */
     /* Where the ring's images live (NULL: malloc): the backend's host memory, pinned on a GPU, so

@@ -101,6 +101,12 @@ static int _score(dlt_run *r, const char *checkpoint)
         return rc;
     }
     dlt_progress_end(&prog, (int64_t)counts[2]);
+    if (counts[2] < 1) { /* the counts are summed over the ranks: every rank fails here together */
+        r->agreed = 1;
+        return dlt_status_fail(&r->st, -EIO, "eval %s: no image could be scored (every one of the %lld was "
+                               "unreadable: see the lines above), so there is no accuracy to report", checkpoint,
+                               (long long)dlt_source_images(&r->src));
+    }
     dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
             counts[0] / counts[2], counts[1] / counts[2]);
     return 0;

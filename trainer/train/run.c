@@ -58,6 +58,7 @@ static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
     lc->world = r->comm->size;
     lc->workers = c->workers;
     lc->strict = c->strict;
+    lc->max_bad_share = c->max_bad_share;
     /* Several ranks training: a bad file's report waits for the exchange, which has one rank say
      * it, once per run (dlt_run_share_bad_images). */
     lc->defer_reports = train && r->comm->size > 1;

@@ -13,6 +13,7 @@ void dlt_train_config_defaults(dlt_train_config *c)
 {
     const char *log = getenv("DLT_LOG");
     memset(c, 0, sizeof(*c));
+    c->max_bad_share = 0.01;
     snprintf(c->model.arch, sizeof(c->model.arch), "resnet50");
     c->model.depth = 50;
     c->model.width = 1.0f;
