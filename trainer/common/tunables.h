@@ -17,6 +17,9 @@
 #define DLT_DEFAULT_STALL_TIMEOUT_S 900.0
 /* Seconds the watchdog gives the communicator's abort before the stalled process exits anyway. */
 #define DLT_WATCHDOG_ABORT_WAIT_S 10.0
+/* A wake-up of the watchdog thread this much later than its tick means the process was stopped
+ * (SIGSTOP, a suspended job): that time is not counted against --stall-timeout. */
+#define DLT_WATCHDOG_STOPPED_GAP_S 3.0
 /* fp16: overflow-free steps before the loss scale doubles (--loss-scale-window; the loss scaler's
  * fallback for a window <= 0 too). */
 #define DLT_DEFAULT_LOSS_SCALE_WINDOW 2000

@@ -57,11 +57,24 @@ static void _abort_bounded(dlt_watchdog *w)
 static void *_run(void *arg)
 {
     dlt_watchdog *w = arg;
-    double tick = w->limit_s / 4 < 1.0 ? w->limit_s / 4 : 1.0;
+    double tick = w->limit_s / 4 < 1.0 ? w->limit_s / 4 : 1.0, last = dlt_now();
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec ts;
-        double now = dlt_now();
+        double now = dlt_now(), gap = now - last;
+        /* This thread wakes every tick: a much longer gap is time the process did not run (SIGSTOP,
+         * `scontrol suspend`, gang scheduling, PreemptMode=SUSPEND; every rank of a suspended job
+         * sees it). It is not a stall: the phase's clock skips it. */
+        if (gap > tick + DLT_WATCHDOG_STOPPED_GAP_S) {
+            if (w->phase != DLT_PHASE_IDLE)
+                w->since += gap - tick;
+            if (w->rank == 0) {
+                fprintf(stderr, "dltrain: watchdog: the process did not run for %.0f s (stopped or suspended): not "
+                        "counted as a stall\n", gap - tick);
+                fflush(stderr);
+            }
+        }
+        last = now;
         if (w->phase != DLT_PHASE_IDLE && now - w->since > w->limit_s) {
             /* A rank blocked in a collective is waiting for a peer that stopped (SIGSTOP, a hang, a
              * lost node): naming its own phase would blame the wrong rank. MPI cannot say which
