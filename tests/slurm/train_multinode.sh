@@ -4,10 +4,11 @@
 # backend, MPI all-reduce): the loss falls, the ranks' weights stay identical (checked every 4
 # steps by the trainer), and a run preempted with SIGUSR1 checkpoints, exits with status 75, and
 # resumed with --resume auto ends with the same weights, byte for byte, as an uninterrupted run;
-# a SIGUSR1 that reaches one rank during start-up stops every rank before the first step, status 75.
+# a SIGUSR1 that reaches one rank during start-up stops every rank before the first step, status 75;
+# a job suspended (scontrol suspend) for longer than --stall-timeout goes on when resumed.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 4
-tap_plan 7
+tap_plan 8
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 rm -rf "$WORK/a" "$WORK/b" "$WORK"/*.jsonl "$WORK/b.out" "$WORK/b.rc"
@@ -60,4 +61,17 @@ if [[ $rc == 75 && $(grep -c 'stop requested (signal) during start-up, before th
    ! grep -q 'step 1/' "$WORK/c.out" && [[ -z $(ls "$WORK/c"/ckpt-* 2>/dev/null) ]]; then
   ok "SIGUSR1 to rank 2 alone during start-up: every rank stops before the first step, exit 75, nothing written"
 else not_ok "stop during start-up on one rank (rc=$rc, target pid ${target:-none})"; tail -5 "$WORK/c.out" | diag; fi
+# scontrol suspend for 25 s with --stall-timeout 8: every rank was stopped, none counts it.
+rm -rf "$WORK/d"
+( timeout 300 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" --steps 400 --epochs 1000 --stall-timeout 8 --metrics "$WORK/d.jsonl" \
+    > "$WORK/d.out" 2>&1; echo $? > "$WORK/d.rc" ) &
+for _ in $(seq 600); do grep -q '"step":8,' "$WORK/d.jsonl" 2>/dev/null && break; sleep 0.1; done
+job=$(squeue -h -o %i | head -1)
+scontrol suspend "$job"; sleep 25; scontrol resume "$job"
+wait
+rc=$(cat "$WORK/d.rc")
+if [[ $rc == 0 ]] && grep -q 'done: 400 steps' "$WORK/d.out" && grep -q 'did not run for [0-9]* s (stopped or suspended)' "$WORK/d.out" &&
+   ! grep -q 'watchdog: rank' "$WORK/d.out"; then
+  ok "suspended 25 s with --stall-timeout 8: resumed, every rank goes on to the end"
+else not_ok "job suspend (rc=$rc)"; grep -v 'step [0-9]*/' "$WORK/d.out" | tail -5 | diag; fi
 exit 0
