@@ -102,6 +102,16 @@ static const char *_crc_digits(const char *h, size_t len, const char *key)
     return p + n;
 }
 
+/* A failed write, with errno's words and, for the two limits a user can change, which one. */
+static int _write_failed(const char *tmp, char *err, size_t errlen)
+{
+    int e = errno;
+    return dlt_fail(err, errlen, -e, "cannot write %s: %s%s", tmp, strerror(e),
+                    e == EFBIG ? " (the file size limit: `ulimit -f`, or the file system's)"
+                    : e == ENOSPC || e == EDQUOT ? " (free space, or raise the quota)"
+                                                  : "");
+}
+
 int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
                         const char *crc_key, char *tmp, size_t tmplen, char *err, size_t errlen)
 {
@@ -187,12 +197,12 @@ int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const c
         return rc; /* not ours to remove */
     }
     if (dlt_write_all(fd, len8, 8) || dlt_write_all(fd, h.p, h.len)) {
-        rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        rc = _write_failed(tmp, err, errlen);
         goto out;
     }
     for (int i = 0; i < n; i++)
         if (t[i].bytes && dlt_write_all(fd, t[i].data, t[i].bytes)) {
-            rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+            rc = _write_failed(tmp, err, errlen);
             goto out;
         }
     if (fsync(fd) != 0) {

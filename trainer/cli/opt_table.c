@@ -283,6 +283,8 @@ static const dlt_opt g_table[] = {
          "checkpoints (rank 0): ckpt-STEP.safetensors + .state.safetensors"),
     WHOLE("checkpoint-every", "N", 0, 1000000000000LL, F(train.checkpoint_every), _set_i64, TRAIN, 0, S_TRAIN,
           "steps between checkpoints (default: end and on SIGTERM/SIGUSR1/SIGINT)"),
+    WHOLE("keep-checkpoints", "N", 0, 1000000000, F(train.keep_checkpoints), _set_int, TRAIN, 0, S_TRAIN,
+          "keep only the newest N checkpoints in --checkpoint-dir (default 0: all)"),
     TEXT("resume", "PATH|auto|auto-or-fresh", F(train.resume), _set_text, TRAIN, 0, S_TRAIN,
          "continue from a checkpoint. auto: the newest valid one in\n"
          "--checkpoint-dir; none there: from scratch; some there but none valid:\n"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/housekeeping.h"
 #include "trainer/common/status.h"
 
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len)
@@ -164,6 +165,16 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
         return dlt_fail_prefix(r->err, r->errlen, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
     dlt_log(&r->log, DLT_LOG_INFO, "checkpoint %s (step %" PRId64 ")", path, step);
+    if (c->keep_checkpoints > 0) {
+        char said[512], why[512];
+        int n = 0;
+        /* A removal that fails costs disk, not the run: said, and the next save tries again. */
+        if (dlt_checkpoint_prune(c->checkpoint_dir, c->keep_checkpoints, step, &n, said, sizeof(said), why,
+                                 sizeof(why)) != 0)
+            dlt_log_warn(&r->log, "--keep-checkpoints %d: %s", c->keep_checkpoints, why);
+        if (n > 0)
+            dlt_log(&r->log, DLT_LOG_VERBOSE, "removed %s (--keep-checkpoints %d)", said, c->keep_checkpoints);
+    }
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/housekeeping.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/crc32.h"
 #include "trainer/common/io.h"
@@ -349,6 +350,16 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
         if ((rc = dlt_run_lock_dir(&r->ckpt_lock, "--checkpoint-dir", c->checkpoint_dir, DLT_REQUEUE_LOCK_WAIT_S,
                                    err, errlen)) != 0)
             return rc;
+        /* Ours now: a temporary file there is a save of an earlier run that never finished. */
+        {
+            char said[512];
+            int n = 0;
+            if ((rc = dlt_checkpoint_remove_unfinished(c->checkpoint_dir, &n, said, sizeof(said), err, errlen)) != 0)
+                return dlt_fail_prefix(err, errlen, rc, "--checkpoint-dir %s", c->checkpoint_dir);
+            if (n > 0)
+                dlt_log(&r->log, DLT_LOG_QUIET, "removed %d unfinished checkpoint file(s) in %s left by a save that "
+                        "did not finish (a killed run): %s", n, c->checkpoint_dir, said);
+        }
     }
     /* The backend first: the data loader's batch ring lives in its host memory. */
     r->cfg.backend.progress = comm->rank == 0 && c->log_level >= DLT_LOG_INFO;

@@ -47,6 +47,7 @@ typedef struct {
     const char *val_labels;   /* "FILENAME CLASS" lines for a flat validation folder */
     int workers;              /* decode threads per rank (0: the task's CPUs minus one) */
     int strict;               /* a bad image stops the run instead of being skipped */
+    int keep_checkpoints;     /* > 0: only the newest N checkpoints stay in checkpoint_dir */
     double max_bad_share;     /* training: more distinct unreadable images than this share of the
                                * data set stops the run (--max-bad-share, default 0.01) */
     int classes_given;        /* --classes was set: the dataset must agree */

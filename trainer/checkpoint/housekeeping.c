@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* housekeeping: unfinished saves removed, old checkpoints pruned (--keep-checkpoints). */
+#include "config.h"
+
+#include "trainer/checkpoint/housekeeping.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/common/status.h"
+
+/* "ckpt-" DIGITS then ".safetensors" or ".state.safetensors", then rest: the step, or -1. */
+static long long _step_of(const char *name, const char **rest)
+{
+    const char *q = name + 5;
+    long long s = 0;
+    if (strncmp(name, "ckpt-", 5) || !(*q >= '0' && *q <= '9'))
+        return -1;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        if (s > (LLONG_MAX - 9) / 10)
+            return -1;
+        s = 10 * s + (*q - '0');
+    }
+    if (!strncmp(q, ".safetensors", 12))
+        *rest = q + 12;
+    else if (!strncmp(q, ".state.safetensors", 18))
+        *rest = q + 18;
+    else
+        return -1;
+    return s;
+}
+
+static int _unfinished(const char *name)
+{
+    const char *rest, *p;
+    if (_step_of(name, &rest) < 0 || strncmp(rest, ".tmp.", 5) || !rest[5])
+        return 0;
+    for (p = rest + 5; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
+}
+
+static void _note(char *said, size_t len, int n, const char *name)
+{
+    size_t at = strlen(said);
+    if (n < 4 && at < len)
+        snprintf(said + at, len - at, "%s%s", at ? ", " : "", name);
+    else if (n == 4 && at < len)
+        snprintf(said + at, len - at, ", ...");
+}
+
+/* Removes dir/name; a file already gone is no failure. */
+static int _remove(int dfd, const char *dir, const char *name, char *err, size_t errlen)
+{
+    if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
+        return dlt_fail(err, errlen, -errno, "cannot remove %s/%s: %s", dir, name, strerror(errno));
+    return 0;
+}
+
+int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, char *err,
+                                     size_t errlen)
+{
+    DIR *d;
+    struct dirent *e;
+    int rc = 0;
+    *removed = 0;
+    if (saidlen)
+        said[0] = '\0';
+    if (!(d = opendir(dir)))
+        return errno == ENOENT ? 0 : dlt_fail(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (_unfinished(e->d_name) && (rc = _remove(dirfd(d), dir, e->d_name, err, errlen)) == 0)
+            _note(said, saidlen, (*removed)++, e->d_name);
+    closedir(d);
+    return rc;
+}
+
+typedef struct {
+    long long step;
+    int state; /* the state file: removed before its model file */
+    char name[256];
+} _entry;
+
+/* Newest step first; within a step, the state file first. */
+static int _order(const void *a, const void *b)
+{
+    const _entry *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? 1 : -1;
+    return y->state - x->state;
+}
+
+int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed, char *said, size_t saidlen,
+                         char *err, size_t errlen)
+{
+    DIR *d;
+    struct dirent *e;
+    _entry *v = NULL;
+    size_t n = 0, cap = 0, distinct = 0;
+    int rc = 0;
+    *removed = 0;
+    if (saidlen)
+        said[0] = '\0';
+    if (keep <= 0)
+        return 0;
+    if (!(d = opendir(dir)))
+        return dlt_fail(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+        const char *rest;
+        long long s = _step_of(e->d_name, &rest);
+        if (s < 0 || *rest || strlen(e->d_name) >= sizeof(v[0].name))
+            continue;
+        if (n == cap) {
+            _entry *nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*nv));
+            if (!nv) {
+                closedir(d);
+                free(v);
+                return dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
+            }
+            v = nv;
+        }
+        v[n].step = s;
+        v[n].state = strstr(e->d_name, ".state.safetensors") != NULL;
+        snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
+        n++;
+    }
+    qsort(v, n, sizeof(*v), _order);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char label[64];
+        if (i == 0 || v[i].step != v[i - 1].step)
+            distinct++;
+        if (distinct <= (size_t)keep || v[i].step == newest)
+            continue;
+        if ((rc = _remove(dirfd(d), dir, v[i].name, err, errlen)) != 0)
+            break;
+        if (i + 1 < n && v[i + 1].step == v[i].step)
+            continue; /* said once per checkpoint, after its last file */
+        snprintf(label, sizeof(label), "ckpt-%08lld", v[i].step);
+        _note(said, saidlen, (*removed)++, label);
+    }
+    closedir(d);
+    free(v);
+    return rc;
+}

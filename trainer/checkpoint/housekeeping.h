@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* housekeeping: what a checkpoint folder collects over a run's life: the temporary files of saves
+ * that never finished (a killed process's ckpt-N.safetensors.tmp.PID), and old checkpoints past
+ * --keep-checkpoints. Both are called by rank 0 while it holds the folder's lock (run_lock.h), so
+ * no other dltrain is writing there. Nothing here follows a symbolic link. */
+#ifndef DLT_HOUSEKEEPING_H
+#define DLT_HOUSEKEEPING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Removes every "ckpt-*.safetensors.tmp.PID" in dir: with the lock held they are left by saves
+ * that did not finish. *removed gets their count and said the first names ("a, b, ..."). Returns
+ * 0, or a negative errno with err when the folder cannot be read or a file cannot be removed. */
+int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, char *err,
+                                     size_t errlen);
+
+/* Keeps the `keep` newest checkpoints of dir (by step; a pair, or the half of one that is there)
+ * and removes the rest, state file first (so that a removal cut short leaves no pair that looks
+ * valid). The checkpoint of step `newest` is never removed. *removed and said as above. */
+int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed, char *said, size_t saidlen,
+                         char *err, size_t errlen);
+
+#endif
