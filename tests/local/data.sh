@@ -38,7 +38,7 @@ t2=$(sed -n 's/.*top-1 \([0-9.]*\).*/\1/p' <<<"$out2")
 if ((rc == 0)) && [[ -n $t1 && $t1 == "$t2" && $out2 == *"$WORK/flat: 128 images, 4 classes"* ]]; then ok "flat validation folder + labels file: same top-1 as the class folders ($t2)"; else not_ok "flat val (rc=$rc, $t1 vs $t2)"; echo "$out2" | tail -3 | diag; fi
 
 out=$(timeout 300 "$DLTRAIN" data pack "$WORK/ds/train" "$WORK/train.rec" --resize 40 2>&1); rc=$?
-if ((rc == 0)) && [[ $out == *"packed 127 images of 4 classes into $WORK/train.rec (3 left out)"* && -s $WORK/train.idx ]]; then ok "data pack: 127 good images into RecordIO, the 3 bad ones left out and named"; else not_ok "packer (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+if ((rc == 0)) && [[ $out == *"packed 127 images of 4 classes into $WORK/train.rec (3 unreadable images left out)"* && -s $WORK/train.idx ]]; then ok "data pack: 127 good images into RecordIO, the 3 bad ones left out and named"; else not_ok "packer (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 out=$(timeout 600 "$DLTRAIN" train --data "$WORK/train.rec" "${SMALL[@]}" --epochs 2 --log-every 4 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"train.rec: 127 images, 4 classes, 7 batches per rank per epoch"* && $out != *"bad image"* ]]; then ok "training reads the RecordIO file (labels from the records)"; else not_ok "RecordIO training (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 

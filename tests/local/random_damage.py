@@ -107,7 +107,7 @@ def prepare(ctx):
     r = sh([a.mkjpegs, "folder", ctx.base, "3", "6", "40", "40", "plain"])
     if r.returncode:
         sys.exit("mkjpegs failed: " + r.stdout)
-    r = sh([a.dltrain, "data", "pack", os.path.join(ctx.base, "train"), os.path.join(a.work, "base.rec")])
+    r = sh([a.dltrain, "data", "pack", os.path.join(ctx.base, "train"), os.path.join(a.work, "base.rec"), "--force"])
     if r.returncode:
         sys.exit("data pack failed: " + r.stdout)
     ck = os.path.join(a.work, "ck")
@@ -244,7 +244,7 @@ def recordio_pair_damaged(rec, idx):
     data, text = open(rec, "rb").read(), open(idx, "rb").read()
     if not text or not text.endswith(b"\n"):
         return True
-    nxt = 0
+    nxt, last_whole = 0, False
     for line in text.split(b"\n")[:-1]:
         m = re.fullmatch(rb"(\d{1,19})[\t ]+(\d{1,19})\r?", line)
         if not m:
@@ -264,6 +264,10 @@ def recordio_pair_damaged(rec, idx):
         if not (0 <= label < 1e6) or label != int(label):
             return True
         nxt = off + 8 + ((plen + 3) & ~3)
+        last_whole = cflag == 0
+    # a whole last record ends the file: bytes after it are records a cut index does not list
+    if nxt and last_whole and nxt < len(data):
+        return True
     return False
 
 

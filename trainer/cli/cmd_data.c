@@ -5,12 +5,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stb/stb_image_resize.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
@@ -43,6 +45,44 @@ static int _resize_jpeg(dlt_decoder *dec, tjhandle enc, const uint8_t *in, size_
     return rc;
 }
 
+/* OUT.rec's companions: base is OUT without ".rec" (OUT itself when it has no such ending). */
+static void _out_names(const char *rec, char *idx, char *classes, size_t len)
+{
+    size_t n = strlen(rec);
+    int cut = n > 4 && !strcmp(rec + n - 4, ".rec") ? 4 : 0;
+    snprintf(idx, len, "%.*s.idx", (int)(n - (size_t)cut), rec);
+    snprintf(classes, len, "%.*s.classes", (int)(n - (size_t)cut), rec);
+}
+
+/* Whether OUT would land inside SRC_DIR (packing would read its own output, or overwrite an
+ * image): compared as real paths, the output's folder resolved (the file need not exist). */
+static int _inside(const char *src, const char *out)
+{
+    char s[PATH_MAX], d[PATH_MAX], dir[PATH_MAX];
+    const char *slash = strrchr(out, '/');
+    size_t n;
+    if (!realpath(src, s))
+        return 0;
+    snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - out) : 1, slash ? (slash == out ? "/" : out) : ".");
+    if (!realpath(dir, d))
+        return 0;
+    n = strlen(s);
+    return !strcmp(d, s) || (!strncmp(d, s, n) && (d[n] == '/' || !strcmp(s, "/")));
+}
+
+/* Moves the finished temporary files to their names: the data, the class names, the index last
+ * (a reader that finds the index finds a complete pack). */
+static int _commit(const char *const tmp[3], const char *const fin[3])
+{
+    static const int order[3] = {0, 2, 1};
+    for (int k = 0; k < 3; k++)
+        if (rename(tmp[order[k]], fin[order[k]]) != 0) {
+            fprintf(stderr, "dltrain: cannot rename %s to %s: %s\n", tmp[order[k]], fin[order[k]], strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
 int dlt_cmd_data(int argc, char **argv)
 {
     dlt_cli_opts o;
@@ -56,11 +96,15 @@ int dlt_cmd_data(int argc, char **argv)
     uint8_t *buf = NULL;
     size_t cap = 0;
     int64_t n = 0, written = 0, bad = 0;
-    char err[1024];
+    char err[1024], idx_path[PATH_MAX + 16], classes_path[PATH_MAX + 16], tmp_rec[PATH_MAX + 32],
+        tmp_idx[PATH_MAX + 48], tmp_classes[PATH_MAX + 48];
     dlt_progress prog;
 
     if (argc < 2 || strcmp(argv[1], "pack")) {
-        fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--quiet]\n");
+        if (argc >= 2 && argv[1][0] != '-')
+            fprintf(stderr, "dltrain data: unknown subcommand '%s' (the one there is: pack)\n", argv[1]);
+        fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] "
+                "[--force] [--quiet]\n");
         return 2;
     }
     memset(&o, 0, sizeof(o));
@@ -82,6 +126,24 @@ int dlt_cmd_data(int argc, char **argv)
         fprintf(stderr, "dltrain data pack: SRC_DIR and OUT.rec are needed (see dltrain data pack --help)\n");
         return 2;
     }
+    _out_names(argv[first + 1], idx_path, classes_path, sizeof(idx_path));
+    if (_inside(argv[first], argv[first + 1])) {
+        fprintf(stderr, "dltrain: data pack: %s is inside %s: packing would read (or overwrite) its own output; "
+                "write it elsewhere\n", argv[first + 1], argv[first]);
+        return 2;
+    }
+    if (!o.force) {
+        const char *fin[3] = {argv[first + 1], idx_path, classes_path};
+        for (int k = 0; k < 3; k++)
+            if (access(fin[k], F_OK) == 0) {
+                fprintf(stderr, "dltrain: data pack: %s exists: --force replaces it (a job reading it keeps the "
+                        "files it has open), or name another OUT.rec\n", fin[k]);
+                return 2;
+            }
+    }
+    snprintf(tmp_rec, sizeof(tmp_rec), "%s.tmp.%ld", argv[first + 1], (long)getpid());
+    snprintf(tmp_idx, sizeof(tmp_idx), "%s.idx", tmp_rec); /* what dlt_recordio_create names it */
+    snprintf(tmp_classes, sizeof(tmp_classes), "%s.classes", tmp_rec);
     if (dlt_dataset_open_folder(&ds, argv[first], labels, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
         return 1;
@@ -92,15 +154,16 @@ int dlt_cmd_data(int argc, char **argv)
         if (what[0])
             fprintf(stderr, "dltrain: %s: left out: %s\n", argv[first], what);
     }
-    if (dlt_recordio_create(&w, argv[first + 1], err, sizeof(err)) != 0) {
+    if (dlt_recordio_create(&w, tmp_rec, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
-        goto out;
+        goto drop;
     }
     dec = dlt_decoder_create();
     enc = tjInitCompress();
     if (!dec || !enc) {
         fprintf(stderr, "dltrain: cannot create the JPEG codec\n");
-        goto out;
+        dlt_recordio_close(&w, err, sizeof(err));
+        goto drop;
     }
     n = dlt_dataset_count(ds);
     quiet |= getenv("DLT_LOG") && !strcmp(getenv("DLT_LOG"), "quiet");
@@ -123,25 +186,34 @@ int dlt_cmd_data(int argc, char **argv)
         if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, err,
                                 sizeof(err)) != 0) {
             dlt_progress_clear(&prog);
-            fprintf(stderr, "dltrain: writing %s: %s\n", argv[first + 1], err);
+            fprintf(stderr, "dltrain: writing %s: %s\n", tmp_rec, err);
             tjFree(jpg);
             dlt_recordio_close(&w, err, sizeof(err));
-            goto out;
+            goto drop;
         }
         tjFree(jpg);
         written++;
         dlt_progress_update(&prog, i + 1);
     }
     dlt_progress_end(&prog, n);
-    if (dlt_recordio_close(&w, err, sizeof(err)) != 0 ||
-        dlt_recordio_write_classes(argv[first + 1], ds, err, sizeof(err)) != 0) {
+    if (dlt_recordio_close(&w, err, sizeof(err)) != 0 || dlt_recordio_write_classes(tmp_rec, ds, err, sizeof(err)) != 0) {
         fprintf(stderr, "dltrain: %s\n", err);
-        goto out;
+        goto drop;
     }
-    printf("dltrain: packed %lld image%s of %d class%s into %s (%lld left out)\n", (long long)written,
-           written == 1 ? "" : "s", dlt_dataset_classes(ds), dlt_dataset_classes(ds) == 1 ? "" : "es", argv[first + 1],
-           (long long)bad);
+    {
+        const char *tmp[3] = {tmp_rec, tmp_idx, tmp_classes}, *fin[3] = {argv[first + 1], idx_path, classes_path};
+        if (_commit(tmp, fin) != 0)
+            goto drop;
+    }
+    printf("dltrain: packed %lld image%s of %d class%s into %s (%lld unreadable image%s left out)\n",
+           (long long)written, written == 1 ? "" : "s", dlt_dataset_classes(ds), dlt_dataset_classes(ds) == 1 ? "" : "es",
+           argv[first + 1], (long long)bad, bad == 1 ? "" : "s");
     rc = 0;
+    goto out;
+drop: /* nothing of a failed pack takes a name; its temporary files go */
+    unlink(tmp_rec);
+    unlink(tmp_idx);
+    unlink(tmp_classes);
 out:
     dlt_decoder_destroy(dec);
     if (enc)

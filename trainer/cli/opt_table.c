@@ -373,6 +373,9 @@ static const dlt_opt g_table[] = {
           "JPEG quality of re-encoded images (1..100, default 90)"),
     TEXT("labels", "FILE", F(labels), _set_text, DLT_CMD_DATA, 0, NULL,
          "SRC_DIR is a flat folder; FILE has \"FILENAME CLASS\" lines"),
+    NONE("force", F(force), 1, _set_int, DLT_CMD_DATA, 0, NULL,
+         "replace an existing OUT.rec/.idx/.classes (a job reading them keeps\n"
+         "the old files it has open)"),
     NONE("quiet", F(quiet), 1, _set_int, DLT_CMD_DATA, 0, NULL,
          "no progress (also DLT_LOG=quiet). Progress: on a terminal one line\n"
          "updated in place, elsewhere a line every DLT_PROGRESS_SECONDS (60)"),
@@ -439,10 +442,12 @@ static const struct {
      "       dltrain info --checkpoint FILE --verify\n",
      "--verify: exit 0 when FILE verifies, 1 when damaged or unverifiable.\n"},
     {"data", DLT_CMD_DATA,
-     "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--quiet]\n"
+     "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--force] [--quiet]\n"
      "\n"
      "Packs an ImageFolder (SRC_DIR/CLASS/IMAGE.JPEG, classes numbered in sorted order) into OUT.rec\n"
-     "and OUT.idx in MXNet's RecordIO format. Unreadable images are named and left out.\n",
+     "and OUT.idx in MXNet's RecordIO format. Unreadable images are named and left out. The files are\n"
+     "written under temporary names and take their names at the end, the index last; OUT inside\n"
+     "SRC_DIR is refused, and existing files are replaced only with --force.\n",
      NULL},
     {"env", DLT_CMD_ENV,
      "usage: dltrain env [--comm auto|single|mpi] [--timeout SECONDS]\n"

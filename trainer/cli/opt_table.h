@@ -36,7 +36,7 @@ typedef struct {
     double timeout;         /* --timeout (0: the default) */
     int verify;             /* --verify */
     int layers, state_dict; /* info */
-    int resize, quality, quiet; /* data pack */
+    int resize, quality, quiet, force; /* data pack */
     const char *labels;         /* data pack */
     int preflight;              /* train --preflight: 0 none, 1 quick, 2 full */
     dlt_check_config check;     /* check */

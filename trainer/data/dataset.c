@@ -819,6 +819,7 @@ static int _check_records(dlt_dataset *d, const char *idx_path, int *maxlabel, c
 {
     struct stat st;
     uint64_t size, next = 0;
+    int last_whole = 0;
     if (fstat(d->fd, &st) != 0 || !S_ISREG(st.st_mode))
         return dlt_fail(err, errlen, -EINVAL, "%s is not a regular file", d->rec_path);
     size = (uint64_t)st.st_size;
@@ -883,7 +884,14 @@ static int _check_records(dlt_dataset *d, const char *idx_path, int *maxlabel, c
             return dlt_fail(err, errlen, -EINVAL, "index %s, line %lld: %s; refusing the pair %s + %s", idx_path,
                             d->idx_lines[i], why, d->rec_path, idx_path);
         next = off + 8 + ((plen + 3u) & ~3u);
+        last_whole = cflag == 0;
     }
+    /* A whole last record ends the file (im2rec and dltrain data pack write them back to back): bytes
+     * after it are records an index cut short does not list (a pack or a copy that did not finish). */
+    if (d->n > 0 && last_whole && next < size)
+        return dlt_fail(err, errlen, -EINVAL, "index %s lists records up to byte %llu of the %llu-byte %s: the index "
+                        "is cut short (a pack or copy that did not finish?): pack again, or rebuild the index",
+                        idx_path, (unsigned long long)next, (unsigned long long)size, d->rec_path);
     return 0;
 }
 
