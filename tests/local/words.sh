@@ -11,7 +11,7 @@ DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 5
+tap_plan 7
 rm -rf "${WORK:?}" && mkdir -p "$WORK"
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 2 --steps 1 --log-every 0 --warmup-epochs 0 --eval-every 0)
 
@@ -46,4 +46,21 @@ out=$(timeout 60 "$DLTRAIN" train --data /etc/hostname "${SMALL[@]}" 2>&1); rc=$
 if ((rc == 2)) && [[ $out == *"a regular file, not a directory (give an image folder, or an MXNet RecordIO file named .rec"* ]]; then
   ok "--data naming a plain file says that a .rec is accepted"
 else not_ok "--data FILE (rc=$rc)"; echo "$out" | diag; fi
+# The learning rate in the step line keeps its significant digits at small batch sizes (it read
+# "lr 0.00000" after the milestones): 0.001 x 8/256 = 3.125e-05.
+out=$(timeout 60 "$DLTRAIN" train "${SMALL[@]/--steps/--steps}" --synthetic --classes 4 --batch 8 --lr 0.001 --steps 2 --log-every 1 2>&1); rc=$?
+if ((rc == 0)) && grep -q 'step 2/2 .* lr 3.125e-05 img/s' <<<"$out"; then ok "the step line's lr keeps its digits: $(grep -o 'lr [^ ]*' <<<"$out" | tail -1)"
+else not_ok "lr digits (rc=$rc)"; grep 'step 2/' <<<"$out" | diag; fi
+
+# Resuming at or past the run's end says there is nothing to train (it said "3 steps", saved the
+# checkpoint again and then "done: 6 steps").
+rm -rf "$WORK/past"
+timeout 60 "$DLTRAIN" train "${SMALL[@]}" --synthetic --classes 4 --batch 8 --steps 6 --checkpoint-dir "$WORK/past" >/dev/null 2>&1
+before=$(stat -c %Y.%s "$WORK/past/ckpt-00000006.safetensors" 2>/dev/null)
+sleep 1
+out=$(timeout 60 "$DLTRAIN" train "${SMALL[@]}" --synthetic --classes 4 --batch 8 --steps 3 --checkpoint-dir "$WORK/past" --resume auto 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"resumed at step 6, at or past the end of this run (3 steps): nothing to train, nothing written"* && $out != *"done:"* ]] &&
+   [[ -n $before && $(stat -c %Y.%s "$WORK/past/ckpt-00000006.safetensors") == "$before" ]]; then
+  ok "a resume at or past --steps says nothing is left to train and writes nothing"
+else not_ok "resume past the end (rc=$rc)"; echo "$out" | tail -3 | diag; fi
 exit 0

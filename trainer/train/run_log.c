@@ -221,7 +221,7 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
     double now = dlt_now(), ips = (double)l->images / (now - l->window_t0);
     double seen = (double)l->images;
     if (l->rank == 0 && l->level >= DLT_LOG_INFO) {
-        printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.5f img/s %.1f "
+        printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.4g img/s %.1f "
                "(%.1f per rank) data %.1f%% wait %.1f%%",
                (st->step - 1) / st->steps_per_epoch + 1, st->step, st->total, l->loss_sum / seen, (double)l->correct / seen,
                st->lr, ips, ips / l->ranks, 100 * l->data_s / l->total_s, 100 * l->comm_s / l->total_s);

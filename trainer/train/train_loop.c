@@ -308,10 +308,15 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t e
     memset(&t, 0, sizeof(t));
     if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 &&
         (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0 && (rc = _stop_before_first_step(&r, &t)) == 0) {
-        while (rc == 0 && t.step < t.total && !t.reached)
-            rc = _train_step(&r, &t);
-        if (rc == 0)
-            rc = _finish(&r, &t);
+        if (t.step >= t.total) /* resumed at or past the end: the checkpoint is already the result */
+            dlt_log(&r.log, DLT_LOG_QUIET, "resumed at step %" PRId64 ", at or past the end of this run (%" PRId64
+                    " step%s): nothing to train, nothing written", t.step, t.total, t.total == 1 ? "" : "s");
+        else {
+            while (rc == 0 && t.step < t.total && !t.reached)
+                rc = _train_step(&r, &t);
+            if (rc == 0)
+                rc = _finish(&r, &t);
+        }
     }
     dlt_run_log_event(&r.log, "run_stop", "INTERVAL_END", NULL, "\"status\":\"%s\",\"step_num\":%" PRId64 ",\"val_top1\":%.6f",
                       rc == 0 && (c->target_top1 <= 0 || t.reached) ? "success" : "aborted", t.step, t.val_top1);
