@@ -67,9 +67,14 @@ static const dlt_cuda_module *_cuda_probe(void)
 {
     static int warned;
     char why[512];
-    const dlt_cuda_module *m = dlt_cuda_module_get(why, sizeof(why));
+    const dlt_cuda_module *m;
+    /* No NVIDIA driver on this node (its control device; WSL's /dev/dxg): no GPU to find, and the
+     * CUDA libraries (a gigabyte and more of address space) stay unmapped for a CPU run. */
+    if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/nvidia0", F_OK) != 0 && access("/dev/dxg", F_OK) != 0)
+        return NULL;
+    m = dlt_cuda_module_get(why, sizeof(why));
 #ifdef DLT_HAVE_CUDA_BACKEND
-    if (!m && !warned && access("/dev/nvidia0", F_OK) == 0) {
+    if (!m && !warned) {
         fprintf(stderr, "dltrain: warning: this node has an NVIDIA device but %s\n", why);
         warned = 1;
     }

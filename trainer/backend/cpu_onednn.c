@@ -97,6 +97,15 @@ static int _reorder(dlt_backend *be, dnnl_primitive_t *p, const dnnl_memory_desc
     return 0;
 }
 
+/* Every allocation failure says so: the caller prefixes the layer ("planning layer layer2.1.conv2:
+ * ..."), and the words must never be what the buffer held before. */
+static int _oom(dlt_backend *be)
+{
+    snprintf(be->err, be->errlen, "out of memory (the process's memory or address-space limit: `ulimit -v`, the "
+             "job's --mem; a smaller --batch needs less)");
+    return -ENOMEM;
+}
+
 static void *_alloc_md(const dnnl_memory_desc_t *md)
 {
     size_t sz = dnnl_memory_desc_get_size(md);
@@ -123,7 +132,7 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     dlt_op *op = calloc(1, sizeof(*op));
     int rc;
     if (!op)
-        return -ENOMEM;
+        return _oom(be);
     op->cs = *s;
     if ((rc = _md(be, &x_f32, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) || (rc = _md(be, &x_lp, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
         (rc = _md(be, &y_md, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
@@ -159,13 +168,13 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     op->w_buf = _alloc_md(w_fmt);
     op->dw_buf = _alloc_md(dw_fmt);
     if (!op->w_buf || !op->dw_buf) {
-        rc = -ENOMEM;
+        rc = _oom(be);
         goto fail;
     }
     if (!dnnl_memory_desc_equal(wb_fmt, w_fmt)) {
         op->wb_buf = _alloc_md(wb_fmt);
         if (!op->wb_buf) {
-            rc = -ENOMEM;
+            rc = _oom(be);
             goto fail;
         }
         if ((rc = _reorder(be, &op->wb_reorder, &w_user, wb_fmt)) || (rc = _mem(be, &op->m_wb, wb_fmt, op->wb_buf)))
@@ -181,7 +190,7 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
         op->x_lp_buf = _alloc_md(&x_lp);
         op->dy_lp_buf = _alloc_md(&y_lp);
         if (!op->x_lp_buf || !op->dy_lp_buf) {
-            rc = -ENOMEM;
+            rc = _oom(be);
             goto fail;
         }
         if ((rc = _reorder(be, &op->x_to_lp, &x_f32, &x_lp)) || (rc = _reorder(be, &op->dy_to_lp, &y_md, &y_lp)) ||
@@ -316,7 +325,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     dlt_op *op = calloc(1, sizeof(*op));
     int rc;
     if (!op)
-        return -ENOMEM;
+        return _oom(be);
     op->as = *s;
     if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)))
         goto fail;
@@ -410,7 +419,7 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     dlt_op *op = calloc(1, sizeof(*op));
     int rc;
     if (!op)
-        return -ENOMEM;
+        return _oom(be);
     if ((rc = _md(be, &x_md, in->n, in->c, in->h, in->w, dnnl_f32, dnnl_nhwc)) ||
         (rc = _md(be, &y_md, in->n, in->c, oh, ow, dnnl_f32, dnnl_nhwc)))
         goto fail;
@@ -423,7 +432,7 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
     op->ws_buf = _alloc_md(ws_md);
     if (!op->ws_buf) {
-        rc = -ENOMEM;
+        rc = _oom(be);
         goto fail;
     }
     if ((rc = _mem(be, &op->m_ws, ws_md, op->ws_buf)) || (rc = _mem(be, &op->m_src, &x_md, DNNL_MEMORY_NONE)) ||

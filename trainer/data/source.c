@@ -32,10 +32,16 @@ int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, 
                               uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
                               size_t errlen)
 {
+    int rc;
     memset(s, 0, sizeof(*s));
     s->batch = batch;
-    if ((exact ? dlt_synthetic_init_exact(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)
-               : dlt_synthetic_init(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)) != 0)
+    rc = exact ? dlt_synthetic_init_exact(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)
+               : dlt_synthetic_init(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world);
+    if (rc == -ENOMEM)
+        return dlt_fail(err, errlen, rc, "synthetic data: out of memory for the order of its %lld images (the "
+                        "process's memory limit: `ulimit -v`, the job's --mem; --synthetic-size N needs less)",
+                        (long long)size);
+    if (rc != 0)
         return dlt_fail(err, errlen, -EINVAL, "synthetic data: %lld images cannot be split over %d ranks",
                         (long long)size, world);
     return 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/common/crash_report.h"
 #include "trainer/common/rng.h"
 #include "trainer/common/status.h"
 
@@ -125,6 +126,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         dlt_layer *l = &m->layers[i];
         dlt_act_shape ash = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
         rc = 0;
+        dlt_crash_context("planning layer %s", l->name); /* crash_report.h: oneDNN may fault, short of memory */
         if (l->kind == DLT_LAYER_CONV && (rc = be->ops->conv_plan(be, &l->cs, &l->op)) == 0)
             rc = be->ops->conv_bind_weights(be, l->op, net->d_params + l->w_off);
         else if (l->kind == DLT_LAYER_BN)
@@ -132,10 +134,12 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         else if (l->kind == DLT_LAYER_MAXPOOL)
             rc = be->ops->maxpool_plan(be, &ash, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
         if (rc != 0) {
+            dlt_crash_context(NULL);
             dlt_status_take(&st, rc, be->err, "planning layer %s", l->name);
             goto fail;
         }
     }
+    dlt_crash_context(NULL);
     return 0;
 oom:
     dlt_status_fail(&st, -ENOMEM, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
