@@ -11,7 +11,7 @@ DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 7
+tap_plan 8
 rm -rf "${WORK:?}" && mkdir -p "$WORK"
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 2 --steps 1 --log-every 0 --warmup-epochs 0 --eval-every 0)
 
@@ -63,4 +63,31 @@ if ((rc == 0)) && [[ $out == *"resumed at step 6, at or past the end of this run
    [[ -n $before && $(stat -c %Y.%s "$WORK/past/ckpt-00000006.safetensors") == "$before" ]]; then
   ok "a resume at or past --steps says nothing is left to train and writes nothing"
 else not_ok "resume past the end (rc=$rc)"; echo "$out" | tail -3 | diag; fi
+# A class folder named in Latin-1 (not UTF-8): the state file's header stays UTF-8 JSON for other
+# readers (Python's strict decoder and json; Rust's safetensors where installed), the names stored
+# percent-encoded and flagged, and dltrain reads them back: eval matches the folder by name.
+"$MK" folder "$WORK/l1" 3 8 40 40 plain >/dev/null
+(cd "$WORK/l1/train" && mv c00 "$(printf 'caf\xe9')"; cd "$WORK/l1/val" && mv c00 "$(printf 'caf\xe9')")
+timeout 120 "$DLTRAIN" train --data "$WORK/l1" "${SMALL[@]}" --batch 4 --steps 2 --checkpoint-dir "$WORK/l1ck" >/dev/null 2>&1
+py=$(python3 - "$WORK/l1ck/ckpt-00000002.state.safetensors" <<'PY' 2>&1
+import json, struct, sys, urllib.parse
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+meta = json.loads(b[8:8 + n].decode("utf-8"))["__metadata__"]
+names = [urllib.parse.unquote_to_bytes(x) for x in meta["class_names"].split("\n")]
+assert names == [b"c01", b"c02", b"caf\xe9"], names
+assert meta["class_names_encoding"].startswith("percent-encoded"), meta
+print("ok")
+PY
+)
+st=ok
+for p in "${DLT_TORCH_PYTHON:-}" /opt/torchvenv/bin/python; do
+  [[ -x $p ]] && "$p" -c 'import safetensors' 2>/dev/null || continue
+  "$p" -c "from safetensors import safe_open; safe_open('$WORK/l1ck/ckpt-00000002.state.safetensors', 'np').metadata()" 2>/dev/null || st=refused
+  st="$st (safetensors read it)"; break
+done
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/l1" "${SMALL[@]}" --batch 4 --checkpoint "$WORK/l1ck/ckpt-00000002.safetensors" 2>&1); rc=$?
+if [[ $py == ok && $st != refused* && $rc == 0 && $out == *": 24 images, top-1"* ]]; then
+  ok "a Latin-1 class folder name: the state header is UTF-8 JSON with the names percent-encoded, $st; eval matches it by name"
+else not_ok "non-UTF-8 class name (python: $py; $st; eval rc=$rc)"; echo "$out" | tail -2 | diag; fi
 exit 0

@@ -19,6 +19,85 @@
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
 
+/* The value of class_names_encoding when the names are stored percent-encoded. */
+#define CLASS_NAMES_PERCENT "percent-encoded bytes (RFC 3986): the class folders' names are not UTF-8"
+
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF). */
+static int _utf8_valid(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+        if (n == 0)
+            return 0;
+        for (int k = 1; k < n; k++)
+            if ((s[k] & 0xc0) != 0x80)
+                return 0;
+        if ((n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) ||
+            (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))))
+            return 0;
+        s += n;
+    }
+    return 1;
+}
+
+/* The length of the well-formed UTF-8 sequence at s, or 0. */
+static int _utf8_seq(const unsigned char *s)
+{
+    char seq[5] = {0};
+    int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+            : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    for (int k = 0; k < n; k++) {
+        if (!s[k])
+            return 0;
+        seq[k] = (char)s[k];
+    }
+    return n && _utf8_valid(seq) ? n : 0;
+}
+
+/* '%', and each byte that starts no UTF-8 sequence, as %XX; the rest as it is. */
+static char *_percent_encode(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    char *out = malloc(3 * strlen(str) + 1), *o = out;
+    if (!out)
+        return NULL;
+    while (*s) {
+        int n = *s == '%' ? 0 : _utf8_seq(s);
+        if (n == 0) {
+            o += sprintf(o, "%%%02X", *s);
+            s++;
+        } else {
+            memcpy(o, s, (size_t)n);
+            o += n;
+            s += n;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static int _hex(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static char *_percent_decode(const char *s)
+{
+    char *out = malloc(strlen(s) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (; *s; s++)
+        if (s[0] == '%' && _hex(s[1]) >= 0 && _hex(s[2]) >= 0) {
+            *o++ = (char)(_hex(s[1]) * 16 + _hex(s[2]));
+            s += 2;
+        } else
+            *o++ = *s;
+    *o = '\0';
+    return out;
+}
+
 #define FORMAT_TAG "dltrain-checkpoint-1"
 
 static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, size_t errlen)
@@ -141,18 +220,33 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
-            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 2];
+            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 4];
+            char *encoded = NULL;
             int nmeta = st->history[0] ? 10 : 9; /* "overrides" only when a resume changed a setting */
             _state_path(path, state_path, sizeof(state_path));
             /* The class names ride beside the settings, when the data has names. */
             memcpy(meta_classes, meta, sizeof(meta));
             if (st->class_names) {
+                /* A header must be UTF-8 JSON for every reader (Rust's safetensors refuses anything
+                 * else): names that are not UTF-8 are stored percent-encoded, and said so. */
+                if (!_utf8_valid(st->class_names) && !(encoded = _percent_encode(st->class_names))) {
+                    free(t);
+                    free(names);
+                    unlink(model_tmp);
+                    return dlt_fail(err, errlen, -ENOMEM, "out of memory for the class names");
+                }
                 meta_classes[2 * nmeta] = "class_names";
-                meta_classes[2 * nmeta + 1] = st->class_names;
+                meta_classes[2 * nmeta + 1] = encoded ? encoded : st->class_names;
                 nmeta++;
+                if (encoded) {
+                    meta_classes[2 * nmeta] = "class_names_encoding";
+                    meta_classes[2 * nmeta + 1] = CLASS_NAMES_PERCENT;
+                    nmeta++;
+                }
             }
             rc = dlt_st_write_staged(state_path, t, nt, meta_classes, nmeta, "state_crc32", state_tmp,
                                      sizeof(state_tmp), err, errlen);
+            free(encoded);
         }
         /* Both files are on disk under temporary names before either takes its name, and the state
          * file (which makes the pair valid) comes last: a full disk or a crash while writing leaves
@@ -309,8 +403,10 @@ void dlt_checkpoint_class_names(const char *model_path, char **list)
     memset(&sf, 0, sizeof(sf));
     if (stat(state_path, &st) != 0 || !S_ISREG(st.st_mode) || dlt_st_load(&sf, state_path, err, sizeof(err)) != 0)
         return;
-    if ((v = dlt_st_meta(&sf, "class_names")) != NULL && *v)
-        *list = strdup(v);
+    if ((v = dlt_st_meta(&sf, "class_names")) != NULL && *v) {
+        const char *enc = dlt_st_meta(&sf, "class_names_encoding");
+        *list = enc && !strcmp(enc, CLASS_NAMES_PERCENT) ? _percent_decode(v) : strdup(v);
+    }
     dlt_st_free(&sf);
 }
 
