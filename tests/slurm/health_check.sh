@@ -9,7 +9,7 @@
 # contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 18
-tap_plan 12
+tap_plan 13
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
@@ -153,4 +153,17 @@ if [[ -n $node ]] && grep -q "excluding $node and requeueing" "$WORK/sb/job.out"
   grep -q 'Restarts=1' <<<"$show" && grep -q '"named_hosts":\["'"$node"'"\]' "$WORK/sb/check.json"; then
   ok "health-check-train.sbatch: the check names $node (rank 1's wrong GEMM), the job excludes it and requeues itself"
 else not_ok "sbatch exclude and requeue (node '$node')"; tail -6 "$WORK/sb/job.out" | diag; grep -o 'ExcNodeList=[^ ]*\|Restarts=[0-9]*' <<<"$show" | diag; fi
+# 13: the same on -N2 of this 2-node cluster: excluding the named node would leave 1 node for a job
+# that needs 2, pending forever: the template says so and ends instead of requeueing.
+rm -rf "$WORK/sb2"; mkdir -p "$WORK/sb2"
+jid=$(sbatch --parsable -N2 --ntasks-per-node=1 --gpus-per-node=1 -o "$WORK/sb2/job.out" \
+  --export=ALL,DLTRAIN="$WORK/fault-once.sh",OUT="$WORK/sb2",CHECK_ARGS="--gemm-size 128 --max-bytes 1K --iters 2" \
+  "$DLT_SRCDIR/contrib/sbatch/health-check-train.sbatch")
+for _ in $(seq 600); do [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break; sleep 0.2; done
+left=$(squeue -h -j "$jid" -o %T 2>/dev/null)
+scancel "$jid" 2>/dev/null
+if [[ -z $left ]] && grep -q 'not requeueing: excluding n2 leaves 1 of the 2 node(s) of partition debug, and the job needs 2' "$WORK/sb2/job.out" &&
+   ! grep -q 'and requeueing' "$WORK/sb2/job.out"; then
+  ok "health-check-train.sbatch on -N2 of 2 nodes: excluding n2 would leave too few nodes: said, not requeued, the job ends"
+else not_ok "requeue into too few nodes (job state '${left}')"; tail -4 "$WORK/sb2/job.out" | diag; fi
 exit 0

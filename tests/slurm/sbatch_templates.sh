@@ -3,10 +3,11 @@
 # contrib/sbatch templates on the local cluster, scaled down through their variables:
 # resnet50-imagenet.sbatch is preempted with SIGUSR1, requeues itself, resumes from its checkpoint
 # and completes; resnet50-scaling.sbatch runs a 1/2/4-rank sweep and contrib/report.py turns its
-# JSON lines into the speed-up table and an SVG plot.
+# JSON lines into the speed-up table and an SVG plot; a stall (status 86) is requeued a bounded
+# number of times; a rank killed outright ends the job's step at once (--kill-on-bad-exit).
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 5
-tap_plan 7
+tap_plan 9
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 T=$DLT_SRCDIR/contrib/sbatch
 D=$WORK/sb
@@ -47,4 +48,30 @@ ntb=$(ls "$D"/ck/tensorboard/events.out.tfevents.* 2>/dev/null | wc -l)
 if ((ntb == 2)) && ls "$D"/scal/tensorboard/fp32-{1,2,4}/events.out.tfevents.* >/dev/null 2>&1; then
   ok "both templates set --tensorboard: one event file per run of the requeued job, one per sweep point"
 else not_ok "TensorBoard files from the templates ($ntb for the requeued job)"; ls -R "$D/ck" "$D/scal" 2>&1 | tail -12 | diag; fi
+# A stall: the watchdog aborts (86); the template requeues, at most MAX_STALL_REQUEUES times.
+jid=$(sbatch --parsable -N1 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 -o "$D/stall.out" \
+  --export=ALL,DLTRAIN=$DLTRAIN,ARCH=resnet18,EPOCHS=4,BATCH=8,CKPT=$D/stallck,MAX_STALL_REQUEUES=1,DLT_TEST_STALL=compute:3:30,EXTRA="$SMALL --stall-timeout 3" \
+  "$T/resnet50-imagenet.sbatch")
+for _ in $(seq 600); do [[ $(squeue -h -j "$jid" -o %r 2>/dev/null) == BeginTime ]] && break; sleep 0.2; done
+state=$(scontrol show job "$jid" | grep -o 'Restarts=[0-9]*')
+scancel "$jid"; wait_done "$jid" 150
+if [[ $state == Restarts=1 ]] && grep -q 'a rank stalled (exit 86, .*): requeueing (1 of 1)' "$D/stall.out" &&
+   [[ $(cat "$D/stallck/.stall-requeues-$jid" 2>/dev/null) == 1 ]]; then
+  ok "exit 86 (stall): the template requeues, counting (1 of 1) beside the checkpoints"
+else not_ok "stall requeue ($state)"; grep -v 'step [0-9]*/' "$D/stall.out" | tail -5 | diag; fi
+
+# A rank killed with SIGKILL (as the OOM killer does): the step ends within seconds, not after
+# --stall-timeout (900 s), and the job is not requeued.
+printf '#!/bin/sh\nif [ "$SLURM_PROCID" = 1 ]; then ( sleep 8; kill -9 $$ ) & fi\nexec "%s" "$@"\n' "$DLTRAIN" >"$D/kill1.sh"
+chmod +x "$D/kill1.sh"
+t0=$SECONDS
+jid=$(sbatch --parsable -N2 --ntasks-per-node=1 --gpus-per-node=1 --cpus-per-task=1 -o "$D/kill.out" \
+  --export=ALL,DLTRAIN=$D/kill1.sh,ARCH=resnet18,EPOCHS=1000,BATCH=8,CKPT=$D/killck,EXTRA="$SMALL" \
+  "$T/resnet50-imagenet.sbatch")
+wait_done "$jid" 600
+took=$((SECONDS - t0))
+restarts=$(scontrol show job "$jid" 2>/dev/null | grep -o 'Restarts=[0-9]*')
+if ((took < 90)) && ! grep -q requeueing "$D/kill.out" && [[ ${restarts:-Restarts=0} == Restarts=0 ]]; then
+  ok "rank 1 killed with SIGKILL: the step ends at once (--kill-on-bad-exit), the job in ${took} s, not requeued"
+else not_ok "killed rank (${took} s, ${restarts:-?})"; grep -v 'step [0-9]*/' "$D/kill.out" | tail -6 | diag; scancel "$jid" 2>/dev/null; fi
 exit 0
