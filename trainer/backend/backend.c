@@ -65,7 +65,6 @@ dlt_precision dlt_backend_lowp(const dlt_backend *be)
  * not load is worth one line. */
 static const dlt_cuda_module *_cuda_probe(void)
 {
-    static int warned;
     char why[512];
     const dlt_cuda_module *m;
     /* No NVIDIA driver on this node (its control device; WSL's /dev/dxg): no GPU to find, and the
@@ -74,9 +73,12 @@ static const dlt_cuda_module *_cuda_probe(void)
         return NULL;
     m = dlt_cuda_module_get(why, sizeof(why));
 #ifdef DLT_HAVE_CUDA_BACKEND
-    if (!m && !warned) {
-        fprintf(stderr, "dltrain: warning: this node has an NVIDIA device but %s\n", why);
-        warned = 1;
+    {
+        static int warned;
+        if (!m && !warned) {
+            fprintf(stderr, "dltrain: warning: this node has an NVIDIA device but %s\n", why);
+            warned = 1;
+        }
     }
 #endif
     return m;
