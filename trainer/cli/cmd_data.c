@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "trainer/cli/opt_table.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/transform.h"
+#include "trainer/common/io.h"
 #include "trainer/common/progress.h"
 
 /* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
@@ -131,6 +133,15 @@ int dlt_cmd_data(int argc, char **argv)
         fprintf(stderr, "dltrain: data pack: %s is inside %s: packing would read (or overwrite) its own output; "
                 "write it elsewhere\n", argv[first + 1], argv[first]);
         return 2;
+    }
+    {
+        const char *fin[3] = {argv[first + 1], idx_path, classes_path};
+        struct stat st;
+        for (int k = 0; k < 3; k++)
+            if (stat(fin[k], &st) == 0 && !S_ISREG(st.st_mode)) { /* a FIFO, a directory: never replaced */
+                fprintf(stderr, "dltrain: %s: %s, not a regular file\n", fin[k], dlt_file_kind(st.st_mode));
+                return 1;
+            }
     }
     if (!o.force) {
         const char *fin[3] = {argv[first + 1], idx_path, classes_path};
