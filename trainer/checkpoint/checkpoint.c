@@ -529,25 +529,34 @@ int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, ch
     return rc;
 }
 
-/* "ckpt-DIGITS.safetensors" or "ckpt-DIGITS.state.safetensors": the step, or -1. */
-static long long _ckpt_step(const char *name, int *is_state)
+long long dlt_checkpoint_name_step(const char *name, int *is_state, const char **rest)
 {
-    const char *p = name + 5, *q;
+    const char *q = name + 5;
     long long s = 0;
-    if (strncmp(name, "ckpt-", 5) || !(*p >= '0' && *p <= '9'))
+    if (strncmp(name, "ckpt-", 5) || !(*q >= '0' && *q <= '9'))
         return -1;
-    for (q = p; *q >= '0' && *q <= '9'; q++) {
+    for (; *q >= '0' && *q <= '9'; q++) {
         if (s > (LLONG_MAX - 9) / 10)
             return -1;
         s = 10 * s + (*q - '0');
     }
-    if (!strcmp(q, ".safetensors"))
+    if (!strncmp(q, ".safetensors", 12)) {
         *is_state = 0;
-    else if (!strcmp(q, ".state.safetensors"))
+        *rest = q + 12;
+    } else if (!strncmp(q, ".state.safetensors", 18)) {
         *is_state = 1;
-    else
+        *rest = q + 18;
+    } else
         return -1;
     return s;
+}
+
+/* "ckpt-DIGITS.safetensors" or "ckpt-DIGITS.state.safetensors", nothing after: the step, or -1. */
+static long long _ckpt_step(const char *name, int *is_state)
+{
+    const char *rest;
+    long long s = dlt_checkpoint_name_step(name, is_state, &rest);
+    return s >= 0 && !*rest ? s : -1;
 }
 
 int64_t dlt_checkpoint_dir_max_step(const char *dir)

@@ -68,6 +68,11 @@ void dlt_checkpoint_class_names(const char *model_path, char **list);
 /* The state file's path for a model file's. */
 int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen);
 
+/* The step of a file named "ckpt-DIGITS.safetensors" or "ckpt-DIGITS.state.safetensors" followed
+ * by *rest (empty for the checkpoint itself, ".tmp.PID" for a save in progress); *is_state says
+ * which of the pair. -1 for any other name. */
+long long dlt_checkpoint_name_step(const char *name, int *is_state, const char **rest);
+
 /* The highest step of a ckpt-STEP file (model or state) in dir, or -1 when it has none. */
 int64_t dlt_checkpoint_dir_max_step(const char *dir);
 

@@ -7,39 +7,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/status.h"
-
-/* "ckpt-" DIGITS then ".safetensors" or ".state.safetensors", then rest: the step, or -1. */
-static long long _step_of(const char *name, const char **rest)
-{
-    const char *q = name + 5;
-    long long s = 0;
-    if (strncmp(name, "ckpt-", 5) || !(*q >= '0' && *q <= '9'))
-        return -1;
-    for (; *q >= '0' && *q <= '9'; q++) {
-        if (s > (LLONG_MAX - 9) / 10)
-            return -1;
-        s = 10 * s + (*q - '0');
-    }
-    if (!strncmp(q, ".safetensors", 12))
-        *rest = q + 12;
-    else if (!strncmp(q, ".state.safetensors", 18))
-        *rest = q + 18;
-    else
-        return -1;
-    return s;
-}
 
 static int _unfinished(const char *name)
 {
     const char *rest, *p;
-    if (_step_of(name, &rest) < 0 || strncmp(rest, ".tmp.", 5) || !rest[5])
+    int is_state;
+    if (dlt_checkpoint_name_step(name, &is_state, &rest) < 0 || strncmp(rest, ".tmp.", 5) || !rest[5])
         return 0;
     for (p = rest + 5; *p; p++)
         if (*p < '0' || *p > '9')
@@ -114,7 +94,8 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
         return dlt_fail(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
     while ((e = readdir(d)) != NULL) {
         const char *rest;
-        long long s = _step_of(e->d_name, &rest);
+        int is_state;
+        long long s = dlt_checkpoint_name_step(e->d_name, &is_state, &rest);
         if (s < 0 || *rest || strlen(e->d_name) >= sizeof(v[0].name))
             continue;
         if (n == cap) {
@@ -127,7 +108,7 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
             v = nv;
         }
         v[n].step = s;
-        v[n].state = strstr(e->d_name, ".state.safetensors") != NULL;
+        v[n].state = is_state;
         snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
         n++;
     }
