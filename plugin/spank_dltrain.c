@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <slurm/spank.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "options.h"
@@ -14,6 +15,10 @@
 #include "stepd_side.h"
 
 SPANK_PLUGIN(dltrain, 1);
+
+/* Where Slurm carries --dl-train from srun (and sbatch) to slurmstepd: _SLURM_SPANK_OPTION_ +
+ * the plugin name + the option name with '-' as '_'. */
+#define DLT_SPANK_OPTION_ENV "_SLURM_SPANK_OPTION_dltrain_dl_train"
 
 /* SPANK option callbacks receive no handle, so the parsed state has to live in this one
  * file-level struct; every other function takes it as a parameter. */
@@ -29,9 +34,13 @@ static int _opt_cb(int val, const char *optarg, int remote)
     /* Runs twice in each slurmstepd: parsing is idempotent (the whole struct is rebuilt). */
     if (dlt_user_opts_parse(&g_state.opts, &g_state.site, optarg, g_state.err, sizeof(g_state.err)) != 0) {
         g_state.opts_error = 1;
-        if (!remote)
+        if (!remote) {
             slurm_error("dltrain: %s", g_state.err);
-        return -1;
+            return -1;
+        }
+        /* slurmstepd: a refusal here reaches the user only as "Plugin initialization failed".
+         * Keep the words; init_post_opt fails the step and task_init prints them to the task. */
+        return 0;
     }
     g_state.opts_error = 0;
     g_state.explicit_request = 1;
@@ -100,11 +109,40 @@ static int _is_job_step(spank_t sp)
     return step < 0xfffffff0u;
 }
 
+/* A --dl-train value that reached srun only through its environment (the variable Slurm itself
+ * uses to carry SPANK options to the remote side) never passed through the option callback: check
+ * its words here so srun names a bad one before the step starts. Only the syntax is checked: the
+ * variable also carries `#SBATCH --dl-train` into every srun of a batch script. */
+static int _srun_env_option(void)
+{
+    dlt_user_opts opts;
+    const char *val = getenv(DLT_SPANK_OPTION_ENV);
+    if (g_state.explicit_request || !val)
+        return 0;
+    if (!strcmp(val, "(null)") || !*val)
+        val = NULL;
+    if (dlt_user_opts_parse(&opts, &g_state.site, val, g_state.err, sizeof(g_state.err)) == 0)
+        return 0;
+    slurm_error("dltrain: %s (given in the environment as %s)", g_state.err, DLT_SPANK_OPTION_ENV);
+    return -1;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
+    if (g_state.opts_error && spank_context() == S_CTX_REMOTE) {
+        if (!_is_job_step(sp))
+            return 0;
+        /* The bad value came in through the environment (srun checks its own command line). */
+        g_state.active = 1;
+        g_state.step_error = 1;
+        slurm_error("dltrain: %s", g_state.err);
+        return 0;
+    }
     if (g_state.opts_error)
+        return -1;
+    if (spank_context() == S_CTX_LOCAL && _srun_env_option() != 0)
         return -1;
     if (!g_state.opts.requested)
         return 0;

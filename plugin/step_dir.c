@@ -70,39 +70,84 @@ static int _valid_component(const char *name)
     return name && *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") && strlen(name) < 128;
 }
 
-static int _clear_dir(int parent, const char *name)
+/* Removes parent/name and everything below it, as root, in a tree its user may still be changing:
+ * every step is relative to an open directory, no link is followed (O_NOFOLLOW, unlinkat), no other
+ * filesystem is entered (st_dev), the depth is bounded. Returns 0, or the first failure as -errno
+ * with the entry's name in where. */
+static int _remove_tree(int parent, const char *name, dev_t dev, int depth, char *where, size_t wherelen)
 {
-    int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
     DIR *d;
     struct dirent *e;
+    int dfd, rc = 0;
+
+    dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (dfd < 0) {
         if (errno == ENOENT)
             return 0;
-        /* A link or file where the directory should be: remove the entry itself, never its target. */
-        if ((errno == ELOOP || errno == ENOTDIR) && unlinkat(parent, name, 0) == 0)
+        /* A link, file, FIFO or socket: remove the entry itself, never what it points to. */
+        if ((errno == ELOOP || errno == ENOTDIR) && (unlinkat(parent, name, 0) == 0 || errno == ENOENT))
             return 0;
+        snprintf(where, wherelen, "%s", name);
         return -errno;
+    }
+    if (fstat(dfd, &st) != 0 || st.st_dev != dev || depth >= DLT_STEP_DIR_MAX_DEPTH) {
+        rc = st.st_dev != dev ? -EXDEV : depth >= DLT_STEP_DIR_MAX_DEPTH ? -ELOOP : -errno;
+        snprintf(where, wherelen, "%s", name);
+        close(dfd);
+        return rc;
     }
     d = fdopendir(dfd);
     if (!d) {
+        rc = -errno;
         close(dfd);
-        return -errno;
+        snprintf(where, wherelen, "%s", name);
+        return rc;
     }
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        /* unlinkat never follows a link; a subdirectory a user made stays and is reported. */
-        (void)unlinkat(dirfd(d), e->d_name, 0);
+    /* Entries made while we read (a process of the user elsewhere) get a bounded second look. */
+    for (int pass = 0; pass < 3; pass++) {
+        int removed = 0;
+        while ((e = readdir(d)) != NULL) {
+            int r;
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            r = _remove_tree(dirfd(d), e->d_name, dev, depth + 1, where, wherelen);
+            if (r != 0 && rc == 0)
+                rc = r;
+            removed += r == 0;
+        }
+        if (rc != 0 || unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+            closedir(d);
+            return rc;
+        }
+        if (errno != ENOTEMPTY && errno != EEXIST)
+            break;
+        rewinddir(d);
+        (void)removed;
     }
+    rc = -errno;
+    snprintf(where, wherelen, "%s", name);
     closedir(d);
-    return unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -errno;
+    return rc;
+}
+
+static int _clear_dir(int parent, const char *name, char *where, size_t wherelen)
+{
+    struct stat st;
+    if (fstat(parent, &st) != 0)
+        return -errno;
+    return _remove_tree(parent, name, st.st_dev, 0, where, wherelen);
 }
 
 int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
-                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, char *err, size_t errlen)
+                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, int *stale, char *err,
+                        size_t errlen)
 {
     int top = -1, dfd = -1, fd = -1, rc = 0;
     size_t done = 0;
+    char where[256] = "";
+
+    *stale = 0;
 
     if (!_valid_component(name) || !_valid_component(file_name)) {
         snprintf(err, errlen, "invalid step directory name");
@@ -112,8 +157,20 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
     if (top < 0)
         return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);
     if (mkdirat(top, name, 0700) != 0) {
-        /* A leftover of the same job.step id (controller state reset): clear it once. */
-        if (errno != EEXIST || _clear_dir(top, name) != 0 || mkdirat(top, name, 0700) != 0) {
+        /* A leftover of the same job.step id (job ids wrapped, the controller's state reset, a node
+         * that crashed mid-step): nothing of a running step can be there, so it is stale. */
+        if (errno != EEXIST) {
+            rc = _fail(err, errlen, errno, "cannot create step directory under", topo_dir);
+            goto out;
+        }
+        *stale = 1;
+        rc = _clear_dir(top, name, where, sizeof(where));
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot remove the stale step directory %s/%s left by an earlier step of the same id "
+                     "(at '%s': %s)", topo_dir, name, where, strerror(-rc));
+            goto out;
+        }
+        if (mkdirat(top, name, 0700) != 0) {
             rc = _fail(err, errlen, errno, "cannot create step directory under", topo_dir);
             goto out;
         }
@@ -152,8 +209,8 @@ out:
         close(fd);
     if (dfd >= 0)
         close(dfd);
-    if (rc != 0 && top >= 0)
-        (void)_clear_dir(top, name);
+    if (rc != 0 && top >= 0 && !where[0])
+        (void)_clear_dir(top, name, where, sizeof(where));
     if (top >= 0)
         close(top);
     return rc;
@@ -161,15 +218,17 @@ out:
 
 int dlt_step_dir_remove(const char *topo_dir, const char *name, char *err, size_t errlen)
 {
+    char where[256] = "";
     int top, rc;
     if (!_valid_component(name))
         return -EINVAL;
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (top < 0)
         return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);
-    rc = _clear_dir(top, name);
+    rc = _clear_dir(top, name, where, sizeof(where));
     close(top);
     if (rc != 0)
-        snprintf(err, errlen, "cannot remove %s/%s: %s", topo_dir, name, strerror(-rc));
+        snprintf(err, errlen, "cannot remove %s/%s entirely (at '%s': %s%s)", topo_dir, name, where, strerror(-rc),
+                 rc == -EXDEV ? ", a mount point" : rc == -ELOOP ? ", deeper than the limit" : "");
     return rc;
 }

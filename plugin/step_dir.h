@@ -15,12 +15,18 @@ int dlt_expand_node(const char *pattern, const char *node, char *out, size_t out
  * cannot write, so nothing in it can be swapped by a user. */
 int dlt_topo_dir_check(const char *topo_dir, char *err, size_t errlen);
 
-/* Creates topo_dir/name (0700), writes file_name with contents inside it (O_EXCL|O_NOFOLLOW,
- * 0644), then gives both to uid:gid. path_out receives the file's full path. */
-int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
-                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, char *err, size_t errlen);
+/* How deep a user's tree in a step directory is removed; below that it is left and reported. */
+#define DLT_STEP_DIR_MAX_DEPTH 64
 
-/* Removes topo_dir/name and the plain files in it (never following links). */
+/* Creates topo_dir/name (0700), writes file_name with contents inside it (O_EXCL|O_NOFOLLOW,
+ * 0644), then gives both to uid:gid. path_out receives the file's full path. A directory of the
+ * same name left by an earlier step is removed first (*stale set to 1). */
+int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
+                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, int *stale, char *err,
+                        size_t errlen);
+
+/* Removes topo_dir/name and everything the user put in it, never following a link and never
+ * entering another filesystem; what cannot be removed is named in err. */
 int dlt_step_dir_remove(const char *topo_dir, const char *name, char *err, size_t errlen);
 
 #endif

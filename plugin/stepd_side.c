@@ -125,7 +125,7 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     dlt_nvml nvml;
     char err[DLT_ERR_MAX], name[64], node[64] = "?";
     static char xml[XML_MAX];
-    int rc, has_gpus;
+    int rc, has_gpus, stale = 0;
     uid_t uid = 0;
     gid_t gid = 0;
 
@@ -169,8 +169,11 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
         return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err);
     _step_name(sp, name, sizeof(name));
     if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
-                            sizeof(st->topo_file), err, sizeof(err)) != 0)
+                            sizeof(st->topo_file), &stale, err, sizeof(err)) != 0)
         return _step_fail(st, "node %s: %s", node, err);
+    if (stale)
+        slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node,
+                   st->topo_dir, name);
     snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
     return 0;
 }

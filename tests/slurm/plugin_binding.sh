@@ -5,7 +5,7 @@
 # life, user settings winning, refusals in srun, hostile input, and nodes left idle.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 3
-tap_plan 22
+tap_plan 27
 DIR=$DLT_CLUSTER_DIR
 TOPO_DIR=$DIR/run/n1/dltrain
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
@@ -79,6 +79,42 @@ if [[ $out == *"topology of n1: 4 GPU(s), 3 NIC(s), 2 NUMA node(s)"* && $out == 
   ok "verbose: a topology matrix per node and each task's binding"
 else not_ok "verbose report"; echo "$out" | diag; fi
 if [[ $out == *"all-reduce check passed (mpi, sum of ranks 6)"* ]] && grep -q '^3 .*n2 .* 1 .*1 .*1 .*0 .*nccl_topo.xml' <<<"$out"; then ok "dltrain env under --dl-train: ranks see GPU, CPUs and topology file"; else not_ok "dltrain env under --dl-train"; echo "$out" | diag; fi
+
+# What a user leaves in the step directory goes at step end, all of it, as root and without
+# following a link out of it; a leftover directory of the same job.step id is stale, not an error.
+if id nobody >/dev/null 2>&1; then
+  victim=$WORK/victim2; rm -rf "$victim"; mkdir -p "$victim"; echo keep > "$victim/keep.txt"
+  out=$(timeout 60 runuser -u nobody -- srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c '
+    d=$(dirname "$NCCL_TOPO_FILE"); mkdir -p "$d/sub/deeper" && head -c 10M /dev/zero > "$d/sub/deeper/big" &&
+    ln -s "$1" "$d/sub/out" && ln -s "$1/keep.txt" "$d/outfile" && mkfifo "$d/fifo" && chmod 000 "$d/sub/deeper" && echo "$d"' _ "$victim" 2>&1)
+  if [[ $out == "$TOPO_DIR/"* && ! -e $out && ! -L $out && $(cat "$victim/keep.txt") == keep && $(ls -A "$victim") == keep.txt ]]; then
+    ok "a user's tree in the step directory (10 MB, nested, links out, FIFO, mode 000) is removed at step end, link targets untouched"
+  else not_ok "user's tree in the step directory"; { echo "$out"; ls -laR "$TOPO_DIR" "$victim"; } 2>&1 | head -30 | diag; fi
+else ok "# SKIP no 'nobody' user"; fi
+next=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
+mkdir -p "$TOPO_DIR/$next.0/old/nested"; echo old > "$TOPO_DIR/$next.0/old/nested/file"
+out=$(timeout 60 srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'ls -A "$(dirname "$NCCL_TOPO_FILE")"' 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == nccl_topo.xml && ! -e $TOPO_DIR/$next.0 ]] && grep -q "removed a stale $TOPO_DIR/$next.0 left by an earlier step of the same id" "$DIR/log/slurmd-n1.log"; then
+  ok "a stale step directory of the same id (nested) is replaced, and slurmd's log says so"
+else not_ok "stale step directory (rc=$rc)"; { echo "$out"; ls -laR "$TOPO_DIR"; grep dltrain "$DIR/log/slurmd-n1.log" | tail -3; } 2>&1 | head -30 | diag; fi
+
+# --dl-train through the environment variable Slurm uses to carry it: srun names a bad value; so
+# does every task when srun never checked it (an srun whose plugstack lacks the plugin).
+out=$(_SLURM_SPANK_OPTION_dltrain_dl_train=bind=numa timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 bash -c 'echo RAN' 2>&1); rc=$?
+if ((rc != 0)) && [[ $out != *RAN* && $out == *"bad value 'bind=numa' (valid: bind=closest|none) (given in the environment as _SLURM_SPANK_OPTION_dltrain_dl_train)"* ]]; then
+  ok "a bad --dl-train value in the environment: srun names it before the step starts"
+else not_ok "environment --dl-train in srun (rc=$rc)"; echo "$out" | diag; fi
+mkdir -p "$WORK/noplug"; : > "$WORK/noplug/plugstack.conf"
+sed "s#^PlugStackConfig=.*#PlugStackConfig=$WORK/noplug/plugstack.conf#" "$SLURM_CONF" > "$WORK/noplug/slurm.conf"
+cp "$(dirname "$SLURM_CONF")/gres.conf" "$WORK/noplug/" 2>/dev/null || true
+out=$(SLURM_CONF=$WORK/noplug/slurm.conf _SLURM_SPANK_OPTION_dltrain_dl_train=bind=numa timeout 60 srun --quiet -N2 -n2 --gpus-per-node=1 bash -c 'echo RAN' 2>&1); rc=$?
+if ((rc != 0)) && [[ $out != *RAN* && $(grep -c "dltrain: --dl-train: bad value 'bind=numa' (valid: bind=closest|none)" <<<"$out") -eq 2 && $out != *"Plugin initialization failed"* ]]; then
+  ok "the same value never checked by srun: each task names it (not 'Plugin initialization failed'), exit $rc"
+else not_ok "environment --dl-train in slurmstepd (rc=$rc)"; echo "$out" | diag; fi
+# The batch step gets the value too; failing it would drain the node ("batch job complete failure").
+out=$(_SLURM_SPANK_OPTION_dltrain_dl_train=bind=numa timeout 60 sbatch --quiet --wait -w n1 -N1 -o /dev/null --wrap true 2>&1); rc=$?
+if ((rc == 0)) && [[ $(sinfo -h -n n1 -o %t) == idle ]]; then ok "a batch job given a bad value in the environment leaves its node idle"
+else not_ok "batch step with a bad environment value (rc=$rc, n1 $(sinfo -h -n n1 -o %t))"; { echo "$out"; sinfo -R; } | diag; fi
 
 # A site without a GPU driver: steps without GPUs are fine even with enable=always; steps with
 # GPUs fail with a message about NVML. plugstack.conf is re-read by every new step.
