@@ -171,6 +171,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
 }
 
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_context() == S_CTX_REMOTE && g_state.active)
+        dlt_stepd_task_exit(sp, &g_state);
+    return 0;
+}
+
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;

@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <netdb.h>
 #include <sched.h>
+#include <signal.h>
+#include <slurm/slurm.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "binding.h"
@@ -330,4 +333,53 @@ void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
     if (dlt_step_dir_remove(st->topo_dir, st->step_dir, err, sizeof(err)) != 0)
         slurm_error("dltrain: %s", err);
     st->step_dir[0] = '\0';
+}
+
+/* A task of a multi-task step killed by a signal (the OOM killer, kill -9, a crash) cannot tell its
+ * peers: they wait in their next collective until a watchdog fires (--stall-timeout, NCCL's timeout),
+ * 15 minutes or more, holding the allocation. End the whole step now, as srun --kill-on-bad-exit
+ * would, through slurmstepd's own Slurm API (dlsym: the plugin links nothing of Slurm's). A non-zero
+ * exit is left alone: dltrain ends every rank itself naming the cause, and killing the others at the
+ * first exit would cut that message or a checkpoint being written. */
+void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
+{
+    typedef __typeof__(slurm_kill_job_step) kill_step_fn;
+    kill_step_fn *kill_step;
+    uint32_t job = 0, step = 0, ntasks = 0, rank = 0;
+    int status = 0, sig, rc;
+    char node[64] = "?";
+
+    if (st->step_ending || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS || !WIFSIGNALED(status))
+        return;
+    if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || ntasks < 2)
+        return;
+    (void)spank_get_item(sp, S_TASK_GLOBAL_ID, &rank);
+    (void)spank_get_item(sp, S_JOB_ID, &job);
+    (void)spank_get_item(sp, S_JOB_STEPID, &step);
+    dlt_node_name(node, sizeof(node));
+    sig = WTERMSIG(status);
+    st->step_ending = 1;
+    kill_step = (kill_step_fn *)dlsym(RTLD_DEFAULT, "slurm_kill_job_step");
+    if (!kill_step) {
+        slurm_error("dltrain: node %s: task %u ended by signal %d (%s) but this slurmstepd has no slurm_kill_job_step; "
+                    "its %u peer(s) wait for it until their timeout (use srun --kill-on-bad-exit=1)",
+                    node, rank, sig, strsignal(sig), ntasks - 1);
+        return;
+    }
+#ifdef DLT_SLURM_KILL_STEP_FLAGS
+    rc = kill_step(job, step, SIGKILL, 0);
+#else
+    rc = kill_step(job, step, SIGKILL);
+#endif
+    if (rc != 0) {
+        /* The step is already ending (its tasks are dying of our own, or another node's, kill). */
+        int code = errno;
+        char *(*str)(int) = (char *(*)(int))dlsym(RTLD_DEFAULT, "slurm_strerror");
+        slurm_info("dltrain: node %s: task %u ended by signal %d; step %u.%u not ended again (%s)", node, rank, sig,
+                   job, step, str ? str(code) : strerror(code));
+        return;
+    }
+    slurm_error("dltrain: node %s: task %u ended by signal %d (%s); ending step %u.%u at once so that its %u peer(s) "
+                "do not wait for it",
+                node, rank, sig, strsignal(sig), job, step, ntasks - 1);
 }

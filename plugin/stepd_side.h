@@ -11,5 +11,7 @@
 int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st);
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st);
 void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st);
+/* A task of a multi-task step killed by a signal ends the whole step at once (kill-on-bad-exit). */
+void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st);
 
 #endif

@@ -6,7 +6,7 @@
 # own phase), within a bounded time, and leave every node idle.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 6
-tap_plan 6
+tap_plan 7
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 4096 --epochs 10
@@ -57,9 +57,25 @@ start=$SECONDS
 [[ -n $victim ]] && kill -KILL "$victim"
 wait
 el=$((SECONDS - start)); rc=$(cat "$WORK/kill.rc")
-if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -q 'task 3: Killed' "$WORK/kill.out"; then
+if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -qE 'task(s [0-9]-)? ?3: Killed' "$WORK/kill.out"; then
   ok "rank 3 killed (SIGKILL): the step ends in ${el}s with an error naming task 3"
 else not_ok "killed rank (victim=$victim rc=$rc ${el}s)"; tail -6 "$WORK/kill.out" | diag; fi
+# The same kill with the default --stall-timeout (900 s) and no --kill-on-bad-exit: the plugin ends
+# the step itself (a rank killed outright cannot tell its peers, which would wait 15 minutes).
+rm -f "$WORK/kill2.out"
+( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]:0:${#RUN[@]}-2}" > "$WORK/kill2.out" 2>&1; echo $? > "$WORK/kill2.rc" ) &
+for _ in $(seq 300); do grep -q 'step 4/' "$WORK/kill2.out" 2>/dev/null && break; sleep 0.1; done
+victim=""
+for p in $(ours); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=2' && victim=$p
+done
+start=$SECONDS
+[[ -n $victim ]] && kill -KILL "$victim"
+wait
+el=$((SECONDS - start)); rc=$(cat "$WORK/kill2.rc")
+if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 30)) && grep -q 'dltrain: node n2: task 2 ended by signal 9 (Killed); ending step [0-9]*\.0 at once so that its 3 peer(s) do not wait for it' "$WORK/kill2.out"; then
+  ok "rank 2 killed, default stall timeout, no --kill-on-bad-exit: the plugin ends the step in ${el}s, naming task 2 and the signal"
+else not_ok "killed rank without --kill-on-bad-exit (victim=$victim rc=$rc ${el}s)"; grep -v '^dltrain: epoch' "$WORK/kill2.out" | tail -8 | diag; fi
 left=$(ours)
 if [[ -z $left ]]; then ok "no rank left running"; else not_ok "ranks left running: $(tr '\n' ' ' <<<"$left")"; fi
 sleep 1
