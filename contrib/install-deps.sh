@@ -10,7 +10,7 @@ PACKAGES=(
   libpmix-dev libpmix-bin
   libdnnl-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libjpeg-turbo-progs
   libopenmpi-dev openmpi-bin
-  libcmocka-dev valgrind clang libclang-rt-14-dev
+  libcmocka-dev valgrind strace clang libclang-rt-14-dev
   python3 iproute2 procps tmux bsdutils
   debhelper lintian rpm chrpath
 )

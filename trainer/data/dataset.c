@@ -17,26 +17,9 @@
 
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
+#include "trainer/data/dataset_internal.h"
 
 #define RECORDIO_MAGIC 0xced7230au
-
-struct dlt_dataset {
-    int recordio;
-    int64_t n;
-    int nclasses;
-    char **class_names;
-    char **paths;      /* folder: file paths */
-    int32_t *labels;   /* folder: labels; recordio: unused */
-    uint64_t *offsets; /* recordio: record offsets */
-    long long *idx_lines; /* recordio: the index line of each record (for messages) */
-    int numbered;         /* class names may be numbers (a labels file, RecordIO) */
-    int local_classes;    /* classes as the data numbers them (before dlt_dataset_map_classes) */
-    int32_t *label_map;   /* the data's class -> the class list it was mapped to; NULL: the same */
-    int fd;            /* recordio */
-    char rec_path[PATH_MAX];
-    char root[PATH_MAX]; /* folder root, or the .rec path */
-    dlt_dataset_left_out left;
-};
 
 static int _cmp_str(const void *a, const void *b)
 {
@@ -100,6 +83,20 @@ static void _free_list(char **v, int64_t n)
     free(v);
 }
 
+/* st_mode's file type for a directory entry's d_type; 0 where stat() must say (a link, unknown). */
+static mode_t _dtype_mode(unsigned char t)
+{
+    switch (t) {
+    case DT_REG: return S_IFREG;
+    case DT_DIR: return S_IFDIR;
+    case DT_FIFO: return S_IFIFO;
+    case DT_SOCK: return S_IFSOCK;
+    case DT_CHR: return S_IFCHR;
+    case DT_BLK: return S_IFBLK;
+    default: return 0;
+    }
+}
+
 /* Sorted names of the entries of dir that are directories (want_dirs) or image files; what is left
  * out is counted in lo (hidden entries, names starting with '.', aside). */
 static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_dataset_left_out *lo, char *err,
@@ -116,7 +113,12 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
         struct stat st;
         if (e->d_name[0] == '.')
             continue;
-        if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) || stat(p, &st) != 0) {
+        /* The kind from the directory entry itself: one stat() per file of a 1.28M-image folder is
+         * what loads a parallel filesystem's metadata server. Only a link (whose target decides)
+         * or a filesystem that does not fill d_type is asked with stat(). */
+        st.st_mode = _dtype_mode(e->d_type);
+        if (!st.st_mode &&
+            (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) || stat(p, &st) != 0)) {
             _note(&lo->unreadable, lo->first_unreadable, sizeof(lo->first_unreadable), dir, e->d_name);
             continue;
         }
@@ -410,8 +412,12 @@ void dlt_dataset_close(dlt_dataset *d)
 {
     if (!d)
         return;
-    if (d->paths)
+    if (d->path_arena) { /* built from a shared list: one block */
+        free(d->path_arena);
+        free(d->paths);
+    } else if (d->paths) {
         _free_list(d->paths, d->n);
+    }
     if (d->class_names)
         _free_list(d->class_names, d->nclasses);
     free(d->labels);

@@ -28,6 +28,16 @@ int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, 
     return dlt_loader_create(&s->loader, s->ds, lc, err, errlen);
 }
 
+int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, char *err,
+                            size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    s->batch = lc->batch;
+    snprintf(s->path, sizeof(s->path), "%s", path);
+    s->ds = ds;
+    return dlt_loader_create(&s->loader, s->ds, lc, err, errlen);
+}
+
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
                               uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
                               size_t errlen)

@@ -34,6 +34,10 @@ typedef struct {
  * may be NULL) or a RecordIO .rec; lc says how the loader cuts and transforms them. */
 int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
                            char *err, size_t errlen);
+/* The same over a data set already open (one another rank's list built, folder_list.h); the
+ * source owns ds from here, even when this fails. */
+int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, char *err,
+                            size_t errlen);
 /* Generated images (see synthetic.h for the arguments); exact: an evaluation set, every image
  * scored once over the ranks. */
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "trainer/train/run.h"
+#include "trainer/train/shared_scan.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -231,6 +232,28 @@ static int _map_validation(dlt_run *r, dlt_source *src, const char *path)
 
 static int _check_images(dlt_run *r, int train, const char *path);
 
+/* Images at path into src: a RecordIO file is opened by each rank (its index is one file); a folder
+ * is listed once for the whole job (shared_scan.h). */
+static int _open_source(dlt_run *r, dlt_source *src, const char *path, const char *labels, const dlt_loader_config *lc)
+{
+    size_t n = strlen(path);
+    dlt_shared_scan_info info;
+    dlt_dataset *ds = NULL;
+    int rc;
+    if (n > 4 && !strcmp(path + n - 4, ".rec"))
+        return dlt_source_open_images(src, path, labels, lc, r->err, r->errlen);
+    if ((rc = dlt_shared_scan_open(r->comm, path, labels, &ds, &info, r->err, r->errlen)) != 0) {
+        /* every rank has the same words: rank 0 says them for all */
+        if (r->comm->size > 1)
+            r->agreed = 1;
+        return rc;
+    }
+    if (r->comm->size > 1 && r->comm->rank == 0)
+        dlt_log(&r->log, DLT_LOG_INFO, "%s: listed once for all %d ranks in %.2f s (a %.1f MB list sent to the others)",
+                path, r->comm->size, info.scan_seconds, (double)info.list_bytes / 1e6);
+    return dlt_source_open_dataset(src, ds, path, lc, r->err, r->errlen);
+}
+
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
  * --classes was given. */
 static int _open_images(dlt_run *r, int train)
@@ -244,7 +267,7 @@ static int _open_images(dlt_run *r, int train)
     else
         snprintf(path, sizeof(path), "%s", c->val_data);
     _loader_config(r, train, &lc);
-    if ((rc = dlt_source_open_images(&r->src, path, train ? NULL : c->val_labels, &lc, r->err, r->errlen)) != 0 ||
+    if ((rc = _open_source(r, &r->src, path, train ? NULL : c->val_labels, &lc)) != 0 ||
         (rc = _agree_data(r, r->src.ds, train ? "training data" : "validation data")) != 0)
         return rc;
     /* The ranks see the same data: what follows decides alike on every rank. */
@@ -637,15 +660,29 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
             dlt_source_set_allocator(val, _host_alloc, _host_free, r->be);
         return rc ? rc : 1;
     }
-    if (c->val_data)
+    if (c->val_data) {
         snprintf(path, sizeof(path), "%s", c->val_data);
-    else if (snprintf(path, sizeof(path), "%s/val", c->data) >= (int)sizeof(path) || stat(path, &st) != 0 ||
-             !S_ISDIR(st.st_mode))
-        /* no validation images here: every rank must find none, or the evaluations' collectives
-         * would wait for this one */
-        return (rc = _agree_data(r, NULL, "validation data")) != 0 ? rc : 0;
+    } else {
+        /* ROOT/val where it exists. Every rank must find it or none (the evaluations' collectives
+         * would wait for a rank without): ask first, so that all ranks take the same path below. */
+        double here = snprintf(path, sizeof(path), "%s/val", c->data) < (int)sizeof(path) && stat(path, &st) == 0 &&
+                      S_ISDIR(st.st_mode);
+        double everywhere = here;
+        if (r->comm->size > 1 &&
+            (rc = r->comm->ops->allreduce_sum(r->comm, &everywhere, 1, DLT_DTYPE_F64)) != 0)
+            return rc;
+        if (!here || everywhere != r->comm->size) {
+            if (!here || everywhere == 0)
+                return (rc = _agree_data(r, NULL, "validation data")) != 0 ? rc : 0;
+            /* Here but not on every rank: this rank's own listing, for the refusal that follows. */
+            _loader_config(r, 0, &lc);
+            if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
+                return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
+            return (rc = _agree_data(r, val->ds, "validation data")) != 0 ? rc : -EIO;
+        }
+    }
     _loader_config(r, 0, &lc);
-    if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
+    if ((rc = _open_source(r, val, path, c->val_labels, &lc)) != 0)
         return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
     if ((rc = _agree_data(r, val->ds, "validation data")) != 0)
         return rc;

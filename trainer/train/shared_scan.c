@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* shared_scan: one scan of an image folder per job (shared_scan.h). */
+#include "config.h"
+
+#include "trainer/train/shared_scan.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/common/node_name.h"
+#include "trainer/common/status.h"
+#include "trainer/data/folder_list.h"
+
+#define PIECE ((size_t)4 << 20)
+
+/* What rank 0 sends first: how its scan went, the list's size, its node. */
+typedef struct {
+    int64_t rc;
+    uint64_t len;
+    char node[64];
+    char path[4096];
+    char msg[1024];
+} scan_head;
+
+/* A failure one rank saw, as every rank will report it. */
+typedef struct {
+    int64_t rc;
+    char msg[1024];
+} scan_fail;
+
+static double _now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The list, in pieces (the NCCL communicator stages through a buffer of the piece's size); a rank
+ * that could not allocate buf still takes part, into scratch. */
+static int _send_list(dlt_comm *comm, uint8_t *buf, size_t len, uint8_t *scratch)
+{
+    for (size_t off = 0; off < len; off += PIECE) {
+        size_t n = len - off < PIECE ? len - off : PIECE;
+        int rc = comm->ops->bcast(comm, buf ? buf + off : scratch, n, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Every rank learns whether any rank failed (rc, err) and, if so, the lowest such rank's words. */
+static int _agree(dlt_comm *comm, int rc, const char *node, char *err, size_t errlen)
+{
+    double *failed = calloc((size_t)comm->size, sizeof(double));
+    scan_fail f;
+    int first = -1, count = 0, crc;
+    if (!failed)
+        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+    failed[comm->rank] = rc != 0;
+    if ((crc = comm->ops->allreduce_sum(comm, failed, (size_t)comm->size, DLT_DTYPE_F64)) != 0) {
+        free(failed);
+        return crc;
+    }
+    for (int k = 0; k < comm->size; k++)
+        if (failed[k] != 0) {
+            count++;
+            if (first < 0)
+                first = k;
+        }
+    free(failed);
+    if (first < 0)
+        return 0;
+    memset(&f, 0, sizeof(f));
+    if (comm->rank == first) {
+        char more[32] = "";
+        if (count > 1)
+            snprintf(more, sizeof(more), " (and %d more)", count - 1);
+        f.rc = rc;
+        snprintf(f.msg, sizeof(f.msg), "rank %d on node %.63s%s: %.*s", first, node, more, (int)sizeof(f.msg) - 128,
+                 err);
+    }
+    if ((crc = comm->ops->bcast(comm, &f, sizeof(f), first)) != 0)
+        return crc;
+    f.msg[sizeof(f.msg) - 1] = '\0';
+    return dlt_fail(err, errlen, f.rc < 0 ? (int)f.rc : -EIO, "%s", f.msg);
+}
+
+int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, dlt_dataset **out,
+                         dlt_shared_scan_info *info, char *err, size_t errlen)
+{
+    scan_head h;
+    uint8_t *buf = NULL, *scratch = NULL;
+    size_t len = 0;
+    char node[64] = "?";
+    int rc = 0, crc;
+    dlt_dataset *ds = NULL;
+
+    *out = NULL;
+    memset(info, 0, sizeof(*info));
+    if (comm->size < 2)
+        return dlt_dataset_open_folder(out, path, labels, err, errlen);
+    dlt_node_name(node, sizeof(node));
+    memset(&h, 0, sizeof(h));
+    if (comm->rank == 0) {
+        double t0 = _now();
+        rc = dlt_dataset_open_folder(&ds, path, labels, err, errlen);
+        if (rc == 0)
+            rc = dlt_folder_list_pack(ds, &buf, &len, err, errlen);
+        info->scan_seconds = _now() - t0;
+        h.rc = rc;
+        h.len = rc == 0 ? len : 0;
+        snprintf(h.node, sizeof(h.node), "%s", node);
+        snprintf(h.path, sizeof(h.path), "%s", path);
+        if (rc != 0)
+            snprintf(h.msg, sizeof(h.msg), "%s", err);
+    }
+    if ((crc = comm->ops->bcast(comm, &h, sizeof(h), 0)) != 0) {
+        free(buf);
+        dlt_dataset_close(ds);
+        return crc;
+    }
+    h.node[sizeof(h.node) - 1] = h.path[sizeof(h.path) - 1] = h.msg[sizeof(h.msg) - 1] = '\0';
+    if (h.rc != 0) /* the same words on every rank: rank 0's */
+        return comm->rank == 0 ? rc : dlt_fail(err, errlen, (int)h.rc, "%s", h.msg);
+    len = (size_t)h.len;
+    info->list_bytes = len;
+    if (comm->rank != 0) {
+        if (!(buf = malloc(len ? len : 1))) {
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the list of %s (%zu bytes)", path, len);
+            if (!(scratch = malloc(PIECE))) {
+                /* Cannot even take part in the sending: the others would wait for this rank. */
+                fprintf(stderr, "dltrain: rank %d on node %s: %s\n", comm->rank, node, err);
+                comm->ops->abort(comm, 1);
+                return rc;
+            }
+        }
+    }
+    crc = _send_list(comm, buf, len, scratch);
+    free(scratch);
+    if (crc != 0) {
+        free(buf);
+        dlt_dataset_close(ds);
+        return crc;
+    }
+    if (comm->rank != 0 && rc == 0 && strcmp(path, h.path)) {
+        /* Given another path than rank 0's: maybe another folder. This rank lists its own, and the
+         * comparison of the ranks' digests that follows says whether they are the same. */
+        rc = dlt_dataset_open_folder(&ds, path, labels, err, errlen);
+    } else if (comm->rank != 0 && rc == 0) {
+        rc = dlt_folder_list_open(&ds, path, buf, len, err, errlen);
+        if (rc == 0 && strcmp(node, h.node)) {
+            info->sampled = 1;
+            rc = dlt_folder_list_check_sample(ds, DLT_SHARED_SCAN_SAMPLE, (uint64_t)len * 0x9e3779b97f4a7c15ull, err,
+                                              errlen);
+            if (rc != 0)
+                rc = dlt_fail_prefix(err, errlen, rc,
+                                     "%s as listed on node %s (rank 0) is not what this node sees: the nodes do not "
+                                     "share that folder (another copy mounted there, or a mount missing)",
+                                     path, h.node);
+        }
+    }
+    free(buf);
+    if ((crc = _agree(comm, rc, node, err, errlen)) != 0) {
+        dlt_dataset_close(ds);
+        return crc;
+    }
+    *out = ds;
+    return 0;
+}
