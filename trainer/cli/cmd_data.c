@@ -18,6 +18,7 @@
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/data/dataset.h"
+#include "trainer/data/folder_index.h"
 #include "trainer/data/transform.h"
 #include "trainer/common/io.h"
 #include "trainer/common/progress.h"
@@ -85,6 +86,49 @@ static int _commit(const char *const tmp[3], const char *const fin[3])
     return 0;
 }
 
+/* `dltrain data index DIR`: DIR's list kept in DIR/.dltrain-index for later jobs; with the
+ * --data layout (DIR/train, DIR/val) each of those. */
+static int _cmd_index(int argc, char **argv)
+{
+    char err[1024], sub[PATH_MAX];
+    const char *parts[] = {"train", "val"};
+    int done = 0;
+    struct stat st;
+    if (argc != 3 || argv[2][0] == '-') {
+        if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            printf("usage: dltrain data index DIR\n  Lists the image folder DIR (or DIR/train and DIR/val) once and "
+                   "keeps the list in DIR/%s;\n  later jobs on DIR read it instead of listing the folder, as long "
+                   "as no class folder changed.\n", DLT_FOLDER_INDEX_NAME);
+            return 0;
+        }
+        fprintf(stderr, "usage: dltrain data index DIR\n");
+        return 2;
+    }
+    for (int k = 0; k < 2; k++) {
+        int64_t images = 0;
+        if (snprintf(sub, sizeof(sub), "%s/%s", argv[2], parts[k]) >= (int)sizeof(sub) || stat(sub, &st) != 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        if (dlt_folder_index_write(sub, &images, err, sizeof(err)) != 0) {
+            fprintf(stderr, "dltrain: data index: %s\n", err);
+            return 1;
+        }
+        printf("dltrain: indexed %s: %lld images, list in %s/%s\n", sub, (long long)images, sub,
+               DLT_FOLDER_INDEX_NAME);
+        done++;
+    }
+    if (!done) {
+        int64_t images = 0;
+        if (dlt_folder_index_write(argv[2], &images, err, sizeof(err)) != 0) {
+            fprintf(stderr, "dltrain: data index: %s\n", err);
+            return 1;
+        }
+        printf("dltrain: indexed %s: %lld images, list in %s/%s\n", argv[2], (long long)images, argv[2],
+               DLT_FOLDER_INDEX_NAME);
+    }
+    return 0;
+}
+
 int dlt_cmd_data(int argc, char **argv)
 {
     dlt_cli_opts o;
@@ -102,11 +146,13 @@ int dlt_cmd_data(int argc, char **argv)
         tmp_idx[PATH_MAX + 48], tmp_classes[PATH_MAX + 48];
     dlt_progress prog;
 
+    if (argc >= 2 && !strcmp(argv[1], "index"))
+        return _cmd_index(argc, argv);
     if (argc < 2 || strcmp(argv[1], "pack")) {
         if (argc >= 2 && argv[1][0] != '-')
-            fprintf(stderr, "dltrain data: unknown subcommand '%s' (the one there is: pack)\n", argv[1]);
+            fprintf(stderr, "dltrain data: unknown subcommand '%s' (the ones there are: pack, index)\n", argv[1]);
         fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] "
-                "[--force] [--quiet]\n");
+                "[--force] [--quiet]\n       dltrain data index DIR\n");
         return 2;
     }
     memset(&o, 0, sizeof(o));

@@ -4,6 +4,7 @@
 
 #include "trainer/train/run.h"
 #include "trainer/train/shared_scan.h"
+#include "trainer/data/folder_index.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -248,9 +249,16 @@ static int _open_source(dlt_run *r, dlt_source *src, const char *path, const cha
             r->agreed = 1;
         return rc;
     }
+    if (r->comm->rank == 0 && info.index_note[0])
+        dlt_log_warn(&r->log, "%s: its index %s is not used (%s): listing the folder instead (`dltrain data index %s` "
+                     "remakes it)", path, DLT_FOLDER_INDEX_NAME, info.index_note, path);
+    if (r->comm->rank == 0 && info.from_index)
+        dlt_log(&r->log, DLT_LOG_INFO, "%s: read from its index %s (it matches the folder): not listed", path,
+                DLT_FOLDER_INDEX_NAME);
     if (r->comm->size > 1 && r->comm->rank == 0)
-        dlt_log(&r->log, DLT_LOG_INFO, "%s: listed once for all %d ranks in %.2f s (a %.1f MB list sent to the others)",
-                path, r->comm->size, info.scan_seconds, (double)info.list_bytes / 1e6);
+        dlt_log(&r->log, DLT_LOG_INFO, "%s: %s once for all %d ranks in %.2f s (a %.1f MB list sent to the others)",
+                path, info.from_index ? "read" : "listed", r->comm->size, info.scan_seconds,
+                (double)info.list_bytes / 1e6);
     return dlt_source_open_dataset(src, ds, path, lc, r->err, r->errlen);
 }
 

@@ -13,6 +13,7 @@
 
 #include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
+#include "trainer/data/folder_index.h"
 #include "trainer/data/folder_list.h"
 
 #define PIECE ((size_t)4 << 20)
@@ -89,6 +90,37 @@ static int _agree(dlt_comm *comm, int rc, const char *node, char *err, size_t er
     return dlt_fail(err, errlen, f.rc < 0 ? (int)f.rc : -EIO, "%s", f.msg);
 }
 
+/* The folder as rank 0 sees it: from its index when that still matches, else listed. With list
+ * (may be NULL: not wanted) its list too. */
+static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, uint8_t **list, size_t *len,
+                        dlt_shared_scan_info *info, char *err, size_t errlen)
+{
+    int rc;
+    if (!labels) {
+        uint8_t *b = NULL;
+        size_t n = 0;
+        char why[256];
+        int got = dlt_folder_index_read(path, &b, &n, why, sizeof(why));
+        if (got == 0 && dlt_folder_list_open(ds, path, b, n, err, errlen) == 0) {
+            info->from_index = 1;
+            if (list) {
+                *list = b;
+                *len = n;
+            } else {
+                free(b);
+            }
+            return 0;
+        }
+        free(b);
+        if (got < 0)
+            snprintf(info->index_note, sizeof(info->index_note), "%s", why);
+    }
+    rc = dlt_dataset_open_folder(ds, path, labels, err, errlen);
+    if (rc == 0 && list)
+        rc = dlt_folder_list_pack(*ds, list, len, err, errlen);
+    return rc;
+}
+
 int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, dlt_dataset **out,
                          dlt_shared_scan_info *info, char *err, size_t errlen)
 {
@@ -102,14 +134,12 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
     *out = NULL;
     memset(info, 0, sizeof(*info));
     if (comm->size < 2)
-        return dlt_dataset_open_folder(out, path, labels, err, errlen);
+        return _list_folder(path, labels, out, NULL, NULL, info, err, errlen);
     dlt_node_name(node, sizeof(node));
     memset(&h, 0, sizeof(h));
     if (comm->rank == 0) {
         double t0 = _now();
-        rc = dlt_dataset_open_folder(&ds, path, labels, err, errlen);
-        if (rc == 0)
-            rc = dlt_folder_list_pack(ds, &buf, &len, err, errlen);
+        rc = _list_folder(path, labels, &ds, &buf, &len, info, err, errlen);
         info->scan_seconds = _now() - t0;
         h.rc = rc;
         h.len = rc == 0 ? len : 0;

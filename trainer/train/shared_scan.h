@@ -4,7 +4,8 @@
  * build the same data set; ranks on other nodes than rank 0's look at a few of the listed files
  * (chosen by seed) and refuse, naming their node, when their filesystem does not hold them. A rank
  * given another path than rank 0's lists its own folder, as before (the digests compared before the
- * first step then say whether it is the same data). At 64
+ * first step then say whether it is the same data). Rank 0 reads the folder's index instead of
+ * listing it when one is there and still matches (folder_index.h). At 64
  * ranks a 1.28M-image folder costs the metadata server one scan instead of 64. */
 #ifndef DLT_SHARED_SCAN_H
 #define DLT_SHARED_SCAN_H
@@ -21,6 +22,8 @@ typedef struct {
     double scan_seconds; /* rank 0's scan (0 on the others) */
     size_t list_bytes;   /* the list sent */
     int sampled;         /* this rank looked at DLT_SHARED_SCAN_SAMPLE files (another node than rank 0's) */
+    int from_index;      /* rank 0 read the folder's index (folder_index.h) instead of listing it */
+    char index_note[320]; /* why an index there was not used ("" when none or used) */
 } dlt_shared_scan_info;
 
 /* The ImageFolder at path (labels: a labels file, or NULL) as every rank of comm sees it, scanned

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `dltrain data index DIR` keeps an image folder's list in DIR/train/.dltrain-index (and val/):
+# a later run reads it instead of listing the folder, and says so; an image or a class folder
+# added since, an index damaged by one byte or cut short is never used silently: the run says why
+# and lists the folder (and sees the new images).
+. "$(dirname "$0")/../slurm/lib.sh"
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
+[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
+export OMP_NUM_THREADS=2
+tap_plan 6
+rm -rf "${WORK:?}" && mkdir -p "$WORK"
+"$MK" folder "$WORK/d" 4 12 40 40 plain >/dev/null
+SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --log-every 0 --warmup-epochs 0 --steps 1)
+IDX=$WORK/d/train/.dltrain-index
+run() { "$DLTRAIN" train --data "$WORK/d" "${SMALL[@]}" 2>&1; }
+
+out=$("$DLTRAIN" data index "$WORK/d" 2>&1); rc=$?
+if ((rc == 0)) && [[ -f $IDX && -f $WORK/d/val/.dltrain-index && $out == *"indexed $WORK/d/train: 48 images"* ]]; then
+  ok "data index writes train/ and val/ indexes"
+else not_ok "data index (rc=$rc)"; echo "$out" | diag; fi
+out=$(run); rc=$?
+if ((rc == 0)) && [[ $out == *"$WORK/d/train: read from its index .dltrain-index (it matches the folder): not listed"* &&
+      $out == *"$WORK/d/train: 48 images, 4 classes"* && $out != *"not used"* ]]; then
+  ok "a run reads the index instead of listing, and says so"
+else not_ok "index used (rc=$rc)"; echo "$out" | diag; fi
+
+cp "$WORK/d/train/c01/img_0000.JPEG" "$WORK/d/train/c01/added.JPEG"
+out=$(run); rc=$?
+if ((rc == 0)) && [[ $out == *"its index .dltrain-index is not used (stale: class folder c01 changed since it was made): listing the folder instead"* &&
+      $out == *"$WORK/d/train: 49 images, 4 classes"* ]]; then
+  ok "an image added since: the index is stale, said, the folder listed (49 images)"
+else not_ok "stale after an added image (rc=$rc)"; echo "$out" | diag; fi
+
+"$DLTRAIN" data index "$WORK/d" >/dev/null 2>&1
+mkdir "$WORK/d/train/c04"; cp "$WORK/d/train/c00/img_0000.JPEG" "$WORK/d/train/c04/"
+out=$(run); rc=$?
+if ((rc == 0)) && [[ $out == *"not used (stale: $WORK/d/train holds 5 class folder(s), the index 4)"* && $out == *"50 images, 5 classes"* ]]; then
+  ok "a class folder added since: stale, said, listed"
+else not_ok "stale after an added class (rc=$rc)"; echo "$out" | diag; fi
+
+"$DLTRAIN" data index "$WORK/d" >/dev/null 2>&1
+printf 'X' | dd of="$IDX" bs=1 seek=60 conv=notrunc 2>/dev/null
+out=$(run); rc=$?
+if ((rc == 0)) && [[ $out == *"not used (damaged: checksum mismatch)"* && $out == *"50 images, 5 classes"* ]]; then
+  ok "one byte of the index changed: damaged, said, listed"
+else not_ok "damaged index (rc=$rc)"; echo "$out" | diag; fi
+"$DLTRAIN" data index "$WORK/d" >/dev/null 2>&1
+truncate -s -20 "$IDX"
+out=$(run); rc=$?
+if ((rc == 0)) && [[ $out == *"not used (damaged: "* && $out == *"50 images, 5 classes"* ]]; then
+  ok "an index cut short: damaged, said, listed"
+else not_ok "cut index (rc=$rc)"; echo "$out" | diag; fi
+exit 0
