@@ -60,5 +60,5 @@ if [[ ! -e $WORK/k.rec && ! -e $WORK/k.idx && ! -e $WORK/k.classes ]]; then
 else not_ok "killed pack left $(ls "$WORK" | grep '^k\.' | tr '\n' ' ')"; fi
 
 out=$("$DLTRAIN" data foo 2>&1); rc=$?
-if [[ $rc == 2 && $out == *"unknown subcommand 'foo' (the one there is: pack)"* ]]; then ok "dltrain data foo names foo as unknown"
+if [[ $rc == 2 && $out == *"unknown subcommand 'foo' (the ones there are: pack, index)"* ]]; then ok "dltrain data foo names foo as unknown"
 else not_ok "data foo (rc=$rc)"; echo "$out" | diag; fi
