@@ -316,6 +316,12 @@ static const dlt_opt g_table[] = {
     NONE("feed", F(bench.feed), 1, _set_int, BENCH, 0, S_BENCH,
          "a new batch every step through the training input path (decoded\n"
          "from --data, or generated), not one batch loaded once"),
+    NONE("input-only", F(bench.input_only), 1, _set_int, BENCH, 0, S_BENCH,
+         "the training input path alone (read, decode, crop, flip into the\n"
+         "batch ring, --workers per rank): images/s and the GPUs that feeds"),
+    REAL("per-gpu", "N", 1, 1e6, F(bench.per_gpu), _set_real, BENCH, 0, S_BENCH,
+         "images/s one GPU trains at, for --input-only's \"feeds N GPUs\"\n"
+         "(default 7138: ResNet-50 fp16 on an H200, measured)"),
     NONE("json", F(bench.json), 1, _set_int, BENCH, 0, S_BENCH, "one JSON line"),
     TEXT("checkpoint", "PATH", F(checkpoint), _set_text, EVAL | DLT_CMD_INFO, 0, S_EVAL,
          "model file (checked against its state file, if beside it)"),

@@ -3,7 +3,10 @@
  * (feed) a new batch every step through the training's input path. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
@@ -82,12 +85,89 @@ static void _report(const dlt_run *r, const dlt_bench_config *b, double el)
     fflush(stdout);
 }
 
+/* The training input path alone: batches taken from the loader's ring as fast as its workers fill
+ * it (read, decode, crop, flip, into the backend's host memory), nothing computed. Images/s of all
+ * ranks, per rank and per worker, and the GPUs that feeds at b->per_gpu images/s each. */
+static int _measure_input(dlt_run *r, const dlt_bench_config *b, double *seconds, int64_t *bad)
+{
+    double t0 = 0;
+    int64_t spe;
+    int rc;
+    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
+        return dlt_fail_prefix(r->err, r->errlen, rc, "setup");
+    spe = dlt_source_steps_per_epoch(&r->src);
+    spe = spe > 0 ? spe : 1;
+    for (int i = 0; i < b->warmup + b->iters; i++) {
+        const uint8_t *images;
+        const int32_t *labels;
+        if (i == b->warmup)
+            t0 = dlt_now();
+        if ((rc = dlt_source_acquire(&r->src, i / spe, i % spe, &images, &labels, r->err, r->errlen)) != 0)
+            return dlt_fail_prefix(r->err, r->errlen, rc, "input");
+        dlt_source_release(&r->src);
+    }
+    *seconds = dlt_now() - t0;
+    *bad = dlt_source_bad_images(&r->src);
+    /* The slowest rank sets the pace of a synchronous job. */
+    if (r->comm->size > 1) {
+        double v[2] = {*seconds, (double)*bad};
+        double *all = calloc((size_t)r->comm->size * 2, sizeof(double));
+        if (!all)
+            return dlt_fail(r->err, r->errlen, -ENOMEM, "out of memory");
+        memcpy(all + (size_t)r->comm->rank * 2, v, sizeof(v));
+        if ((rc = r->comm->ops->allreduce_sum(r->comm, all, (size_t)r->comm->size * 2, DLT_DTYPE_F64)) != 0) {
+            free(all);
+            return rc;
+        }
+        *bad = 0;
+        for (int k = 0; k < r->comm->size; k++) {
+            if (all[2 * k] > *seconds)
+                *seconds = all[2 * k];
+            *bad += (int64_t)all[2 * k + 1];
+        }
+        free(all);
+    }
+    return 0;
+}
+
+static void _report_input(const dlt_run *r, const dlt_bench_config *b, double el, int64_t bad)
+{
+    const dlt_train_config *c = &r->cfg;
+    double ips = (double)b->iters * c->model.batch * r->comm->size / el;
+    int workers = c->workers > 0 ? c->workers : 1;
+    if (r->comm->rank != 0)
+        return;
+    if (b->json) {
+        printf("{\"mode\":\"input\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"workers\":%d,\"iters\":%d,"
+               "\"images_per_s\":%.3f,\"per_rank\":%.3f,\"per_worker\":%.3f,\"per_gpu\":%.1f,\"gpus_fed\":%.3f,"
+               "\"bad_images\":%lld,\"synthetic\":%s}\n",
+               c->model.image, c->model.batch, r->comm->size, workers, b->iters, ips, ips / r->comm->size,
+               ips / r->comm->size / workers, b->per_gpu, ips / b->per_gpu, (long long)bad,
+               c->data ? "false" : "true");
+    } else {
+        printf("dltrain: bench input path %dx%d%s, batch %d x %d rank(s), %d worker(s) per rank: %.1f images/s "
+               "(%.1f per rank, %.1f per worker)\n",
+               c->model.image, c->model.image, c->data ? "" : " (generated images, not decoded)", c->model.batch,
+               r->comm->size, workers, ips, ips / r->comm->size, ips / r->comm->size / workers);
+        printf("dltrain: that feeds %.2f GPU(s) at %.0f images/s each (--per-gpu); %d worker(s) per GPU would "
+               "be needed\n",
+               ips / b->per_gpu, b->per_gpu, (int)(b->per_gpu / (ips / r->comm->size / workers) + 0.999));
+        if (bad > 0)
+            printf("dltrain: %lld unreadable image(s) were skipped: the figure counts the images read in their "
+                   "place\n", (long long)bad);
+    }
+    fflush(stdout);
+}
+
 int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, char *err, size_t errlen)
 {
     dlt_run r;
     double el = 0;
-    int rc = dlt_run_open(&r, c, comm, DLT_RUN_BENCH, err, errlen);
-    if (rc == 0 && (rc = _measure(&r, b, &el)) == 0)
+    int64_t bad = 0;
+    int rc = dlt_run_open(&r, c, comm, b->input_only ? DLT_RUN_INPUT : DLT_RUN_BENCH, err, errlen);
+    if (rc == 0 && b->input_only && (rc = _measure_input(&r, b, &el, &bad)) == 0)
+        _report_input(&r, b, el, bad);
+    else if (rc == 0 && !b->input_only && (rc = _measure(&r, b, &el)) == 0)
         _report(&r, b, el);
     dlt_run_close(&r, rc != 0);
     return rc;

@@ -409,10 +409,12 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
                          "in the data's sorted order, as before", ck);
     }
     if (rc != 0 || (real && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
-        (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0)
+        (purpose != DLT_RUN_INPUT && (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0))
         return rc;
     if (!real && (rc = _open_synthetic(r, purpose)) != 0)
         return rc;
+    if (purpose == DLT_RUN_INPUT)
+        return 0;
     if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err,
                                       errlen)) != 0)
         return rc;

@@ -20,7 +20,8 @@
 #include "trainer/train/run_log.h"
 #include "trainer/train/trainer.h"
 
-typedef enum { DLT_RUN_TRAIN, DLT_RUN_EVAL, DLT_RUN_BENCH } dlt_run_purpose;
+/* DLT_RUN_INPUT: the input path alone (bench --input-only): no network, no gradient reducer. */
+typedef enum { DLT_RUN_TRAIN, DLT_RUN_EVAL, DLT_RUN_BENCH, DLT_RUN_INPUT } dlt_run_purpose;
 
 typedef struct {
     dlt_train_config cfg; /* the run's settings; the class count may come from the data */
