@@ -5,13 +5,7 @@
 # watchdog, not waiting in the all-reduce); without --strict the file is reported once in the
 # whole run, whichever rank meets it in whichever epoch, and the run ends with one total.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
-cluster_up 2 10
-tap_plan 4
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-cd /tmp
-rm -rf "${WORK:?}"/*
+data_test_start 2 10 4
 "$MK" folder "$WORK/ds" 2 17 40 40 plain
 # 36 training images, 9 per rank and a batch of 9: each image read by exactly one rank per epoch
 # (no sampler padding, nothing dropped); one of them damaged.

@@ -4,14 +4,8 @@
 # the class folders (strace of every rank); a node whose copy of the folder lacks files is refused,
 # naming the node, said once; a rank 0 that cannot list it ends every rank with its words.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
 command -v strace >/dev/null || skip_all "strace not installed (contrib/install-deps.sh installs it)"
-cluster_up 2 19
-tap_plan 4
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-cd /tmp
-rm -rf "${WORK:?}"/*
+data_test_start 2 19 4
 "$MK" folder "$WORK/A" 4 12 40 40 plain
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --log-every 0 --warmup-epochs 0 --steps 2 --stall-timeout 30)
 SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)

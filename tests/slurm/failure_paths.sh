@@ -8,13 +8,7 @@
 # --resume-override ranks);
 # a few seeded random damage runs (tests/local/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
-cluster_up 2 9
-tap_plan 9
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-cd /tmp
-rm -rf "${WORK:?}"/*
+data_test_start 2 9 9
 "$MK" folder "$WORK/ds" 2 2 40 40 plain # 4 train and 4 val images
 "$MK" folder "$WORK/ds5" 1 5 40 40 plain; mkdir -p "$WORK/ds5/val/c01"; cp "$WORK"/ds/val/c01/img_0000.JPEG "$WORK/ds5/val/c01/" # 6 val, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 1 --log-every 0 --classes 2)

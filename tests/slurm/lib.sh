@@ -20,6 +20,19 @@ check() {
 }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 
+# The start of a multi-node data test: the JPEG maker built (else the whole script is skipped), a
+# cluster of NODES slurmd up at port OFFSET, PLAN tests planned; MK and DLTRAIN set, the shell in /tmp
+# and $WORK empty.
+data_test_start() {
+  MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
+  [[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
+  cluster_up "$1" "$2"
+  tap_plan "$3"
+  DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+  cd /tmp || exit 1
+  rm -rf "${WORK:?}"/*
+}
+
 # Brings a cluster up for this script (its own dir and ports) and down when the script exits.
 # $1: node count; $2: port offset so scripts run by make -j do not collide (DLT_TEST_PORT_BASE moves
 # them all, for two test runs on one machine).

@@ -5,13 +5,7 @@
 # every rank ends within seconds (no hang, no watchdog, no abort banner). The same for the
 # validation data: another validation folder on one rank, or none there.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
-cluster_up 2 14
-tap_plan 4
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-cd /tmp
-rm -rf "${WORK:?}"/*
+data_test_start 2 14 4
 "$MK" folder "$WORK/A" 3 12 40 40 plain
 # B: one class fewer and fewer images; C: the same counts, one file renamed.
 cp -r "$WORK/A" "$WORK/B"; rm -r "$WORK/B/train/c02"; rm "$WORK"/B/train/c01/img_000[0-3].JPEG

@@ -9,13 +9,7 @@
 # as on four, and --comm single on four ranks is said once with status 2; srun --help lists every
 # --dl-train key.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
-cluster_up 2 17
-tap_plan 7
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-cd /tmp
-rm -rf "${WORK:?}"/*
+data_test_start 2 17 7
 "$MK" folder "$WORK/ds" 2 4 40 40 plain >/dev/null # 8 train and 8 val images, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 1 --log-every 0 --batch 2)
 SRUN=(srun -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)

@@ -6,13 +6,7 @@
 # across the ranks, fine-tuning from that checkpoint (--init) up to a target accuracy
 # (--target-top1), and dltrain eval with the model taken from the checkpoint.
 . "$(dirname "$0")/lib.sh"
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $MK ]] || skip_all "mkjpegs not built (make check builds it)"
-cluster_up 2 11
-tap_plan 3
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-cd /tmp
-rm -rf "${WORK:?}"/*
+data_test_start 2 11 3
 "$MK" folder "$WORK/ds" 4 23 40 40 plain # 92 validation images: 23 per rank, batch 7
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 7 --workers 1 --log-every 0 --lr 0.4 --warmup-epochs 0)
 out=$(timeout 300 srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train "$DLTRAIN" train --data "$WORK/ds" \
