@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* The subset of NVML's ABI the plugin uses, declared here so the plugin builds without nvml.h.
- * tests/unit/test_plugin_pure.c checks these against nvml.h where it is installed. */
+ * tests/unit/test_nvml_loader.c checks these against nvml.h where it is installed. */
 typedef struct dlt_nvmlDevice_st *dlt_nvmlDevice_t;
 typedef int dlt_nvmlReturn_t;
 #define DLT_NVML_SUCCESS 0

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of plugin/step_dir.c: the step directory root makes and removes, with a user's tree in
- * it (nested folders, links to outside, FIFOs, unreadable folders) and a stale one of the same id. */
+ * it (nested folders, links to outside, FIFOs, unreadable folders) and a stale one of the same id;
+ * %n in site paths expanded only to plain node names. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -179,9 +180,24 @@ static void test_too_deep_is_reported_not_recursed_forever(void **state)
     assert_non_null(strstr(err, "5.0"));
 }
 
+static void test_expand_node(void **state)
+{
+    char out[64];
+    (void)state;
+    assert_int_equal(dlt_expand_node("/run/%n/dlt", "n12", out, sizeof(out)), 0);
+    assert_string_equal(out, "/run/n12/dlt");
+    assert_int_equal(dlt_expand_node("/run/dlt", "n1", out, sizeof(out)), 0);
+    assert_string_equal(out, "/run/dlt");
+    assert_int_equal(dlt_expand_node("/run/%n", "../etc", out, sizeof(out)), -1);
+    assert_int_equal(dlt_expand_node("/run/%n", "..", out, sizeof(out)), -1);
+    assert_int_equal(dlt_expand_node("/run/%n", "", out, sizeof(out)), -1);
+    assert_int_equal(dlt_expand_node("/a/very/long/path/%n", "node-name-that-is-long-enough", out, 20), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expand_node),
         cmocka_unit_test_setup_teardown(test_user_tree_removed_links_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_directory_of_same_id_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_link_at_step_path_removed_not_followed, setup, teardown),

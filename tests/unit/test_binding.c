@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of plugin/binding.c: CUDA_VISIBLE_DEVICES composition (own GPU first, NVLink order)
+ * and a CPU step's spread over NUMA nodes within what Slurm allows. */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "plugin/binding.h"
+#include "plugin/topology.h"
+
+static void test_cuda_visible(void **state)
+{
+    dlt_step_gpus s;
+    dlt_binding b;
+    char buf[64];
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    s.n = 3;
+    snprintf(s.label[0], 8, "4");
+    snprintf(s.label[1], 8, "5");
+    snprintf(s.label[2], 8, "7");
+    s.order[0] = 0;
+    s.order[1] = 2;
+    s.order[2] = 1;
+    memset(&b, 0, sizeof(b));
+    b.gpu_pos = 2;
+    assert_int_equal(dlt_binding_cuda_visible(&s, &b, 0, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "7");
+    assert_int_equal(dlt_binding_cuda_visible(&s, &b, 1, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "7,4,5");
+    assert_int_equal(dlt_binding_cuda_visible(&s, &b, 1, buf, 4), -ENOSPC);
+    b.gpu_pos = -1;
+    assert_int_equal(dlt_binding_cuda_visible(&s, &b, 0, buf, sizeof(buf)), -EINVAL);
+}
+
+/* A CPU step's tasks (gpus=none) spread over the node's NUMA nodes, within what Slurm allows. */
+static void test_numa_spread(void **state)
+{
+    static dlt_topology t;
+    dlt_cpuset allowed, out;
+    char txt[64];
+    (void)state;
+    memset(&t, 0, sizeof(t));
+    t.nnuma = 2;
+    assert_int_equal(dlt_cpuset_parse("0-7", &t.numa_cpus[0]), 0);
+    assert_int_equal(dlt_cpuset_parse("8-15", &t.numa_cpus[1]), 0);
+    assert_int_equal(dlt_cpuset_parse("0-15", &allowed), 0);
+    /* Four tasks: two per NUMA node. */
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(dlt_binding_numa_cpus(&t, r, 4, &allowed, &out), r / 2);
+        assert_int_equal(dlt_cpuset_format(&out, txt, sizeof(txt)), 0);
+        assert_string_equal(txt, r < 2 ? "0-7" : "8-15");
+    }
+    /* Only NUMA node 1's CPUs 8-9 allowed: task 0 (NUMA 0) keeps Slurm's set, task 1 gets 8-9. */
+    assert_int_equal(dlt_cpuset_parse("8-9", &allowed), 0);
+    assert_int_equal(dlt_binding_numa_cpus(&t, 0, 2, &allowed, &out), -1);
+    assert_int_equal(dlt_cpuset_format(&out, txt, sizeof(txt)), 0);
+    assert_string_equal(txt, "8-9");
+    assert_int_equal(dlt_binding_numa_cpus(&t, 1, 2, &allowed, &out), 1);
+    /* One NUMA node: nothing to spread over. */
+    t.nnuma = 1;
+    assert_int_equal(dlt_binding_numa_cpus(&t, 0, 2, &allowed, &out), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_visible),
+        cmocka_unit_test(test_numa_spread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
