@@ -51,10 +51,8 @@ static int _resize_jpeg(dlt_decoder *dec, tjhandle enc, const uint8_t *in, size_
 /* OUT.rec's companions: base is OUT without ".rec" (OUT itself when it has no such ending). */
 static void _out_names(const char *rec, char *idx, char *classes, size_t len)
 {
-    size_t n = strlen(rec);
-    int cut = n > 4 && !strcmp(rec + n - 4, ".rec") ? 4 : 0;
-    snprintf(idx, len, "%.*s.idx", (int)(n - (size_t)cut), rec);
-    snprintf(classes, len, "%.*s.classes", (int)(n - (size_t)cut), rec);
+    dlt_recordio_sibling(rec, ".idx", idx, len);
+    dlt_recordio_sibling(rec, ".classes", classes, len);
 }
 
 /* Whether OUT would land inside SRC_DIR (packing would read its own output, or overwrite an

@@ -67,6 +67,9 @@ typedef struct {
     FILE *idx;
     uint64_t offset;
 } dlt_recordio_writer;
+/* A file beside PATH.rec: PATH + ext (".idx", ".classes"); a path without ".rec" gets ext appended.
+ * The one place that naming (im2rec's) is made. */
+void dlt_recordio_sibling(const char *rec_path, const char *ext, char *out, size_t outlen);
 int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, char *err, size_t errlen);
 int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, char *err,
                         size_t errlen);

@@ -6,6 +6,7 @@
 #define DLT_DATASET_INTERNAL_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trainer/data/dataset.h"
@@ -28,5 +29,17 @@ struct dlt_dataset {
     char root[PATH_MAX]; /* folder root, or the .rec path */
     dlt_dataset_left_out left;
 };
+
+
+/* Helpers of both kinds (dataset.c). */
+int dlt_ds_cmp_str(const void *a, const void *b); /* qsort/bsearch of char* */
+void dlt_ds_free_list(char **v, int64_t n);
+int dlt_ds_grow(uint8_t **buf, size_t *cap, size_t need);
+
+/* Sample i of each kind into *buf (dlt_dataset_read checked the range). */
+int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
+                         char *name, size_t namelen, char *err, size_t errlen);
+int dlt_recordio_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
+                      char *name, size_t namelen, char *err, size_t errlen);
 
 #endif
