@@ -324,6 +324,7 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
     return _cross_check_slurm(ctx);
 }
 
+#ifdef DLT_TEST_HOOKS
 /* ------------------------------------------------------------------ test rendezvous
  * For a machine without a resource manager or PMIx server (the lent GPU machine of the device
  * check: no Slurm, no PMIx server to pack), DLTPMIX_TEST_RENDEZVOUS=DIR with DLTPMIX_TEST_RANK and
@@ -483,6 +484,7 @@ static int _rdv_collective(dltpmix_ctx *ctx, const char *what, int root, const v
         rc = _rdv_get(ctx, what, seq, r, recv ? (char *)recv + (size_t)r * len : NULL, len, deadline);
     return rc;
 }
+#endif /* DLT_TEST_HOOKS */
 
 int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size_t errlen)
 {
@@ -522,8 +524,10 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
 
     if (_env_has_pmix_server()) {
         rc = _init_from_pmix(ctx);
+#ifdef DLT_TEST_HOOKS
     } else if (getenv("DLTPMIX_TEST_RENDEZVOUS") && *getenv("DLTPMIX_TEST_RENDEZVOUS")) {
         rc = _rdv_init(ctx, getenv("DLTPMIX_TEST_RENDEZVOUS"));
+#endif
     } else {
         ntasks = _env_long("SLURM_STEP_NUM_TASKS", _env_long("SLURM_NTASKS", 1));
         if (ntasks > 1)
@@ -726,8 +730,10 @@ int dltpmix_bcast(dltpmix_ctx *ctx, int root, void *buf, size_t len)
                                  ctx->info.size - 1);
     if (ctx->info.singleton)
         return 0;
+#ifdef DLT_TEST_HOOKS
     if (ctx->rdv[0])
         return _rdv_collective(ctx, "broadcast", root, buf, len, buf);
+#endif
     seq = ctx->seq;
     dltpmix_key(key, sizeof(key), DLTPMIX_OP_BCAST, seq);
     if (ctx->info.rank == root) {
@@ -759,8 +765,10 @@ int dltpmix_allgather(dltpmix_ctx *ctx, const void *send, size_t len, void *recv
             memmove(recv, send, len);
         return 0;
     }
+#ifdef DLT_TEST_HOOKS
     if (ctx->rdv[0])
         return _rdv_collective(ctx, "all-gather", -1, send, len, recv);
+#endif
     seq = ctx->seq;
     dltpmix_key(key, sizeof(key), DLTPMIX_OP_ALLGATHER, seq);
     frame = malloc(DLTPMIX_BLOB_HEADER + len);
@@ -782,8 +790,10 @@ int dltpmix_barrier(dltpmix_ctx *ctx)
         return DLTPMIX_ERR_ARG;
     if (ctx->info.singleton)
         return 0;
+#ifdef DLT_TEST_HOOKS
     if (ctx->rdv[0])
         return _rdv_collective(ctx, "barrier", -1, NULL, 0, NULL);
+#endif
     rc = _put_commit_fence(ctx, "barrier", NULL, NULL, 0);
     ctx->seq++;
     return rc;

@@ -33,7 +33,7 @@ git ls-files -co --exclude-standard | grep -v -e '^\.devbuild/' -e '^\.devpack/'
   cd "$B"
   if [ ! -f Makefile ]; then
     ./autogen.sh >/dev/null 2>&1
-    ./configure --without-mpi >configure.log 2>&1 || { tail -20 configure.log; exit 1; }
+    ./configure --without-mpi --enable-test-hooks >configure.log 2>&1 || { tail -20 configure.log; exit 1; }
   fi
   grep -q "CUDA backend *yes" configure.log || { echo "pack: configure did not enable the CUDA backend"; exit 1; }
   make -j"$(nproc)" >make.log 2>&1 || { tail -20 make.log; exit 1; }

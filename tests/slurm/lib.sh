@@ -19,6 +19,10 @@ check() {
   if out=$("$@" 2>&1); then ok "$name"; else not_ok "$name"; printf '%s\n' "$out" | tail -20 | diag; fi
 }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+# Whether the build under test has the fault-injection hooks (configure --enable-test-hooks:
+# DLT_TEST_STALL, DLT_TEST_FAULT_GEMM_RANK, DLTPMIX_TEST_RENDEZVOUS); packages never do.
+have_test_hooks() { grep -q '^#define DLT_TEST_HOOKS 1' "$DLT_BUILDDIR/config.h" 2>/dev/null; }
+NO_HOOKS="# SKIP built without --enable-test-hooks (the fault-injection hook is not compiled in)"
 
 # The start of a multi-node data test: the JPEG maker built (else the whole script is skipped), a
 # cluster of NODES slurmd up at port OFFSET, PLAN tests planned; MK and DLTRAIN set, the shell in /tmp

@@ -48,6 +48,7 @@ ntb=$(ls "$D"/ck/tensorboard/events.out.tfevents.* 2>/dev/null | wc -l)
 if ((ntb == 2)) && ls "$D"/scal/tensorboard/fp32-{1,2,4}/events.out.tfevents.* >/dev/null 2>&1; then
   ok "both templates set --tensorboard: one event file per run of the requeued job, one per sweep point"
 else not_ok "TensorBoard files from the templates ($ntb for the requeued job)"; ls -R "$D/ck" "$D/scal" 2>&1 | tail -12 | diag; fi
+if have_test_hooks; then
 # A stall: the watchdog aborts (86); the template requeues, at most MAX_STALL_REQUEUES times.
 jid=$(sbatch --parsable -N1 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 -o "$D/stall.out" \
   --export=ALL,DLTRAIN=$DLTRAIN,ARCH=resnet18,EPOCHS=4,BATCH=8,CKPT=$D/stallck,MAX_STALL_REQUEUES=1,DLT_TEST_STALL=compute:3:30,EXTRA="$SMALL --stall-timeout 3" \
@@ -59,6 +60,9 @@ if [[ $state == Restarts=1 ]] && grep -q 'a rank stalled (exit 86, .*): requeuei
    [[ $(cat "$D/stallck/.stall-requeues-$jid" 2>/dev/null) == 1 ]]; then
   ok "exit 86 (stall): the template requeues, counting (1 of 1) beside the checkpoints"
 else not_ok "stall requeue ($state)"; grep -v 'step [0-9]*/' "$D/stall.out" | tail -5 | diag; fi
+else
+  ok "$NO_HOOKS: DLT_TEST_STALL"
+fi
 
 # A rank killed with SIGKILL (as the OOM killer does): the step ends within seconds, not after
 # --stall-timeout (900 s), and the job is not requeued.

@@ -426,6 +426,11 @@ static void test_watchdog_exits_when_abort_blocks(void **state)
  * without aborting, and its peers wait for their own stall timeout. */
 static void test_watchdog_releases_graph_before_abort(void **state)
 {
+#ifndef DLT_TEST_HOOKS
+    (void)state;
+    printf("# built without --enable-test-hooks: DLT_TEST_STALL is not compiled in\n");
+    skip();
+#else
     char dir[] = "/tmp/dlt-failorder-XXXXXX", cmd[64], seq[64] = "";
     int fds[2], st = 0;
     ssize_t n;
@@ -466,6 +471,7 @@ static void test_watchdog_releases_graph_before_abort(void **state)
     assert_true(n > 0);
     if (!strchr(seq, 'S') || strchr(seq, 'S') > strchr(seq, 'A'))
         fail_msg("the watchdog aborted the communicator with the recorded step alive (calls: \"%s\")", seq);
+#endif
 }
 
 int main(void)

@@ -162,9 +162,13 @@ static double _model_median(const _rank_rec *all, int n, int i)
  * see the check (and --preflight) name a rank that computes wrong numbers. Off when unset. */
 static void _test_fault_gemm(int rank, float *c, int n)
 {
+#ifdef DLT_TEST_HOOKS
     const char *v = getenv("DLT_TEST_FAULT_GEMM_RANK");
     if (v && *v && atoi(v) == rank && n > 1)
         c[(size_t)(n / 2) * n + n / 3] += 1.0f;
+#else
+    (void)rank, (void)c, (void)n;
+#endif
 }
 
 /* This rank's GEMM, timed and verified, into me. */
