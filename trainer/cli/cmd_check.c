@@ -26,22 +26,8 @@ int dlt_cmd_check(int argc, char **argv)
     dlt_check_defaults(&o.check);
     dlt_backend_config_defaults(&o.train.backend);
     o.comm = "auto";
-    rc = dlt_opt_parse(DLT_CMD_CHECK, argc, argv, 1, &o, seen, &next, err, sizeof(err));
-    if (rc == 1) {
-        dlt_opt_usage(stdout, DLT_CMD_CHECK);
-        return 0;
-    }
-    if (rc != 0) {
-        if (err[0])
-            fprintf(stderr, "dltrain: %s\n", err);
-        else /* getopt said which option */
-            dlt_opt_usage(stderr, DLT_CMD_CHECK);
-        return 2;
-    }
-    if (next < argc) {
-        fprintf(stderr, "dltrain check: unexpected argument '%s'\n", argv[next]);
-        return 2;
-    }
+    if ((rc = dlt_opt_parse_command(DLT_CMD_CHECK, "check", argc, argv, 1, &o, seen, &next, 1)) >= 0)
+        return rc;
     cfg = o.check;
     cfg.max_bytes_given = seen[dlt_opt_find(DLT_CMD_CHECK, "max-bytes")];
     cfg.progress = 1;

@@ -155,15 +155,8 @@ int dlt_cmd_data(int argc, char **argv)
     }
     memset(&o, 0, sizeof(o));
     o.quality = 90;
-    if ((opt = dlt_opt_parse(DLT_CMD_DATA, argc, argv, 2, &o, seen, &first, err, sizeof(err))) == 1) {
-        dlt_opt_usage(stdout, DLT_CMD_DATA);
-        return 0;
-    }
-    if (opt != 0) {
-        if (err[0])
-            fprintf(stderr, "dltrain: %s\n", err);
-        return 2;
-    }
+    if ((opt = dlt_opt_parse_command(DLT_CMD_DATA, NULL, argc, argv, 2, &o, seen, &first, 0)) >= 0)
+        return opt;
     side = o.resize;
     quality = o.quality;
     labels = o.labels;

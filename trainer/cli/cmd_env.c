@@ -127,21 +127,8 @@ int dlt_cmd_env(int argc, char **argv)
 
     memset(&o, 0, sizeof(o));
     o.comm = "auto";
-    if ((opt = dlt_opt_parse(DLT_CMD_ENV, argc, argv, 1, &o, seen, &next, err, sizeof(err))) == 1) {
-        dlt_opt_usage(stdout, DLT_CMD_ENV);
-        return 0;
-    }
-    if (opt != 0) {
-        if (err[0])
-            fprintf(stderr, "dltrain: %s\n", err);
-        else
-            dlt_opt_usage(stderr, DLT_CMD_ENV);
-        return 2;
-    }
-    if (next < argc) {
-        fprintf(stderr, "dltrain env: unexpected argument '%s'\n", argv[next]);
-        return 2;
-    }
+    if ((opt = dlt_opt_parse_command(DLT_CMD_ENV, "env", argc, argv, 1, &o, seen, &next, 1)) >= 0)
+        return opt;
     comm_kind = o.comm;
     popts.timeout_s = o.timeout;
     if (dltpmix_init(&px, &popts, err, sizeof(err)) != 0) {

@@ -21,20 +21,8 @@ int dlt_cmd_info(int argc, char **argv)
     int rc, next, layers, state;
     memset(&o, 0, sizeof(o));
     dlt_train_config_defaults(&o.train);
-    rc = dlt_opt_parse(DLT_CMD_INFO, argc, argv, 1, &o, seen, &next, err, sizeof(err));
-    if (rc == 1) {
-        dlt_opt_usage(stdout, DLT_CMD_INFO);
-        return 0;
-    }
-    if (rc != 0) {
-        if (err[0])
-            fprintf(stderr, "dltrain: %s\n", err);
-        return 2;
-    }
-    if (next < argc) {
-        fprintf(stderr, "dltrain info: unexpected argument '%s'\n", argv[next]);
-        return 2;
-    }
+    if ((rc = dlt_opt_parse_command(DLT_CMD_INFO, "info", argc, argv, 1, &o, seen, &next, 0)) >= 0)
+        return rc;
     if (o.verify != !!o.checkpoint) {
         fprintf(stderr, "dltrain info: --verify and --checkpoint FILE go together (dltrain info --checkpoint FILE "
                 "--verify)\n");

@@ -381,7 +381,6 @@ int dlt_cmd_train(int argc, char **argv)
     const char *cmd = argv[0];
     dlt_cli_opts o;
     static char resume_path[4096];
-    char err[1024];
     int rc, next, muted;
     unsigned char seen[DLT_OPT_MAX] = {0};
 
@@ -396,17 +395,7 @@ int dlt_cmd_train(int argc, char **argv)
     if (!strcmp(cmd, "bench"))
         o.train.learnable = 0;
     muted = _mute_other_ranks();
-    rc = dlt_opt_parse(dlt_cmd_bit(cmd), argc, argv, 1, &o, seen, &next, err, sizeof(err));
-    if (rc == 1) {
-        dlt_opt_usage(stdout, dlt_cmd_bit(cmd));
-        return 0;
-    }
-    if (rc != 0) {
-        if (err[0])
-            fprintf(stderr, "dltrain: %s\n", err);
-        else /* getopt said which option */
-            dlt_opt_usage(stderr, dlt_cmd_bit(cmd));
-        return 2;
-    }
+    if ((rc = dlt_opt_parse_command(dlt_cmd_bit(cmd), NULL, argc, argv, 1, &o, seen, &next, 1)) >= 0)
+        return rc;
     return _run(cmd, &o, seen, argc, argv, next, muted, resume_path, sizeof(resume_path));
 }

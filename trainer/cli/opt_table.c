@@ -678,3 +678,26 @@ void dlt_opt_usage(FILE *f, unsigned cmd)
     if (g_cmds[c].epilogue)
         fprintf(f, "\n%s", g_cmds[c].epilogue);
 }
+
+int dlt_opt_parse_command(unsigned cmd, const char *name, int argc, char **argv, int first, dlt_cli_opts *o,
+                          unsigned char *seen, int *next, int usage_after_getopt)
+{
+    char err[2048] = "";
+    int rc = dlt_opt_parse(cmd, argc, argv, first, o, seen, next, err, sizeof(err));
+    if (rc == 1) {
+        dlt_opt_usage(stdout, cmd);
+        return 0;
+    }
+    if (rc != 0) {
+        if (err[0])
+            fprintf(stderr, "dltrain: %s\n", err);
+        else if (usage_after_getopt) /* getopt said which option */
+            dlt_opt_usage(stderr, cmd);
+        return 2;
+    }
+    if (name && *next < argc) {
+        fprintf(stderr, "dltrain %s: unexpected argument '%s'\n", name, argv[*next]);
+        return 2;
+    }
+    return -1;
+}

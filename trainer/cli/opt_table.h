@@ -99,6 +99,13 @@ unsigned dlt_cmd_bit(const char *cmd);
 int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *o, unsigned char *seen, int *next,
                   char *err, size_t errlen);
 
+/* dlt_opt_parse and what every command does with its result: --help printed to stdout (returns 0),
+ * a usage error said (returns 2; after getopt's own line, the usage too when usage_after_getopt),
+ * and, when name is given ("check"), an operand refused as "dltrain NAME: unexpected argument 'X'"
+ * (returns 2). Returns -1 when the command goes on with o, seen and *next filled. */
+int dlt_opt_parse_command(unsigned cmd, const char *name, int argc, char **argv, int first, dlt_cli_opts *o,
+                          unsigned char *seen, int *next, int usage_after_getopt);
+
 /* `dltrain CMD --help`: the synopsis, then every option of cmd's option set from the table. */
 void dlt_opt_usage(FILE *f, unsigned cmd);
 
