@@ -8,7 +8,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 cd "$DLT_SRCDIR" || exit 1
-DOCS=(README.md doc/training.md doc/gpu.md doc/pytorch.md doc/site-install.md)
+DOCS=(README.md doc/training.md doc/gpu.md doc/pytorch.md doc/site-install.md doc/internals.md)
 tap_plan 7
 
 n=$(wc -l <README.md)

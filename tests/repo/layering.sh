@@ -7,7 +7,7 @@
 # Lists each offending line.
 . "$(dirname "$0")/../slurm/lib.sh"
 cd "$DLT_SRCDIR/trainer" || exit 1
-tap_plan 4
+tap_plan 6
 src() { find "$@" -name '*.[ch]' -print0 | xargs -0 grep -n "${GREP_ARGS[@]}" 2>/dev/null; }
 GREP_ARGS=(-e '#include "trainer/model/')
 hits=$(src comm)
@@ -24,3 +24,11 @@ GREP_ARGS=(-e '"nccl-buckets"' -e '"host"' -e '"none"')
 hits=$(src train cli | grep -i 'strcmp.*ops->name\|ops->name.*strcmp')
 if [[ -z $hits ]]; then ok "no reducer path is asked for by name above comm/"
 else not_ok "a reducer path asked for by name"; echo "$hits" | diag; fi
+GREP_ARGS=(-e '#include "trainer/data/dataset_internal.h"')
+hits=$(src . | grep -v '^\./data/')
+if [[ -z $hits ]]; then ok "the data set's representation (data/dataset_internal.h) is included in data/ only"
+else not_ok "dataset_internal.h included outside data/"; echo "$hits" | diag; fi
+GREP_ARGS=(-e '#include "trainer/comm/' -e '#include "trainer/train/' -e '#include "trainer/cli/')
+hits=$(src data)
+if [[ -z $hits ]]; then ok "data/ includes nothing from comm/, train/ or cli/ (the one-scan listing is train/shared_scan.c)"
+else not_ok "data/ includes a higher floor"; echo "$hits" | diag; fi
