@@ -4,12 +4,7 @@
 # worker, and the GPUs that feeds at --per-gpu; its JSON agrees with itself; generated images are
 # named as such.
 . "$(dirname "$0")/../slurm/lib.sh"
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-export OMP_NUM_THREADS=2
-tap_plan 3
-rm -rf "${WORK:?}" && mkdir -p "$WORK"
+local_test_start 3
 "$MK" folder "$WORK/d" 4 16 160 120 plain >/dev/null
 B=(bench --input-only --backend cpu --batch 8 --warmup 1 --iters 6)
 

@@ -5,12 +5,7 @@
 # added since, an index damaged by one byte or cut short is never used silently: the run says why
 # and lists the folder (and sees the new images).
 . "$(dirname "$0")/../slurm/lib.sh"
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-export OMP_NUM_THREADS=2
-tap_plan 6
-rm -rf "${WORK:?}" && mkdir -p "$WORK"
+local_test_start 6
 "$MK" folder "$WORK/d" 4 12 40 40 plain >/dev/null
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --log-every 0 --warmup-epochs 0 --steps 1)
 IDX=$WORK/d/train/.dltrain-index

@@ -7,12 +7,7 @@
 # OUT is replaced only with --force, the files are written under temporary names and take their
 # names at the end (index last), and a reader refuses an index that stops short of the .rec's end.
 . "$(dirname "$0")/../slurm/lib.sh"
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-export OMP_NUM_THREADS=2
-tap_plan 6
-rm -rf "${WORK:?}" && mkdir -p "$WORK"
+local_test_start 6
 "$MK" folder "$WORK/src" 4 24 40 40 plain >/dev/null
 SRC=$WORK/src/train
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --log-every 0 --warmup-epochs 0)

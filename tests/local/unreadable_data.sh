@@ -7,12 +7,7 @@
 # share under the bound trains on the readable images (each bad one replaced by another real
 # image); the option raises the bound; and `dltrain eval` that can score no image fails.
 . "$(dirname "$0")/../slurm/lib.sh"
-DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
-MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
-[[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
-export OMP_NUM_THREADS=2
-tap_plan 5
-rm -rf "${WORK:?}" && mkdir -p "$WORK"
+local_test_start 5
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --warmup-epochs 0 --log-every 0)
 
 # 4 classes x 8 files of random bytes.

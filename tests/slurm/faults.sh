@@ -49,34 +49,31 @@ if [[ -n $stopped ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -qE 'watchdo
   ok "rank 2 stopped (SIGSTOP): the step ends in ${el}s, the waiting ranks say a peer stopped responding"
 else not_ok "stopped rank (stopped=$stopped rc=$rc ${el}s)"; grep -E 'watchdog|error' "$WORK/stop.out" | head -6 | diag; fi
 
-rm -f "$WORK/kill.out"
-( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" > "$WORK/kill.out" 2>&1; echo $? > "$WORK/kill.rc" ) &
-for _ in $(seq 300); do grep -q 'step 4/' "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
-# Only this test's cluster's ranks: other tests may run their own clusters at the same time.
-victim=""
-for p in $(ours); do
-  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=3' && victim=$p
-done
-start=$SECONDS
-[[ -n $victim ]] && kill -KILL "$victim"
-wait
-el=$((SECONDS - start)); rc=$(cat "$WORK/kill.rc")
+# kill_rank NAME RANK TRAIN_ARGS...: trains with TRAIN_ARGS, kills rank RANK outright (SIGKILL, as
+# the OOM killer does) at step 4; the output in $WORK/NAME.out, then el (seconds from the kill to
+# the step's end), rc and victim set.
+kill_rank() {
+  local name=$1 rank=$2; shift 2
+  rm -f "$WORK/$name.out"
+  ( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "$@" > "$WORK/$name.out" 2>&1; echo $? > "$WORK/$name.rc" ) &
+  for _ in $(seq 300); do grep -q 'step 4/' "$WORK/$name.out" 2>/dev/null && break; sleep 0.1; done
+  # Only this test's cluster's ranks: other tests may run their own clusters at the same time.
+  victim=""
+  for p in $(ours); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$rank" && victim=$p
+  done
+  local start=$SECONDS
+  [[ -n $victim ]] && kill -KILL "$victim"
+  wait
+  el=$((SECONDS - start)); rc=$(cat "$WORK/$name.rc")
+}
+kill_rank kill 3 "${RUN[@]}"
 if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 60)) && grep -qE 'task(s [0-9]-)? ?3: Killed' "$WORK/kill.out"; then
   ok "rank 3 killed (SIGKILL): the step ends in ${el}s with an error naming task 3"
 else not_ok "killed rank (victim=$victim rc=$rc ${el}s)"; tail -6 "$WORK/kill.out" | diag; fi
 # The same kill with the default --stall-timeout (900 s) and no --kill-on-bad-exit: the plugin ends
 # the step itself (a rank killed outright cannot tell its peers, which would wait 15 minutes).
-rm -f "$WORK/kill2.out"
-( timeout 180 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]:0:${#RUN[@]}-2}" > "$WORK/kill2.out" 2>&1; echo $? > "$WORK/kill2.rc" ) &
-for _ in $(seq 300); do grep -q 'step 4/' "$WORK/kill2.out" 2>/dev/null && break; sleep 0.1; done
-victim=""
-for p in $(ours); do
-  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=2' && victim=$p
-done
-start=$SECONDS
-[[ -n $victim ]] && kill -KILL "$victim"
-wait
-el=$((SECONDS - start)); rc=$(cat "$WORK/kill2.rc")
+kill_rank kill2 2 "${RUN[@]:0:${#RUN[@]}-2}"
 if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 30)) && grep -q 'dltrain: node n2: task 2 ended by signal 9 (Killed); ending step [0-9]*\.0 at once so that its 3 peer(s) do not wait for it' "$WORK/kill2.out"; then
   ok "rank 2 killed, default stall timeout, no --kill-on-bad-exit: the plugin ends the step in ${el}s, naming task 2 and the signal"
 else not_ok "killed rank without --kill-on-bad-exit (victim=$victim rc=$rc ${el}s)"; grep -v '^dltrain: epoch' "$WORK/kill2.out" | tail -8 | diag; fi

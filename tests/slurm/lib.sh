@@ -24,6 +24,17 @@ skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 have_test_hooks() { grep -q '^#define DLT_TEST_HOOKS 1' "$DLT_BUILDDIR/config.h" 2>/dev/null; }
 NO_HOOKS="# SKIP built without --enable-test-hooks (the fault-injection hook is not compiled in)"
 
+# The start of a test of the dltrain program on this machine: DLTRAIN and MK set (else the whole
+# script is skipped), OpenMP at 2 threads, PLAN tests planned, $WORK empty.
+local_test_start() {
+  DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+  MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
+  [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
+  export OMP_NUM_THREADS=2
+  tap_plan "$1"
+  rm -rf "${WORK:?}" && mkdir -p "$WORK"
+}
+
 # The start of a multi-node data test: the JPEG maker built (else the whole script is skipped), a
 # cluster of NODES slurmd up at port OFFSET, PLAN tests planned; MK and DLTRAIN set, the shell in /tmp
 # and $WORK empty.

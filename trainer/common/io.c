@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -164,4 +165,31 @@ int dlt_mkdirs(const char *path)
         return -1;
     }
     return 0;
+}
+
+/* The failure of one step of an atomic write, as its words and -errno. */
+static int _write_failed(const char *what, const char *path, int code, char *err, size_t errlen)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s %s: %s", what, path, strerror(code));
+    return -code;
+}
+
+int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, char *err, size_t errlen)
+{
+    char tmp[4200];
+    int fd, rc = 0;
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+        return _write_failed("cannot write", path, ENAMETOOLONG, err, errlen);
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)) < 0)
+        return _write_failed("cannot write", tmp, errno, err, errlen);
+    if (dlt_write_all(fd, data, len) != 0 || fsync(fd) != 0)
+        rc = _write_failed("cannot write", tmp, errno, err, errlen);
+    if (close(fd) != 0 && rc == 0)
+        rc = _write_failed("cannot write", tmp, errno, err, errlen);
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = _write_failed("cannot rename it into place:", tmp, errno, err, errlen);
+    if (rc != 0)
+        (void)unlink(tmp);
+    return rc;
 }

@@ -39,4 +39,10 @@ int dlt_check_path(const char *what, const char *path, int want_dir, char *err, 
  * directory) or -1 with errno set. */
 int dlt_mkdirs(const char *path);
 
+/* Writes len bytes as path through a temporary name beside it (path.tmp.PID, created exclusively):
+ * written, flushed to disk, then renamed over path, so that path holds either its old contents or
+ * all of the new ones; the temporary file goes on any failure. Returns 0 or a negative errno with
+ * err filled ("cannot write X: No space left on device"). */
+int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, char *err, size_t errlen);
+
 #endif

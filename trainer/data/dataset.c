@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "trainer/common/fnv.h"
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/data/dataset.h"
@@ -245,33 +246,25 @@ out:
     return rc;
 }
 
-static uint64_t _fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 void dlt_dataset_digest(const dlt_dataset *d, uint64_t *files, uint64_t *classes)
 {
-    uint64_t h = 0xcbf29ce484222325ull, c = 0xcbf29ce484222325ull;
+    uint64_t h = DLT_FNV_OFFSET, c = DLT_FNV_OFFSET;
     size_t root = strlen(d->root);
     for (int k = 0; d->class_names && k < d->nclasses; k++)
-        c = _fnv(c, d->class_names[k], strlen(d->class_names[k]) + 1);
-    c = _fnv(c, &d->nclasses, sizeof(d->nclasses));
+        c = dlt_fnv1a64(c, d->class_names[k], strlen(d->class_names[k]) + 1);
+    c = dlt_fnv1a64(c, &d->nclasses, sizeof(d->nclasses));
     if (d->recordio) {
         /* The index and the file's size: the same pair on every rank (wherever it is mounted). */
         struct stat st;
         uint64_t size = fstat(d->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-        h = _fnv(h, d->offsets, (size_t)d->n * sizeof(uint64_t));
-        h = _fnv(h, &size, sizeof(size));
+        h = dlt_fnv1a64(h, d->offsets, (size_t)d->n * sizeof(uint64_t));
+        h = dlt_fnv1a64(h, &size, sizeof(size));
     } else {
         /* Paths under the root (ranks may mount the same data at different places) and labels. */
         for (int64_t i = 0; i < d->n; i++) {
             const char *rel = strncmp(d->paths[i], d->root, root) ? d->paths[i] : d->paths[i] + root;
-            h = _fnv(h, rel, strlen(rel) + 1);
-            h = _fnv(h, &d->labels[i], sizeof(d->labels[i]));
+            h = dlt_fnv1a64(h, rel, strlen(rel) + 1);
+            h = dlt_fnv1a64(h, &d->labels[i], sizeof(d->labels[i]));
         }
     }
     *files = h;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "trainer/common/io.h"
+#include "trainer/common/fnv.h"
 #include "trainer/common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_list.h"
@@ -24,14 +25,6 @@ static const char INDEX_MAGIC[8] = {'D', 'L', 'T', 'I', 'D', 'X', '0', '1'};
 /* A folder changed within this many seconds of the index being made may have changed again within
  * the same timestamp tick (filesystems with 1-second times): such an index is not trusted. */
 #define INDEX_SETTLE_NS 2000000000LL
-
-static uint64_t _fnv(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 static void _put64(uint8_t *p, uint64_t v)
 {
@@ -64,8 +57,8 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     dlt_dataset *ds = NULL;
     uint8_t *list = NULL, *buf = NULL;
     size_t len = 0, total, o = 0;
-    char path[4200], tmp[4300];
-    int rc, classes, fd = -1;
+    char path[4200];
+    int rc, classes;
     int64_t made = _now_ns();
 
     *images = 0;
@@ -117,35 +110,14 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     }
     _put64(buf + o, (uint64_t)len), o += 8;
     memcpy(buf + o, list, len), o += len;
-    _put64(buf + o, _fnv(buf, o)), o += 8;
+    _put64(buf + o, dlt_fnv1a64(DLT_FNV_OFFSET, buf, o)), o += 8;
     snprintf(path, sizeof(path), "%s/%s", root, DLT_FOLDER_INDEX_NAME);
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s (the index lives inside the folder it lists)", tmp,
-                      strerror(errno));
+    if ((rc = dlt_write_file_atomic(path, buf, o, 0644, err, errlen)) != 0) {
+        dlt_fail_prefix(err, errlen, rc, "the index lives inside the folder it lists");
         goto out;
     }
-    if ((rc = dlt_write_all(fd, buf, o)) != 0 || fsync(fd) != 0) {
-        rc = dlt_fail(err, errlen, rc ? rc : -errno, "cannot write %s: %s", tmp, strerror(rc ? -rc : errno));
-        goto out;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        rc = dlt_fail(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto out;
-    }
-    tmp[0] = '\0';
     *images = dlt_dataset_count(ds);
 out:
-    if (fd >= 0)
-        close(fd);
-    if (rc != 0 && tmp[0])
-        (void)unlink(tmp);
     free(buf);
     free(list);
     dlt_dataset_close(ds);
@@ -207,7 +179,7 @@ int dlt_folder_index_read(const char *root, uint8_t **list, size_t *len, char *w
         snprintf(why, whylen, "cannot be read: %s", strerror(-rc));
         return -1;
     }
-    if (n < 40 || memcmp(buf, INDEX_MAGIC, 8) || _get64(buf + n - 8) != _fnv(buf, n - 8)) {
+    if (n < 40 || memcmp(buf, INDEX_MAGIC, 8) || _get64(buf + n - 8) != dlt_fnv1a64(DLT_FNV_OFFSET, buf, n - 8)) {
         snprintf(why, whylen, "damaged: %s", n < 40 || memcmp(buf, INDEX_MAGIC, 8) ? "not a dltrain index"
                                                                                      : "checksum mismatch");
         free(buf);

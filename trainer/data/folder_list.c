@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trainer/common/fnv.h"
 #include "trainer/common/status.h"
 #include "trainer/data/dataset_internal.h"
 
@@ -59,14 +60,6 @@ static void _put_str(out_buf *b, const char *s)
     _put(b, s, n);
 }
 
-static uint64_t _fnv(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The path below the root ("CLASS/NAME.JPEG"). */
 static const char *_rel(const dlt_dataset *d, int64_t i, size_t rootlen)
 {
@@ -114,7 +107,7 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char 
         _put(&b, rel + shared, n - shared);
         prev = rel;
     }
-    sum = b.oom ? 0 : _fnv(b.p, b.len);
+    sum = b.oom ? 0 : dlt_fnv1a64(DLT_FNV_OFFSET, b.p, b.len);
     for (int k = 0; k < 8; k++)
         s8[k] = (uint8_t)(sum >> (8 * k));
     _put(&b, s8, sizeof(s8));
@@ -185,7 +178,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         return _damaged(err, errlen, root, "not a dltrain folder list");
     for (int k = 0; k < 8; k++)
         sum |= (uint64_t)buf[len - 8 + k] << (8 * k);
-    if (_fnv(buf, len - 8) != sum)
+    if (dlt_fnv1a64(DLT_FNV_OFFSET, buf, len - 8) != sum)
         return _damaged(err, errlen, root, "checksum mismatch");
     b.p += sizeof(LIST_MAGIC);
     numbered = _get_varint(&b);
