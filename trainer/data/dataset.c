@@ -249,7 +249,6 @@ out:
 void dlt_dataset_digest(const dlt_dataset *d, uint64_t *files, uint64_t *classes)
 {
     uint64_t h = DLT_FNV_OFFSET, c = DLT_FNV_OFFSET;
-    size_t root = strlen(d->root);
     for (int k = 0; d->class_names && k < d->nclasses; k++)
         c = dlt_fnv1a64(c, d->class_names[k], strlen(d->class_names[k]) + 1);
     c = dlt_fnv1a64(c, &d->nclasses, sizeof(d->nclasses));
@@ -262,7 +261,7 @@ void dlt_dataset_digest(const dlt_dataset *d, uint64_t *files, uint64_t *classes
     } else {
         /* Paths under the root (ranks may mount the same data at different places) and labels. */
         for (int64_t i = 0; i < d->n; i++) {
-            const char *rel = strncmp(d->paths[i], d->root, root) ? d->paths[i] : d->paths[i] + root;
+            const char *rel = d->paths[i];
             h = dlt_fnv1a64(h, rel, strlen(rel) + 1);
             h = dlt_fnv1a64(h, &d->labels[i], sizeof(d->labels[i]));
         }

@@ -16,7 +16,7 @@ struct dlt_dataset {
     int64_t n;
     int nclasses;
     char **class_names;
-    char **paths;      /* folder: file paths */
+    char **paths;      /* folder: file paths below root ("CLASS/NAME.JPEG") */
     char *path_arena;  /* folder built from a shared list: every path in one block (paths point in) */
     int32_t *labels;   /* folder: labels; recordio: unused */
     uint64_t *offsets; /* recordio: record offsets */
@@ -35,6 +35,9 @@ struct dlt_dataset {
 int dlt_ds_cmp_str(const void *a, const void *b); /* qsort/bsearch of char* */
 void dlt_ds_free_list(char **v, int64_t n);
 int dlt_ds_grow(uint8_t **buf, size_t *cap, size_t need);
+
+/* Image i's path, root/paths[i] (imagefolder.c): 0, or -ENAMETOOLONG when it does not fit. */
+int dlt_imagefolder_path(const dlt_dataset *d, int64_t i, char *out, size_t outlen);
 
 /* Sample i of each kind into *buf (dlt_dataset_read checked the range). */
 int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,

@@ -60,15 +60,6 @@ static void _put_str(out_buf *b, const char *s)
     _put(b, s, n);
 }
 
-/* The path below the root ("CLASS/NAME.JPEG"). */
-static const char *_rel(const dlt_dataset *d, int64_t i, size_t rootlen)
-{
-    const char *p = d->paths[i];
-    if (!strncmp(p, d->root, rootlen) && p[rootlen] == '/')
-        return p + rootlen + 1;
-    return p;
-}
-
 int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char *err, size_t errlen)
 {
     out_buf b = {0};
@@ -77,7 +68,6 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char 
                                lo->special};
     const char *firsts[7] = {lo->first_missing, lo->first_unlisted, lo->first_nested, lo->first_images,
                              lo->first_other, lo->first_unreadable, lo->first_special};
-    size_t rootlen = strlen(d->root);
     const char *prev = "";
     uint64_t sum;
     uint8_t s8[8];
@@ -97,7 +87,7 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char 
     for (int c = 0; c < d->nclasses; c++)
         _put_str(&b, d->class_names[c]);
     for (int64_t i = 0; i < d->n; i++) {
-        const char *rel = _rel(d, i, rootlen);
+        const char *rel = d->paths[i]; /* below the root: "CLASS/NAME.JPEG" */
         size_t shared = 0, n = strlen(rel);
         while (prev[shared] && prev[shared] == rel[shared])
             shared++;
@@ -168,7 +158,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
     dlt_dataset_left_out *lo;
     int64_t *counts[7];
     char *firsts[7];
-    size_t firstlens[7], rootlen = strlen(root), arena_len = 0, used = 0, prevlen = 0;
+    size_t firstlens[7], arena_len = 0, used = 0, prevlen = 0;
     uint64_t sum = 0, numbered, ncls, n;
     const uint8_t *files_at;
     char *prev = NULL;
@@ -225,7 +215,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         dlt_dataset_close(d);
         return _damaged(err, errlen, root, "class names cut");
     }
-    /* First pass: the arena's size (root + '/' + path + NUL for each), and every bound checked. */
+    /* First pass: the arena's size (each path below the root and its NUL), every bound checked. */
     files_at = b.p;
     for (uint64_t i = 0; i < n && !b.bad; i++) {
         uint64_t label = _get_varint(&b), shared = _get_varint(&b), rest = _get_varint(&b);
@@ -236,7 +226,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         }
         b.p += rest;
         prevlen = (size_t)(shared + rest);
-        arena_len += rootlen + 1 + prevlen + 1;
+        arena_len += prevlen + 1;
     }
     if (b.bad || b.p != b.end) {
         dlt_dataset_close(d);
@@ -252,11 +242,9 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         memcpy(prev + shared, b.p, (size_t)rest);
         b.p += rest;
         prevlen = (size_t)(shared + rest);
-        memcpy(p, root, rootlen);
-        p[rootlen] = '/';
-        memcpy(p + rootlen + 1, prev, prevlen);
-        p[rootlen + 1 + prevlen] = '\0';
-        used += rootlen + 1 + prevlen + 1;
+        memcpy(p, prev, prevlen);
+        p[prevlen] = '\0';
+        used += prevlen + 1;
         d->paths[i] = p;
         d->labels[i] = (int32_t)label;
     }
@@ -290,10 +278,13 @@ int dlt_folder_list_check_sample(const dlt_dataset *d, int count, uint64_t seed,
     for (int k = 0; k < count && d->n > 0; k++) {
         int64_t i = (int64_t)(_splitmix(&s) % (uint64_t)d->n);
         struct stat st;
-        if (stat(d->paths[i], &st) != 0)
-            return dlt_fail(err, errlen, -errno, "%s: %s", d->paths[i], strerror(errno));
+        char path[PATH_MAX];
+        if (dlt_imagefolder_path(d, i, path, sizeof(path)) != 0)
+            return dlt_fail(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", d->root, d->paths[i]);
+        if (stat(path, &st) != 0)
+            return dlt_fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
         if (!S_ISREG(st.st_mode))
-            return dlt_fail(err, errlen, -EINVAL, "%s: not a regular file here", d->paths[i]);
+            return dlt_fail(err, errlen, -EINVAL, "%s: not a regular file here", path);
     }
     return 0;
 }

@@ -153,7 +153,8 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
     return 0;
 }
 
-static int _add(dlt_dataset *d, int64_t *cap, const char *path, int32_t label)
+/* One image: its path below the root (a data set of 1.28M images keeps only those) and label. */
+static int _add(dlt_dataset *d, int64_t *cap, const char *rel, int32_t label)
 {
     if (d->n == *cap) {
         int64_t nc = *cap ? *cap * 2 : 1024;
@@ -168,7 +169,7 @@ static int _add(dlt_dataset *d, int64_t *cap, const char *path, int32_t label)
         d->labels = nl;
         *cap = nc;
     }
-    d->paths[d->n] = strdup(path);
+    d->paths[d->n] = strdup(rel);
     if (!d->paths[d->n])
         return -ENOMEM;
     d->labels[d->n++] = label;
@@ -208,7 +209,7 @@ static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, c
         for (int64_t i = 0; i < nfiles && rc == 0; i++) {
             if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p))
                 continue; /* a path longer than PATH_MAX cannot be opened anyway */
-            if (_add(d, cap, p, (int32_t)c) != 0)
+            if (_add(d, cap, p + strlen(root) + 1, (int32_t)c) != 0)
                 rc = dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
         }
         dlt_ds_free_list(files, nfiles);
@@ -341,7 +342,7 @@ static int _read_labels(dlt_dataset *d, const char *root, const char *labels_fil
             _note(&d->left.missing, d->left.first_missing, sizeof(d->left.first_missing), root, l.files[i]);
             continue;
         }
-        if (_add(d, cap, p, (int32_t)(hit - *classes)) != 0) {
+        if (_add(d, cap, l.files[i], (int32_t)(hit - *classes)) != 0) {
             rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (%" PRId64 " images so far)",
                           labels_file, d->n);
             goto out;
@@ -397,12 +398,18 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
 int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
                          char *name, size_t namelen, char *err, size_t errlen)
 {
-    /* O_NONBLOCK: a file swapped for a FIFO since the listing is refused below, not waited on
-     * (no effect on a regular file's reads). */
-    int fd = open(d->paths[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char path[PATH_MAX];
     struct stat st;
     size_t got = 0;
-    snprintf(name, namelen, "%s", d->paths[i]);
+    int fd;
+    if (dlt_imagefolder_path(d, i, path, sizeof(path)) != 0) {
+        snprintf(name, namelen, "%s/%s", d->root, d->paths[i]);
+        return dlt_fail(err, errlen, -ENAMETOOLONG, "path longer than %d bytes", PATH_MAX);
+    }
+    /* O_NONBLOCK: a file swapped for a FIFO since the listing is refused below, not waited on
+     * (no effect on a regular file's reads). */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    snprintf(name, namelen, "%s", path);
     *label = d->label_map ? d->label_map[d->labels[i]] : d->labels[i];
     if (fd < 0)
         return dlt_fail(err, errlen, -errno, "cannot open: %s", strerror(errno));
@@ -418,4 +425,10 @@ int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, 
     close(fd);
     *len = got;
     return 0;
+}
+
+int dlt_imagefolder_path(const dlt_dataset *d, int64_t i, char *out, size_t outlen)
+{
+    int n = snprintf(out, outlen, "%s/%s", d->root, d->paths[i]);
+    return n >= 0 && (size_t)n < outlen ? 0 : -ENAMETOOLONG;
 }
