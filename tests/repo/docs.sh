@@ -72,7 +72,8 @@ known=$({ for c in train eval bench check info env "data pack"; do "$DLTRAIN" $c
   sed 's/\\//g' man/*.[1-8]; ./configure --help 2>/dev/null || true; } | grep -o -E -- '--[a-z][a-z0-9-]*' | sort -u)
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
   [--ranks]=tests/device/run.sh [--only]=tests/local/random_damage.sh
-  [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch [--kill-on-bad-exit]=contrib/sbatch/resnet50-imagenet.sbatch)
+  [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch [--kill-on-bad-exit]=contrib/sbatch/resnet50-imagenet.sbatch
+  [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch)
 # Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's.
 OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint "
 bad=() opts=0
