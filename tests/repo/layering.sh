@@ -7,7 +7,7 @@
 # Lists each offending line.
 . "$(dirname "$0")/../slurm/lib.sh"
 cd "$DLT_SRCDIR/trainer" || exit 1
-tap_plan 6
+tap_plan 7
 src() { find "$@" -name '*.[ch]' -print0 | xargs -0 grep -n "${GREP_ARGS[@]}" 2>/dev/null; }
 GREP_ARGS=(-e '#include "trainer/model/')
 hits=$(src comm)
@@ -32,3 +32,7 @@ GREP_ARGS=(-e '#include "trainer/comm/' -e '#include "trainer/train/' -e '#inclu
 hits=$(src data)
 if [[ -z $hits ]]; then ok "data/ includes nothing from comm/, train/ or cli/ (the one-scan listing is train/shared_scan.c)"
 else not_ok "data/ includes a higher floor"; echo "$hits" | diag; fi
+GREP_ARGS=(-e '#include "trainer/cli/')
+hits=$(src train check data comm model backend checkpoint common)
+if [[ -z $hits ]]; then ok "only cli/ includes cli/ (the checks before a run are train/preflight.c)"
+else not_ok "a lower floor includes cli/"; echo "$hits" | diag; fi

@@ -8,7 +8,7 @@
 
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
-#include "trainer/cli/preflight.h"
+#include "trainer/train/preflight.h"
 #include "trainer/model/resnet.h"
 
 int dlt_cmd_info(int argc, char **argv)

@@ -16,7 +16,7 @@
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/cli/preflight.h"
+#include "trainer/train/preflight.h"
 #include "trainer/common/io.h"
 #include "trainer/common/stop_signal.h"
 #include "trainer/data/loader.h"

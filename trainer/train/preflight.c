@@ -2,7 +2,7 @@
 /* preflight: checks before a run, the same outcome on every rank. */
 #include "config.h"
 
-#include "trainer/cli/preflight.h"
+#include "trainer/train/preflight.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,8 +2,8 @@
 /* preflight: what every rank checks before a run starts, decided the same way on every rank (the
  * outcome travels through an all-reduce, so no rank starts while another stops): a verified
  * checkpoint to evaluate, and which checkpoint --resume auto continues from. */
-#ifndef DLT_CLI_PREFLIGHT_H
-#define DLT_CLI_PREFLIGHT_H
+#ifndef DLT_TRAIN_PREFLIGHT_H
+#define DLT_TRAIN_PREFLIGHT_H
 
 #include <stddef.h>
 #include <stdint.h>
