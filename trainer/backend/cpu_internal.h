@@ -30,16 +30,17 @@ typedef struct {
     /* Convolutions with bound weights: their blocked copies follow every update. */
     dlt_op **bound;
     int nbound, bound_cap;
+    /* cpu_onednn.c's refresh of those copies, for sgd_step (cpu_loops.c) to call after an update:
+     * given at creation, so that cpu_loops.c needs nothing of cpu_onednn.c's (the two files form a
+     * tree: cpu_onednn.c creates the backend and takes cpu_loops.c's entries), and called directly,
+     * not through the ops table, so a step makes exactly the table calls it counts. */
+    int (*refresh_bound)(dlt_backend *be);
 } cpu_backend;
 
 static inline cpu_backend *_cpu(dlt_backend *be)
 {
     return (cpu_backend *)be;
 }
-
-/* cpu_onednn.c: brings the convolutions' blocked weight copies up to date (params_loaded; called
- * directly by sgd_step, not through the table, so a step makes exactly the calls it counts). */
-int dlt_cpu_params_loaded(dlt_backend *be);
 
 /* cpu_loops.c: its entries of the ops table. */
 void dlt_cpu_loop_ops(dlt_backend_ops *ops);

@@ -236,7 +236,7 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
             w[i] -= lr * v[i];
         }
     }
-    return dlt_cpu_params_loaded(be); /* the blocked copies of the convolutions' weights */
+    return c->refresh_bound(be); /* the blocked copies of the convolutions' weights */
 }
 
 static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)

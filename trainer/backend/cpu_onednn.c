@@ -244,7 +244,8 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
 
 /* After the weights changed: every bound convolution's blocked copies (the CPU's counterpart of
  * the GPU's low-precision twin, which its SGD kernel writes in the same pass). */
-int dlt_cpu_params_loaded(dlt_backend *be)
+/* Brings the convolutions' blocked weight copies up to date (params_loaded, and after sgd_step). */
+static int _params_loaded(dlt_backend *be)
 {
     cpu_backend *c = _cpu(be);
     int rc;
@@ -599,7 +600,7 @@ static const dlt_backend_ops g_cpu_ops = {
     .act_to_float = _act_copy,
     .host_alloc = _host_alloc,
     .host_free = _host_free,
-    .params_loaded = dlt_cpu_params_loaded,
+    .params_loaded = _params_loaded,
     .conv_plan = _conv_plan,
     .conv_bind_weights = _conv_bind_weights,
     .conv_fwd = _conv_fwd,
@@ -631,6 +632,7 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, siz
     }
     c->ops = g_cpu_ops;
     dlt_cpu_loop_ops(&c->ops);
+    c->refresh_bound = _params_loaded;
     c->base.ops = &c->ops;
     c->base.precision = prec;
     c->base.act_size = sizeof(float);

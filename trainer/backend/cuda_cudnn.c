@@ -26,14 +26,6 @@
 #include "trainer/common/cuda_check.h"
 #include "trainer/common/tunables.h"
 
-int dlt_cu_wait(dlt_backend *be, cudaStream_t st)
-{
-    int rc = dlt_cuda_stream_wait(st, be->peers, be->err, be->errlen);
-    if (rc == 0)
-        _cu(be)->put_pending = 0; /* every queued copy ran */
-    return rc;
-}
-
 /* ------------------------------------------------------------------ memory */
 
 static void *_alloc(dlt_backend *be, size_t bytes)
@@ -119,23 +111,7 @@ static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t 
     return rc;
 }
 
-/* Grows the shared workspace (only while nothing is queued: at planning time). */
-int dlt_cu_workspace(dlt_backend *be, size_t need)
-{
-    cuda_backend *c = _cu(be);
-    if (need < 4096)
-        need = 4096; /* never NULL: cuDNN's fast NHWC batch-norm kernels want a workspace pointer */
-    return _grow(be, &c->ws, NULL, &c->ws_size, need, c->s);
-}
-
 /* ------------------------------------------------------------------ descriptors */
-
-int dlt_cu_nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int h, int w)
-{
-    DNN_TRY(be, cudnnCreateTensorDescriptor(d));
-    DNN_TRY(be, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NHWC, _cu(be)->cdt, n, ch, h, w));
-    return 0;
-}
 
 /* ------------------------------------------------------------------ batch norm */
 
@@ -673,36 +649,87 @@ static const dlt_backend_ops g_cuda_ops = {
     .fc_bwd = _fc_bwd,
 };
 
-int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
+/* The device the run asked for, if this build and the run's precision can use it. */
+static int _check_device(const dlt_backend_config *cfg, int *dev, struct cudaDeviceProp *prop, char *err,
+                         size_t errlen)
 {
-    cuda_backend *c;
-    struct cudaDeviceProp prop;
-    cudnnStatus_t ds;
-    cublasStatus_t bs;
-    int rc, dev;
-    *out = NULL;
-    if ((rc = dlt_cuda_select_device(cfg->device, &dev, err, errlen)) != 0)
+    int rc;
+    if ((rc = dlt_cuda_select_device(cfg->device, dev, err, errlen)) != 0)
         return rc;
-    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
-        snprintf(err, errlen, "cannot read the properties of CUDA device %d", dev);
+    if (cudaGetDeviceProperties(prop, *dev) != cudaSuccess) {
+        snprintf(err, errlen, "cannot read the properties of CUDA device %d", *dev);
         return -EIO;
     }
-    if (prop.major * 10 + prop.minor < DLT_CUDA_MIN_SM) {
+    if (prop->major * 10 + prop->minor < DLT_CUDA_MIN_SM) {
         snprintf(err, errlen, "%s is compute capability %d.%d, but this build's kernels start at sm_%d (configure "
                  "picks the architectures from nvcc; for Volta/Turing GPUs build with a CUDA 12.x toolkit: "
-                 "--with-cuda=DIR)", prop.name, prop.major, prop.minor, DLT_CUDA_MIN_SM);
+                 "--with-cuda=DIR)", prop->name, prop->major, prop->minor, DLT_CUDA_MIN_SM);
         return -ENOTSUP;
     }
-    if ((cfg->precision == DLT_PREC_TF32 || cfg->precision == DLT_PREC_BF16) && prop.major < 8) {
+    if ((cfg->precision == DLT_PREC_TF32 || cfg->precision == DLT_PREC_BF16) && prop->major < 8) {
         snprintf(err, errlen, "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
-                 "or fp32)", dlt_precision_name(cfg->precision), prop.name, prop.major, prop.minor);
+                 "or fp32)", dlt_precision_name(cfg->precision), prop->name, prop->major, prop->minor);
         return -ENOTSUP;
     }
-    c = calloc(1, sizeof(*c));
-    if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+    return 0;
+}
+
+/* Storage and library types of the run's precision, and the fused batch-norm entries where they
+ * apply. */
+static void _choose_types(cuda_backend *c, dlt_precision precision)
+{
+    /* Storage type, cuDNN/cuBLAS types, math mode and BN mode of each precision. fp32 is strict
+     * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. Batch norm trains
+     * in the persistent mode in every precision, as PyTorch does
+     * (aten/src/ATen/native/cudnn/BatchNorm.cpp: SPATIAL_PERSISTENT when training, SPATIAL for
+     * inference, which _bn_fwd_infer uses); each layer shape is probed once when planned and
+     * falls back to the plain spatial mode where cuDNN has no persistent kernel (_bn_choose). */
+    static const struct {
+        dlt_precision prec;
+        dlt_dt dt;
+        cudnnDataType_t cdt;
+        cudaDataType_t blas_dt;
+        cudnnMathType_t math;
+        cublasComputeType_t compute;
+        cudnnBatchNormMode_t bn;
+    } modes[] = {
+        {DLT_PREC_FP32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F,
+         CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
+        {DLT_PREC_TF32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_DEFAULT_MATH, CUBLAS_COMPUTE_32F_FAST_TF32,
+         CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
+        {DLT_PREC_FP16, DLT_DT_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
+         CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
+        {DLT_PREC_BF16, DLT_DT_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
+         CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
+    };
+    size_t i, nmodes = sizeof(modes) / sizeof(modes[0]);
+    for (i = 0; i < nmodes && modes[i].prec != precision; i++)
+        ;
+    if (i == nmodes)
+        i = 0; /* unreachable: precisions are parsed by name */
+    c->dt = modes[i].dt;
+    c->cdt = modes[i].cdt;
+    c->blas_dt = modes[i].blas_dt;
+    c->math = modes[i].math;
+    c->blas_compute = modes[i].compute;
+    c->bn_mode = modes[i].bn;
+    /* cuDNN fuses BN + add + ReLU for half NHWC tensors in persistent mode; fp32/tf32 keep the
+     * unfused path. bf16: libcudnn_ops ships fused kernels, but cuDNN's documentation names half
+     * only (and PyTorch keeps bf16 batch norm off cuDNN). Every shape, fp16 too, is probed when
+     * planned and a shape cuDNN refuses falls back to unfused persistent, then plain spatial,
+     * saying so once (_bn_choose); the fused entries run an unfused layer's sequence themselves. */
+    if (precision == DLT_PREC_FP16 || precision == DLT_PREC_BF16) {
+        c->bn_fusable = 1;
+        c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
+        c->ops.bn_bwd_relu = _bn_bwd_relu;
     }
+    c->base.act_size = _dt_size(c->dt);
+}
+
+/* The backend's fields and ops table, before anything is created on the device. */
+static void _init(cuda_backend *c, const dlt_backend_config *cfg, int dev, const struct cudaDeviceProp *prop,
+                  char *err, size_t errlen)
+{
     pthread_mutex_init(&c->graph_mu, NULL);
     c->ops = g_cuda_ops;
     dlt_cu_conv_ops(&c->ops);
@@ -715,99 +742,88 @@ int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, ch
     c->base.errlen = errlen;
     c->cfg = *cfg;
     c->device = dev;
-    c->cc_major = prop.major;
-    c->cc = prop.major * 10 + prop.minor;
-    snprintf(c->gpu_name, sizeof(c->gpu_name), "%.63s", prop.name);
+    c->cc_major = prop->major;
+    c->cc = prop->major * 10 + prop->minor;
+    snprintf(c->gpu_name, sizeof(c->gpu_name), "%.63s", prop->name);
     c->ws_limit = DLT_CUDNN_WORKSPACE_CAP;
     c->stem_pad = cfg->stem_pad < 0 ? cfg->precision != DLT_PREC_FP32 : cfg->stem_pad;
-    {
-        /* Storage type, cuDNN/cuBLAS types, math mode and BN mode of each precision. fp32 is strict
-         * (FMA math: no TF32); tf32 lets cuDNN and cuBLAS use TF32 tensor cores. Batch norm trains
-         * in the persistent mode in every precision, as PyTorch does
-         * (aten/src/ATen/native/cudnn/BatchNorm.cpp: SPATIAL_PERSISTENT when training, SPATIAL for
-         * inference, which _bn_fwd_infer uses); each layer shape is probed once when planned and
-         * falls back to the plain spatial mode where cuDNN has no persistent kernel (_bn_choose). */
-        static const struct {
-            dlt_precision prec;
-            dlt_dt dt;
-            cudnnDataType_t cdt;
-            cudaDataType_t blas_dt;
-            cudnnMathType_t math;
-            cublasComputeType_t compute;
-            cudnnBatchNormMode_t bn;
-        } modes[] = {
-            {DLT_PREC_FP32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F,
-             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
-            {DLT_PREC_TF32, DLT_DT_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUDNN_DEFAULT_MATH, CUBLAS_COMPUTE_32F_FAST_TF32,
-             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
-            {DLT_PREC_FP16, DLT_DT_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
-             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
-            {DLT_PREC_BF16, DLT_DT_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F,
-             CUDNN_BATCHNORM_SPATIAL_PERSISTENT},
-        };
-        size_t i, nmodes = sizeof(modes) / sizeof(modes[0]);
-        for (i = 0; i < nmodes && modes[i].prec != cfg->precision; i++)
-            ;
-        if (i == nmodes)
-            i = 0; /* unreachable: precisions are parsed by name */
-        c->dt = modes[i].dt;
-        c->cdt = modes[i].cdt;
-        c->blas_dt = modes[i].blas_dt;
-        c->math = modes[i].math;
-        c->blas_compute = modes[i].compute;
-        c->bn_mode = modes[i].bn;
-    }
-    /* cuDNN fuses BN + add + ReLU for half NHWC tensors in persistent mode; fp32/tf32 keep the
-     * unfused path. bf16: libcudnn_ops ships fused kernels, but cuDNN's documentation names half
-     * only (and PyTorch keeps bf16 batch norm off cuDNN). Every shape, fp16 too, is probed when
-     * planned and a shape cuDNN refuses falls back to unfused persistent, then plain spatial,
-     * saying so once (_bn_choose); the fused entries run an unfused layer's sequence themselves. */
-    if (cfg->precision == DLT_PREC_FP16 || cfg->precision == DLT_PREC_BF16) {
-        c->bn_fusable = 1;
-        c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
-        c->ops.bn_bwd_relu = _bn_bwd_relu;
-    }
-    c->base.act_size = _dt_size(c->dt);
-    /* The results and, after them, the checksum's slot: one allocation, zeroed on the stream. */
+    _choose_types(c, cfg->precision);
+}
+
+/* The compute and copy streams, and the results with, after them, the checksum's slot: one
+ * allocation, zeroed on the stream. */
+static int _create_streams(cuda_backend *c, const char *gpu_name, char *err, size_t errlen)
+{
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||
         cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&c->labels_free, cudaEventDisableTiming) != cudaSuccess ||
         cudaMalloc((void **)&c->d_results, (DLT_RES_COUNT + 2) * sizeof(double)) != cudaSuccess ||
         cudaMemsetAsync(c->d_results, 0, (DLT_RES_COUNT + 2) * sizeof(double), c->s) != cudaSuccess ||
         cudaMallocHost((void **)&c->pin_res, sizeof(*c->pin_res)) != cudaSuccess) {
-        snprintf(err, errlen, "CUDA device %d (%s): cannot create streams or buffers: %s", dev, prop.name,
+        snprintf(err, errlen, "CUDA device %d (%s): cannot create streams or buffers: %s", c->device, gpu_name,
                  cudaGetErrorString(cudaGetLastError()));
-        _destroy(&c->base);
-        return -EIO;
-    }
-    if (!dlt_cudnn_ok(ds = cudnnCreate(&c->dnn)) || !dlt_cudnn_ok(ds = cudnnSetStream(c->dnn, c->s))) {
-        snprintf(err, errlen, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
-                 CUDNN_MAJOR);
-        _destroy(&c->base);
-        return -EIO;
-    }
-    if (cudaMalloc(&c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES) != cudaSuccess) {
-        snprintf(err, errlen, "CUDA device %d: out of memory for the cuBLAS workspace", dev);
-        _destroy(&c->base);
-        return -ENOMEM;
-    }
-    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
-        (bs = cublasSetWorkspace(c->blas, c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cuBLAS: %s", cublasGetStatusString(bs));
-        _destroy(&c->base);
         return -EIO;
     }
     c->base.stream = c->s;
     c->base.results = c->d_results;
     c->d_checksum = c->d_results + DLT_RES_COUNT;
     c->d_lr = (float *)(c->d_results + DLT_RES_COUNT + 1);
+    return 0;
+}
+
+/* cuDNN and cuBLAS on the compute stream, cuBLAS with its own workspace. */
+static int _create_libraries(cuda_backend *c, char *err, size_t errlen)
+{
+    cudnnStatus_t ds;
+    cublasStatus_t bs;
+    if (!dlt_cudnn_ok(ds = cudnnCreate(&c->dnn)) || !dlt_cudnn_ok(ds = cudnnSetStream(c->dnn, c->s))) {
+        snprintf(err, errlen, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
+                 CUDNN_MAJOR);
+        return -EIO;
+    }
+    if (cudaMalloc(&c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES) != cudaSuccess) {
+        snprintf(err, errlen, "CUDA device %d: out of memory for the cuBLAS workspace", c->device);
+        return -ENOMEM;
+    }
+    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
+        (bs = cublasSetWorkspace(c->blas, c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cuBLAS: %s", cublasGetStatusString(bs));
+        return -EIO;
+    }
+    return 0;
+}
+
+/* The events of the input ring's slots (staged, consumed). */
+static int _create_events(cuda_backend *c, char *err, size_t errlen)
+{
     for (int i = 0; i < DLT_INPUT_STAGED; i++)
         if (cudaEventCreateWithFlags(&c->in[i].staged, cudaEventDisableTiming) != cudaSuccess ||
             cudaEventCreateWithFlags(&c->in[i].consumed, cudaEventDisableTiming) != cudaSuccess) {
-            snprintf(err, errlen, "CUDA device %d: cannot create events: %s", dev, cudaGetErrorString(cudaGetLastError()));
-            _destroy(&c->base);
+            snprintf(err, errlen, "CUDA device %d: cannot create events: %s", c->device,
+                     cudaGetErrorString(cudaGetLastError()));
             return -EIO;
         }
+    return 0;
+}
+
+int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
+{
+    cuda_backend *c;
+    struct cudaDeviceProp prop;
+    int rc, dev;
+    *out = NULL;
+    if ((rc = _check_device(cfg, &dev, &prop, err, errlen)) != 0)
+        return rc;
+    if (!(c = calloc(1, sizeof(*c)))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    _init(c, cfg, dev, &prop, err, errlen);
+    if ((rc = _create_streams(c, prop.name, err, errlen)) != 0 || (rc = _create_libraries(c, err, errlen)) != 0 ||
+        (rc = _create_events(c, err, errlen)) != 0) {
+        _destroy(&c->base);
+        return rc;
+    }
     *out = &c->base;
     return 0;
 }

@@ -183,13 +183,15 @@ static inline int _grow(dlt_backend *be, void **dev, void **pin, size_t *size, s
 /* cuDNN's and cuBLAS's alpha and beta. */
 static const float g_one = 1.f, g_zero = 0.f;
 
-/* cuda_cudnn.c */
+/* cuda_shared.c */
 /* Waits for st, polling the peer check (a lost NCCL peer ends the wait with its error). */
 int dlt_cu_wait(dlt_backend *be, cudaStream_t st);
 /* Grows the shared cuDNN workspace to at least need bytes (planning time only). */
 int dlt_cu_workspace(dlt_backend *be, size_t need);
 /* An NHWC tensor descriptor of the run's type. */
 int dlt_cu_nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int h, int w);
+/* Where w (n floats) lies in the parameter buffer sgd_plan named: 0 and *off, or -EINVAL. */
+int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *what, size_t *off);
 
 /* cuda_conv.c: the convolution entries of the ops table. */
 void dlt_cu_conv_ops(dlt_backend_ops *ops);
@@ -199,7 +201,5 @@ void dlt_cu_conv_free_descriptors(dlt_op *op);
 /* cuda_step.c: the input, loss, results and optimizer entries of the ops table, and the graph ops. */
 void dlt_cu_step_ops(dlt_backend_ops *ops);
 extern const dlt_graph_ops dlt_cu_graph_ops;
-/* Where w (n floats) lies in the parameter buffer sgd_plan named: 0 and *off, or -EINVAL. */
-int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *what, size_t *off);
 
 #endif

@@ -174,20 +174,6 @@ static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
 
 /* ---- the flat optimizer */
 
-/* Where w (n floats) lies in the planned parameter buffer: 0 and *off, or -EINVAL. */
-int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *what, size_t *off)
-{
-    cuda_backend *c = _cu(be);
-    if (!c->params || w < c->params || w >= c->params + c->nparams || n > (size_t)(c->params + c->nparams - w)) {
-        snprintf(be->err, be->errlen, "%s (%zu floats at %p) are not inside the parameter buffer sgd_plan named (%p, "
-                 "%zu floats): in %s, the backend's copy of them is part of the optimizer's pass", what, n,
-                 (const void *)w, (const void *)c->params, c->nparams, dlt_precision_name(be->precision));
-        return -EINVAL;
-    }
-    *off = (size_t)(w - c->params);
-    return 0;
-}
-
 static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs)
 {
     cuda_backend *c = _cu(be);
