@@ -91,8 +91,14 @@ static int _remove_tree(int parent, const char *name, dev_t dev, int depth, char
         snprintf(where, wherelen, "%s", name);
         return -errno;
     }
-    if (fstat(dfd, &st) != 0 || st.st_dev != dev || depth >= DLT_STEP_DIR_MAX_DEPTH) {
-        rc = st.st_dev != dev ? -EXDEV : depth >= DLT_STEP_DIR_MAX_DEPTH ? -ELOOP : -errno;
+    if (fstat(dfd, &st) != 0) {
+        rc = -errno;
+        snprintf(where, wherelen, "%s", name);
+        close(dfd);
+        return rc;
+    }
+    if (st.st_dev != dev || depth >= DLT_STEP_DIR_MAX_DEPTH) {
+        rc = st.st_dev != dev ? -EXDEV : -ELOOP;
         snprintf(where, wherelen, "%s", name);
         close(dfd);
         return rc;
@@ -220,8 +226,10 @@ int dlt_step_dir_remove(const char *topo_dir, const char *name, char *err, size_
 {
     char where[256] = "";
     int top, rc;
-    if (!_valid_component(name))
+    if (!_valid_component(name)) {
+        snprintf(err, errlen, "invalid step directory name");
         return -EINVAL;
+    }
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (top < 0)
         return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);

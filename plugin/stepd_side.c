@@ -351,6 +351,14 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
 
     if (st->step_ending || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS || !WIFSIGNALED(status))
         return;
+    /* Only deaths no peer hears of: the kernel's or a crash's. SIGTERM, SIGINT, SIGHUP, SIGUSR1...
+     * come to every task of the step (scancel, the time limit, preemption): its other ranks are
+     * answering the same signal (saving a checkpoint), and must not be killed in the middle of it. */
+    switch (WTERMSIG(status)) {
+    case SIGKILL: case SIGSEGV: case SIGBUS: case SIGABRT: case SIGFPE: case SIGILL: case SIGSYS: case SIGTRAP:
+        break;
+    default: return;
+    }
     if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || ntasks < 2)
         return;
     (void)spank_get_item(sp, S_TASK_GLOBAL_ID, &rank);

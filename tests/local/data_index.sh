@@ -5,7 +5,7 @@
 # added since, an index damaged by one byte or cut short is never used silently: the run says why
 # and lists the folder (and sees the new images).
 . "$(dirname "$0")/../slurm/lib.sh"
-local_test_start 6
+local_test_start 7
 "$MK" folder "$WORK/d" 4 12 40 40 plain >/dev/null
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --log-every 0 --warmup-epochs 0 --steps 1)
 IDX=$WORK/d/train/.dltrain-index
@@ -47,4 +47,10 @@ out=$(run); rc=$?
 if ((rc == 0)) && [[ $out == *"not used (damaged: "* && $out == *"50 images, 5 classes"* ]]; then
   ok "an index cut short: damaged, said, listed"
 else not_ok "cut index (rc=$rc)"; echo "$out" | diag; fi
+rm -f "$IDX"; mkfifo "$IDX"
+out=$(timeout 60 "$DLTRAIN" train --data "$WORK/d" "${SMALL[@]}" 2>&1); rc=$?
+rm -f "$IDX"
+if ((rc == 0)) && [[ $out == *"its index .dltrain-index is not used (cannot be read: "* && $out == *"50 images, 5 classes"* ]]; then
+  ok "a FIFO under the index's name: refused at once, said, the folder listed (no wait)"
+else not_ok "FIFO index (rc=$rc)"; echo "$out" | diag; fi
 exit 0

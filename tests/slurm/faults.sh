@@ -6,7 +6,7 @@
 # own phase), within a bounded time, and leave every node idle.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 6
-tap_plan 7
+tap_plan 8
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 4096 --epochs 10
@@ -77,6 +77,16 @@ kill_rank kill2 2 "${RUN[@]:0:${#RUN[@]}-2}"
 if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 30)) && grep -q 'dltrain: node n2: task 2 ended by signal 9 (Killed); ending step [0-9]*\.0 at once so that its 3 peer(s) do not wait for it' "$WORK/kill2.out"; then
   ok "rank 2 killed, default stall timeout, no --kill-on-bad-exit: the plugin ends the step in ${el}s, naming task 2 and the signal"
 else not_ok "killed rank without --kill-on-bad-exit (victim=$victim rc=$rc ${el}s)"; grep -v '^dltrain: epoch' "$WORK/kill2.out" | tail -8 | diag; fi
+# Only deaths no peer hears of end the step: a rank killed outright does, a rank ended by the SIGTERM
+# Slurm sends to every task (scancel, time limit) does not (the others may be saving a checkpoint).
+for sig in KILL TERM; do
+  start=$SECONDS
+  out=$(timeout 60 "${SRUN[@]}" bash -c '[ "$SLURM_PROCID" = 3 ] && kill -'$sig' $$; sleep 6; echo "rank $SLURM_PROCID lived"' 2>&1)
+  eval "el_$sig=\$((SECONDS - start)) lived_$sig=\$(grep -c 'lived' <<<\"\$out\")"
+done
+if ((lived_KILL == 0 && el_KILL < 5 && lived_TERM == 3 && el_TERM >= 5)); then
+  ok "a rank killed by SIGKILL ends the step (${el_KILL}s); one ended by SIGTERM does not (the 3 others ran on, ${el_TERM}s)"
+else not_ok "SIGKILL vs SIGTERM (KILL: ${lived_KILL} lived, ${el_KILL}s; TERM: ${lived_TERM} lived, ${el_TERM}s)"; fi
 left=$(ours)
 if [[ -z $left ]]; then ok "no rank left running"; else not_ok "ranks left running: $(tr '\n' ' ' <<<"$left")"; fi
 sleep 1

@@ -204,6 +204,56 @@ static void test_damaged_lists_refused(void **state)
     dlt_dataset_close(a);
 }
 
+/* A list made here byte by byte: one class "a", one image at path, with a valid checksum. */
+static size_t _craft(uint8_t *b, size_t cap, uint64_t ncls, const char *path)
+{
+    size_t o = 0, n = strlen(path);
+    static const char magic[8] = {'D', 'L', 'T', 'L', 'I', 'S', 'T', '1'};
+    assert_true(n < 120 && cap >= 200);
+    memcpy(b, magic, 8), o = 8;
+    b[o++] = 0; /* numbered */
+    do { /* ncls as a varint */
+        b[o++] = (uint8_t)((ncls & 0x7f) | (ncls >= 0x80 ? 0x80 : 0));
+        ncls >>= 7;
+    } while (ncls);
+    b[o++] = 1; /* one image */
+    for (int k = 0; k < 7; k++)
+        b[o++] = 0, b[o++] = 0; /* nothing left out */
+    b[o++] = 1, b[o++] = 'a';
+    b[o++] = 0, b[o++] = 0, b[o++] = (uint8_t)n; /* label 0, shared 0, the path */
+    memcpy(b + o, path, n), o += n;
+    o += 8;
+    _reseal(b, o);
+    return o;
+}
+
+/* Lists whose checksum holds (anyone can compute FNV) but whose contents a lister never makes:
+ * paths that leave the folder, class counts beyond the bytes. */
+static void test_crafted_lists_refused(void **state)
+{
+    static const char *const bad[] = {"../x.JPEG", "/etc/x.JPEG", "a/../../x.JPEG", "a/./x.JPEG", "a//x.JPEG",
+                                      "a/..", "a/\x01.JPEG"};
+    uint8_t b[256];
+    char err[512];
+    dlt_dataset *d = NULL;
+    size_t n;
+    (void)state;
+    n = _craft(b, sizeof(b), 1, "a/x.JPEG");
+    assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, err, sizeof(err)), 0); /* the crafting is right */
+    assert_int_equal(dlt_dataset_count(d), 1);
+    dlt_dataset_close(d);
+    d = NULL;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        n = _craft(b, sizeof(b), 1, bad[i]);
+        assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, err, sizeof(err)), -EBADMSG);
+        assert_null(d);
+        assert_non_null(strstr(err, "not below the folder"));
+    }
+    n = _craft(b, sizeof(b), (uint64_t)1 << 30, "a/x.JPEG"); /* 2^30 classes in a 60-byte list */
+    assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, err, sizeof(err)), -EBADMSG);
+    assert_null(d);
+}
+
 static void test_sample_check_finds_missing_file(void **state)
 {
     dlt_dataset *a = NULL;
@@ -231,6 +281,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_identical),
         cmocka_unit_test(test_damaged_lists_refused),
+        cmocka_unit_test(test_crafted_lists_refused),
         cmocka_unit_test(test_sample_check_finds_missing_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -62,11 +62,15 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     int64_t made = _now_ns();
 
     *images = 0;
-    /* A folder changed in the last moments could change again within the same timestamp tick:
-     * wait until it has settled (at most twice INDEX_SETTLE_NS), so that the index is usable. */
+    /* The index's time is taken before the listing: a class folder changed while it was listed then
+     * reads as changed after it and the index is refused, never used with a list that misses the
+     * change. A folder changed in the last moments could change again within the same timestamp
+     * tick: wait until it has settled (at most INDEX_SETTLE_NS and a little, once), so that the
+     * index is usable. */
     for (int tries = 0; tries < 2; tries++) {
         int64_t newest = 0;
         struct stat st;
+        made = _now_ns();
         if ((rc = dlt_dataset_open_folder(&ds, root, NULL, err, errlen)) != 0)
             return rc;
         for (int c = 0; c < dlt_dataset_classes(ds); c++) {
@@ -75,15 +79,20 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
             if (stat(dir, &st) == 0 && _mtime_ns(&st) > newest)
                 newest = _mtime_ns(&st);
         }
-        made = _now_ns();
         if (newest <= made - INDEX_SETTLE_NS || tries == 1)
             break;
         dlt_dataset_close(ds);
         ds = NULL;
         {
-            int64_t wait = newest + INDEX_SETTLE_NS + 100000000LL - made;
-            struct timespec t = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
-            nanosleep(&t, NULL);
+            /* Bounded: a folder time in the future (a server's clock ahead) is not waited for;
+             * the reader then refuses the index, saying why. */
+            int64_t wait = newest + INDEX_SETTLE_NS + 100000000LL - _now_ns();
+            if (wait > INDEX_SETTLE_NS + 100000000LL)
+                wait = INDEX_SETTLE_NS + 100000000LL;
+            if (wait > 0) {
+                struct timespec t = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
+                nanosleep(&t, NULL);
+            }
         }
     }
     if ((rc = dlt_folder_list_pack(ds, &list, &len, err, errlen)) != 0)
@@ -128,11 +137,12 @@ out:
 static int _slurp(const char *path, uint8_t **buf, size_t *len)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    /* O_NONBLOCK: a FIFO planted under the index's name is refused below, not waited on. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW), rc = 0;
     *buf = NULL;
     if (fd < 0)
-        return -errno;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return errno == ELOOP ? -EINVAL : -errno;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > DLT_FOLDER_INDEX_MAX) {
         close(fd);
         return -EINVAL;
     }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #define DLT_FOLDER_INDEX_NAME ".dltrain-index"
+/* The largest index read (ImageNet's is about 20 MB). */
+#define DLT_FOLDER_INDEX_MAX (1ull << 30)
 
 /* Lists root (ImageFolder with class folders) and writes root/DLT_FOLDER_INDEX_NAME through a
  * temporary name. *images receives the count. */

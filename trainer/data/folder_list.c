@@ -145,6 +145,26 @@ static void _get_str(in_buf *b, char *out, size_t outlen)
     b->p += n;
 }
 
+/* A path as the lister makes them, "CLASS/NAME": not empty, not absolute, no NUL or control
+ * character, no "." or ".." component (a list must not send reads outside the folder). */
+static int _path_below_root(const char *p, size_t n)
+{
+    size_t start = 0;
+    if (n == 0 || p[0] == '/')
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && ((unsigned char)p[i] < 0x20 || p[i] == 0x7f))
+            return 0;
+        if (i == n || p[i] == '/') {
+            size_t k = i - start;
+            if (k == 0 || (k == 1 && p[start] == '.') || (k == 2 && p[start] == '.' && p[start + 1] == '.'))
+                return 0;
+            start = i + 1;
+        }
+    }
+    return 1;
+}
+
 static int _damaged(char *err, size_t errlen, const char *root, const char *why)
 {
     return dlt_fail(err, errlen, -EBADMSG, "the list of %s is damaged (%s)", root, why);
@@ -153,7 +173,7 @@ static int _damaged(char *err, size_t errlen, const char *root, const char *why)
 int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf, size_t len, char *err,
                          size_t errlen)
 {
-    in_buf b = {buf, buf + len - 8, 0};
+    in_buf b = {buf, buf, 0};
     dlt_dataset *d;
     dlt_dataset_left_out *lo;
     int64_t *counts[7];
@@ -170,11 +190,13 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         sum |= (uint64_t)buf[len - 8 + k] << (8 * k);
     if (dlt_fnv1a64(DLT_FNV_OFFSET, buf, len - 8) != sum)
         return _damaged(err, errlen, root, "checksum mismatch");
+    b.end = buf + len - 8;
     b.p += sizeof(LIST_MAGIC);
     numbered = _get_varint(&b);
     ncls = _get_varint(&b);
     n = _get_varint(&b);
-    if (b.bad || ncls > INT32_MAX || n > (uint64_t)(b.end - b.p) / 3 || ncls < 1)
+    /* Each class name and each entry takes bytes of its own: counts beyond them are damage. */
+    if (b.bad || ncls > INT32_MAX || ncls > (uint64_t)(b.end - b.p) || n > (uint64_t)(b.end - b.p) / 3 || ncls < 1)
         return _damaged(err, errlen, root, "counts out of range");
     if (!(d = calloc(1, sizeof(*d))))
         return dlt_fail(err, errlen, -ENOMEM, "out of memory for the list of %s", root);
@@ -242,6 +264,11 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         memcpy(prev + shared, b.p, (size_t)rest);
         b.p += rest;
         prevlen = (size_t)(shared + rest);
+        if (!_path_below_root(prev, prevlen)) {
+            free(prev);
+            dlt_dataset_close(d); /* d->n is 0: the arena holds what was copied */
+            return _damaged(err, errlen, root, "a path that is not below the folder");
+        }
         memcpy(p, prev, prevlen);
         p[prevlen] = '\0';
         used += prevlen + 1;

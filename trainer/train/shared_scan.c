@@ -59,8 +59,12 @@ static int _agree(dlt_comm *comm, int rc, const char *node, char *err, size_t er
     double *failed = calloc((size_t)comm->size, sizeof(double));
     scan_fail f;
     int first = -1, count = 0, crc;
-    if (!failed)
+    if (!failed) {
+        /* Cannot take part in the agreement: the others would wait for this rank. */
+        fprintf(stderr, "dltrain: rank %d on node %s: out of memory agreeing on the data\n", comm->rank, node);
+        comm->ops->abort(comm, 1);
         return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+    }
     failed[comm->rank] = rc != 0;
     if ((crc = comm->ops->allreduce_sum(comm, failed, (size_t)comm->size, DLT_DTYPE_F64)) != 0) {
         free(failed);
@@ -116,8 +120,10 @@ static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, 
             snprintf(info->index_note, sizeof(info->index_note), "%s", why);
     }
     rc = dlt_dataset_open_folder(ds, path, labels, err, errlen);
-    if (rc == 0 && list)
-        rc = dlt_folder_list_pack(*ds, list, len, err, errlen);
+    if (rc == 0 && list && (rc = dlt_folder_list_pack(*ds, list, len, err, errlen)) != 0) {
+        dlt_dataset_close(*ds);
+        *ds = NULL;
+    }
     return rc;
 }
 

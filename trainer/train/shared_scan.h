@@ -28,7 +28,8 @@ typedef struct {
 
 /* The ImageFolder at path (labels: a labels file, or NULL) as every rank of comm sees it, scanned
  * once. Collective: every rank calls it with its own path of the same folder. On failure every rank
- * returns the same status and the same words in err (the failing rank's, with its rank and node). */
+ * returns the same status and the same words in err: rank 0's own when it could not list the folder,
+ * else the lowest failing rank's, prefixed with its rank and node. */
 int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, dlt_dataset **out,
                          dlt_shared_scan_info *info, char *err, size_t errlen);
 
