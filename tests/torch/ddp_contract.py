@@ -30,6 +30,10 @@ def main():
         rank, world, os.environ.get("SLURM_PROCID"), os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE"),
         os.environ.get("GROUP_RANK"), int(t.item()), weights, os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
         flush=True)
+    # Every rank done with the store (rank 0 serves it) before any tears the group down: a rank that
+    # left early made rank 0's store thread end in std::terminate ("terminate called without an
+    # active exception", SIGABRT) now and then.
+    dist.barrier()
     dist.destroy_process_group()
 
 
