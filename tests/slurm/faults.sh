@@ -84,7 +84,9 @@ for sig in KILL TERM; do
   out=$(timeout 60 "${SRUN[@]}" bash -c '[ "$SLURM_PROCID" = 3 ] && kill -'$sig' $$; sleep 6; echo "rank $SLURM_PROCID lived"' 2>&1)
   eval "el_$sig=\$((SECONDS - start)) lived_$sig=\$(grep -c 'lived' <<<\"\$out\")"
 done
-if ((lived_KILL == 0 && el_KILL < 5 && lived_TERM == 3 && el_TERM >= 5)); then
+# Who lived to print is the measure (the step's end waits for the tasks' output to close, which
+# takes a while on a loaded machine).
+if ((lived_KILL == 0 && lived_TERM == 3)); then
   ok "a rank killed by SIGKILL ends the step (${el_KILL}s); one ended by SIGTERM does not (the 3 others ran on, ${el_TERM}s)"
 else not_ok "SIGKILL vs SIGTERM (KILL: ${lived_KILL} lived, ${el_KILL}s; TERM: ${lived_TERM} lived, ${el_TERM}s)"; fi
 left=$(ours)
