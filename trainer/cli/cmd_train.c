@@ -19,6 +19,7 @@
 #include "trainer/train/preflight.h"
 #include "trainer/common/io.h"
 #include "trainer/common/stop_signal.h"
+#include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/trainer.h"
@@ -146,9 +147,8 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
 /* Data at PATH: a RecordIO file (PATH ending in .rec, its .idx beside it) or a folder. */
 static int _check_data(const char *opt, const char *path, char *err, size_t errlen)
 {
-    size_t n = strlen(path);
     char idx[4096];
-    if (n <= 4 || strcmp(path + n - 4, ".rec")) {
+    if (!dlt_recordio_path(path)) {
         struct stat st;
         int rc = dlt_check_path(opt, path, 1, err, errlen);
         /* A file where a folder was expected: say what a file may be. */
@@ -161,7 +161,7 @@ static int _check_data(const char *opt, const char *path, char *err, size_t errl
     }
     if (dlt_check_path(opt, path, 0, err, errlen) != 0)
         return -1;
-    snprintf(idx, sizeof(idx), "%.*s.idx", (int)(n - 4), path);
+    dlt_recordio_sibling(path, ".idx", idx, sizeof(idx));
     return dlt_check_path("its index", idx, 0, err, errlen);
 }
 

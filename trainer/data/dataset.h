@@ -67,6 +67,8 @@ typedef struct {
     FILE *idx;
     uint64_t offset;
 } dlt_recordio_writer;
+/* Whether path names a RecordIO file (it ends in ".rec"), not an image folder. */
+int dlt_recordio_path(const char *path);
 /* A file beside PATH.rec: PATH + ext (".idx", ".classes"); a path without ".rec" gets ext appended.
  * The one place that naming (im2rec's) is made. */
 void dlt_recordio_sibling(const char *rec_path, const char *ext, char *out, size_t outlen);

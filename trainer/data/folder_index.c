@@ -52,6 +52,17 @@ static int64_t _now_ns(void)
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* Class folder c's modification time (ns): 0, or -errno with path filled. */
+static int _class_mtime(const char *root, const dlt_dataset *ds, int c, int64_t *ns, char *path, size_t pathlen)
+{
+    struct stat st;
+    snprintf(path, pathlen, "%s/%s", root, dlt_dataset_class_name(ds, c));
+    if (stat(path, &st) != 0)
+        return -errno;
+    *ns = _mtime_ns(&st);
+    return 0;
+}
+
 int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t errlen)
 {
     dlt_dataset *ds = NULL;
@@ -59,7 +70,7 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     size_t len = 0, total, o = 0;
     char path[4200];
     int rc, classes;
-    int64_t made = _now_ns();
+    int64_t made = _now_ns(), *mtimes = NULL;
 
     *images = 0;
     /* The index's time is taken before the listing: a class folder changed while it was listed then
@@ -69,15 +80,24 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
      * index is usable. */
     for (int tries = 0; tries < 2; tries++) {
         int64_t newest = 0;
-        struct stat st;
         made = _now_ns();
         if ((rc = dlt_dataset_open_folder(&ds, root, NULL, err, errlen)) != 0)
             return rc;
-        for (int c = 0; c < dlt_dataset_classes(ds); c++) {
-            char dir[4200];
-            snprintf(dir, sizeof(dir), "%s/%s", root, dlt_dataset_class_name(ds, c));
-            if (stat(dir, &st) == 0 && _mtime_ns(&st) > newest)
-                newest = _mtime_ns(&st);
+        classes = dlt_dataset_classes(ds);
+        free(mtimes);
+        if (!(mtimes = malloc(sizeof(*mtimes) * (size_t)classes))) {
+            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the index of %s", root);
+            goto out;
+        }
+        /* Each class folder's time, read once after the listing: what the index records. */
+        for (int c = 0; c < classes; c++) {
+            if ((rc = _class_mtime(root, ds, c, &mtimes[c], path, sizeof(path))) != 0) {
+                rc = dlt_fail(err, errlen, rc, "%s: %s (the folder changed while it was listed)", path,
+                              strerror(-rc));
+                goto out;
+            }
+            if (mtimes[c] > newest)
+                newest = mtimes[c];
         }
         if (newest <= made - INDEX_SETTLE_NS || tries == 1)
             break;
@@ -97,7 +117,6 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     }
     if ((rc = dlt_folder_list_pack(ds, &list, &len, err, errlen)) != 0)
         goto out;
-    classes = dlt_dataset_classes(ds);
     total = 8 + 8 + 8 + (size_t)classes * 8 + 8 + len + 8;
     if (!(buf = malloc(total))) {
         rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the index of %s", root);
@@ -107,16 +126,8 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     o = 8;
     _put64(buf + o, (uint64_t)made), o += 8;
     _put64(buf + o, (uint64_t)classes), o += 8;
-    for (int c = 0; c < classes; c++) {
-        char dir[4200];
-        struct stat st;
-        snprintf(dir, sizeof(dir), "%s/%s", root, dlt_dataset_class_name(ds, c));
-        if (stat(dir, &st) != 0) {
-            rc = dlt_fail(err, errlen, -errno, "%s: %s (the folder changed while it was listed)", dir, strerror(errno));
-            goto out;
-        }
-        _put64(buf + o, (uint64_t)_mtime_ns(&st)), o += 8;
-    }
+    for (int c = 0; c < classes; c++)
+        _put64(buf + o, (uint64_t)mtimes[c]), o += 8;
     _put64(buf + o, (uint64_t)len), o += 8;
     memcpy(buf + o, list, len), o += len;
     _put64(buf + o, dlt_fnv1a64(DLT_FNV_OFFSET, buf, o)), o += 8;
@@ -127,6 +138,7 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     }
     *images = dlt_dataset_count(ds);
 out:
+    free(mtimes);
     free(buf);
     free(list);
     dlt_dataset_close(ds);
@@ -170,7 +182,8 @@ static int _slurp(const char *path, uint8_t **buf, size_t *len)
     return 0;
 }
 
-int dlt_folder_index_read(const char *root, uint8_t **list, size_t *len, char *why, size_t whylen)
+int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, size_t *len, char *why,
+                          size_t whylen)
 {
     char path[4200], err[512];
     uint8_t *buf = NULL;
@@ -180,8 +193,11 @@ int dlt_folder_index_read(const char *root, uint8_t **list, size_t *len, char *w
     dlt_dataset *ds = NULL;
     int rc;
 
-    *list = NULL;
-    *len = 0;
+    *out = NULL;
+    if (list) {
+        *list = NULL;
+        *len = 0;
+    }
     snprintf(path, sizeof(path), "%s/%s", root, DLT_FOLDER_INDEX_NAME);
     if ((rc = _slurp(path, &buf, &n)) == -ENOENT)
         return 1;
@@ -224,17 +240,15 @@ int dlt_folder_index_read(const char *root, uint8_t **list, size_t *len, char *w
     }
     for (uint64_t c = 0; c < classes && rc == 0; c++) {
         char dir[4200];
-        struct stat st;
-        int64_t then = (int64_t)_get64(buf + 24 + c * 8);
-        snprintf(dir, sizeof(dir), "%s/%s", root, dlt_dataset_class_name(ds, (int)c));
-        if (stat(dir, &st) != 0) {
+        int64_t then = (int64_t)_get64(buf + 24 + c * 8), now = 0;
+        int src = _class_mtime(root, ds, (int)c, &now, dir, sizeof(dir));
+        if (src != 0) {
             snprintf(why, whylen, "stale: class folder %.200s is gone (%s)", dlt_dataset_class_name(ds, (int)c),
-                     strerror(errno));
+                     strerror(-src));
             rc = -1;
-        } else if (_mtime_ns(&st) != then || then > made - INDEX_SETTLE_NS) {
+        } else if (now != then || then > made - INDEX_SETTLE_NS) {
             snprintf(why, whylen, "stale: class folder %.200s %s", dlt_dataset_class_name(ds, (int)c),
-                     _mtime_ns(&st) != then ? "changed since it was made"
-                                            : "changed less than 2 s before it was made (remake it)");
+                     now != then ? "changed since it was made" : "changed less than 2 s before it was made (remake it)");
             rc = -1;
         }
     }
@@ -263,13 +277,18 @@ int dlt_folder_index_read(const char *root, uint8_t **list, size_t *len, char *w
             rc = -1;
         }
     }
-    dlt_dataset_close(ds);
     if (rc != 0) {
+        dlt_dataset_close(ds);
         free(buf);
         return -1;
     }
-    memmove(buf, buf + o, list_len);
-    *list = buf;
-    *len = list_len;
+    *out = ds;
+    if (list) {
+        memmove(buf, buf + o, list_len);
+        *list = buf;
+        *len = list_len;
+    } else {
+        free(buf);
+    }
     return 0;
 }

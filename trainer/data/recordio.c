@@ -70,10 +70,16 @@ static int _read_record(dlt_dataset *d, uint64_t off, uint8_t **buf, size_t *cap
     return 0;
 }
 
+int dlt_recordio_path(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 4 && !strcmp(path + n - 4, ".rec");
+}
+
 void dlt_recordio_sibling(const char *rec_path, const char *ext, char *out, size_t outlen)
 {
     size_t n = strlen(rec_path);
-    int cut = n > 4 && !strcmp(rec_path + n - 4, ".rec") ? 4 : 0;
+    int cut = dlt_recordio_path(rec_path) ? 4 : 0;
     snprintf(out, outlen, "%.*s%s", (int)(n - (size_t)cut), rec_path, ext);
 }
 

@@ -14,12 +14,11 @@
 int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
                            char *err, size_t errlen)
 {
-    size_t n = strlen(path);
     int rc;
     memset(s, 0, sizeof(*s));
     s->batch = lc->batch;
     snprintf(s->path, sizeof(s->path), "%s", path);
-    if (n > 4 && !strcmp(path + n - 4, ".rec"))
+    if (dlt_recordio_path(path))
         rc = dlt_dataset_open_recordio(&s->ds, path, err, errlen);
     else
         rc = dlt_dataset_open_folder(&s->ds, path, labels, err, errlen);

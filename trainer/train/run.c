@@ -237,11 +237,10 @@ static int _check_images(dlt_run *r, int train, const char *path);
  * is listed once for the whole job (shared_scan.h). */
 static int _open_source(dlt_run *r, dlt_source *src, const char *path, const char *labels, const dlt_loader_config *lc)
 {
-    size_t n = strlen(path);
     dlt_shared_scan_info info;
     dlt_dataset *ds = NULL;
     int rc;
-    if (n > 4 && !strcmp(path + n - 4, ".rec"))
+    if (dlt_recordio_path(path))
         return dlt_source_open_images(src, path, labels, lc, r->err, r->errlen);
     if ((rc = dlt_shared_scan_open(r->comm, path, labels, &ds, &info, r->err, r->errlen)) != 0) {
         /* every rank has the same words: rank 0 says them for all */

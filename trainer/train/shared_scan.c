@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "trainer/common/clock.h"
 #include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
 #include "trainer/data/folder_index.h"
@@ -32,13 +32,6 @@ typedef struct {
     int64_t rc;
     char msg[1024];
 } scan_fail;
-
-static double _now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The list, in pieces (the NCCL communicator stages through a buffer of the piece's size); a rank
  * that could not allocate buf still takes part, into scratch. */
@@ -101,21 +94,12 @@ static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, 
 {
     int rc;
     if (!labels) {
-        uint8_t *b = NULL;
-        size_t n = 0;
         char why[256];
-        int got = dlt_folder_index_read(path, &b, &n, why, sizeof(why));
-        if (got == 0 && dlt_folder_list_open(ds, path, b, n, err, errlen) == 0) {
+        int got = dlt_folder_index_read(path, ds, list, len, why, sizeof(why));
+        if (got == 0) {
             info->from_index = 1;
-            if (list) {
-                *list = b;
-                *len = n;
-            } else {
-                free(b);
-            }
             return 0;
         }
-        free(b);
         if (got < 0)
             snprintf(info->index_note, sizeof(info->index_note), "%s", why);
     }
@@ -144,9 +128,9 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
     dlt_node_name(node, sizeof(node));
     memset(&h, 0, sizeof(h));
     if (comm->rank == 0) {
-        double t0 = _now();
+        double t0 = dlt_now();
         rc = _list_folder(path, labels, &ds, &buf, &len, info, err, errlen);
-        info->scan_seconds = _now() - t0;
+        info->scan_seconds = dlt_now() - t0;
         h.rc = rc;
         h.len = rc == 0 ? len : 0;
         snprintf(h.node, sizeof(h.node), "%s", node);
