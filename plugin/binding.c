@@ -54,14 +54,13 @@ static int _gpu_by_gres_index(const dlt_topology *t, int idx)
 }
 
 int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus,
-                          dlt_step_gpus *out, char *err, size_t errlen)
+                          dlt_step_gpus *out, dlt_err *err)
 {
     int vis[DLT_MAX_GPUS], gres[DLT_MAX_GPUS], nvis, ngres;
     memset(out, 0, sizeof(*out));
     nvis = _parse_index_list(cuda_visible, vis, out->label, DLT_MAX_GPUS);
     if (nvis < 0) {
-        snprintf(err, errlen, "CUDA_VISIBLE_DEVICES='%.64s' is not a list of GPU indices", cuda_visible);
-        return -EINVAL;
+        return dlt_fail(err, -EINVAL, "CUDA_VISIBLE_DEVICES='%.64s' is not a list of GPU indices", cuda_visible);
     }
     ngres = step_gpus && *step_gpus ? _parse_index_list(step_gpus, gres, NULL, DLT_MAX_GPUS) : -2;
     if (ngres == -1 || (ngres >= 0 && ngres != nvis)) {
@@ -72,9 +71,8 @@ int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const
         int idx = ngres >= 0 ? gres[i] : vis[i];
         int g = _gpu_by_gres_index(t, idx);
         if (g < 0) {
-            snprintf(err, errlen, "the step's GPU %d (CUDA_VISIBLE_DEVICES=%.64s) is not among the %d GPUs NVML sees",
+            return dlt_fail(err, -ENODEV, "the step's GPU %d (CUDA_VISIBLE_DEVICES=%.64s) is not among the %d GPUs NVML sees",
                      idx, cuda_visible, t->ngpus);
-            return -ENODEV;
         }
         out->topo[i] = g;
     }
@@ -155,7 +153,7 @@ static int _nearest_nic(const dlt_topology *t, int pci, dlt_distance *dist)
 }
 
 int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_rank, const dlt_cpuset *allowed,
-                       const char *nic_name, dlt_binding *out, char *err, size_t errlen)
+                       const char *nic_name, dlt_binding *out, dlt_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->gpu_pos = -1;
@@ -163,8 +161,7 @@ int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_
     out->nic = -1;
     out->nic_distance = DLT_DIST_SYS;
     if (local_rank < 0) {
-        snprintf(err, errlen, "invalid local rank %d", local_rank);
-        return -EINVAL;
+        return dlt_fail(err, -EINVAL, "invalid local rank %d", local_rank);
     }
     out->cpus = *allowed;
     if (s->n > 0) {
@@ -189,9 +186,8 @@ int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_
                 if (w > 0)
                     used += (size_t)w;
             }
-            snprintf(err, errlen, "nic=%s: no such HCA or interface on this node (found: %s)", nic_name,
+            return dlt_fail(err, -ENODEV, "nic=%s: no such HCA or interface on this node (found: %s)", nic_name,
                      t->nnics ? have : "none");
-            return -ENODEV;
         }
         out->nic_distance = out->gpu >= 0 ? dlt_topo_pci_distance(t, t->gpus[out->gpu].pci, t->nics[out->nic].pci)
                                           : DLT_DIST_SYS;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "topology.h"
+#include "trainer/common/status.h"
 
 /* The step's GPUs on this node, in Slurm's order. */
 typedef struct {
@@ -30,7 +31,7 @@ typedef struct {
  * Position i of the gres list is the GPU with /dev/nvidia minor i when one exists (gres.conf
  * File=/dev/nvidia[0-N]), else the i-th GPU in PCI order. */
 int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus,
-                          dlt_step_gpus *out, char *err, size_t errlen);
+                          dlt_step_gpus *out, dlt_err *err);
 
 /* The order local ranks take GPUs in: a greedy ring that follows the most NVLinks (ties: PCI
  * distance, then Slurm's order), so neighbouring ranks share links. */
@@ -38,7 +39,7 @@ void dlt_step_gpus_order(const dlt_topology *t, dlt_step_gpus *s);
 
 /* nic_name: "" for the nearest NIC, else the HCA or interface to use (error if absent). */
 int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_rank, const dlt_cpuset *allowed,
-                       const char *nic_name, dlt_binding *out, char *err, size_t errlen);
+                       const char *nic_name, dlt_binding *out, dlt_err *err);
 
 /* CUDA_VISIBLE_DEVICES for the task: only its GPU (gpus=task: all_step_gpus 0), or all step GPUs
  * with its own first (gpus=step: device 0 is still the task's GPU, CUDA IPC/P2P to peers works). */

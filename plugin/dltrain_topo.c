@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     static dlt_topology topo;
     static char out[1 << 18];
     dlt_nvml nvml;
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     int rc;
 
     if (argc < 4) {
@@ -27,19 +27,19 @@ int main(int argc, char **argv)
         return 2;
     }
     memset(&topo, 0, sizeof(topo));
-    rc = dlt_nvml_open(&nvml, argv[1], err, sizeof(err));
+    rc = dlt_nvml_open(&nvml, argv[1], &err);
     if (rc == 0) {
-        rc = dlt_topo_add_nvml_gpus(&topo, &nvml, err, sizeof(err));
+        rc = dlt_topo_add_nvml_gpus(&topo, &nvml, &err);
         dlt_nvml_close(&nvml);
         if (rc) {
-            fprintf(stderr, "dltrain-topo: %s\n", err);
+            fprintf(stderr, "dltrain-topo: %s\n", err.msg);
             return 1;
         }
     } else {
-        fprintf(stderr, "dltrain-topo: %s (continuing without GPUs)\n", err);
+        fprintf(stderr, "dltrain-topo: %s (continuing without GPUs)\n", err.msg);
     }
-    if (dlt_topo_load_sysfs(&topo, argv[2], err, sizeof(err))) {
-        fprintf(stderr, "dltrain-topo: %s\n", err);
+    if (dlt_topo_load_sysfs(&topo, argv[2], &err)) {
+        fprintf(stderr, "dltrain-topo: %s\n", err.msg);
         return 1;
     }
     if (!strcmp(argv[3], "xml")) {
@@ -61,10 +61,10 @@ int main(int argc, char **argv)
         dlt_binding b;
         dlt_cpuset allowed;
         char cpus[256], vis[128], hca[64], ifn[64];
-        if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, err, sizeof(err)) ||
+        if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, &err) ||
             dlt_cpuset_parse(argv[7], &allowed) ||
-            dlt_binding_choose(&topo, &s, atoi(argv[6]), &allowed, argc > 8 ? argv[8] : "", &b, err, sizeof(err))) {
-            fprintf(stderr, "dltrain-topo: %s\n", err);
+            dlt_binding_choose(&topo, &s, atoi(argv[6]), &allowed, argc > 8 ? argv[8] : "", &b, &err)) {
+            fprintf(stderr, "dltrain-topo: %s\n", err.msg);
             return 1;
         }
         dlt_cpuset_format(&b.cpus, cpus, sizeof(cpus));

@@ -11,20 +11,19 @@
     do {                                                                                                       \
         *(void **)(&nvml->field) = dlsym(nvml->handle, sym);                                                   \
         if (!nvml->field && (required)) {                                                                      \
-            snprintf(err, errlen, "NVML library %s lacks %s (driver too old?)", path, sym);                    \
+            dlt_fail(err, -EIO, "NVML library %s lacks %s (driver too old?)", path, sym);                    \
             goto fail;                                                                                         \
         }                                                                                                      \
     } while (0)
 
-int dlt_nvml_open(dlt_nvml *nvml, const char *path, char *err, size_t errlen)
+int dlt_nvml_open(dlt_nvml *nvml, const char *path, dlt_err *err)
 {
     dlt_nvmlReturn_t rc;
     memset(nvml, 0, sizeof(*nvml));
     nvml->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!nvml->handle) {
         const char *why = dlerror();
-        snprintf(err, errlen, "cannot load NVML (%s): %s", path, why ? why : "unknown error");
-        return -ENOENT;
+        return dlt_fail(err, -ENOENT, "cannot load NVML (%s): %s", path, why ? why : "unknown error");
     }
     RESOLVE(Init_v2, "nvmlInit_v2", 1);
     RESOLVE(Shutdown, "nvmlShutdown", 1);
@@ -41,7 +40,7 @@ int dlt_nvml_open(dlt_nvml *nvml, const char *path, char *err, size_t errlen)
     RESOLVE(DeviceGetP2PStatus, "nvmlDeviceGetP2PStatus", 0);
     rc = nvml->Init_v2();
     if (rc != DLT_NVML_SUCCESS) {
-        snprintf(err, errlen, "nvmlInit failed: %s", nvml->ErrorString(rc));
+        dlt_fail(err, -EIO, "nvmlInit failed: %s", nvml->ErrorString(rc));
         goto fail;
     }
     return 0;

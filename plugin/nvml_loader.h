@@ -5,6 +5,7 @@
 #define DLT_NVML_LOADER_H
 
 #include <stddef.h>
+#include "trainer/common/status.h"
 
 /* The subset of NVML's ABI the plugin uses, declared here so the plugin builds without nvml.h.
  * tests/unit/test_nvml_loader.c checks these against nvml.h where it is installed. */
@@ -48,7 +49,7 @@ typedef struct {
 
 /* Loads path (a library name or absolute path) and resolves the table, then nvmlInit.
  * Returns 0, -ENOENT when the library is absent (no driver), or -EIO with err filled. */
-int dlt_nvml_open(dlt_nvml *nvml, const char *path, char *err, size_t errlen);
+int dlt_nvml_open(dlt_nvml *nvml, const char *path, dlt_err *err);
 void dlt_nvml_close(dlt_nvml *nvml);
 
 #endif

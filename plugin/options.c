@@ -4,22 +4,8 @@
 #include "options.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static int _fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int _fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 void dlt_site_conf_defaults(dlt_site_conf *site)
 {
@@ -97,7 +83,7 @@ static int _parse_bool(const char *v, int *out)
     "default_bind, default_nccl, default_gpus, enable, allow_bind_none, topo_dir, nvml_lib, sysfs_root, "      \
     "nccl_socket_ifname, nccl_ib_hca"
 
-static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv[], char *err, size_t errlen)
+static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv[], dlt_err *err)
 {
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
@@ -105,39 +91,39 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
         char key[32];
         const char *val;
         if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof(key))
-            return _fail(err, errlen, "plugstack.conf argument '%.64s' is not key=value (keys: %s)", arg ? arg : "",
+            return dlt_fail(err, -EINVAL, "plugstack.conf argument '%.64s' is not key=value (keys: %s)", arg ? arg : "",
                          SITE_KEYS);
         memcpy(key, arg, (size_t)(eq - arg));
         key[eq - arg] = '\0';
         val = eq + 1;
         if (!strcmp(key, "default_bind")) {
             if (_parse_bind(val, &site->default_bind))
-                return _fail(err, errlen, "plugstack.conf default_bind='%.64s' invalid (closest|none)", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf default_bind='%.64s' invalid (closest|none)", val);
         } else if (!strcmp(key, "default_nccl")) {
             if (_parse_nccl(val, &site->default_nccl))
-                return _fail(err, errlen, "plugstack.conf default_nccl='%.64s' invalid (auto|off)", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf default_nccl='%.64s' invalid (auto|off)", val);
         } else if (!strcmp(key, "enable")) {
             if (!strcmp(val, "optin"))
                 site->enable = DLT_ENABLE_OPTIN;
             else if (!strcmp(val, "always"))
                 site->enable = DLT_ENABLE_ALWAYS;
             else
-                return _fail(err, errlen, "plugstack.conf enable='%.64s' invalid (optin|always)", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf enable='%.64s' invalid (optin|always)", val);
         } else if (!strcmp(key, "allow_bind_none")) {
             if (_parse_bool(val, &site->allow_bind_none))
-                return _fail(err, errlen, "plugstack.conf allow_bind_none='%.64s' invalid (yes|no)", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf allow_bind_none='%.64s' invalid (yes|no)", val);
         } else if (!strcmp(key, "topo_dir")) {
             if (!_valid_path(val) || val[0] != '/')
-                return _fail(err, errlen, "plugstack.conf topo_dir='%.64s' must be an absolute path under %d bytes",
+                return dlt_fail(err, -EINVAL, "plugstack.conf topo_dir='%.64s' must be an absolute path under %d bytes",
                              val, DLT_PATH_MAX);
             snprintf(site->topo_dir, sizeof(site->topo_dir), "%s", val);
         } else if (!strcmp(key, "nvml_lib")) {
             if (!_valid_path(val))
-                return _fail(err, errlen, "plugstack.conf nvml_lib='%.64s' invalid", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf nvml_lib='%.64s' invalid", val);
             snprintf(site->nvml_lib, sizeof(site->nvml_lib), "%s", val);
         } else if (!strcmp(key, "sysfs_root")) {
             if (!_valid_path(val) || val[0] != '/')
-                return _fail(err, errlen, "plugstack.conf sysfs_root='%.64s' must be an absolute path", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf sysfs_root='%.64s' must be an absolute path", val);
             snprintf(site->sysfs_root, sizeof(site->sysfs_root), "%s", val);
         } else if (!strcmp(key, "default_gpus")) {
             if (!strcmp(val, "task"))
@@ -145,29 +131,29 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
             else if (!strcmp(val, "step"))
                 site->default_gpus = DLT_GPUS_STEP;
             else
-                return _fail(err, errlen, "plugstack.conf default_gpus='%.64s' invalid (task|step)", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf default_gpus='%.64s' invalid (task|step)", val);
         } else if (!strcmp(key, "nccl_socket_ifname")) {
             if (!dlt_valid_name(val, 1))
-                return _fail(err, errlen, "plugstack.conf nccl_socket_ifname='%.64s' invalid", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf nccl_socket_ifname='%.64s' invalid", val);
             snprintf(site->nccl_socket_ifname, sizeof(site->nccl_socket_ifname), "%s", val);
         } else if (!strcmp(key, "nccl_ib_hca")) {
             if (!dlt_valid_name(val, 1))
-                return _fail(err, errlen, "plugstack.conf nccl_ib_hca='%.64s' invalid", val);
+                return dlt_fail(err, -EINVAL, "plugstack.conf nccl_ib_hca='%.64s' invalid", val);
             snprintf(site->nccl_ib_hca, sizeof(site->nccl_ib_hca), "%s", val);
         } else {
-            return _fail(err, errlen, "plugstack.conf: unknown argument '%.31s' (keys: %s)", key, SITE_KEYS);
+            return dlt_fail(err, -EINVAL, "plugstack.conf: unknown argument '%.31s' (keys: %s)", key, SITE_KEYS);
         }
     }
     return 0;
 }
 
-int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], char *err, size_t errlen)
+int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], dlt_err *err)
 {
     dlt_site_conf parsed;
     int rc;
     /* All or nothing: a refused line leaves the defaults, never a half-applied configuration. */
     dlt_site_conf_defaults(&parsed);
-    rc = _site_conf_parse_into(&parsed, argc, argv, err, errlen);
+    rc = _site_conf_parse_into(&parsed, argc, argv, err);
     if (rc == 0)
         *site = parsed;
     else
@@ -263,8 +249,7 @@ int dlt_user_opts_usage(char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
 }
 
-int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, char *err,
-                        size_t errlen)
+int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, dlt_err *err)
 {
     char buf[DLT_OPTS_MAX], keys[256];
     char *save = NULL;
@@ -280,10 +265,10 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
     (void)dlt_user_keys_text(keys, sizeof(keys));
     len = strlen(optstr);
     if (len >= sizeof(buf))
-        return _fail(err, errlen, "--dl-train value is %zu bytes, longer than the %d allowed", len, DLT_OPTS_MAX - 1);
+        return dlt_fail(err, -EINVAL, "--dl-train value is %zu bytes, longer than the %d allowed", len, DLT_OPTS_MAX - 1);
     memcpy(buf, optstr, len + 1);
     if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,"))
-        return _fail(err, errlen, "--dl-train='%.64s': empty option in the comma list (valid: %s)", optstr, keys);
+        return dlt_fail(err, -EINVAL, "--dl-train='%.64s': empty option in the comma list (valid: %s)", optstr, keys);
 
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
@@ -296,13 +281,13 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
             if (!strcmp(tok, g_user_keys[i].key) && !val == !g_user_keys[i].values)
                 k = &g_user_keys[i];
         if (!k)
-            return _fail(err, errlen, "--dl-train: unknown option '%.64s%s%.64s' (valid: %s)", tok, val ? "=" : "",
+            return dlt_fail(err, -EINVAL, "--dl-train: unknown option '%.64s%s%.64s' (valid: %s)", tok, val ? "=" : "",
                          val ? val : "", keys);
         if ((rc = k->set(opts, site, val)) == -EPERM)
-            return _fail(err, errlen, "--dl-train: '%s=%.64s' is disabled on this cluster (allow_bind_none=no)", tok,
+            return dlt_fail(err, -EINVAL, "--dl-train: '%s=%.64s' is disabled on this cluster (allow_bind_none=no)", tok,
                          val);
         if (rc != 0)
-            return _fail(err, errlen, "--dl-train: bad value '%s=%.64s' (valid: %s)", tok, val, k->valid);
+            return dlt_fail(err, -EINVAL, "--dl-train: bad value '%s=%.64s' (valid: %s)", tok, val, k->valid);
     }
     return 0;
 }

@@ -5,6 +5,7 @@
 #define DLT_PLUGIN_OPTIONS_H
 
 #include <stddef.h>
+#include "trainer/common/status.h"
 
 /* Longest --dl-train value accepted; anything longer is refused, never truncated. */
 #define DLT_OPTS_MAX 1024
@@ -48,12 +49,11 @@ void dlt_site_conf_defaults(dlt_site_conf *site);
 
 /* Parses plugstack.conf arguments (key=value each). Unknown keys and bad values are errors:
  * a typo in a site file must not silently change every job. Returns 0 or -EINVAL with err filled. */
-int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], char *err, size_t errlen);
+int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], dlt_err *err);
 
 /* Applies site defaults to opts, then parses OPTS (may be NULL or "" for plain --dl-train).
  * Returns 0 or -EINVAL with err naming the bad token and the valid ones. */
-int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, char *err,
-                        size_t errlen);
+int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, dlt_err *err);
 
 /* One --dl-train key: its values ("closest|none"; NULL: a bare word such as verbose), what it
  * sets (0, -EINVAL for a bad value, -EPERM when the site forbids it) and the valid values as a

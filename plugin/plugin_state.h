@@ -17,7 +17,7 @@ typedef struct {
     int explicit_request;        /* the user gave --dl-train (not only enable=always) */
     int step_error;              /* per-step setup failed; reported from task_init */
     int step_ending;             /* a task was killed and the step is being ended */
-    char err[DLT_ERR_MAX];
+    dlt_err err;                 /* the first refusal or setup failure, with its words */
     int have_topology;           /* node discovery ran */
     int have_nvml;               /* NVML was found (GPU driver present) */
     dlt_topology topo;

@@ -32,10 +32,10 @@ static int _opt_cb(int val, const char *optarg, int remote)
     if (optarg && !strcmp(optarg, "(null)"))
         optarg = NULL;
     /* Runs twice in each slurmstepd: parsing is idempotent (the whole struct is rebuilt). */
-    if (dlt_user_opts_parse(&g_state.opts, &g_state.site, optarg, g_state.err, sizeof(g_state.err)) != 0) {
+    if (dlt_user_opts_parse(&g_state.opts, &g_state.site, optarg, dlt_err_fresh(&g_state.err)) != 0) {
         g_state.opts_error = 1;
         if (!remote) {
-            slurm_error("dltrain: %s", g_state.err);
+            slurm_error("dltrain: %s", g_state.err.msg);
             return -1;
         }
         /* slurmstepd: a refusal here reaches the user only as "Plugin initialization failed".
@@ -71,15 +71,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     spank_err_t rc;
 
     memset(&g_state, 0, sizeof(g_state));
-    if (dlt_site_conf_parse(&g_state.site, ac, av, g_state.err, sizeof(g_state.err)) != 0) {
-        slurm_error("dltrain: %s", g_state.err);
+    if (dlt_site_conf_parse(&g_state.site, ac, av, &g_state.err) != 0) {
+        slurm_error("dltrain: %s", g_state.err.msg);
         /* A broken site line must not take jobs down that never asked for --dl-train; the
          * option stays unregistered so users see it is unavailable. */
         return 0;
     }
     if (g_state.site.enable == DLT_ENABLE_ALWAYS) {
         g_state.opts.requested = 1;
-        (void)dlt_user_opts_parse(&g_state.opts, &g_state.site, NULL, g_state.err, sizeof(g_state.err));
+        (void)dlt_user_opts_parse(&g_state.opts, &g_state.site, NULL, dlt_err_fresh(&g_state.err));
+        dlt_err_clear(&g_state.err); /* the site defaults alone: a refusal here is said when --dl-train is parsed */
     }
     switch (spank_context()) {
     case S_CTX_LOCAL:
@@ -121,9 +122,9 @@ static int _srun_env_option(void)
         return 0;
     if (!strcmp(val, "(null)") || !*val)
         val = NULL;
-    if (dlt_user_opts_parse(&opts, &g_state.site, val, g_state.err, sizeof(g_state.err)) == 0)
+    if (dlt_user_opts_parse(&opts, &g_state.site, val, dlt_err_fresh(&g_state.err)) == 0)
         return 0;
-    slurm_error("dltrain: %s (given in the environment as %s)", g_state.err, DLT_SPANK_OPTION_ENV);
+    slurm_error("dltrain: %s (given in the environment as %s)", g_state.err.msg, DLT_SPANK_OPTION_ENV);
     return -1;
 }
 
@@ -137,7 +138,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         /* The bad value came in through the environment (srun checks its own command line). */
         g_state.active = 1;
         g_state.step_error = 1;
-        slurm_error("dltrain: %s", g_state.err);
+        slurm_error("dltrain: %s", g_state.err.msg);
         return 0;
     }
     if (g_state.opts_error)

@@ -10,10 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int _fail(char *err, size_t errlen, int code, const char *what, const char *path)
+static int _os_fail(dlt_err *err, int code, const char *what, const char *path)
 {
-    snprintf(err, errlen, "%s %s: %s", what, path, strerror(code));
-    return -code;
+    return dlt_fail(err, -code, "%s %s: %s", what, path, strerror(code));
 }
 
 int dlt_expand_node(const char *pattern, const char *node, char *out, size_t outlen)
@@ -42,25 +41,23 @@ int dlt_expand_node(const char *pattern, const char *node, char *out, size_t out
     return 0;
 }
 
-int dlt_topo_dir_check(const char *topo_dir, char *err, size_t errlen)
+int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
 {
     struct stat st;
     if (lstat(topo_dir, &st) != 0) {
         if (errno != ENOENT)
-            return _fail(err, errlen, errno, "cannot stat topo_dir", topo_dir);
+            return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);
         if (mkdir(topo_dir, 0755) != 0 && errno != EEXIST)
-            return _fail(err, errlen, errno, "cannot create topo_dir", topo_dir);
+            return _os_fail(err, errno, "cannot create topo_dir", topo_dir);
         if (lstat(topo_dir, &st) != 0)
-            return _fail(err, errlen, errno, "cannot stat topo_dir", topo_dir);
+            return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);
     }
     if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "topo_dir %s is not a directory (a link or file there is refused)", topo_dir);
-        return -ENOTDIR;
+        return dlt_fail(err, -ENOTDIR, "topo_dir %s is not a directory (a link or file there is refused)", topo_dir);
     }
     if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-        snprintf(err, errlen, "topo_dir %s must be owned by root and not writable by group or others (mode %04o)",
+        return dlt_fail(err, -EPERM, "topo_dir %s must be owned by root and not writable by group or others (mode %04o)",
                  topo_dir, (unsigned)(st.st_mode & 07777));
-        return -EPERM;
     }
     return 0;
 }
@@ -146,8 +143,7 @@ static int _clear_dir(int parent, const char *name, char *where, size_t wherelen
 }
 
 int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
-                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, int *stale, char *err,
-                        size_t errlen)
+                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, int *stale, dlt_err *err)
 {
     int top = -1, dfd = -1, fd = -1, rc = 0;
     size_t done = 0;
@@ -156,40 +152,39 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
     *stale = 0;
 
     if (!_valid_component(name) || !_valid_component(file_name)) {
-        snprintf(err, errlen, "invalid step directory name");
-        return -EINVAL;
+        return dlt_fail(err, -EINVAL, "invalid step directory name");
     }
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (top < 0)
-        return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);
+        return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
     if (mkdirat(top, name, 0700) != 0) {
         /* A leftover of the same job.step id (job ids wrapped, the controller's state reset, a node
          * that crashed mid-step): nothing of a running step can be there, so it is stale. */
         if (errno != EEXIST) {
-            rc = _fail(err, errlen, errno, "cannot create step directory under", topo_dir);
+            rc = _os_fail(err, errno, "cannot create step directory under", topo_dir);
             goto out;
         }
         *stale = 1;
         rc = _clear_dir(top, name, where, sizeof(where));
         if (rc != 0) {
-            snprintf(err, errlen, "cannot remove the stale step directory %s/%s left by an earlier step of the same id "
+            dlt_fail(err, -EIO, "cannot remove the stale step directory %s/%s left by an earlier step of the same id "
                      "(at '%s': %s)", topo_dir, name, where, strerror(-rc));
             goto out;
         }
         if (mkdirat(top, name, 0700) != 0) {
-            rc = _fail(err, errlen, errno, "cannot create step directory under", topo_dir);
+            rc = _os_fail(err, errno, "cannot create step directory under", topo_dir);
             goto out;
         }
     }
     dfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
-        rc = _fail(err, errlen, errno, "cannot open step directory under", topo_dir);
+        rc = _os_fail(err, errno, "cannot open step directory under", topo_dir);
         goto out;
     }
     /* Written while the directory is still root's and 0700: no user can race us in it. */
     fd = openat(dfd, file_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = _fail(err, errlen, errno, "cannot create file in step directory under", topo_dir);
+        rc = _os_fail(err, errno, "cannot create file in step directory under", topo_dir);
         goto out;
     }
     while (done < len) {
@@ -197,17 +192,17 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            rc = _fail(err, errlen, w < 0 ? errno : EIO, "cannot write topology file under", topo_dir);
+            rc = _os_fail(err, w < 0 ? errno : EIO, "cannot write topology file under", topo_dir);
             goto out;
         }
         done += (size_t)w;
     }
     if (fsync(fd) != 0 || fchown(fd, uid, gid) != 0 || fchown(dfd, uid, gid) != 0) {
-        rc = _fail(err, errlen, errno, "cannot finish step directory under", topo_dir);
+        rc = _os_fail(err, errno, "cannot finish step directory under", topo_dir);
         goto out;
     }
     if (snprintf(path_out, pathlen, "%s/%s/%s", topo_dir, name, file_name) >= (int)pathlen) {
-        snprintf(err, errlen, "step directory path too long");
+        dlt_fail(err, -EIO, "step directory path too long");
         rc = -ENAMETOOLONG;
     }
 out:
@@ -222,21 +217,20 @@ out:
     return rc;
 }
 
-int dlt_step_dir_remove(const char *topo_dir, const char *name, char *err, size_t errlen)
+int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err)
 {
     char where[256] = "";
     int top, rc;
     if (!_valid_component(name)) {
-        snprintf(err, errlen, "invalid step directory name");
-        return -EINVAL;
+        return dlt_fail(err, -EINVAL, "invalid step directory name");
     }
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (top < 0)
-        return _fail(err, errlen, errno, "cannot open topo_dir", topo_dir);
+        return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
     rc = _clear_dir(top, name, where, sizeof(where));
     close(top);
     if (rc != 0)
-        snprintf(err, errlen, "cannot remove %s/%s entirely (at '%s': %s%s)", topo_dir, name, where, strerror(-rc),
-                 rc == -EXDEV ? ", a mount point" : rc == -ELOOP ? ", deeper than the limit" : "");
-    return rc;
+        return dlt_fail(err, rc, "cannot remove %s/%s entirely (at '%s': %s%s)", topo_dir, name, where, strerror(-rc),
+                        rc == -EXDEV ? ", a mount point" : rc == -ELOOP ? ", deeper than the limit" : "");
+    return 0;
 }

@@ -34,12 +34,14 @@ static int _step_fail(dlt_plugin_state *st, const char *fmt, ...) __attribute__(
 
 static int _step_fail(dlt_plugin_state *st, const char *fmt, ...)
 {
+    char words[DLT_ERR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st->err, sizeof(st->err), fmt, ap);
+    vsnprintf(words, sizeof(words), fmt, ap);
     va_end(ap);
+    dlt_fail(&st->err, -EIO, "%s", words); /* the step's first failure is what its tasks say */
     st->step_error = 1;
-    slurm_error("dltrain: %s", st->err);
+    slurm_error("dltrain: %s", words);
     return -1;
 }
 
@@ -126,7 +128,8 @@ static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
 int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
 {
     dlt_nvml nvml;
-    char err[DLT_ERR_MAX], name[64], node[64] = "?";
+    dlt_err err = DLT_ERR_INIT;
+    char name[64], node[64] = "?";
     static char xml[XML_MAX];
     int rc, has_gpus, stale = 0;
     uid_t uid = 0;
@@ -140,23 +143,23 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     dlt_node_name(node, sizeof(node));
     _rank_contract_step(sp, st);
 
-    rc = dlt_nvml_open(&nvml, st->site.nvml_lib, err, sizeof(err));
+    rc = dlt_nvml_open(&nvml, st->site.nvml_lib, &err);
     st->have_nvml = rc == 0;
     if (rc == 0) {
-        rc = dlt_topo_add_nvml_gpus(&st->topo, &nvml, err, sizeof(err));
+        rc = dlt_topo_add_nvml_gpus(&st->topo, &nvml, &err);
         dlt_nvml_close(&nvml);
         if (rc != 0)
-            return _step_fail(st, "node %s: GPU discovery failed: %s", node, err);
+            return _step_fail(st, "node %s: GPU discovery failed: %s", node, err.msg);
     } else if (has_gpus) {
         return _step_fail(st,
                           "node %s: this step has GPUs but the GPU driver's NVML cannot be used (%s); is the NVIDIA "
                           "driver installed, or is nvml_lib= in plugstack.conf wrong?",
-                          node, err);
+                          node, err.msg);
     }
     /* No driver and no GPUs: nothing to bind to a GPU, NICs are still worth choosing. */
-    rc = dlt_topo_load_sysfs(&st->topo, st->site.sysfs_root, err, sizeof(err));
+    rc = dlt_topo_load_sysfs(&st->topo, st->site.sysfs_root, &err);
     if (rc != 0)
-        return _step_fail(st, "node %s: reading %s failed: %s", node, st->site.sysfs_root, err);
+        return _step_fail(st, "node %s: reading %s failed: %s", node, st->site.sysfs_root, err.msg);
     st->have_topology = 1;
 
     if (st->opts.nccl == DLT_NCCL_OFF || st->opts.gpus == DLT_GPUS_NONE || st->topo.ngpus == 0)
@@ -168,12 +171,12 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
         return _step_fail(st, "node %s: cannot read the job's uid/gid", node);
     if (dlt_expand_node(st->site.topo_dir, node, st->topo_dir, sizeof(st->topo_dir)) != 0)
         return _step_fail(st, "node %s: topo_dir %s is too long once %%n is expanded", node, st->site.topo_dir);
-    if (dlt_topo_dir_check(st->topo_dir, err, sizeof(err)) != 0)
-        return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err);
+    if (dlt_topo_dir_check(st->topo_dir, &err) != 0)
+        return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err.msg);
     _step_name(sp, name, sizeof(name));
     if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
-                            sizeof(st->topo_file), &stale, err, sizeof(err)) != 0)
-        return _step_fail(st, "node %s: %s", node, err);
+                            sizeof(st->topo_file), &stale, &err) != 0)
+        return _step_fail(st, "node %s: %s", node, err.msg);
     if (stale)
         slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node,
                    st->topo_dir, name);
@@ -232,7 +235,8 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
 
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 {
-    char vis[256] = "", gres[256] = "", buf[512], cpus[512], hca[96], ifname[96], node[64] = "?", err[DLT_ERR_MAX];
+    char vis[256] = "", gres[256] = "", buf[512], cpus[512], hca[96], ifname[96], node[64] = "?";
+    dlt_err err = DLT_ERR_INIT;
     dlt_step_gpus sg;
     dlt_binding b;
     dlt_cpuset allowed;
@@ -240,7 +244,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
     int local_id = 0;
 
     if (st->step_error) {
-        fprintf(stderr, "dltrain: %s\n", st->err);
+        fprintf(stderr, "dltrain: %s\n", st->err.msg);
         return -1;
     }
     if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS) {
@@ -275,9 +279,9 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
             if (CPU_ISSET(c, &mask))
                 allowed.bits[c / 64] |= 1ull << (c % 64);
 
-    if (dlt_step_gpus_resolve(&st->topo, vis, gres, &sg, err, sizeof(err)) != 0 ||
-        dlt_binding_choose(&st->topo, &sg, local_id, &allowed, st->opts.nic, &b, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: node %s task %d: %s\n", node, local_id, err);
+    if (dlt_step_gpus_resolve(&st->topo, vis, gres, &sg, &err) != 0 ||
+        dlt_binding_choose(&st->topo, &sg, local_id, &allowed, st->opts.nic, &b, &err) != 0) {
+        fprintf(stderr, "dltrain: node %s task %d: %s\n", node, local_id, err.msg);
         return -1;
     }
     if (b.gpu >= 0) {
@@ -326,12 +330,12 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 
 void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
 {
-    char err[DLT_ERR_MAX];
+    dlt_err err = DLT_ERR_INIT;
     (void)sp;
     if (!st->step_dir[0])
         return;
-    if (dlt_step_dir_remove(st->topo_dir, st->step_dir, err, sizeof(err)) != 0)
-        slurm_error("dltrain: %s", err);
+    if (dlt_step_dir_remove(st->topo_dir, st->step_dir, &err) != 0)
+        slurm_error("dltrain: %s", err.msg);
     st->step_dir[0] = '\0';
 }
 

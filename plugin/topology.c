@@ -200,7 +200,7 @@ static void _normalize_link_speed(const char *in, char *out, size_t outlen)
 
 /* ------------------------------------------------------------------ NVML */
 
-int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, size_t errlen)
+int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, dlt_err *err)
 {
     unsigned int count = 0;
     dlt_nvmlDevice_t dev[DLT_MAX_GPUS];
@@ -208,12 +208,10 @@ int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, siz
 
     rc = nvml->DeviceGetCount_v2(&count);
     if (rc != DLT_NVML_SUCCESS) {
-        snprintf(err, errlen, "nvmlDeviceGetCount failed: %s", nvml->ErrorString(rc));
-        return -EIO;
+        return dlt_fail(err, -EIO, "nvmlDeviceGetCount failed: %s", nvml->ErrorString(rc));
     }
     if (count > DLT_MAX_GPUS) {
-        snprintf(err, errlen, "node has %u GPUs; this build handles at most %d", count, DLT_MAX_GPUS);
-        return -E2BIG;
+        return dlt_fail(err, -E2BIG, "node has %u GPUs; this build handles at most %d", count, DLT_MAX_GPUS);
     }
     t->ngpus = 0;
     for (unsigned i = 0; i < count; i++) {
@@ -229,13 +227,11 @@ int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, siz
         if (rc == DLT_NVML_SUCCESS)
             rc = nvml->DeviceGetPciInfo_v3(dev[i], &pci);
         if (rc != DLT_NVML_SUCCESS) {
-            snprintf(err, errlen, "NVML: GPU %u: %s", i, nvml->ErrorString(rc));
-            return -EIO;
+            return dlt_fail(err, -EIO, "NVML: GPU %u: %s", i, nvml->ErrorString(rc));
         }
         pci.busId[sizeof(pci.busId) - 1] = '\0';
         if (dlt_pci_busid_normalize(pci.busId, g->busid, DLT_BUSID_LEN) != 0) {
-            snprintf(err, errlen, "NVML: GPU %u has an unparsable PCI bus id '%.32s'", i, pci.busId);
-            return -EIO;
+            return dlt_fail(err, -EIO, "NVML: GPU %u has an unparsable PCI bus id '%.32s'", i, pci.busId);
         }
         g->minor = nvml->DeviceGetMinorNumber(dev[i], &minor) == DLT_NVML_SUCCESS ? (int)minor : -1;
         if (nvml->DeviceGetName(dev[i], g->name, sizeof(g->name)) != DLT_NVML_SUCCESS)
@@ -561,13 +557,12 @@ static void _load_cpuinfo(dlt_topology *t, const char *root)
     fclose(f);
 }
 
-int dlt_topo_load_sysfs(dlt_topology *t, const char *root, char *err, size_t errlen)
+int dlt_topo_load_sysfs(dlt_topology *t, const char *root, dlt_err *err)
 {
     char root_real[PATH_MAX];
     const char *r = (root && *root) ? root : "/";
     if (!realpath(r, root_real)) {
-        snprintf(err, errlen, "sysfs root %s: %s", r, strerror(errno));
-        return -errno;
+        return dlt_fail(err, -errno, "sysfs root %s: %s", r, strerror(errno));
     }
     if (!strcmp(r, "/"))
         r = "";

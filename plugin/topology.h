@@ -10,6 +10,7 @@
 #include "trainer/common/pci_busid.h"
 
 #include "nvml_loader.h"
+#include "trainer/common/status.h"
 
 #define DLT_MAX_GPUS 16
 #define DLT_MAX_NICS 16
@@ -95,11 +96,11 @@ const char *dlt_distance_name(dlt_distance d);
 
 
 /* GPUs and their NVLinks from NVML. */
-int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, char *err, size_t errlen);
+int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, dlt_err *err);
 
 /* The rest from a sysfs tree rooted at root ("" or "/" for the real one): PCI paths, NUMA and
  * local CPUs of the GPUs, NICs, NUMA CPU lists, CPU vendor/model. Bounded reads only. */
-int dlt_topo_load_sysfs(dlt_topology *t, const char *root, char *err, size_t errlen);
+int dlt_topo_load_sysfs(dlt_topology *t, const char *root, dlt_err *err);
 
 /* Distance between two PCI devices of t (indices into t->pci; -1 means unknown -> SYS). */
 dlt_distance dlt_topo_pci_distance(const dlt_topology *t, int a, int b);

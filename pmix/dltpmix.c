@@ -30,11 +30,12 @@ extern char **environ;
 
 int dltpmix_set_error(dltpmix_ctx *ctx, int code, const char *fmt, ...)
 {
+    char words[sizeof(ctx->err.msg)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+    vsnprintf(words, sizeof(words), fmt, ap);
     va_end(ap);
-    return code;
+    return dlt_fail(&ctx->err, code, "%s", words); /* the call's first failure is kept */
 }
 
 /* The one report of a failed PMIx call: "dltpmix: WHAT failed: PMIx's own error string". */
@@ -51,7 +52,7 @@ static int _pmix_fail(dltpmix_ctx *ctx, pmix_status_t rc, const char *fmt, ...)
 
 const char *dltpmix_error(const dltpmix_ctx *ctx)
 {
-    return ctx ? ctx->err : "no dltpmix context";
+    return ctx ? ctx->err.msg : "no dltpmix context";
 }
 
 const dltpmix_info *dltpmix_get_info(const dltpmix_ctx *ctx)
@@ -543,7 +544,7 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
     }
     if (rc != 0) {
         if (err && errlen)
-            snprintf(err, errlen, "%s", ctx->err);
+            snprintf(err, errlen, "%s", ctx->err.msg);
         dltpmix_finalize(ctx);
         return rc;
     }
@@ -723,6 +724,8 @@ int dltpmix_bcast(dltpmix_ctx *ctx, int root, void *buf, size_t len)
     uint64_t seq;
     int rc;
 
+    if (ctx)
+        dlt_err_clear(&ctx->err);
     if (!ctx || (len && !buf))
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_bcast: NULL buffer") : DLTPMIX_ERR_ARG;
     if (root < 0 || root >= ctx->info.size)
@@ -758,6 +761,8 @@ int dltpmix_allgather(dltpmix_ctx *ctx, const void *send, size_t len, void *recv
     uint64_t seq;
     int rc;
 
+    if (ctx)
+        dlt_err_clear(&ctx->err);
     if (!ctx || (len && (!send || !recv)))
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_allgather: NULL buffer") : DLTPMIX_ERR_ARG;
     if (ctx->info.singleton) {
@@ -788,6 +793,7 @@ int dltpmix_barrier(dltpmix_ctx *ctx)
     int rc;
     if (!ctx)
         return DLTPMIX_ERR_ARG;
+    dlt_err_clear(&ctx->err);
     if (ctx->info.singleton)
         return 0;
 #ifdef DLT_TEST_HOOKS

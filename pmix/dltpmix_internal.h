@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "trainer/common/status.h"
 #include "dltpmix.h"
 
 struct dltpmix_ctx {
@@ -19,7 +20,7 @@ struct dltpmix_ctx {
     int broken;        /* a collective timed out: PMIx ops may still be pending */
     char rdv[512];     /* the test rendezvous directory (DLTPMIX_TEST_RENDEZVOUS), "" under PMIx */
     int rdv_fd;        /* that directory, opened once and checked (frames are opened relative to it); -1 */
-    char err[1024];
+    dlt_err err; /* this call's first failure (each public call starts afresh; dltpmix_error says it) */
 };
 
 int dltpmix_set_error(dltpmix_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -189,6 +189,8 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     double end;
     int rc, done, err = 0;
 
+    if (ctx)
+        dlt_err_clear(&ctx->err);
     if (!ctx || !out)
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument")
                    : DLTPMIX_ERR_ARG;

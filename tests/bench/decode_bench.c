@@ -30,7 +30,7 @@ int main(int argc, char **argv)
     long done = 0, done_full = 0;
     static uint8_t out[224 * 224 * 3];
     unsigned char *rgb = NULL;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     dlt_decoder *dec = dlt_decoder_create();
     tjhandle tj = tjInitDecompress();
     dlt_rng r;
@@ -63,8 +63,8 @@ int main(int argc, char **argv)
     t0 = _now();
     while (_now() - t0 < secs) {
         int num, den;
-        if (dlt_decode_transform(dec, files[done % n], lens[done % n], 224, 1, &r, out, err, sizeof(err)) != 0) {
-            fprintf(stderr, "decode_bench: %s\n", err);
+        if (dlt_decode_transform(dec, files[done % n], lens[done % n], 224, 1, &r, out, dlt_err_fresh(&err)) != 0) {
+            fprintf(stderr, "decode_bench: %s\n", err.msg);
             return 1;
         }
         dlt_decoder_last_scale(dec, &num, &den);

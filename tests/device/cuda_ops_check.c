@@ -45,7 +45,7 @@ static float *_gact(ctx *c, const float *h, size_t n)
 {
     float *d = c->gpu->ops->alloc(c->gpu, (n ? n : 1) * c->gpu->act_size);
     if (!d || (h && c->gpu->ops->act_from_float(c->gpu, d, h, n) != 0)) {
-        fprintf(stderr, "cuda_ops_check: device buffer: %s\n", c->gpu->err);
+        fprintf(stderr, "cuda_ops_check: device buffer: %s\n", c->gpu->err->msg);
         exit(1);
     }
     return d;
@@ -55,7 +55,7 @@ static float *_gf32(ctx *c, const float *h, size_t n)
 {
     float *d = c->gpu->ops->alloc(c->gpu, (n ? n : 1) * sizeof(float));
     if (!d || (h && c->gpu->ops->upload(c->gpu, d, h, n * sizeof(float)) != 0)) {
-        fprintf(stderr, "cuda_ops_check: device buffer: %s\n", c->gpu->err);
+        fprintf(stderr, "cuda_ops_check: device buffer: %s\n", c->gpu->err->msg);
         exit(1);
     }
     return d;
@@ -94,7 +94,8 @@ static void _cmp(ctx *c, const char *what, const float *dgpu, const float *cpu, 
     float *h = malloc((n ? n : 1) * sizeof(float));
     int rc = is_act ? c->gpu->ops->act_to_float(c->gpu, h, dgpu, n) : c->gpu->ops->download(c->gpu, h, dgpu, n * 4);
     if (rc != 0) {
-        printf("FAIL %-6s %-36s reading back: %s\n", c->prec, what, c->gpu->err);
+        printf("FAIL %-6s %-36s reading back: %s\n", c->prec, what, c->gpu->err->msg);
+        dlt_err_clear(c->gpu->err); /* the next check says its own */
         c->failed++;
     } else {
         _report(c, what, _err(h, cpu, n), tol);
@@ -105,7 +106,8 @@ static void _cmp(ctx *c, const char *what, const float *dgpu, const float *cpu, 
 #define GPU_OK(c, call)                                                                                       \
     do {                                                                                                      \
         if ((call) != 0) {                                                                                    \
-            printf("FAIL %-6s %s: %s\n", (c)->prec, #call, (c)->gpu->err);                                   \
+            printf("FAIL %-6s %s: %s\n", (c)->prec, #call, (c)->gpu->err->msg);                                   \
+            dlt_err_clear((c)->gpu->err); /* the next check says its own */                                        \
             (c)->failed++;                                                                                    \
             return;                                                                                           \
         }                                                                                                     \
@@ -113,7 +115,7 @@ static void _cmp(ctx *c, const char *what, const float *dgpu, const float *cpu, 
 #define CPU_OK(c, call)                                                                                       \
     do {                                                                                                      \
         if ((call) != 0) {                                                                                    \
-            printf("FAIL cpu reference %s: %s\n", #call, (c)->cpu->err);                                     \
+            printf("FAIL cpu reference %s: %s\n", #call, (c)->cpu->err->msg);                                     \
             exit(1);                                                                                          \
         }                                                                                                     \
     } while (0)
@@ -141,7 +143,7 @@ static void _plan1(ctx *c, float *cpu_w, float *gpu_w, size_t n)
     dlt_param_segment seg = {0, n, 0};
     CPU_OK(c, c->cpu->ops->sgd_plan(c->cpu, cpu_w, n, &seg, 1));
     if (c->gpu->ops->sgd_plan(c->gpu, gpu_w, n, &seg, 1) != 0) {
-        fprintf(stderr, "cuda_ops_check: sgd_plan: %s\n", c->gpu->err);
+        fprintf(stderr, "cuda_ops_check: sgd_plan: %s\n", c->gpu->err->msg);
         exit(1);
     }
 }
@@ -326,11 +328,12 @@ static void _pooling_eltwise(ctx *c)
 static int _read_both(ctx *c, double *cpu, double *gpu)
 {
     if (c->cpu->ops->results_read(c->cpu, cpu) != 0) {
-        printf("FAIL cpu reference results_read: %s\n", c->cpu->err);
+        printf("FAIL cpu reference results_read: %s\n", c->cpu->err->msg);
         exit(1);
     }
     if (c->gpu->ops->results_read(c->gpu, gpu) != 0) {
-        printf("FAIL %-6s results_read: %s\n", c->prec, c->gpu->err);
+        printf("FAIL %-6s results_read: %s\n", c->prec, c->gpu->err->msg);
+        dlt_err_clear(c->gpu->err); /* the next check says its own */
         c->failed++;
         return -1;
     }
@@ -410,7 +413,8 @@ static float *_host_copy(ctx *c, const float *d, size_t n)
 {
     float *h = malloc(n * sizeof(float));
     if (c->gpu->ops->download(c->gpu, h, d, n * sizeof(float)) != 0) {
-        printf("FAIL %-6s reading back: %s\n", c->prec, c->gpu->err);
+        printf("FAIL %-6s reading back: %s\n", c->prec, c->gpu->err->msg);
+        dlt_err_clear(c->gpu->err); /* the next check says its own */
         c->failed++;
         free(h);
         return NULL;
@@ -497,7 +501,8 @@ static void _sgd_flat(ctx *c)
             rc = c->gpu->ops->sgd_step(c->gpu, gw, gv, gg, 0.1f, 0.9f, 1e-2f, 0.f, 0.25f);
             if (cudaStreamEndCapture(st, &graph) != cudaSuccess || rc != 0 ||
                 cudaGraphGetNodes(graph, NULL, &nodes) != cudaSuccess) {
-                printf("FAIL %-6s recording sgd_step: %s\n", c->prec, rc ? c->gpu->err : cudaGetErrorString(cudaGetLastError()));
+                printf("FAIL %-6s recording sgd_step: %s\n", c->prec, rc ? c->gpu->err->msg : cudaGetErrorString(cudaGetLastError()));
+                dlt_err_clear(c->gpu->err); /* the next check says its own */
                 c->failed++;
             } else {
                 _report(c, "sgd_step is one launch (graph nodes - 1)", fabs((double)nodes - 1), 0);
@@ -583,7 +588,7 @@ int main(int argc, char **argv)
     static const char *const all[] = {"fp32", "tf32", "fp16", "bf16"};
     const char *const *precs = argc > 1 ? (const char *const *)argv + 1 : all;
     int nprec = argc > 1 ? argc - 1 : 4, passed = 0, failed = 0;
-    char err[512];
+    dlt_err cpu_err = DLT_ERR_INIT, gpu_err = DLT_ERR_INIT; /* each backend its own: a check failing goes on */
     if (dlt_cuda_device_count() == 0) {
         printf("cuda_ops_check: SKIP: the CUDA runtime sees no GPU\n");
         return 0;
@@ -602,12 +607,12 @@ int main(int argc, char **argv)
         c.tol = cfg.precision == DLT_PREC_FP32 ? 1e-5 : cfg.precision == DLT_PREC_TF32 ? 3e-4
                 : cfg.precision == DLT_PREC_FP16 ? 1e-2 : 2e-2;
         dlt_rng_seed(&c.rng, 2024, (uint64_t)p);
-        if (dlt_backend_cpu_create(&c.cpu, DLT_PREC_FP32, err, sizeof(err)) != 0) {
-            fprintf(stderr, "cuda_ops_check: CPU backend: %s\n", err);
+        if (dlt_backend_cpu_create(&c.cpu, DLT_PREC_FP32, dlt_err_fresh(&cpu_err)) != 0) {
+            fprintf(stderr, "cuda_ops_check: CPU backend: %s\n", cpu_err.msg);
             return 1;
         }
-        if (dlt_backend_cuda_create(&c.gpu, &cfg, err, sizeof(err)) != 0) {
-            printf("FAIL %-6s backend: %s\n", c.prec, err);
+        if (dlt_backend_cuda_create(&c.gpu, &cfg, dlt_err_fresh(&gpu_err)) != 0) {
+            printf("FAIL %-6s backend: %s\n", c.prec, gpu_err.msg);
             failed++;
             c.cpu->ops->destroy(c.cpu);
             continue;

@@ -33,9 +33,9 @@
 /* The trainer's one NCCL call path (nccl_call.h): errors with NCCL's own text. */
 #define CHECK_NCCL(x)                                                                                        \
     do {                                                                                                     \
-        char e_[512];                                                                                        \
-        if (dlt_nccl_settle(comm, (x), #x, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, e_, sizeof(e_))) { \
-            fprintf(stderr, "nccl_check: %s\n", e_);                                                         \
+        dlt_err e_ = DLT_ERR_INIT;                                                                           \
+        if (dlt_nccl_settle(comm, (x), #x, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, &e_)) {            \
+            fprintf(stderr, "nccl_check: %s\n", e_.msg);                                                     \
             return 1;                                                                                        \
         }                                                                                                    \
     } while (0)
@@ -94,22 +94,22 @@ int main(void)
     dltpmix_ctx *px = NULL;
     ncclComm_t comm = NULL;
     const dltpmix_info *in;
-    char err[1024];
+    dlt_err err = DLT_ERR_INIT;
     int ndev = 0, dev;
     float *buf, *host;
     cudaStream_t s;
     double t0, dt, expect, bytes;
     size_t bad = 0;
 
-    if (dltpmix_init(&px, NULL, err, sizeof(err))) {
-        fprintf(stderr, "nccl_check: %s\n", err);
+    if (dltpmix_init(&px, NULL, err.msg, sizeof(err.msg))) {
+        fprintf(stderr, "nccl_check: %s\n", err.msg);
         return 1;
     }
     in = dltpmix_get_info(px);
     CHECK_CUDA(cudaGetDeviceCount(&ndev));
     /* The trainer's rule: the plugin's GPU, else the local rank modulo the visible GPUs. */
-    if (dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, in->local_rank, ndev, &dev, err, sizeof(err))) {
-        fprintf(stderr, "nccl_check: %s\n", err);
+    if (dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, in->local_rank, ndev, &dev, dlt_err_fresh(&err))) {
+        fprintf(stderr, "nccl_check: %s\n", err.msg);
         return 1;
     }
     t0 = dlt_now();

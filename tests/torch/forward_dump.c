@@ -18,7 +18,7 @@ int main(int argc, char **argv)
     dlt_model_config cfg;
     dlt_backend *be = NULL;
     dlt_net net;
-    char err[1024];
+    dlt_err err = DLT_ERR_INIT;
     float *in = NULL, *logits = NULL;
     size_t nin, nout;
     FILE *f;
@@ -29,8 +29,8 @@ int main(int argc, char **argv)
     }
     memset(&cfg, 0, sizeof(cfg));
     cfg.width = 1.0f;
-    if (dlt_model_parse_arch(argv[1], &cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "forward_dump: %s\n", err);
+    if (dlt_model_parse_arch(argv[1], &cfg, dlt_err_fresh(&err)) != 0) {
+        fprintf(stderr, "forward_dump: %s\n", err.msg);
         return 2;
     }
     cfg.classes = atoi(argv[2]);
@@ -45,12 +45,12 @@ int main(int argc, char **argv)
         return 1;
     }
     fclose(f);
-    if (dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)) != 0 ||
-        dlt_net_create(&net, &cfg, be, err, sizeof(err)) != 0 ||
-        dlt_checkpoint_load(&net, argv[4], NULL, err, sizeof(err)) != 0 || dlt_net_upload(&net) != 0 ||
+    if (dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)) != 0 ||
+        dlt_net_create(&net, &cfg, be, dlt_err_fresh(&err)) != 0 ||
+        dlt_checkpoint_load(&net, argv[4], NULL, dlt_err_fresh(&err)) != 0 || dlt_net_upload(&net) != 0 ||
         be->ops->act_from_float(be, dlt_net_input(&net), in, nin) != 0 || dlt_net_forward(&net, 0) != 0 ||
         be->ops->act_to_float(be, logits, dlt_net_logits(&net), nout) != 0) {
-        fprintf(stderr, "forward_dump: %s\n", err);
+        fprintf(stderr, "forward_dump: %s\n", err.msg);
         return 1;
     }
     if (!(f = fopen(argv[7], "wb")) || fwrite(logits, sizeof(float), nout, f) != nout || fclose(f) != 0) {

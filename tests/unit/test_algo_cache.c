@@ -54,49 +54,50 @@ static dlt_algo_key _key(void)
 
 static void test_round_trip_and_misses(void **state)
 {
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     dlt_algo_key k = _key(), other;
     dlt_algo_choice c = {1, 1, 4, 2, 1, 5, 1}, got;
     int damaged = -1;
     (void)state;
     /* No file yet: an empty cache, not an error. */
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, err, sizeof(err)), 0);
-    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, dlt_err_fresh(&err)), 0);
     memset(&got, 0xff, sizeof(got));
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, err, sizeof(err)), 1);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, dlt_err_fresh(&err)), 1);
     assert_memory_equal(&got, &c, sizeof(c));
     assert_int_equal(damaged, 0);
     /* Each part of the key matters. */
     other = k; other.library = 92000;
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     other = k; snprintf(other.device, sizeof(other.device), "NVIDIA H100 80GB HBM3");
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     other = k; other.deterministic = 1;
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     other = k; other.dtype = 1;
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     other = k; other.s.n = 128;
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     other = k; other.channels = 4;
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     other = k; other.ws_limit = 1;
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     /* A later line of the same key wins (a rerun that searched again). */
     c.fwd = 7;
-    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, err, sizeof(err)), 0);
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, NULL, err, sizeof(err)), 1);
+    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, NULL, dlt_err_fresh(&err)), 1);
     assert_int_equal(got.fwd, 7);
 }
 
 static void test_damaged_lines(void **state)
 {
-    char err[256], line[1024];
+    dlt_err err = DLT_ERR_INIT;
+    char line[1024];
     dlt_algo_key k = _key();
     dlt_algo_choice c = {1, 1, 4, 2, 1, 5, 1}, got;
     int damaged = 0;
     FILE *f;
     (void)state;
-    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, dlt_err_fresh(&err)), 0);
     f = fopen(g_path, "r");
     assert_non_null(f);
     assert_non_null(fgets(line, sizeof(line), f));
@@ -109,31 +110,31 @@ static void test_damaged_lines(void **state)
     fprintf(f, "not a cache line\n# a comment\n\n");
     fprintf(f, "%.*s", (int)(strlen(line) - 5), line);
     fclose(f);
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, err, sizeof(err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, dlt_err_fresh(&err)), 0);
     assert_int_equal(damaged, 4);
     /* A good line appended after the damage is found (the torn tail joins it: that one is lost,
      * the next is whole). */
-    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, err, sizeof(err)), 0);
-    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, err, sizeof(err)), 0);
-    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, err, sizeof(err)), 1);
+    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, &damaged, dlt_err_fresh(&err)), 1);
     assert_memory_equal(&got, &c, sizeof(c));
 }
 
 static void test_unusable_file(void **state)
 {
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     dlt_algo_key k = _key();
     dlt_algo_choice c = {0}, got;
     (void)state;
     /* A directory is no cache file: reading and writing say which path and why. */
-    assert_int_equal(dlt_algo_cache_store("/tmp", &k, &c, err, sizeof(err)), -EISDIR);
-    assert_non_null(strstr(err, "--cudnn-cache /tmp"));
-    assert_true(dlt_algo_cache_store("/nonexistent-dir/x", &k, &c, err, sizeof(err)) == -ENOENT);
+    assert_int_equal(dlt_algo_cache_store("/tmp", &k, &c, dlt_err_fresh(&err)), -EISDIR);
+    assert_non_null(strstr(err.msg, "--cudnn-cache /tmp"));
+    assert_true(dlt_algo_cache_store("/nonexistent-dir/x", &k, &c, dlt_err_fresh(&err)) == -ENOENT);
     if (getuid() != 0) {
-        assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, err, sizeof(err)), 0);
+        assert_int_equal(dlt_algo_cache_store(g_path, &k, &c, dlt_err_fresh(&err)), 0);
         chmod(g_path, 0);
-        assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, NULL, err, sizeof(err)), -EACCES);
-        assert_non_null(strstr(err, g_path));
+        assert_int_equal(dlt_algo_cache_lookup(g_path, &k, &got, NULL, dlt_err_fresh(&err)), -EACCES);
+        assert_non_null(strstr(err.msg, g_path));
     }
 }
 

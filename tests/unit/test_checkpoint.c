@@ -28,11 +28,11 @@ typedef struct {
 static void _open(_model *m, const char *arch, int classes, uint64_t seed)
 {
     dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = classes, .batch = 2};
-    char err[512];
-    assert_int_equal(dlt_model_parse_arch(arch, &cfg, err, sizeof(err)), 0);
-    assert_int_equal(dlt_backend_cpu_create(&m->be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    if (dlt_net_create(&m->net, &cfg, m->be, err, sizeof(err)) != 0)
-        fail_msg("%s", err);
+    dlt_err err = DLT_ERR_INIT;
+    assert_int_equal(dlt_model_parse_arch(arch, &cfg, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&m->be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
+    if (dlt_net_create(&m->net, &cfg, m->be, dlt_err_fresh(&err)) != 0)
+        fail_msg("%s", err.msg);
     dlt_net_init_params(&m->net, seed, 1);
     /* Every buffer a checkpoint carries gets values a fresh network does not have. */
     for (size_t i = 0; i < m->net.model.nparams; i++)
@@ -80,9 +80,9 @@ static dlt_train_state _state(int64_t step)
 static void _save(_model *m, const char *dir, int64_t step, char *path, size_t len)
 {
     dlt_train_state st = _state(step);
-    char err[512];
-    if (dlt_checkpoint_save(&m->net, &st, dir, path, len, err, sizeof(err)) != 0)
-        fail_msg("save: %s", err);
+    dlt_err err = DLT_ERR_INIT;
+    if (dlt_checkpoint_save(&m->net, &st, dir, path, len, dlt_err_fresh(&err)) != 0)
+        fail_msg("save: %s", err.msg);
 }
 
 /* Changes one byte of a file, at offset from its end when from_end, else from its start. */
@@ -101,7 +101,8 @@ static void _flip(const char *path, long off, int from_end)
 static void test_round_trip(void **state)
 {
     _model a, b;
-    char *dir = _tmpdir(), path[512], want[600], err[512], *names = NULL;
+    char *dir = _tmpdir(), path[512], want[600], *names = NULL;
+    dlt_err err = DLT_ERR_INIT;
     dlt_train_state st;
     (void)state;
     _open(&a, "resnet18", 5, 1);
@@ -113,8 +114,8 @@ static void test_round_trip(void **state)
     assert_int_equal(access(want, R_OK), 0);
     assert_non_null(strstr(want, "/ckpt-00000120.state.safetensors"));
     memset(&st, 0, sizeof(st));
-    if (dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)) != 0)
-        fail_msg("load: %s", err);
+    if (dlt_checkpoint_load(&b.net, path, &st, dlt_err_fresh(&err)) != 0)
+        fail_msg("load: %s", err.msg);
     assert_memory_equal(b.net.params, a.net.params, a.net.model.nparams * sizeof(float));
     assert_memory_equal(b.net.momentum, a.net.momentum, a.net.model.nparams * sizeof(float));
     assert_memory_equal(b.net.stats, a.net.stats, a.net.model.nstats * sizeof(float));
@@ -136,13 +137,14 @@ static void test_round_trip(void **state)
 static void test_verify_names_the_damage(void **state)
 {
     _model a;
-    char *dir = _tmpdir(), path[512], spath[600], err[1024], cmd[2048];
+    char *dir = _tmpdir(), path[512], spath[600], cmd[2048];
+    dlt_err err = DLT_ERR_INIT;
     dlt_checkpoint_info info;
     (void)state;
     _open(&a, "resnet18", 5, 1);
     _save(&a, dir, 7, path, sizeof(path));
     assert_int_equal(dlt_checkpoint_state_path(path, spath, sizeof(spath)), 0);
-    assert_int_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_verify(path, &info, dlt_err_fresh(&err)), 0);
     assert_int_equal(info.verified, 1);
     assert_int_equal(info.state_data_verified, 1);
     assert_int_equal(info.tensors, a.net.model.nentries);
@@ -153,36 +155,36 @@ static void test_verify_names_the_damage(void **state)
 
     /* One byte of the model file's data changed: its CRC no longer matches the state file's. */
     _flip(path, 3, 1);
-    assert_int_not_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "CRC-32"));
-    assert_non_null(strstr(err, "changed or damaged"));
+    assert_int_not_equal(dlt_checkpoint_verify(path, &info, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "CRC-32"));
+    assert_non_null(strstr(err.msg, "changed or damaged"));
     _flip(path, 3, 1);
-    assert_int_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_verify(path, &info, dlt_err_fresh(&err)), 0);
 
     /* Cut short: called truncated, with both sizes. */
     snprintf(cmd, sizeof(cmd), "cp '%s' '%s.keep' && truncate -s -100 '%s'", path, path, path);
     assert_int_equal(system(cmd), 0);
-    assert_int_not_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "truncated"));
+    assert_int_not_equal(dlt_checkpoint_verify(path, &info, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "truncated"));
     snprintf(cmd, sizeof(cmd), "mv '%s.keep' '%s'", path, path);
     assert_int_equal(system(cmd), 0);
 
     /* The state file's own data damaged: refused before anything it records is believed. */
     _flip(spath, 2, 1);
-    assert_int_not_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "the state file was damaged"));
+    assert_int_not_equal(dlt_checkpoint_verify(path, &info, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "the state file was damaged"));
     {
         _model b;
         dlt_train_state st;
         _open(&b, "resnet18", 5, 2);
-        assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)), 0);
-        assert_non_null(strstr(err, "the state file was damaged"));
+        assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, dlt_err_fresh(&err)), 0);
+        assert_non_null(strstr(err.msg, "the state file was damaged"));
         _close(&b);
     }
 
     /* Without a state file: readable, not verified, not an error. */
     assert_int_equal(unlink(spath), 0);
-    assert_int_equal(dlt_checkpoint_verify(path, &info, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_verify(path, &info, dlt_err_fresh(&err)), 0);
     assert_int_equal(info.verified, 0);
     assert_int_equal(info.step, -1);
     assert_int_equal(info.tensors, a.net.model.nentries);
@@ -193,7 +195,8 @@ static void test_verify_names_the_damage(void **state)
 static void test_load_refuses_another_model(void **state)
 {
     _model a, b;
-    char *dir = _tmpdir(), path[512], err[1024];
+    char *dir = _tmpdir(), path[512];
+    dlt_err err = DLT_ERR_INIT;
     float *before;
     dlt_train_state st;
     (void)state;
@@ -202,16 +205,16 @@ static void test_load_refuses_another_model(void **state)
     _save(&a, dir, 3, path, sizeof(path));
     before = malloc(b.net.model.nparams * sizeof(float));
     memcpy(before, b.net.params, b.net.model.nparams * sizeof(float));
-    assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "has no tensor layer1.2."));
+    assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "has no tensor layer1.2."));
     assert_memory_equal(b.net.params, before, b.net.model.nparams * sizeof(float));
     free(before);
     _close(&b);
     /* The same architecture with another class count: the classifier's shape is named. */
     _open(&b, "resnet18", 7, 2);
-    assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "tensor fc.weight is F32 [5,"));
-    assert_non_null(strstr(err, "this model needs F32 [7,"));
+    assert_int_not_equal(dlt_checkpoint_load(&b.net, path, &st, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "tensor fc.weight is F32 [5,"));
+    assert_non_null(strstr(err.msg, "this model needs F32 [7,"));
     _close(&b);
     _close(&a);
     _rmdir(dir);
@@ -220,7 +223,8 @@ static void test_load_refuses_another_model(void **state)
 static void test_init_weights_keep_another_classifier(void **state)
 {
     _model a, b;
-    char *dir = _tmpdir(), path[512], err[1024];
+    char *dir = _tmpdir(), path[512];
+    dlt_err err = DLT_ERR_INIT;
     int fc_classes = -1;
     float *fc_before;
     size_t fc_off = 0, fc_len = 0;
@@ -234,8 +238,8 @@ static void test_init_weights_keep_another_classifier(void **state)
     assert_true(fc_len > 0);
     fc_before = malloc(fc_len * sizeof(float));
     memcpy(fc_before, b.net.params + fc_off, fc_len * sizeof(float));
-    if (dlt_checkpoint_load_init(&b.net, path, &fc_classes, err, sizeof(err)) != 0)
-        fail_msg("load_init: %s", err);
+    if (dlt_checkpoint_load_init(&b.net, path, &fc_classes, dlt_err_fresh(&err)) != 0)
+        fail_msg("load_init: %s", err.msg);
     assert_int_equal(fc_classes, 5);
     assert_memory_equal(b.net.params + fc_off, fc_before, fc_len * sizeof(float));
     /* Everything but the classifier is the file's. */
@@ -249,7 +253,7 @@ static void test_init_weights_keep_another_classifier(void **state)
     _close(&b);
     /* The same class count: fc_classes 0, all of it loaded. */
     _open(&b, "resnet18", 5, 2);
-    assert_int_equal(dlt_checkpoint_load_init(&b.net, path, &fc_classes, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_load_init(&b.net, path, &fc_classes, dlt_err_fresh(&err)), 0);
     assert_int_equal(fc_classes, 0);
     assert_memory_equal(b.net.params, a.net.params, a.net.model.nparams * sizeof(float));
     _close(&b);
@@ -260,12 +264,13 @@ static void test_init_weights_keep_another_classifier(void **state)
 static void test_scan_picks_the_newest_valid(void **state)
 {
     _model a;
-    char *dir = _tmpdir(), path[512], p20[512], p30[512], s40[600], err[1024], cmd[2048];
+    char *dir = _tmpdir(), path[512], p20[512], p30[512], s40[600], cmd[2048];
+    dlt_err err = DLT_ERR_INIT;
     dlt_checkpoint_scan s;
     (void)state;
     /* A directory that is not there has no checkpoint; that is not an error. */
     snprintf(path, sizeof(path), "%s/none", dir);
-    assert_int_equal(dlt_checkpoint_scan_dir(path, &s, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_scan_dir(path, &s, dlt_err_fresh(&err)), 0);
     assert_int_equal(s.candidates, 0);
     assert_int_equal(s.found, 0);
     assert_int_equal(dlt_checkpoint_dir_max_step(path), -1);
@@ -283,7 +288,7 @@ static void test_scan_picks_the_newest_valid(void **state)
     snprintf(cmd, sizeof(cmd), "touch '%s/ckpt-x.safetensors' '%s/notes.txt'", dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(dlt_checkpoint_dir_max_step(dir), 40);
-    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, dlt_err_fresh(&err)), 0);
     assert_int_equal(s.candidates, 4);
     assert_int_equal(s.found, 1);
     assert_int_equal(s.step, 10);
@@ -299,7 +304,7 @@ static void test_scan_picks_the_newest_valid(void **state)
     /* None valid: found 0, every one refused. */
     snprintf(cmd, sizeof(cmd), "rm '%s/ckpt-00000010.state.safetensors'", dir);
     assert_int_equal(system(cmd), 0);
-    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err)), 0);
+    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, dlt_err_fresh(&err)), 0);
     assert_int_equal(s.found, 0);
     assert_int_equal(s.refused, 4);
     _close(&a);

@@ -113,17 +113,17 @@ static void test_epochs_only_under_cosine(void **state)
 
 static void test_override_names_checked(void **state)
 {
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
-    assert_int_equal(dlt_resume_override_check("batch,lr,ranks", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("batch,foo", err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "unknown setting 'foo'"));
-    assert_int_not_equal(dlt_resume_override_check("classes", err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "classes cannot change on resume"));
-    assert_int_not_equal(dlt_resume_override_check("image-size", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("batch,", err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_resume_override_check("batch,,lr", err, sizeof(err)), 0);
+    assert_int_equal(dlt_resume_override_check("batch,lr,ranks", dlt_err_fresh(&err)), 0);
+    assert_int_not_equal(dlt_resume_override_check("batch,foo", dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "unknown setting 'foo'"));
+    assert_int_not_equal(dlt_resume_override_check("classes", dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "classes cannot change on resume"));
+    assert_int_not_equal(dlt_resume_override_check("image-size", dlt_err_fresh(&err)), 0);
+    assert_int_not_equal(dlt_resume_override_check("", dlt_err_fresh(&err)), 0);
+    assert_int_not_equal(dlt_resume_override_check("batch,", dlt_err_fresh(&err)), 0);
+    assert_int_not_equal(dlt_resume_override_check("batch,,lr", dlt_err_fresh(&err)), 0);
 }
 
 int main(void)

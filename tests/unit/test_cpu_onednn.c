@@ -112,9 +112,9 @@ static const dlt_conv_shape g_conv_cases[] = {
 static void test_conv_fp32(void **state)
 {
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     for (size_t i = 0; i < sizeof(g_conv_cases) / sizeof(g_conv_cases[0]); i++)
         _conv_case(be, g_conv_cases[i], 1e-4);
     be->ops->destroy(be);
@@ -123,14 +123,14 @@ static void test_conv_fp32(void **state)
 static void test_conv_bf16(void **state)
 {
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     if (!dlt_backend_cpu_has_bf16()) {
-        assert_int_not_equal(dlt_backend_cpu_create(&be, DLT_PREC_BF16, err, sizeof(err)), 0);
-        assert_non_null(strstr(err, "AVX512-BF16"));
+        assert_int_not_equal(dlt_backend_cpu_create(&be, DLT_PREC_BF16, dlt_err_fresh(&err)), 0);
+        assert_non_null(strstr(err.msg, "AVX512-BF16"));
         return; /* refusal checked: no bf16 kernels on this CPU */
     }
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_BF16, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_BF16, dlt_err_fresh(&err)), 0);
     for (size_t i = 0; i < sizeof(g_conv_cases) / sizeof(g_conv_cases[0]); i++)
         _conv_case(be, g_conv_cases[i], 1.5e-2);
     be->ops->destroy(be);
@@ -140,14 +140,14 @@ static void test_batchnorm(void **state)
 {
     dlt_backend *be;
     dlt_op *op;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     const dlt_act_shape s = {4, 6, 5, 3};
     const size_t n = (size_t)s.n * s.h * s.w * s.c, per = n / s.c;
     const float eps = 1e-5f;
     float *x, *g, *b, *y, *mean, *var, *dy, *dx, *dg, *db, *yi;
     double *ry, *rdx, rdg[6], rdb[6], rm[6], rv[6], *ryi;
     (void)state;
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_equal(be->ops->bn_plan(be, &s, eps, &op), 0);
     x = _rand(n, 2.f);
     g = _rand(s.c, 1.f);
@@ -202,7 +202,7 @@ static void test_maxpool(void **state)
 {
     dlt_backend *be;
     dlt_op *op;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     const dlt_act_shape s = {2, 5, 9, 8};
     int oh = dlt_out_size(s.h, 3, 2, 1), ow = dlt_out_size(s.w, 3, 2, 1);
     size_t xn = (size_t)s.n * s.h * s.w * s.c, yn = (size_t)s.n * oh * ow * s.c;
@@ -226,7 +226,7 @@ static void test_maxpool(void **state)
                     ry[X(n, i, j, c, s.c, oh, ow)] = best;
                     rdx[arg] += dy[X(n, i, j, c, s.c, oh, ow)];
                 }
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_equal(be->ops->maxpool_plan(be, &s, 3, 2, 1, &op), 0);
     assert_int_equal(be->ops->maxpool_fwd(be, op, x, y), 0);
     assert_int_equal(be->ops->maxpool_bwd(be, op, dy, dx), 0);
@@ -240,7 +240,7 @@ static void test_maxpool(void **state)
 static void test_avgpool_gemm_eltwise(void **state)
 {
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     const dlt_act_shape s = {3, 7, 4, 5};
     size_t xn = (size_t)s.n * s.h * s.w * s.c, yn = (size_t)s.n * s.c;
     float *x = _rand(xn, 1.f), *dy = _rand(yn, 1.f), *y = _poisoned(yn), *dx = _poisoned(xn);
@@ -257,7 +257,7 @@ static void test_avgpool_gemm_eltwise(void **state)
                 ry[(size_t)i * s.c + c] += x[((size_t)i * s.h * s.w + p) * s.c + c] / (double)(s.h * s.w);
                 rdx[((size_t)i * s.h * s.w + p) * s.c + c] = dy[(size_t)i * s.c + c] / (double)(s.h * s.w);
             }
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_equal(be->ops->avgpool_fwd(be, &s, x, y), 0);
     assert_int_equal(be->ops->avgpool_bwd(be, &s, dy, dx), 0);
     assert_true(_rel_err(y, ry, yn) < 1e-6);
@@ -289,7 +289,7 @@ static void test_avgpool_gemm_eltwise(void **state)
 static void test_softmax_xent(void **state)
 {
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     const int n = 6, k = 9;
     const float eps = 0.1f;
     float *z = _rand((size_t)n * k, 4.f), *dz = _poisoned((size_t)n * k);
@@ -314,7 +314,7 @@ static void test_softmax_xent(void **state)
         r1 += rank < 1;
         r5 += rank < 5;
     }
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_equal(be->ops->results_reset(be), 0);
     assert_int_equal(be->ops->softmax_xent(be, z, labels, n, k, eps, 1.f, dz), 0);
     assert_int_equal(be->ops->results_read(be, res), 0);
@@ -356,7 +356,7 @@ static void test_softmax_xent(void **state)
 static void test_sgd_and_input(void **state)
 {
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     float *w = _rand(50, 1.f), *v = _rand(50, 0.1f), *g = _rand(50, 1.f), w0[50], v0[50];
     const dlt_param_segment segs[3] = {{0, 20, 0}, {20, 7, 1}, {27, 23, 0}};
     double rw[50], rv[50];
@@ -370,7 +370,7 @@ static void test_sgd_and_input(void **state)
         rv[i] = 0.9 * v[i] + d;
         rw[i] = w[i] - 0.1 * rv[i];
     }
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_not_equal(be->ops->sgd_plan(be, w, 50, gap, 2), 0); /* segments must tile the buffer */
     assert_int_equal(be->ops->sgd_plan(be, w, 50, segs, 3), 0);
     assert_int_equal(be->ops->results_reset(be), 0);
@@ -408,7 +408,7 @@ static void test_fc_stats_finite(void **state)
 {
     enum { N = 5, C = 7, K = 4 };
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     float *x = _rand(N * C, 1.f), *w = _rand(K * C, 1.f), *b = _rand(K, 1.f), *dy = _rand(N * K, 1.f);
     float *y = _poisoned(N * K), *dx = _poisoned(N * C), *dw = _poisoned(K * C), *db = _poisoned(K);
     double ry[N * K], rdx[N * C], rdw[K * C], rdb[K];
@@ -440,7 +440,7 @@ static void test_fc_stats_finite(void **state)
             rdw[k * C + c] = a;
         }
     }
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_equal(be->ops->fc_fwd(be, x, w, b, y, N, C, K), 0);
     assert_true(_rel_err(y, ry, N * K) < 1e-6);
     assert_int_equal(be->ops->fc_bwd(be, x, w, dy, dx, dw, db, N, C, K), 0);
@@ -467,9 +467,9 @@ static void test_fc_stats_finite(void **state)
     /* fp16 and tf32 are GPU precisions: the CPU backend refuses them by name. */
     {
         dlt_backend *refused = NULL;
-        assert_int_not_equal(dlt_backend_cpu_create(&refused, DLT_PREC_FP16, err, sizeof(err)), 0);
+        assert_int_not_equal(dlt_backend_cpu_create(&refused, DLT_PREC_FP16, dlt_err_fresh(&err)), 0);
         assert_null(refused);
-        assert_non_null(strstr(err, "CUDA"));
+        assert_non_null(strstr(err.msg, "CUDA"));
     }
     be->ops->destroy(be);
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
@@ -479,12 +479,12 @@ static void test_fc_stats_finite(void **state)
 static void test_checksum(void **state)
 {
     dlt_backend *be;
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     const size_t n = 10007;
     float *x = _rand(n, 3.f);
     double got = 0, by_class[7] = {0}, ref = 0;
     (void)state;
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
     assert_int_equal(be->ops->checksum(be, x, n, &got), 0);
     for (size_t i = 0; i < n; i++)
         by_class[i % 7] += (double)x[i];

@@ -39,7 +39,8 @@ char *__wrap_strdup(const char *s)
 static void test_folder_and_recordio(void **state)
 {
     static const char *const classes[] = {"b", "A", "a", "n01440764"};
-    char root[512], rec[512], name[1024], err[512];
+    char root[512], rec[512], name[1024];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds, *rs;
     uint8_t *buf = NULL, *buf2 = NULL;
     size_t cap = 0, cap2 = 0, len, len2;
@@ -48,7 +49,7 @@ static void test_folder_and_recordio(void **state)
     (void)state;
     snprintf(root, sizeof(root), "%s/folder", g_dir);
     dlt_test_make_folder(root, classes, 4, 3, 0);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_classes(ds), 4);
     assert_int_equal(dlt_dataset_count(ds), 12);
     /* torchvision: sorted(os.scandir names) = code point order. */
@@ -56,23 +57,23 @@ static void test_folder_and_recordio(void **state)
     assert_string_equal(dlt_dataset_class_name(ds, 1), "a");
     assert_string_equal(dlt_dataset_class_name(ds, 2), "b");
     assert_string_equal(dlt_dataset_class_name(ds, 3), "n01440764");
-    assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
     assert_int_equal(label, 0);
     assert_non_null(strstr(name, "/A/img00.JPEG"));
 
     snprintf(rec, sizeof(rec), "%s/data.rec", g_dir);
-    assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_recordio_create(&w, rec, dlt_err_fresh(&err)), 0);
     for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
-        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
-        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)label, buf, len, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)label, buf, len, dlt_err_fresh(&err)), 0);
     }
-    assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
-    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_recordio_close(&w, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(rs), 12);
     assert_int_equal(dlt_dataset_classes(rs), 4);
     for (int64_t i = 0; i < 12; i++) {
-        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
-        assert_int_equal(dlt_dataset_read(rs, i, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, i, &buf2, &cap2, &len2, &label2, name, sizeof(name), dlt_err_fresh(&err)), 0);
         assert_int_equal(len, len2);
         assert_int_equal(label, label2);
         assert_memory_equal(buf, buf2, len);
@@ -110,8 +111,8 @@ static void test_folder_and_recordio(void **state)
         snprintf(idx, sizeof(idx), "%s/split.idx", g_dir);
         dlt_test_write(rec2, file, o);
         dlt_test_write(idx, "0\t0\n", 4);
-        assert_int_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
-        assert_int_equal(dlt_dataset_read(rs, 0, &buf2, &cap2, &len2, &label2, name, sizeof(name), err, sizeof(err)),
+        assert_int_equal(dlt_dataset_open_recordio(&rs, rec2, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, 0, &buf2, &cap2, &len2, &label2, name, sizeof(name), dlt_err_fresh(&err)),
                          0);
         assert_int_equal(label2, 2);
         assert_int_equal(len2, 8 + 4 + 4 + 4 + 3); /* a | magic | b | magic | c */
@@ -123,8 +124,8 @@ static void test_folder_and_recordio(void **state)
         /* A bad magic is refused when the pair is opened, with the index line and the offset. */
         file[0] ^= 1;
         dlt_test_write(rec2, file, o);
-        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec2, err, sizeof(err)), 0);
-        assert_non_null(strstr(err, "line 1: no record starts at offset 0"));
+        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec2, dlt_err_fresh(&err)), 0);
+        assert_non_null(strstr(err.msg, "line 1: no record starts at offset 0"));
     }
     free(buf);
     free(buf2);
@@ -135,7 +136,8 @@ static void test_folder_and_recordio(void **state)
  * the class count of every record's label. */
 static void test_recordio_index_damage(void **state)
 {
-    char rec[512], idx[512], err[512], text[4096];
+    char rec[512], idx[512], text[4096];
+    dlt_err err = DLT_ERR_INIT;
     uint64_t off[10];
     size_t o = 0, total;
     dlt_recordio_writer w;
@@ -146,15 +148,15 @@ static void test_recordio_index_damage(void **state)
     memset(img, 0x5a, sizeof(img));
     snprintf(rec, sizeof(rec), "%s/dmg.rec", g_dir);
     snprintf(idx, sizeof(idx), "%s/dmg.idx", g_dir);
-    assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_recordio_create(&w, rec, dlt_err_fresh(&err)), 0);
     for (int i = 0; i < 10; i++) {
         off[i] = w.offset;
-        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)(i % 5), img, sizeof(img) - (size_t)i, err,
-                                             sizeof(err)), 0);
+        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)(i % 5), img, sizeof(img) - (size_t)i,
+                                             dlt_err_fresh(&err)), 0);
     }
     total = w.offset;
-    assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
-    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+    assert_int_equal(dlt_recordio_close(&w, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(rs), 10);
     assert_int_equal(dlt_dataset_classes(rs), 5);
     dlt_dataset_close(rs);
@@ -163,45 +165,45 @@ static void test_recordio_index_damage(void **state)
     for (int i = 0; i < 10; i++)
         o += (size_t)snprintf(text + o, sizeof(text) - o, "%d\t%llu\n", i, (unsigned long long)off[i]);
     dlt_test_write(idx, text, o - 2);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 10: cut short"));
-    assert_non_null(strstr(err, "dmg.idx"));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 10: cut short"));
+    assert_non_null(strstr(err.msg, "dmg.idx"));
     /* A garbage line. */
     snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\nhello world\n", (unsigned long long)off[0],
              (unsigned long long)off[1]);
     dlt_test_write_str(idx, text);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 3: 'hello world' is not \"KEY<TAB>OFFSET\""));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 3: 'hello world' is not \"KEY<TAB>OFFSET\""));
     /* A duplicated offset (the same record twice). */
     snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n2\t%llu\n", (unsigned long long)off[0],
              (unsigned long long)off[1], (unsigned long long)off[1]);
     dlt_test_write_str(idx, text);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 3: the same offset as the line before"));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 3: the same offset as the line before"));
     /* Lines out of order. */
     snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n", (unsigned long long)off[1], (unsigned long long)off[0]);
     dlt_test_write_str(idx, text);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 2: before the end of the record"));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 2: before the end of the record"));
     /* An offset inside a record (no magic there). */
     snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n", (unsigned long long)off[0], (unsigned long long)off[1] + 4);
     dlt_test_write_str(idx, text);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 2: no record starts at offset"));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 2: no record starts at offset"));
     /* The whole index, the .rec cut in the 7th record: refused at line 7, not "3 classes". */
     o = 0;
     for (int i = 0; i < 10; i++)
         o += (size_t)snprintf(text + o, sizeof(text) - o, "%d\t%llu\n", i, (unsigned long long)off[i]);
     dlt_test_write(idx, text, o);
     assert_int_equal(truncate(rec, (off_t)(off[6] + 40)), 0);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 7: the record at offset"));
-    assert_non_null(strstr(err, "the .rec was truncated"));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 7: the record at offset"));
+    assert_non_null(strstr(err.msg, "the .rec was truncated"));
     /* Cut between records: the offsets past the end are named. */
     assert_int_equal(truncate(rec, (off_t)off[3]), 0);
-    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "line 4: offset"));
-    assert_non_null(strstr(err, "past the end of the .rec"));
+    assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "line 4: offset"));
+    assert_non_null(strstr(err.msg, "past the end of the .rec"));
     (void)total;
     f = fopen(rec, "rb");
     assert_non_null(f);
@@ -215,7 +217,8 @@ static void test_recordio_index_damage(void **state)
 static void test_folder_left_out(void **state)
 {
     static const char *const classes[] = {"c0", "c1", "c2"};
-    char root[512], p[700], q[700], err[512], what[2048];
+    char root[512], p[700], q[700], what[2048];
+    dlt_err err = DLT_ERR_INIT;
     const dlt_dataset_left_out *lo;
     dlt_dataset *ds;
     (void)state;
@@ -227,7 +230,7 @@ static void test_folder_left_out(void **state)
     dlt_test_write(p, "png", 3);
     snprintf(p, sizeof(p), "%s/c2/gone.JPEG", root);
     assert_int_equal(symlink("/nonexistent/x.JPEG", p), 0);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(ds), 6);
     lo = dlt_dataset_left(ds);
     assert_non_null(lo);
@@ -243,9 +246,9 @@ static void test_folder_left_out(void **state)
     /* A class folder with no JPEG in it. */
     snprintf(p, sizeof(p), "%s/c3", root);
     mkdir(p, 0755);
-    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "class folder"));
-    assert_non_null(strstr(err, "leftout/c3 holds no .JPEG/.jpg images"));
+    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "class folder"));
+    assert_non_null(strstr(err.msg, "leftout/c3 holds no .JPEG/.jpg images"));
 
     /* A flat folder and a labels file: one line names a missing file, one image has no line. */
     snprintf(root, sizeof(root), "%s/flat", g_dir);
@@ -259,7 +262,7 @@ static void test_folder_left_out(void **state)
     }
     snprintf(q, sizeof(q), "%s/flat.txt", g_dir);
     dlt_test_write_str(q, "i0.JPEG a\ni1.JPEG b\ni2.JPEG a\nnothere.JPEG b\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(ds), 3);
     assert_int_equal(dlt_dataset_classes(ds), 2);
     lo = dlt_dataset_left(ds);
@@ -275,7 +278,7 @@ static void test_folder_left_out(void **state)
         size_t cap = 0, len;
         int32_t label;
         char name[1024];
-        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
         free(buf);
     }
     dlt_dataset_close(ds);
@@ -286,7 +289,8 @@ static void test_folder_left_out(void **state)
  * are each refused with their own reason (none gives a smaller data set or another message). */
 static void test_labels_file(void **state)
 {
-    char root[512], p[700], q[700], err[512], name[1024], longline[1200];
+    char root[512], p[700], q[700], name[1024], longline[1200];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     uint8_t *buf = NULL;
     size_t cap = 0, len;
@@ -303,43 +307,43 @@ static void test_labels_file(void **state)
     }
     snprintf(q, sizeof(q), "%s/labels.txt", g_dir);
     dlt_test_write_str(q, "# file class\n\nx0.jpg zebra\n  x1.jpg ant\nx2.jpg zebra\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(ds), 3);
     assert_int_equal(dlt_dataset_classes(ds), 2);
     assert_string_equal(dlt_dataset_class_name(ds, 0), "ant");
     assert_string_equal(dlt_dataset_class_name(ds, 1), "zebra");
     for (int64_t i = 0; i < 3; i++) {
-        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
         assert_int_equal(label, strstr(name, "x1.jpg") ? 0 : 1);
     }
     free(buf);
     dlt_dataset_close(ds);
 
     dlt_test_write_str(q, "x0.jpg zebra\nx1.jpg ant extra\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "line 2: 'x1.jpg ant extra' is not \"FILENAME CLASS\""));
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "line 2: 'x1.jpg ant extra' is not \"FILENAME CLASS\""));
     memset(longline, 'a', sizeof(longline) - 2);
     longline[sizeof(longline) - 2] = '\n';
     longline[sizeof(longline) - 1] = '\0';
     dlt_test_write_str(q, longline);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "line 1: longer than 1022 characters"));
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "line 1: longer than 1022 characters"));
     dlt_test_write_str(q, "x0.jpg zebra\nx1.jpg ant\nx0.jpg ant\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "lists x0.jpg more than once"));
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "lists x0.jpg more than once"));
     dlt_test_write_str(q, "# nothing\n\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "lists no \"FILENAME CLASS\" lines"));
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "lists no \"FILENAME CLASS\" lines"));
     /* Lines there, files not: said so, not "no lines". */
     dlt_test_write_str(q, "gone0.jpg zebra\ngone1.jpg ant\n");
-    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, q, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "none of the 2 file(s) labels file"));
-    assert_non_null(strstr(err, "(first: gone0.jpg)"));
+    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, q, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "none of the 2 file(s) labels file"));
+    assert_non_null(strstr(err.msg, "(first: gone0.jpg)"));
     /* A read error (a regular file that cannot be read: /proc/self/mem at offset 0) is not an
      * empty or shorter list. */
     if (access("/proc/self/mem", R_OK) == 0) {
-        assert_int_equal(dlt_dataset_open_folder(&ds, root, "/proc/self/mem", err, sizeof(err)), -EIO);
-        assert_non_null(strstr(err, "reading labels file /proc/self/mem after line 0"));
+        assert_int_equal(dlt_dataset_open_folder(&ds, root, "/proc/self/mem", dlt_err_fresh(&err)), -EIO);
+        assert_non_null(strstr(err.msg, "reading labels file /proc/self/mem after line 0"));
     }
 }
 
@@ -349,7 +353,8 @@ static void test_labels_file(void **state)
 static void test_folder_out_of_memory(void **state)
 {
     static const char *const classes[] = {"c0", "c1", "c2"};
-    char root[512], flat[512], q[700], p[700], err[512];
+    char root[512], flat[512], q[700], p[700];
+    dlt_err err = DLT_ERR_INIT;
     const char *labels[2] = {NULL, q};
     const char *roots[2] = {root, flat};
     dlt_dataset *ds;
@@ -362,18 +367,18 @@ static void test_folder_out_of_memory(void **state)
     for (int kind = 0; kind < 2; kind++) {
         long calls;
         g_strdup_calls = 0;
-        assert_int_equal(dlt_dataset_open_folder(&ds, roots[kind], labels[kind], err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_open_folder(&ds, roots[kind], labels[kind], dlt_err_fresh(&err)), 0);
         dlt_dataset_close(ds);
         calls = g_strdup_calls;
         assert_true(calls >= 9);
         for (long k = 0; k < calls; k++) {
             int rc;
             g_strdup_fail = k;
-            rc = dlt_dataset_open_folder(&ds, roots[kind], labels[kind], err, sizeof(err));
+            rc = dlt_dataset_open_folder(&ds, roots[kind], labels[kind], dlt_err_fresh(&err));
             g_strdup_fail = -1;
-            snprintf(p, sizeof(p), "%s: copy %ld of %ld failing: rc %d (%s)", kind ? "labels file" : "class folders",
-                     k, calls, rc, rc ? err : "opened");
-            if (rc != -ENOMEM || !strstr(err, "out of memory")) {
+            snprintf(p, sizeof(p), "%s: copy %ld of %ld failing: rc %d (%.500s)", kind ? "labels file" : "class folders",
+                     k, calls, rc, rc ? err.msg : "opened");
+            if (rc != -ENOMEM || !strstr(err.msg, "out of memory")) {
                 if (rc == 0)
                     dlt_dataset_close(ds);
                 fail_msg("%s", p);
@@ -388,7 +393,8 @@ static void test_folder_out_of_memory(void **state)
 static void test_map_classes(void **state)
 {
     static const char *const val_classes[] = {"c", "a"};
-    char root[512], p[700], err[512], note[512], name[1024];
+    char root[512], p[700], note[512], name[1024];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     uint8_t *buf = NULL;
     size_t cap = 0, len;
@@ -397,38 +403,38 @@ static void test_map_classes(void **state)
     (void)state;
     snprintf(root, sizeof(root), "%s/mapval", g_dir);
     dlt_test_make_folder(root, val_classes, 2, 2, 0);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     list = dlt_dataset_class_list(ds);
     assert_string_equal(list, "a\nc");
     free(list);
-    assert_int_equal(dlt_dataset_map_classes(ds, "a\nb\nc\nd", note, sizeof(note), err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_map_classes(ds, "a\nb\nc\nd", note, sizeof(note), dlt_err_fresh(&err)), 0);
     assert_string_equal(note, "");
     assert_int_equal(dlt_dataset_classes(ds), 4);
     assert_string_equal(dlt_dataset_class_name(ds, 2), "c");
     for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
-        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
         assert_int_equal(label, strstr(name, "/a/") ? 0 : 2);
     }
     dlt_dataset_close(ds);
     /* A class that is not in the list. */
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_dataset_map_classes(ds, "a\nb", note, sizeof(note), err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "1 of its 2 class(es) are not among the 2 classes it is scored against (a...b): 'c'"));
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+    assert_int_not_equal(dlt_dataset_map_classes(ds, "a\nb", note, sizeof(note), dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "1 of its 2 class(es) are not among the 2 classes it is scored against (a...b): 'c'"));
     dlt_dataset_close(ds);
     /* A labels file with numbers: positions; 1-based ones refused with the reason. */
     snprintf(p, sizeof(p), "%s/num.txt", g_dir);
     dlt_test_write_str(p, "c/img00.JPEG 0\nc/img01.JPEG 2\na/img00.JPEG 2\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, err, sizeof(err)), 0);
-    assert_int_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), dlt_err_fresh(&err)), 0);
     assert_non_null(strstr(note, "2 class(es) given as numbers are taken as positions 0..2"));
-    assert_int_equal(dlt_dataset_read(ds, 1, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_read(ds, 1, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
     assert_int_equal(label, 2);
     dlt_dataset_close(ds);
     dlt_test_write_str(p, "c/img00.JPEG 1\nc/img01.JPEG 2\na/img00.JPEG 3\n");
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, err, sizeof(err)), 0);
-    assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "'3'"));
-    assert_non_null(strstr(err, "numbers count from 0"));
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, p, dlt_err_fresh(&err)), 0);
+    assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny\nz", note, sizeof(note), dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "'3'"));
+    assert_non_null(strstr(err.msg, "numbers count from 0"));
     dlt_dataset_close(ds);
     /* A folder's classes are names, never positions. */
     {
@@ -436,8 +442,8 @@ static void test_map_classes(void **state)
         char root2[512];
         snprintf(root2, sizeof(root2), "%s/mapnum", g_dir);
         dlt_test_make_folder(root2, numbered, 2, 1, 0);
-        assert_int_equal(dlt_dataset_open_folder(&ds, root2, NULL, err, sizeof(err)), 0);
-        assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny", note, sizeof(note), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_open_folder(&ds, root2, NULL, dlt_err_fresh(&err)), 0);
+        assert_int_not_equal(dlt_dataset_map_classes(ds, "x\ny", note, sizeof(note), dlt_err_fresh(&err)), 0);
         dlt_dataset_close(ds);
     }
     /* RecordIO: the names from PATH.classes; the class count is theirs. */
@@ -446,25 +452,25 @@ static void test_map_classes(void **state)
         dlt_recordio_writer w;
         dlt_dataset *rs;
         snprintf(rec, sizeof(rec), "%s/named.rec", g_dir);
-        assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
-        assert_int_equal(dlt_recordio_create(&w, rec, err, sizeof(err)), 0);
-        assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
-        assert_int_equal(dlt_recordio_append(&w, 0, 0.f, buf, len, err, sizeof(err)), 0);
-        assert_int_equal(dlt_recordio_close(&w, err, sizeof(err)), 0);
-        assert_int_equal(dlt_recordio_write_classes(rec, ds, err, sizeof(err)), 0);
-        assert_int_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_recordio_create(&w, rec, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_dataset_read(ds, 0, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_recordio_append(&w, 0, 0.f, buf, len, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_recordio_close(&w, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_recordio_write_classes(rec, ds, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
         assert_int_equal(dlt_dataset_classes(rs), 2); /* labels say 1 class; the names 2 */
         assert_string_equal(dlt_dataset_class_name(rs, 1), "c");
-        assert_int_equal(dlt_dataset_map_classes(rs, "c\na", note, sizeof(note), err, sizeof(err)), 0);
-        assert_int_equal(dlt_dataset_read(rs, 0, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_map_classes(rs, "c\na", note, sizeof(note), dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, 0, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
         assert_int_equal(label, 1);
         dlt_dataset_close(rs);
         dlt_dataset_close(ds);
         /* A name twice in PATH.classes: matching by name would be ambiguous. */
         snprintf(p, sizeof(p), "%s/named.classes", g_dir);
         dlt_test_write_str(p, "a\na\n");
-        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, err, sizeof(err)), 0);
-        assert_non_null(strstr(err, "names the class 'a' more than once"));
+        assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
+        assert_non_null(strstr(err.msg, "names the class 'a' more than once"));
     }
     free(buf);
 }

@@ -33,56 +33,56 @@ static void test_visible_list(void **state)
 /* Four ranks on a node that sees four GPUs (plain srun --gpus-per-node=4, no plugin): each its own. */
 static void test_local_rank_rule(void **state)
 {
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     int dev, seen[4] = {0};
     (void)state;
     for (int lr = 0; lr < 4; lr++) {
-        assert_int_equal(dlt_device_choose(-1, 0, lr, 4, &dev, err, sizeof(err)), 0);
+        assert_int_equal(dlt_device_choose(-1, 0, lr, 4, &dev, dlt_err_fresh(&err)), 0);
         assert_int_equal(dev, lr);
         seen[dev]++;
     }
     for (int d = 0; d < 4; d++)
         assert_int_equal(seen[d], 1);
     /* 8 ranks, 4 GPUs: two per GPU by the modulo (the distinct check then refuses). */
-    assert_int_equal(dlt_device_choose(-1, 0, 6, 4, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_choose(-1, 0, 6, 4, &dev, dlt_err_fresh(&err)), 0);
     assert_int_equal(dev, 2);
     /* One GPU visible (gpus-per-task, or the plugin's gpus=task): device 0. */
-    assert_int_equal(dlt_device_choose(-1, 0, 3, 1, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_choose(-1, 0, 3, 1, &dev, dlt_err_fresh(&err)), 0);
     assert_int_equal(dev, 0);
 }
 
 /* With the plugin (gpus=step keeps all GPUs visible, the task's own first) device 0 is the task's. */
 static void test_plugin_bound_uses_device_zero(void **state)
 {
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     int dev;
     (void)state;
-    assert_int_equal(dlt_device_choose(-1, 1, 3, 4, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_choose(-1, 1, 3, 4, &dev, dlt_err_fresh(&err)), 0);
     assert_int_equal(dev, 0);
 }
 
 static void test_explicit_device(void **state)
 {
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     int dev;
     (void)state;
-    assert_int_equal(dlt_device_choose(2, 1, 0, 4, &dev, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_choose(2, 1, 0, 4, &dev, dlt_err_fresh(&err)), 0);
     assert_int_equal(dev, 2);
-    assert_int_equal(dlt_device_choose(4, 0, 0, 4, &dev, err, sizeof(err)), -ENODEV);
-    assert_non_null(strstr(err, "--device 4: this task sees 4 GPU(s) (0..3)"));
+    assert_int_equal(dlt_device_choose(4, 0, 0, 4, &dev, dlt_err_fresh(&err)), -ENODEV);
+    assert_non_null(strstr(err.msg, "--device 4: this task sees 4 GPU(s) (0..3)"));
 }
 
 static void test_two_ranks_one_gpu_refused(void **state)
 {
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     dlt_device_claim ok[4] = {{0, "n1", "0000:1a:00.0"}, {1, "n1", "0000:1b:00.0"},
                               {2, "n2", "0000:1a:00.0"}, {3, "n2", "0000:1b:00.0"}};
     dlt_device_claim bad[3] = {{0, "n1", "0000:1a:00.0"}, {1, "n2", "0000:1a:00.0"}, {2, "n1", "0000:1a:00.0"}};
     (void)state;
-    assert_int_equal(dlt_device_check_distinct(ok, 4, err, sizeof(err)), 0);
-    assert_int_equal(dlt_device_check_distinct(bad, 3, err, sizeof(err)), -EBUSY);
-    assert_non_null(strstr(err, "ranks 0 and 2 on n1 would both train on GPU 0000:1a:00.0"));
-    assert_non_null(strstr(err, "--gpus-per-task=1"));
+    assert_int_equal(dlt_device_check_distinct(ok, 4, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_device_check_distinct(bad, 3, dlt_err_fresh(&err)), -EBUSY);
+    assert_non_null(strstr(err.msg, "ranks 0 and 2 on n1 would both train on GPU 0000:1a:00.0"));
+    assert_non_null(strstr(err.msg, "--gpus-per-task=1"));
     /* Unless NCCL is asked to run several ranks on one GPU (NCCL >= 2.30). */
     assert_true(dlt_device_sharing_allowed("1"));
     assert_false(dlt_device_sharing_allowed(NULL));
@@ -94,7 +94,8 @@ static void test_two_ranks_one_gpu_refused(void **state)
  * are one GPU; another GPU is refused naming both. */
 static void test_plugin_gpu_is_the_opened_one(void **state)
 {
-    char err[512], n[32];
+    dlt_err err = DLT_ERR_INIT;
+    char n[32];
     (void)state;
     assert_int_equal(dlt_pci_busid_normalize("00000000:1A:00.0", n, sizeof(n)), 0);
     assert_string_equal(n, "0000:1a:00.0");
@@ -103,17 +104,17 @@ static void test_plugin_gpu_is_the_opened_one(void **state)
     assert_int_equal(dlt_pci_busid_normalize("0000:1a:00.0x", n, sizeof(n)), -1);
     assert_int_equal(dlt_pci_busid_normalize("GPU-1234", n, sizeof(n)), -1);
     /* NVML's form from the plugin against the runtime's form: the same GPU. */
-    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:1A:00.0", 0, err, sizeof(err)), 0);
-    assert_int_equal(dlt_device_pci_check("00000000:3B:00.0", "0000:3b:00.0", 0, err, sizeof(err)), 0);
+    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:1A:00.0", 0, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_device_pci_check("00000000:3B:00.0", "0000:3b:00.0", 0, dlt_err_fresh(&err)), 0);
     /* Nothing to compare: no plugin, or no bus id from the runtime. */
-    assert_int_equal(dlt_device_pci_check(NULL, "0000:1A:00.0", 0, err, sizeof(err)), 1);
-    assert_int_equal(dlt_device_pci_check("", "0000:1A:00.0", 0, err, sizeof(err)), 1);
-    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", NULL, 0, err, sizeof(err)), 1);
+    assert_int_equal(dlt_device_pci_check(NULL, "0000:1A:00.0", 0, dlt_err_fresh(&err)), 1);
+    assert_int_equal(dlt_device_pci_check("", "0000:1A:00.0", 0, dlt_err_fresh(&err)), 1);
+    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", NULL, 0, dlt_err_fresh(&err)), 1);
     /* Another GPU: refused, naming both in one form. */
-    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:3B:00.0", 1, err, sizeof(err)), -ENODEV);
-    assert_non_null(strstr(err, "bound this task to GPU 0000:1a:00.0 (DLT_GPU_PCI) but CUDA device 1 is GPU 0000:3b:00.0"));
-    assert_int_equal(dlt_device_pci_check("GPU-1234", "0000:3B:00.0", 0, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "DLT_GPU_PCI='GPU-1234'"));
+    assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:3B:00.0", 1, dlt_err_fresh(&err)), -ENODEV);
+    assert_non_null(strstr(err.msg, "bound this task to GPU 0000:1a:00.0 (DLT_GPU_PCI) but CUDA device 1 is GPU 0000:3b:00.0"));
+    assert_int_equal(dlt_device_pci_check("GPU-1234", "0000:3B:00.0", 0, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "DLT_GPU_PCI='GPU-1234'"));
 }
 
 int main(void)

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@
 #include "trainer/common/status.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
+#include "tests/unit/data_fixture.h"
 
 /* The calls recorded, in order: 'B'/'E' capture begin/end, 'R' graph release, 'S' graph release
  * from the watchdog's thread, 'A' communicator abort, 'D' backend destroy. */
@@ -41,6 +43,7 @@ static struct {
     dlt_backend_ops ops;
     int sgd_calls, fail_at;
     int seq_fd; /* > 0: the abort writes the calls recorded so far here (a forked run's report) */
+    int fail_destroy; /* the backend's destroy records a failure of its own */
 } g;
 
 static void _note(char what)
@@ -89,10 +92,19 @@ static void _abort(dlt_comm *c, int code)
         _exit(3);
     /* A communicator may say something of its own as it ends (into its sink, the run's buffer):
      * the run's first failure is still what the command is left with. */
-    snprintf(c->err, c->errlen, "the communicator was aborted");
+    dlt_fail(c->err, -EIO, "the communicator was aborted");
 }
 
-static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL, NULL};
+/* The twin's record is this rank's own. */
+static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    for (int k = 0; k < c->size; k++)
+        memcpy((char *)all + (size_t)k * bytes, mine, bytes);
+    return 0;
+}
+
+static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL, NULL,
+                                        _allgather};
 
 /* ---- the backend's recording hooks */
 
@@ -134,6 +146,8 @@ static const dlt_graph_ops g_graphs = {_capture_begin, _capture_end, _replay, _r
 static void _destroy(dlt_backend *be)
 {
     _note('D');
+    if (g.fail_destroy) /* a backend failing while the run unwinds: its words must not be what is said */
+        dlt_fail(be->err, -EIO, "the backend failed while closing");
     g.real->destroy(be);
 }
 
@@ -141,8 +155,7 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *gr, float
                      float scale)
 {
     if (++g.sgd_calls == g.fail_at) {
-        snprintf(be->err, be->errlen, "injected optimizer failure");
-        return -EIO;
+        return dlt_fail(be->err, -EIO, "injected optimizer failure");
     }
     return g.real->sgd_step(be, w, v, gr, lr, mu, wd, wd_nd, scale);
 }
@@ -161,9 +174,9 @@ static void _hook(dlt_backend *be, void *arg)
 /* Four steps of a small ResNet-18 on the CPU backend with the recording hook, checkpointing into dir. */
 static void _small_run(dlt_train_config *c, char *dir)
 {
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     dlt_train_config_defaults(c);
-    assert_int_equal(dlt_model_parse_arch("resnet18", &c->model, err, sizeof(err)), 0);
+    assert_int_equal(dlt_model_parse_arch("resnet18", &c->model, dlt_err_fresh(&err)), 0);
     c->model.image = 32;
     c->model.batch = 2;
     c->model.classes = 10;
@@ -184,7 +197,8 @@ static void test_failed_run_releases_graph_before_abort(void **state)
 {
     dlt_train_config c;
     dlt_comm *comm = calloc(1, sizeof(*comm));
-    char err[1024] = "", dir[] = "/tmp/dlt-failorder-XXXXXX", cmd[64];
+    dlt_err err = DLT_ERR_INIT;
+    char dir[] = "/tmp/dlt-failorder-XXXXXX", cmd[64];
     int rc;
     (void)state;
     assert_non_null(comm);
@@ -195,15 +209,14 @@ static void test_failed_run_releases_graph_before_abort(void **state)
     comm->ops = &g_twin_ops;
     comm->rank = 0;
     comm->size = 2;
-    comm->err = err;
-    comm->errlen = sizeof(err);
-    rc = dlt_train_run(&c, comm, err, sizeof(err));
+    comm->err = dlt_err_fresh(&err);
+    rc = dlt_train_run(&c, comm, dlt_err_fresh(&err));
     comm->ops->destroy(comm);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
-    printf("# run: rc %d, err \"%s\", recorded \"%s\" (R graph release, A abort, D backend destroy)\n", rc, err, g.seq);
+    printf("# run: rc %d, err \"%s\", recorded \"%s\" (R graph release, A abort, D backend destroy)\n", rc, err.msg, g.seq);
     assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(err, "injected optimizer failure")); /* the first failure, not the abort's words */
+    assert_non_null(strstr(err.msg, "injected optimizer failure")); /* the first failure, not the abort's words */
     /* The abort happened, and the recording was dropped before it (the backend's destroy, the
      * only other place a graph goes, comes after the abort: on a real communicator, never). */
     assert_non_null(strchr(g.seq, 'A'));
@@ -212,25 +225,90 @@ static void test_failed_run_releases_graph_before_abort(void **state)
                  "every graph holding the communicator", g.seq);
 }
 
-/* The first failure is kept: a later one (a second symptom, a failing cleanup) is ignored, and a
- * callee's message is taken from its sink even when that sink is the status's own text. */
+/* The first failure across modules: the data loader fails (a truncated validation image under
+ * --strict, met in the evaluation after the first epoch: not an agreed decision, so the run ends
+ * every rank), then the communicator's abort and the backend's close each record words of their
+ * own into the same error while the run unwinds. What the command is left with is the loader's. */
+static void test_loader_failure_wins_over_unwinding(void **state)
+{
+    static const char *const classes[] = {"cat", "dog"};
+    dlt_train_config c;
+    dlt_comm *comm = calloc(1, sizeof(*comm));
+    dlt_err err = DLT_ERR_INIT;
+    char dir[] = "/tmp/dlt-firstfail-XXXXXX", root[300], p[400];
+    int rc;
+    (void)state;
+    assert_non_null(comm);
+    assert_non_null(mkdtemp(dir));
+    snprintf(root, sizeof(root), "%s/data", dir);
+    mkdir(root, 0755);
+    snprintf(p, sizeof(p), "%s/train", root);
+    dlt_test_make_folder(p, classes, 2, 8, 0);
+    snprintf(p, sizeof(p), "%s/val", root);
+    dlt_test_make_folder(p, classes, 2, 4, 1);
+    _small_run(&c, dir);
+    c.data = root;
+    c.strict = 1;
+    c.eval_every = 1;
+    c.max_steps = 0;
+    c.epochs = 1;
+    memset(&g, 0, sizeof(g));
+    g.fail_destroy = 1;
+    comm->ops = &g_twin_ops;
+    comm->rank = 0;
+    comm->size = 2;
+    comm->err = dlt_err_fresh(&err);
+    rc = dlt_train_run(&c, comm, &err);
+    comm->ops->destroy(comm);
+    snprintf(p, sizeof(p), "rm -rf %s", dir);
+    assert_int_equal(system(p), 0);
+    printf("# run: rc %d, err \"%s\" (from %s:%d), recorded \"%s\"\n", rc, err.msg, err.file ? err.file : "?", err.line,
+           g.seq);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err.msg, "img00.JPEG")); /* the loader's words, naming the file */
+    assert_null(strstr(err.msg, "aborted"));
+    assert_null(strstr(err.msg, "closing"));
+    assert_non_null(strchr(g.seq, 'A')); /* the abort and the backend's close both happened after it */
+    assert_non_null(strchr(g.seq, 'D'));
+    assert_int_equal(err.agreed, 0);
+}
+
+/* The first failure is kept: a later one (a second symptom, a failing cleanup) is ignored, and
+ * context is added to the failure travelling up, never to the first one from another's way up. */
 static void test_status_keeps_first_failure(void **state)
 {
-    dlt_status st = {0};
-    char sink[64];
+    dlt_err e = DLT_ERR_INIT;
     (void)state;
-    snprintf(sink, sizeof(sink), "device lost");
-    assert_int_equal(dlt_status_take(&st, -EIO, sink, "step %d", 3), -EIO);
-    assert_string_equal(st.msg, "step 3: device lost");
-    snprintf(sink, sizeof(sink), "second symptom");
-    assert_int_equal(dlt_status_take(&st, -ENOMEM, sink, "cleanup"), -EIO);
-    assert_int_equal(dlt_status_fail(&st, -EINVAL, "later"), -EIO);
-    assert_string_equal(st.msg, "step 3: device lost");
-    memset(&st, 0, sizeof(st));
-    assert_int_equal(dlt_status_fail(&st, 0, "not a failure"), 0); /* 0 records nothing */
-    snprintf(st.msg, sizeof(st.msg), "said here");
-    assert_int_equal(dlt_status_take(&st, -EPROTO, st.msg, "context"), -EPROTO);
-    assert_string_equal(st.msg, "context: said here");
+    assert_int_equal(dlt_fail(&e, -EIO, "device lost"), -EIO);
+    assert_int_equal(dlt_fail_prefix(&e, -EIO, "step %d", 3), -EIO);
+    assert_string_equal(e.msg, "step 3: device lost");
+    assert_non_null(strstr(e.file, "test_failure_order.c"));
+    assert_true(e.line > 0);
+    assert_int_equal(dlt_fail(&e, -ENOMEM, "second symptom"), -ENOMEM); /* the caller's status, not kept */
+    assert_int_equal(dlt_fail_prefix(&e, -ENOMEM, "cleanup"), -ENOMEM);  /* the second one's context */
+    assert_int_equal(dlt_fail_suffix(&e, -ENOMEM, " (layer x)"), -ENOMEM);
+    assert_string_equal(e.msg, "step 3: device lost");
+    assert_int_equal(e.code, -EIO);
+    dlt_err_clear(&e);
+    assert_int_equal(dlt_fail(&e, 0, "not a failure"), 0); /* 0 records nothing */
+    assert_int_equal(e.code, 0);
+    /* a callee that returned a status without words: its strerror, with the context */
+    assert_int_equal(dlt_fail_prefix(&e, -ENOENT, "opening %s", "x"), -ENOENT);
+    assert_string_equal(e.msg, "opening x: No such file or directory");
+    /* a deferred failure taken later keeps its own words unless one came first */
+    {
+        dlt_err later = DLT_ERR_INIT, first = DLT_ERR_INIT;
+        dlt_fail(&later, -EPROTO, "batch 7: bad file");
+        assert_int_equal(dlt_fail_take(&first, &later), -EPROTO);
+        assert_string_equal(first.msg, "batch 7: bad file");
+        dlt_fail(&later, -EIO, "ignored");
+        dlt_err_clear(&first);
+        dlt_fail(&first, -EINVAL, "the first");
+        dlt_fail_take(&first, &later);
+        assert_string_equal(first.msg, "the first");
+    }
+    /* NULL: the caller wants the status only */
+    assert_int_equal(dlt_fail(NULL, -EIO, "nowhere"), -EIO);
 }
 
 /* A step that fails while it is being recorded (--cuda-graphs, the second step) drops the partial
@@ -239,7 +317,8 @@ static void test_failed_capture_is_dropped(void **state)
 {
     dlt_train_config c;
     dlt_comm *comm;
-    char err[1024] = "", dir[] = "/tmp/dlt-failcap-XXXXXX", cmd[64];
+    dlt_err err = DLT_ERR_INIT;
+    char dir[] = "/tmp/dlt-failcap-XXXXXX", cmd[64];
     int rc;
     (void)state;
     assert_non_null(mkdtemp(dir));
@@ -247,14 +326,14 @@ static void test_failed_capture_is_dropped(void **state)
     c.cuda_graphs = 1;
     memset(&g, 0, sizeof(g));
     g.fail_at = 2; /* the second step is the one recorded */
-    assert_int_equal(dlt_comm_single_create(&comm, err, sizeof(err)), 0);
-    rc = dlt_train_run(&c, comm, err, sizeof(err));
+    assert_int_equal(dlt_comm_single_create(&comm, dlt_err_fresh(&err)), 0);
+    rc = dlt_train_run(&c, comm, dlt_err_fresh(&err));
     comm->ops->destroy(comm);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
-    printf("# run: rc %d, err \"%s\", recorded \"%s\" (B capture begin, E capture end, R release)\n", rc, err, g.seq);
+    printf("# run: rc %d, err \"%s\", recorded \"%s\" (B capture begin, E capture end, R release)\n", rc, err.msg, g.seq);
     assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(err, "injected optimizer failure"));
+    assert_non_null(strstr(err.msg, "injected optimizer failure"));
     assert_non_null(strstr(g.seq, "BR"));
     if (strchr(g.seq, 'E'))
         fail_msg("the failed step's partial recording was ended into a graph (calls: \"%s\")", g.seq);
@@ -266,26 +345,21 @@ static void test_failed_capture_is_dropped(void **state)
 
 static int g_perturb; /* the twin's checksum differs by one unit in the last place */
 
-static int _allreduce_perturbed(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
+static int _allgather_perturbed(dlt_comm *c, const void *mine, size_t bytes, void *all)
 {
-    if (g_perturb && type == DLT_DTYPE_F64 && count == 10) {
-        /* The replica check's vector: the peer's checksum is the next double up. */
-        double *v = buf, other = nextafter(v[0], INFINITY);
-        uint64_t bits;
-        memcpy(&bits, &other, sizeof(bits));
-        v[0] += other;
-        v[1] += other * other;
-        for (int k = 0; k < 4; k++) {
-            double q = (double)((bits >> (16 * k)) & 0xffff);
-            v[2 + k] += q;
-            v[6 + k] += q * q;
-        }
-        return 0;
+    _allgather(c, mine, bytes, all);
+    if (g_perturb && bytes == sizeof(double)) {
+        /* The replica check's record: the peer's checksum is the next double up. */
+        double other;
+        memcpy(&other, mine, sizeof(other));
+        other = nextafter(other, INFINITY);
+        memcpy((char *)all + bytes, &other, sizeof(other));
     }
-    return _allreduce(c, buf, count, type);
+    return 0;
 }
 
-static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce_perturbed, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL, NULL};
+static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce, _bcast,  _barrier, _comm_destroy, _abort,
+                                             NULL,   NULL,       NULL,    _allgather_perturbed};
 
 /* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
  * how many checks said bit-identical and how many said not. */
@@ -293,7 +367,8 @@ static void _replica_run(int perturb, int *same, int *differ)
 {
     dlt_train_config c;
     dlt_comm *comm = calloc(1, sizeof(*comm));
-    char err[1024] = "", dir[] = "/tmp/dlt-replica-XXXXXX", cmd[256], logf[64], line[512];
+    dlt_err err = DLT_ERR_INIT;
+    char dir[] = "/tmp/dlt-replica-XXXXXX", cmd[256], logf[64], line[512];
     int saved, fd, rc;
     FILE *f;
     assert_non_null(comm);
@@ -309,8 +384,7 @@ static void _replica_run(int perturb, int *same, int *differ)
     comm->ops = &g_perturbed_ops;
     comm->rank = 0;
     comm->size = 2;
-    comm->err = err;
-    comm->errlen = sizeof(err);
+    comm->err = dlt_err_fresh(&err);
     snprintf(logf, sizeof(logf), "%s.log", dir);
     fflush(stdout);
     saved = dup(1);
@@ -318,13 +392,13 @@ static void _replica_run(int perturb, int *same, int *differ)
     assert_true(saved >= 0 && fd >= 0);
     dup2(fd, 1);
     close(fd);
-    rc = dlt_train_run(&c, comm, err, sizeof(err));
+    rc = dlt_train_run(&c, comm, dlt_err_fresh(&err));
     fflush(stdout);
     dup2(saved, 1);
     close(saved);
     comm->ops->destroy(comm);
     if (rc != 0)
-        fail_msg("replica run (perturb %d): %s", perturb, err);
+        fail_msg("replica run (perturb %d): %s", perturb, err.msg);
     *same = *differ = 0;
     assert_non_null(f = fopen(logf, "r"));
     while (fgets(line, sizeof(line), f)) {
@@ -440,7 +514,7 @@ static void test_watchdog_releases_graph_before_abort(void **state)
     if (pid == 0) {
         dlt_train_config c;
         dlt_comm *comm = calloc(1, sizeof(*comm));
-        char err[1024] = "";
+        dlt_err err = DLT_ERR_INIT;
         close(fds[0]);
         setenv("DLT_TEST_STALL", "compute:2:20", 1);
         _small_run(&c, dir);
@@ -449,9 +523,8 @@ static void test_watchdog_releases_graph_before_abort(void **state)
         g.seq_fd = fds[1];
         comm->ops = &g_twin_ops;
         comm->size = 2;
-        comm->err = err;
-        comm->errlen = sizeof(err);
-        dlt_train_run(&c, comm, err, sizeof(err));
+        comm->err = dlt_err_fresh(&err);
+        dlt_train_run(&c, comm, dlt_err_fresh(&err));
         _exit(0); /* not reached: the watchdog ends the process */
     }
     close(fds[1]);
@@ -479,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_releases_graph_before_abort),
 #endif
         cmocka_unit_test(test_status_keeps_first_failure),
+        cmocka_unit_test(test_loader_failure_wins_over_unwinding),
         cmocka_unit_test(test_failed_run_releases_graph_before_abort),
         cmocka_unit_test(test_failed_capture_is_dropped),
         cmocka_unit_test(test_replica_check_tells_bit_identity),

@@ -108,14 +108,15 @@ static void test_round_trip_identical(void **state)
     uint8_t *la = NULL, *lb = NULL;
     size_t na = 0, nb = 0;
     uint64_t fa, ca, fb, cb;
-    char err[512], text_a[1024], text_b[1024];
+    dlt_err err = DLT_ERR_INIT;
+    char text_a[1024], text_b[1024];
     (void)state;
-    assert_int_equal(dlt_dataset_open_folder(&a, g_root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&a, g_root, NULL, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(a), 40 + 47 + 54 + 1);
-    assert_int_equal(dlt_folder_list_pack(a, &la, &na, err, sizeof(err)), 0);
+    assert_int_equal(dlt_folder_list_pack(a, &la, &na, dlt_err_fresh(&err)), 0);
     /* Front coding: far smaller than the paths themselves. */
     assert_true(na < (size_t)dlt_dataset_count(a) * 16);
-    assert_int_equal(dlt_folder_list_open(&b, g_other, la, na, err, sizeof(err)), 0);
+    assert_int_equal(dlt_folder_list_open(&b, g_other, la, na, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_dataset_count(b), dlt_dataset_count(a));
     assert_int_equal(dlt_dataset_classes(b), 3);
     for (int c = 0; c < 3; c++)
@@ -133,7 +134,7 @@ static void test_round_trip_identical(void **state)
     assert_int_equal(dlt_dataset_left(b)->unreadable, 1);
     assert_int_equal(dlt_dataset_left(b)->special, 1);
     /* The list of the list is the list. */
-    assert_int_equal(dlt_folder_list_pack(b, &lb, &nb, err, sizeof(err)), 0);
+    assert_int_equal(dlt_folder_list_pack(b, &lb, &nb, dlt_err_fresh(&err)), 0);
     assert_int_equal(nb, na);
     assert_memory_equal(la, lb, na);
     /* Reads go to the receiving rank's path. */
@@ -142,7 +143,7 @@ static void test_round_trip_identical(void **state)
         size_t cap = 0, len = 0;
         int32_t label = -1;
         char name[PATH_MAX];
-        assert_int_equal(dlt_dataset_read(b, 5, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)), 0);
+        assert_int_equal(dlt_dataset_read(b, 5, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
         assert_int_equal(strncmp(name, g_other, strlen(g_other)), 0);
         assert_int_equal(len, 1);
         free(buf);
@@ -158,24 +159,24 @@ static void test_damaged_lists_refused(void **state)
     dlt_dataset *a = NULL, *b = NULL;
     uint8_t *l = NULL, *c;
     size_t n = 0;
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
-    assert_int_equal(dlt_dataset_open_folder(&a, g_root, NULL, err, sizeof(err)), 0);
-    assert_int_equal(dlt_folder_list_pack(a, &l, &n, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&a, g_root, NULL, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_folder_list_pack(a, &l, &n, dlt_err_fresh(&err)), 0);
     c = malloc(n);
     assert_non_null(c);
     /* Every single flipped byte, and every cut. */
     for (size_t i = 0; i < n; i++) {
         memcpy(c, l, n);
         c[i] ^= 0x20;
-        assert_int_equal(dlt_folder_list_open(&b, g_root, c, n, err, sizeof(err)), -EBADMSG);
+        assert_int_equal(dlt_folder_list_open(&b, g_root, c, n, dlt_err_fresh(&err)), -EBADMSG);
         assert_null(b);
     }
     for (size_t cut = 0; cut < n; cut += 7) {
-        assert_int_not_equal(dlt_folder_list_open(&b, g_root, l, cut, err, sizeof(err)), 0);
+        assert_int_not_equal(dlt_folder_list_open(&b, g_root, l, cut, dlt_err_fresh(&err)), 0);
         assert_null(b);
     }
-    assert_non_null(strstr(err, "damaged"));
+    assert_non_null(strstr(err.msg, "damaged"));
     /* A valid checksum over bad contents: the last entry's label made 3 (of 3 classes). */
     memcpy(c, l, n);
     {
@@ -186,19 +187,19 @@ static void test_damaged_lists_refused(void **state)
         assert_true(i > 0);
         c[i] = 3;
         _reseal(c, n);
-        if (dlt_folder_list_open(&b, g_root, c, n, err, sizeof(err)) == 0) {
+        if (dlt_folder_list_open(&b, g_root, c, n, dlt_err_fresh(&err)) == 0) {
             /* the byte was not the label after all: still a consistent list */
             dlt_dataset_close(b);
             b = NULL;
         } else {
-            assert_non_null(strstr(err, "damaged"));
+            assert_non_null(strstr(err.msg, "damaged"));
         }
     }
     /* A count far beyond the bytes there. */
     memcpy(c, l, n);
     c[10] = 0x7f; /* the image count's first byte (after magic, numbered, classes) */
     _reseal(c, n);
-    assert_int_equal(dlt_folder_list_open(&b, g_root, c, n, err, sizeof(err)), -EBADMSG);
+    assert_int_equal(dlt_folder_list_open(&b, g_root, c, n, dlt_err_fresh(&err)), -EBADMSG);
     free(c);
     free(l);
     dlt_dataset_close(a);
@@ -234,42 +235,43 @@ static void test_crafted_lists_refused(void **state)
     static const char *const bad[] = {"../x.JPEG", "/etc/x.JPEG", "a/../../x.JPEG", "a/./x.JPEG", "a//x.JPEG",
                                       "a/..", "a/\x01.JPEG"};
     uint8_t b[256];
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *d = NULL;
     size_t n;
     (void)state;
     n = _craft(b, sizeof(b), 1, "a/x.JPEG");
-    assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, err, sizeof(err)), 0); /* the crafting is right */
+    assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, dlt_err_fresh(&err)), 0); /* the crafting is right */
     assert_int_equal(dlt_dataset_count(d), 1);
     dlt_dataset_close(d);
     d = NULL;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         n = _craft(b, sizeof(b), 1, bad[i]);
-        assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, err, sizeof(err)), -EBADMSG);
+        assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, dlt_err_fresh(&err)), -EBADMSG);
         assert_null(d);
-        assert_non_null(strstr(err, "not below the folder"));
+        assert_non_null(strstr(err.msg, "not below the folder"));
     }
     n = _craft(b, sizeof(b), (uint64_t)1 << 30, "a/x.JPEG"); /* 2^30 classes in a 60-byte list */
-    assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, err, sizeof(err)), -EBADMSG);
+    assert_int_equal(dlt_folder_list_open(&d, g_root, b, n, dlt_err_fresh(&err)), -EBADMSG);
     assert_null(d);
 }
 
 static void test_sample_check_finds_missing_file(void **state)
 {
     dlt_dataset *a = NULL;
-    char err[512], p[512];
+    dlt_err err = DLT_ERR_INIT;
+    char p[512];
     (void)state;
-    assert_int_equal(dlt_dataset_open_folder(&a, g_root, NULL, err, sizeof(err)), 0);
-    assert_int_equal(dlt_folder_list_check_sample(a, 16, 42, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&a, g_root, NULL, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_folder_list_check_sample(a, 16, 42, dlt_err_fresh(&err)), 0);
     snprintf(p, sizeof(p), "%s/banana", g_root);
     /* This node's copy lacks a whole class: any sample large enough finds it. */
     {
         char cmd[PATH_MAX + 16];
         snprintf(cmd, sizeof(cmd), "mv '%s' '%s.gone'", p, p);
         assert_int_equal(system(cmd), 0);
-        assert_int_equal(dlt_folder_list_check_sample(a, 64, 42, err, sizeof(err)), -ENOENT);
-        assert_non_null(strstr(err, "/banana/"));
-        assert_non_null(strstr(err, "No such file"));
+        assert_int_equal(dlt_folder_list_check_sample(a, 64, 42, dlt_err_fresh(&err)), -ENOENT);
+        assert_non_null(strstr(err.msg, "/banana/"));
+        assert_non_null(strstr(err.msg, "No such file"));
         snprintf(cmd, sizeof(cmd), "mv '%s.gone' '%s'", p, p);
         assert_int_equal(system(cmd), 0);
     }

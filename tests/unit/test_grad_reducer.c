@@ -126,10 +126,10 @@ static void test_ready_offsets(void **state)
 {
     dlt_model m;
     dlt_model_config cfg = {"resnet50", 50, 0, 1.0f, 64, 10, 2};
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     size_t *lo;
     (void)state;
-    assert_int_equal(dlt_model_build(&m, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(dlt_model_build(&m, &cfg, dlt_err_fresh(&err)), 0);
     lo = calloc((size_t)m.nlayers, sizeof(size_t));
     dlt_model_grad_ready_offsets(&m, lo);
     for (int i = 0; i < m.nlayers; i++) {
@@ -191,15 +191,15 @@ static void test_backward_handoff(void **state)
     dlt_grad_listener listen = {_hook_ready, _hook_finish, NULL};
     dlt_net net;
     dlt_model_config cfg = {"resnet18", 18, 0, 0.125f, 32, 10, 2};
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     uint8_t img[2 * 32 * 32 * 3];
     int32_t labels[2] = {1, 7};
     const float mean[3] = {120, 115, 100}, inv[3] = {0.02f, 0.02f, 0.02f};
     (void)state;
     for (size_t i = 0; i < sizeof(img); i++)
         img[i] = (uint8_t)(i * 37 + 11);
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    assert_int_equal(dlt_net_create(&net, &cfg, be, err, sizeof(err)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_net_create(&net, &cfg, be, dlt_err_fresh(&err)), 0);
     dlt_net_init_params(&net, 3, 0);
     assert_int_equal(dlt_net_upload(&net), 0);
     assert_int_equal(be->ops->input_stage(be, img, 2 * 32 * 32), 0);
@@ -278,7 +278,7 @@ static void _noop_abort(dlt_comm *c, int code)
  * one staged round trip for a GPU behind a host communicator. */
 static void test_reducer_paths(void **state)
 {
-    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL, NULL, NULL};
+    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL, NULL, NULL, NULL};
     const struct {
         int ranks, host_memory;
         const char *path;
@@ -286,17 +286,17 @@ static void test_reducer_paths(void **state)
     } cases[] = {
         {1, 0, "none", 0, 0, 0}, {1, 1, "none", 0, 0, 0}, {2, 1, "host", 0, 0, 1}, {4, 0, "host", 1, 1, 1},
     };
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dlt_backend *be;
         dlt_backend_ops ops;
-        dlt_comm comm = {.ops = &host_ops, .rank = 0, .size = cases[i].ranks, .err = err, .errlen = sizeof(err)};
+        dlt_comm comm = {.ops = &host_ops, .rank = 0, .size = cases[i].ranks, .err = &err};
         dlt_grad_reducer *red;
         dlt_grad_listener l;
         const size_t n = 1000;
         float *grads;
-        assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
+        assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
         g_rec.real = be->ops;
         ops = *be->ops;
         ops.download = _rec_download;
@@ -305,7 +305,7 @@ static void test_reducer_paths(void **state)
         be->host_memory = cases[i].host_memory; /* 0: as a GPU's memory would be */
         grads = be->ops->alloc(be, n * sizeof(float));
         assert_non_null(grads);
-        assert_int_equal(dlt_grad_reducer_create(&red, NULL, &comm, be, grads, n, err, sizeof(err)), 0);
+        assert_int_equal(dlt_grad_reducer_create(&red, NULL, &comm, be, grads, n, dlt_err_fresh(&err)), 0);
         assert_string_equal(red->ops->name, cases[i].path);
         /* --cuda-graphs asks the reducer: the host path waits on the host (a download), so a
          * recorded step cannot hold it; nothing to reduce records trivially. */

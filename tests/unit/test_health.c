@@ -78,12 +78,12 @@ static void test_allreduce_definitions(void **state)
 
 static void test_sweep_single(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     dlt_comm *c;
     dlt_ar_point pts[8];
     int np = 0;
     (void)state;
-    assert_int_equal(dlt_comm_single_create(&c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_comm_single_create(&c, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_ar_sweep(c, 8, 1024, 2, pts, 8, &np, NULL), 0);
     assert_int_equal(np, 8);
     for (int i = 0; i < np; i++) {
@@ -116,14 +116,14 @@ static void _count_point(const dlt_ar_point *p, double elapsed, void *arg)
  * saying it cut; the callback sees every size measured. */
 static void test_sweep_budget(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     dlt_comm *c;
     dlt_ar_point pts[8];
     int np = 0, seen = 0;
     dlt_ar_budget wide = {dlt_now(), 1e9, _count_point, &seen, 0, 0};
     dlt_ar_budget spent = {dlt_now() - 10, 5, _count_point, &seen, 0, 0};
     (void)state;
-    assert_int_equal(dlt_comm_single_create(&c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_comm_single_create(&c, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_ar_sweep(c, 8, 1024, 2, pts, 8, &np, &wide), 0);
     assert_int_equal(np, 8);
     assert_int_equal(seen, 8);
@@ -187,8 +187,7 @@ static void _call(char c)
 static int _sub_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
 {
     if (g_sub_fails) {
-        snprintf(c->err, c->errlen, "NCCL failed while the GPU worked (a peer lost?)");
-        return -EIO;
+        return dlt_fail(c->err, -EIO, "NCCL failed while the GPU worked (a peer lost?)");
     }
     for (size_t i = 0; i < count; i++) /* two ranks, the twin's values: rank 1's are rank 0's + 1 */
         if (type == DLT_DTYPE_F32)
@@ -217,7 +216,7 @@ static void _sub_discard(dlt_comm *c)
 }
 
 static const dlt_comm_ops g_sub_ops = {"sub", _sub_allreduce, NULL, _sub_none, _sub_destroy, NULL, NULL, NULL,
-                                       _sub_discard};
+                                       _sub_discard, NULL};
 
 static int _world_split(dlt_comm *c, int color, int key, dlt_comm **out)
 {
@@ -229,7 +228,6 @@ static int _world_split(dlt_comm *c, int color, int key, dlt_comm **out)
     s->rank = 0;
     s->size = 2;
     s->err = c->err;
-    s->errlen = c->errlen;
     *out = s;
     return 0;
 }
@@ -241,12 +239,12 @@ static int _world_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type
 }
 
 static const dlt_comm_ops g_world_ops = {"world", _world_allreduce, NULL, _sub_none, NULL, NULL, NULL, _world_split,
-                                         NULL};
+                                         NULL, NULL};
 
 static void test_group_point_discards_failed_sub(void **state)
 {
-    char err[256] = "";
-    dlt_comm world = {.ops = &g_world_ops, .rank = 0, .size = 4, .err = err, .errlen = sizeof(err)};
+    dlt_err err = DLT_ERR_INIT;
+    dlt_comm world = {.ops = &g_world_ops, .rank = 0, .size = 4, .err = &err};
     double vec[4];
     (void)state;
     g_calls[0] = 0;
@@ -260,7 +258,7 @@ static void test_group_point_discards_failed_sub(void **state)
     if (strcmp(g_calls, "X") != 0)
         fail_msg("a sub-communicator whose all-reduce failed was torn down by \"%s\" (D: destroy, which waits for a "
                  "lost peer; X: discard)", g_calls);
-    assert_non_null(strstr(err, "peer lost"));
+    assert_non_null(strstr(err.msg, "peer lost"));
 }
 
 int main(void)

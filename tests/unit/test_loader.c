@@ -29,12 +29,12 @@ static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict
     dlt_loader *l;
     dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = rank, .world = world,
                            .workers = workers, .depth = 2, .strict = strict};
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     int rc = 0;
-    assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_loader_start(l, 1, 0), 0);
     for (int64_t s = 0; s < dlt_loader_steps_per_epoch(l) && rc == 0; s++)
-        rc = dlt_loader_next(l, images + (size_t)s * 4 * 32 * 32 * 3, labels + s * 4, err, sizeof(err));
+        rc = dlt_loader_next(l, images + (size_t)s * 4 * 32 * 32 * 3, labels + s * 4, dlt_err_fresh(&err));
     *rc_out = rc;
     *bad = dlt_loader_bad_images(l);
     dlt_loader_destroy(l);
@@ -43,7 +43,8 @@ static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict
 static void test_loader(void **state)
 {
     static const char *const classes[] = {"c0", "c1", "c2", "c3"};
-    char root[512], err[512];
+    char root[512];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     uint8_t *a = calloc(16 * 32 * 32 * 3, 1), *b = calloc(16 * 32 * 32 * 3, 1);
     int32_t la[16], lb[16], counts[4] = {0};
@@ -52,7 +53,7 @@ static void test_loader(void **state)
     (void)state;
     snprintf(root, sizeof(root), "%s/loader", g_dir);
     dlt_test_make_folder(root, classes, 4, 4, 0);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     _epoch(ds, 1, 0, 1, 0, a, la, &rc, &bad);
     assert_int_equal(rc, 0);
     _epoch(ds, 3, 0, 1, 0, b, lb, &rc, &bad);
@@ -76,7 +77,7 @@ static void test_loader(void **state)
     /* Damaged images: replaced and counted; with strict the run fails naming the file. */
     snprintf(root, sizeof(root), "%s/loader_bad", g_dir);
     dlt_test_make_folder(root, classes, 4, 4, 2);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     _epoch(ds, 2, 0, 1, 0, a, la, &rc, &bad);
     assert_int_equal(rc, 0);
     assert_true(bad >= 2);
@@ -110,7 +111,8 @@ static void test_loader_acquire(void **state)
 {
     static const char *const classes[] = {"c0", "c1", "c2", "c3"};
     const size_t bb = 4 * 32 * 32 * 3;
-    char root[512], err[512];
+    char root[512];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     dlt_loader *l;
     dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 1, .workers = 2,
@@ -124,26 +126,26 @@ static void test_loader_acquire(void **state)
     (void)state;
     snprintf(root, sizeof(root), "%s/loader_acq", g_dir);
     dlt_test_make_folder(root, classes, 4, 4, 0);
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     _epoch(ds, 2, 0, 1, 0, ref, lref, &rc, &bad); /* epoch 1 through next() */
     assert_int_equal(rc, 0);
-    assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
     assert_int_equal(g_allocs, 3); /* the ring's images come from the allocator */
     assert_int_equal(dlt_loader_start(l, 1, 0), 0);
     /* Hold two (the step's and the next), release the older, hold the third, and so on. */
-    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], err, sizeof(err)), 0);
-    assert_int_equal(dlt_loader_acquire(l, &im[1], &lb[1], err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_loader_acquire(l, &im[1], &lb[1], dlt_err_fresh(&err)), 0);
     assert_ptr_not_equal(im[0], im[1]);
     assert_memory_equal(im[0], ref, bb);
     assert_memory_equal(im[1], ref + bb, bb);
     assert_memory_equal(lb[1], lref + 4, 4 * sizeof(int32_t));
-    assert_int_equal(dlt_loader_acquire(l, &im[2], &lb[2], err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_acquire(l, &im[2], &lb[2], dlt_err_fresh(&err)), 0);
     assert_memory_equal(im[2], ref + 2 * bb, bb);
     /* Every slot held: refused, and the message says what to do. */
-    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], err, sizeof(err)), -EBUSY);
-    assert_non_null(strstr(err, "release"));
+    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], dlt_err_fresh(&err)), -EBUSY);
+    assert_non_null(strstr(err.msg, "release"));
     dlt_loader_release(l);
-    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], err, sizeof(err)), 0);
+    assert_int_equal(dlt_loader_acquire(l, &im[0], &lb[0], dlt_err_fresh(&err)), 0);
     assert_memory_equal(im[0], ref + 3 * bb, bb); /* decoded into the slot just given back */
     assert_memory_equal(im[1], ref + bb, bb);     /* still held: untouched */
     assert_memory_equal(lb[0], lref + 12, 4 * sizeof(int32_t));
@@ -159,7 +161,8 @@ static void test_loader_acquire(void **state)
 static void test_loader_eval_exact(void **state)
 {
     static const char *const classes[] = {"c0", "c1", "c2"};
-    char root[512], err[512];
+    char root[512];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     dlt_loader *l;
     uint8_t *img = calloc(4 * 32 * 32 * 3, 1);
@@ -167,21 +170,21 @@ static void test_loader_eval_exact(void **state)
     (void)state;
     snprintf(root, sizeof(root), "%s/evalset", g_dir);
     dlt_test_make_folder(root, classes, 3, 3, 0); /* 9 images: divides by neither batch 4 nor 2 or 4 ranks */
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     for (int world = 1; world <= 16; world *= 2) {
         int seen[9] = {0}, total = 0;
         for (int rank = 0; rank < world; rank++) {
             dlt_loader_config c = {.batch = 4, .out = 32, .train = 0, .seed = 5, .rank = rank, .world = world,
                                    .workers = 2, .depth = 2};
             int64_t steps;
-            assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+            assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
             steps = dlt_loader_steps_per_epoch(l);
             assert_int_equal(dlt_loader_images_per_epoch(l), (9 - rank + world - 1) / world);
             assert_int_equal(steps, (dlt_loader_images_per_epoch(l) + 3) / 4);
             assert_int_equal(dlt_loader_start(l, 0, 0), 0);
             for (int64_t s = 0; s < steps; s++) {
                 int nv;
-                assert_int_equal(dlt_loader_next(l, img, lab, err, sizeof(err)), 0);
+                assert_int_equal(dlt_loader_next(l, img, lab, dlt_err_fresh(&err)), 0);
                 nv = dlt_loader_last_valid(l);
                 assert_true(nv >= 1 && nv <= 4);
                 assert_true(s + 1 == steps || nv == 4); /* only the last batch is short */
@@ -195,7 +198,7 @@ static void test_loader_eval_exact(void **state)
                 total += nv;
             }
             if (steps == 0) /* fewer images than ranks: this rank has none, and says so if asked */
-                assert_int_not_equal(dlt_loader_next(l, img, lab, err, sizeof(err)), 0);
+                assert_int_not_equal(dlt_loader_next(l, img, lab, dlt_err_fresh(&err)), 0);
             dlt_loader_destroy(l);
         }
         assert_int_equal(total, 9);
@@ -205,15 +208,15 @@ static void test_loader_eval_exact(void **state)
     {
         /* Training: 9 images, batch 4 on 4 ranks: no full batch anywhere. */
         dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 4, .workers = 1};
-        assert_int_not_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
-        assert_non_null(strstr(err, "9 image(s)"));
-        assert_non_null(strstr(err, "batch of 4 on each of 4 rank(s)"));
-        assert_non_null(strstr(err, "--batch 2"));
+        assert_int_not_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
+        assert_non_null(strstr(err.msg, "9 image(s)"));
+        assert_non_null(strstr(err.msg, "batch of 4 on each of 4 rank(s)"));
+        assert_non_null(strstr(err.msg, "--batch 2"));
         c.world = 16;
-        assert_int_not_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
-        assert_non_null(strstr(err, "fewer ranks"));
+        assert_int_not_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
+        assert_non_null(strstr(err.msg, "fewer ranks"));
         c.world = 2;
-        assert_int_equal(dlt_loader_create(&l, ds, &c, err, sizeof(err)), 0);
+        assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
         assert_int_equal(dlt_loader_steps_per_epoch(l), 1);
         dlt_loader_destroy(l);
     }
@@ -226,7 +229,8 @@ static void test_loader_eval_exact(void **state)
 static void test_loader_bad_exchange(void **state)
 {
     static const char *const classes[] = {"c0", "c1", "c2", "c3"};
-    char root[512], err[512];
+    char root[512];
+    dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     dlt_loader *l[2];
     uint8_t *img = calloc(4 * 32 * 32 * 3, 1);
@@ -236,13 +240,13 @@ static void test_loader_bad_exchange(void **state)
     (void)state;
     snprintf(root, sizeof(root), "%s/badx", g_dir);
     dlt_test_make_folder(root, classes, 4, 4, 2); /* c0/img00 and c0/img01 (indices 0 and 1) are damaged */
-    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     for (int r = 0; r < 2; r++) {
         dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = r, .world = 2, .workers = 1};
-        assert_int_equal(dlt_loader_create(&l[r], ds, &c, err, sizeof(err)), 0);
+        assert_int_equal(dlt_loader_create(&l[r], ds, &c, dlt_err_fresh(&err)), 0);
         assert_int_equal(dlt_loader_start(l[r], 0, 0), 0);
         for (int s = 0; s < 2; s++)
-            assert_int_equal(dlt_loader_next(l[r], img, lab, err, sizeof(err)), 0);
+            assert_int_equal(dlt_loader_next(l[r], img, lab, dlt_err_fresh(&err)), 0);
     }
     for (int r = 0; r < 2; r++)
         n[r] = dlt_loader_bad_take(l[r], found[r], 16);

@@ -19,10 +19,10 @@
 
 static void test_success_needs_no_wait(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(0, ncclSuccess, "");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclSuccess, "ncclAllReduce(...)", "f.c", 1, 1.0, err, sizeof(err)), 0);
+    assert_int_equal(dlt_nccl_settle(COMM, ncclSuccess, "ncclAllReduce(...)", "f.c", 1, 1.0, dlt_err_fresh(&err)), 0);
     assert_int_equal(fake_nccl_polls(), 0);
 }
 
@@ -30,61 +30,61 @@ static void test_success_needs_no_wait(void **state)
  * rule), not taken for an error, and not taken for done before NCCL says so. */
 static void test_in_progress_is_waited_out(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(5, ncclSuccess, "");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(...)", "f.c", 1, 5.0, err, sizeof(err)), 0);
+    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(...)", "f.c", 1, 5.0, dlt_err_fresh(&err)), 0);
     assert_int_equal(fake_nccl_polls(), 6);
 }
 
 static void test_in_progress_then_async_error(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(3, ncclRemoteError, "socket recv: peer 3 closed the connection");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(g, g, n)", "r.c", 42, 5.0, err, sizeof(err)),
+    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(g, g, n)", "r.c", 42, 5.0, dlt_err_fresh(&err)),
                      -EIO);
-    assert_non_null(strstr(err, "r.c:42: ncclAllReduce(g, g, n)"));
-    assert_non_null(strstr(err, "remote process exited"));
-    assert_non_null(strstr(err, "peer 3 closed the connection"));
+    assert_non_null(strstr(err.msg, "r.c:42: ncclAllReduce(g, g, n)"));
+    assert_non_null(strstr(err.msg, "remote process exited"));
+    assert_non_null(strstr(err.msg, "peer 3 closed the connection"));
 }
 
 static void test_immediate_error_names_nccl_message(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(0, ncclSuccess, "ncclAllReduce: invalid root");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclInvalidUsage, "ncclBroadcast(...)", "c.c", 7, 5.0, err, sizeof(err)),
+    assert_int_equal(dlt_nccl_settle(COMM, ncclInvalidUsage, "ncclBroadcast(...)", "c.c", 7, 5.0, dlt_err_fresh(&err)),
                      -EIO);
-    assert_non_null(strstr(err, "invalid usage"));
-    assert_non_null(strstr(err, "invalid root"));
+    assert_non_null(strstr(err.msg, "invalid usage"));
+    assert_non_null(strstr(err.msg, "invalid root"));
     assert_int_equal(fake_nccl_polls(), 0);
 }
 
 static void test_stuck_in_progress_times_out(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(1 << 30, ncclSuccess, "");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(...)", "f.c", 1, 0.05, err, sizeof(err)),
+    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(...)", "f.c", 1, 0.05, dlt_err_fresh(&err)),
                      -ETIMEDOUT);
-    assert_non_null(strstr(err, "still in progress"));
+    assert_non_null(strstr(err.msg, "still in progress"));
 }
 
 static void test_peer_check_and_release(void **state)
 {
-    char err[256] = "";
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(0, ncclSuccess, "");
-    assert_int_equal(dlt_nccl_peer_check(COMM, err, sizeof(err)), 0);
+    assert_int_equal(dlt_nccl_peer_check(COMM, dlt_err_fresh(&err)), 0);
     assert_int_equal(dlt_nccl_release(COMM), ncclSuccess);
     assert_int_equal(fake_nccl_destroys(), 1);
     assert_int_equal(fake_nccl_aborts(), 0);
     /* A lost peer: the wait ends with NCCL's reason, and the communicator is aborted, not
      * destroyed (destroy would wait for the peer forever). */
     fake_nccl_script(0, ncclSystemError, "NET/Socket: connection closed by remote peer n2<4321>");
-    assert_int_not_equal(dlt_nccl_peer_check(COMM, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "connection closed by remote peer n2"));
+    assert_int_not_equal(dlt_nccl_peer_check(COMM, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "connection closed by remote peer n2"));
     assert_int_equal(dlt_nccl_release(COMM), ncclSuccess);
     assert_int_equal(fake_nccl_aborts(), 1);
     assert_int_equal(fake_nccl_destroys(), 0);

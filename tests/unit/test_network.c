@@ -149,14 +149,14 @@ static void _check(const char *arch, float width, const char *zeroed, const char
     dlt_synthetic syn;
     uint8_t *img;
     int32_t labels[8];
-    char err[512];
+    dlt_err e = DLT_ERR_INIT;
     int checked = 0;
     float *ghost;
     const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
 
-    assert_int_equal(dlt_model_parse_arch(arch, &cfg, err, sizeof(err)), 0);
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    assert_int_equal(dlt_net_create(&net, &cfg, be, err, sizeof(err)), 0);
+    assert_int_equal(dlt_model_parse_arch(arch, &cfg, dlt_err_fresh(&e)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&e)), 0);
+    assert_int_equal(dlt_net_create(&net, &cfg, be, dlt_err_fresh(&e)), 0);
     /* Not zero-init: every block's residual branch must carry gradient. Its last BN's gamma at 0.1
      * instead of 1 keeps the sum of 8 or 16 branches from making the loss so curved at init that
      * a difference step of 1e-3 measures the curvature (without it, ResNet-50's conv1 entries differ
@@ -284,16 +284,16 @@ static void test_bn_state_verbs(void **state)
     dlt_synthetic syn;
     uint8_t img[4 * 32 * 32 * 3];
     int32_t labels[4];
-    char err[512];
+    dlt_err e = DLT_ERR_INIT;
     const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
     float *a, *b;
     int64_t ca[64], cb[64];
     size_t n;
     int nbn;
     (void)state;
-    assert_int_equal(dlt_model_parse_arch("resnet18", &cfg, err, sizeof(err)), 0);
-    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, err, sizeof(err)), 0);
-    assert_int_equal(dlt_net_create(&net, &cfg, be, err, sizeof(err)), 0);
+    assert_int_equal(dlt_model_parse_arch("resnet18", &cfg, dlt_err_fresh(&e)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&e)), 0);
+    assert_int_equal(dlt_net_create(&net, &cfg, be, dlt_err_fresh(&e)), 0);
     nbn = net.model.nbn;
     assert_true(nbn > 0 && nbn <= 64);
     dlt_net_init_params(&net, 7, 0);

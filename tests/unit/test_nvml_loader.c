@@ -28,10 +28,10 @@ _Static_assert(DLT_NVML_P2P_CAPS_INDEX_READ == NVML_P2P_CAPS_INDEX_READ, "p2p re
 static void test_missing_library_named(void **state)
 {
     dlt_nvml nvml;
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
-    assert_int_not_equal(dlt_nvml_open(&nvml, "/nonexistent/libnvidia-ml.so.1", err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "/nonexistent/libnvidia-ml.so.1"));
+    assert_int_not_equal(dlt_nvml_open(&nvml, "/nonexistent/libnvidia-ml.so.1", dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "/nonexistent/libnvidia-ml.so.1"));
 }
 
 int main(void)

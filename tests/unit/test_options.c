@@ -24,16 +24,17 @@ static void test_plain_flag_uses_site_defaults(void **state)
 {
     dlt_site_conf s = site_default();
     dlt_user_opts o;
-    char err[DLT_ERR_MAX], txt[256];
+    dlt_err err = DLT_ERR_INIT;
+    char txt[256];
     (void)state;
-    assert_int_equal(dlt_user_opts_parse(&o, &s, NULL, err, sizeof(err)), 0);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, NULL, dlt_err_fresh(&err)), 0);
     assert_int_equal(o.requested, 1);
     assert_int_equal(o.bind, DLT_BIND_CLOSEST);
     assert_int_equal(o.nccl, DLT_NCCL_AUTO);
     assert_int_equal(dlt_user_opts_format(&o, txt, sizeof(txt)), 0);
     assert_string_equal(txt, "bind=closest,gpus=task,nccl=auto,nic=auto");
     s.default_bind = DLT_BIND_NONE;
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "", err, sizeof(err)), 0);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "", dlt_err_fresh(&err)), 0);
     assert_int_equal(o.bind, DLT_BIND_NONE);
 }
 
@@ -41,9 +42,10 @@ static void test_full_list(void **state)
 {
     dlt_site_conf s = site_default();
     dlt_user_opts o;
-    char err[DLT_ERR_MAX], txt[256];
+    dlt_err err = DLT_ERR_INIT;
+    char txt[256];
     (void)state;
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,gpus=step,verbose", err, sizeof(err)), 0);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,gpus=step,verbose", dlt_err_fresh(&err)), 0);
     assert_int_equal(o.bind, DLT_BIND_NONE);
     assert_int_equal(o.nccl, DLT_NCCL_OFF);
     assert_string_equal(o.nic, "mlx5_0");
@@ -52,7 +54,7 @@ static void test_full_list(void **state)
     assert_string_equal(txt, "bind=none,gpus=step,nccl=off,nic=mlx5_0,verbose");
     assert_int_equal(o.gpus, DLT_GPUS_STEP);
     /* Later tokens win, nic=auto resets. */
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "nic=eth0,nic=auto,bind=none,bind=closest", err, sizeof(err)), 0);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "nic=eth0,nic=auto,bind=none,bind=closest", dlt_err_fresh(&err)), 0);
     assert_string_equal(o.nic, "");
     assert_int_equal(o.bind, DLT_BIND_CLOSEST);
 }
@@ -61,11 +63,11 @@ static void expect_bad(const char *opts, const char *needle)
 {
     dlt_site_conf s = site_default();
     dlt_user_opts o;
-    char err[DLT_ERR_MAX] = "";
-    assert_int_equal(dlt_user_opts_parse(&o, &s, opts, err, sizeof(err)), -EINVAL);
-    if (!strstr(err, needle))
-        fail_msg("error for '%s' was '%s', expected to contain '%s'", opts, err, needle);
-    assert_true(strlen(err) < DLT_ERR_MAX);
+    dlt_err err = DLT_ERR_INIT;
+    assert_int_equal(dlt_user_opts_parse(&o, &s, opts, dlt_err_fresh(&err)), -EINVAL);
+    if (!strstr(err.msg, needle))
+        fail_msg("error for '%s' was '%s', expected to contain '%s'", opts, err.msg, needle);
+    assert_true(strlen(err.msg) < DLT_ERR_MAX);
 }
 
 static void test_bad_tokens_named(void **state)
@@ -107,22 +109,22 @@ static void test_site_forbids_bind_none(void **state)
 {
     dlt_site_conf s = site_default();
     dlt_user_opts o;
-    char err[DLT_ERR_MAX];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     s.allow_bind_none = 0;
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none", err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "allow_bind_none=no"));
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none", dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "allow_bind_none=no"));
 }
 
 static void test_site_args(void **state)
 {
     dlt_site_conf s;
-    char err[DLT_ERR_MAX];
+    dlt_err err = DLT_ERR_INIT;
     char *good[] = {"default_bind=none", "enable=always", "topo_dir=/var/run/dlt", "nccl_socket_ifname=ib0,eth0",
                     "nccl_ib_hca=mlx5_0:1", "nvml_lib=/opt/nvidia/libnvidia-ml.so.1", "allow_bind_none=no",
                     "default_nccl=off", "sysfs_root=/srv/fixture", "default_gpus=step"};
     (void)state;
-    assert_int_equal(dlt_site_conf_parse(&s, 10, good, err, sizeof(err)), 0);
+    assert_int_equal(dlt_site_conf_parse(&s, 10, good, dlt_err_fresh(&err)), 0);
     assert_string_equal(s.sysfs_root, "/srv/fixture");
     assert_int_equal(s.default_gpus, DLT_GPUS_STEP);
     assert_int_equal(s.default_bind, DLT_BIND_NONE);
@@ -136,31 +138,31 @@ static void test_site_args(void **state)
 
     {
         char *a[] = {"default_bind=numa"};
-        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
-        assert_non_null(strstr(err, "default_bind='numa'"));
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "default_bind='numa'"));
     }
     {
         char *a[] = {"topo_dir=relative/dir"};
-        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
     }
     {
         char *a[] = {"topo_dir=/run/../tmp"};
-        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
     }
     {
         char *a[] = {"frobnicate=1"};
-        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
-        assert_non_null(strstr(err, "unknown argument 'frobnicate'"));
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "unknown argument 'frobnicate'"));
     }
     {
         char *a[] = {"noequals"};
-        assert_int_equal(dlt_site_conf_parse(&s, 1, a, err, sizeof(err)), -EINVAL);
-        assert_non_null(strstr(err, "not key=value"));
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "not key=value"));
     }
     /* A failed parse leaves defaults, not a half-applied configuration. */
     {
         char *a[] = {"topo_dir=/srv/dlt", "nvml_lib=/x/libnvidia-ml.so.1", "bogus=1"};
-        assert_int_equal(dlt_site_conf_parse(&s, 3, a, err, sizeof(err)), -EINVAL);
+        assert_int_equal(dlt_site_conf_parse(&s, 3, a, dlt_err_fresh(&err)), -EINVAL);
     }
     assert_string_equal(s.topo_dir, "/run/dltrain");
     assert_string_equal(s.nvml_lib, "libnvidia-ml.so.1");
@@ -221,11 +223,12 @@ static void test_keys_documented(void **state)
     const dlt_user_key *keys = dlt_user_keys(&count);
     dlt_site_conf s = site_default();
     dlt_user_opts o;
-    char usage[512], err[DLT_ERR_MAX], man[1024], want[96];
+    char usage[512], man[1024], want[96];
+    dlt_err err = DLT_ERR_INIT;
     int bad = 0;
     (void)state;
     assert_int_equal(dlt_user_opts_usage(usage, sizeof(usage)), 0);
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "nosuchkey", err, sizeof(err)), -EINVAL);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "nosuchkey", dlt_err_fresh(&err)), -EINVAL);
     man_keys(man, sizeof(man));
     print_message("# usage: %s\n# man OPTIONS items: %s\n", usage, man);
     for (size_t i = 0; i < count; i++) {
@@ -233,8 +236,8 @@ static void test_keys_documented(void **state)
                  keys[i].values ? keys[i].values : "");
         if (!strstr(usage, want))
             print_message("# the --dl-train usage text lacks %s\n", want), bad++;
-        if (!strstr(err, want))
-            print_message("# a refusal's valid keys lack %s: %s\n", want, err), bad++;
+        if (!strstr(err.msg, want))
+            print_message("# a refusal's valid keys lack %s: %s\n", want, err.msg), bad++;
         snprintf(want, sizeof(want), "|%s|", keys[i].key);
         if (!strstr(man, want))
             print_message("# man/spank_dltrain.8 OPTIONS has no item for %s\n", keys[i].key), bad++;

@@ -188,10 +188,11 @@ static void _run(int64_t steps, long long *out)
 {
     dlt_train_config c;
     dlt_comm *comm;
-    char err[1024] = "", dir[] = "/tmp/dlt-budget-XXXXXX", cmd[64];
+    dlt_err err = DLT_ERR_INIT;
+    char dir[] = "/tmp/dlt-budget-XXXXXX", cmd[64];
     assert_non_null(mkdtemp(dir));
     dlt_train_config_defaults(&c);
-    assert_int_equal(dlt_model_parse_arch("resnet50", &c.model, err, sizeof(err)), 0);
+    assert_int_equal(dlt_model_parse_arch("resnet50", &c.model, dlt_err_fresh(&err)), 0);
     c.model.image = 32;
     c.model.batch = 2;
     c.model.classes = 10;
@@ -208,9 +209,9 @@ static void _run(int64_t steps, long long *out)
     memset(&g, 0, sizeof(g));
     /* ResNet-50's 25,557,032 parameters (torchvision) at 10 classes: 23,528,522. */
     g.model_bytes = 23528522 * sizeof(float);
-    assert_int_equal(dlt_comm_single_create(&comm, err, sizeof(err)), 0);
-    if (dlt_train_run(&c, comm, err, sizeof(err)) != 0)
-        fail_msg("training run of %lld steps: %s", (long long)steps, err);
+    assert_int_equal(dlt_comm_single_create(&comm, dlt_err_fresh(&err)), 0);
+    if (dlt_train_run(&c, comm, dlt_err_fresh(&err)) != 0)
+        fail_msg("training run of %lld steps: %s", (long long)steps, err.msg);
     comm->ops->destroy(comm);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);

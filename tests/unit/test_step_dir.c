@@ -109,14 +109,15 @@ static void _victim_intact(const fixture *fx)
 static void test_user_tree_removed_links_not_followed(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], err[512], p[PATH_MAX + 32];
+    char file[PATH_MAX], p[PATH_MAX + 32];
+    dlt_err err = DLT_ERR_INIT;
     int stale = -1;
     assert_int_equal(dlt_step_dir_create(fx->top, "7.0", "nccl_topo.xml", "<system/>", 9, getuid(), getgid(), file,
-                                         sizeof(file), &stale, err, sizeof(err)),
+                                         sizeof(file), &stale, dlt_err_fresh(&err)),
                      0);
     assert_int_equal(stale, 0);
     _user_tree(fx, "7.0");
-    assert_int_equal(dlt_step_dir_remove(fx->top, "7.0", err, sizeof(err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "7.0", dlt_err_fresh(&err)), 0);
     snprintf(p, sizeof(p), "%s/7.0", fx->top);
     assert_false(_exists(p));
     _victim_intact(fx);
@@ -125,14 +126,15 @@ static void test_user_tree_removed_links_not_followed(void **state)
 static void test_stale_directory_of_same_id_replaced(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], err[512], p[PATH_MAX + 32], buf[16] = "";
+    char file[PATH_MAX], p[PATH_MAX + 32], buf[16] = "";
+    dlt_err err = DLT_ERR_INIT;
     int stale = 0, fd;
     ssize_t n;
     snprintf(p, sizeof(p), "%s/9.1", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
     _user_tree(fx, "9.1");
     assert_int_equal(dlt_step_dir_create(fx->top, "9.1", "nccl_topo.xml", "<system/>", 9, getuid(), getgid(), file,
-                                         sizeof(file), &stale, err, sizeof(err)),
+                                         sizeof(file), &stale, dlt_err_fresh(&err)),
                      0);
     assert_int_equal(stale, 1);
     fd = open(file, O_RDONLY);
@@ -144,16 +146,17 @@ static void test_stale_directory_of_same_id_replaced(void **state)
     snprintf(p, sizeof(p), "%s/9.1/a", fx->top);
     assert_false(_exists(p)); /* nothing of the old tree is left */
     _victim_intact(fx);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "9.1", err, sizeof(err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "9.1", dlt_err_fresh(&err)), 0);
 }
 
 static void test_link_at_step_path_removed_not_followed(void **state)
 {
     fixture *fx = *state;
-    char err[512], p[PATH_MAX + 32];
+    dlt_err err = DLT_ERR_INIT;
+    char p[PATH_MAX + 32];
     snprintf(p, sizeof(p), "%s/3.0", fx->top);
     assert_int_equal(symlink(fx->victim, p), 0);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "3.0", err, sizeof(err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "3.0", dlt_err_fresh(&err)), 0);
     assert_false(_exists(p));
     _victim_intact(fx);
 }
@@ -161,7 +164,8 @@ static void test_link_at_step_path_removed_not_followed(void **state)
 static void test_too_deep_is_reported_not_recursed_forever(void **state)
 {
     fixture *fx = *state;
-    char err[512], p[PATH_MAX + 32];
+    dlt_err err = DLT_ERR_INIT;
+    char p[PATH_MAX + 32];
     int dfd, next;
     snprintf(p, sizeof(p), "%s/5.0", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
@@ -175,9 +179,9 @@ static void test_too_deep_is_reported_not_recursed_forever(void **state)
         dfd = next;
     }
     close(dfd);
-    assert_int_not_equal(dlt_step_dir_remove(fx->top, "5.0", err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "deeper than the limit"));
-    assert_non_null(strstr(err, "5.0"));
+    assert_int_not_equal(dlt_step_dir_remove(fx->top, "5.0", dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "deeper than the limit"));
+    assert_non_null(strstr(err.msg, "5.0"));
 }
 
 static void test_expand_node(void **state)

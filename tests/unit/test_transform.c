@@ -56,7 +56,7 @@ static void test_decode_transform(void **state)
 {
     dlt_decoder *d = dlt_decoder_create();
     uint8_t out[64 * 64 * 3], again[64 * 64 * 3];
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     int num, den;
     (void)state;
     assert_non_null(d);
@@ -66,7 +66,7 @@ static void test_decode_transform(void **state)
         dlt_rng r1, r2;
         int lo = 255, hi = 0;
         memset(out, 0xab, sizeof(out));
-        assert_int_equal(dlt_decode_transform(d, j, len, 64, 0, NULL, out, err, sizeof(err)), 0);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 0, NULL, out, dlt_err_fresh(&err)), 0);
         /* Centre crop 328 px -> 64: DCT scale 1/4 (82 px), not 1/8 (41 px < 64). */
         dlt_decoder_last_scale(d, &num, &den);
         assert_int_equal(num * 4, den);
@@ -78,8 +78,8 @@ static void test_decode_transform(void **state)
             fail_msg("kind %d: output spans only %d..%d", kind, lo, hi); /* an image, not a constant fill */
         dlt_rng_seed(&r1, 9, 9);
         dlt_rng_seed(&r2, 9, 9);
-        assert_int_equal(dlt_decode_transform(d, j, len, 64, 1, &r1, out, err, sizeof(err)), 0);
-        assert_int_equal(dlt_decode_transform(d, j, len, 64, 1, &r2, again, err, sizeof(err)), 0);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 1, &r1, out, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 1, &r2, again, dlt_err_fresh(&err)), 0);
         assert_memory_equal(out, again, sizeof(out)); /* deterministic for a seed */
         tjFree(j);
     }
@@ -87,7 +87,7 @@ static void test_decode_transform(void **state)
         /* Smaller than the output: upsampled at scale 1. */
         unsigned long len;
         unsigned char *j = dlt_test_jpeg(20, 30, 0, &len);
-        assert_int_equal(dlt_decode_transform(d, j, len, 64, 0, NULL, out, err, sizeof(err)), 0);
+        assert_int_equal(dlt_decode_transform(d, j, len, 64, 0, NULL, out, dlt_err_fresh(&err)), 0);
         dlt_decoder_last_scale(d, &num, &den);
         assert_int_equal(num, den);
         tjFree(j);
@@ -101,7 +101,7 @@ static void test_region_decode(void **state)
 {
     dlt_decoder *whole = dlt_decoder_create(), *region = dlt_decoder_create();
     static uint8_t a[224 * 224 * 3], b[224 * 224 * 3];
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     (void)state;
     assert_non_null(whole);
     assert_non_null(region);
@@ -114,8 +114,8 @@ static void test_region_decode(void **state)
             int out = i % 2 ? 224 : 64, worst = 0; /* 224: mostly full scale, where chroma is upsampled */
             dlt_rng_seed(&r1, 77, (uint64_t)i);
             dlt_rng_seed(&r2, 77, (uint64_t)i);
-            assert_int_equal(dlt_decode_transform(whole, j, len, out, 1, &r1, a, err, sizeof(err)), 0);
-            assert_int_equal(dlt_decode_transform(region, j, len, out, 1, &r2, b, err, sizeof(err)), 0);
+            assert_int_equal(dlt_decode_transform(whole, j, len, out, 1, &r1, a, dlt_err_fresh(&err)), 0);
+            assert_int_equal(dlt_decode_transform(region, j, len, out, 1, &r2, b, dlt_err_fresh(&err)), 0);
             for (size_t k = 0; k < (size_t)out * out * 3; k++)
                 worst = abs(a[k] - b[k]) > worst ? abs(a[k] - b[k]) : worst;
             if (worst > 0)
@@ -132,31 +132,31 @@ static void test_damaged_data(void **state)
 {
     dlt_decoder *d = dlt_decoder_create();
     uint8_t out[32 * 32 * 3], junk[2048];
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     unsigned long len;
     unsigned char *j = dlt_test_jpeg(100, 80, 0, &len);
     (void)state;
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (uint8_t)(i * 31 + 7);
-    assert_int_equal(dlt_decode_transform(d, j, 0, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "empty"));
-    assert_int_equal(dlt_decode_transform(d, junk, sizeof(junk), 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "not a readable JPEG"));
+    assert_int_equal(dlt_decode_transform(d, j, 0, 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "empty"));
+    assert_int_equal(dlt_decode_transform(d, junk, sizeof(junk), 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "not a readable JPEG"));
     /* Right after a failure the next good image must decode (libjpeg-turbo 2.1 handle reuse bug). */
-    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
-    assert_int_equal(dlt_decode_transform(d, j, len / 2, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "JPEG"));
-    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_decode_transform(d, j, len / 2, 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "JPEG"));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, dlt_err_fresh(&err)), 0);
     /* The first 10 bytes of a JPEG: truncated, not "dimensions out of range". */
-    assert_int_equal(dlt_decode_transform(d, j, 10, 32, 0, NULL, out, err, sizeof(err)), -EINVAL);
-    assert_true(strstr(err, "truncated") || strstr(err, "not a readable JPEG"));
-    assert_null(strstr(err, "dimensions"));
-    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    assert_int_equal(dlt_decode_transform(d, j, 10, 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
+    assert_true(strstr(err.msg, "truncated") || strstr(err.msg, "not a readable JPEG"));
+    assert_null(strstr(err.msg, "dimensions"));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, dlt_err_fresh(&err)), 0);
     memcpy(junk, j, len < sizeof(junk) ? len : sizeof(junk));
     junk[len / 2] ^= 0xff;
     junk[len / 2 + 1] ^= 0x5a;
-    (void)dlt_decode_transform(d, junk, len < sizeof(junk) ? len : sizeof(junk), 32, 0, NULL, out, err, sizeof(err));
-    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, err, sizeof(err)), 0);
+    (void)dlt_decode_transform(d, junk, len < sizeof(junk) ? len : sizeof(junk), 32, 0, NULL, out, dlt_err_fresh(&err));
+    assert_int_equal(dlt_decode_transform(d, j, len, 32, 0, NULL, out, dlt_err_fresh(&err)), 0);
     tjFree(j);
     dlt_decoder_destroy(d);
 }

@@ -27,8 +27,7 @@ static void _key_text(const dlt_algo_key *k, char *out, size_t outlen)
              k->s.c, k->channels, k->s.h, k->s.w, k->s.k, k->s.r, k->s.s, k->s.stride, k->s.pad);
 }
 
-int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_choice *out, int *damaged, char *err,
-                          size_t errlen)
+int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_choice *out, int *damaged, dlt_err *err)
 {
     char want[512], line[1024];
     size_t wl;
@@ -37,8 +36,7 @@ int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_ch
     if (!f) {
         if (errno == ENOENT)
             return 0;
-        snprintf(err, errlen, "--cudnn-cache %s: %s", path, strerror(errno));
-        return -errno;
+        return dlt_fail(err, -errno, "--cudnn-cache %s: %s", path, strerror(errno));
     }
     _key_text(key, want, sizeof(want));
     wl = strlen(want);
@@ -68,7 +66,7 @@ int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_ch
         found = 1;
     }
     if (ferror(f)) {
-        snprintf(err, errlen, "--cudnn-cache %s: read error", path);
+        dlt_fail(err, -EIO, "--cudnn-cache %s: read error", path);
         fclose(f);
         return -EIO;
     }
@@ -78,7 +76,7 @@ int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_ch
     return found;
 }
 
-int dlt_algo_cache_store(const char *path, const dlt_algo_key *key, const dlt_algo_choice *c, char *err, size_t errlen)
+int dlt_algo_cache_store(const char *path, const dlt_algo_key *key, const dlt_algo_choice *c, dlt_err *err)
 {
     char line[1024];
     size_t kl;
@@ -91,8 +89,7 @@ int dlt_algo_cache_store(const char *path, const dlt_algo_key *key, const dlt_al
     fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         e = errno;
-        snprintf(err, errlen, "--cudnn-cache %s: cannot open for appending: %s", path, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "--cudnn-cache %s: cannot open for appending: %s", path, strerror(e));
     }
     kl = strlen(line);
     w = write(fd, line, kl);
@@ -102,7 +99,7 @@ int dlt_algo_cache_store(const char *path, const dlt_algo_key *key, const dlt_al
         e = errno;
     }
     if (w != (ssize_t)kl) {
-        snprintf(err, errlen, "--cudnn-cache %s: cannot append: %s", path, w < 0 ? strerror(e) : "short write");
+        dlt_fail(err, -EIO, "--cudnn-cache %s: cannot append: %s", path, w < 0 ? strerror(e) : "short write");
         return w < 0 ? -e : -EIO;
     }
     return 0;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "trainer/backend/backend.h"
+#include "trainer/common/status.h"
 
 /* Everything that makes a choice valid: the same GPU model, cuDNN version, data and math types,
  * determinism rule, workspace limit and geometry (with the stem's padded channel count). */
@@ -28,10 +29,8 @@ typedef struct {
 /* Finds key in the file at path: 1 and *out filled when a well-formed line has it (the last such
  * line wins), 0 when none has (or the file does not exist yet), -errno when the file cannot be
  * read (err says why). Lines that do not parse are skipped and counted in *damaged (may be NULL). */
-int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_choice *out, int *damaged, char *err,
-                          size_t errlen);
+int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_choice *out, int *damaged, dlt_err *err);
 /* Appends key's line (one write, O_APPEND: concurrent ranks' lines never interleave). 0 or -errno. */
-int dlt_algo_cache_store(const char *path, const dlt_algo_key *key, const dlt_algo_choice *c, char *err,
-                         size_t errlen);
+int dlt_algo_cache_store(const char *path, const dlt_algo_key *key, const dlt_algo_choice *c, dlt_err *err);
 
 #endif

@@ -27,28 +27,25 @@ int dlt_precision_parse(const char *s)
     return -1;
 }
 
-int dlt_results_slot_check(int slot, char *err, size_t errlen)
+int dlt_results_slot_check(int slot, dlt_err *err)
 {
     if (slot >= 0 && slot < DLT_RES_COUNT)
         return 0;
-    snprintf(err, errlen, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
-    return -EINVAL;
+    return dlt_fail(err, -EINVAL, "result slot %d outside 0..%d", slot, DLT_RES_COUNT - 1);
 }
 
-int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, char *err, size_t errlen)
+int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, dlt_err *err)
 {
     size_t covered = 0;
     for (int i = 0; i < nsegs; i++) {
         if (segs[i].off != covered || segs[i].len == 0) {
-            snprintf(err, errlen, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
+            return dlt_fail(err, -EINVAL, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
                      segs[i].len);
-            return -EINVAL;
         }
         covered += segs[i].len;
     }
     if (covered != n) {
-        snprintf(err, errlen, "optimizer segments cover %zu of %zu parameters", covered, n);
-        return -EINVAL;
+        return dlt_fail(err, -EINVAL, "optimizer segments cover %zu of %zu parameters", covered, n);
     }
     return 0;
 }
@@ -65,18 +62,18 @@ dlt_precision dlt_backend_lowp(const dlt_backend *be)
  * not load is worth one line. */
 static const dlt_cuda_module *_cuda_probe(void)
 {
-    char why[512];
+    dlt_err why = DLT_ERR_INIT;
     const dlt_cuda_module *m;
     /* No NVIDIA driver on this node (its control device; WSL's /dev/dxg): no GPU to find, and the
      * CUDA libraries (a gigabyte and more of address space) stay unmapped for a CPU run. */
     if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/nvidia0", F_OK) != 0 && access("/dev/dxg", F_OK) != 0)
         return NULL;
-    m = dlt_cuda_module_get(why, sizeof(why));
+    m = dlt_cuda_module_get(&why);
 #ifdef DLT_HAVE_CUDA_BACKEND
     {
         static int warned;
         if (!m && !warned) {
-            fprintf(stderr, "dltrain: warning: this node has an NVIDIA device but %s\n", why);
+            fprintf(stderr, "dltrain: warning: this node has an NVIDIA device but %s\n", why.msg);
             warned = 1;
         }
     }
@@ -119,7 +116,7 @@ void dlt_backend_config_defaults(dlt_backend_config *c)
     c->stem_pad = -1;
 }
 
-int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
+int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err)
 {
     const char *kind = cfg->kind;
     dlt_precision prec = cfg->precision;
@@ -127,11 +124,10 @@ int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *e
     if (!kind || !strcmp(kind, "auto"))
         kind = dlt_backend_cuda_available() ? "cuda" : "cpu";
     if (!strcmp(kind, "cpu"))
-        return dlt_backend_cpu_create(out, prec, err, errlen);
+        return dlt_backend_cpu_create(out, prec, err);
     if (!strcmp(kind, "cuda")) {
-        const dlt_cuda_module *m = dlt_cuda_module_get(err, errlen);
-        return m ? m->backend_create(out, cfg, err, errlen) : -ENOTSUP;
+        const dlt_cuda_module *m = dlt_cuda_module_get(err);
+        return m ? m->backend_create(out, cfg, err) : -ENOTSUP;
     }
-    snprintf(err, errlen, "unknown backend '%s' (auto, cpu, cuda)", kind);
-    return -EINVAL;
+    return dlt_fail(err, -EINVAL, "unknown backend '%s' (auto, cpu, cuda)", kind);
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "trainer/common/peer_check.h"
+#include "trainer/common/status.h"
 
 /* fp32; bf16 / fp16 mixed precision (float master weights); tf32: fp32 tensors, TF32 tensor-core
  * math (Ampere and newer GPUs). */
@@ -71,11 +72,11 @@ enum {
 };
 
 /* 0 for a slot of the results (results_put's precondition); else -EINVAL with err saying so. */
-int dlt_results_slot_check(int slot, char *err, size_t errlen);
+int dlt_results_slot_check(int slot, dlt_err *err);
 
 /* 0 when segs tile [0, n) in order, without gaps or empty segments (sgd_plan's precondition);
  * else -EINVAL with err saying where. */
-int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, char *err, size_t errlen);
+int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n, dlt_err *err);
 
 /* Batches staged ahead of their use (input_stage) at most: the current one and the next. */
 #define DLT_INPUT_STAGED 2
@@ -259,8 +260,7 @@ struct dlt_backend {
     const dlt_peer_check *peers;
     /* The error sink: the buffer given to dlt_backend_create, which receives every op's error
      * for the backend's life (one error channel from the ops up to the command). */
-    char *err;
-    size_t errlen;
+    dlt_err *err;
 };
 
 /* Output size of a convolution/pooling window. */
@@ -283,7 +283,7 @@ typedef struct {
 void dlt_backend_config_defaults(dlt_backend_config *c);
 /* err receives this call's error and, for the backend's life, every op's (it must outlive the
  * backend). */
-int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
+int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err);
 /* GPUs the CUDA runtime sees (0 without the CUDA backend or a driver). */
 int dlt_backend_gpu_count(void);
 /* The PCI bus id of visible GPU `device` (0), or "device N" (-1) when the runtime cannot say. */
@@ -297,7 +297,7 @@ int dlt_backend_cuda_available(void);
  * 32-bit: the type a reduction in the run's low precision (--allreduce-lowp) uses. */
 dlt_precision dlt_backend_lowp(const dlt_backend *be);
 
-int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, size_t errlen);
+int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, dlt_err *err);
 /* Row-major C[m,n] = alpha * op(A) op(B) + beta * C on host floats (the CPU backend's FC layer). */
 int dlt_backend_cpu_gemm(dlt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                          int lda, const float *b, int ldb, float beta, float *c, int ldc);

@@ -95,8 +95,7 @@ static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
 {
     cpu_backend *c = _cpu(be);
     if (c->nstaged == DLT_INPUT_STAGED) {
-        snprintf(be->err, be->errlen, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
-        return -EBUSY;
+        return dlt_fail(be->err, -EBUSY, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
     }
     c->staged[c->nstaged].src = src;
     c->staged[c->nstaged].pixels = pixels;
@@ -109,9 +108,8 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
     cpu_backend *c = _cpu(be);
     const uint8_t *src;
     if (c->nstaged == 0 || c->staged[0].pixels != pixels) {
-        snprintf(be->err, be->errlen, "normalize_input of %zu pixels: %s", pixels,
+        return dlt_fail(be->err, -EINVAL, "normalize_input of %zu pixels: %s", pixels,
                  c->nstaged ? "the staged batch differs in size" : "no batch staged");
-        return -EINVAL;
     }
     src = c->staged[0].src;
     memmove(&c->staged[0], &c->staged[1], sizeof(c->staged[0]) * (size_t)(--c->nstaged));
@@ -176,7 +174,7 @@ static int _results_reset(dlt_backend *be)
 static int _results_put(dlt_backend *be, int slot, double value)
 {
     int rc;
-    if ((rc = dlt_results_slot_check(slot, be->err, be->errlen)) != 0)
+    if ((rc = dlt_results_slot_check(slot, be->err)) != 0)
         return rc;
     _cpu(be)->results[slot] = value;
     return 0;
@@ -201,13 +199,12 @@ static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
 static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_segment *segs, int nsegs)
 {
     cpu_backend *c = _cpu(be);
-    int rc = dlt_param_segments_check(segs, nsegs, n, be->err, be->errlen);
+    int rc = dlt_param_segments_check(segs, nsegs, n, be->err);
     if (rc)
         return rc;
     free(c->segs);
     if (!(c->segs = malloc((size_t)(nsegs ? nsegs : 1) * sizeof(*segs)))) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     memcpy(c->segs, segs, (size_t)nsegs * sizeof(*segs));
     c->nsegs = nsegs;
@@ -221,8 +218,7 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
 {
     cpu_backend *c = _cpu(be);
     if (w != c->params) {
-        snprintf(be->err, be->errlen, "sgd_step on a buffer sgd_plan did not name");
-        return -EINVAL;
+        return dlt_fail(be->err, -EINVAL, "sgd_step on a buffer sgd_plan did not name");
     }
     if (dlt_results_skip(c->results))
         return 0;

@@ -48,9 +48,8 @@ struct dlt_op {
     do {                                                                                                      \
         dnnl_status_t s_ = (call);                                                                            \
         if (s_ != dnnl_success) {                                                                             \
-            snprintf((be)->err, (be)->errlen, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,         \
-                     _dnnl_status_str(s_));                                                                   \
-            return -EIO;                                                                                      \
+            return dlt_fail((be)->err, -EIO, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                \
+                            _dnnl_status_str(s_));                                                            \
         }                                                                                                     \
     } while (0)
 
@@ -101,9 +100,8 @@ static int _reorder(dlt_backend *be, dnnl_primitive_t *p, const dnnl_memory_desc
  * ..."), and the words must never be what the buffer held before. */
 static int _oom(dlt_backend *be)
 {
-    snprintf(be->err, be->errlen, "out of memory (the process's memory or address-space limit: `ulimit -v`, the "
+    return dlt_fail(be->err, -ENOMEM, "out of memory (the process's memory or address-space limit: `ulimit -v`, the "
              "job's --mem; a smaller --batch needs less)");
-    return -ENOMEM;
 }
 
 static void *_alloc_md(const dnnl_memory_desc_t *md)
@@ -230,8 +228,7 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
             int cap = c->bound_cap ? 2 * c->bound_cap : 64;
             dlt_op **b = realloc(c->bound, (size_t)cap * sizeof(*b));
             if (!b) {
-                snprintf(be->err, be->errlen, "out of memory");
-                return -ENOMEM;
+                return dlt_fail(be->err, -ENOMEM, "out of memory");
             }
             c->bound = b;
             c->bound_cap = cap;
@@ -622,13 +619,12 @@ int dlt_backend_cpu_has_bf16(void)
     return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
 }
 
-int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, size_t errlen)
+int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, dlt_err *err)
 {
     cpu_backend *c = calloc(1, sizeof(*c));
     *out = NULL;
     if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory");
     }
     c->ops = g_cpu_ops;
     dlt_cpu_loop_ops(&c->ops);
@@ -639,21 +635,20 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, char *err, siz
     c->base.host_memory = 1;
     c->base.results = c->results;
     c->base.err = err;
-    c->base.errlen = errlen;
     if (prec == DLT_PREC_FP16 || prec == DLT_PREC_TF32) {
-        snprintf(err, errlen, "--precision %s needs the CUDA backend (the CPU backend has fp32 and bf16)",
+        dlt_fail(err, -EIO, "--precision %s needs the CUDA backend (the CPU backend has fp32 and bf16)",
                  dlt_precision_name(prec));
         free(c);
         return -ENOTSUP;
     }
     if (prec == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
-        snprintf(err, errlen, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
+        dlt_fail(err, -EIO, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
         free(c);
         return -ENOTSUP;
     }
     if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
-        snprintf(err, errlen, "cannot create the oneDNN CPU engine");
+        dlt_fail(err, -EIO, "cannot create the oneDNN CPU engine");
         _destroy(&c->base);
         return -EIO;
     }

@@ -8,8 +8,9 @@
 #include <stddef.h>
 
 #include "trainer/backend/backend.h"
+#include "trainer/common/status.h"
 
-int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
+int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err);
 
 /* The low-precision gradient copy of the NCCL reduction (--allreduce-lowp), in be's 16-bit type
  * (dlt_backend_lowp): src times mul cast into dst, and back to float, queued on stream (a

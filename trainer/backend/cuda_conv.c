@@ -40,7 +40,7 @@
                     break;                                                                                    \
                 }                                                                                             \
         if (found_ < 0) {                                                                                     \
-            snprintf(be->err, be->errlen, "cuDNN found no %s%s algorithm for this convolution within "   \
+            dlt_fail(be->err, -EIO, "cuDNN found no %s%s algorithm for this convolution within "   \
                      "%zu MiB of workspace", c->cfg.deterministic ? "deterministic " : "", #out,              \
                      (size_t)(limit) >> 20);                                                                  \
             return -ENOTSUP;                                                                                  \
@@ -168,14 +168,14 @@ static void _cache_warn(cuda_backend *c, const char *what)
 static int _cache_lookup(dlt_backend *be, const dlt_algo_key *k, dlt_algo_choice *ch)
 {
     cuda_backend *c = _cu(be);
-    char err[512];
-    int damaged = 0, rc = dlt_algo_cache_lookup(c->cfg.algo_cache, k, ch, &damaged, err, sizeof(err));
+    dlt_err err = DLT_ERR_INIT;
+    int damaged = 0, rc = dlt_algo_cache_lookup(c->cfg.algo_cache, k, ch, &damaged, &err);
     if (rc < 0)
-        _cache_warn(c, err);
+        _cache_warn(c, err.msg);
     else if (damaged && !c->cache_warned) {
-        snprintf(err, sizeof(err), "--cudnn-cache %s: %d damaged line%s skipped", c->cfg.algo_cache, damaged,
+        snprintf(err.msg, sizeof(err.msg), "--cudnn-cache %s: %d damaged line%s skipped", c->cfg.algo_cache, damaged,
                  damaged == 1 ? "" : "s");
-        fprintf(stderr, "dltrain: warning: %s\n", err);
+        fprintf(stderr, "dltrain: warning: %s\n", err.msg);
         c->cache_warned = 1;
     }
     return rc;
@@ -187,12 +187,12 @@ static void _cache_store(dlt_backend *be, const dlt_op *op, const algo_entry *e)
     dlt_algo_key k;
     dlt_algo_choice ch = {(int)e->fwd, (int)e->fwd_math, (int)e->bwd_data, (int)e->bwd_data_math,
                           (int)e->bwd_filter, (int)e->bwd_filter_math, e->bwd_data_ok};
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     if (!e->bwd_data_ok)
         ch.data = ch.data_math = 0;
     _cache_key(c, op, &k);
-    if (dlt_algo_cache_store(c->cfg.algo_cache, &k, &ch, err, sizeof(err)) != 0)
-        _cache_warn(c, err);
+    if (dlt_algo_cache_store(c->cfg.algo_cache, &k, &ch, &err) != 0)
+        _cache_warn(c, err.msg);
 }
 
 void dlt_cu_conv_free_descriptors(dlt_op *op)
@@ -219,8 +219,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
         }
     e = calloc(1, sizeof(*e));
     if (!e) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     e->s = op->cs;
     op->algo = e;
@@ -237,6 +236,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
             e->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)ch.filter;
             e->bwd_filter_math = (cudnnMathType_t)ch.filter_math;
             /* The workspace from cuDNN itself: a choice it no longer accepts is searched again. */
+            int had = be->err->code != 0; /* a failure below is handled here: forgotten unless it was there before */
             if (_direction_descriptors(be, op) == 0 && _exact_ws(be, op, e) == 0) {
                 e->next = c->algos;
                 c->algos = e;
@@ -245,7 +245,8 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
             dlt_cu_conv_free_descriptors(op);
             memset(e, 0, sizeof(*e));
             e->s = op->cs;
-            be->err[0] = 0;
+            if (!had)
+                dlt_err_clear(be->err);
         }
     }
     if (c->searched == 0)
@@ -275,8 +276,7 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     size_t wn;
     *out = op;
     if (!op) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     op->cs = *s;
     /* Tensor-core NHWC kernels want channel counts that are multiples of 4 or 8: the 3-channel
@@ -301,9 +301,8 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     }
     DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
     if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
-        snprintf(be->err, be->errlen, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
+        return dlt_fail(be->err, -EINVAL, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
                  s->n, s->k, s->oh, s->ow);
-        return -EINVAL;
     }
     /* The shared filter-gradient scratch grows at planning time only, like the workspace. */
     if ((c->dt != DLT_DT_F32 || op->cp != s->c) &&
@@ -321,10 +320,9 @@ static int _filter_aligned(dlt_backend *be, const dlt_op *op)
 {
     if ((uintptr_t)op->w % 16 == 0)
         return 0;
-    snprintf(be->err, be->errlen, "convolution weights %d->%d %dx%d lie at an address not 16-byte aligned in the "
+    return dlt_fail(be->err, -EINVAL, "convolution weights %d->%d %dx%d lie at an address not 16-byte aligned in the "
              "parameter buffer (the model's --width makes 64 x width channels not a multiple of 8): choose a width "
              "giving a multiple of 8 (0.125, 0.25, 0.5, 1, ...)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
-    return -EINVAL;
 }
 
 static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
@@ -346,9 +344,8 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
         return _filter_aligned(be, op);
     }
     if (c->stem_op && c->stem_op != op) {
-        snprintf(be->err, be->errlen, "a second convolution with a padded 3-channel input (the optimizer keeps one "
+        return dlt_fail(be->err, -ENOTSUP, "a second convolution with a padded 3-channel input (the optimizer keeps one "
                  "padded stem; run with --stem-pad off)");
-        return -ENOTSUP;
     }
     c->stem_op = op;
     c->stem_lo = off;
@@ -360,14 +357,12 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
 static int _conv_weights_ok(dlt_backend *be, const dlt_op *op)
 {
     if (!op->w) {
-        snprintf(be->err, be->errlen, "convolution %d->%d %dx%d run before conv_bind_weights", op->cs.c, op->cs.k,
+        return dlt_fail(be->err, -EINVAL, "convolution %d->%d %dx%d run before conv_bind_weights", op->cs.c, op->cs.k,
                  op->cs.r, op->cs.s);
-        return -EINVAL;
     }
     if (op->w_gen && op->w_gen != _cu(be)->plan_gen) {
-        snprintf(be->err, be->errlen, "convolution %d->%d %dx%d: its weights were bound before the last sgd_plan "
+        return dlt_fail(be->err, -EINVAL, "convolution %d->%d %dx%d: its weights were bound before the last sgd_plan "
                  "(bind them again)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
-        return -EINVAL;
     }
     return 0;
 }
@@ -428,7 +423,7 @@ static int _default_on_refusal(dlt_backend *be, dlt_op *op, int dir, cudnnStatus
             st_ = (call);                                                                                     \
         }                                                                                                     \
         if (!dlt_cudnn_ok(st_))                                                                               \
-            return dlt_cuda_fail((be)->err, (be)->errlen, __FILE__, __LINE__, #call, cudnnGetErrorString(st_)); \
+            return dlt_cuda_fail((be)->err, __FILE__, __LINE__, #call, cudnnGetErrorString(st_)); \
     } while (0)
 
 static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
@@ -453,13 +448,11 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
     cuda_backend *c = _cu(be);
     int rc;
     if (op->x_pad) {
-        snprintf(be->err, be->errlen, "the padded stem convolution has no data gradient (the images need none)");
-        return -ENOTSUP;
+        return dlt_fail(be->err, -ENOTSUP, "the padded stem convolution has no data gradient (the images need none)");
     }
     if (!op->algo->bwd_data_ok) {
-        snprintf(be->err, be->errlen, "cuDNN has no backward-data algorithm for this convolution (%d->%d "
+        return dlt_fail(be->err, -ENOTSUP, "cuDNN has no backward-data algorithm for this convolution (%d->%d "
                  "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
-        return -ENOTSUP;
     }
     if ((rc = _conv_weights_ok(be, op)) != 0)
         return rc;

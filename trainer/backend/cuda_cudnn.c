@@ -88,7 +88,7 @@ static int _act_from_float(dlt_backend *be, float *act, const float *host, size_
     CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
     rc = _upload(be, tmp, host, n * sizeof(float));
     if (rc == 0 && (ke = dlt_k_cast_from_f32(tmp, act, c->dt, n, (dlt_stream)c->s)) != 0)
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
+        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
     if (rc == 0)
         rc = dlt_cu_wait(be, c->s);
     cudaFree(tmp);
@@ -104,7 +104,7 @@ static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t 
         return _download(be, host, act, n * sizeof(float));
     CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
     if ((ke = dlt_k_cast_to_f32(act, c->dt, tmp, n, (dlt_stream)c->s)) != 0)
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
+        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
     if (rc == 0)
         rc = _download(be, host, tmp, n * sizeof(float));
     cudaFree(tmp);
@@ -185,7 +185,7 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
         cudaMemsetAsync(x, 0, bytes, c->s) != cudaSuccess || cudaMemsetAsync(z, 0, bytes, c->s) != cudaSuccess ||
         cudaMemsetAsync(dz, 0, bytes, c->s) != cudaSuccess ||
         cudaMemsetAsync(p, 0, 4 * (size_t)s.c * sizeof(float), c->s) != cudaSuccess) {
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe buffers",
+        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm probe buffers",
                            cudaGetErrorString(cudaGetLastError()));
         goto out;
     }
@@ -208,14 +208,14 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
                                                     op->reserve_size);
     }
     if (dlt_cudnn_ok(*st) && cudaStreamSynchronize(c->s) != cudaSuccess) {
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe",
+        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm probe",
                            cudaGetErrorString(cudaGetLastError()));
         goto out;
     }
 answer:
     rc = dlt_cudnn_probe_answer(*st);
     if (rc < 0)
-        rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm probe", cudnnGetErrorString(*st));
+        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm probe", cudnnGetErrorString(*st));
 out:
     cudaStreamSynchronize(c->s); /* nothing of the probe's may still run on the buffers freed below */
     cudaFree(x), cudaFree(z), cudaFree(y), cudaFree(dx), cudaFree(dz), cudaFree(p), cudaFree(reserve);
@@ -259,18 +259,16 @@ static int _bn_choose(dlt_backend *be, dlt_op *op)
             first = st;
     }
     if (i == nc) {
-        snprintf(be->err, be->errlen, "cuDNN runs no batch-norm training kernel for %dx%dx%dx%d (NHWC, %s): %s",
+        return dlt_fail(be->err, -ENOTSUP, "cuDNN runs no batch-norm training kernel for %dx%dx%dx%d (NHWC, %s): %s",
                  op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision),
                  cudnnGetErrorString(st));
-        return -ENOTSUP;
     }
     if (i > 0)
         fprintf(stderr, "dltrain: batch norm %dx%dx%dx%d (%s): cuDNN has no %s kernel for this shape (%s); %s for "
                 "it\n", op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision), cand[0].name,
                 cudnnGetErrorString(first), cand[i].name);
     if (!(ch = calloc(1, sizeof(*ch)))) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     ch->s = op->as;
     ch->mode = op->bn_mode = cand[i].mode;
@@ -289,8 +287,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     int rc;
     *out = op;
     if (!op) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     op->as = *s;
     op->eps = eps < CUDNN_BN_MIN_EPSILON ? (float)CUDNN_BN_MIN_EPSILON : eps;
@@ -307,7 +304,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     if ((rc = _bn_choose(be, op)) != 0)
         return rc;
     if (!dlt_cudnn_ok(st = _bn_all_sizes(c, op, op->bn_mode, op->bn_fused, &ws)))
-        return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "batch-norm workspace sizes",
+        return dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm workspace sizes",
                              cudnnGetErrorString(st));
     if (op->reserve_size)
         CUDA_TRY(be, cudaMalloc(&op->reserve, op->reserve_size));
@@ -416,8 +413,7 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     int rc;
     *out = op;
     if (!op) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     op->as = *in;
     if ((rc = dlt_cu_nhwc(be, &op->xd, in->n, in->c, in->h, in->w)) != 0 ||
@@ -443,8 +439,7 @@ static int _maxpool_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 {
     if (!op->px) {
-        snprintf(be->err, be->errlen, "max-pool backward before any forward");
-        return -EINVAL;
+        return dlt_fail(be->err, -EINVAL, "max-pool backward before any forward");
     }
     DNN_TRY(be, cudnnPoolingBackward(_cu(be)->dnn, op->pool, &g_one, op->yd, op->py, op->yd, dy, op->xd, op->px, &g_zero,
                                      op->xd, dx));
@@ -650,26 +645,22 @@ static const dlt_backend_ops g_cuda_ops = {
 };
 
 /* The device the run asked for, if this build and the run's precision can use it. */
-static int _check_device(const dlt_backend_config *cfg, int *dev, struct cudaDeviceProp *prop, char *err,
-                         size_t errlen)
+static int _check_device(const dlt_backend_config *cfg, int *dev, struct cudaDeviceProp *prop, dlt_err *err)
 {
     int rc;
-    if ((rc = dlt_cuda_select_device(cfg->device, dev, err, errlen)) != 0)
+    if ((rc = dlt_cuda_select_device(cfg->device, dev, err)) != 0)
         return rc;
     if (cudaGetDeviceProperties(prop, *dev) != cudaSuccess) {
-        snprintf(err, errlen, "cannot read the properties of CUDA device %d", *dev);
-        return -EIO;
+        return dlt_fail(err, -EIO, "cannot read the properties of CUDA device %d", *dev);
     }
     if (prop->major * 10 + prop->minor < DLT_CUDA_MIN_SM) {
-        snprintf(err, errlen, "%s is compute capability %d.%d, but this build's kernels start at sm_%d (configure "
+        return dlt_fail(err, -ENOTSUP, "%s is compute capability %d.%d, but this build's kernels start at sm_%d (configure "
                  "picks the architectures from nvcc; for Volta/Turing GPUs build with a CUDA 12.x toolkit: "
                  "--with-cuda=DIR)", prop->name, prop->major, prop->minor, DLT_CUDA_MIN_SM);
-        return -ENOTSUP;
     }
     if ((cfg->precision == DLT_PREC_TF32 || cfg->precision == DLT_PREC_BF16) && prop->major < 8) {
-        snprintf(err, errlen, "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
+        return dlt_fail(err, -ENOTSUP, "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
                  "or fp32)", dlt_precision_name(cfg->precision), prop->name, prop->major, prop->minor);
-        return -ENOTSUP;
     }
     return 0;
 }
@@ -728,7 +719,7 @@ static void _choose_types(cuda_backend *c, dlt_precision precision)
 
 /* The backend's fields and ops table, before anything is created on the device. */
 static void _init(cuda_backend *c, const dlt_backend_config *cfg, int dev, const struct cudaDeviceProp *prop,
-                  char *err, size_t errlen)
+                  dlt_err *err)
 {
     pthread_mutex_init(&c->graph_mu, NULL);
     c->ops = g_cuda_ops;
@@ -739,7 +730,6 @@ static void _init(cuda_backend *c, const dlt_backend_config *cfg, int dev, const
     c->base.graphs = &dlt_cu_graph_ops;
     c->base.host_memory = 0;
     c->base.err = err;
-    c->base.errlen = errlen;
     c->cfg = *cfg;
     c->device = dev;
     c->cc_major = prop->major;
@@ -752,7 +742,7 @@ static void _init(cuda_backend *c, const dlt_backend_config *cfg, int dev, const
 
 /* The compute and copy streams, and the results with, after them, the checksum's slot: one
  * allocation, zeroed on the stream. */
-static int _create_streams(cuda_backend *c, const char *gpu_name, char *err, size_t errlen)
+static int _create_streams(cuda_backend *c, const char *gpu_name, dlt_err *err)
 {
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess ||
         cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess ||
@@ -760,9 +750,8 @@ static int _create_streams(cuda_backend *c, const char *gpu_name, char *err, siz
         cudaMalloc((void **)&c->d_results, (DLT_RES_COUNT + 2) * sizeof(double)) != cudaSuccess ||
         cudaMemsetAsync(c->d_results, 0, (DLT_RES_COUNT + 2) * sizeof(double), c->s) != cudaSuccess ||
         cudaMallocHost((void **)&c->pin_res, sizeof(*c->pin_res)) != cudaSuccess) {
-        snprintf(err, errlen, "CUDA device %d (%s): cannot create streams or buffers: %s", c->device, gpu_name,
+        return dlt_fail(err, -EIO, "CUDA device %d (%s): cannot create streams or buffers: %s", c->device, gpu_name,
                  cudaGetErrorString(cudaGetLastError()));
-        return -EIO;
     }
     c->base.stream = c->s;
     c->base.results = c->d_results;
@@ -772,55 +761,50 @@ static int _create_streams(cuda_backend *c, const char *gpu_name, char *err, siz
 }
 
 /* cuDNN and cuBLAS on the compute stream, cuBLAS with its own workspace. */
-static int _create_libraries(cuda_backend *c, char *err, size_t errlen)
+static int _create_libraries(cuda_backend *c, dlt_err *err)
 {
     cudnnStatus_t ds;
     cublasStatus_t bs;
     if (!dlt_cudnn_ok(ds = cudnnCreate(&c->dnn)) || !dlt_cudnn_ok(ds = cudnnSetStream(c->dnn, c->s))) {
-        snprintf(err, errlen, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
+        return dlt_fail(err, -EIO, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
                  CUDNN_MAJOR);
-        return -EIO;
     }
     if (cudaMalloc(&c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES) != cudaSuccess) {
-        snprintf(err, errlen, "CUDA device %d: out of memory for the cuBLAS workspace", c->device);
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "CUDA device %d: out of memory for the cuBLAS workspace", c->device);
     }
     if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
         (bs = cublasSetWorkspace(c->blas, c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cuBLAS: %s", cublasGetStatusString(bs));
-        return -EIO;
+        return dlt_fail(err, -EIO, "cuBLAS: %s", cublasGetStatusString(bs));
     }
     return 0;
 }
 
 /* The events of the input ring's slots (staged, consumed). */
-static int _create_events(cuda_backend *c, char *err, size_t errlen)
+static int _create_events(cuda_backend *c, dlt_err *err)
 {
     for (int i = 0; i < DLT_INPUT_STAGED; i++)
         if (cudaEventCreateWithFlags(&c->in[i].staged, cudaEventDisableTiming) != cudaSuccess ||
             cudaEventCreateWithFlags(&c->in[i].consumed, cudaEventDisableTiming) != cudaSuccess) {
-            snprintf(err, errlen, "CUDA device %d: cannot create events: %s", c->device,
+            return dlt_fail(err, -EIO, "CUDA device %d: cannot create events: %s", c->device,
                      cudaGetErrorString(cudaGetLastError()));
-            return -EIO;
         }
     return 0;
 }
 
-int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen)
+int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err)
 {
     cuda_backend *c;
     struct cudaDeviceProp prop;
     int rc, dev;
     *out = NULL;
-    if ((rc = _check_device(cfg, &dev, &prop, err, errlen)) != 0)
+    if ((rc = _check_device(cfg, &dev, &prop, err)) != 0)
         return rc;
     if (!(c = calloc(1, sizeof(*c)))) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory");
     }
-    _init(c, cfg, dev, &prop, err, errlen);
-    if ((rc = _create_streams(c, prop.name, err, errlen)) != 0 || (rc = _create_libraries(c, err, errlen)) != 0 ||
-        (rc = _create_events(c, err, errlen)) != 0) {
+    _init(c, cfg, dev, &prop, err);
+    if ((rc = _create_streams(c, prop.name, err)) != 0 || (rc = _create_libraries(c, err)) != 0 ||
+        (rc = _create_events(c, err)) != 0) {
         _destroy(&c->base);
         return rc;
     }

@@ -168,16 +168,16 @@ static inline size_t _dt_size(dlt_dt dt)
 }
 
 /* The library checks of cuda_check.h, reporting into the backend's error sink. */
-#define CUDA_TRY(be, call) DLT_CUDA_TRY((be)->err, (be)->errlen, call)
+#define CUDA_TRY(be, call) DLT_CUDA_TRY((be)->err, call)
 /* Our kernel launchers return a cudaError_t as int. */
 #define KERNEL_TRY(be, call) CUDA_TRY(be, (cudaError_t)(call))
-#define DNN_TRY(be, call) DLT_CUDNN_TRY((be)->err, (be)->errlen, call)
-#define BLAS_TRY(be, call) DLT_CUBLAS_TRY((be)->err, (be)->errlen, call)
+#define DNN_TRY(be, call) DLT_CUDNN_TRY((be)->err, call)
+#define BLAS_TRY(be, call) DLT_CUBLAS_TRY((be)->err, call)
 
 /* dlt_cuda_grow with the backend's peer check and error sink. */
 static inline int _grow(dlt_backend *be, void **dev, void **pin, size_t *size, size_t need, cudaStream_t st)
 {
-    return dlt_cuda_grow(dev, pin, size, need, st, be->peers, be->err, be->errlen);
+    return dlt_cuda_grow(dev, pin, size, need, st, be->peers, be->err);
 }
 
 /* cuDNN's and cuBLAS's alpha and beta. */

@@ -77,7 +77,7 @@ const char *dlt_cuda_lib_package(const char *lib)
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* dlerror's text starts with the object that failed, "libcudnn.so.9: cannot open ...", or with
  * the module's own path when the module itself is the problem. */
-static void _say_load_failure(const char *path, const char *why, char *err, size_t errlen)
+static void _say_load_failure(const char *path, const char *why, dlt_err *err)
 {
     char obj[PATH_MAX] = "";
     const char *colon = strchr(why, ':'), *lib, *pkg;
@@ -88,20 +88,20 @@ static void _say_load_failure(const char *path, const char *why, char *err, size
     lib = strrchr(obj, '/') ? strrchr(obj, '/') + 1 : obj; /* "/opt/x/libcudnn.so.9: file too short" */
     pkg = strcmp(obj, path) ? dlt_cuda_lib_package(lib) : NULL;
     if (pkg)
-        snprintf(err, errlen, "the CUDA backend cannot be loaded: %.240s (the package %s holds %.64s; or run "
+        dlt_fail(err, -EIO, "the CUDA backend cannot be loaded: %.240s (the package %s holds %.64s; or run "
                               "with --backend cpu)", why, pkg, lib);
     else
-        snprintf(err, errlen, "the CUDA backend cannot be loaded: %.200s (module %.120s; check the CUDA "
+        dlt_fail(err, -EIO, "the CUDA backend cannot be loaded: %.200s (module %.120s; check the CUDA "
                               "libraries with `ldd %.120s`, or run with --backend cpu)", why, path, path);
 }
 
-static const dlt_cuda_module *_open(char *err, size_t errlen)
+static const dlt_cuda_module *_open(dlt_err *err)
 {
     char path[PATH_MAX + 32];
     void *handle;
     const dlt_cuda_module *m;
     if (dlt_cuda_module_path(path, sizeof(path)) != 0) {
-        snprintf(err, errlen, "the CUDA backend module %.200s is missing (install dltrain-cuda's files completely, "
+        dlt_fail(err, -EINVAL, "the CUDA backend module %.200s is missing (install dltrain-cuda's files completely, "
                               "set DLTRAIN_CUDA_MODULE to its path, or run with --backend cpu)", path);
         return NULL;
     }
@@ -110,12 +110,12 @@ static const dlt_cuda_module *_open(char *err, size_t errlen)
     handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *why = dlerror();
-        _say_load_failure(path, why ? why : "unknown loader error", err, errlen);
+        _say_load_failure(path, why ? why : "unknown loader error", err);
         return NULL;
     }
     m = dlsym(handle, DLT_CUDA_MODULE_SYMBOL);
     if (!m || m->abi != DLT_CUDA_MODULE_ABI || !m->version || strcmp(m->version, PACKAGE_VERSION)) {
-        snprintf(err, errlen, "the CUDA backend module %.200s belongs to another dltrain build (%s %s, this "
+        dlt_fail(err, -EIO, "the CUDA backend module %.200s belongs to another dltrain build (%s %s, this "
                               "program %s): install both from the same build, or set DLTRAIN_CUDA_MODULE",
                  path, m ? "version" : "no table", m && m->version ? m->version : "?", PACKAGE_VERSION);
         dlclose(handle);
@@ -125,23 +125,23 @@ static const dlt_cuda_module *_open(char *err, size_t errlen)
 }
 #endif
 
-const dlt_cuda_module *dlt_cuda_module_get(char *err, size_t errlen)
+const dlt_cuda_module *dlt_cuda_module_get(dlt_err *err)
 {
 #ifdef DLT_HAVE_CUDA_BACKEND
     /* One answer per process: the first caller (the main thread, before any worker starts) opens
      * the module, and a failure is not retried with a different outcome later. */
     static int tried;
     static const dlt_cuda_module *module;
-    static char why[1024];
+    static dlt_err why = DLT_ERR_INIT;
     if (!tried) {
-        module = _open(why, sizeof(why));
+        module = _open(&why);
         tried = 1;
     }
     if (!module)
-        snprintf(err, errlen, "%.500s", why);
+        dlt_fail(err, -ENOENT, "%.500s", why.msg);
     return module;
 #else
-    snprintf(err, errlen, "this dltrain was built without the CUDA backend (configure found no CUDA toolkit with "
+    dlt_fail(err, -ENOTSUP, "this dltrain was built without the CUDA backend (configure found no CUDA toolkit with "
                           "cuDNN, cuBLAS and NCCL; see ./configure's summary): use --backend cpu");
     return NULL;
 #endif

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "trainer/backend/backend.h"
+#include "trainer/common/status.h"
 
 struct dlt_comm;
 struct dlt_grad_reducer;
@@ -29,17 +30,16 @@ typedef struct dlt_cuda_module {
     int (*device_count)(void);
     /* The PCI bus id of CUDA device `device` into out; non-zero when the runtime cannot say. */
     int (*pci_bus_id)(int device, char *out, size_t outlen);
-    int (*backend_create)(dlt_backend **out, const dlt_backend_config *cfg, char *err, size_t errlen);
+    int (*backend_create)(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err);
     /* NCCL between the ranks of px's namespace on CUDA device cuda_device (-1: the first visible). */
-    int (*comm_create)(struct dlt_comm **out, struct dltpmix_ctx *px, int cuda_device, char *err, size_t errlen);
+    int (*comm_create)(struct dlt_comm **out, struct dltpmix_ctx *px, int cuda_device, dlt_err *err);
     /* The reducer's NCCL path (trainer/comm/grad_reducer.h: dlt_grad_reducer_nccl_create). */
-    int (*grad_reducer_create)(struct dlt_grad_reducer *r, const struct dlt_grad_reducer_config *cfg, char *err,
-                               size_t errlen);
+    int (*grad_reducer_create)(struct dlt_grad_reducer *r, const struct dlt_grad_reducer_config *cfg, dlt_err *err);
     /* dltrain check's device all-reduce sweep (trainer/check/allreduce_check.h: dlt_ar_nccl_run). */
     int (*allreduce_run)(struct dlt_comm *c, const float *src, float *dst, size_t count, int iters, double *seconds);
     /* dltrain check's cuBLAS GEMM (trainer/check/gemm_check.h: dlt_gemm_run_cuda). */
     int (*gemm_run)(int device, dlt_precision p, int n, double budget_s, float *c, struct dlt_gemm_timing *t,
-                    char *err, size_t errlen);
+                    dlt_err *err);
 } dlt_cuda_module;
 
 /* The module's one exported symbol (trainer/backend/cuda_module.c). */
@@ -49,7 +49,7 @@ extern const dlt_cuda_module dlt_cuda_module_table;
 /* The CUDA backend's table, the module opened on first use (trainer/backend/cuda_loader.c): NULL
  * with err saying why (which library is missing and which package has it, or that this build has
  * no CUDA backend). Later calls return the first answer. */
-const dlt_cuda_module *dlt_cuda_module_get(char *err, size_t errlen);
+const dlt_cuda_module *dlt_cuda_module_get(dlt_err *err);
 
 /* Where dlt_cuda_module_get looks, first found wins: $DLTRAIN_CUDA_MODULE when set, the folder of
  * the running program (a build tree), then the install's module folder. Writes the chosen path

@@ -13,7 +13,7 @@
 
 int dlt_cu_wait(dlt_backend *be, cudaStream_t st)
 {
-    int rc = dlt_cuda_stream_wait(st, be->peers, be->err, be->errlen);
+    int rc = dlt_cuda_stream_wait(st, be->peers, be->err);
     if (rc == 0)
         _cu(be)->put_pending = 0; /* every queued copy ran */
     return rc;
@@ -40,10 +40,9 @@ int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *w
 {
     cuda_backend *c = _cu(be);
     if (!c->params || w < c->params || w >= c->params + c->nparams || n > (size_t)(c->params + c->nparams - w)) {
-        snprintf(be->err, be->errlen, "%s (%zu floats at %p) are not inside the parameter buffer sgd_plan named (%p, "
+        return dlt_fail(be->err, -EINVAL, "%s (%zu floats at %p) are not inside the parameter buffer sgd_plan named (%p, "
                  "%zu floats): in %s, the backend's copy of them is part of the optimizer's pass", what, n,
                  (const void *)w, (const void *)c->params, c->nparams, dlt_precision_name(be->precision));
-        return -EINVAL;
     }
     *off = (size_t)(w - c->params);
     return 0;

@@ -37,8 +37,7 @@ static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
     size_t bytes = pixels * 3;
     int slot, rc;
     if (c->in_count == DLT_INPUT_STAGED) {
-        snprintf(be->err, be->errlen, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
-        return -EBUSY;
+        return dlt_fail(be->err, -EBUSY, "%d batches staged already (normalize_input consumes them)", DLT_INPUT_STAGED);
     }
     slot = (c->in_head + c->in_count) % DLT_INPUT_STAGED;
     if (c->in[slot].cap < bytes) {
@@ -62,9 +61,8 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
     cuda_backend *c = _cu(be);
     int slot = c->in_head;
     if (c->in_count == 0 || c->in[slot].pixels != pixels) {
-        snprintf(be->err, be->errlen, "normalize_input of %zu pixels: %s", pixels,
+        return dlt_fail(be->err, -EINVAL, "normalize_input of %zu pixels: %s", pixels,
                  c->in_count ? "the staged batch differs in size" : "no batch staged");
-        return -EINVAL;
     }
     CUDA_TRY(be, cudaStreamWaitEvent(c->s, c->in[slot].staged, 0));
     KERNEL_TRY(be, dlt_k_normalize(c->in[slot].dev, dst, c->dt, pixels, mean, inv_std, (dlt_stream)c->s));
@@ -86,7 +84,7 @@ static int _results_put(dlt_backend *be, int slot, double value)
 {
     cuda_backend *c = _cu(be);
     int rc;
-    if ((rc = dlt_results_slot_check(slot, be->err, be->errlen)) != 0)
+    if ((rc = dlt_results_slot_check(slot, be->err)) != 0)
         return rc;
     /* The slot's pinned source may still be read by its previous copy: only a second put of one
      * slot between two reads waits (the training step puts each slot at most once). */
@@ -105,8 +103,7 @@ static int _results_read(dlt_backend *be, double *host)
     cuda_backend *c = _cu(be);
     int rc;
     if (c->capturing) {
-        snprintf(be->err, be->errlen, "the step's results cannot be read while the step is recorded as a CUDA graph");
-        return -EINVAL;
+        return dlt_fail(be->err, -EINVAL, "the step's results cannot be read while the step is recorded as a CUDA graph");
     }
     CUDA_TRY(be, cudaMemcpyAsync(c->pin_res->read, be->results, DLT_RES_COUNT * sizeof(double), cudaMemcpyDeviceToHost,
                                  c->s));
@@ -127,7 +124,7 @@ static int _stage_labels(dlt_backend *be, const int32_t *labels, int n)
     /* Polled, with the peer check between polls, like every other host wait: a copy queued
      * behind a reduction with a lost peer would otherwise block here for good. */
     if (!c->capturing &&
-        (rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err, be->errlen)) != 0)
+        (rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err)) != 0)
         return rc;
     memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     return 0;
@@ -180,13 +177,12 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
     dlt_sgd_chunk *chunks = NULL;
     size_t count = 0, k = 0;
     int rc = 0;
-    if ((rc = dlt_param_segments_check(segs, nsegs, n, be->err, be->errlen)) != 0)
+    if ((rc = dlt_param_segments_check(segs, nsegs, n, be->err)) != 0)
         return rc;
     for (int i = 0; i < nsegs; i++)
         count += (segs[i].len + DLT_SGD_CHUNK - 1) / DLT_SGD_CHUNK;
     if (count > (size_t)INT32_MAX) {
-        snprintf(be->err, be->errlen, "%zu parameters are more than one optimizer launch covers", n);
-        return -EINVAL;
+        return dlt_fail(be->err, -EINVAL, "%zu parameters are more than one optimizer launch covers", n);
     }
     /* A new plan: the old twin and table go (nothing queued may still read them), and every
      * convolution binds again (plan_gen). */
@@ -203,8 +199,7 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
     c->plan_gen++;
     /* Chunks never cross a segment, so each carries its segment's weight decay. */
     if (count && !(chunks = malloc(count * sizeof(*chunks)))) {
-        snprintf(be->err, be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     }
     for (int i = 0; i < nsegs; i++)
         for (size_t o = 0; o < segs[i].len; o += DLT_SGD_CHUNK) {
@@ -216,7 +211,7 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(c->d_chunks, chunks, count * sizeof(*chunks), cudaMemcpyHostToDevice, c->s);
         if (e != cudaSuccess)
-            rc = dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "uploading the optimizer's chunk table",
+            rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "uploading the optimizer's chunk table",
                                cudaGetErrorString(e));
         else
             rc = dlt_cu_wait(be, c->s); /* the pageable source is freed below */
@@ -246,8 +241,7 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
     cuda_backend *c = _cu(be);
     dlt_sgd_args a;
     if (!c->params || w != c->params) {
-        snprintf(be->err, be->errlen, "sgd_step on a buffer sgd_plan did not name");
-        return -EINVAL;
+        return dlt_fail(be->err, -EINVAL, "sgd_step on a buffer sgd_plan did not name");
     }
     if (!c->nchunks)
         return 0;
@@ -345,7 +339,7 @@ static int _capture_begin(dlt_backend *be)
     _graph_reset(be);
     /* The recorded labels copy reads the pinned buffer the host fills during capture and before
      * each replay: no plain copy may still be reading it. */
-    if ((rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err, be->errlen)) != 0)
+    if ((rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err)) != 0)
         return rc;
     /* Everything queued so far (the input upload) runs before; the recording starts empty. */
     CUDA_TRY(be, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
@@ -360,14 +354,14 @@ static int _capture_end(dlt_backend *be)
     c->capturing = 0;
     if (e != cudaSuccess) {
         c->graph = NULL;
-        return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "recording the step as a CUDA graph (run without --cuda-graphs)",
+        return dlt_cuda_fail(be->err, __FILE__, __LINE__, "recording the step as a CUDA graph (run without --cuda-graphs)",
                              cudaGetErrorString(e));
     }
     pthread_mutex_lock(&c->graph_mu);
     e = c->graph_closed ? cudaErrorNotPermitted : cudaGraphInstantiate(&c->graph_exec, c->graph, 0);
     pthread_mutex_unlock(&c->graph_mu);
     if (e != cudaSuccess)
-        return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cudaGraphInstantiate",
+        return dlt_cuda_fail(be->err, __FILE__, __LINE__, "cudaGraphInstantiate",
                              c->graph_closed ? "the stall watchdog released the recording" : cudaGetErrorString(e));
     return 0;
 }
@@ -377,8 +371,7 @@ static int _replay(dlt_backend *be, const dlt_step_inputs *in)
     cuda_backend *c = _cu(be);
     int rc;
     if (!c->graph_exec || (size_t)in->n * sizeof(int32_t) > c->labels_size) {
-        snprintf(be->err, be->errlen, "no recorded step to replay");
-        return -EINVAL;
+        return dlt_fail(be->err, -EINVAL, "no recorded step to replay");
     }
     /* The recording copies the labels, the learning rate and the two puts from these pinned
      * places: refilled once the previous replay has read them (it has: the last results read
@@ -391,14 +384,13 @@ static int _replay(dlt_backend *be, const dlt_step_inputs *in)
     pthread_mutex_lock(&c->graph_mu);
     if (c->graph_closed || !c->graph_exec) {
         pthread_mutex_unlock(&c->graph_mu);
-        snprintf(be->err, be->errlen, "the recorded step was released by the stall watchdog");
-        return -ECANCELED;
+        return dlt_fail(be->err, -ECANCELED, "the recorded step was released by the stall watchdog");
     }
     {
         cudaError_t e = cudaGraphLaunch(c->graph_exec, c->s);
         pthread_mutex_unlock(&c->graph_mu);
         if (e != cudaSuccess)
-            return dlt_cuda_fail(be->err, be->errlen, __FILE__, __LINE__, "cudaGraphLaunch", cudaGetErrorString(e));
+            return dlt_cuda_fail(be->err, __FILE__, __LINE__, "cudaGraphLaunch", cudaGetErrorString(e));
     }
     CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
     return 0;

@@ -36,12 +36,11 @@ int dlt_device_visible_entry(const char *cvd, int n, char *out, size_t outlen)
     return 0;
 }
 
-int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visible, int *device, char *err,
-                      size_t errlen)
+int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visible, int *device, dlt_err *err)
 {
     if (requested >= 0) {
         if (visible > 0 && requested >= visible)
-            return dlt_fail(err, errlen, -ENODEV, "--device %d: this task sees %d GPU(s) (0..%d)", requested, visible,
+            return dlt_fail(err, -ENODEV, "--device %d: this task sees %d GPU(s) (0..%d)", requested, visible,
                             visible - 1);
         *device = requested;
         return 0;
@@ -53,12 +52,12 @@ int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visib
     return 0;
 }
 
-int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, size_t errlen)
+int dlt_device_check_distinct(const dlt_device_claim *all, int n, dlt_err *err)
 {
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
             if (!strcmp(all[i].host, all[j].host) && !strcmp(all[i].gpu, all[j].gpu))
-                return dlt_fail(err, errlen, -EBUSY,
+                return dlt_fail(err, -EBUSY,
                                 "ranks %d and %d on %s would both train on GPU %s: give each task its own GPU "
                                 "(srun --gpus-per-task=1, or --gpus-per-node=N with N tasks per node, or "
                                 "--dl-train), or pick one with --device",
@@ -66,19 +65,19 @@ int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, siz
     return 0;
 }
 
-int dlt_device_pci_check(const char *bound, const char *opened, int device, char *err, size_t errlen)
+int dlt_device_pci_check(const char *bound, const char *opened, int device, dlt_err *err)
 {
     char b[32], o[32];
     if (!bound || !*bound || !opened || !*opened)
         return 1;
     if (dlt_pci_busid_normalize(bound, b, sizeof(b)) != 0)
-        return dlt_fail(err, errlen, -EINVAL, "DLT_GPU_PCI='%s' is not a PCI bus id (the plugin writes "
+        return dlt_fail(err, -EINVAL, "DLT_GPU_PCI='%s' is not a PCI bus id (the plugin writes "
                         "0000:1a:00.0; unset it when no plugin bound this task)", bound);
     if (dlt_pci_busid_normalize(opened, o, sizeof(o)) != 0)
-        return dlt_fail(err, errlen, -EINVAL, "CUDA device %d reports PCI bus id '%s', which is not one", device,
+        return dlt_fail(err, -EINVAL, "CUDA device %d reports PCI bus id '%s', which is not one", device,
                         opened);
     if (strcmp(b, o) != 0)
-        return dlt_fail(err, errlen, -ENODEV, "the plugin bound this task to GPU %s (DLT_GPU_PCI) but CUDA device %d "
+        return dlt_fail(err, -ENODEV, "the plugin bound this task to GPU %s (DLT_GPU_PCI) but CUDA device %d "
                         "is GPU %s: training there would share another task's GPU (drop --device, and do not change "
                         "CUDA_VISIBLE_DEVICES after the plugin set it)", b, device, o);
     return 0;

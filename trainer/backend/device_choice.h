@@ -5,6 +5,7 @@
 #define DLT_DEVICE_CHOICE_H
 
 #include <stddef.h>
+#include "trainer/common/status.h"
 
 /* Entries of a CUDA_VISIBLE_DEVICES value ("0,1,3" -> 3; "" -> 0); -1 when cvd is NULL. */
 int dlt_device_visible_count(const char *cvd);
@@ -16,8 +17,7 @@ int dlt_device_visible_entry(const char *cvd, int n, char *out, size_t outlen);
  * and gpus=step alike); else the local rank modulo the visible devices (torchrun's rule; the
  * global rank modulo GPUs per node is wrong under cyclic distribution). visible <= 0: unknown,
  * the choice is requested or 0. */
-int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visible, int *device, char *err,
-                      size_t errlen);
+int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visible, int *device, dlt_err *err);
 
 /* What one rank trains on: its host and the GPU's identity (PCI bus id, or a visible-device
  * entry when no driver is there to ask). */
@@ -29,7 +29,7 @@ typedef struct {
 
 /* 0 when no two ranks on one host claim one GPU; else -EBUSY with err naming both ranks, the
  * host, the GPU and the fix. */
-int dlt_device_check_distinct(const dlt_device_claim *all, int n, char *err, size_t errlen);
+int dlt_device_check_distinct(const dlt_device_claim *all, int n, dlt_err *err);
 
 /* Whether ranks may share a GPU: NCCL_MULTI_RANK_GPU_ENABLE=1 (value, NULL when unset) asks NCCL
  * 2.30 and later to accept several ranks of one communicator on one GPU (NCCL src/init.cc, the
@@ -43,6 +43,6 @@ int dlt_device_sharing_allowed(const char *nccl_multi_rank_gpu_enable);
  * gave none): 0 the same GPU, 1 nothing to compare, -ENODEV a different GPU (Slurm's index order
  * and PCI order can differ; a --device or a CUDA_VISIBLE_DEVICES changed after the plugin), -EINVAL
  * an id that is no PCI bus id; err names both ids and the fix. */
-int dlt_device_pci_check(const char *bound, const char *opened, int device, char *err, size_t errlen);
+int dlt_device_pci_check(const char *bound, const char *opened, int device, dlt_err *err);
 
 #endif

@@ -45,8 +45,8 @@ static int _reduce(dlt_comm *c, float *buf, size_t count, int iters, int check, 
     double t0;
     (void)check; /* the host path checks what it reduced in place */
     if (c->ops->nccl && c->ops->nccl(c)) {
-        char why[256];
-        const dlt_cuda_module *m = dlt_cuda_module_get(why, sizeof(why)); /* open: the communicator is NCCL's */
+        dlt_err why = DLT_ERR_INIT;
+        const dlt_cuda_module *m = dlt_cuda_module_get(&why); /* open: the communicator is NCCL's */
         if (!m)
             return -ENOTSUP;
         return m->allreduce_run(c, check ? buf : NULL, check ? buf : NULL, count, iters, seconds);
@@ -78,7 +78,7 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
     if (!buf || !slow) {
         free(buf);
         free(slow);
-        return dlt_fail(c->err, c->errlen, -ENOMEM, "all-reduce check: no memory for %zu bytes", max_bytes);
+        return dlt_fail(c->err, -ENOMEM, "all-reduce check: no memory for %zu bytes", max_bytes);
     }
     for (int i = 0; i < 8; i++) /* the data has period 8 */
         expect[i] = dlt_ar_expected(c->size, (size_t)i);

@@ -20,16 +20,16 @@ static int _run(dlt_comm *c, ncclComm_t nc, cudaStream_t s, float *d, const floa
 {
     double t0;
     if (src)
-        DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(d, src, count * sizeof(float), cudaMemcpyHostToDevice, s));
-    DLT_CUDA_TRY(c->err, c->errlen, cudaStreamSynchronize(s));
+        DLT_CUDA_TRY(c->err, cudaMemcpyAsync(d, src, count * sizeof(float), cudaMemcpyHostToDevice, s));
+    DLT_CUDA_TRY(c->err, cudaStreamSynchronize(s));
     t0 = dlt_now();
     for (int i = 0; i < iters; i++)
-        DLT_NCCL_TRY(c->err, c->errlen, nc, ncclAllReduce(d, d, count, ncclFloat32, ncclSum, nc, s));
-    if (dlt_cuda_stream_wait(s, &c->peers, c->err, c->errlen) != 0)
+        DLT_NCCL_TRY(c->err, nc, ncclAllReduce(d, d, count, ncclFloat32, ncclSum, nc, s));
+    if (dlt_cuda_stream_wait(s, &c->peers, c->err) != 0)
         return -EIO;
     *seconds = dlt_now() - t0;
     if (dst)
-        DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpy(dst, d, count * sizeof(float), cudaMemcpyDeviceToHost));
+        DLT_CUDA_TRY(c->err, cudaMemcpy(dst, d, count * sizeof(float), cudaMemcpyDeviceToHost));
     return 0;
 }
 
@@ -40,15 +40,15 @@ int dlt_ar_nccl_run(dlt_comm *c, const float *src, float *dst, size_t count, int
     float *d = NULL;
     int rc;
     if (cudaMalloc((void **)&d, count * sizeof(float)) != cudaSuccess)
-        return dlt_fail(c->err, c->errlen, -ENOMEM, "all-reduce check: no device memory for %zu bytes",
+        return dlt_fail(c->err, -ENOMEM, "all-reduce check: no device memory for %zu bytes",
                         count * sizeof(float));
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
         cudaFree(d);
-        return dlt_fail(c->err, c->errlen, -EIO, "all-reduce check: cannot create a CUDA stream");
+        return dlt_fail(c->err, -EIO, "all-reduce check: cannot create a CUDA stream");
     }
     /* A timing run without src works on whatever the buffer holds: zeros are enough to time. */
     if (!src && cudaMemset(d, 0, count * sizeof(float)) != cudaSuccess)
-        rc = dlt_fail(c->err, c->errlen, -EIO, "all-reduce check: cudaMemset failed");
+        rc = dlt_fail(c->err, -EIO, "all-reduce check: cudaMemset failed");
     else
         rc = _run(c, nc, s, d, src, dst, count, iters, seconds);
     cudaStreamSynchronize(s);

@@ -4,6 +4,8 @@
 
 #include "trainer/check/check.h"
 
+#include "trainer/comm/agree.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -177,7 +179,7 @@ static void _gemm(const dlt_check_config *cfg, int rank, _rank_rec *me)
     int n = cfg->gemm_n > 0 ? cfg->gemm_n : cfg->gpu ? 8192 : 1024, rc;
     float *c = malloc((size_t)n * n * sizeof(float));
     dlt_gemm_timing t;
-    char err[512] = "";
+    dlt_err err = DLT_ERR_INIT;
     memset(&t, 0, sizeof(t));
     if (!c) {
         me->failed = 1;
@@ -185,13 +187,13 @@ static void _gemm(const dlt_check_config *cfg, int rank, _rank_rec *me)
         return;
     }
     if (cfg->gpu) {
-        const dlt_cuda_module *m = dlt_cuda_module_get(err, sizeof(err));
-        rc = m ? m->gemm_run(cfg->device, cfg->precision, n, cfg->gemm_seconds, c, &t, err, sizeof(err)) : -ENOTSUP;
+        const dlt_cuda_module *m = dlt_cuda_module_get(&err);
+        rc = m ? m->gemm_run(cfg->device, cfg->precision, n, cfg->gemm_seconds, c, &t, &err) : -ENOTSUP;
     } else
-        rc = dlt_gemm_run_cpu(n, cfg->gemm_seconds, c, &t, err, sizeof(err));
+        rc = dlt_gemm_run_cpu(n, cfg->gemm_seconds, c, &t, &err);
     if (rc != 0) {
         me->failed = 1;
-        snprintf(me->why, sizeof(me->why), "%.159s", err);
+        snprintf(me->why, sizeof(me->why), "%.159s", err.msg);
     } else {
         _test_fault_gemm(rank, c, n);
         me->wrong = dlt_gemm_verify(c, n, &me->row, &me->col, &me->got, &me->want);
@@ -231,7 +233,7 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
     char b[32];
     double *vec = calloc((size_t)k * k + 1, sizeof(double));
     if (!vec)
-        return dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
+        return dlt_fail(comm->err, -ENOMEM, "out of memory");
     _size_name(iso->bytes, b, sizeof(b));
     _say(cfg, comm, dlt_now() - t0, "isolation at %s: within each of the %d node(s)", b, k);
     /* Within each node. */
@@ -549,7 +551,7 @@ static void _print_json(const _rank_rec *all, int n, const char *comm_name, cons
     fprintf(out, "]}\n");
 }
 
-int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, char *err, size_t errlen)
+int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, dlt_err *err)
 {
     const dltpmix_info *info = dltpmix_get_info(px);
     int n = comm->size, np = 0, rc = 0;
@@ -568,7 +570,7 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     memset(&iso, 0, sizeof(iso));
     memset(&v, 0, sizeof(v));
     if (!all)
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory"), 1;
+        return dlt_fail(err, -ENOMEM, "out of memory"), 1;
     me.rank = comm->rank;
     me.local_rank = info->local_rank;
     me.node_rank = info->node_rank;
@@ -588,9 +590,15 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     if ((rc = comm->ops->barrier(comm)) != 0)
         goto fail;
     _gemm(cfg, comm->rank, &me);
-    if (dltpmix_allgather(px, &me, sizeof(me), all) != 0) {
-        rc = dlt_fail(err, errlen, -EIO, "gathering the GEMM results: %s", dltpmix_error(px));
-        goto out;
+    {
+        dlt_agreement a = dlt_agreement_of_pmix(px);
+        void *got;
+        if ((rc = dlt_agree_gather(&a, &me, sizeof(me), &got, err)) != 0) {
+            dlt_fail_prefix(err, rc, "gathering the GEMM results");
+            goto out;
+        }
+        memcpy(all, got, (size_t)n * sizeof(_rank_rec));
+        free(got);
     }
     _say(cfg, comm, dlt_now() - t0, "GEMM done on every rank (rank 0: %.4g TFLOP/s, %s)", all[0].tflops,
          all[0].failed ? "could not run" : all[0].wrong ? "WRONG" : "exact");
@@ -621,7 +629,7 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
         iso.intra = calloc((size_t)iso.nodes, sizeof(double));
         iso.pair = calloc((size_t)iso.nodes * iso.nodes, sizeof(double));
         if (!iso.intra || !iso.pair) {
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory");
+            rc = dlt_fail(err, -ENOMEM, "out of memory");
             goto out;
         }
         if ((rc = _isolate(cfg, all, comm, &iso, t0)) != 0)
@@ -652,7 +660,7 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     goto out;
 fail:
     if (err != comm->err)
-        snprintf(err, errlen, "%s", comm->err);
+        dlt_fail_take(err, comm->err);
 out:
     free(iso.intra);
     free(iso.pair);
@@ -663,7 +671,7 @@ out:
 int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px, dlt_comm *comm)
 {
     dlt_check_config cfg;
-    char err[1024] = "";
+    dlt_err err = DLT_ERR_INIT;
     int rc;
     dlt_check_defaults(&cfg);
     cfg.gpu = dlt_backend_is_gpu(be);
@@ -678,9 +686,9 @@ int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px,
         cfg.iters = 5;
         cfg.isolate = 0;
     }
-    rc = dlt_check_run(&cfg, px, comm, stderr, err, sizeof(err));
+    rc = dlt_check_run(&cfg, px, comm, stderr, &err);
     if (rc == 1)
-        fprintf(stderr, "dltrain: rank %d: preflight could not run: %s\n", comm->rank, err);
+        fprintf(stderr, "dltrain: rank %d: preflight could not run: %s\n", comm->rank, err.msg);
     else if (rc != 0 && comm->rank == 0)
         fprintf(stderr,
                 "dltrain: preflight (%s) found the job %s: every rank stops before the first step, exit "

@@ -13,6 +13,7 @@
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
+#include "trainer/common/status.h"
 
 /* Exit statuses of dltrain check (and of a train --preflight that stops): documented in dltrain(1). */
 #define DLT_CHECK_HEALTHY 0
@@ -45,7 +46,7 @@ void dlt_check_defaults(dlt_check_config *cfg);
 /* Runs the check on every rank of comm (px: the bootstrap, for the gathers). Rank 0 prints the
  * report to out; a named rank also says on stderr what it found. Returns DLT_CHECK_HEALTHY,
  * DEGRADED or BROKEN, the same on every rank, or 1 when the check itself failed (err filled). */
-int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, char *err, size_t errlen);
+int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, FILE *out, dlt_err *err);
 
 /* dltrain train --preflight: the check before the first step, quick (full = 0: a smaller GEMM,
  * sizes up to 1 MiB, no isolation) or full (dltrain check's defaults). Rank 0 says one line when

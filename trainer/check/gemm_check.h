@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "trainer/backend/backend.h"
+#include "trainer/common/status.h"
 
 typedef struct dlt_gemm_timing {
     int n;             /* square size */
@@ -31,12 +32,11 @@ int dlt_gemm_verify(const float *c, int n, int *row, int *col, double *got, doub
 
 /* Runs warm-up plus timed GEMMs for about budget_s seconds (at least 3) and leaves the last
  * result in c (n*n host floats). Returns 0 or a negative status with err filled. */
-int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, char *err, size_t errlen);
+int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, dlt_err *err);
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* cuBLAS on CUDA device `device` in precision p (fp16/bf16: those inputs, fp32 accumulation and
  * output; tf32: fp32 data, TF32 tensor cores), timed with CUDA events. */
-int dlt_gemm_run_cuda(int device, dlt_precision p, int n, double budget_s, float *c, dlt_gemm_timing *t, char *err,
-                      size_t errlen);
+int dlt_gemm_run_cuda(int device, dlt_precision p, int n, double budget_s, float *c, dlt_gemm_timing *t, dlt_err *err);
 #endif
 
 #endif

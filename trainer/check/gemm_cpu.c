@@ -43,7 +43,7 @@ static void _cpu_list(char *out, size_t len)
         snprintf(out, len, "cpu %.59s", list);
 }
 
-int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, char *err, size_t errlen)
+int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, dlt_err *err)
 {
     size_t nn = (size_t)n * n;
     float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float));
@@ -54,7 +54,7 @@ int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, char 
     if (!a || !b) {
         free(a);
         free(b);
-        return dlt_fail(err, errlen, -ENOMEM, "GEMM check: no memory for two %d x %d matrices", n, n);
+        return dlt_fail(err, -ENOMEM, "GEMM check: no memory for two %d x %d matrices", n, n);
     }
     for (int i = 0; i < n; i++)
         for (int k = 0; k < n; k++) {
@@ -71,7 +71,7 @@ int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, char 
     free(a);
     free(b);
     if (st != dnnl_success)
-        return dlt_fail(err, errlen, -EIO, "GEMM check: dnnl_sgemm(%d x %d) failed with oneDNN status %d", n, n,
+        return dlt_fail(err, -EIO, "GEMM check: dnnl_sgemm(%d x %d) failed with oneDNN status %d", n, n,
                         (int)st);
     t->n = n;
     t->iters = iters;

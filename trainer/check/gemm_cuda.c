@@ -54,7 +54,7 @@ static void _release(_gemm_bufs *g)
 }
 
 static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget_s, float *c, dlt_gemm_timing *t,
-                char *err, size_t errlen)
+                dlt_err *err)
 {
     size_t nn = (size_t)n * n, esz = p == DLT_PREC_FP16 || p == DLT_PREC_BF16 ? 2 : 4;
     cudaDataType_t dt = p == DLT_PREC_FP16 ? CUDA_R_16F : p == DLT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -67,7 +67,7 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
     if (!ha || !hb) {
         free(ha);
         free(hb);
-        return dlt_fail(err, errlen, -ENOMEM, "GEMM check: no host memory for %d x %d inputs", n, n);
+        return dlt_fail(err, -ENOMEM, "GEMM check: no host memory for %d x %d inputs", n, n);
     }
     for (size_t i = 0; i < nn; i++) {
         float va = dlt_gemm_value_a((int64_t)(i / n), (int64_t)(i % n)),
@@ -80,45 +80,45 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
             ((float *)hb)[i] = vb;
         }
     }
-    rc = dlt_cuda_select_device(device, &dev, err, errlen);
+    rc = dlt_cuda_select_device(device, &dev, err);
     if (rc == 0 && (cudaMalloc(&g->a, nn * esz) != cudaSuccess || cudaMalloc(&g->b, nn * esz) != cudaSuccess ||
                     cudaMalloc((void **)&g->c, nn * sizeof(float)) != cudaSuccess))
         rc =
-            dlt_fail(err, errlen, -ENOMEM, "GEMM check: no device memory for %d x %d matrices on device %d", n, n, dev);
+            dlt_fail(err, -ENOMEM, "GEMM check: no device memory for %d x %d matrices on device %d", n, n, dev);
     if (rc == 0 && (cudaMemcpy(g->a, ha, nn * esz, cudaMemcpyHostToDevice) != cudaSuccess ||
                     cudaMemcpy(g->b, hb, nn * esz, cudaMemcpyHostToDevice) != cudaSuccess))
-        rc = dlt_fail(err, errlen, -EIO, "GEMM check: copying the inputs to device %d failed", dev);
+        rc = dlt_fail(err, -EIO, "GEMM check: copying the inputs to device %d failed", dev);
     free(ha);
     free(hb);
     if (rc)
         return rc;
-    DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-    DLT_CUDA_TRY(err, errlen, cudaEventCreate(&g->e0));
-    DLT_CUDA_TRY(err, errlen, cudaEventCreate(&g->e1));
-    DLT_CUBLAS_TRY(err, errlen, cublasCreate(&g->h));
-    DLT_CUBLAS_TRY(err, errlen, cublasSetStream(g->h, g->s));
+    DLT_CUDA_TRY(err, cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    DLT_CUDA_TRY(err, cudaEventCreate(&g->e0));
+    DLT_CUDA_TRY(err, cudaEventCreate(&g->e1));
+    DLT_CUBLAS_TRY(err, cublasCreate(&g->h));
+    DLT_CUBLAS_TRY(err, cublasSetStream(g->h, g->s));
     /* Row-major C = A B is column-major C^T = B^T A^T: B first. */
 #define DLT_GEMM_ONCE()                                                                                                \
-    DLT_CUBLAS_TRY(err, errlen,                                                                                        \
+    DLT_CUBLAS_TRY(err,                                                                                        \
                    cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, g->b, dt, n, g->a, dt, n, &zero, g->c,  \
                                 CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT))
     DLT_GEMM_ONCE(); /* warm-up, and a first timing to size the loop */
-    DLT_CUDA_TRY(err, errlen, cudaEventRecord(g->e0, g->s));
+    DLT_CUDA_TRY(err, cudaEventRecord(g->e0, g->s));
     DLT_GEMM_ONCE();
-    DLT_CUDA_TRY(err, errlen, cudaEventRecord(g->e1, g->s));
-    DLT_CUDA_TRY(err, errlen, cudaEventSynchronize(g->e1));
-    DLT_CUDA_TRY(err, errlen, cudaEventElapsedTime(&ms, g->e0, g->e1));
+    DLT_CUDA_TRY(err, cudaEventRecord(g->e1, g->s));
+    DLT_CUDA_TRY(err, cudaEventSynchronize(g->e1));
+    DLT_CUDA_TRY(err, cudaEventElapsedTime(&ms, g->e0, g->e1));
     if (ms > 0 && budget_s * 1e3 / ms > iters)
         iters = budget_s * 1e3 / ms > 1000 ? 1000 : (int)(budget_s * 1e3 / ms);
-    DLT_CUDA_TRY(err, errlen, cudaEventRecord(g->e0, g->s));
+    DLT_CUDA_TRY(err, cudaEventRecord(g->e0, g->s));
     for (int i = 0; i < iters; i++)
         DLT_GEMM_ONCE();
 #undef DLT_GEMM_ONCE
-    DLT_CUDA_TRY(err, errlen, cudaEventRecord(g->e1, g->s));
-    DLT_CUDA_TRY(err, errlen, cudaEventSynchronize(g->e1));
-    DLT_CUDA_TRY(err, errlen, cudaEventElapsedTime(&ms, g->e0, g->e1));
-    DLT_CUDA_TRY(err, errlen, cudaMemcpy(c, g->c, nn * sizeof(float), cudaMemcpyDeviceToHost));
-    DLT_CUDA_TRY(err, errlen, cudaGetDeviceProperties(&prop, dev));
+    DLT_CUDA_TRY(err, cudaEventRecord(g->e1, g->s));
+    DLT_CUDA_TRY(err, cudaEventSynchronize(g->e1));
+    DLT_CUDA_TRY(err, cudaEventElapsedTime(&ms, g->e0, g->e1));
+    DLT_CUDA_TRY(err, cudaMemcpy(c, g->c, nn * sizeof(float), cudaMemcpyDeviceToHost));
+    DLT_CUDA_TRY(err, cudaGetDeviceProperties(&prop, dev));
     t->n = n;
     t->iters = iters;
     t->seconds = ms * 1e-3 / iters;
@@ -130,14 +130,13 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
     return 0;
 }
 
-int dlt_gemm_run_cuda(int device, dlt_precision p, int n, double budget_s, float *c, dlt_gemm_timing *t, char *err,
-                      size_t errlen)
+int dlt_gemm_run_cuda(int device, dlt_precision p, int n, double budget_s, float *c, dlt_gemm_timing *t, dlt_err *err)
 {
     _gemm_bufs g;
     int rc;
     memset(&g, 0, sizeof(g));
     memset(t, 0, sizeof(*t));
-    rc = _run(&g, device, p, n, budget_s, c, t, err, errlen);
+    rc = _run(&g, device, p, n, budget_s, c, t, err);
     _release(&g);
     return rc;
 }

@@ -100,9 +100,9 @@ static char *_percent_decode(const char *s)
 
 #define FORMAT_TAG "dltrain-checkpoint-1"
 
-static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, size_t errlen)
+static int _file_crc(const char *path, uint32_t *crc, size_t *size, dlt_err *err)
 {
-    FILE *f = dlt_fopen_regular(NULL, path, "rb", err, errlen);
+    FILE *f = dlt_fopen_regular(NULL, path, "rb", err);
     unsigned char *buf;
     uint32_t c = 0;
     size_t n, total = 0;
@@ -112,8 +112,7 @@ static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, s
     buf = malloc(1 << 16);
     if (!buf) {
         fclose(f);
-        snprintf(err, errlen, "out of memory reading %s", path);
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory reading %s", path);
     }
     while ((n = fread(buf, 1, 1 << 16, f)) > 0) {
         c = dlt_crc32(c, buf, n);
@@ -123,8 +122,7 @@ static int _file_crc(const char *path, uint32_t *crc, size_t *size, char *err, s
     fclose(f);
     free(buf);
     if (e) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "cannot read %s: %s", path, strerror(e));
     }
     *crc = c;
     *size = total;
@@ -143,7 +141,7 @@ static void _state_path(const char *model_path, char *out, size_t outlen)
 }
 
 int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const char *dir, char *path, size_t pathlen,
-                        char *err, size_t errlen)
+                        dlt_err *err)
 {
     const dlt_model *m = &net->model;
     dlt_st_tensor *t = calloc((size_t)m->nentries, sizeof(*t));
@@ -157,11 +155,10 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     if (!t || !names) {
         free(t);
         free(names);
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory");
     }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+        dlt_fail(err, -EIO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
         free(t);
         free(names);
         return -errno;
@@ -185,9 +182,9 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     }
     {
         const char *meta[] = {"format", "pt", "dltrain", FORMAT_TAG, "arch", m->cfg.arch};
-        rc = dlt_st_write_staged(path, t, nt, meta, 3, NULL, model_tmp, sizeof(model_tmp), err, errlen);
+        rc = dlt_st_write_staged(path, t, nt, meta, 3, NULL, model_tmp, sizeof(model_tmp), err);
     }
-    if (rc == 0 && (rc = _file_crc(model_tmp, &crc, &size, err, errlen)) != 0)
+    if (rc == 0 && (rc = _file_crc(model_tmp, &crc, &size, err)) != 0)
         unlink(model_tmp);
     if (rc == 0) {
         /* Momentum under the parameter names, prefixed. */
@@ -233,7 +230,7 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
                     free(t);
                     free(names);
                     unlink(model_tmp);
-                    return dlt_fail(err, errlen, -ENOMEM, "out of memory for the class names");
+                    return dlt_fail(err, -ENOMEM, "out of memory for the class names");
                 }
                 meta_classes[2 * nmeta] = "class_names";
                 meta_classes[2 * nmeta + 1] = encoded ? encoded : st->class_names;
@@ -245,7 +242,7 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
                 }
             }
             rc = dlt_st_write_staged(state_path, t, nt, meta_classes, nmeta, "state_crc32", state_tmp,
-                                     sizeof(state_tmp), err, errlen);
+                                     sizeof(state_tmp), err);
             free(encoded);
         }
         /* Both files are on disk under temporary names before either takes its name, and the state
@@ -254,10 +251,10 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
          * file without its state file, which --resume auto passes over for the previous pair. */
         if (rc != 0)
             unlink(model_tmp);
-        else if ((rc = dlt_st_commit(model_tmp, path, err, errlen)) != 0)
+        else if ((rc = dlt_st_commit(model_tmp, path, err)) != 0)
             unlink(state_tmp);
         else
-            rc = dlt_st_commit(state_tmp, state_path, err, errlen);
+            rc = dlt_st_commit(state_tmp, state_path, err);
     }
     free(t);
     free(names);
@@ -267,8 +264,7 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
 /* Checks a loaded model file against the model: every entry present with its dtype and shape. */
 /* Checks every tensor of the model against f. fc_other: when not NULL, the classifier (fc.*) may
  * have another class count; *fc_other is then set when it does. */
-static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *path, int *fc_other, char *err,
-                          size_t errlen)
+static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *path, int *fc_other, dlt_err *err)
 {
     const dlt_model *m = &net->model;
     int extra = f->n;
@@ -277,9 +273,8 @@ static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *
         const dlt_st_entry *x = dlt_st_find(f, e->name);
         const char *want = e->is_counter ? "I64" : "F32";
         if (!x) {
-            snprintf(err, errlen, "%s has no tensor %s: not a %s checkpoint (arch, width or classes differ?)", path,
+            return dlt_fail(err, -EINVAL, "%s has no tensor %s: not a %s checkpoint (arch, width or classes differ?)", path,
                      e->name, m->cfg.arch);
-            return -EINVAL;
         }
         if (fc_other && !strncmp(e->name, "fc.", 3) && !strcmp(x->dtype, want) && x->ndim == e->ndim &&
             (e->ndim == 1 || x->shape[1] == e->shape[1]) && x->shape[0] != e->shape[0]) {
@@ -293,30 +288,28 @@ static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *
                 snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%lld", d ? "," : "", (long long)x->shape[d]);
             for (int d = 0; d < e->ndim; d++)
                 snprintf(need + strlen(need), sizeof(need) - strlen(need), "%s%lld", d ? "," : "", (long long)e->shape[d]);
-            snprintf(err, errlen, "%s: tensor %s is %s [%s], this model needs %s [%s]", path, e->name, x->dtype, have,
+            return dlt_fail(err, -EINVAL, "%s: tensor %s is %s [%s], this model needs %s [%s]", path, e->name, x->dtype, have,
                      want, need);
-            return -EINVAL;
         }
         extra--;
     }
     if (extra) {
-        snprintf(err, errlen, "%s has %d tensors this %s does not have (another architecture?)", path, extra,
+        return dlt_fail(err, -EINVAL, "%s has %d tensors this %s does not have (another architecture?)", path, extra,
                  m->cfg.arch);
-        return -EINVAL;
     }
     return 0;
 }
 
-static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const char *path, char *err, size_t errlen)
+static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const char *path, dlt_err *err)
 {
-    return _check_tensors(net, f, path, NULL, err, errlen);
+    return _check_tensors(net, f, path, NULL, err);
 }
 
 /* Checks the state file sf (loaded from state_path) against the model file at model_path: it is
  * dltrain's, records the model file's size and CRC-32, and both match; its own data matches the
  * CRC it records (checkpoints written before that CRC existed are checked without it). */
 static int _check_pair(const char *model_path, const char *state_path, const dlt_st_file *sf,
-                       dlt_checkpoint_info *info, char *err, size_t errlen)
+                       dlt_checkpoint_info *info, dlt_err *err)
 {
     const char *v = dlt_st_meta(sf, "dltrain"), *rcrc = dlt_st_meta(sf, "model_crc32");
     const char *rsize = dlt_st_meta(sf, "model_size"), *scrc = dlt_st_meta(sf, "state_crc32");
@@ -327,26 +320,26 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
     unsigned long want_crc;
     int rc;
     if (!v || strcmp(v, FORMAT_TAG))
-        return dlt_fail(err, errlen, -EINVAL, "%s is not a dltrain state file (no \"dltrain\": \"%s\" metadata)",
+        return dlt_fail(err, -EINVAL, "%s is not a dltrain state file (no \"dltrain\": \"%s\" metadata)",
                         state_path, FORMAT_TAG);
     if (!rcrc || !rsize)
-        return dlt_fail(err, errlen, -EINVAL, "%s records no model_size/model_crc32 for its model file", state_path);
+        return dlt_fail(err, -EINVAL, "%s records no model_size/model_crc32 for its model file", state_path);
     errno = 0;
     want_size = strtoull(rsize, &end, 10);
     if (errno || end == rsize || *end)
-        return dlt_fail(err, errlen, -EINVAL, "%s: model_size '%.32s' is not a number", state_path, rsize);
+        return dlt_fail(err, -EINVAL, "%s: model_size '%.32s' is not a number", state_path, rsize);
     want_crc = strtoul(rcrc, &end, 16);
     if (end == rcrc || *end || strlen(rcrc) != 8)
-        return dlt_fail(err, errlen, -EINVAL, "%s: model_crc32 '%.32s' is not 8 hex digits", state_path, rcrc);
+        return dlt_fail(err, -EINVAL, "%s: model_crc32 '%.32s' is not 8 hex digits", state_path, rcrc);
     /* The state file's own CRC first: what a damaged one records about the model file means nothing. */
     if (scrc) {
         uint32_t have = 0, want = 0;
         if (dlt_st_self_crc(sf, "state_crc32", &have, &want) != 0 || have != want)
-            return dlt_fail(err, errlen, -EINVAL,
+            return dlt_fail(err, -EINVAL,
                             "%s has CRC-32 %08x but it recorded %.32s for itself: the state file was damaged",
                             state_path, have, scrc);
     }
-    if ((rc = _file_crc(model_path, &crc, &size, err, errlen)) != 0)
+    if ((rc = _file_crc(model_path, &crc, &size, err)) != 0)
         return rc;
     /* A state file that names another model file may be another checkpoint's put beside this one,
      * or this pair's under a new name (renamed together, still valid). When the file it names lies
@@ -355,25 +348,26 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         const char *slash = strrchr(model_path, '/'), *rname = dlt_st_meta(sf, "model_file");
         const char *base = slash ? slash + 1 : model_path;
         if ((size != want_size || crc != (uint32_t)want_crc) && rname && strcmp(rname, base) && !strchr(rname, '/')) {
-            char other[PATH_MAX + 256], oerr[64];
+            char other[PATH_MAX + 256];
+            dlt_err oerr = DLT_ERR_INIT;
             uint32_t ocrc;
             size_t osize;
             snprintf(other, sizeof(other), "%.*s%s", slash ? (int)(slash + 1 - model_path) : 0, model_path, rname);
-            if (_file_crc(other, &ocrc, &osize, oerr, sizeof(oerr)) == 0 && osize == want_size &&
+            if (_file_crc(other, &ocrc, &osize, &oerr) == 0 && osize == want_size &&
                 ocrc == (uint32_t)want_crc)
-                return dlt_fail(err, errlen, -EINVAL,
+                return dlt_fail(err, -EINVAL,
                                 "%s does not match its state file %s, which belongs to another model file, %s (it "
                                 "matches that one's size and CRC-32): put this checkpoint's own state file beside it",
                                 model_path, state_path, other);
         }
     }
     if (size != want_size)
-        return dlt_fail(err, errlen, -EINVAL, "%s is %zu bytes but its state file %s recorded %llu: %s", model_path,
+        return dlt_fail(err, -EINVAL, "%s is %zu bytes but its state file %s recorded %llu: %s", model_path,
                         size, state_path, want_size,
                         size < want_size ? "truncated (a partial copy or an interrupted write)"
                                          : "a replaced or damaged checkpoint");
     if (crc != (uint32_t)want_crc)
-        return dlt_fail(err, errlen, -EINVAL,
+        return dlt_fail(err, -EINVAL,
                         "%s has CRC-32 %08x but its state file %s recorded %08lx: the model file was changed or "
                         "damaged after it was written, or the state file is another checkpoint's",
                         model_path, crc, state_path, want_crc);
@@ -394,14 +388,15 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
 
 void dlt_checkpoint_class_names(const char *model_path, char **list)
 {
-    char state_path[PATH_MAX], err[256];
+    char state_path[PATH_MAX];
+    dlt_err err = DLT_ERR_INIT;
     dlt_st_file sf;
     const char *v;
     struct stat st;
     *list = NULL;
     _state_path(model_path, state_path, sizeof(state_path));
     memset(&sf, 0, sizeof(sf));
-    if (stat(state_path, &st) != 0 || !S_ISREG(st.st_mode) || dlt_st_load(&sf, state_path, err, sizeof(err)) != 0)
+    if (stat(state_path, &st) != 0 || !S_ISREG(st.st_mode) || dlt_st_load(&sf, state_path, &err) != 0)
         return;
     if ((v = dlt_st_meta(&sf, "class_names")) != NULL && *v) {
         const char *enc = dlt_st_meta(&sf, "class_names_encoding");
@@ -416,7 +411,7 @@ int dlt_checkpoint_state_path(const char *model_path, char *out, size_t outlen)
     return 0;
 }
 
-int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, char *err, size_t errlen)
+int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, dlt_err *err)
 {
     dlt_st_file mf, sf;
     struct stat stt;
@@ -427,14 +422,14 @@ int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, cha
     /* With a state file, the bytes are checked against it before the model file is parsed: a
      * damaged file is then called damaged, whatever its damage makes the parser say. */
     if (!(stat(info->state_path, &stt) != 0 && errno == ENOENT)) {
-        if ((rc = dlt_st_load(&sf, info->state_path, err, errlen)) != 0)
+        if ((rc = dlt_st_load(&sf, info->state_path, err)) != 0)
             return rc;
-        rc = _check_pair(model_path, info->state_path, &sf, info, err, errlen);
+        rc = _check_pair(model_path, info->state_path, &sf, info, err);
         dlt_st_free(&sf);
         if (rc != 0)
             return rc;
     }
-    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0) {
+    if ((rc = dlt_st_load(&mf, model_path, err)) != 0) {
         info->verified = 0;
         return rc;
     }
@@ -443,7 +438,7 @@ int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, cha
     return 0; /* without a state file: readable, but nothing to check it against (verified 0) */
 }
 
-int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen)
+int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, dlt_err *err)
 {
     const dlt_model *m = &net->model;
     dlt_st_file mf, sf;
@@ -455,14 +450,14 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
         /* The pair's sizes and CRCs before the model file's contents, so that a damaged file is
          * called damaged (as --verify says), not "not a resnet18 checkpoint". */
         _state_path(model_path, state_path, sizeof(state_path));
-        if ((rc = dlt_st_load(&sf, state_path, err, errlen)) != 0)
+        if ((rc = dlt_st_load(&sf, state_path, err)) != 0)
             goto out;
-        if ((rc = _check_pair(model_path, state_path, &sf, NULL, err, errlen)) != 0)
+        if ((rc = _check_pair(model_path, state_path, &sf, NULL, err)) != 0)
             goto out;
     }
-    if ((rc = dlt_st_load(&mf, model_path, err, errlen)) != 0)
+    if ((rc = dlt_st_load(&mf, model_path, err)) != 0)
         goto out;
-    if ((rc = _check_model_file(net, &mf, model_path, err, errlen)) != 0)
+    if ((rc = _check_model_file(net, &mf, model_path, err)) != 0)
         goto out;
     if (st) {
         for (int i = 0; i < m->nentries; i++) {
@@ -474,7 +469,7 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
             snprintf(name, sizeof(name), "momentum.%s", e->name);
             x = dlt_st_find(&sf, name);
             if (!x || strcmp(x->dtype, "F32") || x->end - x->begin != e->len * sizeof(float)) {
-                snprintf(err, errlen, "%s: %s missing or the wrong size", state_path, name);
+                dlt_fail(err, -EIO, "%s: %s missing or the wrong size", state_path, name);
                 rc = -EINVAL;
                 goto out;
             }
@@ -507,15 +502,15 @@ out:
     return rc;
 }
 
-int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, char *err, size_t errlen)
+int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, dlt_err *err)
 {
     const dlt_model *m = &net->model;
     dlt_st_file f;
     int rc, other = 0;
     *fc_classes = 0;
-    if ((rc = dlt_st_load(&f, path, err, errlen)) != 0)
+    if ((rc = dlt_st_load(&f, path, err)) != 0)
         return rc;
-    if ((rc = _check_tensors(net, &f, path, &other, err, errlen)) == 0) {
+    if ((rc = _check_tensors(net, &f, path, &other, err)) == 0) {
         for (int i = 0; i < m->nentries; i++) {
             const dlt_state_entry *e = &m->entries[i];
             const dlt_st_entry *x = dlt_st_find(&f, e->name);
@@ -600,7 +595,7 @@ static void _report(dlt_checkpoint_scan *s, const char *path, const char *why)
     s->refused++;
 }
 
-int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, size_t errlen)
+int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *err)
 {
     DIR *d;
     struct dirent *e;
@@ -612,7 +607,7 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
     if (!d) {
         if (errno == ENOENT)
             return 0; /* no directory yet: no checkpoint */
-        return dlt_fail(err, errlen, -errno, "cannot read the checkpoint directory %s: %s", dir, strerror(errno));
+        return dlt_fail(err, -errno, "cannot read the checkpoint directory %s: %s", dir, strerror(errno));
     }
     while ((e = readdir(d)) != NULL) {
         int is_state = 0, k;
@@ -627,7 +622,7 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
                 if (!nc) {
                     closedir(d);
                     free(c);
-                    return dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
+                    return dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
                 }
                 c = nc;
             }
@@ -650,7 +645,8 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
     /* Newest first; an older one only when every newer one is refused (and said so). */
     for (;;) {
         int best = -1;
-        char path[PATH_MAX + 300], why[1024];
+        char path[PATH_MAX + 300];
+        dlt_err why = DLT_ERR_INIT;
         dlt_checkpoint_info info;
         for (int i = 0; i < n; i++)
             if (!c[i].checked && (best < 0 || c[i].step > c[best].step))
@@ -669,8 +665,8 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, 
                     "file removed; momentum and step are lost, its size and CRC cannot be checked)");
             continue;
         }
-        if (dlt_checkpoint_verify(path, &info, why, sizeof(why)) != 0) {
-            _report(s, path, why);
+        if (dlt_checkpoint_verify(path, &info, dlt_err_fresh(&why)) != 0) {
+            _report(s, path, why.msg);
             continue;
         }
         s->found = 1;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "trainer/model/network.h"
+#include "trainer/common/status.h"
 
 typedef struct {
     int64_t step;         /* optimizer steps done */
@@ -27,19 +28,19 @@ typedef struct {
 /* Writes DIR/ckpt-STEP.safetensors and DIR/ckpt-STEP.state.safetensors. paths receives the model
  * file's path. */
 int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const char *dir, char *path, size_t pathlen,
-                        char *err, size_t errlen);
+                        dlt_err *err);
 
 /* Loads a model file (and its state file when st is not NULL) into net, after checking every
  * tensor's name, dtype and shape against the model. A foreign, truncated or mismatched file is
  * refused and net is left unchanged. */
-int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, char *err, size_t errlen);
+int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *st, dlt_err *err);
 
 /* Weights to start a run from (fine-tuning): a model file with torchvision's names (ours, or
  * torchvision.models.resnetNN(weights=...).state_dict() saved with safetensors), strict on names,
  * dtypes and shapes, except that a classifier of another class count is left as initialised
  * (*fc_classes then gets the file's count, else 0). Parameters, BN statistics and counters only:
  * no optimizer state. An error names the first tensor that does not fit. */
-int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, char *err, size_t errlen);
+int dlt_checkpoint_load_init(dlt_net *net, const char *path, int *fc_classes, dlt_err *err);
 
 /* What dlt_checkpoint_verify found. */
 typedef struct {
@@ -59,7 +60,7 @@ typedef struct {
  * and both match (and its own data matches the CRC it records). Returns 0 with info->verified 1,
  * 0 with info->verified 0 when there is no state file (the file cannot be verified), or a
  * negative status with err saying what is wrong. */
-int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, char *err, size_t errlen);
+int dlt_checkpoint_verify(const char *model_path, dlt_checkpoint_info *info, dlt_err *err);
 
 /* The class names a checkpoint's state file records (one a line, in the order of the model's
  * outputs) into *list (malloc'd), or *list NULL when there is no state file or it records none
@@ -92,7 +93,7 @@ typedef struct {
 
 /* Scans dir: candidates 0 when it has no checkpoint (or does not exist). Returns 0, or a negative
  * status with err when the directory cannot be read (then nothing can be said about it). */
-int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, char *err, size_t errlen);
+int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *err);
 
 /* The value of key in a settings record ("k1=v1 k2=v2 ...", dlt_train_state.config) into out;
  * 1 when present, 0 when absent. */

@@ -37,15 +37,14 @@ static void _note(char *said, size_t len, int n, const char *name)
 }
 
 /* Removes dir/name; a file already gone is no failure. */
-static int _remove(int dfd, const char *dir, const char *name, char *err, size_t errlen)
+static int _remove(int dfd, const char *dir, const char *name, dlt_err *err)
 {
     if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
-        return dlt_fail(err, errlen, -errno, "cannot remove %s/%s: %s", dir, name, strerror(errno));
+        return dlt_fail(err, -errno, "cannot remove %s/%s: %s", dir, name, strerror(errno));
     return 0;
 }
 
-int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, char *err,
-                                     size_t errlen)
+int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, dlt_err *err)
 {
     DIR *d;
     struct dirent *e;
@@ -54,9 +53,9 @@ int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, 
     if (saidlen)
         said[0] = '\0';
     if (!(d = opendir(dir)))
-        return errno == ENOENT ? 0 : dlt_fail(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
+        return errno == ENOENT ? 0 : dlt_fail(err, -errno, "cannot read %s: %s", dir, strerror(errno));
     while (rc == 0 && (e = readdir(d)) != NULL)
-        if (_unfinished(e->d_name) && (rc = _remove(dirfd(d), dir, e->d_name, err, errlen)) == 0)
+        if (_unfinished(e->d_name) && (rc = _remove(dirfd(d), dir, e->d_name, err)) == 0)
             _note(said, saidlen, (*removed)++, e->d_name);
     closedir(d);
     return rc;
@@ -78,7 +77,7 @@ static int _order(const void *a, const void *b)
 }
 
 int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed, char *said, size_t saidlen,
-                         char *err, size_t errlen)
+                         dlt_err *err)
 {
     DIR *d;
     struct dirent *e;
@@ -91,7 +90,7 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
     if (keep <= 0)
         return 0;
     if (!(d = opendir(dir)))
-        return dlt_fail(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
+        return dlt_fail(err, -errno, "cannot read %s: %s", dir, strerror(errno));
     while ((e = readdir(d)) != NULL) {
         const char *rest;
         int is_state;
@@ -103,7 +102,7 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
             if (!nv) {
                 closedir(d);
                 free(v);
-                return dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
+                return dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
             }
             v = nv;
         }
@@ -119,7 +118,7 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
             distinct++;
         if (distinct <= (size_t)keep || v[i].step == newest)
             continue;
-        if ((rc = _remove(dirfd(d), dir, v[i].name, err, errlen)) != 0)
+        if ((rc = _remove(dirfd(d), dir, v[i].name, err)) != 0)
             break;
         if (i + 1 < n && v[i + 1].step == v[i].step)
             continue; /* said once per checkpoint, after its last file */

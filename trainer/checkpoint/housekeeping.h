@@ -8,17 +8,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "trainer/common/status.h"
 
 /* Removes every "ckpt-*.safetensors.tmp.PID" in dir: with the lock held they are left by saves
  * that did not finish. *removed gets their count and said the first names ("a, b, ..."). Returns
  * 0, or a negative errno with err when the folder cannot be read or a file cannot be removed. */
-int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, char *err,
-                                     size_t errlen);
+int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, dlt_err *err);
 
 /* Keeps the `keep` newest checkpoints of dir (by step; a pair, or the half of one that is there)
  * and removes the rest, state file first (so that a removal cut short leaves no pair that looks
  * valid). The checkpoint of step `newest` is never removed. *removed and said as above. */
 int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed, char *said, size_t saidlen,
-                         char *err, size_t errlen);
+                         dlt_err *err);
 
 #endif

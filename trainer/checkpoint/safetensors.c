@@ -81,10 +81,9 @@ static void _sb_str(_sb *b, const char *s)
     _sb_put(b, "\"", 1);
 }
 
-int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta, char *err,
-                 size_t errlen)
+int dlt_st_write(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta, dlt_err *err)
 {
-    return dlt_st_write_crc(path, t, n, meta, nmeta, NULL, err, errlen);
+    return dlt_st_write_crc(path, t, n, meta, nmeta, NULL, err);
 }
 
 /* Where the 8 hex digits of metadata key's value start in a header (key and value are written
@@ -103,17 +102,17 @@ static const char *_crc_digits(const char *h, size_t len, const char *key)
 }
 
 /* A failed write, with errno's words and, for the two limits a user can change, which one. */
-static int _write_failed(const char *tmp, char *err, size_t errlen)
+static int _write_failed(const char *tmp, dlt_err *err)
 {
     int e = errno;
-    return dlt_fail(err, errlen, -e, "cannot write %s: %s%s", tmp, strerror(e),
+    return dlt_fail(err, -e, "cannot write %s: %s%s", tmp, strerror(e),
                     e == EFBIG ? " (the file size limit: `ulimit -f`, or the file system's)"
                     : e == ENOSPC || e == EDQUOT ? " (free space, or raise the quota)"
                                                   : "");
 }
 
 int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
-                        const char *crc_key, char *tmp, size_t tmplen, char *err, size_t errlen)
+                        const char *crc_key, char *tmp, size_t tmplen, dlt_err *err)
 {
     _sb h = {0};
     char num[64];
@@ -140,7 +139,7 @@ int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const c
             count *= (size_t)t[i].shape[d];
         if (!esz || count * esz != t[i].bytes) {
             free(h.p);
-            return dlt_fail(err, errlen, -EINVAL, "tensor %s: %zu bytes do not match dtype %s and its shape", t[i].name,
+            return dlt_fail(err, -EINVAL, "tensor %s: %zu bytes do not match dtype %s and its shape", t[i].name,
                          t[i].bytes, t[i].dtype);
         }
         if (i || nmeta > 0)
@@ -166,7 +165,7 @@ int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const c
         _sb_put(&h, " ", 1);
     if (h.oom) {
         free(h.p);
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory writing %s", path);
+        return dlt_fail(err, -ENOMEM, "out of memory writing %s", path);
     }
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
@@ -176,7 +175,7 @@ int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const c
         uint32_t crc;
         if (!d || memcmp(d, "00000000", 8)) {
             free(h.p);
-            return dlt_fail(err, errlen, -EINVAL, "%s: metadata %s must be given as \"00000000\"", path, crc_key);
+            return dlt_fail(err, -EINVAL, "%s: metadata %s must be given as \"00000000\"", path, crc_key);
         }
         crc = dlt_crc32(0, len8, 8);
         crc = dlt_crc32(crc, h.p, h.len);
@@ -188,30 +187,30 @@ int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const c
 
     if (snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid()) >= (int)tmplen) {
         free(h.p);
-        return dlt_fail(err, errlen, -ENAMETOOLONG, "path too long: %s", path);
+        return dlt_fail(err, -ENAMETOOLONG, "path too long: %s", path);
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
         free(h.p);
         return rc; /* not ours to remove */
     }
     if (dlt_write_all(fd, len8, 8) || dlt_write_all(fd, h.p, h.len)) {
-        rc = _write_failed(tmp, err, errlen);
+        rc = _write_failed(tmp, err);
         goto out;
     }
     for (int i = 0; i < n; i++)
         if (t[i].bytes && dlt_write_all(fd, t[i].data, t[i].bytes)) {
-            rc = _write_failed(tmp, err, errlen);
+            rc = _write_failed(tmp, err);
             goto out;
         }
     if (fsync(fd) != 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot flush %s to disk: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, -errno, "cannot flush %s to disk: %s", tmp, strerror(errno));
         goto out;
     }
     if (close(fd) != 0) {
         fd = -1;
-        rc = dlt_fail(err, errlen, -errno, "cannot close %s: %s", tmp, strerror(errno));
+        rc = dlt_fail(err, -errno, "cannot close %s: %s", tmp, strerror(errno));
         goto out;
     }
     fd = -1;
@@ -224,12 +223,12 @@ out:
     return rc;
 }
 
-int dlt_st_commit(const char *tmp, const char *path, char *err, size_t errlen)
+int dlt_st_commit(const char *tmp, const char *path, dlt_err *err)
 {
     char dirbuf[PATH_MAX];
     int dfd, rc;
     if (rename(tmp, path) != 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        rc = dlt_fail(err, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
         unlink(tmp);
         return rc;
     }
@@ -243,19 +242,18 @@ int dlt_st_commit(const char *tmp, const char *path, char *err, size_t errlen)
 }
 
 int dlt_st_write_crc(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
-                     const char *crc_key, char *err, size_t errlen)
+                     const char *crc_key, dlt_err *err)
 {
     char tmp[PATH_MAX];
-    int rc = dlt_st_write_staged(path, t, n, meta, nmeta, crc_key, tmp, sizeof(tmp), err, errlen);
-    return rc ? rc : dlt_st_commit(tmp, path, err, errlen);
+    int rc = dlt_st_write_staged(path, t, n, meta, nmeta, crc_key, tmp, sizeof(tmp), err);
+    return rc ? rc : dlt_st_commit(tmp, path, err);
 }
 
 /* ------------------------------------------------------------------ reading: a strict JSON subset */
 
 typedef struct {
     const char *p, *end;
-    char *err;
-    size_t errlen;
+    dlt_err *err;
 } _js;
 
 static void _ws(_js *j)
@@ -268,7 +266,7 @@ static int _expect(_js *j, char c)
 {
     _ws(j);
     if (j->p >= j->end || *j->p != c)
-        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: expected '%c' (corrupted header?)", c);
+        return dlt_fail(j->err, -EINVAL, "header JSON: expected '%c' (corrupted header?)", c);
     j->p++;
     return 0;
 }
@@ -279,13 +277,13 @@ static int _string(_js *j, char **out, size_t max)
     _sb b = {0};
     _ws(j);
     if (j->p >= j->end || *j->p != '"')
-        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: expected a string");
+        return dlt_fail(j->err, -EINVAL, "header JSON: expected a string");
     j->p++;
     while (j->p < j->end && *j->p != '"') {
         unsigned char c = (unsigned char)*j->p++;
         if (c < 0x20) {
             free(b.p);
-            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: control character in a string");
+            return dlt_fail(j->err, -EINVAL, "header JSON: control character in a string");
         }
         if (c == '\\') {
             char e;
@@ -307,7 +305,7 @@ static int _string(_js *j, char **out, size_t max)
                         v |= (unsigned)(h - 'A' + 10);
                     else {
                         free(b.p);
-                        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: bad \\u escape");
+                        return dlt_fail(j->err, -EINVAL, "header JSON: bad \\u escape");
                     }
                 }
                 if (v < 0x80) {
@@ -326,23 +324,23 @@ static int _string(_js *j, char **out, size_t max)
             c = (unsigned char)(e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e);
             if (e != '"' && e != '\\' && e != '/' && e != 'n' && e != 't' && e != 'r' && e != 'b' && e != 'f') {
                 free(b.p);
-                return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: bad escape");
+                return dlt_fail(j->err, -EINVAL, "header JSON: bad escape");
             }
         }
         _sb_put(&b, (const char *)&c, 1);
         if (b.len > max) {
             free(b.p);
-            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: string longer than %zu bytes", max);
+            return dlt_fail(j->err, -EINVAL, "header JSON: string longer than %zu bytes", max);
         }
     }
     if (j->p >= j->end) {
         free(b.p);
-        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: unterminated string");
+        return dlt_fail(j->err, -EINVAL, "header JSON: unterminated string");
     }
     j->p++;
     if (b.oom) {
         free(b.p);
-        return dlt_fail(j->err, j->errlen, -ENOMEM, "out of memory");
+        return dlt_fail(j->err, -ENOMEM, "out of memory");
     }
     *out = b.p ? b.p : strdup("");
     return *out ? 0 : -ENOMEM;
@@ -355,12 +353,12 @@ static int _uint(_js *j, uint64_t *out)
     _ws(j);
     while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
         if (v > (UINT64_MAX - 9) / 10)
-            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: number too large");
+            return dlt_fail(j->err, -EINVAL, "header JSON: number too large");
         v = v * 10 + (uint64_t)(*j->p++ - '0');
         digits++;
     }
     if (!digits)
-        return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: expected a non-negative integer");
+        return dlt_fail(j->err, -EINVAL, "header JSON: expected a non-negative integer");
     *out = v;
     return 0;
 }
@@ -379,7 +377,7 @@ static int _uint_array(_js *j, uint64_t *vals, int max, int *n)
     }
     for (;;) {
         if (*n >= max)
-            return dlt_fail(j->err, j->errlen, -EINVAL, "header JSON: array longer than %d", max);
+            return dlt_fail(j->err, -EINVAL, "header JSON: array longer than %d", max);
         if ((rc = _uint(j, &vals[(*n)++])))
             return rc;
         _ws(j);
@@ -408,7 +406,7 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
             if (!rc) {
                 snprintf(e->dtype, sizeof(e->dtype), "%s", v);
                 if (!dlt_st_dtype_size(e->dtype))
-                    rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: unknown dtype '%s'", e->name, v);
+                    rc = dlt_fail(j->err, -EINVAL, "tensor %s: unknown dtype '%s'", e->name, v);
             }
             free(v);
             have_dtype = 1;
@@ -417,7 +415,7 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
             rc = _uint_array(j, dims, DLT_ST_MAX_DIMS, &e->ndim);
             for (int d = 0; !rc && d < e->ndim; d++) {
                 if (dims[d] > ((uint64_t)1 << 40))
-                    rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: dimension too large", e->name);
+                    rc = dlt_fail(j->err, -EINVAL, "tensor %s: dimension too large", e->name);
                 e->shape[d] = (int64_t)dims[d];
             }
             have_shape = 1;
@@ -426,12 +424,12 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
             int n = 0;
             rc = _uint_array(j, o, 2, &n);
             if (!rc && (n != 2 || o[1] < o[0]))
-                rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: bad data_offsets", e->name);
+                rc = dlt_fail(j->err, -EINVAL, "tensor %s: bad data_offsets", e->name);
             e->begin = (size_t)o[0];
             e->end = (size_t)o[1];
             have_off = 1;
         } else {
-            rc = dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: unexpected or repeated field '%.32s'", e->name, key);
+            rc = dlt_fail(j->err, -EINVAL, "tensor %s: unexpected or repeated field '%.32s'", e->name, key);
         }
         free(key);
         if (rc)
@@ -446,7 +444,7 @@ static int _parse_tensor(_js *j, dlt_st_entry *e)
         break;
     }
     if (!have_dtype || !have_shape || !have_off)
-        return dlt_fail(j->err, j->errlen, -EINVAL, "tensor %s: dtype, shape and data_offsets are all required", e->name);
+        return dlt_fail(j->err, -EINVAL, "tensor %s: dtype, shape and data_offsets are all required", e->name);
     return 0;
 }
 
@@ -497,7 +495,7 @@ static int _cmp_begin(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, size_t errlen)
+int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, dlt_err *err)
 {
     uint64_t hlen = 0;
     _js j;
@@ -509,16 +507,16 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
     f->buf = (uint8_t *)buf;
     f->size = size;
     if (size < 8)
-        return dlt_fail(err, errlen, -EINVAL, "file of %zu bytes is too short to be safetensors (truncated?)", size);
+        return dlt_fail(err, -EINVAL, "file of %zu bytes is too short to be safetensors (truncated?)", size);
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)buf[i] << (8 * i);
     if (hlen < 2 || hlen > DLT_ST_HEADER_MAX || hlen > size - 8)
-        return dlt_fail(err, errlen, -EINVAL,
+        return dlt_fail(err, -EINVAL,
                      "header length %llu does not fit a %zu-byte file (truncated or not safetensors)",
                      (unsigned long long)hlen, size);
     f->data_off = 8 + (size_t)hlen;
     data_len = size - f->data_off;
-    j = (_js){(const char *)buf + 8, (const char *)buf + 8 + hlen, err, errlen};
+    j = (_js){(const char *)buf + 8, (const char *)buf + 8 + hlen, err};
     if ((rc = _expect(&j, '{')))
         goto fail;
     _ws(&j);
@@ -534,7 +532,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
             if (!strcmp(name, "__metadata__")) {
                 free(name);
                 if (f->meta_keys) {
-                    rc = dlt_fail(err, errlen, -EINVAL, "two __metadata__ objects");
+                    rc = dlt_fail(err, -EINVAL, "two __metadata__ objects");
                     goto fail;
                 }
                 if ((rc = _parse_meta(&j, f)))
@@ -542,7 +540,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
             } else {
                 dlt_st_entry *e;
                 if (dlt_st_find(f, name)) {
-                    rc = dlt_fail(err, errlen, -EINVAL, "tensor %s listed twice", name);
+                    rc = dlt_fail(err, -EINVAL, "tensor %s listed twice", name);
                     free(name);
                     goto fail;
                 }
@@ -551,7 +549,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
                     cap = cap ? cap * 2 : 64;
                     if (cap > 1000000 || !(ne = realloc(f->entries, (size_t)cap * sizeof(*ne)))) {
                         free(name);
-                        rc = dlt_fail(err, errlen, -ENOMEM, "too many tensors");
+                        rc = dlt_fail(err, -ENOMEM, "too many tensors");
                         goto fail;
                     }
                     f->entries = ne;
@@ -576,7 +574,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
     }
     _ws(&j);
     if (j.p != j.end) {
-        rc = dlt_fail(err, errlen, -EINVAL, "header JSON: trailing bytes after the object");
+        rc = dlt_fail(err, -EINVAL, "header JSON: trailing bytes after the object");
         goto fail;
     }
     /* Sizes, bounds, and a data section covered exactly once. */
@@ -585,18 +583,18 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
         uint64_t count = 1;
         for (int d = 0; d < e->ndim; d++) {
             if (e->shape[d] && count > UINT64_MAX / (uint64_t)e->shape[d]) {
-                rc = dlt_fail(err, errlen, -EINVAL, "tensor %s: shape overflows", e->name);
+                rc = dlt_fail(err, -EINVAL, "tensor %s: shape overflows", e->name);
                 goto fail;
             }
             count *= (uint64_t)e->shape[d];
         }
         if (count > (uint64_t)SIZE_MAX / 8 || count * dlt_st_dtype_size(e->dtype) != e->end - e->begin) {
-            rc = dlt_fail(err, errlen, -EINVAL, "tensor %s: data_offsets cover %zu bytes, its shape and dtype need %llu",
+            rc = dlt_fail(err, -EINVAL, "tensor %s: data_offsets cover %zu bytes, its shape and dtype need %llu",
                        e->name, e->end - e->begin, (unsigned long long)(count * dlt_st_dtype_size(e->dtype)));
             goto fail;
         }
         if (e->end > data_len) {
-            rc = dlt_fail(err, errlen, -EINVAL, "tensor %s ends at byte %zu of a %zu-byte data section (truncated file)",
+            rc = dlt_fail(err, -EINVAL, "tensor %s ends at byte %zu of a %zu-byte data section (truncated file)",
                        e->name, e->end, data_len);
             goto fail;
         }
@@ -612,7 +610,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
         qsort(sorted, (size_t)f->n, sizeof(*sorted), _cmp_begin);
         for (int i = 0; i < f->n; i++) {
             if (sorted[i].begin != pos) {
-                rc = dlt_fail(err, errlen, -EINVAL, "tensor %s: data overlaps another or leaves a gap", sorted[i].name);
+                rc = dlt_fail(err, -EINVAL, "tensor %s: data overlaps another or leaves a gap", sorted[i].name);
                 free(sorted);
                 goto fail;
             }
@@ -620,7 +618,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, char *err, siz
         }
         free(sorted);
         if (pos != data_len) {
-            rc = dlt_fail(err, errlen, -EINVAL, "%zu bytes after the last tensor (not a safetensors file we wrote?)",
+            rc = dlt_fail(err, -EINVAL, "%zu bytes after the last tensor (not a safetensors file we wrote?)",
                        data_len - pos);
             goto fail;
         }
@@ -631,36 +629,36 @@ fail:
     return rc ? rc : -EINVAL;
 }
 
-int dlt_st_load(dlt_st_file *f, const char *path, char *err, size_t errlen)
+int dlt_st_load(dlt_st_file *f, const char *path, dlt_err *err)
 {
     struct stat st;
     uint8_t *buf;
     size_t got = 0;
     int fd, rc;
-    char perr[512];
+    dlt_err perr = DLT_ERR_INIT;
     memset(f, 0, sizeof(*f));
     /* A FIFO named as a checkpoint must not block the run in open(). */
-    if ((fd = dlt_open_regular(NULL, path, O_RDONLY, 0, err, errlen)) < 0)
+    if ((fd = dlt_open_regular(NULL, path, O_RDONLY, 0, err)) < 0)
         return fd;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return dlt_fail(err, errlen, -EINVAL, "%s is not a regular file", path);
+        return dlt_fail(err, -EINVAL, "%s is not a regular file", path);
     }
     buf = malloc(st.st_size ? (size_t)st.st_size : 1);
     if (!buf) {
         close(fd);
-        return dlt_fail(err, errlen, -ENOMEM, "cannot allocate %lld bytes for %s", (long long)st.st_size, path);
+        return dlt_fail(err, -ENOMEM, "cannot allocate %lld bytes for %s", (long long)st.st_size, path);
     }
     got = dlt_read_full(fd, buf, (size_t)st.st_size);
     close(fd);
     if (got != (size_t)st.st_size) {
         free(buf);
-        return dlt_fail(err, errlen, -EIO, "short read of %s", path);
+        return dlt_fail(err, -EIO, "short read of %s", path);
     }
-    rc = dlt_st_parse(f, buf, got, perr, sizeof(perr));
+    rc = dlt_st_parse(f, buf, got, &perr);
     if (rc) {
         free(buf);
-        return dlt_fail(err, errlen, rc, "%s: %s", path, perr);
+        return dlt_fail(err, rc, "%s: %s", path, perr.msg);
     }
     f->owns_buf = 1;
     return 0;

@@ -19,7 +19,7 @@ int dlt_cmd_check(int argc, char **argv)
     dlt_check_config cfg;
     dltpmix_ctx *px = NULL;
     dlt_comm *comm = NULL;
-    char err[2048] = "";
+    dlt_err err = DLT_ERR_INIT;
     int rc, next;
 
     memset(&o, 0, sizeof(o));
@@ -37,15 +37,15 @@ int dlt_cmd_check(int argc, char **argv)
     }
     {
         dlt_comm_request req = {o.comm, dlt_backend_is_gpu(&o.train.backend), o.train.backend.device};
-        if ((rc = dlt_cli_launch(&req, &o.train.backend, o.timeout, NULL, &px, &comm, err, sizeof(err))) != 0)
+        if ((rc = dlt_cli_launch(&req, &o.train.backend, o.timeout, NULL, &px, &comm, &err)) != 0)
             return rc;
     }
     cfg.gpu = dlt_backend_is_gpu(&o.train.backend);
     cfg.device = o.train.backend.device;
     cfg.precision = o.train.backend.precision;
-    rc = dlt_check_run(&cfg, px, comm, stdout, err, sizeof(err));
+    rc = dlt_check_run(&cfg, px, comm, stdout, &err);
     if (rc == 1)
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
     dlt_cli_finish(px, comm);
     return rc;
 }

@@ -26,22 +26,22 @@
 /* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
  * `side`, re-encodes at `quality`. */
 static int _resize_jpeg(dlt_decoder *dec, tjhandle enc, const uint8_t *in, size_t len, int side, int quality,
-                        unsigned char **out, unsigned long *outlen, char *err, size_t errlen)
+                        unsigned char **out, unsigned long *outlen, dlt_err *err)
 {
     const uint8_t *rgb;
     int w, h, nw, nh, rc = -1;
     unsigned char *small;
-    if (dlt_decode_rgb(dec, in, len, &rgb, &w, &h, err, errlen) != 0)
+    if (dlt_decode_rgb(dec, in, len, &rgb, &w, &h, err) != 0)
         return -1;
     nw = w <= h ? side : (int)((long)w * side / h);
     nh = w <= h ? (int)((long)h * side / w) : side;
     small = malloc((size_t)nw * nh * 3);
     if (!small)
-        snprintf(err, errlen, "out of memory");
+        dlt_fail(err, -EIO, "out of memory");
     else if (!stbir_resize_uint8(rgb, w, h, w * 3, small, nw, nh, nw * 3, 3))
-        snprintf(err, errlen, "resize failed");
+        dlt_fail(err, -EIO, "resize failed");
     else if (tjCompress2(enc, small, nw, 0, nh, TJPF_RGB, out, outlen, TJSAMP_420, quality, 0) != 0)
-        snprintf(err, errlen, "encode failed: %s", tjGetErrorStr2(enc));
+        dlt_fail(err, -EIO, "encode failed: %s", tjGetErrorStr2(enc));
     else
         rc = 0;
     free(small);
@@ -88,7 +88,8 @@ static int _commit(const char *const tmp[3], const char *const fin[3])
  * --data layout (DIR/train, DIR/val) each of those. */
 static int _cmd_index(int argc, char **argv)
 {
-    char err[1024], sub[PATH_MAX];
+    dlt_err err = DLT_ERR_INIT;
+    char sub[PATH_MAX];
     const char *parts[] = {"train", "val"};
     int done = 0;
     struct stat st;
@@ -107,8 +108,8 @@ static int _cmd_index(int argc, char **argv)
         if (snprintf(sub, sizeof(sub), "%s/%s", argv[2], parts[k]) >= (int)sizeof(sub) || stat(sub, &st) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        if (dlt_folder_index_write(sub, &images, err, sizeof(err)) != 0) {
-            fprintf(stderr, "dltrain: data index: %s\n", err);
+        if (dlt_folder_index_write(sub, &images, &err) != 0) {
+            fprintf(stderr, "dltrain: data index: %s\n", err.msg);
             return 1;
         }
         printf("dltrain: indexed %s: %lld images, list in %s/%s\n", sub, (long long)images, sub,
@@ -117,8 +118,8 @@ static int _cmd_index(int argc, char **argv)
     }
     if (!done) {
         int64_t images = 0;
-        if (dlt_folder_index_write(argv[2], &images, err, sizeof(err)) != 0) {
-            fprintf(stderr, "dltrain: data index: %s\n", err);
+        if (dlt_folder_index_write(argv[2], &images, &err) != 0) {
+            fprintf(stderr, "dltrain: data index: %s\n", err.msg);
             return 1;
         }
         printf("dltrain: indexed %s: %lld images, list in %s/%s\n", argv[2], (long long)images, argv[2],
@@ -140,7 +141,8 @@ int dlt_cmd_data(int argc, char **argv)
     uint8_t *buf = NULL;
     size_t cap = 0;
     int64_t n = 0, written = 0, bad = 0;
-    char err[1024], idx_path[PATH_MAX + 16], classes_path[PATH_MAX + 16], tmp_rec[PATH_MAX + 32],
+    dlt_err err = DLT_ERR_INIT;
+    char idx_path[PATH_MAX + 16], classes_path[PATH_MAX + 16], tmp_rec[PATH_MAX + 32],
         tmp_idx[PATH_MAX + 48], tmp_classes[PATH_MAX + 48];
     dlt_progress prog;
 
@@ -192,8 +194,8 @@ int dlt_cmd_data(int argc, char **argv)
     snprintf(tmp_rec, sizeof(tmp_rec), "%s.tmp.%ld", argv[first + 1], (long)getpid());
     snprintf(tmp_idx, sizeof(tmp_idx), "%s.idx", tmp_rec); /* what dlt_recordio_create names it */
     snprintf(tmp_classes, sizeof(tmp_classes), "%s.classes", tmp_rec);
-    if (dlt_dataset_open_folder(&ds, argv[first], labels, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: %s\n", err);
+    if (dlt_dataset_open_folder(&ds, argv[first], labels, &err) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
         return 1;
     }
     {
@@ -202,15 +204,15 @@ int dlt_cmd_data(int argc, char **argv)
         if (what[0])
             fprintf(stderr, "dltrain: %s: left out: %s\n", argv[first], what);
     }
-    if (dlt_recordio_create(&w, tmp_rec, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: %s\n", err);
+    if (dlt_recordio_create(&w, tmp_rec, &err) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
         goto drop;
     }
     dec = dlt_decoder_create();
     enc = tjInitCompress();
     if (!dec || !enc) {
         fprintf(stderr, "dltrain: cannot create the JPEG codec\n");
-        dlt_recordio_close(&w, err, sizeof(err));
+        dlt_recordio_close(&w, &err);
         goto drop;
     }
     n = dlt_dataset_count(ds);
@@ -222,21 +224,21 @@ int dlt_cmd_data(int argc, char **argv)
         int32_t label;
         unsigned char *jpg = NULL;
         unsigned long jlen = 0;
-        if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)) != 0 ||
-            (side && _resize_jpeg(dec, enc, buf, len, side, quality, &jpg, &jlen, err, sizeof(err)) != 0) ||
-            (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0}, err,
-                                     sizeof(err)) != 0)) {
+        if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), &err) != 0 ||
+            (side && _resize_jpeg(dec, enc, buf, len, side, quality, &jpg, &jlen, &err) != 0) ||
+            (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0},
+                                     &err) != 0)) {
             dlt_progress_clear(&prog);
-            fprintf(stderr, "dltrain: leaving out %s: %s\n", name, err);
+            fprintf(stderr, "dltrain: leaving out %s: %s\n", name, err.msg);
             bad++;
             continue;
         }
-        if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, err,
-                                sizeof(err)) != 0) {
+        if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len,
+                                &err) != 0) {
             dlt_progress_clear(&prog);
-            fprintf(stderr, "dltrain: writing %s: %s\n", tmp_rec, err);
+            fprintf(stderr, "dltrain: writing %s: %s\n", tmp_rec, err.msg);
             tjFree(jpg);
-            dlt_recordio_close(&w, err, sizeof(err));
+            dlt_recordio_close(&w, &err);
             goto drop;
         }
         tjFree(jpg);
@@ -244,8 +246,8 @@ int dlt_cmd_data(int argc, char **argv)
         dlt_progress_update(&prog, i + 1);
     }
     dlt_progress_end(&prog, n);
-    if (dlt_recordio_close(&w, err, sizeof(err)) != 0 || dlt_recordio_write_classes(tmp_rec, ds, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: %s\n", err);
+    if (dlt_recordio_close(&w, &err) != 0 || dlt_recordio_write_classes(tmp_rec, ds, &err) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
         goto drop;
     }
     {

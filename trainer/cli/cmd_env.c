@@ -68,17 +68,18 @@ static void _device_report(_rank_report *r)
 {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     int visible = cvd ? dlt_device_visible_count(cvd) : dlt_backend_gpu_count();
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     const char *bound = getenv("DLT_GPU_PCI");
     r->device = -1;
     r->pci_rc = 1;
     snprintf(r->gpu, sizeof(r->gpu), "-");
     if (visible <= 0 || dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, r->local_rank, visible, &r->device,
-                                          err, sizeof(err)) != 0)
+                                          &err) != 0)
         return;
     if (dlt_backend_gpu_id(r->device, r->gpu, sizeof(r->gpu)) == 0) {
         /* The plugin's GPU against the one dltrain train would open (it refuses a mismatch). */
-        r->pci_rc = dlt_device_pci_check(bound, r->gpu, r->device, r->pci, sizeof(r->pci));
+        r->pci_rc = dlt_device_pci_check(bound, r->gpu, r->device, dlt_err_fresh(&err));
+        snprintf(r->pci, sizeof(r->pci), "%.319s", err.msg);
         if (r->pci_rc == 0)
             snprintf(r->pci, sizeof(r->pci), "DLT_GPU_PCI %s is device %d (%s): the same GPU", bound, r->device,
                      r->gpu);
@@ -121,7 +122,7 @@ int dlt_cmd_env(int argc, char **argv)
     dlt_comm *comm = NULL;
     const dltpmix_info *info;
     _rank_report mine, *all = NULL;
-    char err[1024];
+    dlt_err err = DLT_ERR_INIT;
     int opt, rc = 1, next;
     long long sum;
 
@@ -131,8 +132,8 @@ int dlt_cmd_env(int argc, char **argv)
         return opt;
     comm_kind = o.comm;
     popts.timeout_s = o.timeout;
-    if (dltpmix_init(&px, &popts, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: %s\n", err);
+    if (dltpmix_init(&px, &popts, err.msg, sizeof(err.msg)) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
         return 1;
     }
     info = dltpmix_get_info(px);
@@ -165,13 +166,13 @@ int dlt_cmd_env(int argc, char **argv)
         fprintf(stderr, "dltrain: %s\n", dltpmix_error(px));
         goto out;
     }
-    if (dlt_comm_open(&comm, &(dlt_comm_request){comm_kind, 0, -1}, px, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err);
+    if (dlt_comm_open(&comm, &(dlt_comm_request){comm_kind, 0, -1}, px, &err) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
         goto out;
     }
     sum = info->rank;
     if (comm->ops->allreduce_sum(comm, &sum, 1, DLT_DTYPE_I64) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err);
+        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
         goto out;
     }
     if (sum != (long long)info->size * (info->size - 1) / 2) {
@@ -221,11 +222,11 @@ int dlt_cmd_env(int argc, char **argv)
                 snprintf(claims[n].gpu, sizeof(claims[n].gpu), "%s", all[r].gpu);
                 n++;
             }
-        rc = dlt_device_check_distinct(claims, n, err, sizeof(err));
+        rc = dlt_device_check_distinct(claims, n, &err);
         free(claims);
         if (rc != 0) {
             if (info->rank == 0)
-                fprintf(stderr, "dltrain: %s\n", err);
+                fprintf(stderr, "dltrain: %s\n", err.msg);
             rc = 1;
             goto out;
         }

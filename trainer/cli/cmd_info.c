@@ -16,7 +16,7 @@ int dlt_cmd_info(int argc, char **argv)
     dlt_cli_opts o;
     dlt_model_config cfg;
     dlt_model m;
-    char err[512];
+    dlt_err err = DLT_ERR_INIT;
     unsigned char seen[DLT_OPT_MAX] = {0};
     int rc, next, layers, state;
     memset(&o, 0, sizeof(o));
@@ -34,8 +34,8 @@ int dlt_cmd_info(int argc, char **argv)
     cfg.batch = 1;
     layers = o.layers;
     state = o.state_dict;
-    if (dlt_model_build(&m, &cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: %s\n", err);
+    if (dlt_model_build(&m, &cfg, &err) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
         return 2;
     }
     if (layers)

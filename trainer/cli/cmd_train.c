@@ -145,71 +145,67 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
 }
 
 /* Data at PATH: a RecordIO file (PATH ending in .rec, its .idx beside it) or a folder. */
-static int _check_data(const char *opt, const char *path, char *err, size_t errlen)
+static int _check_data(const char *opt, const char *path, dlt_err *err)
 {
     char idx[4096];
     if (!dlt_recordio_path(path)) {
         struct stat st;
-        int rc = dlt_check_path(opt, path, 1, err, errlen);
+        int rc = dlt_check_path(opt, path, 1, err);
         /* A file where a folder was expected: say what a file may be. */
-        if (rc != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-            size_t used = strlen(err);
-            snprintf(err + used, errlen > used ? errlen - used : 0, " (give an image folder, or an MXNet RecordIO "
-                     "file named .rec with its .idx beside it)");
-        }
+        if (rc != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            dlt_fail_suffix(err, rc, " (give an image folder, or an MXNet RecordIO file named .rec with its .idx "
+                            "beside it)");
         return rc;
     }
-    if (dlt_check_path(opt, path, 0, err, errlen) != 0)
+    if (dlt_check_path(opt, path, 0, err) != 0)
         return -1;
     dlt_recordio_sibling(path, ".idx", idx, sizeof(idx));
-    return dlt_check_path("its index", idx, 0, err, errlen);
+    return dlt_check_path("its index", idx, 0, err);
 }
 
 /* 1 with err filled when path (may be NULL) names a safetensors file: a checkpoint or its state,
  * which an option that appends to or overwrites its file would destroy. */
-static int _is_checkpoint_name(const char *opt, const char *path, char *err, size_t errlen)
+static int _is_checkpoint_name(const char *opt, const char *path, dlt_err *err)
 {
     size_t n = path ? strlen(path) : 0;
     if (n < 12 || strcmp(path + n - 12, ".safetensors"))
         return 0;
-    snprintf(err, errlen, "%s %s: a .safetensors file (a checkpoint or its state), which %s would %s: give another "
+    return dlt_fail(err, 1, "%s %s: a .safetensors file (a checkpoint or its state), which %s would %s: give another "
              "file", opt, path, opt, !strcmp(opt, "--metrics") ? "append JSON lines to" : "overwrite");
-    return 1;
 }
 
 /* What this rank finds wrong before the launch, in err (empty: nothing): every path the command
  * reads exists and is a folder or a regular file as the option needs (each rank reads them itself,
  * so each looks), an existing --dump-batch is a regular file, and the CPU can do bf16. Checked
  * without opening anything (a FIFO would block an open). */
-static void _check_local(const char *cmd, const dlt_train_config *c, const char *checkpoint, char *err, size_t errlen)
+static void _check_local(const char *cmd, const dlt_train_config *c, const char *checkpoint, dlt_err *err)
 {
     int train = !strcmp(cmd, "train"), eval = !strcmp(cmd, "eval");
     struct stat st;
-    err[0] = 0;
-    if (c->data && _check_data("--data", c->data, err, errlen) != 0)
+    if (c->data && _check_data("--data", c->data, err) != 0)
         return;
-    if ((train || eval) && c->val_data && _check_data("--val-data", c->val_data, err, errlen) != 0)
+    if ((train || eval) && c->val_data && _check_data("--val-data", c->val_data, err) != 0)
         return;
-    if ((train || eval) && c->val_labels && dlt_check_path("--val-labels", c->val_labels, 0, err, errlen) != 0)
+    if ((train || eval) && c->val_labels && dlt_check_path("--val-labels", c->val_labels, 0, err) != 0)
         return;
-    if (train && c->init && dlt_check_path("--init", c->init, 0, err, errlen) != 0)
+    if (train && c->init && dlt_check_path("--init", c->init, 0, err) != 0)
         return;
     if (train && c->resume && strcmp(c->resume, "auto") && strcmp(c->resume, "auto-or-fresh") &&
-        dlt_check_path("--resume", c->resume, 0, err, errlen) != 0)
+        dlt_check_path("--resume", c->resume, 0, err) != 0)
         return;
-    if (eval && checkpoint && dlt_check_path("--checkpoint", checkpoint, 0, err, errlen) != 0)
+    if (eval && checkpoint && dlt_check_path("--checkpoint", checkpoint, 0, err) != 0)
         return;
     if (train && c->dump_batch && stat(c->dump_batch, &st) == 0 &&
-        dlt_check_path("--dump-batch", c->dump_batch, 0, err, errlen) != 0)
+        dlt_check_path("--dump-batch", c->dump_batch, 0, err) != 0)
         return;
     /* The files this command writes over or appends to are never a checkpoint or its state. */
-    if (train && (_is_checkpoint_name("--metrics", c->metrics_path, err, errlen) ||
-                  _is_checkpoint_name("--dump-batch", c->dump_batch, err, errlen)))
+    if (train && (_is_checkpoint_name("--metrics", c->metrics_path, err) ||
+                  _is_checkpoint_name("--dump-batch", c->dump_batch, err)))
         return;
     if (!dlt_backend_is_gpu(&c->backend) && c->backend.precision == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
         char host[64] = "?";
         gethostname(host, sizeof(host) - 1);
-        snprintf(err, errlen, "--precision bf16 needs a CPU with AVX512-BF16 or AMX, and oneDNN sees none on %s: "
+        dlt_fail(err, -EIO, "--precision bf16 needs a CPU with AVX512-BF16 or AMX, and oneDNN sees none on %s: "
                  "use fp32", host);
     }
 }
@@ -261,15 +257,16 @@ static void _unmute(int saved)
 static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *resume_path,
                       size_t resume_len)
 {
-    char err[512], what[64], now[1024];
+    dlt_err err = DLT_ERR_INIT;
+    char what[64], now[1024];
     int rc;
     int64_t n = !strcmp(cmd, "train") ? c->synthetic_size : c->eval_size;
     /* Training needs a full batch per rank; evaluation scores any number of images exactly. */
     if (!c->data && !strcmp(cmd, "train")) {
         snprintf(what, sizeof(what), "%s %" PRId64, !strcmp(cmd, "train") ? "--synthetic-size" : "--eval-size", n);
-        if (dlt_loader_check_fit(n, c->model.batch, comm->size, what, err, sizeof(err)) != 0) {
+        if (dlt_loader_check_fit(n, c->model.batch, comm->size, what, &err) != 0) {
             if (comm->rank == 0)
-                fprintf(stderr, "dltrain: %s\n", err);
+                fprintf(stderr, "dltrain: %s\n", err.msg);
             return 2;
         }
     }
@@ -302,7 +299,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     const char *comm_kind = o->comm, *checkpoint = o->checkpoint;
     double timeout = o->timeout;
     int verify = o->verify, rc;
-    char err[1024];
+    dlt_err err = DLT_ERR_INIT;
     dltpmix_ctx *px;
     dlt_comm *comm;
 
@@ -330,9 +327,9 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
          * a file without one (a torchvision export) needs --arch and friends as before. */
         dlt_checkpoint_info info;
         given.classes = c.classes_given;
-        if (dlt_checkpoint_verify(checkpoint, &info, err, sizeof(err)) == 0 && info.verified) {
-            if (dlt_model_adopt_config(&c.model, &given, info.config, err, sizeof(err)) != 0) {
-                fprintf(stderr, "dltrain: %s: %s\n", checkpoint, err);
+        if (dlt_checkpoint_verify(checkpoint, &info, &err) == 0 && info.verified) {
+            if (dlt_model_adopt_config(&c.model, &given, info.config, &err) != 0) {
+                fprintf(stderr, "dltrain: %s: %s\n", checkpoint, err.msg);
                 return 2;
             }
             c.classes_given = 1;
@@ -351,10 +348,10 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     _unmute(muted);
     {
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
-        char problem[1024];
-        _check_local(cmd, &c, checkpoint, problem, sizeof(problem));
-        if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem[0] ? problem : NULL, &px, &comm, err,
-                                 sizeof(err))) != 0)
+        dlt_err problem = DLT_ERR_INIT;
+        _check_local(cmd, &c, checkpoint, &problem);
+        if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem.code ? problem.msg : NULL, &px, &comm,
+                                 &err)) != 0)
             return rc;
     }
     if (o->preflight && !strcmp(cmd, "train") &&
@@ -364,12 +361,12 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     }
     rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len); /* an exit status */
     if (rc == 0) {
-        int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, err, sizeof(err))
-                  : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, err, sizeof(err))
-                                         : dlt_bench_run(&c, &b, comm, err, sizeof(err));
+        int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, &err)
+                  : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, &err)
+                                         : dlt_bench_run(&c, &b, comm, &err);
         /* The run's first failure, said once, with the rank. */
-        if (run < 0 && err[0]) /* empty: another rank said it for all */
-            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err);
+        if (run < 0 && err.msg[0]) /* empty: another rank said it for all */
+            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
         rc = dlt_cli_exit_status(run);
     }
     dlt_cli_finish(px, comm);

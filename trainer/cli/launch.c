@@ -4,6 +4,8 @@
 
 #include "trainer/cli/launch.h"
 
+#include "trainer/comm/agree.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +16,10 @@
 #include "trainer/common/status.h"
 #include "trainer/train/trainer.h"
 
-int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, char *err, size_t errlen)
+int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, dlt_err *err)
 {
     const dltpmix_info *info = dltpmix_get_info(px);
+    dlt_agreement a = dlt_agreement_of_pmix(px);
     dlt_device_claim mine, *all;
     int rc;
     if (info->size < 2)
@@ -25,31 +28,28 @@ int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, char *err, size_t errle
     mine.rank = info->rank;
     snprintf(mine.host, sizeof(mine.host), "%.63s", info->hostname);
     snprintf(mine.gpu, sizeof(mine.gpu), "%.63s", gpu);
-    if (!(all = calloc((size_t)info->size, sizeof(*all))))
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
-    if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0)
-        rc = dlt_fail(err, errlen, -EIO, "%s", dltpmix_error(px));
-    else
-        rc = dlt_device_check_distinct(all, info->size, err, errlen);
-    free(all);
+    if ((rc = dlt_agree_gather(&a, &mine, sizeof(mine), (void **)&all, err)) == 0) {
+        rc = dlt_device_check_distinct(all, info->size, err);
+        free(all);
+    }
     if (rc == -EBUSY && dlt_device_sharing_allowed(getenv("NCCL_MULTI_RANK_GPU_ENABLE"))) {
         if (info->rank == 0)
             fprintf(stderr, "dltrain: ranks share a GPU, as NCCL_MULTI_RANK_GPU_ENABLE=1 asks (NCCL >= 2.30): %s\n",
-                    err);
+                    err->msg);
+        dlt_err_clear(err); /* allowed: not a failure */
         rc = 0;
     }
     return rc;
 }
 
 /* The device of this rank among the GPUs it sees, checked against the other ranks'. */
-static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_config *backend, char *err,
-                       size_t errlen)
+static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_config *backend, dlt_err *err)
 {
     const dltpmix_info *info = dltpmix_get_info(px);
     int visible = dlt_backend_gpu_count(), dev, rc;
     char id[64];
     if ((rc = dlt_device_choose(backend->device, getenv("DLT_LOCAL_GPU") != NULL, info->local_rank, visible, &dev,
-                                err, errlen)) != 0)
+                                err)) != 0)
         return rc;
     backend->device = dev;
     req->cuda_device = dev;
@@ -57,9 +57,9 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
         return 0; /* the backend says there is no GPU */
     /* The GPU the plugin bound (its PCI bus id) must be the one opened. */
     if (dlt_backend_gpu_id(dev, id, sizeof(id)) == 0 &&
-        (rc = dlt_device_pci_check(getenv("DLT_GPU_PCI"), id, dev, err, errlen)) < 0)
+        (rc = dlt_device_pci_check(getenv("DLT_GPU_PCI"), id, dev, err)) < 0)
         return rc;
-    return dlt_cli_check_gpus(px, id, err, errlen);
+    return dlt_cli_check_gpus(px, id, err);
 }
 
 /* What each rank found before the launch, one record per rank through PMIx (no communicator
@@ -68,81 +68,62 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
  * rank then stops alike. Returns 0 (nothing found anywhere), 2 or 1 (the exchange failed). */
 static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
 {
-    const dltpmix_info *info = dltpmix_get_info(px);
-    struct {
-        int failed;
-        uint32_t crc;
-    } mine = {problem != NULL, problem ? dlt_crc32(0, problem, strlen(problem)) : 0}, *all;
-    int failed = 0, alike = 1;
-    char ranks[256] = "";
-    if (info->size < 2) {
+    dlt_agreement a = dlt_agreement_of_pmix(px);
+    dlt_agree_failures f;
+    dlt_err err = DLT_ERR_INIT;
+    if (a.size < 2) {
         if (problem)
             fprintf(stderr, "dltrain: %s\n", problem);
         return problem ? 2 : 0;
     }
-    if (!(all = calloc((size_t)info->size, sizeof(*all)))) {
-        fprintf(stderr, "dltrain: rank %d: out of memory%s%s\n", info->rank, problem ? "; and: " : "",
-                problem ? problem : "");
-        return 1;
-    }
-    if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, dltpmix_error(px));
+    if (dlt_agree_failures_of(&a, problem != NULL, problem, &f, &err) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, err.msg);
         if (problem)
-            fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, problem);
-        free(all);
+            fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
         return 1;
     }
-    for (int i = 0; i < info->size; i++) {
-        if (!all[i].failed)
-            continue;
-        alike = alike && all[i].crc == all[0].crc;
-        if (failed++ < 16) {
-            size_t n = strlen(ranks);
-            snprintf(ranks + n, sizeof(ranks) - n, "%s%d", n ? ", " : "", i);
-        }
-    }
-    free(all);
-    if (failed == 0)
+    if (f.failed == 0)
         return 0;
-    if (failed == info->size && alike) {
-        if (info->rank == 0)
+    if (f.failed == a.size && f.alike) {
+        if (a.rank == 0)
             fprintf(stderr, "dltrain: %s (every rank)\n", problem);
         return 2;
     }
     if (problem)
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, problem);
-    if (info->rank == 0)
-        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s%s, each said why): no rank starts\n", failed,
-                info->size, failed == 1 ? "" : "s", ranks, failed > 16 ? ", ..." : "");
+        fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
+    if (a.rank == 0)
+        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n", f.failed,
+                a.size, f.failed == 1 ? "" : "s", f.ranks);
     return 2;
 }
 
 int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, const char *problem,
-                   dltpmix_ctx **px, dlt_comm **comm, char *err, size_t errlen)
+                   dltpmix_ctx **px, dlt_comm **comm, dlt_err *err)
 {
     int rc;
-    char shape[256];
+    dlt_err shape = DLT_ERR_INIT;
     dltpmix_options popts = {.timeout_s = timeout_s, .allow_singleton = 1};
     *px = NULL;
     *comm = NULL;
-    if (dltpmix_init(px, &popts, err, errlen) != 0) {
-        fprintf(stderr, "dltrain: %s\n", err);
+    if (dltpmix_init(px, &popts, shape.msg, sizeof(shape.msg)) != 0) {
+        dlt_fail(err, -EIO, "%s", shape.msg);
+        fprintf(stderr, "dltrain: %s\n", err->msg);
         if (problem)
             fprintf(stderr, "dltrain: %s\n", problem);
         return 1;
     }
     /* The rank count is known now: a communicator that cannot serve it (--comm single on several
      * ranks) is found alike by every rank, so it is agreed on and said once like a local problem. */
-    if (!problem && !dlt_comm_resolve(req, dltpmix_get_info(*px)->size, shape, sizeof(shape)))
-        problem = shape;
+    if (!problem && !dlt_comm_resolve(req, dltpmix_get_info(*px)->size, &shape))
+        problem = shape.msg;
     if ((rc = _agree_on_problems(*px, problem)) != 0) {
         dltpmix_finalize(*px);
         *px = NULL;
         return rc;
     }
-    if ((req->gpu && _choose_gpu(*px, req, backend, err, errlen) != 0) ||
-        dlt_comm_open(comm, req, *px, err, errlen) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", dltpmix_get_info(*px)->rank, err);
+    if ((req->gpu && _choose_gpu(*px, req, backend, err) != 0) ||
+        dlt_comm_open(comm, req, *px, err) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", dltpmix_get_info(*px)->rank, err->msg);
         dltpmix_finalize(*px);
         *px = NULL;
         return 1;

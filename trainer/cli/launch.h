@@ -7,6 +7,7 @@
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
+#include "trainer/common/status.h"
 
 /* For a GPU run (req->gpu) backend->device and req->cuda_device get the rank's device, and two
  * ranks of a node on one GPU are refused. problem (NULL: none) is what this rank found wrong before
@@ -16,7 +17,7 @@
  * Returns 0 with *px and *comm set (the communicator reports into err from then on), or 1 or 2
  * after printing why. */
 int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, const char *problem,
-                   dltpmix_ctx **px, dlt_comm **comm, char *err, size_t errlen);
+                   dltpmix_ctx **px, dlt_comm **comm, dlt_err *err);
 void dlt_cli_finish(dltpmix_ctx *px, dlt_comm *comm);
 
 /* The process's exit status for a run's status (dlt_train_run, dlt_eval_run, dlt_bench_run): 0
@@ -25,6 +26,6 @@ void dlt_cli_finish(dltpmix_ctx *px, dlt_comm *comm);
 int dlt_cli_exit_status(int run_status);
 
 /* Every rank's claim (host, GPU) gathered through PMIx and checked: 0, or nonzero with err set. */
-int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, char *err, size_t errlen);
+int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, dlt_err *err);
 
 #endif

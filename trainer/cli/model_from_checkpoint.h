@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "trainer/model/resnet.h"
+#include "trainer/common/status.h"
 
 /* Which of the model options the command line gave. */
 typedef struct {
@@ -17,7 +18,6 @@ typedef struct {
 /* Applies the settings recorded in config (the state file's "arch=... width=... image=...
  * classes=..." text) to m where the command line did not give them; a given one that differs is
  * an error naming the option, both values and the fix. Returns 0 or -EINVAL. */
-int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, const char *config, char *err,
-                           size_t errlen);
+int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, const char *config, dlt_err *err);
 
 #endif

@@ -20,30 +20,30 @@
  * choices arrive checked (a->whole, a->real, a->whole as the choice's position). */
 
 #define AT(type) (*(type *)((char *)o + opt->field))
-#define UNUSED_SETTER_ARGS (void)opt, (void)o, (void)a, (void)err, (void)errlen
+#define UNUSED_SETTER_ARGS (void)opt, (void)o, (void)a, (void)err
 
-static int _set_int(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_int(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     AT(int) = opt->kind == DLT_ARG_NONE ? (int)opt->lo : (int)a->whole;
     return 0;
 }
 
-static int _set_i64(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_i64(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     AT(int64_t) = a->whole;
     return 0;
 }
 
-static int _set_real(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_real(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     AT(double) = a->real;
     return 0;
 }
 
-static int _set_text(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_text(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     AT(const char *) = a->text;
@@ -52,20 +52,20 @@ static int _set_text(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, 
 
 /* --synthetic: generated images are what a run without --data reads anyway; the switch sets
  * nothing, and the command refuses it with --data (it reads seen[]) rather than ignore one. */
-static int _set_nothing(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_nothing(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     return 0;
 }
 
-static int _set_arch(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_arch(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->given.arch = 1;
-    return dlt_model_parse_arch(a->text, &o->train.model, err, errlen);
+    return dlt_model_parse_arch(a->text, &o->train.model, err);
 }
 
-static int _set_width(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_width(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.model.width = (float)a->real;
@@ -73,7 +73,7 @@ static int _set_width(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a,
     return 0;
 }
 
-static int _set_image(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_image(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.model.image = (int)a->whole;
@@ -82,7 +82,7 @@ static int _set_image(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a,
 }
 
 /* Given classes must agree with the data's (and a checkpoint's) count: remember it was given. */
-static int _set_classes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_classes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.model.classes = (int)a->whole;
@@ -90,7 +90,7 @@ static int _set_classes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *
     return 0;
 }
 
-static int _set_seed(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_seed(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.seed = (uint64_t)a->whole;
@@ -98,28 +98,28 @@ static int _set_seed(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, 
 }
 
 /* --precision, and --tf32 (its short form). */
-static int _set_precision(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_precision(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.backend.precision = (dlt_precision)dlt_precision_parse(opt->kind == DLT_ARG_NONE ? "tf32" : a->text);
     return 0;
 }
 
-static int _set_log_level(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_log_level(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.log_level = (dlt_log_level)(int)opt->lo;
     return 0;
 }
 
-static int _set_stem_pad(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_stem_pad(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.backend.stem_pad = a->whole == 0 ? -1 : a->whole == 1; /* auto|on|off */
     return 0;
 }
 
-static int _set_augment(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_augment(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->train.augment = a->whole == 0; /* standard|none */
@@ -127,14 +127,14 @@ static int _set_augment(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *
 }
 
 /* The watchdog counts whole seconds: 0.2 would be "limit 0 s", which means off. */
-static int _set_stall(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_stall(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     if (a->real > 0 && a->real < 1)
-        return dlt_fail(err, errlen, -EINVAL, "--stall-timeout %s: 0 (off) or at least 1 second", a->text);
-    return _set_real(opt, o, a, err, errlen);
+        return dlt_fail(err, -EINVAL, "--stall-timeout %s: 0 (off) or at least 1 second", a->text);
+    return _set_real(opt, o, a, err);
 }
 
-static int _set_milestones(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_milestones(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     dlt_train_config *c = &o->train;
     const char *s = a->text;
@@ -146,10 +146,10 @@ static int _set_milestones(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_ar
         errno = 0;
         m = strtol(s, &end, 10);
         if (end == s || errno || m < 0 || m > 100000 || (*end && *end != ',') || c->nmilestones == 8)
-            return dlt_fail(err, errlen, -EINVAL, "--milestones %s: expected up to 8 epochs in [0, 100000], separated "
+            return dlt_fail(err, -EINVAL, "--milestones %s: expected up to 8 epochs in [0, 100000], separated "
                             "by commas (e.g. 30,60,80)", a->text);
         if (c->nmilestones > 0 && m <= c->milestones[c->nmilestones - 1])
-            return dlt_fail(err, errlen, -EINVAL, "--milestones %s: the epochs must strictly increase (%d then %ld)",
+            return dlt_fail(err, -EINVAL, "--milestones %s: the epochs must strictly increase (%d then %ld)",
                             a->text, c->milestones[c->nmilestones - 1], m);
         c->milestones[c->nmilestones++] = (int)m;
         s = *end == ',' ? end + 1 : end;
@@ -157,17 +157,17 @@ static int _set_milestones(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_ar
     return 0;
 }
 
-static int _set_resume_override(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_resume_override(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     (void)opt;
-    if (dlt_resume_override_check(a->text, err, errlen) != 0)
+    if (dlt_resume_override_check(a->text, err) != 0)
         return -EINVAL;
     o->train.resume_override = a->text;
     return 0;
 }
 
 /* A byte count: a whole number from 8 with an optional K, M or G (binary) suffix, up to 4G. */
-static int _set_bytes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_bytes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     char num[32], name[64];
     size_t n = strlen(a->text), shift = 0;
@@ -178,8 +178,8 @@ static int _set_bytes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a,
     }
     snprintf(name, sizeof(name), "--%s", opt->name);
     snprintf(num, sizeof(num), "%.*s", (int)(n < sizeof(num) ? n : sizeof(num) - 1), a->text);
-    if (dlt_parse_whole(name, num, shift ? 1 : 8, (int64_t)4 << (30 - shift), &w, err, errlen) != 0)
-        return dlt_fail(err, errlen, -EINVAL,
+    if (dlt_parse_whole(name, num, shift ? 1 : 8, (int64_t)4 << (30 - shift), &w, err) != 0)
+        return dlt_fail(err, -EINVAL,
                         "%s %s: expected a byte count from 8 to 4G (a whole number, optionally with K, M or G)", name,
                         a->text);
     AT(size_t) = (size_t)w << shift;
@@ -187,7 +187,7 @@ static int _set_bytes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a,
 }
 
 /* --preflight (quick) or --preflight=quick|full. */
-static int _set_preflight(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen)
+static int _set_preflight(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
     o->preflight = (int)a->whole + 1;
@@ -529,7 +529,7 @@ static int _choice(const char *choices, const char *arg)
     }
 }
 
-static int _apply(const dlt_opt *opt, dlt_cli_opts *o, const char *arg, char *err, size_t errlen)
+static int _apply(const dlt_opt *opt, dlt_cli_opts *o, const char *arg, dlt_err *err)
 {
     char name[64], words[128];
     dlt_opt_arg a = {arg, 0, 0};
@@ -539,12 +539,12 @@ static int _apply(const dlt_opt *opt, dlt_cli_opts *o, const char *arg, char *er
     case DLT_ARG_TEXT: break;
     case DLT_ARG_WHOLE: {
         int64_t hi = opt->hi >= 9.2e18 ? INT64_MAX : (int64_t)opt->hi;
-        if (dlt_parse_whole(name, arg, (int64_t)opt->lo, hi, &a.whole, err, errlen) != 0)
+        if (dlt_parse_whole(name, arg, (int64_t)opt->lo, hi, &a.whole, err) != 0)
             return -EINVAL;
         break;
     }
     case DLT_ARG_REAL:
-        if (dlt_parse_real(name, arg, opt->lo, opt->hi, &a.real, err, errlen) != 0)
+        if (dlt_parse_real(name, arg, opt->lo, opt->hi, &a.real, err) != 0)
             return -EINVAL;
         break;
     case DLT_ARG_CHOICE:
@@ -554,23 +554,22 @@ static int _apply(const dlt_opt *opt, dlt_cli_opts *o, const char *arg, char *er
         }
         if ((a.whole = _choice(opt->choices, arg)) < 0) {
             _choice_words(opt->choices, words, sizeof(words));
-            return dlt_fail(err, errlen, -EINVAL, "%s %s: %s", name, arg, words);
+            return dlt_fail(err, -EINVAL, "%s %s: %s", name, arg, words);
         }
         break;
     }
-    return opt->set(opt, o, &a, err, errlen);
+    return opt->set(opt, o, &a, err);
 }
 
 _Static_assert(sizeof(g_table) / sizeof(g_table[0]) <= DLT_OPT_MAX, "DLT_OPT_MAX: room for every option");
 
 int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *o, unsigned char *seen, int *next,
-                  char *err, size_t errlen)
+                  dlt_err *err)
 {
     struct option longopts[DLT_OPT_MAX + 1];
     const char *given[DLT_OPT_MAX] = {0}; /* each option's last value, for a repeat that differs */
     int index[DLT_OPT_MAX], n = 0, opt, longindex;
     unsigned fam = _family(cmd);
-    err[0] = 0;
     for (size_t i = 0; i < sizeof(g_table) / sizeof(g_table[0]) && n < DLT_OPT_MAX; i++) {
         if (!(g_table[i].cmds & fam))
             continue;
@@ -593,7 +592,7 @@ int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *
         seen[index[longindex]] = 1;
         if (!e->set)
             return 1; /* --help */
-        if (_apply(e, o, optarg, err, errlen) != 0)
+        if (_apply(e, o, optarg, err) != 0)
             return -EINVAL;
         /* A valid repeat with another value is said (the last wins, as job scripts that append an
          * override to a default line rely on); the same value twice is no news. */
@@ -682,15 +681,15 @@ void dlt_opt_usage(FILE *f, unsigned cmd)
 int dlt_opt_parse_command(unsigned cmd, const char *name, int argc, char **argv, int first, dlt_cli_opts *o,
                           unsigned char *seen, int *next, int usage_after_getopt)
 {
-    char err[2048] = "";
-    int rc = dlt_opt_parse(cmd, argc, argv, first, o, seen, next, err, sizeof(err));
+    dlt_err err = DLT_ERR_INIT;
+    int rc = dlt_opt_parse(cmd, argc, argv, first, o, seen, next, &err);
     if (rc == 1) {
         dlt_opt_usage(stdout, cmd);
         return 0;
     }
     if (rc != 0) {
-        if (err[0])
-            fprintf(stderr, "dltrain: %s\n", err);
+        if (err.msg[0])
+            fprintf(stderr, "dltrain: %s\n", err.msg);
         else if (usage_after_getopt) /* getopt said which option */
             dlt_opt_usage(stderr, cmd);
         return 2;

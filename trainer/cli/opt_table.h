@@ -11,6 +11,7 @@
 #include "trainer/check/check.h"
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/train/trainer.h"
+#include "trainer/common/status.h"
 
 /* The commands, as bits: an option's scope says which of them read it. */
 enum {
@@ -59,7 +60,7 @@ typedef struct {
 
 typedef struct dlt_opt dlt_opt;
 /* Stores the checked argument into o. Returns 0, or -EINVAL with err filled. */
-typedef int (*dlt_opt_set)(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, char *err, size_t errlen);
+typedef int (*dlt_opt_set)(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err);
 
 enum {
     DLT_OPT_CUDA_ONLY = 1,    /* flags: refused on the CPU backend, which would not do what it asks */
@@ -97,7 +98,7 @@ unsigned dlt_cmd_bit(const char *cmd);
  * when getopt already said it (an unknown option, a missing argument). *next is the index of the
  * first operand. */
 int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *o, unsigned char *seen, int *next,
-                  char *err, size_t errlen);
+                  dlt_err *err);
 
 /* dlt_opt_parse and what every command does with its result: --help printed to stdout (returns 0),
  * a usage error said (returns 2; after getopt's own line, the usage too when usage_after_getopt),

@@ -8,14 +8,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "trainer/common/status.h"
 
 /* A finite real number in [lo, hi]: decimal, optionally with an exponent; no blanks on either
  * side. Returns 0, or -EINVAL with err filled. */
-int dlt_parse_real(const char *opt, const char *v, double lo, double hi, double *out, char *err, size_t errlen);
+int dlt_parse_real(const char *opt, const char *v, double lo, double hi, double *out, dlt_err *err);
 
 /* A whole number in [lo, hi]: decimal digits only (no blanks, sign, point or exponent; "-N" is
  * read so that it is reported out of range). A value beyond 64 bits is "out of range" too.
  * Returns 0, or -EINVAL with err filled. */
-int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen);
+int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out, dlt_err *err);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "pmix/dltpmix.h"
 #include "trainer/common/peer_check.h"
+#include "trainer/common/status.h"
 
 typedef enum { DLT_DTYPE_F32 = 0, DLT_DTYPE_F64 = 1, DLT_DTYPE_I64 = 2 } dlt_dtype;
 
@@ -34,6 +35,9 @@ typedef struct {
      * (a lost peer would make destroy wait: NCCL's ncclCommDestroy flushes outstanding work, its
      * ncclCommAbort does not), without ending the process as abort does. NULL: destroy serves. */
     void (*discard)(dlt_comm *c);
+    /* Each rank's bytes of mine into all (size * bytes), in rank order; the agreements
+     * (agree.h) are built on it. NULL: agree.h gathers through allreduce_sum. */
+    int (*allgather)(dlt_comm *c, const void *mine, size_t bytes, void *all);
 } dlt_comm_ops;
 
 struct dlt_comm {
@@ -44,8 +48,7 @@ struct dlt_comm {
      * communicators): the communicator's own waits ask it, and the run lends it to the backend. */
     dlt_peer_check peers;
     /* The error sink given at creation: every collective's error goes there. */
-    char *err;
-    size_t errlen;
+    dlt_err *err;
     void *impl;
     /* Threads of this rank now inside a host collective (read and written with __atomic builtins):
      * the stall watchdog tells a rank that waits for its peers from one that is stuck itself. */
@@ -70,20 +73,20 @@ typedef struct {
 /* The one place the communicator is chosen: auto -> single for one rank, else NCCL on GPUs and
  * MPI on CPUs. px gives rank and size (and bootstraps NCCL). err receives this call's error and,
  * for the communicator's life, every collective's (it must outlive the communicator). */
-int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, char *err, size_t errlen);
+int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, dlt_err *err);
 /* The kind dlt_comm_open would choose for ranks ranks ("single", "mpi" or "nccl"); NULL with err
  * filled when the request is invalid. */
-const char *dlt_comm_resolve(const dlt_comm_request *req, int ranks, char *err, size_t errlen);
+const char *dlt_comm_resolve(const dlt_comm_request *req, int ranks, dlt_err *err);
 void dlt_comm_destroy(dlt_comm *c);
 
-int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen);
+int dlt_comm_single_create(dlt_comm **out, dlt_err *err);
 #ifdef DLT_HAVE_MPI
-int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, size_t errlen);
+int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err);
 #endif
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* NCCL between the ranks of the PMIx namespace (bootstrapped by dltpmix_nccl_comm_init) on CUDA
  * device cuda_device (-1: the first visible); host buffers are staged through the device. */
-int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char *err, size_t errlen);
+int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, dlt_err *err);
 #endif
 
 size_t dlt_dtype_size(dlt_dtype type);

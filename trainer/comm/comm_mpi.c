@@ -16,8 +16,7 @@ static int _mpi_fail(dlt_comm *c, const char *what, int code)
     int len = 0;
     if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof(msg), "MPI error %d", code);
-    snprintf(c->err, c->errlen, "%s failed on rank %d: %s", what, c->rank, msg);
-    return -EIO;
+    return dlt_fail(c->err, -EIO, "%s failed on rank %d: %s", what, c->rank, msg);
 }
 
 static MPI_Datatype _mpi_type(dlt_dtype t)
@@ -105,7 +104,21 @@ static void _abort(dlt_comm *c, int code)
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
 
-static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL};
+/* Records are small (the agreements'): one call; MPI counts are int. */
+static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    int rc;
+    if (bytes > (size_t)1 << 30)
+        return dlt_fail(c->err, -E2BIG, "all-gather of %zu bytes per rank: more than one MPI call carries", bytes);
+    _enter(c);
+    rc = _leave(c, MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, _mc(c)));
+    if (rc != MPI_SUCCESS)
+        return _mpi_fail(c, "MPI_Allgather", rc);
+    return 0;
+}
+
+static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL,
+                                       _allgather};
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
 {
@@ -123,13 +136,11 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     if (!s || !(s->impl = malloc(sizeof(MPI_Comm)))) {
         free(s);
         MPI_Comm_free(&sub);
-        snprintf(c->err, c->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(c->err, -ENOMEM, "out of memory");
     }
     *(MPI_Comm *)s->impl = sub;
     s->ops = &g_mpi_ops;
     s->err = c->err;
-    s->errlen = c->errlen;
     MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
     MPI_Comm_rank(sub, &s->rank);
     MPI_Comm_size(sub, &s->size);
@@ -137,7 +148,7 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     return 0;
 }
 
-int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, size_t errlen)
+int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err)
 {
     dlt_comm *c;
     int provided = 0, rc;
@@ -145,15 +156,13 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, siz
     *out = NULL;
     c = calloc(1, sizeof(*c));
     if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory");
     }
     c->ops = &g_mpi_ops;
     c->err = err;
-    c->errlen = errlen;
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) {
-        snprintf(err, errlen, "MPI_Init failed (error %d); the CPU backend needs srun --mpi=pmix", rc);
+        dlt_fail(err, -EIO, "MPI_Init failed (error %d); the CPU backend needs srun --mpi=pmix", rc);
         free(c);
         return -EIO;
     }
@@ -161,7 +170,7 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, char *err, siz
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     if (pmix && (pmix->rank != c->rank || pmix->size != c->size)) {
-        snprintf(err, errlen, "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
+        dlt_fail(err, -EIO, "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
                  "PMIx server", c->rank, c->size, pmix->rank, pmix->size);
         _destroy(c);
         return -EPROTO;

@@ -35,13 +35,13 @@ static nccl_impl *_impl(dlt_comm *c)
 static int _wait(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
-    return dlt_cuda_stream_wait(m->s, &c->peers, c->err, c->errlen);
+    return dlt_cuda_stream_wait(m->s, &c->peers, c->err);
 }
 
 static int _room(dlt_comm *c, size_t bytes)
 {
     nccl_impl *m = _impl(c);
-    return dlt_cuda_grow(&m->dbuf, &m->pinned, &m->dcap, bytes, m->s, &c->peers, c->err, c->errlen);
+    return dlt_cuda_grow(&m->dbuf, &m->pinned, &m->dcap, bytes, m->s, &c->peers, c->err);
 }
 
 static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
@@ -53,9 +53,9 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
     if ((rc = _room(c, bytes)) != 0)
         return rc;
     memcpy(m->pinned, buf, bytes);
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
-    DLT_NCCL_TRY(c->err, c->errlen, m->nccl, ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
+    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
+    DLT_NCCL_TRY(c->err, m->nccl, ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s));
+    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
     if ((rc = _wait(c)) != 0)
         return rc;
     memcpy(buf, m->pinned, bytes);
@@ -69,12 +69,33 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     if ((rc = _room(c, bytes)) != 0)
         return rc;
     memcpy(m->pinned, buf, bytes);
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
-    DLT_NCCL_TRY(c->err, c->errlen, m->nccl, ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, c->errlen, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
+    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
+    DLT_NCCL_TRY(c->err, m->nccl, ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s));
+    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
     if ((rc = _wait(c)) != 0)
         return rc;
     memcpy(buf, m->pinned, bytes);
+    return 0;
+}
+
+/* Staged through the device like the others. In place: this rank's send buffer is its own slot of
+ * the receive buffer, which ncclAllGather allows (nccl.h: "in-place if sendbuff == recvbuff +
+ * rank * sendcount"). */
+static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    nccl_impl *m = _impl(c);
+    size_t total = bytes * (size_t)c->size, at = bytes * (size_t)c->rank;
+    int rc;
+    if ((rc = _room(c, total)) != 0)
+        return rc;
+    memcpy((char *)m->pinned + at, mine, bytes);
+    DLT_CUDA_TRY(c->err, cudaMemcpyAsync((char *)m->dbuf + at, (char *)m->pinned + at, bytes, cudaMemcpyHostToDevice,
+                                         m->s));
+    DLT_NCCL_TRY(c->err, m->nccl, ncclAllGather((char *)m->dbuf + at, m->dbuf, bytes, ncclUint8, m->nccl, m->s));
+    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, total, cudaMemcpyDeviceToHost, m->s));
+    if ((rc = _wait(c)) != 0)
+        return rc;
+    memcpy(all, m->pinned, total);
     return 0;
 }
 
@@ -129,7 +150,8 @@ static void *_handle(dlt_comm *c)
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
 
-static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy, _abort, _handle, _split, _discard};
+static const dlt_comm_ops g_nccl_ops = {"nccl",   _allreduce, _bcast,   _barrier,  _destroy, _abort,
+                                        _handle, _split,     _discard, _allgather};
 
 /* ncclCommSplit (NCCL >= 2.18) on the parent's device; the child gets its own stream. */
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
@@ -140,7 +162,7 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     nccl_impl *sm;
     int rank = 0, size = 0;
     *out = NULL;
-    DLT_NCCL_TRY(c->err, c->errlen, m->nccl,
+    DLT_NCCL_TRY(c->err, m->nccl,
                  ncclCommSplit(m->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, NULL));
     if (!child)
         return 0;
@@ -150,18 +172,17 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
         free(s);
         free(sm);
         dlt_nccl_release(child);
-        return dlt_fail(c->err, c->errlen, -ENOMEM, "out of memory");
+        return dlt_fail(c->err, -ENOMEM, "out of memory");
     }
     s->ops = &g_nccl_ops;
     s->err = c->err;
-    s->errlen = c->errlen;
     s->impl = sm;
     sm->nccl = child;
     s->peers = (dlt_peer_check){dlt_nccl_peer_check, child}; /* its waits ask its own NCCL state */
     if (ncclCommUserRank(child, &rank) != ncclSuccess || ncclCommCount(child, &size) != ncclSuccess ||
         cudaStreamCreateWithFlags(&sm->s, cudaStreamNonBlocking) != cudaSuccess) {
         _destroy(s);
-        return dlt_fail(c->err, c->errlen, -EIO, "cannot set up a split NCCL communicator (color %d)", color);
+        return dlt_fail(c->err, -EIO, "cannot set up a split NCCL communicator (color %d)", color);
     }
     s->rank = rank;
     s->size = size;
@@ -169,7 +190,7 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     return 0;
 }
 
-int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char *err, size_t errlen)
+int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, dlt_err *err)
 {
     dlt_comm *c = calloc(1, sizeof(*c));
     nccl_impl *m = calloc(1, sizeof(*m));
@@ -180,25 +201,24 @@ int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, char 
     if (!c || !m) {
         free(c);
         free(m);
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+        return dlt_fail(err, -ENOMEM, "out of memory");
     }
     c->ops = &g_nccl_ops;
     c->err = err;
-    c->errlen = errlen;
     c->impl = m;
     c->rank = info->rank;
     c->size = info->size;
-    if ((rc = dlt_cuda_select_device(cuda_device, &dev, err, errlen)) != 0) {
+    if ((rc = dlt_cuda_select_device(cuda_device, &dev, err)) != 0) {
         _destroy(c);
         return rc;
     }
     if (cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking) != cudaSuccess) {
         _destroy(c);
-        return dlt_fail(err, errlen, -EIO, "cannot create a CUDA stream on device %d", dev);
+        return dlt_fail(err, -EIO, "cannot create a CUDA stream on device %d", dev);
     }
     if (dltpmix_nccl_comm_init(px, dev, &nc) != 0) {
         _destroy(c);
-        return dlt_fail(err, errlen, -EIO, "NCCL bootstrap over PMIx failed: %s", dltpmix_error(px));
+        return dlt_fail(err, -EIO, "NCCL bootstrap over PMIx failed: %s", dltpmix_error(px));
     }
     m->nccl = (ncclComm_t)nc;
     c->peers = (dlt_peer_check){dlt_nccl_peer_check, m->nccl};

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,8 +23,7 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     (void)buf;
     (void)bytes;
     if (root != 0) {
-        snprintf(c->err, c->errlen, "broadcast root %d on a single rank", root);
-        return -EINVAL;
+        return dlt_fail(c->err, -EINVAL, "broadcast root %d on a single rank", root);
     }
     return 0;
 }
@@ -49,21 +49,27 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
 {
     (void)key;
     *out = NULL;
-    return color < 0 ? 0 : dlt_comm_single_create(out, c->err, c->errlen);
+    return color < 0 ? 0 : dlt_comm_single_create(out, c->err);
 }
 
-static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL};
+static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    (void)c;
+    memmove(all, mine, bytes);
+    return 0;
+}
 
-int dlt_comm_single_create(dlt_comm **out, char *err, size_t errlen)
+static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL,
+                                          _allgather};
+
+int dlt_comm_single_create(dlt_comm **out, dlt_err *err)
 {
     dlt_comm *c = calloc(1, sizeof(*c));
     if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory");
     }
     c->ops = &g_single_ops;
     c->err = err;
-    c->errlen = errlen;
     c->rank = 0;
     c->size = 1;
     *out = c;

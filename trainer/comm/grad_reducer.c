@@ -52,7 +52,7 @@ static int _host_agree(dlt_grad_reducer *r, double *results, int count)
     if (be->host_memory)
         return r->comm->ops->allreduce_sum(r->comm, results, (size_t)count, DLT_DTYPE_F64);
     if ((size_t)count > sizeof(host) / sizeof(host[0]))
-        return dlt_fail(r->comm->err, r->comm->errlen, -EINVAL, "%d results: more than the agreement carries", count);
+        return dlt_fail(r->comm->err, -EINVAL, "%d results: more than the agreement carries", count);
     if ((rc = be->ops->download(be, host, results, bytes)) != 0 ||
         (rc = r->comm->ops->allreduce_sum(r->comm, host, (size_t)count, DLT_DTYPE_F64)) != 0)
         return rc;
@@ -85,13 +85,13 @@ static const dlt_grad_reducer_ops g_host = {"host", 0, _none_ready, _none_done, 
                                             _host_destroy};
 
 int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
-                            dlt_backend *be, float *grads, size_t n, char *err, size_t errlen)
+                            dlt_backend *be, float *grads, size_t n, dlt_err *err)
 {
     dlt_grad_reducer *r = calloc(1, sizeof(*r));
     int rc = 0;
     *out = NULL;
     if (!r)
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+        return dlt_fail(err, -ENOMEM, "out of memory");
     r->comm = comm;
     r->be = be;
     r->grads = grads;
@@ -100,17 +100,17 @@ int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_confi
     r->ops = &g_none;
     (void)cfg;
     if (!be->host_memory && comm->ops->nccl) {
-        const dlt_cuda_module *m = dlt_cuda_module_get(err, errlen); /* open: the communicator is NCCL's */
+        const dlt_cuda_module *m = dlt_cuda_module_get(err); /* open: the communicator is NCCL's */
         if (!m) {
             rc = -ENOTSUP;
             goto fail;
         }
-        if ((rc = m->grad_reducer_create(r, cfg, err, errlen)) != 0) /* a partial path: undone below */
+        if ((rc = m->grad_reducer_create(r, cfg, err)) != 0) /* a partial path: undone below */
             goto fail;
     } else if (comm->size > 1) {
         r->ops = &g_host;
         if (!be->host_memory && !(r->host = malloc(n * sizeof(float)))) {
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the gradient staging buffer");
+            rc = dlt_fail(err, -ENOMEM, "out of memory for the gradient staging buffer");
             goto fail;
         }
     }

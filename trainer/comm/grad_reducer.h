@@ -11,6 +11,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_listener.h"
+#include "trainer/common/status.h"
 
 typedef struct dlt_grad_reducer_config {
     double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */
@@ -57,7 +58,7 @@ void dlt_grad_lowp_plan(int world, float *premul, int *divisor);
  * NCCL and the backend a GPU (also for one rank, so the device check exercises it), else the
  * host communicator for more than one rank, else nothing. grads: n floats of backend memory. */
 int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
-                            dlt_backend *be, float *grads, size_t n, char *err, size_t errlen);
+                            dlt_backend *be, float *grads, size_t n, dlt_err *err);
 void dlt_grad_reducer_destroy(dlt_grad_reducer *r);
 
 /* 1 when r's path can be recorded into a CUDA graph (see dlt_grad_reducer_ops.capturable). */
@@ -80,7 +81,7 @@ int dlt_grad_reducer_finish(dlt_grad_reducer *r);
 int dlt_grad_reducer_agree(dlt_grad_reducer *r, double *results, int count);
 
 #ifdef DLT_HAVE_CUDA_BACKEND
-int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen);
+int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, dlt_err *err);
 #endif
 
 #endif

@@ -28,9 +28,9 @@ typedef struct {
     float lowp_premul; /* 1/world: the cast averages (dlt_grad_lowp_plan) */
 } nccl_path;
 
-#define R_CUDA_TRY(r, call) DLT_CUDA_TRY((r)->comm->err, (r)->comm->errlen, call)
+#define R_CUDA_TRY(r, call) DLT_CUDA_TRY((r)->comm->err, call)
 #define R_KERNEL_TRY(r, call) R_CUDA_TRY(r, (cudaError_t)(call))
-#define R_NCCL_TRY(r, p, call) DLT_NCCL_TRY((r)->comm->err, (r)->comm->errlen, (p)->nccl, call)
+#define R_NCCL_TRY(r, p, call) DLT_NCCL_TRY((r)->comm->err, (p)->nccl, call)
 
 static int _launch_bucket(dlt_grad_reducer *r, int i)
 {
@@ -123,7 +123,7 @@ static void _destroy(dlt_grad_reducer *r)
 
 static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", 1, _ready, _done, _finish, _agree, _destroy};
 
-int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, char *err, size_t errlen)
+int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, dlt_err *err)
 {
     nccl_path *p = calloc(1, sizeof(*p));
     double mib = cfg && cfg->bucket_mib > 0 ? cfg->bucket_mib : DLT_DEFAULT_BUCKET_MIB;
@@ -131,32 +131,32 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
     dlt_precision prec = dlt_backend_lowp(r->be);
     int rc;
     if (!p)
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+        return dlt_fail(err, -ENOMEM, "out of memory");
     r->impl = p;
     r->ops = &g_nccl;
     p->nccl = (ncclComm_t)r->comm->ops->nccl(r->comm);
     p->compute = (cudaStream_t)r->be->stream;
     if ((rc = dlt_grad_buckets_plan(&p->bk, r->n, cap ? cap : 1, DLT_BUCKET_ALIGN_ELEMS)) != 0)
-        return dlt_fail(err, errlen, rc, "gradient buckets: cannot plan %zu values", r->n);
+        return dlt_fail(err, rc, "gradient buckets: cannot plan %zu values", r->n);
     if (!(p->bucket_ready = calloc((size_t)p->bk.n, sizeof(cudaEvent_t))))
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
+        return dlt_fail(err, -ENOMEM, "out of memory");
     for (int i = 0; i < p->bk.n; i++)
-        DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming));
-    DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming));
-    DLT_CUDA_TRY(err, errlen, cudaEventCreateWithFlags(&p->results_ready, cudaEventDisableTiming));
+        DLT_CUDA_TRY(err, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming));
+    DLT_CUDA_TRY(err, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming));
+    DLT_CUDA_TRY(err, cudaEventCreateWithFlags(&p->results_ready, cudaEventDisableTiming));
     /* The reductions' stream at the device's highest priority, so a bucket's all-reduce is not
      * queued behind the rest of backward's kernels (Apex's DDP and the MLPerf ResNet
      * implementations give communication a high-priority stream likewise). */
     {
         int least = 0, greatest = 0;
-        DLT_CUDA_TRY(err, errlen, cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        DLT_CUDA_TRY(err, errlen, cudaStreamCreateWithPriority(&p->cs, cudaStreamNonBlocking, greatest));
+        DLT_CUDA_TRY(err, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        DLT_CUDA_TRY(err, cudaStreamCreateWithPriority(&p->cs, cudaStreamNonBlocking, greatest));
     }
     if (cfg && cfg->lowp && prec != DLT_PREC_FP32) {
         p->lowp_type = prec == DLT_PREC_BF16 ? ncclBfloat16 : ncclFloat16;
         dlt_grad_lowp_plan(r->comm->size, &p->lowp_premul, &r->divisor);
         if (cudaMalloc(&p->lowp, r->n * 2) != cudaSuccess)
-            return dlt_fail(err, errlen, -ENOMEM, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
+            return dlt_fail(err, -ENOMEM, "out of device memory for the %s gradient copy (drop --allreduce-lowp)",
                             dlt_precision_name(prec));
     }
     return 0;

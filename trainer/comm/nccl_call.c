@@ -9,14 +9,11 @@
 
 #include "trainer/common/poll.h"
 
-static int _nccl_fail(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, char *err,
-                      size_t errlen)
+static int _nccl_fail(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, dlt_err *err)
 {
     const char *last = ncclGetLastError(comm);
-    if (err && errlen)
-        snprintf(err, errlen, "%s:%d: %s: %s (%s)", file, line, call, ncclGetErrorString(r),
+        return dlt_fail(err, -EIO, "%s:%d: %s: %s (%s)", file, line, call, ncclGetErrorString(r),
                  last && *last ? last : "no detail; NCCL_DEBUG=INFO shows more");
-    return -EIO;
 }
 
 /* What one poll of an operation in progress asks; r is what ended it. */
@@ -41,32 +38,29 @@ static int _settled(void *arg)
 }
 
 int dlt_nccl_settle(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, double timeout_s,
-                    char *err, size_t errlen)
+                    dlt_err *err)
 {
     nccl_wait w = {comm, r, call};
     if (r == ncclSuccess)
         return 0;
     if (r != ncclInProgress)
-        return _nccl_fail(comm, r, call, file, line, err, errlen);
+        return _nccl_fail(comm, r, call, file, line, err);
     if (dlt_poll(_settled, &w, timeout_s) != 0) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s:%d: %s: still in progress after %.0f s (a peer lost?)", file, line, call,
+            return dlt_fail(err, -ETIMEDOUT, "%s:%d: %s: still in progress after %.0f s (a peer lost?)", file, line, call,
                      timeout_s);
-        return -ETIMEDOUT;
     }
-    return w.r == ncclSuccess ? 0 : _nccl_fail(comm, w.r, w.call, file, line, err, errlen);
+    return w.r == ncclSuccess ? 0 : _nccl_fail(comm, w.r, w.call, file, line, err);
 }
 
-int dlt_nccl_peer_check(void *comm, char *err, size_t errlen)
+int dlt_nccl_peer_check(void *comm, dlt_err *err)
 {
     ncclResult_t ar = ncclSuccess;
     /* The communicator belongs to the comm layer, which aborts it as the run ends. */
     if (comm && ncclCommGetAsyncError((ncclComm_t)comm, &ar) == ncclSuccess && ar != ncclSuccess &&
         ar != ncclInProgress) {
         const char *last = ncclGetLastError((ncclComm_t)comm);
-        snprintf(err, errlen, "NCCL failed while the GPU worked (a peer lost?): %s (%s)", ncclGetErrorString(ar),
+        return dlt_fail(err, -EIO, "NCCL failed while the GPU worked (a peer lost?): %s (%s)", ncclGetErrorString(ar),
                  last ? last : "");
-        return -EIO;
     }
     return 0;
 }

@@ -11,25 +11,25 @@
 #include <stddef.h>
 
 #include <nccl.h>
+#include "trainer/common/status.h"
 
 /* How long an operation may stay ncclInProgress before it is an error. */
 #define DLT_NCCL_SETTLE_TIMEOUT_S 300.0
 
 /* 0, or -EIO (-ETIMEDOUT while still in progress after timeout_s) with err filled. */
 int dlt_nccl_settle(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, double timeout_s,
-                    char *err, size_t errlen);
+                    dlt_err *err);
 
-#define DLT_NCCL_TRY(err, errlen, comm, call)                                                                \
+#define DLT_NCCL_TRY(err, comm, call)                                                                \
     do {                                                                                                      \
-        int rc_ = dlt_nccl_settle((comm), (call), #call, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, (err), \
-                                  (errlen));                                                                  \
+        int rc_ = dlt_nccl_settle((comm), (call), #call, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, (err));     \
         if (rc_)                                                                                              \
             return rc_;                                                                                       \
     } while (0)
 
 /* A peer check for waits on the GPU: nonzero (err filled) when NCCL reports an asynchronous error
  * on comm (a ncclComm_t), e.g. a lost peer. */
-int dlt_nccl_peer_check(void *comm, char *err, size_t errlen);
+int dlt_nccl_peer_check(void *comm, dlt_err *err);
 
 /* Ends comm's outstanding work: abort after an asynchronous error (destroy could wait forever on
  * a lost peer), else destroy. Returns what NCCL returned. */

@@ -11,11 +11,9 @@
 
 #include "trainer/common/poll.h"
 
-int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const char *call, const char *msg)
+int dlt_cuda_fail(dlt_err *err, const char *file, int line, const char *call, const char *msg)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "%s:%d: %s: %s", file, line, call, msg);
-    return -EIO;
+        return dlt_fail(err, -EIO, "%s:%d: %s: %s", file, line, call, msg);
 }
 
 int dlt_cuda_device_count(void)
@@ -28,23 +26,20 @@ int dlt_cuda_device_count(void)
     return n;
 }
 
-int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen)
+int dlt_cuda_select_device(int requested, int *device, dlt_err *err)
 {
     int n = dlt_cuda_device_count(), d = requested < 0 ? 0 : requested;
     cudaError_t e;
     if (n == 0) {
-        snprintf(err, errlen, "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
+        return dlt_fail(err, -ENODEV, "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
                  "them): run with --backend cpu or on a GPU node (srun --gpus-per-node=N)",
                  getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
-        return -ENODEV;
     }
     if (d >= n) {
-        snprintf(err, errlen, "--device %d: this task sees %d GPU(s) (0..%d)", d, n, n - 1);
-        return -ENODEV;
+        return dlt_fail(err, -ENODEV, "--device %d: this task sees %d GPU(s) (0..%d)", d, n, n - 1);
     }
     if ((e = cudaSetDevice(d)) != cudaSuccess) {
-        snprintf(err, errlen, "cudaSetDevice(%d): %s", d, cudaGetErrorString(e));
-        return -EIO;
+        return dlt_fail(err, -EIO, "cudaSetDevice(%d): %s", d, cudaGetErrorString(e));
     }
     *device = d;
     return 0;
@@ -55,8 +50,7 @@ typedef struct {
     cudaStream_t stream;
     cudaEvent_t event; /* NULL: the stream */
     const dlt_peer_check *peers; /* asked between polls; NULL: none */
-    char *err;
-    size_t errlen;
+    dlt_err *err;
 } cuda_wait;
 
 /* 1 when the stream or event is done, 0 not yet, -EIO on a CUDA error or a failed check. */
@@ -67,35 +61,34 @@ static int _done(void *arg)
     if (e == cudaSuccess)
         return 1;
     if (e != cudaErrorNotReady) {
-        snprintf(w->err, w->errlen, "waiting for the GPU: %s", cudaGetErrorString(e));
-        return -EIO;
+        return dlt_fail(w->err, -EIO, "waiting for the GPU: %s", cudaGetErrorString(e));
     }
     (void)cudaGetLastError(); /* "not ready" is not an error: do not leave it for the next launch */
-    if (dlt_peer_lost(w->peers, w->err, w->errlen) != 0)
+    if (dlt_peer_lost(w->peers, w->err) != 0)
         return -EIO;
     return 0;
 }
 
-int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, char *err, size_t errlen)
+int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, dlt_err *err)
 {
-    cuda_wait w = {stream, NULL, peers, err, errlen};
+    cuda_wait w = {stream, NULL, peers, err};
     return dlt_poll(_done, &w, 0);
 }
 
-int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, char *err, size_t errlen)
+int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, dlt_err *err)
 {
-    cuda_wait w = {NULL, event, peers, err, errlen};
+    cuda_wait w = {NULL, event, peers, err};
     return dlt_poll(_done, &w, 0);
 }
 
 int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
-                  const dlt_peer_check *peers, char *err, size_t errlen)
+                  const dlt_peer_check *peers, dlt_err *err)
 {
     cudaError_t e;
     int rc;
     if (need <= *size)
         return 0;
-    if ((rc = dlt_cuda_stream_wait(stream, peers, err, errlen)) != 0)
+    if ((rc = dlt_cuda_stream_wait(stream, peers, err)) != 0)
         return rc;
     cudaFree(*dev);
     *dev = NULL;
@@ -106,12 +99,12 @@ int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_
     *size = 0;
     if ((e = cudaMalloc(dev, need)) != cudaSuccess) {
         *dev = NULL;
-        return dlt_cuda_fail(err, errlen, __FILE__, __LINE__, "cudaMalloc", cudaGetErrorString(e));
+        return dlt_cuda_fail(err, __FILE__, __LINE__, "cudaMalloc", cudaGetErrorString(e));
     }
     if (pin && (e = cudaMallocHost(pin, need)) != cudaSuccess) {
         cudaFree(*dev);
         *dev = *pin = NULL;
-        return dlt_cuda_fail(err, errlen, __FILE__, __LINE__, "cudaMallocHost", cudaGetErrorString(e));
+        return dlt_cuda_fail(err, __FILE__, __LINE__, "cudaMallocHost", cudaGetErrorString(e));
     }
     *size = need;
     return 0;

@@ -15,39 +15,40 @@
 
 #include "trainer/common/cudnn_status.h"
 #include "trainer/common/peer_check.h"
+#include "trainer/common/status.h"
 
 /* Writes "file:line: call: msg" into err and returns -EIO. */
-int dlt_cuda_fail(char *err, size_t errlen, const char *file, int line, const char *call, const char *msg);
+int dlt_cuda_fail(dlt_err *err, const char *file, int line, const char *call, const char *msg);
 
 /* Each returns -EIO from the calling function, with err filled, when the call fails. */
-#define DLT_CUDA_TRY(err, errlen, call)                                                                      \
+#define DLT_CUDA_TRY(err, call)                                                                      \
     do {                                                                                                      \
         cudaError_t e_ = (call);                                                                              \
         if (e_ != cudaSuccess)                                                                                \
-            return dlt_cuda_fail((err), (errlen), __FILE__, __LINE__, #call, cudaGetErrorString(e_));         \
+            return dlt_cuda_fail((err), __FILE__, __LINE__, #call, cudaGetErrorString(e_));         \
     } while (0)
-#define DLT_CUDNN_TRY(err, errlen, call)                                                                     \
+#define DLT_CUDNN_TRY(err, call)                                                                     \
     do {                                                                                                      \
         cudnnStatus_t s_ = (call);                                                                            \
         if (!dlt_cudnn_ok(s_))                                                                                \
-            return dlt_cuda_fail((err), (errlen), __FILE__, __LINE__, #call, cudnnGetErrorString(s_));        \
+            return dlt_cuda_fail((err), __FILE__, __LINE__, #call, cudnnGetErrorString(s_));        \
     } while (0)
-#define DLT_CUBLAS_TRY(err, errlen, call)                                                                    \
+#define DLT_CUBLAS_TRY(err, call)                                                                    \
     do {                                                                                                      \
         cublasStatus_t s_ = (call);                                                                           \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                                      \
-            return dlt_cuda_fail((err), (errlen), __FILE__, __LINE__, #call, cublasGetStatusString(s_));      \
+            return dlt_cuda_fail((err), __FILE__, __LINE__, #call, cublasGetStatusString(s_));      \
     } while (0)
 /* GPUs the CUDA runtime sees (0 without a driver or device). */
 int dlt_cuda_device_count(void);
 /* Makes `requested` (-1: 0) the calling thread's device; *device gets it. */
-int dlt_cuda_select_device(int requested, int *device, char *err, size_t errlen);
+int dlt_cuda_select_device(int requested, int *device, dlt_err *err);
 
 /* Waits for a stream by polling, so that between polls `peers` (may be NULL) can end the wait with
  * an error, e.g. NCCL's asynchronous error state of a lost peer, instead of a hang. */
-int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, char *err, size_t errlen);
+int dlt_cuda_stream_wait(cudaStream_t stream, const dlt_peer_check *peers, dlt_err *err);
 /* The same for one event (the work queued before it was recorded). */
-int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, char *err, size_t errlen);
+int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, dlt_err *err);
 
 /* A buffer that only grows (a workspace, a scratch, a staging pair): makes *dev, and *pin when pin
  * is not NULL (pinned host memory of the same size), hold at least `need` bytes; *size is what
@@ -55,6 +56,6 @@ int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, char *er
  * still use the old buffers), then frees and allocates anew: the contents are not kept. On
  * failure both are NULL, *size is 0 and err says which allocation failed. */
 int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
-                  const dlt_peer_check *peers, char *err, size_t errlen);
+                  const dlt_peer_check *peers, dlt_err *err);
 
 #endif

@@ -63,22 +63,21 @@ const char *dlt_file_kind(mode_t mode)
 }
 
 /* "WHAT PATH: why" (or "PATH: why" without an option name); returns -e. */
-static int _refuse(const char *what, const char *path, int e, const char *why, char *err, size_t errlen)
+static int _refuse(const char *what, const char *path, int e, const char *why, dlt_err *err)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "%s%s%s: %s", what ? what : "", what ? " " : "", path, why);
+    dlt_fail(err, -e, "%s%s%s: %s", what ? what : "", what ? " " : "", path, why);
     errno = e;
     return -e;
 }
 
-static int _kind_refusal(const char *what, const char *path, mode_t mode, int want_dir, char *err, size_t errlen)
+static int _kind_refusal(const char *what, const char *path, mode_t mode, int want_dir, dlt_err *err)
 {
     char why[96];
     snprintf(why, sizeof(why), "%s, not %s", dlt_file_kind(mode), want_dir ? "a directory" : "a regular file");
-    return _refuse(what, path, want_dir ? ENOTDIR : EINVAL, why, err, errlen);
+    return _refuse(what, path, want_dir ? ENOTDIR : EINVAL, why, err);
 }
 
-int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode, char *err, size_t errlen)
+int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode, dlt_err *err)
 {
     struct stat st;
     int fd, fl;
@@ -88,53 +87,53 @@ int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode,
     if (fd < 0) {
         int e = errno;
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* ENXIO: a FIFO without a reader, a socket */
-            return _kind_refusal(what, path, st.st_mode, 0, err, errlen);
-        return _refuse(what, path, e, strerror(e), err, errlen);
+            return _kind_refusal(what, path, st.st_mode, 0, err);
+        return _refuse(what, path, e, strerror(e), err);
     }
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return _refuse(what, path, e, strerror(e), err, errlen);
+        return _refuse(what, path, e, strerror(e), err);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return _kind_refusal(what, path, st.st_mode, 0, err, errlen);
+        return _kind_refusal(what, path, st.st_mode, 0, err);
     }
     if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
         int e = errno;
         close(fd);
-        return _refuse(what, path, e, strerror(e), err, errlen);
+        return _refuse(what, path, e, strerror(e), err);
     }
     return fd;
 }
 
-FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, char *err, size_t errlen)
+FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, dlt_err *err)
 {
     int flags = fmode[0] == 'w'   ? O_WRONLY | O_CREAT | O_TRUNC
                 : fmode[0] == 'a' ? O_WRONLY | O_CREAT | O_APPEND
                                   : O_RDONLY;
-    int fd = dlt_open_regular(what, path, flags, 0644, err, errlen);
+    int fd = dlt_open_regular(what, path, flags, 0644, err);
     FILE *f;
     if (fd < 0)
         return NULL;
     if (!(f = fdopen(fd, fmode))) {
         int e = errno;
         close(fd);
-        _refuse(what, path, e, strerror(e), err, errlen);
+        _refuse(what, path, e, strerror(e), err);
         return NULL;
     }
     return f;
 }
 
-int dlt_check_path(const char *what, const char *path, int want_dir, char *err, size_t errlen)
+int dlt_check_path(const char *what, const char *path, int want_dir, dlt_err *err)
 {
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = errno;
-        return _refuse(what, path, e, strerror(e), err, errlen);
+        return _refuse(what, path, e, strerror(e), err);
     }
     if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-        return _kind_refusal(what, path, st.st_mode, want_dir, err, errlen);
+        return _kind_refusal(what, path, st.st_mode, want_dir, err);
     return 0;
 }
 
@@ -168,27 +167,25 @@ int dlt_mkdirs(const char *path)
 }
 
 /* The failure of one step of an atomic write, as its words and -errno. */
-static int _write_failed(const char *what, const char *path, int code, char *err, size_t errlen)
+static int _write_failed(const char *what, const char *path, int code, dlt_err *err)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "%s %s: %s", what, path, strerror(code));
-    return -code;
+        return dlt_fail(err, -code, "%s %s: %s", what, path, strerror(code));
 }
 
-int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, char *err, size_t errlen)
+int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, dlt_err *err)
 {
     char tmp[4200];
     int fd, rc = 0;
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-        return _write_failed("cannot write", path, ENAMETOOLONG, err, errlen);
+        return _write_failed("cannot write", path, ENAMETOOLONG, err);
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)) < 0)
-        return _write_failed("cannot write", tmp, errno, err, errlen);
+        return _write_failed("cannot write", tmp, errno, err);
     if (dlt_write_all(fd, data, len) != 0 || fsync(fd) != 0)
-        rc = _write_failed("cannot write", tmp, errno, err, errlen);
+        rc = _write_failed("cannot write", tmp, errno, err);
     if (close(fd) != 0 && rc == 0)
-        rc = _write_failed("cannot write", tmp, errno, err, errlen);
+        rc = _write_failed("cannot write", tmp, errno, err);
     if (rc == 0 && rename(tmp, path) != 0)
-        rc = _write_failed("cannot rename it into place:", tmp, errno, err, errlen);
+        rc = _write_failed("cannot rename it into place:", tmp, errno, err);
     if (rc != 0)
         (void)unlink(tmp);
     return rc;

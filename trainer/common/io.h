@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "trainer/common/status.h"
 
 /* Writes all n bytes, retrying on EINTR and short writes. Returns 0 or -1 with errno set. */
 int dlt_write_all(int fd, const void *p, size_t n);
@@ -24,16 +25,16 @@ const char *dlt_file_kind(mode_t mode);
  * and O_CLOEXEC added. what names the option ("--init") or is NULL. Returns the descriptor, or a
  * negative errno with err filled: "--init /x: a FIFO, not a regular file", "--init /x: No such
  * file or directory". */
-int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode, char *err, size_t errlen);
+int dlt_open_regular(const char *what, const char *path, int flags, mode_t mode, dlt_err *err);
 
 /* The same as a stdio stream; fmode is "r", "w" or "a" (with an optional "b"). NULL with err
  * filled and errno set on failure. */
-FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, char *err, size_t errlen);
+FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, dlt_err *err);
 
 /* A path that must exist, as a directory (want_dir) or else a regular file, checked without
  * opening it (before anything starts). Returns 0, or a negative errno with err filled as above
  * ("--val-data /x: No such file or directory", "--data /x: a regular file, not a directory"). */
-int dlt_check_path(const char *what, const char *path, int want_dir, char *err, size_t errlen);
+int dlt_check_path(const char *what, const char *path, int want_dir, dlt_err *err);
 
 /* mkdir -p: creates path and its missing parents (0755). Returns 0 (also when it exists as a
  * directory) or -1 with errno set. */
@@ -43,6 +44,6 @@ int dlt_mkdirs(const char *path);
  * written, flushed to disk, then renamed over path, so that path holds either its old contents or
  * all of the new ones; the temporary file goes on any failure. Returns 0 or a negative errno with
  * err filled ("cannot write X: No space left on device"). */
-int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, char *err, size_t errlen);
+int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, dlt_err *err);
 
 #endif

@@ -6,16 +6,17 @@
 #define DLT_PEER_CHECK_H
 
 #include <stddef.h>
+#include "trainer/common/status.h"
 
 typedef struct {
-    int (*lost)(void *arg, char *err, size_t errlen); /* nonzero, err filled: a peer is lost; NULL: never */
+    int (*lost)(void *arg, dlt_err *err); /* nonzero, err filled: a peer is lost; NULL: never */
     void *arg;
 } dlt_peer_check;
 
 /* 0 when pc is NULL, empty, or no peer is lost; else lost's status with err filled. */
-static inline int dlt_peer_lost(const dlt_peer_check *pc, char *err, size_t errlen)
+static inline int dlt_peer_lost(const dlt_peer_check *pc, dlt_err *err)
 {
-    return pc && pc->lost ? pc->lost(pc->arg, err, errlen) : 0;
+    return pc && pc->lost ? pc->lost(pc->arg, err) : 0;
 }
 
 #endif

@@ -66,8 +66,7 @@ static void _holder_words(int fd, char *out, size_t len, dlt_run_holder *h)
     snprintf(out, len, "another process (its lock file names no holder)");
 }
 
-int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double same_job_wait_s, char *err,
-                     size_t errlen)
+int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double same_job_wait_s, dlt_err *err)
 {
     char path[4096], who[256], line[256];
     dlt_run_holder h, me;
@@ -75,14 +74,12 @@ int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double s
     int fd, e, said = 0;
     l->fd = -1;
     if (snprintf(path, sizeof(path), "%s/%s", dir, LOCK_NAME) >= (int)sizeof(path)) {
-        snprintf(err, errlen, "%s %s: path too long", opt, dir);
-        return -ENAMETOOLONG;
+        return dlt_fail(err, -ENAMETOOLONG, "%s %s: path too long", opt, dir);
     }
     fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         e = errno;
-        snprintf(err, errlen, "%s %s: cannot create its lock file %s: %s", opt, dir, LOCK_NAME, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "%s %s: cannot create its lock file %s: %s", opt, dir, LOCK_NAME, strerror(e));
     }
     dlt_run_holder_self(&me);
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -91,9 +88,8 @@ int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double s
             continue;
         if (e != EWOULDBLOCK) {
             close(fd);
-            snprintf(err, errlen, "%s %s: cannot lock %s: %s (on NFS the lock needs the lock service: lockd for "
+            return dlt_fail(err, -e, "%s %s: cannot lock %s: %s (on NFS the lock needs the lock service: lockd for "
                      "NFSv3, NFSv4 has it built in)", opt, dir, LOCK_NAME, strerror(e));
-            return -e;
         }
         _holder_words(fd, who, sizeof(who), &h);
         if (strcmp(me.job, "-") && !strcmp(h.job, me.job) && same_job_wait_s > 0) {
@@ -111,31 +107,28 @@ int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double s
             }
         }
         close(fd);
-        snprintf(err, errlen, "%s %s is in use by another run (%s): two runs in one folder would overwrite each "
+        return dlt_fail(err, -EBUSY, "%s %s is in use by another run (%s): two runs in one folder would overwrite each "
                  "other's files; give this run another %s, or end the other one first", opt, dir, who, opt);
-        return -EBUSY;
     }
     /* Ours: say who holds it, for the next one to be refused. */
     if (dlt_run_holder_format(&me, line, sizeof(line)) > 0 &&
         (ftruncate(fd, 0) != 0 || pwrite(fd, line, strlen(line), 0) != (ssize_t)strlen(line))) {
         e = errno;
         close(fd);
-        snprintf(err, errlen, "%s %s: cannot write its lock file %s: %s", opt, dir, LOCK_NAME, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "%s %s: cannot write its lock file %s: %s", opt, dir, LOCK_NAME, strerror(e));
     }
     l->fd = fd;
     return 0;
 }
 
-int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int file_fd, char *err, size_t errlen)
+int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int file_fd, dlt_err *err)
 {
     int fd;
     l->fd = -1;
     fd = fcntl(file_fd, F_DUPFD_CLOEXEC, 3);
     if (fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "%s %s: %s", opt, path, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "%s %s: %s", opt, path, strerror(e));
     }
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
@@ -143,13 +136,11 @@ int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int fi
             continue;
         close(fd);
         if (e == EWOULDBLOCK) {
-            snprintf(err, errlen, "%s %s is being written by another running process (it holds a lock on it): two "
+            return dlt_fail(err, -EBUSY, "%s %s is being written by another running process (it holds a lock on it): two "
                      "runs appending to one file would interleave their lines; give this run another %s", opt, path,
                      opt);
-            return -EBUSY;
         }
-        snprintf(err, errlen, "%s %s: cannot lock it: %s", opt, path, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "%s %s: cannot lock it: %s", opt, path, strerror(e));
     }
     l->fd = fd;
     return 0;

@@ -6,6 +6,7 @@
 #define DLT_RUN_LOCK_H
 
 #include <stddef.h>
+#include "trainer/common/status.h"
 
 typedef struct {
     int fd; /* -1: nothing held */
@@ -24,11 +25,10 @@ typedef struct {
  * Slurm job (a requeued job whose previous incarnation is still ending) waits up to
  * same_job_wait_s for it. 0 and l held; -EBUSY with err naming the holder and the fix; -errno when
  * the claim cannot be made. */
-int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double same_job_wait_s, char *err,
-                     size_t errlen);
+int dlt_run_lock_dir(dlt_run_lock *l, const char *opt, const char *dir, double same_job_wait_s, dlt_err *err);
 /* Claims the open file file_fd (path for messages) itself: its holder is known only as "another
  * running process". Returns as dlt_run_lock_dir. */
-int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int file_fd, char *err, size_t errlen);
+int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int file_fd, dlt_err *err);
 void dlt_run_lock_release(dlt_run_lock *l);
 
 /* The holder line written into a lock file, and its parse (0, or -EINVAL). */

@@ -1,64 +1,140 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* status: filling a caller's error buffer and returning a status in one expression. */
+/* status: the first failure kept, with its words and where it came from. */
 #include "config.h"
 
 #include "trainer/common/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-int dlt_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+static void _record(dlt_err *e, const char *file, int line, int code, const char *fmt, va_list ap)
 {
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
+    e->code = code;
+    e->file = file;
+    e->line = line;
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 }
 
-int dlt_fail_prefix(char *err, size_t errlen, int code, const char *fmt, ...)
+int dlt_fail_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
 {
-    char prefix[512], old[2048];
     va_list ap;
-    if (!err || !errlen)
+    if (!e || code == 0)
         return code;
-    snprintf(old, sizeof(old), "%s", err);
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", prefix, old);
-    return code;
-}
-
-int dlt_status_fail(dlt_status *st, int code, const char *fmt, ...)
-{
-    va_list ap;
-    if (st->code != 0 || code == 0)
-        return st->code;
-    st->code = code;
-    va_start(ap, fmt);
-    vsnprintf(st->msg, sizeof(st->msg), fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int dlt_status_take(dlt_status *st, int code, const char *said, const char *fmt, ...)
-{
-    char ctx[512], text[sizeof(st->msg)];
-    va_list ap;
-    if (st->code != 0 || code == 0)
-        return st->code;
-    snprintf(text, sizeof(text), "%s", said ? said : ""); /* said may be st->msg itself */
-    st->code = code;
-    if (!fmt) {
-        snprintf(st->msg, sizeof(st->msg), "%s", text);
+    if (e->code != 0) {
+        e->later = 1;
         return code;
     }
     va_start(ap, fmt);
-    vsnprintf(ctx, sizeof(ctx), fmt, ap);
+    _record(e, file, line, code, fmt, ap);
     va_end(ap);
-    dlt_fail(st->msg, sizeof(st->msg), code, "%s: %s", ctx, text); /* cut at the buffer's end */
     return code;
+}
+
+int dlt_fail_agreed_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (!e || code == 0)
+        return code;
+    if (e->code != 0) {
+        e->later = 1;
+        return code;
+    }
+    va_start(ap, fmt);
+    _record(e, file, line, code, fmt, ap);
+    va_end(ap);
+    e->agreed = 1;
+    return code;
+}
+
+/* The words of a status that came without any. */
+static const char *_status_words(int code)
+{
+    return code < 0 ? strerror(-code) : "failed";
+}
+
+static int _context(dlt_err *e, const char *file, int line, int code, const char *fmt, va_list ap)
+{
+    char ctx[512], old[sizeof(e->msg)];
+    size_t n;
+    if (!e || code == 0)
+        return code;
+    if (e->code != 0 && e->later)
+        return code; /* perhaps another failure's way up: the first one's words stay as they are */
+    if (fmt)
+        vsnprintf(ctx, sizeof(ctx), fmt, ap);
+    if (e->code == 0) { /* the callee returned a status without words */
+        e->code = code;
+        e->file = file;
+        e->line = line;
+        if (fmt)
+            snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, _status_words(code));
+        else
+            snprintf(e->msg, sizeof(e->msg), "%s", _status_words(code));
+        return code;
+    }
+    if (!fmt)
+        return code;
+    /* "CONTEXT: words", the words' end cut where the buffer ends */
+    memcpy(old, e->msg, sizeof(old));
+    old[sizeof(old) - 1] = 0;
+    n = strlen(ctx);
+    if (n > sizeof(e->msg) - 3)
+        n = sizeof(e->msg) - 3;
+    memcpy(e->msg, ctx, n);
+    memcpy(e->msg + n, ": ", 2);
+    n += 2;
+    snprintf(e->msg + n, sizeof(e->msg) - n, "%.*s", (int)(sizeof(e->msg) - n - 1), old);
+    return code;
+}
+
+int dlt_fail_prefix_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = _context(e, file, line, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int dlt_fail_context(dlt_err *e, int code, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = _context(e, file, line, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int dlt_fail_suffix(dlt_err *e, int code, const char *fmt, ...)
+{
+    size_t used;
+    va_list ap;
+    if (!e || code == 0 || e->code == 0 || e->later)
+        return code;
+    used = strlen(e->msg);
+    va_start(ap, fmt);
+    vsnprintf(e->msg + used, sizeof(e->msg) - used, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int dlt_fail_take(dlt_err *e, const dlt_err *from)
+{
+    if (!e || !from || from->code == 0)
+        return from ? from->code : 0;
+    if (e->code != 0) {
+        e->later = 1;
+        return from->code;
+    }
+    *e = *from;
+    return from->code;
+}
+
+void dlt_err_clear(dlt_err *e)
+{
+    if (e)
+        memset(e, 0, sizeof(*e));
 }

@@ -1,43 +1,87 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* status: the trainer's errors. A failing call returns a nonzero status and leaves its message in
- * its sink (a caller's buffer: dlt_fail, dlt_fail_prefix). A sequence of calls (the run) keeps its
- * FIRST failure in a dlt_status: code and message, with the context of the level that met it; a
- * later failure (cleanup after the first, a second symptom of one cause) is ignored, as NCCL's
- * NCCLCHECKIGNORE keeps the first result. The command prints the kept message once. */
+/* status: the one error type of the plugin's internals, libdltpmix's internals and the trainer.
+ *
+ * A failing call returns a nonzero status and records its words in the caller's dlt_err (passed
+ * by pointer down the call chain; objects that report errors later, the communicator and the
+ * backend, hold the pointer they were given at creation). The FIRST failure recorded wins by
+ * construction: a later one (an abort while unwinding, a second symptom of one cause) never
+ * replaces it, as NCCL's NCCLCHECKIGNORE keeps the first result. Each level the failure travels
+ * through may put its context before the words (dlt_fail_prefix) until a later failure was
+ * attempted, so a cleanup's context never decorates the first failure. The command prints msg
+ * once. Whether the failure is already known to every rank (agreed) is part of the error, not a
+ * flag beside it. */
 #ifndef DLT_STATUS_H
 #define DLT_STATUS_H
 
 #include <stddef.h>
 
-/* Formats the message into err (when given) and returns code. */
-int dlt_fail(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+typedef struct dlt_err {
+    int code;         /* the first failure's status; 0: none yet */
+    int agreed;       /* every rank took this failure's decision together: nobody needs telling */
+    int later;        /* a later failure was attempted (and ignored): context no longer added */
+    const char *file; /* where the first failure was recorded (source file and line) */
+    int line;
+    char msg[2048];   /* its words */
+} dlt_err;
 
-/* Puts "CONTEXT: " before the message already in err and returns code: an error travelling up
- * through one buffer gathers what each level was doing. */
-int dlt_fail_prefix(char *err, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define DLT_ERR_INIT {0}
 
-typedef struct {
-    int code;       /* the first failure's status; 0: none yet */
-    char msg[2048]; /* its message */
-} dlt_status;
+/* Records a failure: kept, with fmt's words, when it is the first (code 0 records nothing).
+ * Returns code. e may be NULL (the caller wants the status only). */
+int dlt_fail_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define dlt_fail(e, code, ...) dlt_fail_at((e), __FILE__, __LINE__, (code), __VA_ARGS__)
 
-/* Records a failure of this level: kept when it is the first. Returns the kept status. */
-int dlt_status_fail(dlt_status *st, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Records a callee's failure whose message it left in said (its sink, which may be a buffer other
- * layers write too): kept as "CONTEXT: said" (fmt NULL: said alone) when it is the first. Returns
- * the kept status. */
-int dlt_status_take(dlt_status *st, int code, const char *said, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Puts "CONTEXT: " before the kept failure's words (code: the status the callee returned) while
+ * that failure is the one travelling up (no later failure attempted); a callee
+ * that returned code without words gets "CONTEXT: " + the status's strerror. Returns code. */
+int dlt_fail_prefix_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define dlt_fail_prefix(e, code, ...) dlt_fail_prefix_at((e), __FILE__, __LINE__, (code), __VA_ARGS__)
 
-/* Every call checked, one way out (NCCLCHECKGOTO): rc = call; on failure the failure is recorded
- * in st (the callee's message taken from said with the context fmt) and control goes to label,
- * where the function cleans up once and returns. */
-#define DLT_TRY_GOTO(st, rc, call, said, label, ...)                                                                 \
+/* Adds " WORDS" after the kept failure's words, under dlt_fail_prefix's rule (a layer's name after
+ * the backend's words). Returns code. */
+int dlt_fail_suffix(dlt_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Records another error's failure (a deferred one: the batch read ahead) as this one's, when it is
+ * the first; returns from->code. */
+int dlt_fail_take(dlt_err *e, const dlt_err *from);
+
+/* Forgets the failure (a failure handled where it happened: a fallback taken, a retry). */
+void dlt_err_clear(dlt_err *e);
+/* e cleared, for a call whose failure is judged on its own (tests, one-shot probes). */
+static inline dlt_err *dlt_err_fresh(dlt_err *e)
+{
+    dlt_err_clear(e);
+    return e;
+}
+/* Records a failure that every rank meets at the same point from the same inputs (an agreed
+ * result, the gathered records of an agreement): when it is the first, it is marked agreed, so the
+ * run ends on it without ending the other ranks. Returns code. */
+int dlt_fail_agreed_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define dlt_fail_agreed(e, code, ...) dlt_fail_agreed_at((e), __FILE__, __LINE__, (code), __VA_ARGS__)
+
+/* The kept failure is now known to every rank (an agreement on failures was made). */
+static inline int dlt_err_agree(dlt_err *e, int code)
+{
+    if (e)
+        e->agreed = 1;
+    return code;
+}
+
+/* Every call checked, one way out (NCCLCHECKGOTO): rc = call; on failure the callee's words get
+ * the context fmt (NULL: none) and control goes to label, where the function cleans up once. */
+#define DLT_TRY_GOTO(e, rc, call, label, ...)                                                                    \
     do {                                                                                                         \
         if (((rc) = (call)) != 0) {                                                                              \
-            dlt_status_take((st), (rc), (said), __VA_ARGS__);                                                    \
+            dlt_fail_context((e), (rc), __FILE__, __LINE__, __VA_ARGS__);                                        \
             goto label;                                                                                          \
         }                                                                                                        \
     } while (0)
+/* DLT_TRY_GOTO's context step: dlt_fail_prefix with fmt, or with fmt NULL only the strerror words
+ * of a callee that left none. */
+int dlt_fail_context(dlt_err *e, int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -153,7 +153,7 @@ static long _class_number(const char *s)
     return v;
 }
 
-int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, char *err, size_t errlen)
+int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, dlt_err *err)
 {
     char *copy = strdup(list ? list : ""), **names = NULL, **sorted = NULL, *tok, *save = NULL;
     int n = 0, cap = 0, unknown = 0, by_number = 0, zero = 0, max_number = -1, rc = 0;
@@ -176,7 +176,7 @@ int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t
     }
     if (n < 1 || !(sorted = malloc((size_t)n * sizeof(char *))) ||
         !(map = malloc((size_t)(d->local_classes ? d->local_classes : 1) * sizeof(int32_t)))) {
-        rc = n < 1 ? dlt_fail(err, errlen, -EINVAL, "an empty class list") : -ENOMEM;
+        rc = n < 1 ? dlt_fail(err, -EINVAL, "an empty class list") : -ENOMEM;
         goto out;
     }
     memcpy(sorted, names, (size_t)n * sizeof(char *));
@@ -211,7 +211,7 @@ int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t
         }
     }
     if (unknown) {
-        rc = dlt_fail(err, errlen, -EINVAL,
+        rc = dlt_fail(err, -EINVAL,
                       "%s: %d of its %d class(es) are not among the %d classes it is scored against (%s...%s): %s%s%s",
                       d->root, unknown, d->local_classes, n, names[0], names[n - 1], bad, unknown > 5 ? ", ..." : "",
                       max_number == n && !zero
@@ -281,10 +281,10 @@ const char *dlt_dataset_class_name(const dlt_dataset *d, int c)
 }
 
 int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label, char *name,
-                     size_t namelen, char *err, size_t errlen)
+                     size_t namelen, dlt_err *err)
 {
     if (i < 0 || i >= d->n)
-        return dlt_fail(err, errlen, -EINVAL, "sample %lld out of range", (long long)i);
-    return d->recordio ? dlt_recordio_read(d, i, buf, cap, len, label, name, namelen, err, errlen)
-                       : dlt_imagefolder_read(d, i, buf, cap, len, label, name, namelen, err, errlen);
+        return dlt_fail(err, -EINVAL, "sample %lld out of range", (long long)i);
+    return d->recordio ? dlt_recordio_read(d, i, buf, cap, len, label, name, namelen, err)
+                       : dlt_imagefolder_read(d, i, buf, cap, len, label, name, namelen, err);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "trainer/common/status.h"
 
 #define DLT_DATASET_MAX_FILE (64u << 20)
 
@@ -28,9 +29,9 @@ typedef struct {
 
 /* ImageFolder. labels_file: NULL for class subdirectories; else ROOT holds the images and each
  * line of labels_file is "FILENAME CLASS" (CLASS: a name, mapped in sorted order, or an index). */
-int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, char *err, size_t errlen);
+int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, dlt_err *err);
 /* MXNet RecordIO: path is the .rec file; the .idx beside it lists "key<TAB>offset" per record. */
-int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, char *err, size_t errlen);
+int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, dlt_err *err);
 void dlt_dataset_close(dlt_dataset *d);
 
 int64_t dlt_dataset_count(const dlt_dataset *d);
@@ -45,7 +46,7 @@ char *dlt_dataset_class_list(const dlt_dataset *d);
  * outputs mean them): labels become positions in list, the class count list's. A labels file or
  * RecordIO may give a class as its position (0..N-1) instead of a name. A subset is fine; a class
  * not in list is refused naming it. note receives what to tell the user ("" when nothing). */
-int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, char *err, size_t errlen);
+int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t notelen, dlt_err *err);
 /* Digests that let ranks check they see the same data: files (the image paths under the root and
  * their labels; for RecordIO the index and the file size) and classes (count and names). */
 void dlt_dataset_digest(const dlt_dataset *d, uint64_t *files, uint64_t *classes);
@@ -59,7 +60,7 @@ const char *dlt_dataset_class_name(const dlt_dataset *d, int c);
 /* Reads sample i into *buf (grown as needed, caller frees) and its label; name identifies it in
  * messages (path, or rec file and offset). Returns 0 or a negative status with err filled. */
 int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label, char *name,
-                     size_t namelen, char *err, size_t errlen);
+                     size_t namelen, dlt_err *err);
 
 /* RecordIO writing (the packer): one record with an im2rec header (flag 0, label, id). */
 typedef struct {
@@ -72,12 +73,11 @@ int dlt_recordio_path(const char *path);
 /* A file beside PATH.rec: PATH + ext (".idx", ".classes"); a path without ".rec" gets ext appended.
  * The one place that naming (im2rec's) is made. */
 void dlt_recordio_sibling(const char *rec_path, const char *ext, char *out, size_t outlen);
-int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, char *err, size_t errlen);
-int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, char *err,
-                        size_t errlen);
-int dlt_recordio_close(dlt_recordio_writer *w, char *err, size_t errlen);
+int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, dlt_err *err);
+int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, dlt_err *err);
+int dlt_recordio_close(dlt_recordio_writer *w, dlt_err *err);
 /* PATH.classes beside PATH.rec: d's class names in label order, one a line (the reader takes the
  * class count and the names from it). */
-int dlt_recordio_write_classes(const char *rec_path, const dlt_dataset *d, char *err, size_t errlen);
+int dlt_recordio_write_classes(const char *rec_path, const dlt_dataset *d, dlt_err *err);
 
 #endif

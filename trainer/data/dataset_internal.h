@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "trainer/data/dataset.h"
+#include "trainer/common/status.h"
 
 struct dlt_dataset {
     int recordio;
@@ -41,8 +42,8 @@ int dlt_imagefolder_path(const dlt_dataset *d, int64_t i, char *out, size_t outl
 
 /* Sample i of each kind into *buf (dlt_dataset_read checked the range). */
 int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
-                         char *name, size_t namelen, char *err, size_t errlen);
+                         char *name, size_t namelen, dlt_err *err);
 int dlt_recordio_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
-                      char *name, size_t namelen, char *err, size_t errlen);
+                      char *name, size_t namelen, dlt_err *err);
 
 #endif

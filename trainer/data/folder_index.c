@@ -63,7 +63,7 @@ static int _class_mtime(const char *root, const dlt_dataset *ds, int c, int64_t 
     return 0;
 }
 
-int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t errlen)
+int dlt_folder_index_write(const char *root, int64_t *images, dlt_err *err)
 {
     dlt_dataset *ds = NULL;
     uint8_t *list = NULL, *buf = NULL;
@@ -81,18 +81,18 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     for (int tries = 0; tries < 2; tries++) {
         int64_t newest = 0;
         made = _now_ns();
-        if ((rc = dlt_dataset_open_folder(&ds, root, NULL, err, errlen)) != 0)
+        if ((rc = dlt_dataset_open_folder(&ds, root, NULL, err)) != 0)
             return rc;
         classes = dlt_dataset_classes(ds);
         free(mtimes);
         if (!(mtimes = malloc(sizeof(*mtimes) * (size_t)classes))) {
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the index of %s", root);
+            rc = dlt_fail(err, -ENOMEM, "out of memory for the index of %s", root);
             goto out;
         }
         /* Each class folder's time, read once after the listing: what the index records. */
         for (int c = 0; c < classes; c++) {
             if ((rc = _class_mtime(root, ds, c, &mtimes[c], path, sizeof(path))) != 0) {
-                rc = dlt_fail(err, errlen, rc, "%s: %s (the folder changed while it was listed)", path,
+                rc = dlt_fail(err, rc, "%s: %s (the folder changed while it was listed)", path,
                               strerror(-rc));
                 goto out;
             }
@@ -115,11 +115,11 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
             }
         }
     }
-    if ((rc = dlt_folder_list_pack(ds, &list, &len, err, errlen)) != 0)
+    if ((rc = dlt_folder_list_pack(ds, &list, &len, err)) != 0)
         goto out;
     total = 8 + 8 + 8 + (size_t)classes * 8 + 8 + len + 8;
     if (!(buf = malloc(total))) {
-        rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the index of %s", root);
+        rc = dlt_fail(err, -ENOMEM, "out of memory for the index of %s", root);
         goto out;
     }
     memcpy(buf, INDEX_MAGIC, 8);
@@ -132,8 +132,8 @@ int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t 
     memcpy(buf + o, list, len), o += len;
     _put64(buf + o, dlt_fnv1a64(DLT_FNV_OFFSET, buf, o)), o += 8;
     snprintf(path, sizeof(path), "%s/%s", root, DLT_FOLDER_INDEX_NAME);
-    if ((rc = dlt_write_file_atomic(path, buf, o, 0644, err, errlen)) != 0) {
-        dlt_fail_prefix(err, errlen, rc, "the index lives inside the folder it lists");
+    if ((rc = dlt_write_file_atomic(path, buf, o, 0644, err)) != 0) {
+        dlt_fail_prefix(err, rc, "the index lives inside the folder it lists");
         goto out;
     }
     *images = dlt_dataset_count(ds);
@@ -185,7 +185,8 @@ static int _slurp(const char *path, uint8_t **buf, size_t *len)
 int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, size_t *len, char *why,
                           size_t whylen)
 {
-    char path[4200], err[512];
+    char path[4200];
+    dlt_err err = DLT_ERR_INIT;
     uint8_t *buf = NULL;
     size_t n = 0, o, list_len;
     uint64_t classes;
@@ -228,8 +229,8 @@ int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, s
         return -1;
     }
     /* The list names the classes; each class folder must be as it was. */
-    if ((rc = dlt_folder_list_open(&ds, root, buf + o, list_len, err, sizeof(err))) != 0) {
-        snprintf(why, whylen, "damaged: %s", err);
+    if ((rc = dlt_folder_list_open(&ds, root, buf + o, list_len, &err)) != 0) {
+        snprintf(why, whylen, "damaged: %s", err.msg);
         free(buf);
         return -1;
     }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "trainer/data/dataset.h"
+#include "trainer/common/status.h"
 
 #define DLT_FOLDER_INDEX_NAME ".dltrain-index"
 /* The largest index read (ImageNet's is about 20 MB). */
@@ -19,7 +20,7 @@
 
 /* Lists root (ImageFolder with class folders) and writes root/DLT_FOLDER_INDEX_NAME through a
  * temporary name. *images receives the count. */
-int dlt_folder_index_write(const char *root, int64_t *images, char *err, size_t errlen);
+int dlt_folder_index_write(const char *root, int64_t *images, dlt_err *err);
 
 /* root's index: 0 when it is there and still matches the folder, with *out the data set it lists
  * (built once, while checking it) and, when list is not NULL, the list itself in *list (malloc'd,

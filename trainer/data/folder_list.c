@@ -60,7 +60,7 @@ static void _put_str(out_buf *b, const char *s)
     _put(b, s, n);
 }
 
-int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char *err, size_t errlen)
+int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, dlt_err *err)
 {
     out_buf b = {0};
     const dlt_dataset_left_out *lo = &d->left;
@@ -75,7 +75,7 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char 
     *out = NULL;
     *len = 0;
     if (d->recordio)
-        return dlt_fail(err, errlen, -EINVAL, "%s: a RecordIO file has no folder list", d->root);
+        return dlt_fail(err, -EINVAL, "%s: a RecordIO file has no folder list", d->root);
     _put(&b, LIST_MAGIC, sizeof(LIST_MAGIC));
     _put_varint(&b, (uint64_t)d->numbered);
     _put_varint(&b, (uint64_t)d->nclasses);
@@ -103,7 +103,7 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char 
     _put(&b, s8, sizeof(s8));
     if (b.oom) {
         free(b.p);
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory for the list of %s (%lld images)", d->root,
+        return dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%lld images)", d->root,
                         (long long)d->n);
     }
     *out = b.p;
@@ -165,13 +165,12 @@ static int _path_below_root(const char *p, size_t n)
     return 1;
 }
 
-static int _damaged(char *err, size_t errlen, const char *root, const char *why)
+static int _damaged(dlt_err *err, const char *root, const char *why)
 {
-    return dlt_fail(err, errlen, -EBADMSG, "the list of %s is damaged (%s)", root, why);
+    return dlt_fail(err, -EBADMSG, "the list of %s is damaged (%s)", root, why);
 }
 
-int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf, size_t len, char *err,
-                         size_t errlen)
+int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf, size_t len, dlt_err *err)
 {
     in_buf b = {buf, buf, 0};
     dlt_dataset *d;
@@ -185,11 +184,11 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
 
     *out = NULL;
     if (len < sizeof(LIST_MAGIC) + 8 || memcmp(buf, LIST_MAGIC, sizeof(LIST_MAGIC)))
-        return _damaged(err, errlen, root, "not a dltrain folder list");
+        return _damaged(err, root, "not a dltrain folder list");
     for (int k = 0; k < 8; k++)
         sum |= (uint64_t)buf[len - 8 + k] << (8 * k);
     if (dlt_fnv1a64(DLT_FNV_OFFSET, buf, len - 8) != sum)
-        return _damaged(err, errlen, root, "checksum mismatch");
+        return _damaged(err, root, "checksum mismatch");
     b.end = buf + len - 8;
     b.p += sizeof(LIST_MAGIC);
     numbered = _get_varint(&b);
@@ -197,9 +196,9 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
     n = _get_varint(&b);
     /* Each class name and each entry takes bytes of its own: counts beyond them are damage. */
     if (b.bad || ncls > INT32_MAX || ncls > (uint64_t)(b.end - b.p) || n > (uint64_t)(b.end - b.p) / 3 || ncls < 1)
-        return _damaged(err, errlen, root, "counts out of range");
+        return _damaged(err, root, "counts out of range");
     if (!(d = calloc(1, sizeof(*d))))
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory for the list of %s", root);
+        return dlt_fail(err, -ENOMEM, "out of memory for the list of %s", root);
     d->fd = -1;
     d->numbered = numbered != 0;
     snprintf(d->root, sizeof(d->root), "%s", root);
@@ -235,7 +234,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
     }
     if (b.bad) {
         dlt_dataset_close(d);
-        return _damaged(err, errlen, root, "class names cut");
+        return _damaged(err, root, "class names cut");
     }
     /* First pass: the arena's size (each path below the root and its NUL), every bound checked. */
     files_at = b.p;
@@ -252,7 +251,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
     }
     if (b.bad || b.p != b.end) {
         dlt_dataset_close(d);
-        return _damaged(err, errlen, root, b.bad ? "an entry out of range" : "bytes after the last entry");
+        return _damaged(err, root, b.bad ? "an entry out of range" : "bytes after the last entry");
     }
     if (!(d->path_arena = malloc(arena_len ? arena_len : 1)) || !(prev = malloc(PATH_MAX)))
         goto oom;
@@ -267,7 +266,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         if (!_path_below_root(prev, prevlen)) {
             free(prev);
             dlt_dataset_close(d); /* d->n is 0: the arena holds what was copied */
-            return _damaged(err, errlen, root, "a path that is not below the folder");
+            return _damaged(err, root, "a path that is not below the folder");
         }
         memcpy(p, prev, prevlen);
         p[prevlen] = '\0';
@@ -287,7 +286,7 @@ oom:
         d->paths = NULL;
     }
     dlt_dataset_close(d);
-    return dlt_fail(err, errlen, -ENOMEM, "out of memory for the list of %s (%llu images)", root,
+    return dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%llu images)", root,
                     (unsigned long long)n);
 }
 
@@ -299,7 +298,7 @@ static uint64_t _splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-int dlt_folder_list_check_sample(const dlt_dataset *d, int count, uint64_t seed, char *err, size_t errlen)
+int dlt_folder_list_check_sample(const dlt_dataset *d, int count, uint64_t seed, dlt_err *err)
 {
     uint64_t s = seed;
     for (int k = 0; k < count && d->n > 0; k++) {
@@ -307,11 +306,11 @@ int dlt_folder_list_check_sample(const dlt_dataset *d, int count, uint64_t seed,
         struct stat st;
         char path[PATH_MAX];
         if (dlt_imagefolder_path(d, i, path, sizeof(path)) != 0)
-            return dlt_fail(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", d->root, d->paths[i]);
+            return dlt_fail(err, -ENAMETOOLONG, "%s/%s: path too long", d->root, d->paths[i]);
         if (stat(path, &st) != 0)
-            return dlt_fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+            return dlt_fail(err, -errno, "%s: %s", path, strerror(errno));
         if (!S_ISREG(st.st_mode))
-            return dlt_fail(err, errlen, -EINVAL, "%s: not a regular file here", path);
+            return dlt_fail(err, -EINVAL, "%s: not a regular file here", path);
     }
     return 0;
 }

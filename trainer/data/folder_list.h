@@ -11,15 +11,15 @@
 #include <stdint.h>
 
 #include "trainer/data/dataset.h"
+#include "trainer/common/status.h"
 
 /* d (a folder data set) as a list: *out malloc'd (caller frees), *len its size. */
-int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, char *err, size_t errlen);
+int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, dlt_err *err);
 /* The data set a list describes, with its paths under root (this rank's path of the same folder).
  * A list that is cut, damaged (checksum) or of another format is refused. */
-int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf, size_t len, char *err,
-                         size_t errlen);
+int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf, size_t len, dlt_err *err);
 /* Whether this node's filesystem holds the data set's files: count of them chosen by seed, each
  * looked at with stat(). 0, or -errno with the first missing file and why in err. */
-int dlt_folder_list_check_sample(const dlt_dataset *d, int count, uint64_t seed, char *err, size_t errlen);
+int dlt_folder_list_check_sample(const dlt_dataset *d, int count, uint64_t seed, dlt_err *err);
 
 #endif

@@ -85,15 +85,14 @@ static mode_t _dtype_mode(unsigned char t)
 
 /* Sorted names of the entries of dir that are directories (want_dirs) or image files; what is left
  * out is counted in lo (hidden entries, names starting with '.', aside). */
-static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_dataset_left_out *lo, char *err,
-                 size_t errlen)
+static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_dataset_left_out *lo, dlt_err *err)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     char **v = NULL;
     int64_t cap = 0, k = 0;
     if (!d)
-        return dlt_fail(err, errlen, -errno, "cannot open %s: %s", dir, strerror(errno));
+        return dlt_fail(err, -errno, "cannot open %s: %s", dir, strerror(errno));
     while ((e = readdir(d)) != NULL) {
         char p[PATH_MAX];
         struct stat st;
@@ -126,7 +125,7 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
             _escape(e->d_name, shown, sizeof(shown));
             closedir(d);
             dlt_ds_free_list(v, k);
-            return dlt_fail(err, errlen, -EINVAL, "class folder %s/%s: its name holds a control character (a "
+            return dlt_fail(err, -EINVAL, "class folder %s/%s: its name holds a control character (a "
                             "newline, a tab, ...), which cannot be stored as a class name: rename the folder", dir,
                             shown);
         }
@@ -144,7 +143,7 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
     closedir(d);
     if (e) { /* stopped early: out of memory (a shorter list would be a smaller data set, silently) */
         dlt_ds_free_list(v, k);
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s (%" PRId64 " entries so far)", dir, k);
+        return dlt_fail(err, -ENOMEM, "out of memory listing %s (%" PRId64 " entries so far)", dir, k);
     }
     if (k)
         qsort(v, (size_t)k, sizeof(*v), dlt_ds_cmp_str);
@@ -184,25 +183,25 @@ typedef struct {
 
 /* ROOT/CLASS/IMAGE.JPEG: classes are the sorted subdirectories, numbered in that order. */
 static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, char ***classes, int64_t *ncls,
-                               char *err, size_t errlen)
+                               dlt_err *err)
 {
     char **files = NULL;
     int64_t nfiles = 0;
     int rc;
-    if ((rc = _list(root, 1, classes, ncls, &d->left, err, errlen)) != 0)
+    if ((rc = _list(root, 1, classes, ncls, &d->left, err)) != 0)
         return rc;
     if (*ncls < 1)
-        return dlt_fail(err, errlen, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
+        return dlt_fail(err, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
     for (int64_t c = 0; c < *ncls; c++) {
         char dir[PATH_MAX], p[PATH_MAX];
         if (snprintf(dir, sizeof(dir), "%s/%s", root, (*classes)[c]) >= (int)sizeof(dir))
             continue;
-        if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err, errlen)) != 0)
+        if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err)) != 0)
             return rc;
         /* torchvision's ImageFolder refuses a class without images: its number would exist with
          * nothing to learn or score. */
         if (nfiles < 1)
-            rc = dlt_fail(err, errlen, -ENOENT,
+            rc = dlt_fail(err, -ENOENT,
                           "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
                           "without images is refused): add images or remove the folder",
                           dir);
@@ -210,7 +209,7 @@ static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, c
             if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p))
                 continue; /* a path longer than PATH_MAX cannot be opened anyway */
             if (_add(d, cap, p + strlen(root) + 1, (int32_t)c) != 0)
-                rc = dlt_fail(err, errlen, -ENOMEM, "out of memory listing %s", dir);
+                rc = dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
         }
         dlt_ds_free_list(files, nfiles);
         files = NULL;
@@ -230,9 +229,9 @@ static void _lines_free(label_lines *l)
 /* The lines of labels_file into l (blank lines and # comments aside). A line that is not
  * "FILENAME CLASS" would drop its image from the set without a word: it is refused, as is a read
  * error (which would end the list early). On failure l holds what was read, for _lines_free. */
-static int _read_lines(const char *labels_file, label_lines *l, char *err, size_t errlen)
+static int _read_lines(const char *labels_file, label_lines *l, dlt_err *err)
 {
-    FILE *f = dlt_fopen_regular("labels file", labels_file, "r", err, errlen);
+    FILE *f = dlt_fopen_regular("labels file", labels_file, "r", err);
     char line[1024];
     long long lineno = 0;
     int rc = 0;
@@ -243,7 +242,7 @@ static int _read_lines(const char *labels_file, label_lines *l, char *err, size_
         int fields;
         lineno++;
         if (!strchr(line, '\n') && !feof(f)) {
-            rc = dlt_fail(err, errlen, -EINVAL, "labels file %s, line %lld: longer than %zu characters", labels_file,
+            rc = dlt_fail(err, -EINVAL, "labels file %s, line %lld: longer than %zu characters", labels_file,
                           lineno, sizeof(line) - 2);
             break;
         }
@@ -252,7 +251,7 @@ static int _read_lines(const char *labels_file, label_lines *l, char *err, size_
             continue;
         if (fields != 2 || strlen(fn) >= sizeof(fn) - 1 || strlen(cl) >= sizeof(cl) - 1) {
             line[strcspn(line, "\n")] = '\0';
-            rc = dlt_fail(err, errlen, -EINVAL,
+            rc = dlt_fail(err, -EINVAL,
                           "labels file %s, line %lld: '%.80s' is not \"FILENAME CLASS\" (one file name and one "
                           "class, separated by white space)",
                           labels_file, lineno, line);
@@ -267,7 +266,7 @@ static int _read_lines(const char *labels_file, label_lines *l, char *err, size_
             if (ncl)
                 l->classes = ncl;
             if (!nf || !ncl) {
-                rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
+                rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
                               lineno);
                 break;
             }
@@ -277,11 +276,11 @@ static int _read_lines(const char *labels_file, label_lines *l, char *err, size_
         l->classes[l->n] = strdup(cl);
         l->n++; /* counted even when a copy failed: _lines_free frees both (free(NULL) is nothing) */
         if (!l->files[l->n - 1] || !l->classes[l->n - 1])
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
+            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
                           lineno);
     }
     if (rc == 0 && ferror(f))
-        rc = dlt_fail(err, errlen, -EIO, "reading labels file %s after line %lld: %s", labels_file, lineno,
+        rc = dlt_fail(err, -EIO, "reading labels file %s after line %lld: %s", labels_file, lineno,
                       strerror(errno));
     fclose(f);
     return rc;
@@ -290,7 +289,7 @@ static int _read_lines(const char *labels_file, label_lines *l, char *err, size_
 /* A flat folder and a labels file of "FILENAME CLASS" lines: class names numbered in sorted order.
  * A line naming no file, and an image no line names, are left out and counted (d->left). */
 static int _read_labels(dlt_dataset *d, const char *root, const char *labels_file, int64_t *cap, char ***classes,
-                        int64_t *ncls, char *err, size_t errlen)
+                        int64_t *ncls, dlt_err *err)
 {
     label_lines l;
     dlt_dataset_left_out scratch;
@@ -298,14 +297,14 @@ static int _read_labels(dlt_dataset *d, const char *root, const char *labels_fil
     int64_t nfiles = 0, u = 0;
     int rc;
     memset(&l, 0, sizeof(l));
-    if ((rc = _read_lines(labels_file, &l, err, errlen)) != 0)
+    if ((rc = _read_lines(labels_file, &l, err)) != 0)
         goto out;
     if (l.n < 1) {
-        rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
+        rc = dlt_fail(err, -EINVAL, "labels file %s lists no \"FILENAME CLASS\" lines", labels_file);
         goto out;
     }
     if (!(sorted = malloc((size_t)l.n * sizeof(char *)))) {
-        rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s", labels_file);
+        rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s", labels_file);
         goto out;
     }
     /* The same file twice would be scored twice. */
@@ -313,7 +312,7 @@ static int _read_labels(dlt_dataset *d, const char *root, const char *labels_fil
     qsort(sorted, (size_t)l.n, sizeof(char *), dlt_ds_cmp_str);
     for (int64_t i = 1; i < l.n; i++)
         if (!strcmp(sorted[i - 1], sorted[i])) {
-            rc = dlt_fail(err, errlen, -EINVAL, "labels file %s lists %.300s more than once", labels_file, sorted[i]);
+            rc = dlt_fail(err, -EINVAL, "labels file %s lists %.300s more than once", labels_file, sorted[i]);
             goto out;
         }
     memcpy(sorted, l.classes, (size_t)l.n * sizeof(char *));
@@ -322,13 +321,13 @@ static int _read_labels(dlt_dataset *d, const char *root, const char *labels_fil
         if (!u || strcmp(sorted[u - 1], sorted[i]))
             sorted[u++] = sorted[i];
     if (!(*classes = calloc((size_t)u, sizeof(char *)))) {
-        rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s", labels_file);
+        rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s", labels_file);
         goto out;
     }
     *ncls = u;
     for (int64_t i = 0; i < u; i++)
         if (!((*classes)[i] = strdup(sorted[i]))) {
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s", labels_file);
+            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s", labels_file);
             goto out;
         }
     for (int64_t i = 0; i < l.n; i++) {
@@ -343,20 +342,20 @@ static int _read_labels(dlt_dataset *d, const char *root, const char *labels_fil
             continue;
         }
         if (_add(d, cap, l.files[i], (int32_t)(hit - *classes)) != 0) {
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory reading labels file %s (%" PRId64 " images so far)",
+            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (%" PRId64 " images so far)",
                           labels_file, d->n);
             goto out;
         }
     }
     if (d->n < 1) {
-        rc = dlt_fail(err, errlen, -ENOENT, "none of the %" PRId64 " file(s) labels file %s names is in %s (first: "
+        rc = dlt_fail(err, -ENOENT, "none of the %" PRId64 " file(s) labels file %s names is in %s (first: "
                       "%.300s)", l.n, labels_file, root, l.files[0]);
         goto out;
     }
     /* Images of the folder that no line names are left out: count them. */
     memset(&scratch, 0, sizeof(scratch));
     qsort(l.files, (size_t)l.n, sizeof(char *), dlt_ds_cmp_str);
-    if ((rc = _list(root, 0, &files, &nfiles, &scratch, err, errlen)) != 0)
+    if ((rc = _list(root, 0, &files, &nfiles, &scratch, err)) != 0)
         goto out;
     for (int64_t i = 0; i < nfiles; i++)
         if (!bsearch(&files[i], l.files, (size_t)l.n, sizeof(char *), dlt_ds_cmp_str))
@@ -368,7 +367,7 @@ out:
     return rc;
 }
 
-int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, char *err, size_t errlen)
+int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *labels_file, dlt_err *err)
 {
     dlt_dataset *d = calloc(1, sizeof(*d));
     char **classes = NULL;
@@ -376,12 +375,12 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
     int rc;
     *out = NULL;
     if (!d)
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory opening %s", root);
+        return dlt_fail(err, -ENOMEM, "out of memory opening %s", root);
     d->fd = -1;
-    rc = labels_file ? _read_labels(d, root, labels_file, &cap, &classes, &ncls, err, errlen)
-                     : _read_class_folders(d, root, &cap, &classes, &ncls, err, errlen);
+    rc = labels_file ? _read_labels(d, root, labels_file, &cap, &classes, &ncls, err)
+                     : _read_class_folders(d, root, &cap, &classes, &ncls, err);
     if (rc == 0 && d->n < 1)
-        rc = dlt_fail(err, errlen, -ENOENT, "%s holds no .JPEG/.jpg images", root);
+        rc = dlt_fail(err, -ENOENT, "%s holds no .JPEG/.jpg images", root);
     if (rc != 0) {
         dlt_ds_free_list(classes, ncls);
         dlt_dataset_close(d);
@@ -396,7 +395,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
 }
 
 int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
-                         char *name, size_t namelen, char *err, size_t errlen)
+                         char *name, size_t namelen, dlt_err *err)
 {
     char path[PATH_MAX];
     struct stat st;
@@ -404,7 +403,7 @@ int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, 
     int fd;
     if (dlt_imagefolder_path(d, i, path, sizeof(path)) != 0) {
         snprintf(name, namelen, "%s/%s", d->root, d->paths[i]);
-        return dlt_fail(err, errlen, -ENAMETOOLONG, "path longer than %d bytes", PATH_MAX);
+        return dlt_fail(err, -ENAMETOOLONG, "path longer than %d bytes", PATH_MAX);
     }
     /* O_NONBLOCK: a file swapped for a FIFO since the listing is refused below, not waited on
      * (no effect on a regular file's reads). */
@@ -412,10 +411,10 @@ int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, 
     snprintf(name, namelen, "%s", path);
     *label = d->label_map ? d->label_map[d->labels[i]] : d->labels[i];
     if (fd < 0)
-        return dlt_fail(err, errlen, -errno, "cannot open: %s", strerror(errno));
+        return dlt_fail(err, -errno, "cannot open: %s", strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > DLT_DATASET_MAX_FILE) {
         close(fd);
-        return dlt_fail(err, errlen, -EINVAL, "not a regular file under %u MiB", DLT_DATASET_MAX_FILE >> 20);
+        return dlt_fail(err, -EINVAL, "not a regular file under %u MiB", DLT_DATASET_MAX_FILE >> 20);
     }
     if (dlt_ds_grow(buf, cap, (size_t)st.st_size + 1) != 0) {
         close(fd);

@@ -63,7 +63,7 @@ static int _default_workers(void)
     return n > 0 ? n : 1;
 }
 
-int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, char *err, size_t errlen)
+int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, dlt_err *err)
 {
     dlt_loader *l = calloc(1, sizeof(*l));
     size_t img = (size_t)cfg->out * cfg->out * 3;
@@ -77,14 +77,14 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
     if (l->cfg.workers <= 0)
         l->cfg.workers = _default_workers();
     if (cfg->batch < 1 || cfg->world < 1) {
-        snprintf(err, errlen, "batch %d on %d rank(s): both must be at least 1", cfg->batch, cfg->world);
+        dlt_fail(err, -EIO, "batch %d on %d rank(s): both must be at least 1", cfg->batch, cfg->world);
         free(l);
         return -EINVAL;
     }
     if (cfg->train) {
-        int rc = dlt_loader_check_fit(dlt_dataset_count(ds), cfg->batch, cfg->world, dlt_dataset_root(ds), err, errlen);
+        int rc = dlt_loader_check_fit(dlt_dataset_count(ds), cfg->batch, cfg->world, dlt_dataset_root(ds), err);
         if (rc == 0 && dlt_sampler_init(&l->sampler, dlt_dataset_count(ds), cfg->seed, cfg->rank, cfg->world, 1) != 0)
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the sampler of %lld images",
+            rc = dlt_fail(err, -ENOMEM, "out of memory for the sampler of %lld images",
                           (long long)dlt_dataset_count(ds));
         if (rc != 0) {
             free(l);
@@ -94,7 +94,7 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
         l->spe = l->per_rank / cfg->batch;
     } else {
         if (dlt_sampler_init_exact(&l->sampler, dlt_dataset_count(ds), cfg->rank, cfg->world) != 0) {
-            snprintf(err, errlen, "%s: no images to evaluate", dlt_dataset_root(ds));
+            dlt_fail(err, -EIO, "%s: no images to evaluate", dlt_dataset_root(ds));
             free(l);
             return -EINVAL;
         }
@@ -119,24 +119,24 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
     *out = l;
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory for %d prefetched batches", l->cfg.depth);
+    dlt_fail(err, -EIO, "out of memory for %d prefetched batches", l->cfg.depth);
     dlt_loader_destroy(l);
     return -ENOMEM;
 }
 
-int dlt_loader_check_fit(int64_t count, int batch, int ranks, const char *what, char *err, size_t errlen)
+int dlt_loader_check_fit(int64_t count, int batch, int ranks, const char *what, dlt_err *err)
 {
     int64_t per_rank = ranks > 0 ? count / ranks : 0;
     if (ranks < 1 || batch < 1)
-        return dlt_fail(err, errlen, -EINVAL, "batch %d on %d rank(s): both must be at least 1", batch, ranks);
+        return dlt_fail(err, -EINVAL, "batch %d on %d rank(s): both must be at least 1", batch, ranks);
     if (per_rank >= batch)
         return 0;
     if (per_rank < 1)
-        return dlt_fail(err, errlen, -EINVAL,
+        return dlt_fail(err, -EINVAL,
                         "%s: %lld image(s) for %d ranks: every rank needs at least one batch of --batch %d: use more "
                         "images or fewer ranks",
                         what, (long long)count, ranks, batch);
-    return dlt_fail(err, errlen, -EINVAL,
+    return dlt_fail(err, -EINVAL,
                     "%s: %lld image(s) give no full batch of %d on each of %d rank(s) (%lld needed): use --batch %lld "
                     "or less, or more images",
                     what, (long long)count, batch, ranks, (long long)batch * ranks, (long long)per_rank);
@@ -287,14 +287,15 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
     idx = dlt_sampler_index(&l->sampler, epoch, step * l->cfg.batch + j);
     pthread_mutex_unlock(&l->mu);
     for (int attempt = 0; attempt < 16; attempt++, idx = (idx + 7919) % n) {
-        char name[1024], err[512];
+        char name[1024];
+        dlt_err err = DLT_ERR_INIT;
         size_t len = 0;
         int32_t label = 0;
         dlt_rng r;
         dlt_rng_seed(&r, l->cfg.seed ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ull), (uint64_t)idx);
-        if (dlt_dataset_read(l->ds, idx, buf, cap, &len, &label, name, sizeof(name), err, sizeof(err)) == 0 &&
-            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train && !l->cfg.no_augment, &r, slot->images + (size_t)j * img, err,
-                                 sizeof(err)) == 0) {
+        if (dlt_dataset_read(l->ds, idx, buf, cap, &len, &label, name, sizeof(name), &err) == 0 &&
+            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train && !l->cfg.no_augment, &r, slot->images + (size_t)j * img,
+                                 &err) == 0) {
             slot->labels[j] = label;
             return;
         }
@@ -317,7 +318,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             l->reported[idx / 8] |= (unsigned char)(1u << (idx % 8));
             l->known++;
             if (l->nfirst < 3)
-                snprintf(l->first_bad[l->nfirst++], sizeof(l->first_bad[0]), "%.250s: %.140s", name, err);
+                snprintf(l->first_bad[l->nfirst++], sizeof(l->first_bad[0]), "%.250s: %.140s", name, err.msg);
             if (l->nfresh == l->capfresh) {
                 int nc = l->capfresh ? 2 * l->capfresh : 64;
                 int64_t *nf = realloc(l->fresh, (size_t)nc * sizeof(*nf));
@@ -330,11 +331,11 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
                 l->fresh[l->nfresh++] = idx;
             if (l->cfg.defer_reports) {
                 char line[2048];
-                snprintf(line, sizeof(line), "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name,
-                         err);
+                snprintf(line, sizeof(line), "dltrain: %s image %s: %.900s\n", l->cfg.strict ? "bad" : "skipping bad", name,
+                         err.msg);
                 _hold(l, idx, line);
             } else {
-                fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err);
+                fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err.msg);
             }
             _bad_bound(l);
         }
@@ -342,7 +343,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             l->fatal = 1;
             l->fatal_seq = seq;
             pthread_cond_broadcast(&l->cv_done);
-            snprintf(l->fatal_msg, sizeof(l->fatal_msg), "bad image %.900s (--strict): %.100s", name, err);
+            snprintf(l->fatal_msg, sizeof(l->fatal_msg), "bad image %.900s (--strict): %.100s", name, err.msg);
         }
         pthread_mutex_unlock(&l->mu);
         /* Evaluation scores every image once: another image in its place would be scored twice. */
@@ -428,18 +429,18 @@ int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step)
     return 0;
 }
 
-int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **labels, char *err, size_t errlen)
+int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **labels, dlt_err *err)
 {
     int64_t seq;
     _slot *slot;
     if (l->spe == 0)
-        return dlt_fail(err, errlen, -EINVAL, "rank %d has no images of %s to read (fewer images than ranks)",
+        return dlt_fail(err, -EINVAL, "rank %d has no images of %s to read (fewer images than ranks)",
                         l->cfg.rank, dlt_dataset_root(l->ds));
     pthread_mutex_lock(&l->mu);
     seq = l->consumed;
     if (seq >= l->released + l->cfg.depth) {
         pthread_mutex_unlock(&l->mu);
-        return dlt_fail(err, errlen, -EBUSY, "all %d batches of the ring are held: release one first", l->cfg.depth);
+        return dlt_fail(err, -EBUSY, "all %d batches of the ring are held: release one first", l->cfg.depth);
     }
     slot = &l->slots[seq % l->cfg.depth];
 #define FATAL_NOW(l) ((l)->fatal && ((l)->fatal_seq < 0 || (l)->fatal_seq <= seq))
@@ -447,7 +448,7 @@ int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **la
         pthread_cond_wait(&l->cv_done, &l->mu);
     if (FATAL_NOW(l)) {
 #undef FATAL_NOW
-        snprintf(err, errlen, "%s", l->fatal_msg);
+        dlt_fail(err, -EIO, "%s", l->fatal_msg);
         pthread_mutex_unlock(&l->mu);
         return -EIO;
     }
@@ -470,11 +471,11 @@ void dlt_loader_release(dlt_loader *l)
     pthread_mutex_unlock(&l->mu);
 }
 
-int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen)
+int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, dlt_err *err)
 {
     const uint8_t *im;
     const int32_t *lb;
-    int rc = dlt_loader_acquire(l, &im, &lb, err, errlen);
+    int rc = dlt_loader_acquire(l, &im, &lb, err);
     if (rc)
         return rc;
     memcpy(images, im, (size_t)l->cfg.batch * l->cfg.out * l->cfg.out * 3);

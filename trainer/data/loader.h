@@ -14,6 +14,7 @@
 
 #include "trainer/data/dataset.h"
 #include "trainer/data/sampler.h"
+#include "trainer/common/status.h"
 
 typedef struct dlt_loader dlt_loader;
 
@@ -38,10 +39,10 @@ typedef struct {
 
 /* Fails with a usage message (image count, batch, ranks, the fix) when training would have no
  * full batch per rank. */
-int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, char *err, size_t errlen);
+int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config *cfg, dlt_err *err);
 /* Whether count images give each of ranks ranks a full batch: 0, or -EINVAL with a message naming
  * what (where the images come from), the image count, the batch, the ranks and the fix. */
-int dlt_loader_check_fit(int64_t count, int batch, int ranks, const char *what, char *err, size_t errlen);
+int dlt_loader_check_fit(int64_t count, int batch, int ranks, const char *what, dlt_err *err);
 /* Batches per epoch for this rank (evaluation: the last may be short; 0 when this rank has no
  * image because there are fewer images than ranks). */
 int64_t dlt_loader_steps_per_epoch(const dlt_loader *l);
@@ -54,10 +55,10 @@ int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step);
 #define DLT_LABEL_UNSCORED (-1)
 
 /* The next batch (uint8 NHWC images, labels). Blocks until ready. Returns 0 or -EIO (err). */
-int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, char *err, size_t errlen);
+int dlt_loader_next(dlt_loader *l, uint8_t *images, int32_t *labels, dlt_err *err);
 /* The next batch without a copy: pointers into its ring slot, which stays the caller's until
  * dlt_loader_release (batches are released in the order they were acquired). */
-int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **labels, char *err, size_t errlen);
+int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **labels, dlt_err *err);
 void dlt_loader_release(dlt_loader *l);
 /* How many of the batch next() returned last are real images (the first ones); the batch size
  * except for the short last batch of an evaluation. Only these are to be scored. */

@@ -12,34 +12,32 @@
 #include "trainer/common/status.h"
 
 int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
-                           char *err, size_t errlen)
+                           dlt_err *err)
 {
     int rc;
     memset(s, 0, sizeof(*s));
     s->batch = lc->batch;
     snprintf(s->path, sizeof(s->path), "%s", path);
     if (dlt_recordio_path(path))
-        rc = dlt_dataset_open_recordio(&s->ds, path, err, errlen);
+        rc = dlt_dataset_open_recordio(&s->ds, path, err);
     else
-        rc = dlt_dataset_open_folder(&s->ds, path, labels, err, errlen);
+        rc = dlt_dataset_open_folder(&s->ds, path, labels, err);
     if (rc != 0)
         return rc;
-    return dlt_loader_create(&s->loader, s->ds, lc, err, errlen);
+    return dlt_loader_create(&s->loader, s->ds, lc, err);
 }
 
-int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, char *err,
-                            size_t errlen)
+int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, dlt_err *err)
 {
     memset(s, 0, sizeof(*s));
     s->batch = lc->batch;
     snprintf(s->path, sizeof(s->path), "%s", path);
     s->ds = ds;
-    return dlt_loader_create(&s->loader, s->ds, lc, err, errlen);
+    return dlt_loader_create(&s->loader, s->ds, lc, err);
 }
 
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
-                              uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
-                              size_t errlen)
+                              uint64_t class_seed, int learnable, int rank, int world, int exact, dlt_err *err)
 {
     int rc;
     memset(s, 0, sizeof(*s));
@@ -47,11 +45,11 @@ int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, 
     rc = exact ? dlt_synthetic_init_exact(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)
                : dlt_synthetic_init(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world);
     if (rc == -ENOMEM)
-        return dlt_fail(err, errlen, rc, "synthetic data: out of memory for the order of its %lld images (the "
+        return dlt_fail(err, rc, "synthetic data: out of memory for the order of its %lld images (the "
                         "process's memory limit: `ulimit -v`, the job's --mem; --synthetic-size N needs less)",
                         (long long)size);
     if (rc != 0)
-        return dlt_fail(err, errlen, -EINVAL, "synthetic data: %lld images cannot be split over %d ranks",
+        return dlt_fail(err, -EINVAL, "synthetic data: %lld images cannot be split over %d ranks",
                         (long long)size, world);
     return 0;
 }
@@ -92,33 +90,33 @@ int64_t dlt_source_steps_per_epoch(const dlt_source *s)
     return s->loader ? dlt_loader_steps_per_epoch(s->loader) : dlt_synthetic_steps_per_epoch(&s->synth, s->batch);
 }
 
-int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size_t errlen)
+int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, dlt_err *err)
 {
     if (s->loader && dlt_loader_start(s->loader, epoch, step) != 0)
-        return dlt_fail(err, errlen, -EIO, "cannot start the data loader threads");
+        return dlt_fail(err, -EAGAIN, "cannot start the data loader threads");
     return 0;
 }
 
 int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t **images, const int32_t **labels,
-                       char *err, size_t errlen)
+                       dlt_err *err)
 {
     size_t bytes = (size_t)s->batch * s->synth.image * s->synth.image * 3;
     int i;
     if (s->loader) { /* positioned by dlt_source_start, it runs in order */
-        int rc = dlt_loader_acquire(s->loader, images, labels, err, errlen);
+        int rc = dlt_loader_acquire(s->loader, images, labels, err);
         if (rc == 0)
             s->acquired++;
         return rc != 0 ? (rc == -EBUSY ? rc : -EIO) : 0;
     }
     if (s->acquired - s->released >= DLT_SOURCE_RING - 2)
-        return dlt_fail(err, errlen, -EBUSY, "%d generated batches held already: release one first",
+        return dlt_fail(err, -EBUSY, "%d generated batches held already: release one first",
                         DLT_SOURCE_RING - 2);
     i = (int)(s->acquired % DLT_SOURCE_RING);
     if (!s->ring_images[i]) {
         s->ring_images[i] = s->alloc ? s->alloc(s->alloc_arg, bytes) : malloc(bytes);
         s->ring_labels[i] = malloc(sizeof(int32_t) * (size_t)s->batch);
         if (!s->ring_images[i] || !s->ring_labels[i])
-            return dlt_fail(err, errlen, -ENOMEM, "out of memory for a batch of %d generated images", s->batch);
+            return dlt_fail(err, -ENOMEM, "out of memory for a batch of %d generated images", s->batch);
     }
     dlt_synthetic_batch(&s->synth, epoch, step, s->batch, s->ring_images[i], s->ring_labels[i]);
     s->last_step = step;

@@ -10,6 +10,7 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/synthetic.h"
+#include "trainer/common/status.h"
 
 /* Batches a source holds for its user at most (acquired, not yet released) is this minus two. */
 #define DLT_SOURCE_RING 4
@@ -33,16 +34,14 @@ typedef struct {
 /* Real images at path: an ImageFolder root (labels: a "FILENAME CLASS" file for a flat folder,
  * may be NULL) or a RecordIO .rec; lc says how the loader cuts and transforms them. */
 int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
-                           char *err, size_t errlen);
+                           dlt_err *err);
 /* The same over a data set already open (one another rank's list built, folder_list.h); the
  * source owns ds from here, even when this fails. */
-int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, char *err,
-                            size_t errlen);
+int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, dlt_err *err);
 /* Generated images (see synthetic.h for the arguments); exact: an evaluation set, every image
  * scored once over the ranks. */
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,
-                              uint64_t class_seed, int learnable, int rank, int world, int exact, char *err,
-                              size_t errlen);
+                              uint64_t class_seed, int learnable, int rank, int world, int exact, dlt_err *err);
 /* Where generated batches are written for dlt_source_acquire (NULL: malloc): the backend's host
  * memory (real images: dlt_loader_config's alloc says it). Before the first acquire. */
 void dlt_source_set_allocator(dlt_source *s, void *(*alloc)(void *arg, size_t bytes),
@@ -54,12 +53,12 @@ int dlt_source_classes(const dlt_source *s);
 int64_t dlt_source_images(const dlt_source *s);
 int64_t dlt_source_steps_per_epoch(const dlt_source *s);
 /* Positions the stream at (epoch, step); call once before the first acquire. */
-int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, char *err, size_t errlen);
+int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, dlt_err *err);
 /* The batch of (epoch, step) without a copy: pointers to where it was decoded (or generated),
  * the caller's until dlt_source_release, which gives back the oldest batch still held; at most
  * DLT_SOURCE_RING - 2 are held at a time. */
 int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t **images, const int32_t **labels,
-                       char *err, size_t errlen);
+                       dlt_err *err);
 void dlt_source_release(dlt_source *s);
 /* Real images in the batch acquire() gave last: the batch, or fewer in an evaluation's last batch
  * on a rank (every image is scored exactly once; the rest of the batch is padding). */

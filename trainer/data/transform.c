@@ -143,14 +143,7 @@ void dlt_decoder_last_scale(const dlt_decoder *d, int *num, int *denom)
     *denom = d->last_denom;
 }
 
-static int _fail(char *err, size_t errlen, const char *fmt, const char *detail)
-{
-    snprintf(err, errlen, fmt, detail);
-    return -EINVAL;
-}
-
-static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int *h, int *cmyk, char *err,
-                   size_t errlen)
+static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int *h, int *cmyk, dlt_err *err)
 {
     int subsamp, cs;
     /* libjpeg-turbo 2.1: after a failed call, the next tjDecompressHeader3 on the same handle may
@@ -158,30 +151,28 @@ static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int 
     if (d->poisoned) {
         tjhandle fresh = tjInitDecompress();
         if (!fresh)
-            return _fail(err, errlen, "%s", "cannot create a JPEG decoder");
+            return dlt_fail(err, -EINVAL, "%s", "cannot create a JPEG decoder");
         tjDestroy(d->tj);
         d->tj = fresh;
         d->poisoned = 0;
     }
     *w = *h = 0;
     if (len < 4 || len > (size_t)INT32_MAX)
-        return _fail(err, errlen, "%s", len < 4 ? "empty or truncated file" : "file too large");
+        return dlt_fail(err, -EINVAL, "%s", len < 4 ? "empty or truncated file" : "file too large");
     if (tjDecompressHeader3(d->tj, jpeg, (unsigned long)len, w, h, &subsamp, &cs) != 0) {
         d->poisoned = 1;
-        return _fail(err, errlen, "not a readable JPEG: %s", tjGetErrorStr2(d->tj));
+        return dlt_fail(err, -EINVAL, "not a readable JPEG: %s", tjGetErrorStr2(d->tj));
     }
     /* libjpeg-turbo may accept a header cut before the frame (a file of a few bytes) and give no
      * size: that is a truncated file, not an odd image. */
     if (*w < 1 || *h < 1) {
         d->poisoned = 1;
-        snprintf(err, errlen, "truncated or not a JPEG (%zu bytes, no image size in its header)", len);
-        return -EINVAL;
+        return dlt_fail(err, -EINVAL, "truncated or not a JPEG (%zu bytes, no image size in its header)", len);
     }
     if (*w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE || (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
     {
-        snprintf(err, errlen, "image of %dx%d pixels is over the limits (%d pixels a side, %u in all)", *w, *h,
+        return dlt_fail(err, -EINVAL, "image of %dx%d pixels is over the limits (%d pixels a side, %u in all)", *w, *h,
                  DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
-        return -EINVAL;
     }
     *cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     return 0;
@@ -202,7 +193,7 @@ static int _reserve(dlt_decoder *d, size_t need)
 
 /* Decodes at DCT scale num/denom into d->buf as RGB (sw x sh). */
 static int _decode_scaled(dlt_decoder *d, const uint8_t *jpeg, size_t len, int w, int h, int cmyk, int num, int denom,
-                          int *sw, int *sh, char *err, size_t errlen)
+                          int *sw, int *sh, dlt_err *err)
 {
     tjscalingfactor f = {num, denom};
     size_t need;
@@ -210,12 +201,12 @@ static int _decode_scaled(dlt_decoder *d, const uint8_t *jpeg, size_t len, int w
     *sh = TJSCALED(h, f);
     need = (size_t)*sw * *sh * (cmyk ? 4 : 3);
     if (_reserve(d, need) != 0)
-        return _fail(err, errlen, "%s", "out of memory decoding");
+        return dlt_fail(err, -EINVAL, "%s", "out of memory decoding");
     /* Warnings (truncated data, corrupt segments) are errors: such an image is skipped, not used. */
     if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->buf, *sw, 0, *sh, cmyk ? TJPF_CMYK : TJPF_RGB,
                       TJFLAG_STOPONWARNING | TJFLAG_FASTDCT) != 0) {
         d->poisoned = 1;
-        return _fail(err, errlen, "corrupt JPEG data: %s", tjGetErrorStr2(d->tj));
+        return dlt_fail(err, -EINVAL, "corrupt JPEG data: %s", tjGetErrorStr2(d->tj));
     }
     if (cmyk) {
         /* Adobe CMYK JPEGs store inverted values: R = C K / 255, etc. In place, 4 -> 3 bytes. */
@@ -261,7 +252,7 @@ static void _jpeg_output(j_common_ptr ci)
  * are entropy-decoded but not transformed, rows below are not read at all). The crop's first
  * pixel is at d->buf + *rx * 3, rows *stride bytes apart. RGB output (grayscale expanded). */
 static int _decode_region(dlt_decoder *d, const uint8_t *jpeg, size_t len, int num, int denom, int x0, int y0, int cw,
-                          int ch, int *rx, int *stride, char *err, size_t errlen)
+                          int ch, int *rx, int *stride, dlt_err *err)
 {
     struct jpeg_decompress_struct ci;
     _jpeg_err je;
@@ -276,7 +267,7 @@ static int _decode_region(dlt_decoder *d, const uint8_t *jpeg, size_t len, int n
     if (setjmp(je.jump)) {
         if (created)
             jpeg_destroy_decompress(&ci);
-        return _fail(err, errlen, "corrupt JPEG data: %s", je.msg);
+        return dlt_fail(err, -EINVAL, "corrupt JPEG data: %s", je.msg);
     }
     jpeg_create_decompress(&ci);
     created = 1;
@@ -289,23 +280,23 @@ static int _decode_region(dlt_decoder *d, const uint8_t *jpeg, size_t len, int n
     jpeg_start_decompress(&ci);
     if ((int)ci.output_width < x0 + cw || (int)ci.output_height < y0 + ch) {
         jpeg_destroy_decompress(&ci);
-        return _fail(err, errlen, "%s", "crop outside the scaled image");
+        return dlt_fail(err, -EINVAL, "%s", "crop outside the scaled image");
     }
     jpeg_crop_scanline(&ci, &xoff, &width);
     if (_reserve(d, (size_t)width * 3 * (size_t)ch) != 0) {
         jpeg_destroy_decompress(&ci);
-        return _fail(err, errlen, "%s", "out of memory decoding");
+        return dlt_fail(err, -EINVAL, "%s", "out of memory decoding");
     }
     if (y0 > 0 && jpeg_skip_scanlines(&ci, (JDIMENSION)y0) != (JDIMENSION)y0) {
         jpeg_destroy_decompress(&ci);
-        return _fail(err, errlen, "%s", "corrupt JPEG data: cannot skip to the crop");
+        return dlt_fail(err, -EINVAL, "%s", "corrupt JPEG data: cannot skip to the crop");
     }
     for (int row = 0; row < ch;) {
         JSAMPROW p = d->buf + (size_t)row * width * 3;
         JDIMENSION got = jpeg_read_scanlines(&ci, &p, 1);
         if (got != 1) {
             jpeg_destroy_decompress(&ci);
-            return _fail(err, errlen, "%s", "corrupt JPEG data: rows missing");
+            return dlt_fail(err, -EINVAL, "%s", "corrupt JPEG data: rows missing");
         }
         row++;
     }
@@ -323,25 +314,24 @@ void dlt_decoder_decode_whole(dlt_decoder *d, int on)
     d->full = on;
 }
 
-int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, char *err,
-                   size_t errlen)
+int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, dlt_err *err)
 {
     int cmyk, sw, sh, rc;
-    if ((rc = _header(d, jpeg, len, w, h, &cmyk, err, errlen)) != 0 ||
-        (rc = _decode_scaled(d, jpeg, len, *w, *h, cmyk, 1, 1, &sw, &sh, err, errlen)) != 0)
+    if ((rc = _header(d, jpeg, len, w, h, &cmyk, err)) != 0 ||
+        (rc = _decode_scaled(d, jpeg, len, *w, *h, cmyk, 1, 1, &sw, &sh, err)) != 0)
         return rc;
     *rgb = d->buf;
     return 0;
 }
 
 int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
-                         uint8_t *dst, char *err, size_t errlen)
+                         uint8_t *dst, dlt_err *err)
 {
     int w, h, sw = 0, sh = 0, num = 1, denom = 1, cmyk, rc;
     dlt_crop c;
     const uint8_t *src;
 
-    if ((rc = _header(d, jpeg, len, &w, &h, &cmyk, err, errlen)) != 0)
+    if ((rc = _header(d, jpeg, len, &w, &h, &cmyk, err)) != 0)
         return rc;
     if (train)
         dlt_crop_random_resized(r, w, h, &c);
@@ -376,7 +366,7 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
         if (y0 + ch > sh)
             y0 = sh - ch;
         if (cmyk || d->full) {
-            if ((rc = _decode_scaled(d, jpeg, len, w, h, cmyk, num, denom, &sw, &sh, err, errlen)) != 0)
+            if ((rc = _decode_scaled(d, jpeg, len, w, h, cmyk, num, denom, &sw, &sh, err)) != 0)
                 return rc;
             src = d->buf + ((size_t)y0 * sw + (size_t)x0) * 3;
             stride = sw * 3;
@@ -387,8 +377,7 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
              * result equals a whole decode's, bit for bit. */
             int m = 16, rx0 = x0 > m ? x0 - m : 0, ry0 = y0;
             int rx1 = x0 + cw + m < sw ? x0 + cw + m : sw, ry1 = y0 + ch;
-            if ((rc = _decode_region(d, jpeg, len, num, denom, rx0, ry0, rx1 - rx0, ry1 - ry0, &rx, &stride, err,
-                                     errlen)) != 0)
+            if ((rc = _decode_region(d, jpeg, len, num, denom, rx0, ry0, rx1 - rx0, ry1 - ry0, &rx, &stride, err)) != 0)
                 return rc;
             src = d->buf + (size_t)(y0 - ry0) * stride + (size_t)(rx + x0 - rx0) * 3;
         }
@@ -401,7 +390,7 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
             _resize_bilinear(src, cw, ch, stride, dst, out);
         else if (!stbir_resize_uint8_generic(src, cw, ch, stride, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
                                         STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, NULL))
-            return _fail(err, errlen, "%s", "resize failed");
+            return dlt_fail(err, -EINVAL, "%s", "resize failed");
     }
     if (c.flip)
         for (int y = 0; y < out; y++) {

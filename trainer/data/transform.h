@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "trainer/common/rng.h"
+#include "trainer/common/status.h"
 
 #define DLT_IMAGE_MAX_SIDE 16384
 #define DLT_IMAGE_MAX_PIXELS (100u * 1000u * 1000u)
@@ -35,12 +36,11 @@ void dlt_decoder_destroy(dlt_decoder *d);
 /* Decodes jpeg (len bytes) and writes out x out x 3 RGB to dst. train: random crop and flip from r;
  * else the centre crop. Returns 0, or -EINVAL with err naming what is wrong with the data. */
 int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
-                         uint8_t *dst, char *err, size_t errlen);
+                         uint8_t *dst, dlt_err *err);
 
 /* Decodes the whole image to RGB at full size (CMYK converted, warnings refused). *rgb points into
  * the decoder's buffer, valid until its next use. */
-int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, char *err,
-                   size_t errlen);
+int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, dlt_err *err);
 
 /* on: decode whole images and crop afterwards instead of decoding only the crop's region (tests
  * and benchmarks compare the two; the region is the default). */

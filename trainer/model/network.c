@@ -36,8 +36,7 @@ static int _plan_optimizer(dlt_net *net)
     dlt_param_segment *segs = calloc((size_t)m->nentries + 1, sizeof(*segs));
     int n = 0, rc;
     if (!segs) {
-        snprintf(net->be->err, net->be->errlen, "out of memory");
-        return -ENOMEM;
+        return dlt_fail(net->be->err, -ENOMEM, "out of memory");
     }
     for (int i = 0; i < m->nentries; i++) {
         const dlt_state_entry *e = &m->entries[i];
@@ -68,17 +67,16 @@ void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo)
     }
 }
 
-int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, char *err, size_t errlen)
+int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err)
 {
     dlt_model *m = &net->model;
     size_t maxt = 0, nbn_c = 0, as = be->act_size;
-    dlt_status st = {0};
     int rc;
     memset(net, 0, sizeof(*net));
     net->be = be;
     net->bn_momentum = 0.1f;
     net->bn_eps = 1e-5f;
-    if ((rc = dlt_model_build(m, cfg, err, errlen)) != 0)
+    if ((rc = dlt_model_build(m, cfg, err)) != 0)
         return rc;
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].kind == DLT_LAYER_BN)
@@ -121,7 +119,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
         goto oom;
     if (be->ops->bn_bwd_relu && !(net->scratch2 = _balloc(be, maxt * as)))
         goto oom;
-    DLT_TRY_GOTO(&st, rc, _plan_optimizer(net), be->err, fail, "planning the optimizer");
+    DLT_TRY_GOTO(be->err, rc, _plan_optimizer(net), fail, "planning the optimizer");
     for (int i = 0; i < m->nlayers; i++) {
         dlt_layer *l = &m->layers[i];
         dlt_act_shape ash = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
@@ -135,18 +133,20 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, c
             rc = be->ops->maxpool_plan(be, &ash, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
         if (rc != 0) {
             dlt_crash_context(NULL);
-            dlt_status_take(&st, rc, be->err, "planning layer %s", l->name);
+            dlt_fail_prefix(be->err, rc, "planning layer %s", l->name);
             goto fail;
         }
     }
     dlt_crash_context(NULL);
     return 0;
 oom:
-    dlt_status_fail(&st, -ENOMEM, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
+    rc = dlt_fail(err, -ENOMEM, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
                     be->host_memory ? "host" : "device", cfg->batch, cfg->image);
 fail:
     dlt_net_destroy(net);
-    return dlt_fail(err, errlen, st.code, "%s", st.msg);
+    if (be->err != err) /* the backend's words, where it reports elsewhere */
+        dlt_fail_take(err, be->err);
+    return rc;
 }
 
 void dlt_net_destroy(dlt_net *net)
@@ -321,10 +321,10 @@ int dlt_net_bn_save(dlt_net *net)
     dlt_backend *be = net->be;
     const dlt_model *m = &net->model;
     if (!net->d_stats_saved && !(net->d_stats_saved = be->ops->alloc(be, (m->nstats + 1) * sizeof(float))))
-        return dlt_fail(be->err, be->errlen, -ENOMEM, "out of %s memory for a copy of the batch-norm statistics",
+        return dlt_fail(be->err, -ENOMEM, "out of %s memory for a copy of the batch-norm statistics",
                         be->host_memory ? "host" : "device");
     if (!net->bn_batches_saved && !(net->bn_batches_saved = calloc((size_t)m->nbn + 1, sizeof(int64_t))))
-        return dlt_fail(be->err, be->errlen, -ENOMEM, "out of memory");
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
     memcpy(net->bn_batches_saved, net->bn_batches, (size_t)m->nbn * sizeof(int64_t));
     return be->ops->copy(be, net->d_stats_saved, net->d_stats, m->nstats * sizeof(float));
 }
@@ -334,7 +334,7 @@ int dlt_net_bn_restore(dlt_net *net)
     dlt_backend *be = net->be;
     const dlt_model *m = &net->model;
     if (!net->d_stats_saved)
-        return dlt_fail(be->err, be->errlen, -EPROTO, "no saved batch-norm statistics to restore");
+        return dlt_fail(be->err, -EPROTO, "no saved batch-norm statistics to restore");
     memcpy(net->bn_batches, net->bn_batches_saved, (size_t)m->nbn * sizeof(int64_t));
     return be->ops->copy(be, net->d_stats, net->d_stats_saved, m->nstats * sizeof(float));
 }
@@ -418,7 +418,7 @@ int dlt_net_forward(dlt_net *net, int training)
             break;
         }
         if (rc)
-            snprintf(be->err + strlen(be->err), be->errlen - strlen(be->err), " (layer %s)", l->name);
+            dlt_fail_suffix(be->err, rc, " (layer %s)", l->name);
     }
     return rc;
 }
@@ -527,7 +527,7 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
             rc = listen->ready(listen->arg, ready_lo);
         }
         if (rc)
-            snprintf(be->err + strlen(be->err), be->errlen - strlen(be->err), " (layer %s, backward)", l->name);
+            dlt_fail_suffix(be->err, rc, " (layer %s, backward)", l->name);
     }
     if (rc == 0 && listen && listen->done)
         rc = listen->done(listen->arg);

@@ -7,6 +7,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/comm/grad_listener.h"
 #include "trainer/model/resnet.h"
+#include "trainer/common/status.h"
 
 typedef struct {
     dlt_model model;
@@ -35,7 +36,7 @@ typedef struct {
     float bn_momentum, bn_eps;
 } dlt_net;
 
-int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, char *err, size_t errlen);
+int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err);
 void dlt_net_destroy(dlt_net *net);
 
 /* Kaiming-normal conv weights (fan_out, as torchvision), FC uniform(+-1/sqrt(fan_in)), BN gamma

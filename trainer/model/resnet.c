@@ -20,29 +20,26 @@ static const _depth_row g_depths[] = {
     {18, 0, {2, 2, 2, 2}}, {34, 0, {3, 4, 6, 3}}, {50, 1, {3, 4, 6, 3}}, {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
 };
 
-int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, char *err, size_t errlen)
+int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, dlt_err *err)
 {
     int depth = 0, v1 = 0;
     char tail[8] = "";
     if (!arch || sscanf(arch, "resnet%d%7s", &depth, tail) < 1 || (tail[0] && strcmp(tail, "-v1"))) {
-        snprintf(err, errlen, "unknown --arch '%s' (resnet18, resnet34, resnet50, resnet101, resnet152; add -v1 for "
+        return dlt_fail(err, -EINVAL, "unknown --arch '%s' (resnet18, resnet34, resnet50, resnet101, resnet152; add -v1 for "
                  "the stride-on-1x1 bottleneck of the original MXNet/Caffe2 benchmarks)", arch ? arch : "");
-        return -EINVAL;
     }
     v1 = tail[0] != '\0';
     for (size_t i = 0; i < sizeof(g_depths) / sizeof(g_depths[0]); i++)
         if (g_depths[i].depth == depth) {
             if (v1 && !g_depths[i].bottleneck) {
-                snprintf(err, errlen, "--arch %s: -v1 only changes bottleneck networks (resnet50 and deeper)", arch);
-                return -EINVAL;
+                return dlt_fail(err, -EINVAL, "--arch %s: -v1 only changes bottleneck networks (resnet50 and deeper)", arch);
             }
             snprintf(cfg->arch, sizeof(cfg->arch), "%s", arch);
             cfg->depth = depth;
             cfg->v1 = v1;
             return 0;
         }
-    snprintf(err, errlen, "unknown ResNet depth %d in --arch %s (18, 34, 50, 101, 152)", depth, arch);
-    return -EINVAL;
+    return dlt_fail(err, -EINVAL, "unknown ResNet depth %d in --arch %s (18, 34, 50, 101, 152)", depth, arch);
 }
 
 typedef struct {
@@ -210,7 +207,7 @@ static int _block(_builder *b, const char *prefix, int x, int planes, int stride
     return _bn(b, n, y, 1, identity, 1);
 }
 
-int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, char *err, size_t errlen)
+int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, dlt_err *err)
 {
     const _depth_row *row = NULL;
     _builder b = {m, 0, 0, 0, 0, 0, 0};
@@ -222,11 +219,10 @@ int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, char *err, size_t
             row = &g_depths[i];
     if (!row || cfg->image < 32 || cfg->image > 1024 || cfg->classes < 2 || cfg->batch < 1 ||
         !(cfg->width > 0.f && cfg->width <= 4.f)) { /* written so that a NaN width fails too */
-        snprintf(err, errlen,
+        return dlt_fail(err, -EINVAL,
                  "invalid model: depth %d, image %d (32..1024), classes %d (>= 2), batch %d (>= 1), width %.3g "
                  "(0..4]",
                  cfg->depth, cfg->image, cfg->classes, cfg->batch, (double)cfg->width);
-        return -EINVAL;
     }
     base = (int)(64 * cfg->width + 0.5f);
     if (base < 4)
@@ -282,8 +278,7 @@ int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, char *err, size_t
     }
     if (b.oom) {
         dlt_model_free(m);
-        snprintf(err, errlen, "out of memory building the model");
-        return -ENOMEM;
+        return dlt_fail(err, -ENOMEM, "out of memory building the model");
     }
     m->nparams = b.poff;
     m->nstats = b.soff;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "trainer/backend/backend.h"
+#include "trainer/common/status.h"
 
 typedef enum { DLT_LAYER_CONV, DLT_LAYER_BN, DLT_LAYER_MAXPOOL, DLT_LAYER_AVGPOOL, DLT_LAYER_FC } dlt_layer_kind;
 
@@ -68,10 +69,10 @@ typedef struct {
 } dlt_model;
 
 /* Builds the layer list and state-dict table (no memory for activations). */
-int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, char *err, size_t errlen);
+int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, dlt_err *err);
 void dlt_model_free(dlt_model *m);
 
 /* Parses "resnet50", "resnet50-v1", "resnet18", ... into cfg->arch/depth/v1. */
-int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, char *err, size_t errlen);
+int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, dlt_err *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/comm/agree.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 #include "trainer/train/run.h"
@@ -24,9 +25,9 @@ static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
     dlt_step_state st = {0};
     int rc;
     dlt_net_init_params(&r->net, r->cfg.seed, 1);
-    if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0 ||
+    if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_source_start(&r->src, 0, 0, r->err)) != 0 ||
         (rc = dlt_run_load_batch(r, 0, 0)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "setup");
+        return dlt_fail_prefix(r->err, rc, "setup");
     spe = dlt_source_steps_per_epoch(&r->src);
     spe = spe > 0 ? spe : 1;
     for (int i = 0; i < b->warmup + b->iters; i++) {
@@ -35,14 +36,14 @@ static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
         if (i == b->warmup)
             t0 = dlt_now();
         if (b->feed && i > 0 && (rc = dlt_run_load_batch(r, i / spe, i % spe)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "input");
+            return dlt_fail_prefix(r->err, rc, "input");
         if (b->inference) {
             if ((rc = dlt_net_forward(&r->net, 0)) != 0)
-                return dlt_fail_prefix(r->err, r->errlen, rc, "forward");
+                return dlt_fail_prefix(r->err, rc, "forward");
             if (b->feed && next < b->warmup + b->iters)
                 dlt_run_prefetch(r, next / spe, next % spe);
             if (b->feed && (rc = r->be->ops->sync(r->be)) != 0)
-                return dlt_fail_prefix(r->err, r->errlen, rc, "device");
+                return dlt_fail_prefix(r->err, rc, "device");
             if (b->feed)
                 dlt_run_release_batches(r);
             continue;
@@ -58,7 +59,7 @@ static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
             dlt_run_release_batches(r);
     }
     if ((rc = r->be->ops->sync(r->be)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "device");
+        return dlt_fail_prefix(r->err, rc, "device");
     *seconds = dlt_now() - t0;
     return 0;
 }
@@ -93,8 +94,8 @@ static int _measure_input(dlt_run *r, const dlt_bench_config *b, double *seconds
     double t0 = 0;
     int64_t spe;
     int rc;
-    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "setup");
+    if ((rc = dlt_source_start(&r->src, 0, 0, r->err)) != 0)
+        return dlt_fail_prefix(r->err, rc, "setup");
     spe = dlt_source_steps_per_epoch(&r->src);
     spe = spe > 0 ? spe : 1;
     for (int i = 0; i < b->warmup + b->iters; i++) {
@@ -102,23 +103,18 @@ static int _measure_input(dlt_run *r, const dlt_bench_config *b, double *seconds
         const int32_t *labels;
         if (i == b->warmup)
             t0 = dlt_now();
-        if ((rc = dlt_source_acquire(&r->src, i / spe, i % spe, &images, &labels, r->err, r->errlen)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "input");
+        if ((rc = dlt_source_acquire(&r->src, i / spe, i % spe, &images, &labels, r->err)) != 0)
+            return dlt_fail_prefix(r->err, rc, "input");
         dlt_source_release(&r->src);
     }
     *seconds = dlt_now() - t0;
     *bad = dlt_source_bad_images(&r->src);
     /* The slowest rank sets the pace of a synchronous job. */
     if (r->comm->size > 1) {
-        double v[2] = {*seconds, (double)*bad};
-        double *all = calloc((size_t)r->comm->size * 2, sizeof(double));
-        if (!all)
-            return dlt_fail(r->err, r->errlen, -ENOMEM, "out of memory");
-        memcpy(all + (size_t)r->comm->rank * 2, v, sizeof(v));
-        if ((rc = r->comm->ops->allreduce_sum(r->comm, all, (size_t)r->comm->size * 2, DLT_DTYPE_F64)) != 0) {
-            free(all);
+        dlt_agreement a = dlt_agreement_of_comm(r->comm);
+        double v[2] = {*seconds, (double)*bad}, *all;
+        if ((rc = dlt_agree_gather(&a, v, sizeof(v), (void **)&all, r->err)) != 0)
             return rc;
-        }
         *bad = 0;
         for (int k = 0; k < r->comm->size; k++) {
             if (all[2 * k] > *seconds)
@@ -159,12 +155,12 @@ static void _report_input(const dlt_run *r, const dlt_bench_config *b, double el
     fflush(stdout);
 }
 
-int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, char *err, size_t errlen)
+int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, dlt_err *err)
 {
     dlt_run r;
     double el = 0;
     int64_t bad = 0;
-    int rc = dlt_run_open(&r, c, comm, b->input_only ? DLT_RUN_INPUT : DLT_RUN_BENCH, err, errlen);
+    int rc = dlt_run_open(&r, c, comm, b->input_only ? DLT_RUN_INPUT : DLT_RUN_BENCH, err);
     if (rc == 0 && b->input_only && (rc = _measure_input(&r, b, &el, &bad)) == 0)
         _report_input(&r, b, el, bad);
     else if (rc == 0 && !b->input_only && (rc = _measure(&r, b, &el)) == 0)

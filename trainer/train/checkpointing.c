@@ -4,6 +4,8 @@
 
 #include "trainer/train/checkpointing.h"
 
+#include "trainer/comm/agree.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -70,11 +72,11 @@ static const char *_option(const char *name, char *buf, size_t len)
     return buf;
 }
 
-int dlt_resume_override_check(const char *keys, char *err, size_t errlen)
+int dlt_resume_override_check(const char *keys, dlt_err *err)
 {
     const char *p = keys;
     if (!keys || !*keys)
-        return dlt_fail(err, errlen, -EINVAL, "--resume-override '': name the settings that may change, e.g. "
+        return dlt_fail(err, -EINVAL, "--resume-override '': name the settings that may change, e.g. "
                         "--resume-override batch,lr");
     while (*p) {
         size_t n = strcspn(p, ",");
@@ -88,16 +90,16 @@ int dlt_resume_override_check(const char *keys, char *err, size_t errlen)
                 if (!g_resume_keys[i].fixed)
                     snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", known[0] ? "," : "",
                              g_resume_keys[i].name);
-            return dlt_fail(err, errlen, -EINVAL, "--resume-override %s: unknown setting '%.*s' (the settings a "
+            return dlt_fail(err, -EINVAL, "--resume-override %s: unknown setting '%.*s' (the settings a "
                             "resume may change: %s)", keys, (int)n, p, known);
         }
         if (g_resume_keys[k].fixed)
-            return dlt_fail(err, errlen, -EINVAL, "--resume-override %s: %s cannot change on resume (the model's "
+            return dlt_fail(err, -EINVAL, "--resume-override %s: %s cannot change on resume (the model's "
                             "tensors would not fit); start a new run, or use --init to fine-tune from the weights",
                             keys, g_resume_keys[k].name);
         p += n;
         if (*p == ',' && *++p == '\0')
-            return dlt_fail(err, errlen, -EINVAL, "--resume-override %s: an empty name after the last comma", keys);
+            return dlt_fail(err, -EINVAL, "--resume-override %s: an empty name after the last comma", keys);
     }
     return 0;
 }
@@ -144,7 +146,7 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
         return 0;
     dlt_watchdog_phase(wd, DLT_PHASE_CHECKPOINT, step);
     if ((rc = dlt_net_download(&r->net)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc,
+        return dlt_fail_prefix(r->err, rc,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): "
                                "reading the weights back", step);
     /* Never replace a good checkpoint with diverged weights: the next loss will stop the run. */
@@ -161,17 +163,17 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     dlt_run_config_text(c, r->comm->size, st.config, sizeof(st.config));
     snprintf(st.history, sizeof(st.history), "%s", r->resume_history);
     st.class_names = r->classes;
-    if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err, r->errlen)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc ? rc : -EIO,
+    if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err)) != 0)
+        return dlt_fail_prefix(r->err, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
     dlt_log(&r->log, DLT_LOG_INFO, "checkpoint %s (step %" PRId64 ")", path, step);
     if (c->keep_checkpoints > 0) {
-        char said[512], why[512];
+        char said[512];
+        dlt_err why = DLT_ERR_INIT;
         int n = 0;
         /* A removal that fails costs disk, not the run: said, and the next save tries again. */
-        if (dlt_checkpoint_prune(c->checkpoint_dir, c->keep_checkpoints, step, &n, said, sizeof(said), why,
-                                 sizeof(why)) != 0)
-            dlt_log_warn(&r->log, "--keep-checkpoints %d: %s", c->keep_checkpoints, why);
+        if (dlt_checkpoint_prune(c->checkpoint_dir, c->keep_checkpoints, step, &n, said, sizeof(said), &why) != 0)
+            dlt_log_warn(&r->log, "--keep-checkpoints %d: %s", c->keep_checkpoints, why.msg);
         if (n > 0)
             dlt_log(&r->log, DLT_LOG_VERBOSE, "removed %s (--keep-checkpoints %d)", said, c->keep_checkpoints);
     }
@@ -185,11 +187,11 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     int rc, fc = 0;
     *step = 0;
     if (c->init && c->resume)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "--init %s and --resume %s: --resume continues a run, --init "
+        return dlt_fail(r->err, -EINVAL, "--init %s and --resume %s: --resume continues a run, --init "
                         "starts one from given weights; give one", c->init, c->resume);
     if (c->init) {
-        if ((rc = dlt_checkpoint_load_init(&r->net, c->init, &fc, r->err, r->errlen)) != 0)
-            return dlt_fail_prefix(r->err, r->errlen, rc, "--init");
+        if ((rc = dlt_checkpoint_load_init(&r->net, c->init, &fc, r->err)) != 0)
+            return dlt_fail_prefix(r->err, rc, "--init");
         if (fc)
             dlt_log(&r->log, DLT_LOG_INFO, "initialised from %s; its classifier has %d classes, this run %d: fc "
                     "re-initialised", c->init, fc, c->model.classes);
@@ -201,8 +203,8 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
      * rank together (cli/preflight.c). */
     if (!c->resume)
         return 0;
-    if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err, r->errlen)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "cannot resume");
+    if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err)) != 0)
+        return dlt_fail_prefix(r->err, rc, "cannot resume");
     *step = st.step;
     /* The preflight refused settings that differ without --resume-override (every rank alike,
      * before launch); here the allowed changes are said, recorded, and a new global batch turns
@@ -213,7 +215,7 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
         dlt_run_config_text(c, r->comm->size, now, sizeof(now));
         if (dlt_resume_compare(st.config, now, c->resume_override, refused, sizeof(refused), changed,
                                sizeof(changed)) > 0)
-            return dlt_fail(r->err, r->errlen, -EINVAL, "cannot resume from %s with other settings: %s", c->resume,
+            return dlt_fail(r->err, -EINVAL, "cannot resume from %s with other settings: %s", c->resume,
                             refused);
         snprintf(r->resume_history, sizeof(r->resume_history), "%s", st.history);
         if (changed[0]) {
@@ -231,9 +233,9 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
             *step = (int64_t)((long long)st.step * old_batch * old_world / gb);
             /* Checkpoints numbered above the new step would be taken by a later --resume auto
              * over this run's own (the newest by step wins): continue in another directory. */
-            if (c->checkpoint_dir && dlt_checkpoint_dir_max_step(c->checkpoint_dir) > *step &&
-                (r->agreed = 1)) /* every rank reads the same directory: all stop alike, no abort */
-                return dlt_fail(r->err, r->errlen, -EEXIST,
+            if (c->checkpoint_dir && dlt_checkpoint_dir_max_step(c->checkpoint_dir) > *step)
+                /* every rank reads the same directory: all stop alike, no abort */
+                return dlt_fail_agreed(r->err, -EEXIST,
                                 "global batch %lld -> %lld: step %" PRId64 " of the checkpoint continues as step "
                                 "%" PRId64 ", but %s holds checkpoints up to step %" PRId64 ", which a later --resume "
                                 "auto would take over this run's; give another --checkpoint-dir (--resume with the "
@@ -251,35 +253,47 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
 
 int dlt_run_check_replicas(dlt_run *r, int64_t step)
 {
-    double v[10] = {0}, sum = 0;
+    dlt_agreement a;
+    dlt_agree_values v;
+    double sum = 0, s1 = 0, s2 = 0;
     dlt_net *n = &r->net;
-    int size = r->comm->size, rc, exact = size < 1024;
-    uint64_t bits;
+    int size = r->comm->size, rc;
     if (size < 2)
         return 0;
     /* A checksum computed where the weights live: no copy of the model to the host. */
     if ((rc = r->be->ops->checksum(r->be, n->d_params, n->model.nparams, &sum)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "weight checksum");
-    v[0] = sum;
-    v[1] = sum * sum;
-    /* Whether the checksums are the same bits on every rank, in the same sum: its four 16-bit
-     * quarters q and their squares, all integers exact in a double; equal on every rank exactly
-     * when size * sum(q^2) == sum(q)^2 for each quarter (below 1024 ranks the products stay
-     * under 2^53). Said in the verbose log; the run stops only beyond the 1e-9 bound below. */
-    memcpy(&bits, &sum, sizeof(bits));
-    for (int k = 0; k < 4; k++) {
-        double q = (double)((bits >> (16 * k)) & 0xffff);
-        v[2 + k] = q;
-        v[6 + k] = q * q;
-    }
-    if ((rc = r->comm->ops->allreduce_sum(r->comm, v, 10, DLT_DTYPE_F64)) != 0)
+        return dlt_fail_prefix(r->err, rc, "weight checksum");
+    /* Every rank's checksum, the same bytes everywhere: bit-identical when all are; the run stops
+     * only when their spread (mean square less squared mean) passes 1e-9 of the mean square. */
+    a = dlt_agreement_of_comm(r->comm);
+    if ((rc = dlt_agree_same(&a, &sum, sizeof(sum), &v, r->err)) != 0)
         return rc;
-    if (fabs(v[1] / size - (v[0] / size) * (v[0] / size)) > 1e-9 * fmax(1.0, v[1] / size))
-        return dlt_fail(r->err, r->errlen, -EIO,
-                        "weights differ across ranks at step %" PRId64 " (checksum %.17g): stopping", step, sum);
-    for (int k = 0; k < 4 && exact; k++)
-        exact = (double)size * v[6 + k] == v[2 + k] * v[2 + k];
+    for (int k = 0; k < size; k++) {
+        double x;
+        memcpy(&x, dlt_agree_record(&v, k), sizeof(x));
+        s1 += x;
+        s2 += x * x;
+    }
+    if (fabs(s2 / size - (s1 / size) * (s1 / size)) > 1e-9 * fmax(1.0, s2 / size)) {
+        char held[128], other[128];
+        double ref, x = 0;
+        int o = -1;
+        memcpy(&ref, dlt_agree_record(&v, v.reference), sizeof(ref));
+        for (int k = 0; k < size && o < 0; k++)
+            if (dlt_agree_group_leader(&v, k) && k != v.reference)
+                o = k;
+        memcpy(&x, dlt_agree_record(&v, o), sizeof(x));
+        dlt_agree_group_ranks(&v, v.reference, held, sizeof(held));
+        dlt_agree_group_ranks(&v, o, other, sizeof(other));
+        dlt_agree_values_free(&v);
+        /* every rank reads the same checksums: all stop alike, with the same words */
+        return dlt_fail_agreed(r->err, -EIO,
+                                              "weights differ across ranks at step %" PRId64 " (checksum %.17g on "
+                                              "rank(s) %s, %.17g on rank(s) %s): stopping",
+                                              step, ref, held, x, other);
+    }
     dlt_log(&r->log, DLT_LOG_VERBOSE, "weights at step %" PRId64 " %s across %d ranks (checksum %.17g)", step,
-            exact ? "bit-identical" : "agree within 1e-9 but are not bit-identical", size, sum);
+            v.same ? "bit-identical" : "agree within 1e-9 but are not bit-identical", size, sum);
+    dlt_agree_values_free(&v);
     return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "trainer/train/run.h"
 #include "trainer/train/watchdog.h"
+#include "trainer/common/status.h"
 
 /* Rank 0 writes ckpt-STEP (when --checkpoint-dir is set); a failure keeps the previous one. */
 int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);
@@ -19,7 +20,7 @@ int dlt_run_resume(dlt_run *r, int64_t *step);
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len);
 /* Checks --resume-override's comma-separated names: each a setting a resume may change (batch, lr,
  * ranks, ...; not arch, width, image-size or classes). 0, or -EINVAL with err naming the bad one. */
-int dlt_resume_override_check(const char *keys, char *err, size_t errlen);
+int dlt_resume_override_check(const char *keys, dlt_err *err);
 /* Compares a checkpoint's recorded settings with this run's (both dlt_run_config_text): each
  * difference the overrides list does not allow goes into refused, one line each, as
  * "--batch: checkpoint 8, now 16"; each allowed one into changed ("--batch 8 -> 16", comma

@@ -13,6 +13,8 @@
 #include "trainer/common/status.h"
 #include "trainer/train/run.h"
 #include "trainer/train/trainer.h"
+#include "trainer/comm/agree.h"
+
 
 /* prog (may be NULL): rank 0's share of the pass stands for every rank's (the shards differ by at
  * most a batch). stop (may be NULL): a training run's stop request; then after every batch the
@@ -28,35 +30,32 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
     counts[0] = counts[1] = counts[2] = 0;
     if (stop && r->comm->size > 1) {
         /* Every rank takes part in every agreement: as many rounds as the longest shard. */
-        double *all = calloc((size_t)r->comm->size, sizeof(double));
-        if (!all)
-            return dlt_fail(r->err, r->errlen, -ENOMEM, "evaluation: out of memory");
-        all[r->comm->rank] = (double)steps;
-        if ((rc = r->comm->ops->allreduce_sum(r->comm, all, (size_t)r->comm->size, DLT_DTYPE_F64)) != 0) {
-            free(all);
-            return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
-        }
+        dlt_agreement a = dlt_agreement_of_comm(r->comm);
+        int64_t *all;
+        if ((rc = dlt_agree_gather(&a, &steps, sizeof(steps), (void **)&all, r->err)) != 0)
+            return dlt_fail_prefix(r->err, rc, "evaluation");
         for (int i = 0; i < r->comm->size; i++)
-            rounds = all[i] > (double)rounds ? (int64_t)all[i] : rounds;
+            rounds = all[i] > rounds ? all[i] : rounds;
         free(all);
     }
     /* The batches' hits add up on the backend; the host reads them once, after the last. */
     if ((rc = r->be->ops->results_reset(r->be)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+        return dlt_fail_prefix(r->err, rc, "evaluation");
     for (int64_t s = 0; s < rounds; s++) {
         int nv, nu;
         if (s < steps) {
             if ((rc = dlt_run_eval_batch(r, src, s, &nv, &nu)) != 0)
-                return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+                return dlt_fail_prefix(r->err, rc, "evaluation");
             counts[2] += nv - nu; /* an unreadable image is not scored (the loader named it) */
             unscored += nu;
             if (prog)
                 dlt_progress_update(prog, dlt_source_images(src) * (s + 1) / steps);
         }
         if (stop) {
-            double asked = *stop != 0;
-            if ((rc = r->comm->ops->allreduce_sum(r->comm, &asked, 1, DLT_DTYPE_F64)) != 0)
-                return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+            dlt_agreement a = dlt_agreement_of_comm(r->comm);
+            int asked;
+            if ((rc = dlt_agree_count(&a, *stop != 0, &asked, r->err)) != 0)
+                return dlt_fail_prefix(r->err, rc, "evaluation");
             if (asked > 0) {
                 at[0] = s + 1;
                 at[1] = rounds;
@@ -65,7 +64,7 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
         }
     }
     if ((rc = dlt_run_read_eval_results(r, res, unscored)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "evaluation");
+        return dlt_fail_prefix(r->err, rc, "evaluation");
     counts[0] = res[DLT_RES_TOP1];
     counts[1] = res[DLT_RES_TOP5];
     /* One collective whatever each rank's share: every image scored exactly once in all. */
@@ -88,11 +87,11 @@ static int _score(dlt_run *r, const char *checkpoint)
     double counts[3];
     dlt_progress prog;
     int rc;
-    if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err, r->errlen)) != 0)
+    if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err)) != 0)
         return rc;
     if ((rc = dlt_net_upload(&r->net)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
-    if ((rc = dlt_source_start(&r->src, 0, 0, r->err, r->errlen)) != 0)
+        return dlt_fail_prefix(r->err, rc, "loading the weights into the backend");
+    if ((rc = dlt_source_start(&r->src, 0, 0, r->err)) != 0)
         return rc;
     dlt_progress_start(&prog, stderr, r->comm->rank != 0 || r->cfg.log_level < DLT_LOG_INFO, "evaluating", "images",
                        dlt_source_images(&r->src));
@@ -102,8 +101,7 @@ static int _score(dlt_run *r, const char *checkpoint)
     }
     dlt_progress_end(&prog, (int64_t)counts[2]);
     if (counts[2] < 1) { /* the counts are summed over the ranks: every rank fails here together */
-        r->agreed = 1;
-        return dlt_status_fail(&r->st, -EIO, "eval %s: no image could be scored (every one of the %lld was "
+        return dlt_fail_agreed(r->err, -EIO, "eval %s: no image could be scored (every one of the %lld was "
                                "unreadable: see the lines above), so there is no accuracy to report", checkpoint,
                                (long long)dlt_source_images(&r->src));
     }
@@ -112,13 +110,13 @@ static int _score(dlt_run *r, const char *checkpoint)
     return 0;
 }
 
-int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *err, size_t errlen)
+int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, dlt_err *err)
 {
     dlt_run r;
     dlt_train_config ce = *c;
     int rc;
     ce.eval_checkpoint = checkpoint; /* its class names say what the outputs mean */
-    rc = dlt_run_open(&r, &ce, comm, DLT_RUN_EVAL, err, errlen);
+    rc = dlt_run_open(&r, &ce, comm, DLT_RUN_EVAL, err);
     if (rc == 0)
         rc = _score(&r, checkpoint);
     dlt_run_close(&r, rc != 0);

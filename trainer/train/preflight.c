@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/comm/agree.h"
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/train/run_log.h"
@@ -21,12 +22,14 @@
 /* The number of ranks for which failed is set, or -1 when the ranks cannot even agree. */
 static int _failures(dlt_comm *comm, int failed)
 {
-    double v = failed ? 1.0 : 0.0;
-    if (comm->size > 1 && comm->ops->allreduce_sum(comm, &v, 1, DLT_DTYPE_F64) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, comm->err);
+    dlt_agreement a = dlt_agreement_of_comm(comm);
+    dlt_err err = DLT_ERR_INIT;
+    int count;
+    if (dlt_agree_count(&a, failed, &count, &err) != 0) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
         return -1;
     }
-    return (int)(v + 0.5);
+    return count;
 }
 
 static void _say(dlt_comm *comm, const char *msg)
@@ -40,10 +43,10 @@ static void _say(dlt_comm *comm, const char *msg)
 int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
 {
     dlt_checkpoint_info info;
-    char err[2048];
-    int rc = dlt_checkpoint_verify(path, &info, err, sizeof(err)), bad;
+    dlt_err err = DLT_ERR_INIT;
+    int rc = dlt_checkpoint_verify(path, &info, &err), bad;
     if (rc != 0) {
-        _say(comm, err);
+        _say(comm, err.msg);
         if (comm->rank == 0 && rc == -ENOENT)
             fprintf(stderr, "dltrain: nothing evaluated: %s does not exist\n", path);
         else if (comm->rank == 0)
@@ -72,9 +75,9 @@ int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
 int dlt_verify_checkpoint_cmd(const char *path)
 {
     dlt_checkpoint_info info;
-    char err[2048];
-    if (dlt_checkpoint_verify(path, &info, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dltrain: verify: %s\n", err);
+    dlt_err err = DLT_ERR_INIT;
+    if (dlt_checkpoint_verify(path, &info, &err) != 0) {
+        fprintf(stderr, "dltrain: verify: %s\n", err.msg);
         return 1;
     }
     if (!info.verified) {
@@ -118,7 +121,8 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
 {
     static dlt_checkpoint_scan s; /* large */
     const char *mode = *resume;
-    char err[1024], line[2048];
+    dlt_err err = DLT_ERR_INIT;
+    char line[2048];
     double mine, rank0;
     int fresh_ok, rc, bad;
     if (!mode || (strcmp(mode, "auto") && strcmp(mode, "auto-or-fresh")))
@@ -130,19 +134,25 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
                     mode);
         return 2;
     }
-    rc = dlt_checkpoint_scan_dir(dir, &s, err, sizeof(err));
+    rc = dlt_checkpoint_scan_dir(dir, &s, &err);
     if (rc != 0)
-        _say(comm, err); /* e.g. permission denied: say so rather than start from scratch */
+        _say(comm, err.msg); /* e.g. permission denied: say so rather than start from scratch */
     if ((bad = _failures(comm, rc != 0)) != 0)
         return 1;
     /* Every rank must continue from the same checkpoint: rank 0's finding against each rank's. */
     mine = _outcome(&s);
-    rank0 = comm->rank == 0 ? mine : 0.0;
-    if (comm->size > 1 && comm->ops->allreduce_sum(comm, &rank0, 1, DLT_DTYPE_F64) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, comm->err);
-        return 1;
+    {
+        dlt_agreement a = dlt_agreement_of_comm(comm);
+        dlt_agree_values v;
+        if (dlt_agree_same(&a, &mine, sizeof(mine), &v, dlt_err_fresh(&err)) != 0) {
+            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
+            return 1;
+        }
+        memcpy(&rank0, dlt_agree_record(&v, 0), sizeof(rank0));
+        bad = comm->size - dlt_agree_group_size(&v, 0);
+        dlt_agree_values_free(&v);
     }
-    if ((bad = _failures(comm, mine != rank0)) != 0) {
+    if (bad != 0) {
         if (mine != rank0)
             fprintf(stderr, "dltrain: rank %d: the newest valid checkpoint in %s is %s here, but rank 0 finds %s\n",
                     comm->rank, dir, s.found ? s.path : "none", rank0 >= 0 ? "another" : "none");
@@ -191,9 +201,10 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
 int dlt_preflight_resume_settings(const char *path, const char *now, const char *overrides, dlt_comm *comm)
 {
     static dlt_checkpoint_info info; /* large */
-    char err[2048], refused[2048], changed[1024];
+    dlt_err err = DLT_ERR_INIT;
+    char refused[2048], changed[1024];
     int n = 0, bad;
-    if (dlt_checkpoint_verify(path, &info, err, sizeof(err)) == 0 && info.verified)
+    if (dlt_checkpoint_verify(path, &info, &err) == 0 && info.verified)
         n = dlt_resume_compare(info.config, now, overrides, refused, sizeof(refused), changed, sizeof(changed));
     bad = _failures(comm, n > 0);
     if (bad < 0)
@@ -241,10 +252,10 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
 {
     char msg[1536] = "";
     if (comm->rank == 0 && metrics_path) {
-        char why[1200];
-        FILE *f = dlt_fopen_regular("--metrics", metrics_path, "a", why, sizeof(why));
+        dlt_err why = DLT_ERR_INIT;
+        FILE *f = dlt_fopen_regular("--metrics", metrics_path, "a", &why);
         if (!f)
-            snprintf(msg, sizeof(msg), "cannot append to the metrics file: %s", why);
+            snprintf(msg, sizeof(msg), "cannot append to the metrics file: %.1400s", why.msg);
         else
             fclose(f);
     }
@@ -259,10 +270,10 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
 
 int dlt_preflight_baseline(const char *path, dlt_comm *comm)
 {
-    char err[1536] = "";
+    dlt_err err = DLT_ERR_INIT;
     double per_rank;
-    int failed = comm->rank == 0 && dlt_run_log_baseline(path, &per_rank, err, sizeof(err)) != 0;
+    int failed = comm->rank == 0 && dlt_run_log_baseline(path, &per_rank, &err) != 0;
     if (failed)
-        fprintf(stderr, "dltrain: %s\n", err);
+        fprintf(stderr, "dltrain: %s\n", err.msg);
     return _failures(comm, failed) != 0 ? 2 : 0;
 }

@@ -13,10 +13,12 @@
 #include <sys/stat.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/comm/agree.h"
 #include "trainer/checkpoint/housekeeping.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/crc32.h"
 #include "trainer/common/io.h"
+#include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
 #include "trainer/common/tunables.h"
 #include "trainer/data/loader.h"
@@ -79,7 +81,7 @@ static int _left_out(dlt_run *r, dlt_source *src, const char *path)
     if (!what[0])
         return 0;
     if (r->cfg.strict && refused > 0)
-        return dlt_fail(r->err, r->errlen, -EINVAL,
+        return dlt_fail(r->err, -EINVAL,
                         "%s: left out: %s (--strict refuses a data set that leaves images out: fix the data, or "
                         "run without --strict to train on the rest)",
                         path, what);
@@ -88,99 +90,71 @@ static int _left_out(dlt_run *r, dlt_source *src, const char *path)
     return 0;
 }
 
-/* What each rank tells the others of its data set: has one, images, classes, the class digest
- * and the file digest (32-bit halves: exact in a double). */
-#define AGREE_FIELDS 7
-
-static void _rank_list(const double *all, int world, int g, char *out, size_t len)
-{
-    size_t o = 0;
-    int n = 0;
-    for (int k = 0; k < world; k++)
-        if (!memcmp(all + (size_t)k * AGREE_FIELDS, all + (size_t)g * AGREE_FIELDS, AGREE_FIELDS * sizeof(double))) {
-            int w = n < 16 ? snprintf(out + o, o < len ? len - o : 0, "%s%d", n ? "," : "", k)
-                           : n == 16 ? snprintf(out + o, o < len ? len - o : 0, ",...") : 0;
-            if (w > 0)
-                o += (size_t)w;
-            n++;
-        }
-}
-
-static int _group_size(const double *all, int world, int g)
-{
-    int n = 0;
-    for (int k = 0; k < world; k++)
-        n += !memcmp(all + (size_t)k * AGREE_FIELDS, all + (size_t)g * AGREE_FIELDS, AGREE_FIELDS * sizeof(double));
-    return n;
-}
+/* What each rank tells the others of its data set (zeroed first: compared as bytes). */
+typedef struct {
+    int32_t has;     /* a data set at all */
+    int32_t classes;
+    int64_t images;
+    uint64_t class_digest, file_digest;
+} data_record;
 
 /* Before the first step every rank must see the same data set (ds; NULL: none here): a rank with
- * other images would run other steps and the collectives would deadlock. One all-reduce of each
+ * other images would run other steps and the collectives would deadlock. One agreement on each
  * rank's counts and digests; a difference is refused on every rank with the same words, naming
  * the ranks that differ and how, and the run ends on that shared decision (no abort). */
 static int _agree_data(dlt_run *r, const dlt_dataset *ds, const char *what)
 {
-    int world = r->comm->size, ref = 0, best = 0, rc;
-    double *all, *v;
+    dlt_agreement a = dlt_agreement_of_comm(r->comm);
+    dlt_agree_values v;
+    data_record mine;
+    const data_record *ref;
     char msg[1536];
     size_t o = 0;
-    if (world < 2)
+    int rc;
+    if (r->comm->size < 2)
         return 0;
-    if (!(all = calloc((size_t)world * AGREE_FIELDS, sizeof(double))))
-        return dlt_fail(r->err, r->errlen, -ENOMEM, "out of memory");
-    v = all + (size_t)r->comm->rank * AGREE_FIELDS;
+    memset(&mine, 0, sizeof(mine));
     if (ds) {
-        uint64_t files, classes;
-        dlt_dataset_digest(ds, &files, &classes);
-        v[0] = 1;
-        v[1] = (double)dlt_dataset_count(ds);
-        v[2] = dlt_dataset_classes(ds);
-        v[3] = (double)(classes >> 32);
-        v[4] = (double)(classes & 0xffffffffu);
-        v[5] = (double)(files >> 32);
-        v[6] = (double)(files & 0xffffffffu);
+        mine.has = 1;
+        mine.images = dlt_dataset_count(ds);
+        mine.classes = dlt_dataset_classes(ds);
+        dlt_dataset_digest(ds, &mine.file_digest, &mine.class_digest);
     }
-    if ((rc = r->comm->ops->allreduce_sum(r->comm, all, (size_t)world * AGREE_FIELDS, DLT_DTYPE_F64)) != 0) {
-        free(all);
+    if ((rc = dlt_agree_same(&a, &mine, sizeof(mine), &v, r->err)) != 0)
         return rc;
-    }
-    for (int k = 0; k < world; k++) {
-        int n = _group_size(all, world, k);
-        if (n > best) { /* the largest group (the lowest rank's among equals) is the reference */
-            best = n;
-            ref = k;
-        }
-    }
-    if (best == world) {
-        free(all);
+    if (v.same) {
+        dlt_agree_values_free(&v);
         return 0;
     }
+    ref = dlt_agree_record(&v, v.reference);
     o = (size_t)snprintf(msg, sizeof(msg), "the ranks do not see the same %s:", what);
-    for (int g = 0, said = 0; g < world && o < sizeof(msg); g++) {
-        const double *a = all + (size_t)g * AGREE_FIELDS, *b = all + (size_t)ref * AGREE_FIELDS;
+    for (int g = 0, said = 0; g < v.size && o < sizeof(msg); g++) {
+        const data_record *d = dlt_agree_record(&v, g);
         char ranks[128];
-        int first = 1, n;
-        for (int k = 0; k < g && first; k++)
-            first = memcmp(all + (size_t)k * AGREE_FIELDS, a, AGREE_FIELDS * sizeof(double)) != 0;
-        if (!first)
+        int n;
+        if (!dlt_agree_group_leader(&v, g))
             continue;
-        n = _group_size(all, world, g);
-        _rank_list(all, world, g, ranks, sizeof(ranks));
-        if (a[0] == 0)
+        n = dlt_agree_group_size(&v, g);
+        dlt_agree_group_ranks(&v, g, ranks, sizeof(ranks));
+        if (!d->has)
             o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s none", said++ ? ";" : "",
                                   n > 1 ? "s" : "", ranks, n > 1 ? "have" : "has");
         else
-            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s %.0f images in %.0f classes",
-                                  said++ ? ";" : "", n > 1 ? "s" : "", ranks, n > 1 ? "see" : "sees", a[1], a[2]);
-        if (g != ref && a[0] && b[0] && o < sizeof(msg))
+            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s %lld images in %d classes",
+                                  said++ ? ";" : "", n > 1 ? "s" : "", ranks, n > 1 ? "see" : "sees",
+                                  (long long)d->images, (int)d->classes);
+        if (g != v.reference && d->has && ref->has && o < sizeof(msg))
             o += (size_t)snprintf(msg + o, sizeof(msg) - o, " (%s%s%s)",
-                                  a[2] != b[2] || a[3] != b[3] || a[4] != b[4] ? "the class names differ" : "the same classes",
-                                  ", ", a[1] != b[1] || a[5] != b[5] || a[6] != b[6] ? "the file list differs"
-                                                                                     : "the same files");
+                                  d->classes != ref->classes || d->class_digest != ref->class_digest
+                                      ? "the class names differ"
+                                      : "the same classes",
+                                  ", ", d->images != ref->images || d->file_digest != ref->file_digest
+                                            ? "the file list differs"
+                                            : "the same files");
     }
-    free(all);
-    r->agreed = 1; /* every rank refuses alike */
-    return dlt_fail(r->err, r->errlen, -EINVAL, "%s: give every rank the same data", msg);
+    dlt_agree_values_free(&v);
+    /* every rank refuses alike */
+    return dlt_fail_agreed(r->err, -EINVAL, "%s: give every rank the same data", msg);
 }
 
 /* The first class where two class lists (one name a line) differ, in words. */
@@ -224,7 +198,7 @@ static int _map_validation(dlt_run *r, dlt_source *src, const char *path)
                              : "the training data has no class names (RecordIO without a .classes file)");
         return 0; /* the class counts must then agree (the callers check) */
     }
-    if ((rc = dlt_dataset_map_classes(src->ds, r->classes, note, sizeof(note), r->err, r->errlen)) != 0)
+    if ((rc = dlt_dataset_map_classes(src->ds, r->classes, note, sizeof(note), r->err)) != 0)
         return rc;
     if (note[0] && r->comm->rank == 0)
         dlt_log_warn(&r->log, "%s: %s", path, note);
@@ -240,14 +214,19 @@ static int _open_source(dlt_run *r, dlt_source *src, const char *path, const cha
     dlt_shared_scan_info info;
     dlt_dataset *ds = NULL;
     int rc;
-    if (dlt_recordio_path(path))
-        return dlt_source_open_images(src, path, labels, lc, r->err, r->errlen);
-    if ((rc = dlt_shared_scan_open(r->comm, path, labels, &ds, &info, r->err, r->errlen)) != 0) {
-        /* every rank has the same words: rank 0 says them for all */
-        if (r->comm->size > 1)
-            r->agreed = 1;
-        return rc;
+    if (dlt_recordio_path(path)) {
+        /* each rank opens the file itself: whether any rank failed, and the first one's words, are
+         * agreed on before the data agreement that follows (a rank that failed would not reach it) */
+        dlt_agreement a = dlt_agreement_of_comm(r->comm);
+        char node[64];
+        rc = dlt_source_open_images(src, path, labels, lc, r->err);
+        if (r->comm->size < 2)
+            return rc;
+        dlt_node_name(node, sizeof(node));
+        return dlt_agree_first_failure(&a, rc, node, r->err);
     }
+    if ((rc = dlt_shared_scan_open(r->comm, path, labels, &ds, &info, r->err)) != 0)
+        return rc; /* an agreed failure (every rank has the same words: rank 0 says them for all) or a lost peer */
     if (r->comm->rank == 0 && info.index_note[0])
         dlt_log_warn(&r->log, "%s: its index %s is not used (%s): listing the folder instead (`dltrain data index %s` "
                      "remakes it)", path, DLT_FOLDER_INDEX_NAME, info.index_note, path);
@@ -258,7 +237,7 @@ static int _open_source(dlt_run *r, dlt_source *src, const char *path, const cha
         dlt_log(&r->log, DLT_LOG_INFO, "%s: %s once for all %d ranks in %.2f s (a %.1f MB list sent to the others)",
                 path, info.from_index ? "read" : "listed", r->comm->size, info.scan_seconds,
                 (double)info.list_bytes / 1e6);
-    return dlt_source_open_dataset(src, ds, path, lc, r->err, r->errlen);
+    return dlt_source_open_dataset(src, ds, path, lc, r->err);
 }
 
 /* Real images for training (train) or evaluation; fixes the class count from the data unless
@@ -279,7 +258,7 @@ static int _open_images(dlt_run *r, int train)
         return rc;
     /* The ranks see the same data: what follows decides alike on every rank. */
     if ((rc = _check_images(r, train, path)) != 0 && r->comm->size > 1)
-        r->agreed = 1;
+        dlt_err_agree(r->err, rc);
     return rc;
 }
 
@@ -292,7 +271,7 @@ static int _check_images(dlt_run *r, int train, const char *path)
     classes = dlt_source_classes(&r->src);
     /* A classifier of one class has nothing to learn; say it in the data's terms, not the model's. */
     if (train && classes < 2)
-        return dlt_fail(r->err, r->errlen, -EINVAL,
+        return dlt_fail(r->err, -EINVAL,
                         "%s has %d class%s%s%s: training a classifier needs at least 2 (one folder per class, or "
                         "labels of at least two values)",
                         path, classes, classes == 1 ? "" : "es",
@@ -306,7 +285,7 @@ static int _check_images(dlt_run *r, int train, const char *path)
         if (r->classes && r->ck_classes && strcmp(r->classes, r->ck_classes)) {
             char diff[256];
             _first_difference(r->classes, r->ck_classes, diff, sizeof(diff));
-            return dlt_fail(r->err, r->errlen, -EINVAL,
+            return dlt_fail(r->err, -EINVAL,
                             "%s does not have the classes of the checkpoint %s (%s): resume on the data it was "
                             "trained on",
                             path, c->resume, diff);
@@ -323,7 +302,7 @@ static int _check_images(dlt_run *r, int train, const char *path)
     if (!c->classes_given)
         c->model.classes = classes;
     else if (c->model.classes != classes)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d %s but the model has %d (--classes%s)", path, classes,
+        return dlt_fail(r->err, -EINVAL, "%s has %d %s but the model has %d (--classes%s)", path, classes,
                         classes == 1 ? "class" : "classes", c->model.classes,
                         c->eval_checkpoint ? " or the checkpoint" : "");
     dlt_log(&r->log, DLT_LOG_INFO, "%s: %lld images, %d %s, %lld %s per rank per epoch", path,
@@ -344,48 +323,45 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
                                              : (int64_t)c->model.batch * r->comm->size;
     int learnable = purpose == DLT_RUN_BENCH ? 0 : c->learnable;
     int rc = dlt_source_open_synthetic(&r->src, c->model.batch, c->model.image, c->model.classes, size, seed, c->seed,
-                                       learnable, r->comm->rank, r->comm->size, purpose == DLT_RUN_EVAL, r->err,
-                                       r->errlen);
+                                       learnable, r->comm->rank, r->comm->size, purpose == DLT_RUN_EVAL, r->err);
     if (rc == 0)
         dlt_source_set_allocator(&r->src, _host_alloc, _host_free, r->be);
     return rc;
 }
 
-static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
-                 size_t errlen)
+static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
 {
     int rc, real;
     memset(r, 0, sizeof(*r));
     r->cfg = *c;
     r->comm = comm;
     r->err = err;
-    r->errlen = errlen;
     c = &r->cfg;
     /* Evaluation of --val-data alone: those images, not generated ones. */
     real = c->data || (purpose == DLT_RUN_EVAL && c->val_data);
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
-                               purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err, errlen)) != 0)
+                               purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err)) != 0)
         return rc;
     r->ckpt_lock.fd = -1;
-    if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err, errlen)) != 0)
+    if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err)) != 0)
         return rc;
     /* One run per checkpoint folder: two would overwrite each other's checkpoints and a later
      * --resume auto would continue whichever saved last. */
     if (purpose == DLT_RUN_TRAIN && comm->rank == 0 && c->checkpoint_dir) {
         if (dlt_mkdirs(c->checkpoint_dir) != 0) {
             rc = -errno;
-            return dlt_fail(err, errlen, rc, "--checkpoint-dir %s: cannot create it: %s", c->checkpoint_dir,
+            return dlt_fail(err, rc, "--checkpoint-dir %s: cannot create it: %s", c->checkpoint_dir,
                             strerror(-rc));
         }
         if ((rc = dlt_run_lock_dir(&r->ckpt_lock, "--checkpoint-dir", c->checkpoint_dir, DLT_REQUEUE_LOCK_WAIT_S,
-                                   err, errlen)) != 0)
+                                   err)) != 0)
             return rc;
         /* Ours now: a temporary file there is a save of an earlier run that never finished. */
         {
             char said[512];
             int n = 0;
-            if ((rc = dlt_checkpoint_remove_unfinished(c->checkpoint_dir, &n, said, sizeof(said), err, errlen)) != 0)
-                return dlt_fail_prefix(err, errlen, rc, "--checkpoint-dir %s", c->checkpoint_dir);
+            if ((rc = dlt_checkpoint_remove_unfinished(c->checkpoint_dir, &n, said, sizeof(said), err)) != 0)
+                return dlt_fail_prefix(err, rc, "--checkpoint-dir %s", c->checkpoint_dir);
             if (n > 0)
                 dlt_log(&r->log, DLT_LOG_QUIET, "removed %d unfinished checkpoint file(s) in %s left by a save that "
                         "did not finish (a killed run): %s", n, c->checkpoint_dir, said);
@@ -393,7 +369,7 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     }
     /* The backend first: the data loader's batch ring lives in its host memory. */
     r->cfg.backend.progress = comm->rank == 0 && c->log_level >= DLT_LOG_INFO;
-    if ((rc = dlt_backend_create(&r->be, &c->backend, err, errlen)) == 0) {
+    if ((rc = dlt_backend_create(&r->be, &c->backend, err)) == 0) {
         r->be->peers = &comm->peers; /* a lost peer ends the backend's waits too */
         if (c->backend_hook)
             c->backend_hook(r->be, c->backend_hook_arg);
@@ -408,22 +384,21 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
                          "in the data's sorted order, as before", ck);
     }
     if (rc != 0 || (real && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
-        (purpose != DLT_RUN_INPUT && (rc = dlt_net_create(&r->net, &c->model, r->be, err, errlen)) != 0))
+        (purpose != DLT_RUN_INPUT && (rc = dlt_net_create(&r->net, &c->model, r->be, err)) != 0))
         return rc;
     if (!real && (rc = _open_synthetic(r, purpose)) != 0)
         return rc;
     if (purpose == DLT_RUN_INPUT)
         return 0;
-    if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err,
-                                      errlen)) != 0)
+    if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err)) != 0)
         return rc;
     if (c->cuda_graphs && !r->be->graphs)
-        return dlt_fail(err, errlen, -ENOTSUP, "--cuda-graphs needs the CUDA backend (this run uses %s)",
+        return dlt_fail(err, -ENOTSUP, "--cuda-graphs needs the CUDA backend (this run uses %s)",
                         r->be->ops->name);
     /* A recorded step cannot wait for its stream: the reducer says whether it waits (the host path
      * copies the gradients through host memory); graphs need NCCL between ranks. */
     if (c->cuda_graphs && !dlt_grad_reducer_capturable(r->reducer))
-        return dlt_fail(err, errlen, -ENOTSUP, "--cuda-graphs with %d ranks needs NCCL between them (--comm nccl; "
+        return dlt_fail(err, -ENOTSUP, "--cuda-graphs with %d ranks needs NCCL between them (--comm nccl; "
                         "this run reduces through %s, which a recorded step cannot wait for)", comm->size,
                         comm->ops->name);
     if (c->backend.precision == DLT_PREC_FP16)
@@ -431,55 +406,46 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     else
         dlt_loss_scaler_init(&r->scaler, 0, 1, 0);
     if (!(r->no_labels = calloc((size_t)c->model.batch, sizeof(int32_t))))
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory for the input batch");
+        return dlt_fail(err, -ENOMEM, "out of memory for the input batch");
     r->labels = r->no_labels;
     return 0;
 }
 
 int dlt_run_agree_on_failure(dlt_run *r, int rc)
 {
-    /* failed, and a 16-bit digest of the message and its square: (sum d)^2 == n sum d^2 exactly
-     * when the n failing ranks' digests are all equal; every figure exact in a double. */
-    double v[3] = {0, 0, 0};
+    dlt_agreement a;
+    dlt_agree_failures f;
     if (rc != 0)
         dlt_run_fail(r, rc);
     if (r->comm->size < 2)
         return rc;
-    if (rc != 0) {
-        double d = (double)(dlt_crc32(0, r->st.msg, strlen(r->st.msg)) & 0xffff);
-        v[0] = 1;
-        v[1] = d;
-        v[2] = d * d;
-    }
-    if (r->comm->ops->allreduce_sum(r->comm, v, 3, DLT_DTYPE_F64) != 0)
+    a = dlt_agreement_of_comm(r->comm);
+    if (dlt_agree_failures_of(&a, rc, rc ? r->err->msg : NULL, &f, r->err) != 0)
         return rc ? rc : -EIO; /* the communicator's error is in err: dlt_run_close ends every rank */
-    if (v[0] == 0)
+    if (f.failed == 0)
         return 0;
-    r->agreed = 1;
-    if (v[0] == r->comm->size && v[1] * v[1] == v[0] * v[2]) {
+    dlt_err_agree(r->err, 0);
+    if (f.failed == r->comm->size && f.alike) {
         if (r->comm->rank != 0)
-            r->st.msg[0] = 0; /* rank 0 says it for all */
+            r->err->msg[0] = 0; /* rank 0 says it for all */
         return rc;
     }
     if (rc != 0)
         return rc;
     if (r->comm->rank == 0)
-        return dlt_status_fail(&r->st, -ECANCELED, "%.0f of %d ranks could not start the run (their messages "
-                               "say why): every rank stops", v[0], r->comm->size);
-    dlt_status_fail(&r->st, -ECANCELED, "%s", "");
-    return -ECANCELED;
+        return dlt_fail(r->err, -ECANCELED, "%d of %d ranks could not start the run (rank%s %s; their messages say "
+                        "why): every rank stops", f.failed, r->comm->size, f.failed == 1 ? "" : "s", f.ranks);
+    return dlt_fail(r->err, -ECANCELED, "%s", "");
 }
 
-int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
-                 size_t errlen)
+int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
 {
-    return dlt_run_agree_on_failure(r, _open(r, c, comm, purpose, err, errlen));
+    return dlt_run_agree_on_failure(r, _open(r, c, comm, purpose, err));
 }
 
 int dlt_run_fail(dlt_run *r, int rc)
 {
-    dlt_status_take(&r->st, rc, r->err, NULL);
-    return rc;
+    return dlt_fail_context(r->err, rc, __FILE__, __LINE__, NULL);
 }
 
 void dlt_run_close(dlt_run *r, int failed)
@@ -490,8 +456,8 @@ void dlt_run_close(dlt_run *r, int failed)
      * this rank's cause said first. A failed GPU run may also have NCCL kernels waiting on a lost
      * peer, and freeing device memory would wait for them forever. abort() ends the process. */
     if (failed && r->comm &&
-        ((r->comm->size > 1 && !r->agreed) || (r->comm->ops->nccl && r->be && !r->be->host_memory))) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->st.msg);
+        ((r->comm->size > 1 && !r->err->agreed) || (r->comm->ops->nccl && r->be && !r->be->host_memory))) {
+        fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->err->msg);
         if (r->comm->size > 1)
             fprintf(stderr, "dltrain: rank %d: ending every rank of the run\n", r->comm->rank);
         fflush(NULL);
@@ -514,73 +480,75 @@ void dlt_run_close(dlt_run *r, int failed)
     free(r->classes);
     free(r->ck_classes);
     dlt_run_log_close(&r->log);
-    if (r->st.code && r->err) /* the first failure is what the command says */
-        snprintf(r->err, r->errlen, "%s", r->st.msg);
 }
 
 /* Rounds of at most this many indices per rank. */
 #define BAD_SHARE_MAX 64
 
+/* One rank's part of a round: the bad files it found since the last round. */
+typedef struct {
+    int32_t n, more; /* how many below; whether it holds more for another round */
+    int64_t idx[BAD_SHARE_MAX];
+} bad_round;
+
 int64_t dlt_run_share_bad_images(dlt_run *r)
 {
     dlt_loader *l = r->src.loader;
+    dlt_agreement a;
     int world = r->comm->size;
-    double *all;
     if (!l)
         return 0;
     if (world < 2)
         return dlt_loader_bad_files(l);
-    all = malloc(((size_t)world * BAD_SHARE_MAX + 1) * sizeof(double));
-    if (!all)
-        return dlt_loader_bad_files(l);
-    /* Each rank fills its own slots with index + 1 (exact in a double) and the last slot with how
-     * many it still holds; one sum gives every rank everyone's. Rounds until nobody holds more. */
+    a = dlt_agreement_of_comm(r->comm);
+    /* Rounds until nobody holds more; every rank reads the same gathered rounds. */
     for (int round = 0; round < 1 << 20; round++) {
-        int64_t idx[BAD_SHARE_MAX], got[BAD_SHARE_MAX];
-        int n = dlt_loader_bad_take(l, idx, BAD_SHARE_MAX), m = 0;
-        double more;
-        memset(all, 0, ((size_t)world * BAD_SHARE_MAX + 1) * sizeof(double));
-        for (int i = 0; i < n; i++)
-            all[(size_t)r->comm->rank * BAD_SHARE_MAX + i] = (double)(idx[i] + 1);
-        all[(size_t)world * BAD_SHARE_MAX] = n == BAD_SHARE_MAX ? 1 : 0;
-        if (r->comm->ops->allreduce_sum(r->comm, all, (size_t)world * BAD_SHARE_MAX + 1, DLT_DTYPE_F64) != 0)
+        bad_round mine, *all;
+        int64_t got[BAD_SHARE_MAX];
+        int m = 0, more = 0;
+        memset(&mine, 0, sizeof(mine));
+        mine.n = dlt_loader_bad_take(l, mine.idx, BAD_SHARE_MAX);
+        mine.more = mine.n == BAD_SHARE_MAX;
+        if (dlt_agree_gather(&a, &mine, sizeof(mine), (void **)&all, r->err) != 0)
             break; /* the error is in the run's buffer; the next collective of the step reports it */
-        for (size_t i = 0; i < (size_t)world * BAD_SHARE_MAX; i++)
-            if (all[i] > 0) {
+        for (int k = 0; k < world; k++) {
+            more |= all[k].more;
+            for (int i = 0; i < all[k].n && i < BAD_SHARE_MAX; i++) {
                 int first = 1;
                 /* The lowest rank that found a file says it; the others only learn it. */
-                for (size_t k = 0; k < i && first; k++)
-                    first = all[k] != all[i];
-                if (first && i / BAD_SHARE_MAX == (size_t)r->comm->rank)
-                    dlt_loader_bad_report(l, (int64_t)all[i] - 1);
-                got[m++] = (int64_t)all[i] - 1;
+                for (int q = 0; q <= k && first; q++)
+                    for (int p = 0; p < (q < k ? all[q].n : i) && first; p++)
+                        first = all[q].idx[p] != all[k].idx[i];
+                if (first && k == r->comm->rank)
+                    dlt_loader_bad_report(l, all[k].idx[i]);
+                got[m++] = all[k].idx[i];
                 if (m == BAD_SHARE_MAX) {
                     dlt_loader_bad_merge(l, got, m);
                     m = 0;
                 }
             }
+        }
         dlt_loader_bad_merge(l, got, m);
-        more = all[(size_t)world * BAD_SHARE_MAX];
-        if (more == 0)
+        free(all);
+        if (!more)
             break;
     }
-    free(all);
     return dlt_loader_bad_files(l);
 }
 
 /* Acquires (epoch, step) from src and queues its copy to the backend. */
 static int _stage(dlt_run *r, dlt_source *src, int64_t epoch, int64_t step, const uint8_t **images,
-                  const int32_t **labels, char *err, size_t errlen)
+                  const int32_t **labels, dlt_err *err)
 {
     const dlt_train_config *c = &r->cfg;
     size_t pixels = (size_t)c->model.batch * c->model.image * c->model.image;
     int rc;
-    if ((rc = dlt_source_acquire(src, epoch, step, images, labels, err, errlen)) != 0)
+    if ((rc = dlt_source_acquire(src, epoch, step, images, labels, err)) != 0)
         return rc;
     if (src == &r->src)
         r->held++;
     if ((rc = r->be->ops->input_stage(r->be, *images, pixels)) != 0)
-        return dlt_fail_prefix(err, errlen, rc, "input copy");
+        return dlt_fail_prefix(err, rc, "input copy");
     return 0;
 }
 
@@ -589,7 +557,7 @@ static int _normalize(dlt_run *r)
     const dlt_train_config *c = &r->cfg;
     size_t pixels = (size_t)c->model.batch * c->model.image * c->model.image;
     int rc = r->be->ops->normalize_input(r->be, dlt_net_input(&r->net), pixels, g_mean, g_inv_std);
-    return rc ? dlt_fail_prefix(r->err, r->errlen, rc, "input") : 0;
+    return rc ? dlt_fail_prefix(r->err, rc, "input") : 0;
 }
 
 void dlt_run_prefetch(dlt_run *r, int64_t epoch, int64_t step)
@@ -599,8 +567,8 @@ void dlt_run_prefetch(dlt_run *r, int64_t epoch, int64_t step)
     r->next.ready = 1;
     r->next.epoch = epoch;
     r->next.step = step;
-    r->next.err[0] = 0;
-    r->next.rc = _stage(r, &r->src, epoch, step, &r->next.images, &r->next.labels, r->next.err, sizeof(r->next.err));
+    dlt_err_clear(&r->next.err);
+    r->next.rc = _stage(r, &r->src, epoch, step, &r->next.images, &r->next.labels, &r->next.err);
 }
 
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
@@ -610,15 +578,15 @@ int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
     if (r->next.ready) {
         r->next.ready = 0;
         if (r->next.epoch != epoch || r->next.step != step)
-            return dlt_fail(r->err, r->errlen, -EPROTO, "the batch read ahead is epoch %lld step %lld, not %lld/%lld",
+            return dlt_fail(r->err, -EPROTO, "the batch read ahead is epoch %lld step %lld, not %lld/%lld",
                             (long long)r->next.epoch, (long long)r->next.step, (long long)epoch, (long long)step);
         if (r->next.rc != 0) {
-            snprintf(r->err, r->errlen, "%s", r->next.err);
+            dlt_fail_take(r->err, &r->next.err);
             return r->next.rc;
         }
         r->images = r->next.images;
         r->labels = r->next.labels;
-    } else if ((rc = _stage(r, &r->src, epoch, step, &r->images, &r->labels, r->err, r->errlen)) != 0) {
+    } else if ((rc = _stage(r, &r->src, epoch, step, &r->images, &r->labels, r->err)) != 0) {
         return rc;
     }
     return _normalize(r);
@@ -636,7 +604,7 @@ void dlt_run_release_batches(dlt_run *r)
 int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid, int *unscored)
 {
     int rc;
-    if ((rc = _stage(r, src, 0, step, &r->images, &r->labels, r->err, r->errlen)) != 0 || (rc = _normalize(r)) != 0)
+    if ((rc = _stage(r, src, 0, step, &r->images, &r->labels, r->err)) != 0 || (rc = _normalize(r)) != 0)
         return rc;
     *valid = dlt_source_last_valid(src); /* a rank's last batch may be short: score its real images only */
     *unscored = 0;
@@ -646,7 +614,7 @@ int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid, in
         return rc;
     /* The batch's memory goes back to the source once the backend has read it. */
     if ((rc = r->be->ops->sync(r->be)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "device");
+        return dlt_fail_prefix(r->err, rc, "device");
     if (src == &r->src)
         r->held--;
     dlt_source_release(src);
@@ -664,7 +632,7 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     if (!c->data) { /* generated validation images: other images of the same classes */
         rc = dlt_source_open_synthetic(val, c->model.batch, c->model.image, c->model.classes, c->eval_size,
                                        c->seed ^ 0x5eed5eedull, c->seed, c->learnable, r->comm->rank, r->comm->size, 1,
-                                       r->err, r->errlen);
+                                       r->err);
         if (rc == 0)
             dlt_source_set_allocator(val, _host_alloc, _host_free, r->be);
         return rc ? rc : 1;
@@ -674,37 +642,37 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     } else {
         /* ROOT/val where it exists. Every rank must find it or none (the evaluations' collectives
          * would wait for a rank without): ask first, so that all ranks take the same path below. */
-        double here = snprintf(path, sizeof(path), "%s/val", c->data) < (int)sizeof(path) && stat(path, &st) == 0 &&
-                      S_ISDIR(st.st_mode);
-        double everywhere = here;
-        if (r->comm->size > 1 &&
-            (rc = r->comm->ops->allreduce_sum(r->comm, &everywhere, 1, DLT_DTYPE_F64)) != 0)
+        dlt_agreement a = dlt_agreement_of_comm(r->comm);
+        int here = snprintf(path, sizeof(path), "%s/val", c->data) < (int)sizeof(path) && stat(path, &st) == 0 &&
+                   S_ISDIR(st.st_mode),
+            everywhere;
+        if ((rc = dlt_agree_count(&a, here, &everywhere, r->err)) != 0)
             return rc;
         if (!here || everywhere != r->comm->size) {
             if (!here || everywhere == 0)
                 return (rc = _agree_data(r, NULL, "validation data")) != 0 ? rc : 0;
             /* Here but not on every rank: this rank's own listing, for the refusal that follows. */
             _loader_config(r, 0, &lc);
-            if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err, r->errlen)) != 0)
-                return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
+            if ((rc = dlt_source_open_images(val, path, c->val_labels, &lc, r->err)) != 0)
+                return dlt_fail_prefix(r->err, rc, "validation images");
             return (rc = _agree_data(r, val->ds, "validation data")) != 0 ? rc : -EIO;
         }
     }
     _loader_config(r, 0, &lc);
     if ((rc = _open_source(r, val, path, c->val_labels, &lc)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "validation images");
+        return dlt_fail_prefix(r->err, rc, "validation images");
     if ((rc = _agree_data(r, val->ds, "validation data")) != 0)
         return rc;
     /* The ranks see the same data: the checks below decide alike on every rank. */
     if ((rc = _left_out(r, val, path)) != 0 || (rc = _map_validation(r, val, path)) != 0 ||
         (dlt_source_classes(val) != c->model.classes &&
-         (rc = dlt_fail(r->err, r->errlen, -EINVAL, "%s has %d classes but the training images %d", path,
+         (rc = dlt_fail(r->err, -EINVAL, "%s has %d classes but the training images %d", path,
                         dlt_source_classes(val), c->model.classes)) != 0)) {
         if (r->comm->size > 1)
-            r->agreed = 1;
+            dlt_err_agree(r->err, rc);
         return rc;
     }
-    if ((rc = dlt_source_start(val, 0, 0, r->err, r->errlen)) != 0)
+    if ((rc = dlt_source_start(val, 0, 0, r->err)) != 0)
         return rc;
     dlt_log(&r->log, DLT_LOG_INFO, "validation: %s: %lld images", path, (long long)dlt_source_images(val));
     return 1;
@@ -716,11 +684,11 @@ int dlt_run_forward_loss(dlt_run *r, int training, int n)
     dlt_net *net = &r->net;
     int rc;
     if ((rc = dlt_net_forward(net, training)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "forward");
+        return dlt_fail_prefix(r->err, rc, "forward");
     if ((rc = r->be->ops->softmax_xent(r->be, dlt_net_logits(net), r->labels, n, c->model.classes,
                                        training ? (float)c->label_smoothing : 0.f,
                                        training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "loss");
+        return dlt_fail_prefix(r->err, rc, "loss");
     return 0;
 }
 
@@ -728,9 +696,9 @@ static int _read_results(dlt_run *r, double *res, int64_t unscored)
 {
     int rc = r->be->ops->results_read(r->be, res);
     if (rc)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "step results");
+        return dlt_fail_prefix(r->err, rc, "step results");
     if (res[DLT_RES_BAD_LABELS] > (double)unscored)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "%.0f label(s) outside 0..%d (the data's classes do not match "
+        return dlt_fail(r->err, -EINVAL, "%.0f label(s) outside 0..%d (the data's classes do not match "
                         "--classes %d?)", res[DLT_RES_BAD_LABELS] - (double)unscored, r->cfg.model.classes - 1,
                         r->cfg.model.classes);
     return 0;

@@ -42,12 +42,10 @@ typedef struct {
         int64_t epoch, step;
         const uint8_t *images;
         const int32_t *labels;
-        char err[1024];
+        dlt_err err;
     } next;
-    char *err;                   /* the sink: the backend's, communicator's and run helpers' messages */
-    size_t errlen;
-    dlt_status st;               /* the run's first failure (what the command says) */
-    int agreed;                  /* the run ends on a decision every rank took together (no abort needed) */
+    dlt_err *err;                /* the run's one error, given at open and lent to the backend: the first
+                                  * failure of any part, and whether every rank took it together */
     char *classes;               /* the class names the model's outputs mean, one a line (the training data's,
                                   * or the checkpoint's for eval); NULL: the data has no names */
     char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
@@ -55,18 +53,17 @@ typedef struct {
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,
- * the network and the reducer. err must be the communicator's error buffer or outlive the run. */
-int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, char *err,
-                 size_t errlen);
+ * the network and the reducer. err (the communicator's too) must outlive the run. */
+int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err);
 /* After a stretch without collectives that every rank runs through whatever fails (opening the
  * run, preparing training): one sum tells every rank who failed (rc: this rank's status, its
- * message in err), and all stop together, with no abort (r->agreed). What every rank found alike
+ * message in err), and all stop together, with no abort (err->agreed). What every rank found alike
  * (the same message) is said once: the other ranks' err is emptied; else each rank that failed
  * keeps its own and rank 0's says how many failed. Returns rc, or -ECANCELED on a rank that did
  * not fail itself, or 0 when no rank failed. */
 int dlt_run_agree_on_failure(dlt_run *r, int rc);
 
-/* failed: the run ends on an error (the first one r->st kept, else the sink's message). Unless every rank took that decision together (r->agreed),
+/* failed: the run ends on an error (the first one r->err kept). Unless every rank took that decision together (err->agreed),
  * a run of several ranks prints the error and aborts the communicator, so the other ranks, which
  * may be waiting in a collective for this one, end now instead of at the stall watchdog. */
 void dlt_run_close(dlt_run *r, int failed);

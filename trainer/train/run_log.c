@@ -22,7 +22,7 @@
 #include "trainer/train/tb_writer.h"
 
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
-                     char *err, size_t errlen)
+                     dlt_err *err)
 {
     uint64_t id = 0;
     int rc;
@@ -35,11 +35,10 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
         id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
     snprintf(l->run_id, sizeof(l->run_id), "%016llx", (unsigned long long)id);
-    if (rank == 0 && metrics_path && !(l->metrics = dlt_fopen_regular("--metrics", metrics_path, "a", err, errlen)))
+    if (rank == 0 && metrics_path && !(l->metrics = dlt_fopen_regular("--metrics", metrics_path, "a", err)))
         return -errno;
     /* One writer at a time: a second run appending would interleave its lines with this one's. */
-    if (l->metrics && (rc = dlt_run_lock_file(&l->metrics_lock, "--metrics", metrics_path, fileno(l->metrics), err,
-                                              errlen)) != 0) {
+    if (l->metrics && (rc = dlt_run_lock_file(&l->metrics_lock, "--metrics", metrics_path, fileno(l->metrics), err)) != 0) {
         fclose(l->metrics);
         l->metrics = NULL;
         return rc;
@@ -47,7 +46,7 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     return 0;
 }
 
-int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, size_t errlen)
+int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, dlt_err *err)
 {
     int rc;
     if (l->rank != 0 || !dir)
@@ -55,12 +54,11 @@ int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, siz
     /* One run per folder at a time: TensorBoard would merge two runs' event files into one curve. */
     if (dlt_mkdirs(dir) != 0) {
         int e = errno;
-        snprintf(err, errlen, "--tensorboard %s: cannot create it: %s", dir, strerror(e));
-        return -e;
+        return dlt_fail(err, -e, "--tensorboard %s: cannot create it: %s", dir, strerror(e));
     }
-    if ((rc = dlt_run_lock_dir(&l->tb_lock, "--tensorboard", dir, DLT_REQUEUE_LOCK_WAIT_S, err, errlen)) != 0)
+    if ((rc = dlt_run_lock_dir(&l->tb_lock, "--tensorboard", dir, DLT_REQUEUE_LOCK_WAIT_S, err)) != 0)
         return rc;
-    if ((rc = dlt_tb_open(&l->tb, dir, err, errlen)) != 0)
+    if ((rc = dlt_tb_open(&l->tb, dir, err)) != 0)
         return rc;
     dlt_log(l, DLT_LOG_VERBOSE, "TensorBoard events: %s", dlt_tb_path(l->tb));
     return 0;
@@ -114,9 +112,9 @@ static void _metrics_printf(dlt_run_log *l, const char *fmt, ...)
 /* Appends what was queued; a failed write is said once and ends the file, not the training. */
 static void _tb_flush(dlt_run_log *l)
 {
-    char err[512];
-    if (dlt_tb_flush(l->tb, err, sizeof(err)) != 0) {
-        dlt_log_warn(l, "%s: TensorBoard events stop here (training goes on)", err);
+    dlt_err err = DLT_ERR_INIT;
+    if (dlt_tb_flush(l->tb, &err) != 0) {
+        dlt_log_warn(l, "%s: TensorBoard events stop here (training goes on)", err.msg);
         dlt_tb_close(l->tb);
         l->tb = NULL;
     }
@@ -278,9 +276,9 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
     _metrics_put(l, buf, (size_t)n);
 }
 
-int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen)
+int dlt_run_log_baseline(const char *path, double *per_rank, dlt_err *err)
 {
-    FILE *f = dlt_fopen_regular("--baseline", path, "r", err, errlen);
+    FILE *f = dlt_fopen_regular("--baseline", path, "r", err);
     char line[2048];
     double sum = 0;
     int n = 0, lines = 0;
@@ -296,7 +294,7 @@ int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t e
     }
     fclose(f);
     if (!n)
-        return dlt_fail(err, errlen, -EINVAL, "--baseline %s: no interval line with images_per_s and ranks after the "
+        return dlt_fail(err, -EINVAL, "--baseline %s: no interval line with images_per_s and ranks after the "
                         "first (the first is warm-up): give the --metrics file of a finished run with at least two "
                         "log lines", path);
     *per_rank = sum / n;
@@ -311,12 +309,12 @@ void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseli
     printf("dltrain: done: %" PRId64 " step%s in %.1f s\n", steps, steps == 1 ? "" : "s", now - l->t_start);
     if (l->steady_images > 0) {
         printf("dltrain: summary: %.1f images/s, %.1f per rank, %d rank(s)", ips, ips / l->ranks, l->ranks);
-        char err[512];
-        if (baseline && dlt_run_log_baseline(baseline, &base, err, sizeof(err)) == 0)
+        dlt_err err = DLT_ERR_INIT;
+        if (baseline && dlt_run_log_baseline(baseline, &base, &err) == 0)
             printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / l->ranks / base, base,
                    baseline);
         else if (baseline)
-            printf(" (baseline not used: %s)", err);
+            printf(" (baseline not used: %s)", err.msg);
         printf("\n");
     }
     fflush(stdout);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "trainer/common/run_lock.h"
+#include "trainer/common/status.h"
 
 struct dlt_tb_writer;
 
@@ -32,12 +33,12 @@ typedef struct {
 
 /* metrics_path (may be NULL) is opened for appending on rank 0. */
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,
-                     char *err, size_t errlen);
+                     dlt_err *err);
 void dlt_run_log_close(dlt_run_log *l);
 /* --tensorboard DIR on rank 0: an event file there that gets each interval's scalars (the metrics
  * line's values, tagged train/...) and each validation's (val/top1, val/top5), at the step count of
  * completed optimizer steps, appended at every log line. */
-int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, char *err, size_t errlen);
+int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, dlt_err *err);
 
 /* An event line on rank 0 (stdout) when the run's level is at least `level`. */
 void dlt_log(const dlt_run_log *l, dlt_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -73,7 +74,7 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
 /* Mean images/s per rank of a --baseline metrics file (its first interval left out as warm-up).
  * Returns 0, or a negative errno with err naming the file and what is wrong with it (unreadable,
  * not a regular file, no interval line with a positive rate and a rank count after the first). */
-int dlt_run_log_baseline(const char *path, double *per_rank, char *err, size_t errlen);
+int dlt_run_log_baseline(const char *path, double *per_rank, dlt_err *err);
 
 /* A validation's result (rank 0): val/top1 and val/top5 in the TensorBoard file at step. */
 void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5);

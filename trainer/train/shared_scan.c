@@ -4,6 +4,8 @@
 
 #include "trainer/train/shared_scan.h"
 
+#include "trainer/comm/agree.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,11 +29,6 @@ typedef struct {
     char msg[1024];
 } scan_head;
 
-/* A failure one rank saw, as every rank will report it. */
-typedef struct {
-    int64_t rc;
-    char msg[1024];
-} scan_fail;
 
 /* The list, in pieces (the NCCL communicator stages through a buffer of the piece's size); a rank
  * that could not allocate buf still takes part, into scratch. */
@@ -47,50 +44,16 @@ static int _send_list(dlt_comm *comm, uint8_t *buf, size_t len, uint8_t *scratch
 }
 
 /* Every rank learns whether any rank failed (rc, err) and, if so, the lowest such rank's words. */
-static int _agree(dlt_comm *comm, int rc, const char *node, char *err, size_t errlen)
+static int _agree(dlt_comm *comm, int rc, const char *node, dlt_err *err)
 {
-    double *failed = calloc((size_t)comm->size, sizeof(double));
-    scan_fail f;
-    int first = -1, count = 0, crc;
-    if (!failed) {
-        /* Cannot take part in the agreement: the others would wait for this rank. */
-        fprintf(stderr, "dltrain: rank %d on node %s: out of memory agreeing on the data\n", comm->rank, node);
-        comm->ops->abort(comm, 1);
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory");
-    }
-    failed[comm->rank] = rc != 0;
-    if ((crc = comm->ops->allreduce_sum(comm, failed, (size_t)comm->size, DLT_DTYPE_F64)) != 0) {
-        free(failed);
-        return crc;
-    }
-    for (int k = 0; k < comm->size; k++)
-        if (failed[k] != 0) {
-            count++;
-            if (first < 0)
-                first = k;
-        }
-    free(failed);
-    if (first < 0)
-        return 0;
-    memset(&f, 0, sizeof(f));
-    if (comm->rank == first) {
-        char more[32] = "";
-        if (count > 1)
-            snprintf(more, sizeof(more), " (and %d more)", count - 1);
-        f.rc = rc;
-        snprintf(f.msg, sizeof(f.msg), "rank %d on node %.63s%s: %.*s", first, node, more, (int)sizeof(f.msg) - 128,
-                 err);
-    }
-    if ((crc = comm->ops->bcast(comm, &f, sizeof(f), first)) != 0)
-        return crc;
-    f.msg[sizeof(f.msg) - 1] = '\0';
-    return dlt_fail(err, errlen, f.rc < 0 ? (int)f.rc : -EIO, "%s", f.msg);
+    dlt_agreement a = dlt_agreement_of_comm(comm);
+    return dlt_agree_first_failure(&a, rc, node, err);
 }
 
 /* The folder as rank 0 sees it: from its index when that still matches, else listed. With list
  * (may be NULL: not wanted) its list too. */
 static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, uint8_t **list, size_t *len,
-                        dlt_shared_scan_info *info, char *err, size_t errlen)
+                        dlt_shared_scan_info *info, dlt_err *err)
 {
     int rc;
     if (!labels) {
@@ -103,8 +66,8 @@ static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, 
         if (got < 0)
             snprintf(info->index_note, sizeof(info->index_note), "%s", why);
     }
-    rc = dlt_dataset_open_folder(ds, path, labels, err, errlen);
-    if (rc == 0 && list && (rc = dlt_folder_list_pack(*ds, list, len, err, errlen)) != 0) {
+    rc = dlt_dataset_open_folder(ds, path, labels, err);
+    if (rc == 0 && list && (rc = dlt_folder_list_pack(*ds, list, len, err)) != 0) {
         dlt_dataset_close(*ds);
         *ds = NULL;
     }
@@ -112,7 +75,7 @@ static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, 
 }
 
 int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, dlt_dataset **out,
-                         dlt_shared_scan_info *info, char *err, size_t errlen)
+                         dlt_shared_scan_info *info, dlt_err *err)
 {
     scan_head h;
     uint8_t *buf = NULL, *scratch = NULL;
@@ -124,19 +87,19 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
     *out = NULL;
     memset(info, 0, sizeof(*info));
     if (comm->size < 2)
-        return _list_folder(path, labels, out, NULL, NULL, info, err, errlen);
+        return _list_folder(path, labels, out, NULL, NULL, info, err);
     dlt_node_name(node, sizeof(node));
     memset(&h, 0, sizeof(h));
     if (comm->rank == 0) {
         double t0 = dlt_now();
-        rc = _list_folder(path, labels, &ds, &buf, &len, info, err, errlen);
+        rc = _list_folder(path, labels, &ds, &buf, &len, info, err);
         info->scan_seconds = dlt_now() - t0;
         h.rc = rc;
         h.len = rc == 0 ? len : 0;
         snprintf(h.node, sizeof(h.node), "%s", node);
         snprintf(h.path, sizeof(h.path), "%s", path);
         if (rc != 0)
-            snprintf(h.msg, sizeof(h.msg), "%s", err);
+            snprintf(h.msg, sizeof(h.msg), "%.1000s", err->msg);
     }
     if ((crc = comm->ops->bcast(comm, &h, sizeof(h), 0)) != 0) {
         free(buf);
@@ -145,15 +108,15 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
     }
     h.node[sizeof(h.node) - 1] = h.path[sizeof(h.path) - 1] = h.msg[sizeof(h.msg) - 1] = '\0';
     if (h.rc != 0) /* the same words on every rank: rank 0's */
-        return comm->rank == 0 ? rc : dlt_fail(err, errlen, (int)h.rc, "%s", h.msg);
+        return comm->rank == 0 ? dlt_err_agree(err, rc) : dlt_fail_agreed(err, (int)h.rc, "%s", h.msg);
     len = (size_t)h.len;
     info->list_bytes = len;
     if (comm->rank != 0) {
         if (!(buf = malloc(len ? len : 1))) {
-            rc = dlt_fail(err, errlen, -ENOMEM, "out of memory for the list of %s (%zu bytes)", path, len);
+            rc = dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%zu bytes)", path, len);
             if (!(scratch = malloc(PIECE))) {
                 /* Cannot even take part in the sending: the others would wait for this rank. */
-                fprintf(stderr, "dltrain: rank %d on node %s: %s\n", comm->rank, node, err);
+                fprintf(stderr, "dltrain: rank %d on node %s: %s\n", comm->rank, node, err->msg);
                 comm->ops->abort(comm, 1);
                 return rc;
             }
@@ -169,22 +132,21 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
     if (comm->rank != 0 && rc == 0 && strcmp(path, h.path)) {
         /* Given another path than rank 0's: maybe another folder. This rank lists its own, and the
          * comparison of the ranks' digests that follows says whether they are the same. */
-        rc = dlt_dataset_open_folder(&ds, path, labels, err, errlen);
+        rc = dlt_dataset_open_folder(&ds, path, labels, err);
     } else if (comm->rank != 0 && rc == 0) {
-        rc = dlt_folder_list_open(&ds, path, buf, len, err, errlen);
+        rc = dlt_folder_list_open(&ds, path, buf, len, err);
         if (rc == 0 && strcmp(node, h.node)) {
             info->sampled = 1;
-            rc = dlt_folder_list_check_sample(ds, DLT_SHARED_SCAN_SAMPLE, (uint64_t)len * 0x9e3779b97f4a7c15ull, err,
-                                              errlen);
+            rc = dlt_folder_list_check_sample(ds, DLT_SHARED_SCAN_SAMPLE, (uint64_t)len * 0x9e3779b97f4a7c15ull, err);
             if (rc != 0)
-                rc = dlt_fail_prefix(err, errlen, rc,
+                rc = dlt_fail_prefix(err, rc,
                                      "%s as listed on node %s (rank 0) is not what this node sees: the nodes do not "
                                      "share that folder (another copy mounted there, or a mount missing)",
                                      path, h.node);
         }
     }
     free(buf);
-    if ((crc = _agree(comm, rc, node, err, errlen)) != 0) {
+    if ((crc = _agree(comm, rc, node, err)) != 0) {
         dlt_dataset_close(ds);
         return crc;
     }

@@ -14,6 +14,7 @@
 
 #include "trainer/comm/comm.h"
 #include "trainer/data/dataset.h"
+#include "trainer/common/status.h"
 
 /* Files each rank on another node looks at. */
 #define DLT_SHARED_SCAN_SAMPLE 16
@@ -31,6 +32,6 @@ typedef struct {
  * returns the same status and the same words in err: rank 0's own when it could not list the folder,
  * else the lowest failing rank's, prefixed with its rank and node. */
 int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, dlt_dataset **out,
-                         dlt_shared_scan_info *info, char *err, size_t errlen);
+                         dlt_shared_scan_info *info, dlt_err *err);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* step: one training step, top to bottom (see step.h). Every failure is recorded in the run's
- * status (r->st, the first kept); a callee's message is taken from the run's sink (r->err). */
+ * error (r->err, the first kept). */
 #include "config.h"
 
 #include "trainer/train/step.h"
@@ -21,17 +21,17 @@ static int _dump_batch(dlt_run *r)
 {
     const dlt_train_config *c = &r->cfg;
     size_t px = (size_t)c->model.batch * c->model.image * c->model.image * 3;
-    char why[512];
-    FILE *f = dlt_fopen_regular("--dump-batch", c->dump_batch, "wb", why, sizeof(why));
+    dlt_err why = DLT_ERR_INIT;
+    FILE *f = dlt_fopen_regular("--dump-batch", c->dump_batch, "wb", &why);
     if (!f)
-        return dlt_status_fail(&r->st, -EIO, "%s", why);
+        return dlt_fail(r->err, -EIO, "%s", why.msg);
     if (fwrite(r->images, 1, px, f) != px ||
         fwrite(r->labels, sizeof(int32_t), (size_t)c->model.batch, f) != (size_t)c->model.batch) {
         fclose(f);
-        return dlt_status_fail(&r->st, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
+        return dlt_fail(r->err, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
     }
     if (fclose(f) != 0)
-        return dlt_status_fail(&r->st, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
+        return dlt_fail(r->err, -EIO, "--dump-batch %s: cannot write it", c->dump_batch);
     return 0;
 }
 
@@ -43,9 +43,12 @@ static int _load_batch(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, dl
     int rc;
     out->t0 = dlt_now();
     dlt_watchdog_phase(p->wd, DLT_PHASE_DATA, p->index + 1);
+    int had = r->err->code != 0;
     if ((rc = dlt_run_load_batch(r, p->index / p->spe, p->index % p->spe)) != 0) {
-        dlt_fail_prefix(r->err, r->errlen, rc, "input");
-        snprintf(s->input_err, sizeof(s->input_err), "%s", r->err);
+        dlt_fail_prefix(r->err, rc, "input");
+        snprintf(s->input_err, sizeof(s->input_err), "%.1000s", r->err->msg);
+        if (!had) /* held aside: the step's agreement decides, and says it with the step */
+            dlt_err_clear(r->err);
         s->input_failed = 1; /* the labels are class 0 (r->no_labels): the loss stays defined; nothing is applied */
     }
     out->t_data = dlt_now();
@@ -62,15 +65,15 @@ static int _agree(dlt_run *r, int stop, int input_failed, double *agree_s)
     dlt_backend *be = r->be;
     double t0 = dlt_now();
     int rc;
-    DLT_TRY_GOTO(&r->st, rc, dlt_grad_reducer_finish(r->reducer), r->err, fail, "gradient all-reduce");
+    DLT_TRY_GOTO(r->err, rc, dlt_grad_reducer_finish(r->reducer), fail, "gradient all-reduce");
     if (r->scaler.enabled)
-        DLT_TRY_GOTO(&r->st, rc, be->ops->count_nonfinite(be, r->net.grads, r->net.model.nparams), r->err, fail,
+        DLT_TRY_GOTO(r->err, rc, be->ops->count_nonfinite(be, r->net.grads, r->net.model.nparams), fail,
                      "gradient check");
     /* Both put every step, so a recorded step has both (a replay sets their values). */
-    DLT_TRY_GOTO(&r->st, rc, be->ops->results_put(be, DLT_RES_STOP, stop ? 1.0 : 0.0), r->err, fail, "step results");
-    DLT_TRY_GOTO(&r->st, rc, be->ops->results_put(be, DLT_RES_INPUT_FAILED, input_failed ? 1.0 : 0.0), r->err, fail,
+    DLT_TRY_GOTO(r->err, rc, be->ops->results_put(be, DLT_RES_STOP, stop ? 1.0 : 0.0), fail, "step results");
+    DLT_TRY_GOTO(r->err, rc, be->ops->results_put(be, DLT_RES_INPUT_FAILED, input_failed ? 1.0 : 0.0), fail,
                  "step results");
-    DLT_TRY_GOTO(&r->st, rc, dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT), r->err, fail,
+    DLT_TRY_GOTO(r->err, rc, dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT), fail,
                  "step agreement");
     *agree_s = dlt_now() - t0;
 fail:
@@ -86,10 +89,10 @@ static int _sgd(dlt_run *r, double lr)
     float scale = (float)dlt_loss_scaler_unscale(&r->scaler, r->reducer->divisor);
     float wd = (float)c->weight_decay, wd_nd = c->decay_bn_bias ? wd : 0.f;
     int rc;
-    DLT_TRY_GOTO(&r->st, rc,
+    DLT_TRY_GOTO(r->err, rc,
                  r->be->ops->sgd_step(r->be, n->d_params, n->d_momentum, n->grads, (float)lr, (float)c->momentum, wd,
                                       wd_nd, scale),
-                 r->err, fail, "SGD update");
+                 fail, "SGD update");
 fail:
     return rc;
 }
@@ -99,9 +102,9 @@ static int _queue_plain(dlt_run *r, double lr, int stop, int input_failed, doubl
 {
     dlt_grad_listener listen = dlt_grad_reducer_listener(r->reducer);
     int rc;
-    DLT_TRY_GOTO(&r->st, rc, r->be->ops->results_reset(r->be), r->err, fail, "step results");
-    DLT_TRY_GOTO(&r->st, rc, dlt_run_forward_loss(r, 1, r->cfg.model.batch), r->err, fail, NULL);
-    DLT_TRY_GOTO(&r->st, rc, dlt_net_backward(&r->net, &listen), r->err, fail, "backward");
+    DLT_TRY_GOTO(r->err, rc, r->be->ops->results_reset(r->be), fail, "step results");
+    DLT_TRY_GOTO(r->err, rc, dlt_run_forward_loss(r, 1, r->cfg.model.batch), fail, NULL);
+    DLT_TRY_GOTO(r->err, rc, dlt_net_backward(&r->net, &listen), fail, "backward");
     if ((rc = _agree(r, stop, input_failed, agree_s)) != 0 || (rc = _sgd(r, lr)) != 0)
         goto fail;
 fail:
@@ -122,18 +125,18 @@ static int _queue(dlt_run *r, dlt_step_state *s, double lr, int stop, double *ag
         return _queue_plain(r, lr, stop, s->input_failed, agree_s);
     }
     if (s->graph_ready && s->graph_scale == r->scaler.scale) {
-        DLT_TRY_GOTO(&r->st, rc, g->replay(be, &in), r->err, fail, "CUDA graph replay");
+        DLT_TRY_GOTO(r->err, rc, g->replay(be, &in), fail, "CUDA graph replay");
         dlt_net_bn_replayed(&r->net);
         return 0;
     }
     s->graph_ready = 0;
-    DLT_TRY_GOTO(&r->st, rc, g->capture_begin(be), r->err, fail, "CUDA graph capture");
+    DLT_TRY_GOTO(r->err, rc, g->capture_begin(be), fail, "CUDA graph capture");
     recording = 1;
     if ((rc = _queue_plain(r, lr, stop, s->input_failed, agree_s)) != 0)
         goto fail;
     recording = 0; /* capture_end ends the recording whatever it returns */
-    DLT_TRY_GOTO(&r->st, rc, g->capture_end(be), r->err, fail, "CUDA graph");
-    DLT_TRY_GOTO(&r->st, rc, g->replay(be, &in), r->err, fail, "CUDA graph");
+    DLT_TRY_GOTO(r->err, rc, g->capture_end(be), fail, "CUDA graph");
+    DLT_TRY_GOTO(r->err, rc, g->replay(be, &in), fail, "CUDA graph");
     s->graph_ready = 1;
     s->graph_scale = r->scaler.scale;
     return 0;
@@ -155,15 +158,14 @@ static int _read_results(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, 
     int rc;
     dlt_watchdog_phase(p->wd, DLT_PHASE_ALLREDUCE, p->index + 1);
     out->t_wait = dlt_now();
-    DLT_TRY_GOTO(&r->st, rc, dlt_run_read_results(r, out->res), r->err, fail, NULL);
+    DLT_TRY_GOTO(r->err, rc, dlt_run_read_results(r, out->res), fail, NULL);
     dlt_run_release_batches(r); /* the backend has read this step's batch */
     out->t_agreed = dlt_now();
     if (out->res[DLT_RES_INPUT_FAILED] > 0) { /* every rank sees it: all stop at this step, no update */
-        r->agreed = 1;
         if (s->input_failed)
-            return dlt_status_fail(&r->st, -EIO, "%s (every rank stops at step %" PRId64 ")", s->input_err,
+            return dlt_fail_agreed(r->err, -EIO, "%s (every rank stops at step %" PRId64 ")", s->input_err,
                                    p->index + 1);
-        return dlt_status_fail(&r->st, -ECANCELED,
+        return dlt_fail_agreed(r->err, -ECANCELED,
                                "stopping at step %" PRId64 ": %.0f other rank(s) could not load their batch (their "
                                "messages name the file and the cause)", p->index + 1, out->res[DLT_RES_INPUT_FAILED]);
     }
@@ -180,27 +182,26 @@ static int _settle(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, const 
     int apply, rc;
     dlt_watchdog_phase(p->wd, DLT_PHASE_COMPUTE, p->index + 1);
     if (!isfinite(out->res[DLT_RES_LOSS])) {
-        r->agreed = 1; /* the summed loss is the same on every rank: all decide alike */
+        /* the summed loss is the same on every rank: all decide alike */
         if (++s->bad_steps > c->max_bad_steps)
-            return dlt_status_fail(&r->st, -ERANGE,
+            return dlt_fail_agreed(r->err, -ERANGE,
                                    "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the "
                                    "last checkpoint is intact (lower --lr?)", s->bad_steps, p->index + 1);
         if (r->comm->rank == 0)
             dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
                          out->res[DLT_RES_LOSS], p->index + 1, s->bad_steps, c->max_bad_steps);
         apply = 0;
-        r->agreed = 0;
     } else {
         /* An fp16 overflow is a normal event while the scale settles, not a divergence. */
         s->bad_steps = 0;
         apply = dlt_loss_scaler_update(&r->scaler, out->res[DLT_RES_NONFINITE] != 0);
     }
     if (apply != !dlt_results_skip(out->res)) /* the host and the backend read the same results */
-        return dlt_status_fail(&r->st, -EPROTO, "step %" PRId64 ": the host and the backend disagree on whether "
+        return dlt_fail(r->err, -EPROTO, "step %" PRId64 ": the host and the backend disagree on whether "
                                "the update applies", p->index + 1);
     if (apply)
         return 0;
-    DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_restore(&r->net), r->err, fail, "statistics restore");
+    DLT_TRY_GOTO(r->err, rc, dlt_net_bn_restore(&r->net), fail, "statistics restore");
 fail:
     return rc;
 }
@@ -212,7 +213,7 @@ int dlt_step_run(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, dlt_step
     if ((rc = _load_batch(r, s, p, out)) != 0)
         goto fail;
     /* A step whose loss turns out non-finite must leave no trace, BN running statistics included. */
-    DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_save(&r->net), r->err, fail, "statistics backup");
+    DLT_TRY_GOTO(r->err, rc, dlt_net_bn_save(&r->net), fail, "statistics backup");
     dlt_watchdog_phase(p->wd, DLT_PHASE_COMPUTE, p->index + 1);
     if ((rc = dlt_step_queue(r, s, p->lr, p->stop && *p->stop != 0, &out->agree_s)) != 0)
         goto fail;

@@ -4,6 +4,8 @@
 
 #include "trainer/train/straggler.h"
 
+#include "trainer/comm/agree.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -77,41 +79,64 @@ static int _open(dlt_straggler *s, dlt_comm *comm)
     s->ratio_sum = calloc((size_t)comm->size, sizeof(double));
     s->buf = calloc(2 * (size_t)comm->size, sizeof(double));
     if (!s->ids || !s->streak_c || !s->streak_d || !s->slowest || !s->ratio_sum || !s->buf)
-        return dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
+        return dlt_fail(comm->err, -ENOMEM, "out of memory");
     memcpy(s->ids[comm->rank], s->me, DLT_STRAGGLER_ID);
     return 0;
 }
 
 /* The identities, gathered the first time a rank is named (every rank decides alike when), so a
- * run without stragglers pays one exchange per interval and nothing more. A gather through one
- * sum: each rank's slot is zero on every other rank (whole 64-bit words, DLT_STRAGGLER_ID is a
- * multiple of 8), so the sum is every slot's bytes. */
+ * run without stragglers pays one exchange per interval and nothing more. */
 static int _gather_ids(dlt_straggler *s, dlt_comm *comm)
 {
+    dlt_agreement a = dlt_agreement_of_comm(comm);
+    void *all;
     int rc;
     if (s->have_ids)
         return 0;
-    rc = comm->ops->allreduce_sum(comm, s->ids, (size_t)comm->size * DLT_STRAGGLER_ID / sizeof(int64_t), DLT_DTYPE_I64);
-    s->have_ids = rc == 0;
-    return rc;
+    if ((rc = dlt_agree_gather(&a, s->me, DLT_STRAGGLER_ID, &all, comm->err)) != 0)
+        return rc;
+    memcpy(s->ids, all, (size_t)comm->size * DLT_STRAGGLER_ID);
+    free(all);
+    s->have_ids = 1;
+    return 0;
+}
+
+/* Each rank's n doubles of mine into buf, every rank's after another (k * n + i). */
+static int _gather_doubles(dlt_comm *comm, const double *mine, int n, double *buf)
+{
+    dlt_agreement a = dlt_agreement_of_comm(comm);
+    double *all;
+    int rc;
+    if ((rc = dlt_agree_gather(&a, mine, (size_t)n * sizeof(double), (void **)&all, comm->err)) != 0)
+        return rc;
+    memcpy(buf, all, (size_t)comm->size * (size_t)n * sizeof(double));
+    free(all);
+    return 0;
 }
 
 static int _interval(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t step)
 {
     double *c = s->buf, *d = s->buf + s->size, *tmp;
     int *slow_c = NULL, *slow_d = NULL, worst, rc = 0;
-    memset(s->buf, 0, 2 * (size_t)s->size * sizeof(double));
-    c[s->rank] = s->compute_s / s->steps;
-    d[s->rank] = s->data_s / s->steps;
+    double own[2] = {s->compute_s / s->steps, s->data_s / s->steps};
     s->compute_s = s->data_s = 0;
     s->steps = 0;
-    if ((rc = comm->ops->allreduce_sum(comm, s->buf, 2 * (size_t)s->size, DLT_DTYPE_F64)) != 0)
+    /* gathered as (compute, data) pairs, then split into the two columns */
+    if ((rc = _gather_doubles(comm, own, 2, s->buf)) != 0)
         return rc;
+    if (!(tmp = malloc(2 * (size_t)s->size * sizeof(double))))
+        return dlt_fail(comm->err, -ENOMEM, "out of memory");
+    memcpy(tmp, s->buf, 2 * (size_t)s->size * sizeof(double));
+    for (int k = 0; k < s->size; k++) {
+        c[k] = tmp[2 * k];
+        d[k] = tmp[2 * k + 1];
+    }
+    free(tmp);
     slow_c = calloc((size_t)s->size, sizeof(int));
     slow_d = calloc((size_t)s->size, sizeof(int));
     tmp = calloc((size_t)s->size, sizeof(double));
     if (!slow_c || !slow_d || !tmp || (worst = dlt_straggler_judge(c, d, s->size, s->factor, slow_c, slow_d)) < 0) {
-        rc = dlt_fail(comm->err, comm->errlen, -ENOMEM, "out of memory");
+        rc = dlt_fail(comm->err, -ENOMEM, "out of memory");
         goto out;
     }
     s->intervals++;
@@ -185,10 +210,8 @@ int dlt_straggler_summary(dlt_straggler *s, dlt_comm *comm, const dlt_run_log *l
     /* Each rank's own cost: the rank that waited least at the exchanges shows what the exchange
      * itself costs; the others' figures add the wait for a slower peer, which the next step's
      * all-reduce would have paid anyway. */
-    memset(s->buf, 0, (size_t)s->size * sizeof(double));
-    s->buf[s->rank] = s->cost_s;
-    if ((rc = _gather_ids(s, comm)) != 0 ||
-        (rc = comm->ops->allreduce_sum(comm, s->buf, (size_t)s->size, DLT_DTYPE_F64)) != 0 || s->rank != 0)
+    if ((rc = _gather_ids(s, comm)) != 0 || (rc = _gather_doubles(comm, &s->cost_s, 1, s->buf)) != 0 ||
+        s->rank != 0)
         return rc;
     lo = hi = s->buf[0];
     for (int i = 1; i < s->size; i++) {

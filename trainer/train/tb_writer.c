@@ -117,12 +117,12 @@ int dlt_tb_scalar(dlt_tb_writer *w, const char *tag, int64_t step, double value)
     return _queue(w, event, ne);
 }
 
-int dlt_tb_flush(dlt_tb_writer *w, char *err, size_t errlen)
+int dlt_tb_flush(dlt_tb_writer *w, dlt_err *err)
 {
     size_t len = w->len;
     w->len = 0;
     if (dlt_write_all(w->fd, w->buf, len) != 0)
-        return dlt_fail(err, errlen, -errno, "cannot append to the TensorBoard file %s: %s", w->path, strerror(errno));
+        return dlt_fail(err, -errno, "cannot append to the TensorBoard file %s: %s", w->path, strerror(errno));
     return 0;
 }
 
@@ -131,7 +131,7 @@ const char *dlt_tb_path(const dlt_tb_writer *w)
     return w->path;
 }
 
-int dlt_tb_open(dlt_tb_writer **out, const char *dir, char *err, size_t errlen)
+int dlt_tb_open(dlt_tb_writer **out, const char *dir, dlt_err *err)
 {
     static const char version[] = "brain.Event:2";
     char host[256] = "localhost";
@@ -142,9 +142,9 @@ int dlt_tb_open(dlt_tb_writer **out, const char *dir, char *err, size_t errlen)
     int rc;
     *out = NULL;
     if (dlt_mkdirs(dir) != 0)
-        return dlt_fail(err, errlen, -errno, "cannot create the TensorBoard directory %s: %s", dir, strerror(errno));
+        return dlt_fail(err, -errno, "cannot create the TensorBoard directory %s: %s", dir, strerror(errno));
     if (!(w = calloc(1, sizeof(*w))))
-        return dlt_fail(err, errlen, -ENOMEM, "out of memory for the TensorBoard writer");
+        return dlt_fail(err, -ENOMEM, "out of memory for the TensorBoard writer");
     if (gethostname(host, sizeof(host) - 1) != 0 || !host[0] || strchr(host, '/'))
         snprintf(host, sizeof(host), "localhost");
     w->fd = -1;
@@ -158,15 +158,15 @@ int dlt_tb_open(dlt_tb_writer **out, const char *dir, char *err, size_t errlen)
             break;
     }
     if (w->fd < 0) {
-        rc = dlt_fail(err, errlen, -errno, "cannot create the TensorBoard file %s: %s", w->path, strerror(errno));
+        rc = dlt_fail(err, -errno, "cannot create the TensorBoard file %s: %s", w->path, strerror(errno));
         free(w);
         return rc;
     }
     ne = _double(event, 1, _wall_time());
     ne += _bytes(event + ne, 3, version, sizeof(version) - 1);
-    if ((rc = _queue(w, event, ne)) != 0 || (rc = dlt_tb_flush(w, err, errlen)) != 0) {
+    if ((rc = _queue(w, event, ne)) != 0 || (rc = dlt_tb_flush(w, err)) != 0) {
         if (rc == -ENOMEM)
-            dlt_fail(err, errlen, rc, "out of memory for the TensorBoard writer");
+            dlt_fail(err, rc, "out of memory for the TensorBoard writer");
         dlt_tb_close(w);
         return rc;
     }
@@ -179,7 +179,7 @@ void dlt_tb_close(dlt_tb_writer *w)
     if (!w)
         return;
     if (w->len)
-        dlt_tb_flush(w, NULL, 0);
+        dlt_tb_flush(w, NULL);
     close(w->fd);
     free(w->buf);
     free(w);

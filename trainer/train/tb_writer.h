@@ -6,13 +6,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "trainer/common/status.h"
 
 typedef struct dlt_tb_writer dlt_tb_writer;
 
 /* Creates dir when missing (with its parents) and a new file in it,
  * DIR/events.out.tfevents.<unix time>.<host> (".N" added when that name exists: a resumed run in
  * the same second), holding the file_version event "brain.Event:2". */
-int dlt_tb_open(dlt_tb_writer **out, const char *dir, char *err, size_t errlen);
+int dlt_tb_open(dlt_tb_writer **out, const char *dir, dlt_err *err);
 const char *dlt_tb_path(const dlt_tb_writer *w);
 
 /* Queues one scalar: an Event {wall_time: now, step, summary {value {tag, simple_value}}}. */
@@ -20,7 +21,7 @@ int dlt_tb_scalar(dlt_tb_writer *w, const char *tag, int64_t step, double value)
 
 /* Appends what is queued in one write to the file opened O_APPEND, as the metrics file takes
  * one line per interval: a killed run loses at most the interval it was in. */
-int dlt_tb_flush(dlt_tb_writer *w, char *err, size_t errlen);
+int dlt_tb_flush(dlt_tb_writer *w, dlt_err *err);
 
 /* Flushes (what cannot be written is lost silently: the caller flushed at each interval and
  * said so on failure) and frees. NULL is fine. */

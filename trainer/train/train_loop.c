@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "trainer/comm/agree.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/node_name.h"
 #include "trainer/common/status.h"
@@ -54,7 +55,7 @@ static void _abort_stalled(void *arg)
 }
 
 /* Schedule, initial or resumed weights, the data stream positioned, signals, the banner, the
- * watchdog. */
+ * watchdog: what each rank does alone (no collective), agreed on after. */
 static int _prepare(dlt_run *r, loop_state *t)
 {
     const dlt_train_config *c = &r->cfg;
@@ -62,7 +63,7 @@ static int _prepare(dlt_run *r, loop_state *t)
     int rc;
     t->spe = dlt_source_steps_per_epoch(&r->src);
     if (t->spe < 1)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "%" PRId64 " images per epoch give no full batch of %d on each of %d ranks",
+        return dlt_fail(r->err, -EINVAL, "%" PRId64 " images per epoch give no full batch of %d on each of %d ranks",
                         dlt_source_images(&r->src), c->model.batch, r->comm->size);
     t->total = c->epochs * t->spe;
     if (c->max_steps > 0 && c->max_steps < t->total)
@@ -78,8 +79,8 @@ static int _prepare(dlt_run *r, loop_state *t)
     if ((rc = dlt_run_resume(r, &t->step)) != 0)
         return rc;
     if ((rc = dlt_net_upload(&r->net)) != 0)
-        return dlt_fail_prefix(r->err, r->errlen, rc, "loading the weights into the backend");
-    if ((rc = dlt_source_start(&r->src, t->step / t->spe, t->step % t->spe, r->err, r->errlen)) != 0)
+        return dlt_fail_prefix(r->err, rc, "loading the weights into the backend");
+    if ((rc = dlt_source_start(&r->src, t->step / t->spe, t->step % t->spe, r->err)) != 0)
         return rc;
     dlt_stop_signal_install(); /* dltrain train installed it at its start; a library caller gets it here */
     dlt_log(&r->log, DLT_LOG_INFO,
@@ -92,23 +93,34 @@ static int _prepare(dlt_run *r, loop_state *t)
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
     dlt_node_name(host, sizeof(host));
     if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_stalled, r) != 0)
-        return dlt_fail(r->err, r->errlen, -EIO, "cannot start the stall watchdog");
+        return dlt_fail(r->err, -EIO, "cannot start the stall watchdog");
     dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
     dlt_straggler_init(&t->straggler, host, &c->backend); /* straggler.h */
+    return 0;
+}
+
+/* The validation images and the run's start. Apart from _prepare, after the agreement on its
+ * failures: opening them is a collective (whether ROOT/val exists everywhere, the one listing), which
+ * a rank that failed in _prepare (a damaged --init on one node) would not reach, leaving the others
+ * waiting in it. */
+static int _prepare_validation(dlt_run *r, loop_state *t)
+{
+    const dlt_train_config *c = &r->cfg;
+    int rc;
     t->eval_every = c->eval_every;
     t->val_top1 = -1;
     if (t->eval_every != 0 && (t->eval_every > 0 || c->data)) {
         if ((rc = dlt_run_open_validation(r, &t->val)) < 0)
             return rc;
         if (rc == 0 && t->eval_every > 0)
-            return dlt_fail(r->err, r->errlen, -EINVAL, "--eval-every %d: no validation images (%s/val is not a "
+            return dlt_fail(r->err, -EINVAL, "--eval-every %d: no validation images (%s/val is not a "
                             "directory): give --val-data DIR or --eval-every 0", t->eval_every, c->data);
         t->eval_every = rc == 0 ? 0 : t->eval_every < 0 ? 1 : t->eval_every;
     } else {
         t->eval_every = 0;
     }
     if (c->target_top1 > 0 && t->eval_every == 0)
-        return dlt_fail(r->err, r->errlen, -EINVAL, "--target-top1 %g needs validation (--eval-every N and "
+        return dlt_fail(r->err, -EINVAL, "--target-top1 %g needs validation (--eval-every N and "
                         "validation images)", c->target_top1);
     t->last_ckpt = dlt_now();
     dlt_run_log_start(&r->log, t->step);
@@ -138,14 +150,14 @@ static int _validate(dlt_run *r, loop_state *t)
      * Validate every shard with rank 0's (what dltrain eval of the checkpoint sees), then give each
      * rank its own back, so training goes on exactly as without validation. */
     if (r->comm->size > 1)
-        DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_adopt(&r->net, _share_from_rank0, r->comm), r->err, fail,
+        DLT_TRY_GOTO(r->err, rc, dlt_net_bn_adopt(&r->net, _share_from_rank0, r->comm), fail,
                      "validation statistics");
     /* A stop request (a signal) abandons validation at the next batch on every rank together: it
      * changes no weights, and a preemption warning may be shorter than a whole pass. */
     if ((abandoned = dlt_eval_pass_stoppable(r, &t->val, counts, dlt_stop_signal_flag(), at)) < 0)
-        DLT_TRY_GOTO(&r->st, rc, abandoned, r->err, fail, NULL);
+        DLT_TRY_GOTO(r->err, rc, abandoned, fail, NULL);
     if (r->comm->size > 1)
-        DLT_TRY_GOTO(&r->st, rc, dlt_net_bn_restore(&r->net), r->err, fail, "validation statistics");
+        DLT_TRY_GOTO(r->err, rc, dlt_net_bn_restore(&r->net), fail, "validation statistics");
     if (abandoned) {
         dlt_run_log_pause(&r->log, dlt_now() - t0);
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during validation: abandoned after batch %" PRId64
@@ -201,13 +213,13 @@ static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
     }
     if (stop) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
-        DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
+        DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
         return DLT_RUN_PREEMPTED;
     }
     if (t->step < t->total && t->st.bad_steps == 0 &&
         ((c->checkpoint_every > 0 && t->step % c->checkpoint_every == 0) ||
          (c->checkpoint_minutes > 0 && dlt_now() - t->last_ckpt >= 60 * c->checkpoint_minutes))) {
-        DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
+        DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
         t->last_ckpt = dlt_now();
     }
     return 0;
@@ -221,9 +233,9 @@ fail:
  * saved: a resumed run's checkpoint stays the one to continue from. */
 static int _stop_before_first_step(dlt_run *r, loop_state *t)
 {
-    double asked = *dlt_stop_signal_flag() != 0;
-    int rc;
-    if (r->comm->size > 1 && (rc = r->comm->ops->allreduce_sum(r->comm, &asked, 1, DLT_DTYPE_F64)) != 0)
+    dlt_agreement a = dlt_agreement_of_comm(r->comm);
+    int asked, rc;
+    if ((rc = dlt_agree_count(&a, *dlt_stop_signal_flag() != 0, &asked, r->err)) != 0)
         return rc;
     if (asked == 0)
         return 0;
@@ -272,7 +284,7 @@ static int _train_step(dlt_run *r, loop_state *t)
         ((t->step / t->spe) % t->eval_every == 0 || t->step == t->total) && (rc = _validate(r, t)) != 0)
         return rc;
     if (r->cfg.check_every > 0 && t->step % r->cfg.check_every == 0)
-        DLT_TRY_GOTO(&r->st, rc, dlt_run_check_replicas(r, t->step), r->err, fail, NULL);
+        DLT_TRY_GOTO(r->err, rc, dlt_run_check_replicas(r, t->step), fail, NULL);
     return _checkpoint(r, t, &s);
 fail:
     return rc;
@@ -284,14 +296,13 @@ static int _finish(dlt_run *r, loop_state *t)
     int64_t bad;
     int rc;
     if (t->st.bad_steps > 0) {
-        r->agreed = 1;
-        return dlt_status_fail(&r->st, -ERANGE, "the run ended on non-finite losses: no final checkpoint written");
+        return dlt_fail_agreed(r->err, -ERANGE, "the run ended on non-finite losses: no final checkpoint written");
     }
     bad = dlt_run_share_bad_images(r);
     if (bad > 0 && r->comm->rank == 0)
         dlt_log_warn(&r->log, "%lld bad image(s) were skipped and replaced (distinct files, over all %d rank(s))",
                      (long long)bad, r->comm->size);
-    DLT_TRY_GOTO(&r->st, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), r->err, fail, NULL);
+    DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
     if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) != 0) /* straggler.h */
         return rc;
@@ -300,14 +311,16 @@ fail:
     return rc;
 }
 
-int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen)
+int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, dlt_err *err)
 {
     dlt_run r;
     loop_state t;
     int rc;
     memset(&t, 0, sizeof(t));
-    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err, errlen)) == 0 &&
-        (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0 && (rc = _stop_before_first_step(&r, &t)) == 0) {
+    if ((rc = dlt_run_open(&r, c, comm, DLT_RUN_TRAIN, err)) == 0 &&
+        (rc = dlt_run_agree_on_failure(&r, _prepare(&r, &t))) == 0 &&
+        (rc = dlt_run_agree_on_failure(&r, _prepare_validation(&r, &t))) == 0 &&
+        (rc = _stop_before_first_step(&r, &t)) == 0) {
         if (t.step >= t.total) /* resumed at or past the end: the checkpoint is already the result */
             dlt_log(&r.log, DLT_LOG_QUIET, "resumed at step %" PRId64 ", at or past the end of this run (%" PRId64
                     " step%s): nothing to train, nothing written", t.step, t.total, t.total == 1 ? "" : "s");

@@ -12,6 +12,7 @@
 #include "trainer/comm/grad_reducer.h"
 #include "trainer/model/resnet.h"
 #include "trainer/train/run_log.h"
+#include "trainer/common/status.h"
 
 /* How a training run can end besides done (0) and failed (a negative status): stopped by
  * SIGTERM/SIGUSR1 after writing its checkpoint, or stopped with nothing saved (no
@@ -82,10 +83,10 @@ void dlt_train_config_defaults(dlt_train_config *c);
 /* Each returns 0 (dlt_train_run also DLT_RUN_PREEMPTED or DLT_RUN_STOPPED_UNSAVED) or a negative
  * status with err holding the run's first failure (empty where another rank says it for all); err
  * should be the communicator's error buffer, so that every layer reports into one place. */
-int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, char *err, size_t errlen);
+int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, dlt_err *err);
 
 /* Top-1/top-5 of a checkpoint over the validation images (or generated ones). */
-int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *err, size_t errlen);
+int dlt_eval_run(const dlt_train_config *c, dlt_comm *comm, const char *checkpoint, dlt_err *err);
 
 typedef struct {
     int warmup, iters;
@@ -96,6 +97,6 @@ typedef struct {
     double per_gpu;   /* images/s one GPU trains at, for "feeds N GPUs" (input_only) */
 } dlt_bench_config;
 
-int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, char *err, size_t errlen);
+int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, dlt_err *err);
 
 #endif
