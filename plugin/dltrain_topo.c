@@ -37,6 +37,7 @@ int main(int argc, char **argv)
         }
     } else {
         fprintf(stderr, "dltrain-topo: %s (continuing without GPUs)\n", err.msg);
+        dlt_err_clear(&err); /* said; not this run's failure */
     }
     if (dlt_topo_load_sysfs(&topo, argv[2], &err)) {
         fprintf(stderr, "dltrain-topo: %s\n", err.msg);

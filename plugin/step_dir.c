@@ -202,7 +202,7 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
         goto out;
     }
     if (snprintf(path_out, pathlen, "%s/%s/%s", topo_dir, name, file_name) >= (int)pathlen) {
-        dlt_fail(err, -EIO, "step directory path too long");
+        dlt_fail(err, -ENAMETOOLONG, "step directory path too long");
         rc = -ENAMETOOLONG;
     }
 out:

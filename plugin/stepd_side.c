@@ -155,6 +155,8 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
                           "node %s: this step has GPUs but the GPU driver's NVML cannot be used (%s); is the NVIDIA "
                           "driver installed, or is nvml_lib= in plugstack.conf wrong?",
                           node, err.msg);
+    } else {
+        dlt_err_clear(&err); /* no driver and no GPU asked for: not a failure */
     }
     /* No driver and no GPUs: nothing to bind to a GPU, NICs are still worth choosing. */
     rc = dlt_topo_load_sysfs(&st->topo, st->site.sysfs_root, &err);

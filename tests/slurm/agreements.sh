@@ -8,7 +8,7 @@
 # auto (the preflight's agreement with rank 0); and the first failure across modules on 4 ranks: a
 # data loader failure in one rank's evaluation shard ends every rank with the loader's words.
 . "$(dirname "$0")/lib.sh"
-data_test_start 2 20 5
+data_test_start 2 20 6
 "$MK" folder "$WORK/A" 2 8 40 40 plain
 "$MK" folder "$WORK/B" 3 8 40 40 plain
 T=(--arch resnet18 --width 0.25 --image-size 32 --batch 2 --workers 1 --log-every 0 --stall-timeout 30)
@@ -68,3 +68,13 @@ if ((rc != 0 && rc != 124 && el < 30)) && [[ -n $cause && -n $ending && ${cause%
       $(grep -c 'rank [0-9]: evaluation: bad image' <<<"$out") == 1 && $out != *watchdog* ]]; then
   ok "4 ranks, a bad validation image under --strict in one rank's shard: every rank ends in ${el}s; the loader's words are the cause said (${cause#*: })"
 else not_ok "first failure across modules on 4 ranks (rc=$rc, ${el}s)"; echo "$out" | tail -8 | diag; fi
+
+# ROOT/val on three ranks' folders and not on rank 3's (a copy without it): whether it exists is
+# agreed first (a count), then the ranks that have it and the one that has none are named.
+cp -r "$WORK/A" "$WORK/A-noval"; rm -rf "$WORK/A-noval/val"
+start=$SECONDS
+out=$(one_rank 3 "--data=$WORK/A-noval" "--data=$WORK/A" "$DLTRAIN" train "${T[@]}" --epochs 1); rc=$?; el=$((SECONDS - start))
+want="the ranks do not see the same validation data: ranks 0,1,2 see 16 images in 2 classes; rank 3 has none: give every rank the same data"
+if ((rc == 1 && el < 30)) && [[ $(grep -cF -- "$want" <<<"$out") == 1 ]] && quiet_end "$out"; then
+  ok "validation images on ranks 0-2 and none on rank 3: refused in ${el}s before the first step, the ranks named"
+else not_ok "validation agreement (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi

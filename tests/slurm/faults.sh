@@ -81,11 +81,12 @@ else not_ok "killed rank without --kill-on-bad-exit (victim=$victim rc=$rc ${el}
 # Slurm sends to every task (scancel, time limit) does not (the others may be saving a checkpoint).
 for sig in KILL TERM; do
   start=$SECONDS
-  out=$(timeout 60 "${SRUN[@]}" bash -c '[ "$SLURM_PROCID" = 3 ] && kill -'$sig' $$; sleep 6; echo "rank $SLURM_PROCID lived"' 2>&1)
+  out=$(timeout 60 "${SRUN[@]}" bash -c '[ "$SLURM_PROCID" = 3 ] && kill -'$sig' $$; sleep 6 && echo "rank $SLURM_PROCID lived"' 2>&1)
   eval "el_$sig=\$((SECONDS - start)) lived_$sig=\$(grep -c 'lived' <<<\"\$out\")"
 done
 # Who lived to print is the measure (the step's end waits for the tasks' output to close, which
-# takes a while on a loaded machine).
+# takes a while on a loaded machine); a peer whose sleep the step's SIGKILL reached first must not
+# print either, hence && (bash may outlive its sleep by a moment).
 if ((lived_KILL == 0 && lived_TERM == 3)); then
   ok "a rank killed by SIGKILL ends the step (${el_KILL}s); one ended by SIGTERM does not (the 3 others ran on, ${el_TERM}s)"
 else not_ok "SIGKILL vs SIGTERM (KILL: ${lived_KILL} lived, ${el_KILL}s; TERM: ${lived_TERM} lived, ${el_TERM}s)"; fi

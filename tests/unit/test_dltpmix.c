@@ -225,9 +225,32 @@ static void test_rendezvous_not_built(void **state)
 }
 #endif
 
+/* dltpmix_error says the last call's first failure, and nothing after a call that succeeded. */
+static void test_error_is_the_calls_own(void **state)
+{
+    dltpmix_ctx *px = NULL;
+    dltpmix_options o = {0};
+    char err[512];
+    int v = 7;
+    (void)state;
+    unsetenv("DLTPMIX_TEST_RENDEZVOUS");
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    unsetenv("SLURM_NTASKS");
+    o.allow_singleton = 1;
+    assert_int_equal(dltpmix_init(&px, &o, err, sizeof(err)), 0);
+    assert_int_equal(dltpmix_bcast(px, 3, &v, sizeof(v)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(dltpmix_error(px), "dltpmix_bcast: root 3 outside 0..0"));
+    assert_int_equal(dltpmix_bcast(px, 0, NULL, sizeof(v)), DLTPMIX_ERR_ARG);
+    assert_string_equal(dltpmix_error(px), "dltpmix_bcast: NULL buffer"); /* this call's words, not the last one's */
+    assert_int_equal(dltpmix_barrier(px), 0);
+    assert_string_equal(dltpmix_error(px), "");
+    dltpmix_finalize(px);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_is_the_calls_own),
 #ifdef DLT_TEST_HOOKS
         cmocka_unit_test(test_three_ranks),
         cmocka_unit_test(test_missing_peer_times_out),

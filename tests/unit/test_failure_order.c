@@ -343,7 +343,7 @@ static void test_failed_capture_is_dropped(void **state)
  * double each value), so every check says bit-identical; a peer whose checksum differs in its last
  * bit passes the 1e-9 bound but is said not to be bit-identical. */
 
-static int g_perturb; /* the twin's checksum differs by one unit in the last place */
+static int g_perturb; /* 1: the twin's checksum differs by one unit in the last place; 2: by 1% */
 
 static int _allgather_perturbed(dlt_comm *c, const void *mine, size_t bytes, void *all)
 {
@@ -352,7 +352,7 @@ static int _allgather_perturbed(dlt_comm *c, const void *mine, size_t bytes, voi
         /* The replica check's record: the peer's checksum is the next double up. */
         double other;
         memcpy(&other, mine, sizeof(other));
-        other = nextafter(other, INFINITY);
+        other = g_perturb == 1 ? nextafter(other, INFINITY) : other * 1.01 + 1; /* 2: far beyond the bound */
         memcpy((char *)all + bytes, &other, sizeof(other));
     }
     return 0;
@@ -363,7 +363,7 @@ static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce, _bcast,  _barri
 
 /* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
  * how many checks said bit-identical and how many said not. */
-static void _replica_run(int perturb, int *same, int *differ)
+static int _replica_run(int perturb, int *same, int *differ, dlt_err *out)
 {
     dlt_train_config c;
     dlt_comm *comm = calloc(1, sizeof(*comm));
@@ -397,8 +397,7 @@ static void _replica_run(int perturb, int *same, int *differ)
     dup2(saved, 1);
     close(saved);
     comm->ops->destroy(comm);
-    if (rc != 0)
-        fail_msg("replica run (perturb %d): %s", perturb, err.msg);
+    *out = err;
     *same = *differ = 0;
     assert_non_null(f = fopen(logf, "r"));
     while (fgets(line, sizeof(line), f)) {
@@ -408,20 +407,31 @@ static void _replica_run(int perturb, int *same, int *differ)
     fclose(f);
     snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, logf);
     assert_int_equal(system(cmd), 0);
+    return rc;
 }
 
 static void test_replica_check_tells_bit_identity(void **state)
 {
     int same, differ;
+    dlt_err e;
     (void)state;
-    _replica_run(0, &same, &differ);
+    assert_int_equal(_replica_run(0, &same, &differ, &e), 0);
     printf("# identical peer: %d check(s) bit-identical, %d not\n", same, differ);
     assert_int_equal(same, 3);
     assert_int_equal(differ, 0);
-    _replica_run(1, &same, &differ);
+    assert_int_equal(_replica_run(1, &same, &differ, &e), 0);
     printf("# peer one ulp off: %d check(s) bit-identical, %d not\n", same, differ);
     assert_int_equal(same, 0);
     assert_int_equal(differ, 3);
+    /* Beyond the bound: every rank stops at the first check with the same words, naming the
+     * ranks of each checksum, agreed (no abort). */
+    assert_int_not_equal(_replica_run(2, &same, &differ, &e), 0);
+    printf("# peer 1%% off: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "weights differ across ranks at step 1 (checksum "));
+    assert_non_null(strstr(e.msg, " on rank(s) 0, "));
+    assert_non_null(strstr(e.msg, " on rank(s) 1): stopping"));
+    assert_int_equal(e.agreed, 1);
+    assert_null(strchr(g.seq, 'A'));
 }
 
 /* ---- the watchdog: an abort that never returns still ends the process, within the bound */

@@ -636,13 +636,13 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, dlt_err *err)
     c->base.results = c->results;
     c->base.err = err;
     if (prec == DLT_PREC_FP16 || prec == DLT_PREC_TF32) {
-        dlt_fail(err, -EIO, "--precision %s needs the CUDA backend (the CPU backend has fp32 and bf16)",
+        dlt_fail(err, -ENOTSUP, "--precision %s needs the CUDA backend (the CPU backend has fp32 and bf16)",
                  dlt_precision_name(prec));
         free(c);
         return -ENOTSUP;
     }
     if (prec == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
-        dlt_fail(err, -EIO, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
+        dlt_fail(err, -ENOTSUP, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
         free(c);
         return -ENOTSUP;
     }

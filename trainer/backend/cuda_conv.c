@@ -40,7 +40,7 @@
                     break;                                                                                    \
                 }                                                                                             \
         if (found_ < 0) {                                                                                     \
-            dlt_fail(be->err, -EIO, "cuDNN found no %s%s algorithm for this convolution within "   \
+            dlt_fail(be->err, -ENOTSUP, "cuDNN found no %s%s algorithm for this convolution within "   \
                      "%zu MiB of workspace", c->cfg.deterministic ? "deterministic " : "", #out,              \
                      (size_t)(limit) >> 20);                                                                  \
             return -ENOTSUP;                                                                                  \

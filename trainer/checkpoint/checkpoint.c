@@ -469,7 +469,7 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
             snprintf(name, sizeof(name), "momentum.%s", e->name);
             x = dlt_st_find(&sf, name);
             if (!x || strcmp(x->dtype, "F32") || x->end - x->begin != e->len * sizeof(float)) {
-                dlt_fail(err, -EIO, "%s: %s missing or the wrong size", state_path, name);
+                dlt_fail(err, -EINVAL, "%s: %s missing or the wrong size", state_path, name);
                 rc = -EINVAL;
                 goto out;
             }

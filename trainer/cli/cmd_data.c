@@ -224,6 +224,7 @@ int dlt_cmd_data(int argc, char **argv)
         int32_t label;
         unsigned char *jpg = NULL;
         unsigned long jlen = 0;
+        dlt_err_clear(&err); /* each image's failure is its own */
         if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), &err) != 0 ||
             (side && _resize_jpeg(dec, enc, buf, len, side, quality, &jpg, &jlen, &err) != 0) ||
             (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0},
@@ -246,6 +247,7 @@ int dlt_cmd_data(int argc, char **argv)
         dlt_progress_update(&prog, i + 1);
     }
     dlt_progress_end(&prog, n);
+    dlt_err_clear(&err); /* the left-out images were said one by one */
     if (dlt_recordio_close(&w, &err) != 0 || dlt_recordio_write_classes(tmp_rec, ds, &err) != 0) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         goto drop;

@@ -326,10 +326,11 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         /* The model as the checkpoint's state file records it, unless the options say (and agree);
          * a file without one (a torchvision export) needs --arch and friends as before. */
         dlt_checkpoint_info info;
+        dlt_err probe = DLT_ERR_INIT; /* a file that is no checkpoint of ours is judged later, not here */
         given.classes = c.classes_given;
-        if (dlt_checkpoint_verify(checkpoint, &info, &err) == 0 && info.verified) {
-            if (dlt_model_adopt_config(&c.model, &given, info.config, &err) != 0) {
-                fprintf(stderr, "dltrain: %s: %s\n", checkpoint, err.msg);
+        if (dlt_checkpoint_verify(checkpoint, &info, &probe) == 0 && info.verified) {
+            if (dlt_model_adopt_config(&c.model, &given, info.config, &probe) != 0) {
+                fprintf(stderr, "dltrain: %s: %s\n", checkpoint, probe.msg);
                 return 2;
             }
             c.classes_given = 1;

@@ -107,7 +107,7 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
     *comm = NULL;
     if (dltpmix_init(px, &popts, shape.msg, sizeof(shape.msg)) != 0) {
         dlt_fail(err, -EIO, "%s", shape.msg);
-        fprintf(stderr, "dltrain: %s\n", err->msg);
+        fprintf(stderr, "dltrain: %s\n", shape.msg);
         if (problem)
             fprintf(stderr, "dltrain: %s\n", problem);
         return 1;

@@ -172,14 +172,15 @@ static int _set_bytes(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a,
     char num[32], name[64];
     size_t n = strlen(a->text), shift = 0;
     int64_t w;
+    dlt_err number;
     if (n > 0 && n < sizeof(num) && strchr("KkMmGg", a->text[n - 1])) {
         shift = strchr("Kk", a->text[n - 1]) ? 10 : strchr("Mm", a->text[n - 1]) ? 20 : 30;
         n--;
     }
     snprintf(name, sizeof(name), "--%s", opt->name);
     snprintf(num, sizeof(num), "%.*s", (int)(n < sizeof(num) ? n : sizeof(num) - 1), a->text);
-    if (dlt_parse_whole(name, num, shift ? 1 : 8, (int64_t)4 << (30 - shift), &w, err) != 0)
-        return dlt_fail(err, -EINVAL,
+    if (dlt_parse_whole(name, num, shift ? 1 : 8, (int64_t)4 << (30 - shift), &w, dlt_err_fresh(&number)) != 0)
+        return dlt_fail(err, -EINVAL, /* these words, not the number parser's */
                         "%s %s: expected a byte count from 8 to 4G (a whole number, optionally with K, M or G)", name,
                         a->text);
     AT(size_t) = (size_t)w << shift;

@@ -55,7 +55,7 @@ int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, 
 #ifdef DLT_HAVE_MPI
         rc = dlt_comm_mpi_create(out, info, err);
 #else
-        dlt_fail(err, -EIO, "%d ranks need the MPI host communicator, but dltrain was built without MPI "
+        dlt_fail(err, -ENOTSUP, "%d ranks need the MPI host communicator, but dltrain was built without MPI "
                  "(install libopenmpi-dev and rebuild)", info->size);
         rc = -ENOTSUP;
 #endif

@@ -170,7 +170,7 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err)
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     if (pmix && (pmix->rank != c->rank || pmix->size != c->size)) {
-        dlt_fail(err, -EIO, "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
+        dlt_fail(err, -EPROTO, "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
                  "PMIx server", c->rank, c->size, pmix->rank, pmix->size);
         _destroy(c);
         return -EPROTO;

@@ -16,34 +16,28 @@ static void _record(dlt_err *e, const char *file, int line, int code, const char
     vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 }
 
-int dlt_fail_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+/* Whether a failure of code is the first (to be recorded); a later one is noted. */
+static int _first(dlt_err *e, int code)
 {
-    va_list ap;
     if (!e || code == 0)
-        return code;
+        return 0;
     if (e->code != 0) {
         e->later = 1;
-        return code;
+        return 0;
     }
-    va_start(ap, fmt);
-    _record(e, file, line, code, fmt, ap);
-    va_end(ap);
-    return code;
+    return 1;
 }
 
-int dlt_fail_agreed_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
+int dlt_fail_at(dlt_err *e, const char *file, int line, int code, int agreed, const char *fmt, ...)
 {
     va_list ap;
-    if (!e || code == 0)
+    if (!_first(e, code))
         return code;
-    if (e->code != 0) {
-        e->later = 1;
-        return code;
-    }
     va_start(ap, fmt);
     _record(e, file, line, code, fmt, ap);
     va_end(ap);
-    e->agreed = 1;
+    if (agreed)
+        e->agreed = 1;
     return code;
 }
 
@@ -98,16 +92,6 @@ int dlt_fail_prefix_at(dlt_err *e, const char *file, int line, int code, const c
     return rc;
 }
 
-int dlt_fail_context(dlt_err *e, int code, const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    int rc;
-    va_start(ap, fmt);
-    rc = _context(e, file, line, code, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 int dlt_fail_suffix(dlt_err *e, int code, const char *fmt, ...)
 {
     size_t used;
@@ -125,11 +109,8 @@ int dlt_fail_take(dlt_err *e, const dlt_err *from)
 {
     if (!e || !from || from->code == 0)
         return from ? from->code : 0;
-    if (e->code != 0) {
-        e->later = 1;
-        return from->code;
-    }
-    *e = *from;
+    if (_first(e, from->code))
+        *e = *from;
     return from->code;
 }
 

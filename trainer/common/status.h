@@ -28,12 +28,12 @@ typedef struct dlt_err {
 
 /* Records a failure: kept, with fmt's words, when it is the first (code 0 records nothing).
  * Returns code. e may be NULL (the caller wants the status only). */
-int dlt_fail_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-#define dlt_fail(e, code, ...) dlt_fail_at((e), __FILE__, __LINE__, (code), __VA_ARGS__)
+int dlt_fail_at(dlt_err *e, const char *file, int line, int code, int agreed, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+#define dlt_fail(e, code, ...) dlt_fail_at((e), __FILE__, __LINE__, (code), 0, __VA_ARGS__)
 
 /* Puts "CONTEXT: " before the kept failure's words (code: the status the callee returned) while
- * that failure is the one travelling up (no later failure attempted); a callee
+ * that failure is the one travelling up (no later failure attempted); fmt NULL adds no context. A callee
  * that returned code without words gets "CONTEXT: " + the status's strerror. Returns code. */
 int dlt_fail_prefix_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -58,9 +58,7 @@ static inline dlt_err *dlt_err_fresh(dlt_err *e)
 /* Records a failure that every rank meets at the same point from the same inputs (an agreed
  * result, the gathered records of an agreement): when it is the first, it is marked agreed, so the
  * run ends on it without ending the other ranks. Returns code. */
-int dlt_fail_agreed_at(dlt_err *e, const char *file, int line, int code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-#define dlt_fail_agreed(e, code, ...) dlt_fail_agreed_at((e), __FILE__, __LINE__, (code), __VA_ARGS__)
+#define dlt_fail_agreed(e, code, ...) dlt_fail_at((e), __FILE__, __LINE__, (code), 1, __VA_ARGS__)
 
 /* The kept failure is now known to every rank (an agreement on failures was made). */
 static inline int dlt_err_agree(dlt_err *e, int code)
@@ -75,13 +73,9 @@ static inline int dlt_err_agree(dlt_err *e, int code)
 #define DLT_TRY_GOTO(e, rc, call, label, ...)                                                                    \
     do {                                                                                                         \
         if (((rc) = (call)) != 0) {                                                                              \
-            dlt_fail_context((e), (rc), __FILE__, __LINE__, __VA_ARGS__);                                        \
+            dlt_fail_prefix_at((e), __FILE__, __LINE__, (rc), __VA_ARGS__);                                      \
             goto label;                                                                                          \
         }                                                                                                        \
     } while (0)
-/* DLT_TRY_GOTO's context step: dlt_fail_prefix with fmt, or with fmt NULL only the strerror words
- * of a callee that left none. */
-int dlt_fail_context(dlt_err *e, int code, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 
 #endif

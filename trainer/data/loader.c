@@ -77,7 +77,7 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
     if (l->cfg.workers <= 0)
         l->cfg.workers = _default_workers();
     if (cfg->batch < 1 || cfg->world < 1) {
-        dlt_fail(err, -EIO, "batch %d on %d rank(s): both must be at least 1", cfg->batch, cfg->world);
+        dlt_fail(err, -EINVAL, "batch %d on %d rank(s): both must be at least 1", cfg->batch, cfg->world);
         free(l);
         return -EINVAL;
     }
@@ -94,7 +94,7 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
         l->spe = l->per_rank / cfg->batch;
     } else {
         if (dlt_sampler_init_exact(&l->sampler, dlt_dataset_count(ds), cfg->rank, cfg->world) != 0) {
-            dlt_fail(err, -EIO, "%s: no images to evaluate", dlt_dataset_root(ds));
+            dlt_fail(err, -EINVAL, "%s: no images to evaluate", dlt_dataset_root(ds));
             free(l);
             return -EINVAL;
         }
@@ -119,7 +119,7 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
     *out = l;
     return 0;
 oom:
-    dlt_fail(err, -EIO, "out of memory for %d prefetched batches", l->cfg.depth);
+    dlt_fail(err, -ENOMEM, "out of memory for %d prefetched batches", l->cfg.depth);
     dlt_loader_destroy(l);
     return -ENOMEM;
 }

@@ -329,20 +329,20 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
     return rc;
 }
 
-static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
+/* The run's own parts, each rank alone (no collective): the log, rank 0's claims on its folders,
+ * the backend. */
+static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
 {
-    int rc, real;
+    int rc;
     memset(r, 0, sizeof(*r));
     r->cfg = *c;
     r->comm = comm;
     r->err = err;
     c = &r->cfg;
-    /* Evaluation of --val-data alone: those images, not generated ones. */
-    real = c->data || (purpose == DLT_RUN_EVAL && c->val_data);
+    r->ckpt_lock.fd = -1;
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err)) != 0)
         return rc;
-    r->ckpt_lock.fd = -1;
     if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err)) != 0)
         return rc;
     /* One run per checkpoint folder: two would overwrite each other's checkpoints and a later
@@ -369,11 +369,11 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
     }
     /* The backend first: the data loader's batch ring lives in its host memory. */
     r->cfg.backend.progress = comm->rank == 0 && c->log_level >= DLT_LOG_INFO;
-    if ((rc = dlt_backend_create(&r->be, &c->backend, err)) == 0) {
-        r->be->peers = &comm->peers; /* a lost peer ends the backend's waits too */
-        if (c->backend_hook)
-            c->backend_hook(r->be, c->backend_hook_arg);
-    }
+    if ((rc = dlt_backend_create(&r->be, &c->backend, err)) != 0)
+        return rc;
+    r->be->peers = &comm->peers; /* a lost peer ends the backend's waits too */
+    if (c->backend_hook)
+        c->backend_hook(r->be, c->backend_hook_arg);
     if ((c->data || c->val_data) &&
         (purpose == DLT_RUN_EVAL ? c->eval_checkpoint : purpose == DLT_RUN_TRAIN ? c->resume : NULL)) {
         const char *ck = purpose == DLT_RUN_EVAL ? c->eval_checkpoint : c->resume;
@@ -383,13 +383,31 @@ static int _open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
             dlt_log_warn(&r->log, "%s records no class names (written by an older dltrain): the classes are taken "
                          "in the data's sorted order, as before", ck);
     }
-    if (rc != 0 || (real && (rc = _open_images(r, purpose != DLT_RUN_EVAL)) != 0) ||
-        (purpose != DLT_RUN_INPUT && (rc = dlt_net_create(&r->net, &c->model, r->be, err)) != 0))
-        return rc;
-    if (!real && (rc = _open_synthetic(r, purpose)) != 0)
-        return rc;
+    return 0;
+}
+
+/* The images: listed once for the job, agreed on (collectives every rank takes part in); they fix
+ * the class count the model is made with. */
+static int _open_data(dlt_run *r, dlt_run_purpose purpose)
+{
+    const dlt_train_config *c = &r->cfg;
+    /* Evaluation of --val-data alone: those images, not generated ones. */
+    if (c->data || (purpose == DLT_RUN_EVAL && c->val_data))
+        return _open_images(r, purpose != DLT_RUN_EVAL);
+    return _open_synthetic(r, purpose);
+}
+
+/* The network, the gradient reducer and what the step needs, each rank alone. */
+static int _open_model(dlt_run *r, dlt_run_purpose purpose)
+{
+    const dlt_train_config *c = &r->cfg;
+    dlt_comm *comm = r->comm;
+    dlt_err *err = r->err;
+    int rc;
     if (purpose == DLT_RUN_INPUT)
         return 0;
+    if ((rc = dlt_net_create(&r->net, &c->model, r->be, err)) != 0)
+        return rc;
     if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err)) != 0)
         return rc;
     if (c->cuda_graphs && !r->be->graphs)
@@ -433,19 +451,26 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc)
     if (rc != 0)
         return rc;
     if (r->comm->rank == 0)
-        return dlt_fail(r->err, -ECANCELED, "%d of %d ranks could not start the run (rank%s %s; their messages say "
-                        "why): every rank stops", f.failed, r->comm->size, f.failed == 1 ? "" : "s", f.ranks);
-    return dlt_fail(r->err, -ECANCELED, "%s", "");
+        return dlt_fail_agreed(r->err, -ECANCELED, "%d of %d ranks could not start the run (rank%s %s; their messages "
+                               "say why): every rank stops", f.failed, r->comm->size, f.failed == 1 ? "" : "s", f.ranks);
+    return dlt_fail_agreed(r->err, -ECANCELED, "%s", "");
 }
 
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
 {
-    return dlt_run_agree_on_failure(r, _open(r, c, comm, purpose, err));
+    /* Each stretch that a rank runs alone ends in an agreement on its failures, so that a rank that
+     * failed never misses the collectives of the next one. */
+    int rc = dlt_run_agree_on_failure(r, _open_parts(r, c, comm, purpose, err));
+    if (rc == 0)
+        rc = dlt_run_agree_on_failure(r, _open_data(r, purpose));
+    if (rc == 0)
+        rc = dlt_run_agree_on_failure(r, _open_model(r, purpose));
+    return rc;
 }
 
 int dlt_run_fail(dlt_run *r, int rc)
 {
-    return dlt_fail_context(r->err, rc, __FILE__, __LINE__, NULL);
+    return dlt_fail_prefix(r->err, rc, NULL);
 }
 
 void dlt_run_close(dlt_run *r, int failed)
@@ -568,7 +593,13 @@ void dlt_run_prefetch(dlt_run *r, int64_t epoch, int64_t step)
     r->next.epoch = epoch;
     r->next.step = step;
     dlt_err_clear(&r->next.err);
-    r->next.rc = _stage(r, &r->src, epoch, step, &r->next.images, &r->next.labels, &r->next.err);
+    {
+        /* the staging's backend words belong to that batch too, said when its step loads it */
+        dlt_err *run_err = r->be->err;
+        r->be->err = &r->next.err;
+        r->next.rc = _stage(r, &r->src, epoch, step, &r->next.images, &r->next.labels, &r->next.err);
+        r->be->err = run_err;
+    }
 }
 
 int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step)
