@@ -18,7 +18,7 @@ one_rank() {
   local r=$1 mine=$2 theirs=$3; shift 3
   timeout 90 "${SRUN[@]}" bash -c 'if [ "$SLURM_PROCID" = "$1" ]; then a=$2; else a=$3; fi; shift 3; exec "$@" $a' _ "$r" "$mine" "$theirs" "$@" 2>&1
 }
-quiet_end() { [[ $1 != *watchdog* && $1 != *MPI_ABORT* ]]; }
+quiet_end() { [[ $1 != *watchdog* && $1 != *MPI_ABORT* && $1 != *"ending every rank"* ]]; }
 
 : >"$WORK/empty"
 start=$SECONDS
