@@ -13,14 +13,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static dlt_decoder *d;
     static uint8_t out[48 * 48 * 3];
-    char err[256];
+    dlt_err err = DLT_ERR_INIT;
     dlt_rng r;
     if (!d)
         d = dlt_decoder_create();
     if (!d)
         abort();
     dlt_rng_seed(&r, size, 1);
-    (void)dlt_decode_transform(d, data, size, 48, 1, &r, out, err, sizeof(err));
-    (void)dlt_decode_transform(d, data, size, 48, 0, NULL, out, err, sizeof(err));
+    (void)dlt_decode_transform(d, data, size, 48, 1, &r, out, dlt_err_fresh(&err));
+    (void)dlt_decode_transform(d, data, size, 48, 0, NULL, out, dlt_err_fresh(&err));
     return 0;
 }

@@ -16,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int argc = 0;
     dlt_site_conf conf;
     dlt_user_opts opts;
-    char err[DLT_ERR_MAX], txt[256];
+    char txt[256];
+    dlt_err err = DLT_ERR_INIT;
     if (!buf)
         return 0;
     memcpy(buf, data, size);
@@ -24,12 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     site = buf + strlen(buf) + (strlen(buf) < size ? 1 : 0);
     for (char *save = NULL, *tok = strtok_r(site, "\n", &save); tok && argc < 32; tok = strtok_r(NULL, "\n", &save))
         argv[argc++] = tok;
-    if (dlt_site_conf_parse(&conf, argc, argv, err, sizeof(err)) != 0 && strlen(err) >= sizeof(err))
+    if (dlt_site_conf_parse(&conf, argc, argv, dlt_err_fresh(&err)) != 0 && strlen(err.msg) >= sizeof(err.msg))
         abort();
-    if (dlt_user_opts_parse(&opts, &conf, buf, err, sizeof(err)) == 0) {
+    if (dlt_user_opts_parse(&opts, &conf, buf, dlt_err_fresh(&err)) == 0) {
         /* Anything accepted must format and re-parse to the same options. */
         dlt_user_opts again;
-        if (dlt_user_opts_format(&opts, txt, sizeof(txt)) != 0 || dlt_user_opts_parse(&again, &conf, txt, err, sizeof(err)))
+        if (dlt_user_opts_format(&opts, txt, sizeof(txt)) != 0 || dlt_user_opts_parse(&again, &conf, txt, dlt_err_fresh(&err)))
             abort();
         if (again.bind != opts.bind || again.nccl != opts.nccl || strcmp(again.nic, opts.nic) ||
             again.verbose != opts.verbose || again.gpus != opts.gpus)

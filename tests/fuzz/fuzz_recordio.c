@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char rec[64], idx[64];
     dlt_dataset *ds;
     FILE *f;
-    char err[512], name[1024];
+    char name[1024];
+    dlt_err err = DLT_ERR_INIT;
     uint8_t *buf = NULL;
     size_t cap = 0, len;
     int32_t label;
@@ -37,10 +38,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Offsets: the start, a few 4-byte aligned places, and one past the end. */
     fprintf(f, "0\t0\n1\t%zu\n2\t%zu\n3\t%zu\n", (size / 3) & ~(size_t)3, (size / 2) & ~(size_t)3, size + 8);
     fclose(f);
-    if (dlt_dataset_open_recordio(&ds, rec, err, sizeof(err)) != 0)
+    if (dlt_dataset_open_recordio(&ds, rec, dlt_err_fresh(&err)) != 0)
         return 0;
     for (int64_t i = 0; i < dlt_dataset_count(ds); i++)
-        if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), err, sizeof(err)) == 0) {
+        if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)) == 0) {
             if (len > cap || label < 0)
                 abort();
             if (len)

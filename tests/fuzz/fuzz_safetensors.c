@@ -12,8 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     dlt_st_file f;
-    char err[512];
-    if (dlt_st_parse(&f, data, size, err, sizeof(err)) != 0)
+    dlt_err err = DLT_ERR_INIT;
+    if (dlt_st_parse(&f, data, size, &err) != 0)
         return 0;
     for (int i = 0; i < f.n; i++) {
         const dlt_st_entry *e = &f.entries[i];

@@ -62,7 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static dlt_topology t;
     static char xml[1 << 18];
-    char f[8][128], err[256], cmd[512];
+    char f[8][128], cmd[512];
+    dlt_err err = DLT_ERR_INIT;
     const uint8_t *p = data;
     size_t n = size;
     if (!g_root[0]) {
@@ -97,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&t, 0, sizeof(t));
     t.ngpus = 1;
     snprintf(t.gpus[0].busid, sizeof(t.gpus[0].busid), "0000:03:00.0");
-    if (dlt_topo_load_sysfs(&t, g_root, err, sizeof(err)) == 0) {
+    if (dlt_topo_load_sysfs(&t, g_root, &err) == 0) {
         if (t.npci > DLT_MAX_PCI || t.nnics > DLT_MAX_NICS || t.gpus[0].numa < -1 || t.gpus[0].numa >= DLT_MAX_NUMA)
             abort();
         for (int k = 0; k < t.nnics; k++)

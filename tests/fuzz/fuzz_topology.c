@@ -141,7 +141,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dlt_step_gpus s;
     dlt_binding b;
     dlt_cpuset allowed;
-    char err[256], vis[64] = "";
+    char vis[64] = "";
+    dlt_err err = DLT_ERR_INIT;
     _random_topology(&in, &t);
     if (dlt_nccl_topo_xml(&t, xml, sizeof(xml)) > 0)
         _check_xml(xml);
@@ -150,8 +151,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0, n = (int)(_u8(&in) % 5); i < n; i++)
         snprintf(vis + strlen(vis), sizeof(vis) - strlen(vis), "%s%u", i ? "," : "", _u8(&in) % 10);
     dlt_cpuset_parse("0-3", &allowed);
-    if (dlt_step_gpus_resolve(&t, vis, NULL, &s, err, sizeof(err)) == 0 &&
-        dlt_binding_choose(&t, &s, (int)_u8(&in), &allowed, "", &b, err, sizeof(err)) == 0 && s.n > 0) {
+    if (dlt_step_gpus_resolve(&t, vis, NULL, &s, dlt_err_fresh(&err)) == 0 &&
+        dlt_binding_choose(&t, &s, (int)_u8(&in), &allowed, "", &b, dlt_err_fresh(&err)) == 0 && s.n > 0) {
         char out[128];
         if (b.gpu < 0 || b.gpu >= t.ngpus || dlt_binding_cuda_visible(&s, &b, 1, out, sizeof(out)) != 0)
             abort();
