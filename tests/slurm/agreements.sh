@@ -13,42 +13,42 @@ data_test_start 2 20 6
 "$MK" folder "$WORK/B" 3 8 40 40 plain
 T=(--arch resnet18 --width 0.25 --image-size 32 --batch 2 --workers 1 --log-every 0 --stall-timeout 30)
 SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-train)
-# Runs the command on every rank, rank $1 with the arguments in $2 (one word) and the others with $3.
+# Runs the command on every rank, rank $1 with the arguments in $2 (one word) and the others with $3:
+# out, rc and el (seconds) set.
 one_rank() {
-  local r=$1 mine=$2 theirs=$3; shift 3
-  timeout 90 "${SRUN[@]}" bash -c 'if [ "$SLURM_PROCID" = "$1" ]; then a=$2; else a=$3; fi; shift 3; exec "$@" $a' _ "$r" "$mine" "$theirs" "$@" 2>&1
+  local r=$1 mine=$2 theirs=$3 start=$SECONDS; shift 3
+  out=$(timeout 90 "${SRUN[@]}" bash -c 'if [ "$SLURM_PROCID" = "$1" ]; then a=$2; else a=$3; fi; shift 3; exec "$@" $a' _ "$r" "$mine" "$theirs" "$@" 2>&1)
+  rc=$?; el=$((SECONDS - start))
 }
 quiet_end() { [[ $1 != *watchdog* && $1 != *MPI_ABORT* && $1 != *"ending every rank"* ]]; }
+# The run refused (exit 1) within 30 s, saying $1 once, and no rank was ended by an abort.
+refused_once() { ((rc == 1 && el < 30)) && [[ $(grep -cF -- "$1" <<<"$out") == 1 ]] && quiet_end "$out"; }
 
 : >"$WORK/empty"
-start=$SECONDS
-out=$(one_rank 2 "--init=$WORK/empty" "" "$DLTRAIN" train --data "$WORK/A" "${T[@]}" --steps 2); rc=$?; el=$((SECONDS - start))
+one_rank 2 "--init=$WORK/empty" "" "$DLTRAIN" train --data "$WORK/A" "${T[@]}" --steps 2
 if ((rc == 1 && el < 30)) && [[ $(grep -c 'could not start the run' <<<"$out") == 1 &&
       $out == *"rank 0: 1 of 4 ranks could not start the run (rank 2; their messages say why): every rank stops"* &&
       $out == *"rank 2: --init: $WORK/empty: file of 0 bytes is too short to be safetensors"* ]] && quiet_end "$out"; then
   ok "a damaged --init on rank 2 alone: every rank stops in ${el}s, rank 2 named once by rank 0, its cause by itself"
 else not_ok "start-up failure on one rank (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi
 
-start=$SECONDS
-out=$(one_rank 3 "--data=$WORK/B" "--data=$WORK/A" "$DLTRAIN" train "${T[@]}" --steps 2); rc=$?; el=$((SECONDS - start))
+one_rank 3 "--data=$WORK/B" "--data=$WORK/A" "$DLTRAIN" train "${T[@]}" --steps 2
 want="the ranks do not see the same training data: ranks 0,1,2 see 16 images in 2 classes; rank 3 sees 24 images in 3 classes (the class names differ, the file list differs): give every rank the same data"
-if ((rc == 1 && el < 30)) && [[ $(grep -cF -- "$want" <<<"$out") == 1 ]] && quiet_end "$out"; then
+if refused_once "$want"; then
   ok "another image folder on rank 3: refused in ${el}s, said once, naming ranks 0,1,2 and rank 3 and how they differ"
 else not_ok "data agreement (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi
 
 "$DLTRAIN" data pack "$WORK/A/train" "$WORK/a.rec" >/dev/null 2>&1
 cp "$WORK/a.rec" "$WORK/b.rec"; cp "$WORK/a.classes" "$WORK/b.classes" 2>/dev/null; echo "garbage line" >"$WORK/b.idx"
-start=$SECONDS
-out=$(one_rank 2 "--data=$WORK/b.rec" "--data=$WORK/a.rec" "$DLTRAIN" train "${T[@]}" --steps 2); rc=$?; el=$((SECONDS - start))
+one_rank 2 "--data=$WORK/b.rec" "--data=$WORK/a.rec" "$DLTRAIN" train "${T[@]}" --steps 2
 want="rank 2 on node n2: index $WORK/b.idx, line 1: 'garbage line' is not"
-if ((rc == 1 && el < 30)) && [[ $(grep -cF -- "$want" <<<"$out") == 1 && $out != *"training resnet18"* ]] && quiet_end "$out"; then
+if refused_once "$want" && [[ $out != *"training resnet18"* ]]; then
   ok "a damaged RecordIO index on rank 2: every rank stops in ${el}s with rank 2's words and node, said once"
 else not_ok "first failure of a per-rank open (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi
 
 timeout 90 "${SRUN[@]}" "$DLTRAIN" train --data "$WORK/A" "${T[@]}" --steps 2 --checkpoint-dir "$WORK/ck" >/dev/null 2>&1
 mkdir -p "$WORK/ck2"
-start=$SECONDS
-out=$(one_rank 3 "--checkpoint-dir=$WORK/ck2" "--checkpoint-dir=$WORK/ck" "$DLTRAIN" train --data "$WORK/A" "${T[@]}" --steps 4 --resume auto); rc=$?; el=$((SECONDS - start))
+one_rank 3 "--checkpoint-dir=$WORK/ck2" "--checkpoint-dir=$WORK/ck" "$DLTRAIN" train --data "$WORK/A" "${T[@]}" --steps 4 --resume auto
 if ((rc == 1 && el < 30)) && [[ $out == *"rank 3: the newest valid checkpoint in $WORK/ck2 is none here, but rank 0 finds another"* &&
       $(grep -c 'see other checkpoints' <<<"$out") == 1 && $out == *"1 rank(s) see other checkpoints in $WORK/ck than rank 0"* &&
       $out != *"training resnet18"* ]] && quiet_end "$out"; then
@@ -72,9 +72,8 @@ else not_ok "first failure across modules on 4 ranks (rc=$rc, ${el}s)"; echo "$o
 # ROOT/val on three ranks' folders and not on rank 3's (a copy without it): whether it exists is
 # agreed first (a count), then the ranks that have it and the one that has none are named.
 cp -r "$WORK/A" "$WORK/A-noval"; rm -rf "$WORK/A-noval/val"
-start=$SECONDS
-out=$(one_rank 3 "--data=$WORK/A-noval" "--data=$WORK/A" "$DLTRAIN" train "${T[@]}" --epochs 1); rc=$?; el=$((SECONDS - start))
+one_rank 3 "--data=$WORK/A-noval" "--data=$WORK/A" "$DLTRAIN" train "${T[@]}" --epochs 1
 want="the ranks do not see the same validation data: ranks 0,1,2 see 16 images in 2 classes; rank 3 has none: give every rank the same data"
-if ((rc == 1 && el < 30)) && [[ $(grep -cF -- "$want" <<<"$out") == 1 ]] && quiet_end "$out"; then
+if refused_once "$want"; then
   ok "validation images on ranks 0-2 and none on rank 3: refused in ${el}s before the first step, the ranks named"
 else not_ok "validation agreement (rc=$rc, ${el}s)"; echo "$out" | tail -6 | diag; fi

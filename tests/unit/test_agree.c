@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_agree: the agreements, with N ranks as N threads of one process meeting at a barrier (the
  * gather copies every rank's record into every rank's result), checked against what each rank was
- * given: who failed and with which words, which ranks differ, how many said yes; and the gather
- * through one sum a communicator without an all-gather uses. */
+ * given: who failed and with which words, which ranks differ, how many said yes. */
 #include "config.h"
 
 #include <errno.h>
@@ -208,46 +207,6 @@ static void test_who_differs(void **state)
     assert_int_equal(g_case[2].reference, 0);
 }
 
-/* ---- the gather through one sum (a communicator without an all-gather): two "ranks" in turn,
- * their sums made by hand, records of an odd length */
-
-static int64_t g_sum[64];
-static int g_pass;
-
-static int _sum_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
-{
-    int64_t *v = buf;
-    (void)c;
-    assert_int_equal(type, DLT_DTYPE_I64);
-    for (size_t i = 0; i < count; i++) {
-        if (g_pass == 0)
-            g_sum[i] = v[i];
-        else
-            v[i] += g_sum[i]; /* the other rank's part, recorded on the first pass */
-    }
-    return 0;
-}
-
-static void test_gather_by_sum(void **state)
-{
-    static const dlt_comm_ops ops = {"sum-only", _sum_allreduce, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    dlt_err err = DLT_ERR_INIT;
-    dlt_comm c0 = {.ops = &ops, .rank = 0, .size = 2, .err = &err};
-    dlt_comm c1 = {.ops = &ops, .rank = 1, .size = 2, .err = &err};
-    unsigned char r0[7] = {1, 2, 3, 4, 5, 6, 0xff}, r1[7] = {0xfe, 9, 8, 7, 6, 5, 4};
-    unsigned char *all;
-    dlt_agreement a0 = dlt_agreement_of_comm(&c0), a1 = dlt_agreement_of_comm(&c1);
-    (void)state;
-    g_pass = 0;
-    assert_int_equal(dlt_agree_gather(&a0, r0, sizeof(r0), (void **)&all, &err), 0);
-    free(all);
-    g_pass = 1;
-    assert_int_equal(dlt_agree_gather(&a1, r1, sizeof(r1), (void **)&all, &err), 0);
-    assert_memory_equal(all, r0, sizeof(r0));
-    assert_memory_equal(all + sizeof(r0), r1, sizeof(r1));
-    free(all);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,7 +214,6 @@ int main(void)
         cmocka_unit_test(test_first_failure_by_rank_order),
         cmocka_unit_test(test_failures_alike_and_alone),
         cmocka_unit_test(test_who_differs),
-        cmocka_unit_test(test_gather_by_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

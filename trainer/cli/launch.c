@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "trainer/backend/device_choice.h"
-#include "trainer/common/crc32.h"
 #include "trainer/common/status.h"
 #include "trainer/train/trainer.h"
 

@@ -25,34 +25,10 @@ static int _comm_failed(dlt_comm *c, int rc, const char *what, dlt_err *err)
     return rc;
 }
 
-/* A communicator without an all-gather (test doubles): each rank fills its own slots of a zeroed
- * buffer with 32-bit pieces of its record, one sum puts every record in place (exact in int64). */
-static int _gather_by_sum(dlt_comm *c, const void *mine, size_t bytes, void *all)
-{
-    size_t words = (bytes + 3) / 4, n = words * (size_t)c->size;
-    int64_t *v = calloc(n ? n : 1, sizeof(int64_t));
-    int rc;
-    if (!v)
-        return dlt_fail(c->err, -ENOMEM, "out of memory for an agreement of %d ranks", c->size);
-    for (size_t i = 0; i < words; i++) {
-        uint32_t w = 0;
-        memcpy(&w, (const char *)mine + 4 * i, bytes - 4 * i < 4 ? bytes - 4 * i : 4);
-        v[(size_t)c->rank * words + i] = (int64_t)w;
-    }
-    if ((rc = c->ops->allreduce_sum(c, v, n, DLT_DTYPE_I64)) == 0)
-        for (int k = 0; k < c->size; k++)
-            for (size_t i = 0; i < words; i++) {
-                uint32_t w = (uint32_t)v[(size_t)k * words + i];
-                memcpy((char *)all + (size_t)k * bytes + 4 * i, &w, bytes - 4 * i < 4 ? bytes - 4 * i : 4);
-            }
-    free(v);
-    return rc;
-}
-
 static int _comm_gather(void *arg, const void *mine, size_t bytes, void *all, dlt_err *err)
 {
     dlt_comm *c = arg;
-    int rc = c->ops->allgather ? c->ops->allgather(c, mine, bytes, all) : _gather_by_sum(c, mine, bytes, all);
+    int rc = c->ops->allgather(c, mine, bytes, all);
     return rc ? _comm_failed(c, rc, "the agreement's all-gather", err) : 0;
 }
 
@@ -109,6 +85,19 @@ int dlt_agree_count(const dlt_agreement *a, int flag, int *count, dlt_err *err)
     return 0;
 }
 
+/* Appends rank k, the n-th named, to the list in out (len; *o used): 16 named at most, then
+ * "SEP..." once. */
+static void _name_rank(char *out, size_t len, size_t *o, int n, int k, const char *sep)
+{
+    int w = 0;
+    if (n < 16)
+        w = snprintf(out + *o, *o < len ? len - *o : 0, "%s%d", n ? sep : "", k);
+    else if (n == 16)
+        w = snprintf(out + *o, *o < len ? len - *o : 0, "%s...", sep);
+    if (w > 0)
+        *o += (size_t)w;
+}
+
 /* One rank's part of dlt_agree_failures_of. */
 typedef struct {
     int32_t failed;
@@ -134,15 +123,7 @@ int dlt_agree_failures_of(const dlt_agreement *a, int rc, const char *words, dlt
             out->first_code = all[k].code;
         }
         out->alike = out->alike && all[k].digest == all[out->first].digest;
-        if (out->failed < 16) {
-            int w = snprintf(out->ranks + o, sizeof(out->ranks) - o, "%s%d", o ? ", " : "", k);
-            if (w > 0 && (size_t)w < sizeof(out->ranks) - o)
-                o += (size_t)w;
-        } else if (out->failed == 16 && o + 6 < sizeof(out->ranks)) {
-            memcpy(out->ranks + o, ", ...", 6);
-            o += 5;
-        }
-        out->failed++;
+        _name_rank(out->ranks, sizeof(out->ranks), &o, out->failed++, k, ", ");
     }
     free(all);
     return 0;
@@ -162,7 +143,7 @@ int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, c
 int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e)
 {
     dlt_agree_failures f;
-    char *words;
+    char words[sizeof(e->msg)] = "";
     int code, grc;
     if ((grc = dlt_agree_failures_of(a, rc, e ? e->msg : NULL, &f, e)) != 0)
         return grc;
@@ -171,26 +152,17 @@ int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dl
     code = f.first_code < 0 ? f.first_code : -EIO;
     if (a->size == 1)
         return dlt_err_agree(e, rc);
-    if (!(words = calloc(1, sizeof(e->msg)))) {
-        fprintf(stderr, "dltrain: rank %d: out of memory agreeing on a failure\n", a->rank);
-        if (a->abort)
-            a->abort(a->arg); /* cannot take part in the broadcast: the others would wait for it */
-        return dlt_fail(e, -ENOMEM, "out of memory");
-    }
     if (a->rank == f.first) {
         char more[32] = "";
         if (f.failed > 1)
             snprintf(more, sizeof(more), " (and %d more)", f.failed - 1);
-        snprintf(words, sizeof(e->msg), "rank %d on node %.63s%s: %.*s", f.first, node ? node : "?", more,
-                 (int)sizeof(e->msg) - 128, e->msg);
+        snprintf(words, sizeof(words), "rank %d on node %.63s%s: %.*s", f.first, node ? node : "?", more,
+                 (int)sizeof(words) - 128, e->msg);
     }
-    if ((grc = dlt_agree_first_words(a, &f, words, sizeof(e->msg), e)) != 0) {
-        free(words);
+    if ((grc = dlt_agree_first_words(a, &f, words, sizeof(words), e)) != 0)
         return grc;
-    }
     dlt_err_clear(e); /* the job's first failure replaces this rank's own, alike everywhere */
     dlt_fail(e, code, "%s", words);
-    free(words);
     return dlt_err_agree(e, code);
 }
 
@@ -246,16 +218,7 @@ void dlt_agree_group_ranks(const dlt_agree_values *v, int k, char *out, size_t l
     int n = 0;
     if (len)
         out[0] = '\0';
-    for (int j = 0; j < v->size; j++) {
-        int w = 0;
-        if (memcmp(dlt_agree_record(v, j), dlt_agree_record(v, k), v->bytes))
-            continue;
-        if (n < 16)
-            w = snprintf(out + o, o < len ? len - o : 0, "%s%d", n ? "," : "", j);
-        else if (n == 16)
-            w = snprintf(out + o, o < len ? len - o : 0, ",...");
-        if (w > 0)
-            o += (size_t)w;
-        n++;
-    }
+    for (int j = 0; j < v->size; j++)
+        if (!memcmp(dlt_agree_record(v, j), dlt_agree_record(v, k), v->bytes))
+            _name_rank(out, len, &o, n++, j, ",");
 }

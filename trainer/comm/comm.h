@@ -36,7 +36,7 @@ typedef struct {
      * ncclCommAbort does not), without ending the process as abort does. NULL: destroy serves. */
     void (*discard)(dlt_comm *c);
     /* Each rank's bytes of mine into all (size * bytes), in rank order; the agreements
-     * (agree.h) are built on it. NULL: agree.h gathers through allreduce_sum. */
+     * (agree.h) are built on it. */
     int (*allgather)(dlt_comm *c, const void *mine, size_t bytes, void *all);
 } dlt_comm_ops;
 

@@ -53,7 +53,7 @@ static int _context(dlt_err *e, const char *file, int line, int code, const char
     size_t n;
     if (!e || code == 0)
         return code;
-    if (e->code != 0 && e->later)
+    if (e->later)
         return code; /* perhaps another failure's way up: the first one's words stay as they are */
     if (fmt)
         vsnprintf(ctx, sizeof(ctx), fmt, ap);

@@ -16,7 +16,6 @@
 #include "trainer/comm/agree.h"
 #include "trainer/checkpoint/housekeeping.h"
 #include "trainer/common/clock.h"
-#include "trainer/common/crc32.h"
 #include "trainer/common/io.h"
 #include "trainer/common/node_name.h"
 #include "trainer/common/status.h"

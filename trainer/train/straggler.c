@@ -101,7 +101,7 @@ static int _gather_ids(dlt_straggler *s, dlt_comm *comm)
     return 0;
 }
 
-/* Each rank's n doubles of mine into buf, every rank's after another (k * n + i). */
+/* Each rank's n doubles of mine into n columns of buf: rank k's i-th at buf[i * size + k]. */
 static int _gather_doubles(dlt_comm *comm, const double *mine, int n, double *buf)
 {
     dlt_agreement a = dlt_agreement_of_comm(comm);
@@ -109,7 +109,9 @@ static int _gather_doubles(dlt_comm *comm, const double *mine, int n, double *bu
     int rc;
     if ((rc = dlt_agree_gather(&a, mine, (size_t)n * sizeof(double), (void **)&all, comm->err)) != 0)
         return rc;
-    memcpy(buf, all, (size_t)comm->size * (size_t)n * sizeof(double));
+    for (int k = 0; k < comm->size; k++)
+        for (int i = 0; i < n; i++)
+            buf[(size_t)i * (size_t)comm->size + (size_t)k] = all[(size_t)k * (size_t)n + (size_t)i];
     free(all);
     return 0;
 }
@@ -121,17 +123,8 @@ static int _interval(dlt_straggler *s, dlt_comm *comm, dlt_run_log *log, int64_t
     double own[2] = {s->compute_s / s->steps, s->data_s / s->steps};
     s->compute_s = s->data_s = 0;
     s->steps = 0;
-    /* gathered as (compute, data) pairs, then split into the two columns */
-    if ((rc = _gather_doubles(comm, own, 2, s->buf)) != 0)
+    if ((rc = _gather_doubles(comm, own, 2, s->buf)) != 0) /* compute into c, data into d */
         return rc;
-    if (!(tmp = malloc(2 * (size_t)s->size * sizeof(double))))
-        return dlt_fail(comm->err, -ENOMEM, "out of memory");
-    memcpy(tmp, s->buf, 2 * (size_t)s->size * sizeof(double));
-    for (int k = 0; k < s->size; k++) {
-        c[k] = tmp[2 * k];
-        d[k] = tmp[2 * k + 1];
-    }
-    free(tmp);
     slow_c = calloc((size_t)s->size, sizeof(int));
     slow_d = calloc((size_t)s->size, sizeof(int));
     tmp = calloc((size_t)s->size, sizeof(double));
