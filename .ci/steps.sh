@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # .ci/steps.sh: sourced by .ci/run. Each CI step counted as one result and timed, and the end:
 # the wall time of every step and the total, then tests/summary.sh's "N passed, N failed" last.
-extra_pass=0 extra_fail=0
+extra_pass=0 extra_fail=0 failed_steps=""
 ci_t0=$SECONDS
 ci_times=()  # "SECONDS<TAB>NAME", in the order the steps ran
 
@@ -20,7 +20,7 @@ step() {
   local name=$1
   shift
   echo "=== $name"
-  if timed "$name" "$@"; then extra_pass=$((extra_pass + 1)); else echo "=== FAILED: $name"; extra_fail=$((extra_fail + 1)); return 1; fi
+  if timed "$name" "$@"; then extra_pass=$((extra_pass + 1)); else echo "=== FAILED: $name"; extra_fail=$((extra_fail + 1)); failed_steps+=$name$'\n'; return 1; fi
 }
 
 _hms() { printf '%d:%02d:%02d' $(($1 / 3600)) $(($1 / 60 % 60)) $(($1 % 60)); }
@@ -35,6 +35,6 @@ print_times() {
 # finish [DIR]: the times, then the results summary (its line stays last); exits with its status.
 finish() {
   print_times
-  DLT_EXTRA_PASS=$extra_pass DLT_EXTRA_FAIL=$extra_fail bash tests/summary.sh "${1:-.}"
+  DLT_EXTRA_PASS=$extra_pass DLT_EXTRA_FAIL=$extra_fail DLT_FAILED_STEPS=$failed_steps bash tests/summary.sh "${1:-.}"
   exit $?
 }

@@ -12,6 +12,19 @@ while IFS= read -r line; do
     ":test-result: SKIP"*) skip=$((skip + 1)) ;;
   esac
 done < <(find "$dir" -name '*.trs' -not -path '*/_build/*' -exec cat {} + 2>/dev/null)
+# What failed, named next to the closing line (a CI log may be read from its end only): each
+# failing test point with up to 6 of the diagnostic lines after it, then the failed CI steps (DLT_FAILED_STEPS).
+if ((fail)); then
+  echo "=== what failed"
+  while IFS= read -r trs; do
+    log=${trs%.trs}.log
+    grep -q -E '^:test-result: (FAIL|ERROR|XPASS)' "$trs" || continue
+    echo "--- ${log#./}"
+    awk '/^(not ok|Bail out)/ || /^ERROR:/ && !seen++ {print; d = 6; next} d > 0 && /^#/ {print; d--; next} {d = 0}' \
+      "$log" 2>/dev/null | head -40
+  done < <(find "$dir" -name '*.trs' -not -path '*/_build/*' 2>/dev/null | sort)
+fi
+while IFS= read -r step; do [[ -n $step ]] && echo "failed CI step: $step"; done <<<"${DLT_FAILED_STEPS:-}"
 extra_pass=${DLT_EXTRA_PASS:-0} extra_fail=${DLT_EXTRA_FAIL:-0}
 pass=$((pass + extra_pass)); fail=$((fail + extra_fail))
 ((skip)) && echo "($skip skipped; see the .log files for why)"

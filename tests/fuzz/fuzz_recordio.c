@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fprintf(f, "0\t0\n1\t%zu\n2\t%zu\n3\t%zu\n", (size / 3) & ~(size_t)3, (size / 2) & ~(size_t)3, size + 8);
     fclose(f);
     if (dlt_dataset_open_recordio(&ds, rec, dlt_err_fresh(&err)) != 0)
-        return 0;
+        goto out;
     for (int64_t i = 0; i < dlt_dataset_count(ds); i++)
         if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)) == 0) {
             if (len > cap || label < 0)
@@ -49,5 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     free(buf);
     dlt_dataset_close(ds);
+out:
+    /* Nothing left in /tmp when the fuzzer ends (it may end after any input). */
+    unlink(rec);
+    unlink(idx);
     return 0;
 }

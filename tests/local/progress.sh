@@ -53,6 +53,7 @@ if command -v tmux >/dev/null; then
     sleep 0.2
   done
   tmux -L "$sock" kill-server 2>/dev/null
+  rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$sock" # kill-server may leave its socket behind
   plines=$(grep -c 'dltrain: packing' <<<"$screen")
   if [[ $screen == *EXIT=0* && $plines == 1 ]] && grep -qE "^dltrain: packing $n/$n images \(100\.0%\), .* elapsed *$" <<<"$screen" &&
      grep -q "^dltrain: packed $n images" <<<"$screen"; then
