@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # dltrain check, train --preflight and the straggler detection on two slurmd (CPU backend, MPI):
 # the all-reduce sums are exact and busbw follows its definition for 1, 2 and 4 ranks; a rank
-# pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host,
-# by check and by a short training, and no other rank is; a wrong GEMM (the test-only fault hook)
+# pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host, by
+# check, a rank whose compute takes 3x as long (test hook) by a short training, and no other rank
+# is; a wrong GEMM (the test-only fault hook)
 # is named by check and by --preflight, which stops every rank with status 4; site thresholds
 # (--min-tflops, --min-busbw) name what is below them; and
 # contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
@@ -82,17 +83,22 @@ if [[ $(cat "$WORK/rc.0" "$WORK/rc.1" 2>/dev/null | tr '\n' ' ') == "3 3 " ]] &&
   ok "check names the busy CPU's rank (rank 1, host n2, cpu 1) and only it; every rank exits 3 (degraded)"
 else not_ok "straggler in check"; echo "$out" | grep -v '^ *[0-9]* *20 ' | tail -10 | diag; cat "$WORK"/rc.* 2>/dev/null | diag; fi
 
-# 7: the same straggler in a short training: named in the log, as a metrics event, in the summary.
+# 7: a straggler in a short training: named in the log, as a metrics event, in the summary. Rank 1's
+# compute takes 3x as long (the test hook sleeps the difference each step): busy loops as in 6 made
+# it only ~1.2x slower when other tests loaded the machine (the scheduler moves their threads off
+# the busy CPU, onto rank 0's), below the 1.15x bound for three intervals in a row.
 RUN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 512 --steps 40
      --warmup-epochs 0 --log-every 10)
 rm -f "$WORK/s.jsonl"
-out=$(DLT_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$WORK/rank.sh" "$DLTRAIN" train "${RUN[@]}" --metrics "$WORK/s.jsonl" 2>&1); rc=$?
-if ((rc == 0)) && grep -q 'straggler: rank 1 (host n2, local rank 0, cpu 1) \(compute\|data\) .*x the median' <<<"$out" &&
+if have_test_hooks; then
+out=$(DLT_TEST_SLOW_COMPUTE=3 DLT_TEST_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$DLTRAIN" train "${RUN[@]}" --metrics "$WORK/s.jsonl" 2>&1); rc=$?
+if ((rc == 0)) && grep -q 'straggler: rank 1 (host n2, local rank 0, cpu [0-9,-]*) compute .*x the median' <<<"$out" &&
   ! grep -q 'straggler: rank 0' <<<"$out" && grep -q '"key":"straggler".*"rank":1,"id":"host n2' "$WORK/s.jsonl" &&
   ! grep -q '"key":"straggler".*"rank":0' "$WORK/s.jsonl" &&
-  grep -q 'slowest rank: 1 (host n2, local rank 0, cpu 1), slowest in' <<<"$out"; then
-  ok "training names rank 1 on n2 as a straggler (log, metrics event, summary), never rank 0"
+  grep -q 'slowest rank: 1 (host n2, local rank 0, cpu [0-9,-]*), slowest in' <<<"$out"; then
+  ok "training names rank 1 on n2 (compute 3x as long) as a straggler (log, metrics event, summary), never rank 0"
 else not_ok "straggler in training (rc=$rc)"; echo "$out" | grep -v 'step [0-9]*/' | tail -8 | diag; fi
+else ok "$NO_HOOKS: DLT_TEST_SLOW_COMPUTE"; fi
 
 if have_test_hooks; then
 # 8: a wrong GEMM on rank 2 (test-only fault hook): check names it and exits 4 (broken).

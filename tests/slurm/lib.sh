@@ -20,7 +20,7 @@ check() {
 }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 # Whether the build under test has the fault-injection hooks (configure --enable-test-hooks:
-# DLT_TEST_STALL, DLT_TEST_FAULT_GEMM_RANK, DLTPMIX_TEST_RENDEZVOUS); packages never do.
+# DLT_TEST_STALL, DLT_TEST_SLOW_COMPUTE, DLT_TEST_FAULT_GEMM_RANK, DLTPMIX_TEST_RENDEZVOUS); packages never do.
 have_test_hooks() { grep -q '^#define DLT_TEST_HOOKS 1' "$DLT_BUILDDIR/config.h" 2>/dev/null; }
 NO_HOOKS="# SKIP built without --enable-test-hooks (the fault-injection hook is not compiled in)"
 

@@ -117,9 +117,16 @@ static void _test_stall_parse(dlt_watchdog *w)
         dlt_phase phase;
     } names[] = {{"data", DLT_PHASE_DATA}, {"compute", DLT_PHASE_COMPUTE}, {"allreduce", DLT_PHASE_ALLREDUCE}};
     const char *spec = getenv("DLT_TEST_STALL"), *who = getenv("DLT_TEST_STALL_RANK");
+    const char *slow = getenv("DLT_TEST_SLOW_COMPUTE"), *slow_who = getenv("DLT_TEST_SLOW_RANK");
     char p[16];
     long long step;
     unsigned secs;
+    double factor;
+    if (slow && sscanf(slow, "%lf", &factor) == 1 && factor > 1 && factor <= 100 &&
+        (!slow_who || atoi(slow_who) == w->rank)) {
+        w->slow_factor = factor;
+        w->slow_step = -1;
+    }
     if (!spec || sscanf(spec, "%15[a-z]:%lld:%u", p, &step, &secs) != 3 || (who && atoi(who) != w->rank))
         return;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -132,6 +139,25 @@ static void _test_stall_parse(dlt_watchdog *w)
     (void)w;
 #endif
 }
+
+#ifdef DLT_TEST_HOOKS
+/* The slow rank of the tests: compute is entered once from the data phase (and again after the
+ * all-reduce, to settle the step: not a new start); entering the all-reduce ends it. */
+static void _test_slow(dlt_watchdog *w, dlt_phase phase, int64_t step)
+{
+    double now = dlt_now();
+    if (phase == DLT_PHASE_COMPUTE && step != w->slow_step) {
+        w->slow_step = step;
+        w->slow_since = now;
+    } else if (phase == DLT_PHASE_ALLREDUCE && step == w->slow_step && w->slow_since > 0) {
+        double extra = (w->slow_factor - 1) * (now - w->slow_since);
+        struct timespec left = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+        w->slow_since = 0;
+        while (nanosleep(&left, &left) != 0 && errno == EINTR)
+            ;
+    }
+}
+#endif
 
 int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
                        void *arg)
@@ -172,6 +198,10 @@ void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
         w->since = dlt_now();
         pthread_mutex_unlock(&w->mu);
     }
+#ifdef DLT_TEST_HOOKS
+    if (w->slow_factor > 1)
+        _test_slow(w, phase, step);
+#endif
     if (w->stall_s && phase == w->stall_phase && step == w->stall_step) {
         /* The whole time, signals or not: a stop request arriving in the stall must not end it. */
         struct timespec left = {(time_t)w->stall_s, 0};

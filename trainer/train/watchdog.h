@@ -33,6 +33,12 @@ typedef struct {
     dlt_phase stall_phase;
     int64_t stall_step;
     unsigned stall_s;
+    /* A slow rank for the tests (DLT_TEST_SLOW_COMPUTE=FACTOR, DLT_TEST_SLOW_RANK picks one rank):
+     * each step's compute, from entering it to entering the all-reduce, takes FACTOR times as long
+     * (it sleeps the difference), so the rank stays that much slower whatever else loads the CPUs. */
+    double slow_factor;
+    int64_t slow_step;
+    double slow_since;
 } dlt_watchdog;
 
 /* limit_s <= 0: no thread (phases are still marked for the fault injection). */
