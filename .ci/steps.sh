@@ -23,6 +23,15 @@ step() {
   if timed "$name" "$@"; then extra_pass=$((extra_pass + 1)); else echo "=== FAILED: $name"; extra_fail=$((extra_fail + 1)); failed_steps+=$name$'\n'; return 1; fi
 }
 
+# failing_logs DIR [FIND TESTS]: the last 40 lines of each test log under DIR that records a failure.
+failing_logs() {
+  local f
+  for f in $(find "$@" -name '*.log' 2>/dev/null); do
+    grep -q -E '^(not ok|Bail out)|^(FAIL|ERROR):' "$f" && { echo "--- $f"; tail -40 "$f"; }
+  done
+  return 0
+}
+
 _hms() { printf '%d:%02d:%02d' $(($1 / 3600)) $(($1 / 60 % 60)) $(($1 % 60)); }
 
 print_times() {

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(f);
     f = fopen(idx, "w");
     if (!f)
-        return 0;
+        goto out;
     /* Offsets: the start, a few 4-byte aligned places, and one past the end. */
     fprintf(f, "0\t0\n1\t%zu\n2\t%zu\n3\t%zu\n", (size / 3) & ~(size_t)3, (size / 2) & ~(size_t)3, size + 8);
     fclose(f);

@@ -109,7 +109,7 @@ static void *_run(void *arg)
     return NULL;
 }
 
-static void _test_stall_parse(dlt_watchdog *w)
+static void _test_hooks_parse(dlt_watchdog *w)
 {
 #ifdef DLT_TEST_HOOKS
     static const struct {
@@ -140,6 +140,15 @@ static void _test_stall_parse(dlt_watchdog *w)
 #endif
 }
 
+/* The test hooks' sleeps: the whole time, signals or not (a stop request arriving in a stall must
+ * not end it). */
+static void _sleep_whole(double s)
+{
+    struct timespec left = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+}
+
 #ifdef DLT_TEST_HOOKS
 /* The slow rank of the tests: compute is entered once from the data phase (and again after the
  * all-reduce, to settle the step: not a new start); entering the all-reduce ends it. */
@@ -151,10 +160,8 @@ static void _test_slow(dlt_watchdog *w, dlt_phase phase, int64_t step)
         w->slow_since = now;
     } else if (phase == DLT_PHASE_ALLREDUCE && step == w->slow_step && w->slow_since > 0) {
         double extra = (w->slow_factor - 1) * (now - w->slow_since);
-        struct timespec left = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
         w->slow_since = 0;
-        while (nanosleep(&left, &left) != 0 && errno == EINTR)
-            ;
+        _sleep_whole(extra);
     }
 }
 #endif
@@ -169,7 +176,7 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
     w->abort_fn = abort_fn;
     w->abort_arg = arg;
     w->abort_wait_s = DLT_WATCHDOG_ABORT_WAIT_S;
-    _test_stall_parse(w);
+    _test_hooks_parse(w);
     if (limit_s <= 0)
         return 0;
     pthread_mutex_init(&w->mu, NULL);
@@ -203,11 +210,9 @@ void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
         _test_slow(w, phase, step);
 #endif
     if (w->stall_s && phase == w->stall_phase && step == w->stall_step) {
-        /* The whole time, signals or not: a stop request arriving in the stall must not end it. */
-        struct timespec left = {(time_t)w->stall_s, 0};
+        unsigned s = w->stall_s;
         w->stall_s = 0; /* once */
-        while (nanosleep(&left, &left) != 0 && errno == EINTR)
-            ;
+        _sleep_whole(s);
     }
 }
 
