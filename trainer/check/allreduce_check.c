@@ -6,11 +6,13 @@
 #include "trainer/check/allreduce_check.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trainer/backend/cuda_module.h"
+#include "trainer/comm/agree.h"
 #include "trainer/common/clock.h"
 #include "trainer/common/status.h"
 
@@ -66,26 +68,30 @@ static int _point_iters(size_t bytes, int max_iters)
     return max_iters > 0 && max_iters < _iters(bytes) ? max_iters : _iters(bytes);
 }
 
+/* What each rank tells the others after a size: its time per all-reduce, the wrong elements it
+ * saw, and (rank 0, under a budget) the seconds since the budget began, so that every rank takes
+ * the slowest time, the total of wrong elements and rank 0's clock from the same records. */
+typedef struct {
+    double seconds, wrong, elapsed;
+} point_record;
+
 int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters, dlt_ar_point *pts, int maxpts,
                  int *npts, dlt_ar_budget *budget)
 {
     size_t maxcount = max_bytes / sizeof(float) < 2 ? 2 : max_bytes / sizeof(float);
     float *buf = malloc(maxcount * sizeof(float));
-    double *slow = calloc((size_t)c->size + 2, sizeof(double));
+    dlt_agreement a = dlt_agreement_of_comm(c);
     double expect[8];
     int rc = 0, np = 0;
     *npts = 0;
-    if (!buf || !slow) {
-        free(buf);
-        free(slow);
+    if (!buf)
         return dlt_fail(c->err, -ENOMEM, "all-reduce check: no memory for %zu bytes", max_bytes);
-    }
     for (int i = 0; i < 8; i++) /* the data has period 8 */
         expect[i] = dlt_ar_expected(c->size, (size_t)i);
     for (size_t bytes = min_bytes < 8 ? 8 : min_bytes; bytes <= max_bytes && np < maxpts && rc == 0; bytes *= 2) {
         size_t count = bytes / sizeof(float) < 2 ? 2 : bytes / sizeof(float);
         dlt_ar_point *p = &pts[np];
-        double secs = 0, wrong = 0;
+        double secs = 0, wrong = 0, elapsed = 0;
         memset(p, 0, sizeof(*p));
         p->bytes = count * sizeof(float);
         p->iters = _point_iters(p->bytes, max_iters);
@@ -98,26 +104,27 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
         /* Warm-up, then the timed loop. */
         if ((rc = _reduce(c, buf, count, 1, 0, &secs)) != 0 || (rc = _reduce(c, buf, count, p->iters, 0, &secs)) != 0)
             break;
-        /* The slowest rank's time, the wrong elements of all and rank 0's clock: one sum of a slot
-         * per rank. */
-        memset(slow, 0, ((size_t)c->size + 2) * sizeof(double));
-        slow[c->rank] = secs / p->iters;
-        slow[c->size] = wrong;
-        if (c->rank == 0 && budget)
-            slow[c->size + 1] = dlt_now() - budget->t0;
-        if ((rc = c->ops->allreduce_sum(c, slow, (size_t)c->size + 2, DLT_DTYPE_F64)) != 0)
-            break;
-        for (int r = 0; r < c->size; r++)
-            if (slow[r] > p->seconds)
-                p->seconds = slow[r];
-        p->wrong = (long long)slow[c->size];
+        {
+            point_record mine = {secs / p->iters, wrong, c->rank == 0 && budget ? dlt_now() - budget->t0 : 0}, *all;
+            double total_wrong = 0;
+            if ((rc = dlt_agree_gather(&a, &mine, sizeof(mine), (void **)&all, c->err)) != 0)
+                break;
+            for (int r = 0; r < c->size; r++) {
+                if (all[r].seconds > p->seconds)
+                    p->seconds = all[r].seconds;
+                total_wrong += all[r].wrong;
+            }
+            elapsed = all[0].elapsed;
+            free(all);
+            p->wrong = (long long)total_wrong;
+        }
         p->algbw = p->seconds > 0 ? (double)p->bytes / p->seconds / 1e9 : 0;
         p->busbw = dlt_ar_busbw(p->algbw, c->size);
         np++;
         if (budget) {
             size_t next = bytes * 2;
             double projected = 2 * p->seconds * (_point_iters(next, max_iters) + 2);
-            budget->elapsed = slow[c->size + 1];
+            budget->elapsed = elapsed;
             if (budget->on_point)
                 budget->on_point(p, budget->elapsed, budget->arg);
             if (budget->seconds > 0 && next <= max_bytes && np < maxpts && budget->elapsed + projected > budget->seconds) {
@@ -127,15 +134,23 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
         }
     }
     free(buf);
-    free(slow);
     *npts = np;
     return rc;
 }
 
+/* What a group's first rank tells every world rank after a group point: its slot of vec and the
+ * busbw measured (-1: a wrong sum); slot -1 from every other rank. */
+typedef struct {
+    int64_t slot;
+    double busbw;
+} group_record;
+
 /* One point (the isolation size) on a sub-communicator; its busbw lands in slot of every rank's
- * vec (a sum over the world: only the group's first rank writes). Every world rank calls it. */
+ * vec (gathered over the world: only the group's first rank writes). Every world rank calls it. */
 int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot, int nslots)
 {
+    dlt_agreement a = dlt_agreement_of_comm(world);
+    group_record mine = {-1, 0}, *all;
     dlt_comm *sub = NULL;
     dlt_ar_point p;
     int np = 0, rc;
@@ -145,7 +160,7 @@ int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int it
     if (sub && sub->size > 1) {
         rc = dlt_ar_sweep(sub, bytes, bytes, iters, &p, 1, &np, NULL);
         if (rc == 0 && np == 1 && sub->rank == 0 && slot >= 0 && slot < nslots)
-            vec[slot] = p.wrong > 0 ? -1 : p.busbw; /* -1: a wrong sum */
+            mine = (group_record){slot, p.wrong > 0 ? -1 : p.busbw}; /* -1: a wrong sum */
     }
     if (rc) {
         /* A failed collective on the sub-communicator: a peer may be gone, and destroying it would
@@ -155,5 +170,11 @@ int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int it
     }
     if (sub)
         sub->ops->destroy(sub);
-    return world->ops->allreduce_sum(world, vec, (size_t)nslots, DLT_DTYPE_F64);
+    if ((rc = dlt_agree_gather(&a, &mine, sizeof(mine), (void **)&all, world->err)) != 0)
+        return rc;
+    for (int k = 0; k < world->size; k++)
+        if (all[k].slot >= 0 && all[k].slot < nslots)
+            vec[all[k].slot] = all[k].busbw;
+    free(all);
+    return 0;
 }
