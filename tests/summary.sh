@@ -5,24 +5,26 @@
 # Exit status 1 when anything failed or errored, or when nothing ran at all.
 dir=${1:-.}
 pass=0 fail=0 skip=0
+# distcheck's results (under _build) are its own run's, not this one's
+mapfile -t results < <(find "$dir" -name '*.trs' -not -path '*/_build/*' 2>/dev/null | sort)
 while IFS= read -r line; do
   case "$line" in
     ":test-result: PASS"*|":test-result: XFAIL"*) pass=$((pass + 1)) ;;
     ":test-result: FAIL"*|":test-result: ERROR"*|":test-result: XPASS"*) fail=$((fail + 1)) ;;
     ":test-result: SKIP"*) skip=$((skip + 1)) ;;
   esac
-done < <(find "$dir" -name '*.trs' -not -path '*/_build/*' -exec cat {} + 2>/dev/null)
+done < <(((${#results[@]})) && cat "${results[@]}" 2>/dev/null)
 # What failed, named next to the closing line (a CI log may be read from its end only): each
 # failing test point with up to 6 of the diagnostic lines after it, then the failed CI steps (DLT_FAILED_STEPS).
 if ((fail)); then
   echo "=== what failed"
-  while IFS= read -r trs; do
+  for trs in "${results[@]}"; do
     log=${trs%.trs}.log
     grep -q -E '^:test-result: (FAIL|ERROR|XPASS)' "$trs" || continue
     echo "--- ${log#./}"
     awk '/^(not ok|Bail out)/ || /^ERROR:/ && !seen++ {print; d = 6; next} d > 0 && /^#/ {print; d--; next} {d = 0}' \
       "$log" 2>/dev/null | head -40
-  done < <(find "$dir" -name '*.trs' -not -path '*/_build/*' 2>/dev/null | sort)
+  done
 fi
 while IFS= read -r step; do [[ -n $step ]] && echo "failed CI step: $step"; done <<<"${DLT_FAILED_STEPS:-}"
 extra_pass=${DLT_EXTRA_PASS:-0} extra_fail=${DLT_EXTRA_FAIL:-0}

@@ -4,10 +4,9 @@
 # the all-reduce sums are exact and busbw follows its definition for 1, 2 and 4 ranks; a rank
 # pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host, by
 # check, a rank whose compute takes 3x as long (test hook) by a short training, and no other rank
-# is; a wrong GEMM (the test-only fault hook)
-# is named by check and by --preflight, which stops every rank with status 4; site thresholds
-# (--min-tflops, --min-busbw) name what is below them; and
-# contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
+# is; a wrong GEMM (the test-only fault hook) is named by check and by --preflight, which stops
+# every rank with status 4; site thresholds (--min-tflops, --min-busbw) name what is below them;
+# and contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 18
 tap_plan 13
