@@ -5,6 +5,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -210,6 +212,100 @@ static void test_recordio_index_damage(void **state)
     fclose(f);
 }
 
+/* A JPEG named name in the folder dir_fd (openat: its whole path may be longer than PATH_MAX). */
+static void _jpeg_at(int dir_fd, const char *name)
+{
+    unsigned long len;
+    unsigned char *j = dlt_test_jpeg(16, 16, 0, &len);
+    int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        fail_msg("openat %s (%zu bytes): %s", name, strlen(name), strerror(errno));
+    assert_int_equal(write(fd, j, len), (ssize_t)len);
+    close(fd);
+    tjFree(j);
+}
+
+/* Paths at PATH_MAX: an image whose path is exactly PATH_MAX - 1 bytes is read; one a byte longer
+ * cannot be opened and is counted and named (never dropped without a word); a class whose images
+ * all are too long is refused, naming it, instead of being a class without images. */
+static void test_folder_long_paths(void **state)
+{
+    char *root = malloc(PATH_MAX + 512), name[256], what[2048];
+    size_t r;
+    dlt_err err = DLT_ERR_INIT;
+    dlt_dataset *ds;
+    int fa, fb;
+    (void)state;
+    assert_non_null(root);
+    r = (size_t)snprintf(root, PATH_MAX, "%s/long", g_dir);
+    assert_int_equal(mkdir(root, 0755), 0);
+    while (r + 200 < 3848) { /* folders of 199-byte names, then one to 3,850 bytes */
+        memset(root + r, 'd', 200);
+        root[r] = '/';
+        root[r + 200] = '\0';
+        r += 200;
+        assert_int_equal(mkdir(root, 0755), 0);
+    }
+    /* then one folder to exactly 3,850 bytes, and "/r" */
+    memset(root + r, 'e', 3850 - r);
+    root[r] = '/';
+    root[3850] = '\0';
+    r = 3850;
+    assert_int_equal(mkdir(root, 0755), 0);
+    snprintf(root + r, PATH_MAX - r, "/r");
+    r += 2;
+    assert_int_equal(mkdir(root, 0755), 0);
+    snprintf(root + r, PATH_MAX - r, "/a");
+    assert_int_equal(mkdir(root, 0755), 0);
+    fa = open(root, O_RDONLY | O_DIRECTORY);
+    snprintf(root + r, PATH_MAX - r, "/b");
+    assert_int_equal(mkdir(root, 0755), 0);
+    fb = open(root, O_RDONLY | O_DIRECTORY);
+    root[r] = '\0';
+    assert_true(fa >= 0 && fb >= 0);
+    _jpeg_at(fa, "x.JPEG");
+    /* ROOT/a/NAME: r + 3 + strlen(NAME) bytes */
+    memset(name, 'n', sizeof(name));
+    snprintf(name + (PATH_MAX - 1 - r - 3) - 5, 6, ".JPEG");
+    assert_int_equal(r + 3 + strlen(name), PATH_MAX - 1);
+    _jpeg_at(fa, name);
+    memset(name, 'o', sizeof(name));
+    snprintf(name + (PATH_MAX - r - 3) - 5, 6, ".JPEG");
+    assert_int_equal(r + 3 + strlen(name), PATH_MAX);
+    _jpeg_at(fa, name);
+    _jpeg_at(fb, name);
+    /* b's only image is too long: refused, naming the class folder and why. */
+    assert_int_not_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+    assert_non_null(strstr(err.msg, "/b: all 1 of its images have paths longer than PATH_MAX"));
+    assert_int_equal(unlinkat(fb, name, 0), 0);
+    _jpeg_at(fb, "y.JPEG");
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+    /* x.JPEG and the PATH_MAX - 1 one of a, y.JPEG of b; a's longer one counted */
+    assert_int_equal(dlt_dataset_count(ds), 3);
+    assert_int_equal(dlt_dataset_left(ds)->unreadable, 1);
+    assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 1);
+    assert_non_null(strstr(what, "1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX"));
+    assert_non_null(strstr(what, "(path longer than PATH_MAX, 4095 bytes)"));
+    {
+        /* the PATH_MAX - 1 image reads */
+        unsigned char *buf = NULL;
+        size_t cap = 0, len = 0;
+        int32_t label = -1;
+        int found = 0;
+        for (int64_t i = 0; i < dlt_dataset_count(ds); i++) {
+            char nm[PATH_MAX + 16];
+            assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, nm, sizeof(nm), dlt_err_fresh(&err)), 0);
+            found += strlen(nm) == PATH_MAX - 1;
+        }
+        assert_int_equal(found, 1);
+        free(buf);
+    }
+    dlt_dataset_close(ds);
+    close(fa);
+    close(fb);
+    free(root);
+}
+
 /* What a folder holds beyond its JPEGs is counted (nested folders, other images, dangling links,
  * other files); an empty class folder is refused; labels-file lines naming no file and images
  * without a line are left out and counted, never read (a failed read is replaced by another image:
@@ -240,7 +336,7 @@ static void test_folder_left_out(void **state)
     assert_int_equal(lo->other, 1);
     assert_non_null(strstr(lo->first_images, "c1/photo.png"));
     assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 3); /* README.txt aside */
-    assert_non_null(strstr(what, "1 dangling symbolic link(s) or unreadable entries (first: "));
+    assert_non_null(strstr(what, "1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX (first: "));
     assert_non_null(strstr(what, "c2/gone.JPEG"));
     dlt_dataset_close(ds);
     /* A class folder with no JPEG in it. */
@@ -481,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_folder_and_recordio),
         cmocka_unit_test(test_recordio_index_damage),
         cmocka_unit_test(test_folder_left_out),
+        cmocka_unit_test(test_folder_long_paths),
         cmocka_unit_test(test_labels_file),
         cmocka_unit_test(test_folder_out_of_memory),
         cmocka_unit_test(test_map_classes),

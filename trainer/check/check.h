@@ -13,12 +13,13 @@
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
+#include "trainer/common/exit_status.h"
 #include "trainer/common/status.h"
 
 /* Exit statuses of dltrain check (and of a train --preflight that stops): documented in dltrain(1). */
 #define DLT_CHECK_HEALTHY 0
-#define DLT_CHECK_DEGRADED 3 /* slow ranks, nodes or links named */
-#define DLT_CHECK_BROKEN 4   /* a wrong GEMM or all-reduce result, named */
+#define DLT_CHECK_DEGRADED DLT_EXIT_DEGRADED /* slow ranks, nodes or links named */
+#define DLT_CHECK_BROKEN DLT_EXIT_BROKEN     /* a wrong GEMM or all-reduce result, named */
 
 typedef struct {
     int gpu;                 /* the ranks compute on GPUs (device below) */

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "trainer/common/stop_signal.h"
+#include "trainer/common/exit_status.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -17,7 +18,7 @@ static void _on_signal(int sig)
         static const char msg[] = "dltrain: second interrupt (Ctrl-C): quitting now, without the checkpoint\n";
         ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
         (void)w;
-        _exit(130);
+        _exit(DLT_EXIT_INTERRUPTED);
     }
     g_stop_signal = sig;
 }

@@ -100,7 +100,7 @@ int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t le
         {l->images, "image file(s) not in .JPEG/.jpg (not decoded here: convert them to JPEG)", l->first_images},
         {l->special, "entr(y/ies) named as images that are not regular files (a FIFO, a device, a socket)",
          l->first_special},
-        {l->unreadable, "dangling symbolic link(s) or unreadable entries", l->first_unreadable},
+        {l->unreadable, "dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX", l->first_unreadable},
         {l->other, "other file(s)", l->first_other},
     };
     size_t o = 0;

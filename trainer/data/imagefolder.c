@@ -194,27 +194,46 @@ static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, c
         return dlt_fail(err, -ENOENT, "%s has no class subdirectories (expected ROOT/CLASS/*.JPEG)", root);
     for (int64_t c = 0; c < *ncls; c++) {
         char dir[PATH_MAX], p[PATH_MAX];
+        int64_t added = 0, too_long = 0;
+        /* A class folder whose own path cannot be opened would leave its class number without
+         * images: refused, naming it, rather than skipped. */
         if (snprintf(dir, sizeof(dir), "%s/%s", root, (*classes)[c]) >= (int)sizeof(dir))
-            continue;
+            return dlt_fail(err, -ENAMETOOLONG, "class folder %.200s/%.100s: its path is longer than PATH_MAX (%d "
+                            "bytes), so no image in it can be opened: move the data set to a shorter path",
+                            root, (*classes)[c], PATH_MAX - 1);
         if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err)) != 0)
             return rc;
-        /* torchvision's ImageFolder refuses a class without images: its number would exist with
-         * nothing to learn or score. */
-        if (nfiles < 1)
-            rc = dlt_fail(err, -ENOENT,
-                          "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
-                          "without images is refused): add images or remove the folder",
-                          dir);
         for (int64_t i = 0; i < nfiles && rc == 0; i++) {
-            if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p))
-                continue; /* a path longer than PATH_MAX cannot be opened anyway */
+            /* A path longer than PATH_MAX cannot be opened: counted with the unreadable entries
+             * (said at the start, refused by --strict), never dropped without a word. */
+            if (snprintf(p, sizeof(p), "%s/%s", dir, files[i]) >= (int)sizeof(p)) {
+                if (too_long++ == 0 && d->left.unreadable == 0)
+                    snprintf(d->left.first_unreadable, sizeof(d->left.first_unreadable),
+                             "%.150s/%.100s (path longer than PATH_MAX, %d bytes)", dir, files[i], PATH_MAX - 1);
+                d->left.unreadable++;
+                continue;
+            }
             if (_add(d, cap, p + strlen(root) + 1, (int32_t)c) != 0)
                 rc = dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
+            added++;
         }
         dlt_ds_free_list(files, nfiles);
         files = NULL;
         if (rc != 0)
             return rc;
+        /* torchvision's ImageFolder refuses a class without images: its number would exist with
+         * nothing to learn or score. */
+        if (added < 1 && too_long > 0)
+            return dlt_fail(err, -ENAMETOOLONG, "class folder %s%s: all %" PRId64 " of its images have paths "
+                            "longer than PATH_MAX (%d bytes) and cannot be opened, which would leave the class "
+                            "without images: shorten the file names or move the data set to a shorter path",
+                            strlen(dir) > 160 ? "..." : "", dir + (strlen(dir) > 160 ? strlen(dir) - 160 : 0),
+                            too_long, PATH_MAX - 1);
+        if (added < 1)
+            return dlt_fail(err, -ENOENT,
+                            "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
+                            "without images is refused): add images or remove the folder",
+                            dir);
     }
     return 0;
 }

@@ -200,6 +200,28 @@ static void _log(dlt_run *r, loop_state *t, const dlt_step_plan *p, const dlt_st
         dlt_run_log_line(&r->log, &st);
 }
 
+/* The checkpoint of a stop, then an agreement on it before any rank leaves: a rank that exited
+ * first (status 75) while rank 0 was still writing would let srun --kill-on-bad-exit (or a site's
+ * KillOnBadExit=1) kill rank 0 in the middle of its save, leaving only the .tmp file and a step
+ * that ends 137, which the templates do not requeue. After the agreement the file is complete and
+ * renamed, so whatever kills the step next loses nothing; a failed save ends every rank with
+ * rank 0's words (status 1, not 75: no new checkpoint was written). */
+static int _save_for_stop(dlt_run *r, loop_state *t)
+{
+    dlt_agreement a = dlt_agreement_of_comm(r->comm);
+    char node[64];
+    int rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd);
+    if (r->comm->size > 1) {
+        dlt_node_name(node, sizeof(node));
+        rc = dlt_agree_first_failure(&a, rc, node, r->err);
+    }
+    if (rc != 0)
+        return rc;
+    dlt_log(&r->log, DLT_LOG_INFO, "stop at step %" PRId64 ": checkpoint complete, every rank agreed; exit "
+            "status %d", t->step, DLT_EXIT_PREEMPTED);
+    return DLT_RUN_PREEMPTED;
+}
+
 /* Preemption (a stop flag from any rank) checkpoints and ends the run with DLT_RUN_PREEMPTED;
  * else a checkpoint when --checkpoint-every or --checkpoint-minutes says so. */
 static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
@@ -213,8 +235,7 @@ static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
     }
     if (stop) {
         dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
-        DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
-        return DLT_RUN_PREEMPTED;
+        return _save_for_stop(r, t);
     }
     if (t->step < t->total && t->st.bad_steps == 0 &&
         ((c->checkpoint_every > 0 && t->step % c->checkpoint_every == 0) ||

@@ -12,6 +12,7 @@
 #include "trainer/comm/grad_reducer.h"
 #include "trainer/model/resnet.h"
 #include "trainer/train/run_log.h"
+#include "trainer/common/exit_status.h"
 #include "trainer/common/status.h"
 
 /* How a training run can end besides done (0) and failed (a negative status): stopped by
@@ -20,11 +21,7 @@
  * process's exit status from them, once (dlt_cli_exit_status). */
 enum { DLT_RUN_PREEMPTED = 1, DLT_RUN_STOPPED_UNSAVED = 2 };
 
-/* The exit statuses the command gives them. Preempted: the job can be requeued and resumed with
- * --resume auto. Stopped unsaved: 128 + SIGTERM, what a shell reports for a command SIGTERM ended,
- * as the run's progress is lost the same way (a requeue on 75 would start over without knowing). */
-#define DLT_EXIT_PREEMPTED 75
-#define DLT_EXIT_STOPPED_UNSAVED 143
+/* The exit statuses the command gives them: DLT_EXIT_PREEMPTED, DLT_EXIT_STOPPED_UNSAVED. */
 
 typedef struct {
     dlt_model_config model; /* batch is per rank */

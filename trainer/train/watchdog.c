@@ -115,7 +115,10 @@ static void _test_hooks_parse(dlt_watchdog *w)
     static const struct {
         const char *name;
         dlt_phase phase;
-    } names[] = {{"data", DLT_PHASE_DATA}, {"compute", DLT_PHASE_COMPUTE}, {"allreduce", DLT_PHASE_ALLREDUCE}};
+    } names[] = {{"data", DLT_PHASE_DATA},
+                 {"compute", DLT_PHASE_COMPUTE},
+                 {"allreduce", DLT_PHASE_ALLREDUCE},
+                 {"checkpoint", DLT_PHASE_CHECKPOINT}};
     const char *spec = getenv("DLT_TEST_STALL"), *who = getenv("DLT_TEST_STALL_RANK");
     const char *slow = getenv("DLT_TEST_SLOW_COMPUTE"), *slow_who = getenv("DLT_TEST_SLOW_RANK");
     char p[16];
@@ -209,7 +212,8 @@ void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
     if (w->slow_factor > 1)
         _test_slow(w, phase, step);
 #endif
-    if (w->stall_s && phase == w->stall_phase && step == w->stall_step) {
+    /* STEP -1: the first time the phase is entered, whatever the step (a stop's checkpoint) */
+    if (w->stall_s && phase == w->stall_phase && (step == w->stall_step || w->stall_step == -1)) {
         unsigned s = w->stall_s;
         w->stall_s = 0; /* once */
         _sleep_whole(s);

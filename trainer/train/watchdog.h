@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define DLT_EXIT_STALLED 86
+#include "trainer/common/exit_status.h"
+
 
 typedef enum { DLT_PHASE_IDLE = 0, DLT_PHASE_DATA, DLT_PHASE_COMPUTE, DLT_PHASE_ALLREDUCE, DLT_PHASE_CHECKPOINT } dlt_phase;
 
