@@ -13,7 +13,7 @@ MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
 [[ -x $DLTRAIN && -x $MK ]] || skip_all "dltrain or mkjpegs not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset DLT_LOG
-tap_plan 11
+tap_plan 13
 rm -rf "${WORK:?}"/*
 mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
@@ -138,6 +138,28 @@ else not_ok "wording ($rc $rc2 $rc3 $rc4)"; printf '%s\n' "$out" "$out2" "$out3"
 
 # ---- 17: one rank has no all-reduce: the share is named after what it measures
 run out rc "$DLTRAIN" train "${SYN[@]}" --steps 2 --log-every 1 --verbose --metrics "$WORK/m17.jsonl"
-if ((rc == 0)) && [[ $out == *"gradient reduction: none"* && $out == *" data "*"% wait "*"%"* && $out != *"allreduce "*"%"* ]] && grep -q '"allreduce":' "$WORK/m17.jsonl"; then
-  ok "one rank: the step line says 'wait N%' (the host's wait for the step's results), not 'allreduce N%'; the metrics key stays 'allreduce'"
+if ((rc == 0)) && [[ $out == *"gradient reduction: none"* && $out == *" data "*"% wait "*"%"* && $out != *"allreduce "*"%"* ]] && grep -q '"wait":' "$WORK/m17.jsonl" && grep -q '"allreduce":' "$WORK/m17.jsonl"; then
+  ok "one rank: the step line says 'wait N%' (the host's wait for the step's results), not 'allreduce N%'; the metrics key is 'wait' ('allreduce' repeats it for earlier readers)"
 else not_ok "share named after the all-reduce on one rank (rc=$rc)"; grep "step " <<<"$out" | diag; fi
+
+# ---- output paths: a file's missing folder is a usage error naming the folder (it was status 1
+# for --metrics, and data pack named its temporary file); directories are made with their parents
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --metrics "$WORK/nope/m.jsonl"
+"$MK" folder "$WORK/pk" 2 2 32 32 >/dev/null 2>&1
+run out2 rc2 "$DLTRAIN" data pack "$WORK/pk" "$WORK/nope/out.rec"
+run out3 rc3 "$DLTRAIN" train "${SYN[@]}" --steps 1 --checkpoint-dir "$WORK/ck/a/b"
+if ((rc == 2 && rc2 == 2 && rc3 == 0)) && [[ $out == *"--metrics $WORK/nope/m.jsonl: its folder $WORK/nope does not exist: create it (mkdir -p $WORK/nope)"* &&
+  $out2 == *"OUT.rec $WORK/nope/out.rec: its folder $WORK/nope does not exist"* && $out2 != *".tmp."* && -s $WORK/ck/a/b/ckpt-00000001.safetensors ]]; then
+  ok "a missing folder of --metrics / data pack OUT.rec: status 2 naming it; --checkpoint-dir a/b made with its parents"
+else not_ok "output paths ($rc $rc2 $rc3)"; printf '%s\n' "$out" "$out2" "$out3" | tail -6 | diag; fi
+
+# ---- eval of a model file without a state file (a torchvision export): the tensors say which
+# ResNet it is (it assumed resnet50 and failed on the first tensor); a contradicting --arch is refused
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --checkpoint-dir "$WORK/tv"
+cp "$WORK/tv/ckpt-00000001.safetensors" "$WORK/tv/export.safetensors"
+run out rc "$DLTRAIN" eval --synthetic --synthetic-size 16 --image-size 32 --batch 8 --checkpoint "$WORK/tv/export.safetensors"
+run out2 rc2 "$DLTRAIN" eval --synthetic --synthetic-size 16 --image-size 32 --batch 8 --arch resnet50 --checkpoint "$WORK/tv/export.safetensors"
+if ((rc == 0 && rc2 == 2)) && [[ $out == *"has no state file (a torchvision export?): its tensors are those of resnet18, width 0.25, 4 classes"* &&
+  $out == *"dltrain: eval $WORK/tv/export.safetensors: "*"top-1"* && $out2 == *"--arch resnet50, but the checkpoint was trained as resnet18"* ]]; then
+  ok "eval of a torchvision-style export: resnet18 / width 0.25 / 4 classes read from its tensors; --arch resnet50 refused"
+else not_ok "eval of an export ($rc $rc2)"; printf '%s\n' "$out" "$out2" | tail -6 | diag; fi

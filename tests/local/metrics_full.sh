@@ -8,7 +8,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 2
+tap_plan 3
 rm -rf "${WORK:?}" && mkdir -p "$WORK"
 M=$WORK/m.jsonl
 out=$( (trap '' XFSZ; ulimit -f 4; exec timeout 120 "$DLTRAIN" train --arch resnet18 --width 0.25 --image-size 32 \
@@ -34,4 +34,19 @@ printf '{"step":5,"loss":1.0,"images_p' >>"$R"
 out=$(python3 "$DLT_SRCDIR/contrib/report.py" "$R" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"skipping a torn last line"* ]]; then ok "report.py skips a torn last line, saying so"
 else not_ok "report.py on a torn last line (rc=$rc)"; echo "$out" | diag; fi
+
+# report.py divides totals: after the warm-up interval, 10 steps of 32 images in 1 s, then 1 step
+# in 10 s, are 352 images in 11 s = 32.0 images/s (the mean of the two rates, 161.6, was printed);
+# a resumed run appending to the file (a new run_id, its clock from 0) leaves out its own warm-up
+# interval and adds 2 steps in 2 s: 416 images in 13 s = 32.0; the wait share is time-weighted.
+R=$WORK/rates.jsonl
+{ echo '{"step":10,"images_per_s":10,"ranks":1,"batch":32,"time":10,"run_id":"a","data_wait":0.5,"wait":0.5}'
+  echo '{"step":20,"images_per_s":320,"ranks":1,"batch":32,"time":11,"run_id":"a","data_wait":0,"wait":0}'
+  echo '{"step":21,"images_per_s":3.2,"ranks":1,"batch":32,"time":21,"run_id":"a","data_wait":0,"wait":1.0}'
+  echo '{"step":20,"images_per_s":1,"ranks":1,"batch":32,"time":30,"run_id":"b","data_wait":0,"wait":0}'
+  echo '{"step":22,"images_per_s":32,"ranks":1,"batch":32,"time":32,"run_id":"b","data_wait":0,"wait":0}'; } >"$R"
+out=$(python3 "$DLT_SRCDIR/contrib/report.py" "$R" 2>&1); rc=$?
+if ((rc == 0)) && grep -qE '^run +1 +32\.0 +32\.0 .* 76\.9%$' <<<"$out"; then
+  ok "report.py: images/s as totals divide (32.0, not the mean of the intervals' rates), per run of a resumed file"
+else not_ok "report.py throughput from totals (rc=$rc)"; echo "$out" | diag; fi
 exit 0

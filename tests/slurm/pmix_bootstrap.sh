@@ -5,7 +5,7 @@
 # without PMIx, the bounded failure when a rank leaves or stalls, and the MPI host communicator.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 2
-tap_plan 12
+tap_plan 13
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
@@ -40,6 +40,12 @@ else not_ok "stalled rank timeout (rc=$rc, ${el}s)"; echo "$out" | diag; fi
 out=$(timeout 60 srun --quiet -N2 -n4 --ntasks-per-node=2 "$DLTRAIN" env 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"4 rank(s) on 2 node(s)"* && $out == *"all-reduce check passed (mpi, sum of ranks 6)"* ]]; then ok "dltrain env: MPI host communicator direct-launched by srun --mpi=pmix"; else not_ok "dltrain env over MPI (rc=$rc)"; echo "$out" | diag; fi
 
+# A contract that differs across ranks (one task's RANK overridden) fails the command on every
+# rank (it exited 0, printing the difference only).
+out=$(timeout 60 srun --quiet -N2 -n4 --ntasks-per-node=2 --dl-train=gpus=none sh -c '[ "$SLURM_PROCID" = 3 ] && export RANK=9; exec "$0" env' "$DLTRAIN" 2>&1); rc=$?
+if ((rc == 1)) && [[ $out == *"rank 3 (host "*"): RANK=9, but PMIx says 3"* && $out == *"the torch.distributed contract is wrong in 1 place(s)"* ]]; then
+  ok "dltrain env: a contract that differs across ranks (RANK=9 on rank 3) names it and exits 1"
+else not_ok "dltrain env with a wrong RANK (rc=$rc)"; echo "$out" | diag; fi
 out=$(timeout 60 srun --quiet -N1 -n1 "$DLTRAIN" env --comm single 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"1 rank(s) on 1 node(s)"* && $out == *"(single, sum of ranks 0)"* ]]; then ok "single-rank path needs no MPI"; else not_ok "single rank (rc=$rc)"; echo "$out" | diag; fi
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -38,6 +39,59 @@ static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict
     *rc_out = rc;
     *bad = dlt_loader_bad_images(l);
     dlt_loader_destroy(l);
+}
+
+/* The process's address space in bytes (VmSize), or 0. */
+static size_t _vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (size_t)kb * 1024;
+}
+
+/* Workers that cannot be started (no address space for their stacks: the first threads of this
+ * process, so no stack is cached) fail the start with pthread_create's own error, EAGAIN, which it
+ * returns without setting errno (the loader returned -errno: whatever a failed mmap left there, or
+ * 0, a success with no worker running). Runs first: later tests leave stacks in glibc's cache. */
+static void test_loader_threads_refused(void **state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)state;
+    print_message("AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it (the plain build "
+                  "runs this)\n");
+#else
+    static const char *const classes[] = {"c0", "c1"};
+    char root[512];
+    dlt_err err = DLT_ERR_INIT;
+    dlt_dataset *ds;
+    dlt_loader *l;
+    dlt_loader_config c = {.batch = 2, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 1, .workers = 3,
+                           .depth = 2};
+    struct rlimit old, low;
+    int rc;
+    (void)state;
+    snprintf(root, sizeof(root), "%s/threads", g_dir);
+    dlt_test_make_folder(root, classes, 2, 2, 0);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
+    assert_int_equal(getrlimit(RLIMIT_AS, &old), 0);
+    low = old;
+    low.rlim_cur = _vm_size() + (1u << 20); /* a megabyte: less than one thread's stack */
+    assert_true(low.rlim_cur > (1u << 20));
+    assert_int_equal(setrlimit(RLIMIT_AS, &low), 0);
+    errno = 0;
+    rc = dlt_loader_start(l, 0, 0);
+    assert_int_equal(setrlimit(RLIMIT_AS, &old), 0);
+    assert_int_equal(rc, -EAGAIN);
+    dlt_loader_destroy(l);
+    dlt_dataset_close(ds);
+#endif
 }
 
 static void test_loader(void **state)
@@ -271,6 +325,7 @@ static void test_loader_bad_exchange(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loader_threads_refused),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),
         cmocka_unit_test(test_loader_eval_exact),

@@ -20,6 +20,7 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_index.h"
 #include "trainer/data/transform.h"
+#include "trainer/common/exit_status.h"
 #include "trainer/common/io.h"
 #include "trainer/common/progress.h"
 
@@ -168,6 +169,12 @@ int dlt_cmd_data(int argc, char **argv)
         return 2;
     }
     _out_names(argv[first + 1], idx_path, classes_path, sizeof(idx_path));
+    /* before anything is read: a missing folder was found only when the temporary file could not be
+     * created, and the message named that file instead of OUT.rec */
+    if (dlt_check_parent_dir("data pack: OUT.rec", argv[first + 1], &err) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        return DLT_EXIT_USAGE;
+    }
     if (_inside(argv[first], argv[first + 1])) {
         fprintf(stderr, "dltrain: data pack: %s is inside %s: packing would read (or overwrite) its own output; "
                 "write it elsewhere\n", argv[first + 1], argv[first]);
@@ -179,7 +186,7 @@ int dlt_cmd_data(int argc, char **argv)
         for (int k = 0; k < 3; k++)
             if (stat(fin[k], &st) == 0 && !S_ISREG(st.st_mode)) { /* a FIFO, a directory: never replaced */
                 fprintf(stderr, "dltrain: %s: %s, not a regular file\n", fin[k], dlt_file_kind(st.st_mode));
-                return 1;
+                return DLT_EXIT_USAGE;
             }
     }
     if (!o.force) {

@@ -14,6 +14,7 @@
 #include "trainer/cli/opt_table.h"
 #include "trainer/comm/comm.h"
 #include "trainer/common/affinity.h"
+#include "trainer/common/exit_status.h"
 
 /* One rank's report, fixed size so it can be all-gathered. */
 typedef struct {
@@ -35,7 +36,7 @@ typedef struct {
 
 /* The contract against what PMIx says of the same rank, and MASTER_ADDR:PORT the same everywhere:
  * the number of disagreements, each said on stderr. */
-static int _contract_check(const _rank_report *all, int n)
+static int _contract_check(const _rank_report *all, int n, int say)
 {
     int bad = 0;
     for (int r = 0; r < n; r++) {
@@ -49,13 +50,15 @@ static int _contract_check(const _rank_report *all, int n)
         snprintf(want[3], sizeof(want[3]), "%d", n);
         for (int k = 0; k < 4; k++)
             if (strcmp(got[k], "-") && strcmp(got[k], want[k])) {
-                fprintf(stderr, "dltrain: rank %d (host %s): %s=%s, but PMIx says %s\n", a->rank, a->host, name[k],
+                if (say)
+                    fprintf(stderr, "dltrain: rank %d (host %s): %s=%s, but PMIx says %s\n", a->rank, a->host, name[k],
                         got[k], want[k]);
                 bad++;
             }
         if (strcmp(a->c_addr, all[0].c_addr) || strcmp(a->c_port, all[0].c_port)) {
-            fprintf(stderr, "dltrain: rank %d (host %s): MASTER_ADDR:PORT %s:%s, rank 0 has %s:%s\n", a->rank, a->host,
-                    a->c_addr, a->c_port, all[0].c_addr, all[0].c_port);
+            if (say)
+                fprintf(stderr, "dltrain: rank %d (host %s): MASTER_ADDR:PORT %s:%s, rank 0 has %s:%s\n", a->rank,
+                        a->host, a->c_addr, a->c_port, all[0].c_addr, all[0].c_port);
             bad++;
         }
     }
@@ -123,7 +126,7 @@ int dlt_cmd_env(int argc, char **argv)
     const dltpmix_info *info;
     _rank_report mine, *all = NULL;
     dlt_err err = DLT_ERR_INIT;
-    int opt, rc = 1, next;
+    int opt, rc = 1, next, contract_bad;
     long long sum;
 
     memset(&o, 0, sizeof(o));
@@ -202,10 +205,15 @@ int dlt_cmd_env(int argc, char **argv)
             printf("%-5d %-6s %-10s %-10s %-16s %-10s %s:%s%s\n", all[r].rank, all[r].c_rank, all[r].c_world,
                    all[r].c_local, all[r].c_local_world, all[r].c_group, all[r].c_addr, all[r].c_port, from);
         }
-        if (_contract_check(all, info->size) == 0)
-            printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
-                   strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");
     }
+    /* Every rank holds every rank's report: each decides alike, rank 0 says why. */
+    contract_bad = _contract_check(all, info->size, info->rank == 0);
+    if (info->rank == 0 && contract_bad == 0)
+        printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
+               strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");
+    else if (info->rank == 0)
+        fprintf(stderr, "dltrain: the torch.distributed contract is wrong in %d place(s) (above): a program using "
+                "env:// would join the wrong ranks; exit status %d\n", contract_bad, DLT_EXIT_FAILED);
 
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
     {
@@ -237,7 +245,7 @@ int dlt_cmd_env(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    rc = 0;
+    rc = contract_bad ? DLT_EXIT_FAILED : 0;
 out:
     dlt_comm_destroy(comm);
     free(all);

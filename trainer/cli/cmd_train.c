@@ -17,6 +17,7 @@
 #include "trainer/cli/opt_table.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/train/preflight.h"
+#include "trainer/common/exit_status.h"
 #include "trainer/common/io.h"
 #include "trainer/common/stop_signal.h"
 #include "trainer/data/dataset.h"
@@ -274,8 +275,8 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return dlt_preflight_eval_checkpoint(checkpoint, comm);
     if (strcmp(cmd, "train"))
         return 0;
-    if (dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
-        return 1;
+    if ((rc = dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm)) != 0)
+        return rc;
     if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
         return 2;
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
@@ -334,6 +335,20 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
                 return 2;
             }
             c.classes_given = 1;
+        } else if (!info.verified) {
+            /* no state file: the tensors say which ResNet it is */
+            int found;
+            char said[96];
+            if (dlt_model_infer_from_tensors(checkpoint, &c.model, &given, &found, said, sizeof(said), &probe) != 0) {
+                fprintf(stderr, "dltrain: %s: %s\n", checkpoint, probe.msg);
+                return DLT_EXIT_USAGE;
+            }
+            if (found) {
+                c.classes_given = 1;
+                if (c.log_level != DLT_LOG_QUIET && _launcher_rank() == 0)
+                    fprintf(stderr, "dltrain: %s has no state file (a torchvision export?): its tensors are those of "
+                            "%s\n", checkpoint, said);
+            }
         }
     }
     if (c.resume_override && !c.resume) {

@@ -20,4 +20,14 @@ typedef struct {
  * an error naming the option, both values and the fix. Returns 0 or -EINVAL. */
 int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, const char *config, dlt_err *err);
 
+/* A model file without a state file (a torchvision export, torch.save of a state_dict converted to
+ * safetensors): the architecture, width and class count its tensors' names and shapes imply
+ * (torchvision's names: conv1.weight [64*width,3,7,7], layerL.K.conv3 in bottleneck blocks, the
+ * blocks per stage, fc.weight [classes, features]), adopted as dlt_model_adopt_config adopts a
+ * recorded one. *found: 0 when the file is no ResNet of ours (then m is untouched and the load
+ * judges it later); said: "resnet50, width 1, 1000 classes". Returns 0 or -EINVAL (a given option
+ * contradicts the tensors, err names both). */
+int dlt_model_infer_from_tensors(const char *path, dlt_model_config *m, const dlt_model_given *given, int *found,
+                                 char *said, size_t saidlen, dlt_err *err);
+
 #endif

@@ -137,6 +137,33 @@ int dlt_check_path(const char *what, const char *path, int want_dir, dlt_err *er
     return 0;
 }
 
+int dlt_check_parent_dir(const char *what, const char *path, dlt_err *err)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n;
+    struct stat st;
+    if (!slash)
+        return 0; /* the working directory */
+    n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof(dir))
+        return dlt_fail(err, -ENAMETOOLONG, "%s %s: its folder's path is longer than %zu bytes", what, path,
+                        sizeof(dir) - 1);
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    if (stat(dir, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return dlt_fail(err, -e, "%s %s: its folder %s does not exist: create it (mkdir -p %s) or name "
+                            "another", what, path, dir, dir);
+        return dlt_fail(err, -e, "%s %s: its folder %s: %s", what, path, dir, strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return dlt_fail(err, -ENOTDIR, "%s %s: %s is %s, not a folder", what, path, dir,
+                        dlt_file_kind(st.st_mode));
+    return 0;
+}
+
 int dlt_mkdirs(const char *path)
 {
     char buf[4096];

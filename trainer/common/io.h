@@ -36,6 +36,12 @@ FILE *dlt_fopen_regular(const char *what, const char *path, const char *fmode, d
  * ("--val-data /x: No such file or directory", "--data /x: a regular file, not a directory"). */
 int dlt_check_path(const char *what, const char *path, int want_dir, dlt_err *err);
 
+/* The folder a file is to be written in (path's parent) must exist as a directory: a file's folder
+ * is never created (a typo in it would scatter outputs), while a directory option (--checkpoint-dir,
+ * --tensorboard) is created with its parents. Returns 0, or a negative errno with err filled:
+ * "--metrics /x/m.jsonl: its folder /x does not exist: create it (mkdir -p /x) or name another". */
+int dlt_check_parent_dir(const char *what, const char *path, dlt_err *err);
+
 /* mkdir -p: creates path and its missing parents (0755). Returns 0 (also when it exists as a
  * directory) or -1 with errno set. */
 int dlt_mkdirs(const char *path);

@@ -421,8 +421,10 @@ int dlt_loader_start(dlt_loader *l, int64_t epoch, int64_t step)
     l->released = l->start_seq;
     l->next_task = l->start_seq * l->cfg.batch;
     for (int i = 0; i < l->cfg.workers; i++) {
-        if (pthread_create(&l->threads[i], NULL, _worker, l) != 0)
-            return -errno;
+        /* pthread_create returns its error; errno is not set */
+        int e = pthread_create(&l->threads[i], NULL, _worker, l);
+        if (e != 0)
+            return -e;
         l->nthreads++;
     }
     l->started = 1;

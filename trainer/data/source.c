@@ -92,8 +92,10 @@ int64_t dlt_source_steps_per_epoch(const dlt_source *s)
 
 int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, dlt_err *err)
 {
-    if (s->loader && dlt_loader_start(s->loader, epoch, step) != 0)
-        return dlt_fail(err, -EAGAIN, "cannot start the data loader threads");
+    int rc;
+    if (s->loader && (rc = dlt_loader_start(s->loader, epoch, step)) != 0)
+        return dlt_fail(err, rc, "cannot start the data loader's worker threads: %s (the process or user thread "
+                        "limit, ulimit -u, or memory for their stacks: lower --workers)", strerror(-rc));
     return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/agree.h"
+#include "trainer/common/exit_status.h"
 #include "trainer/common/io.h"
 #include "trainer/common/status.h"
 #include "trainer/train/run_log.h"
@@ -253,19 +254,21 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
     char msg[1536] = "";
     if (comm->rank == 0 && metrics_path) {
         dlt_err why = DLT_ERR_INIT;
-        FILE *f = dlt_fopen_regular("--metrics", metrics_path, "a", &why);
+        FILE *f = dlt_check_parent_dir("--metrics", metrics_path, &why) != 0
+                      ? NULL
+                      : dlt_fopen_regular("--metrics", metrics_path, "a", &why);
         if (!f)
             snprintf(msg, sizeof(msg), "cannot append to the metrics file: %.1400s", why.msg);
         else
             fclose(f);
     }
     if (comm->rank == 0 && checkpoint_dir && !msg[0])
-        _probe_dir(checkpoint_dir, 0, "checkpoint directory", msg, sizeof(msg));
+        _probe_dir(checkpoint_dir, 1, "checkpoint directory", msg, sizeof(msg));
     if (comm->rank == 0 && tensorboard_dir && !msg[0])
         _probe_dir(tensorboard_dir, 1, "TensorBoard directory (--tensorboard)", msg, sizeof(msg));
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
-    return _failures(comm, msg[0] != 0) != 0 ? 1 : 0;
+    return _failures(comm, msg[0] != 0) != 0 ? DLT_EXIT_USAGE : 0;
 }
 
 int dlt_preflight_baseline(const char *path, dlt_comm *comm)

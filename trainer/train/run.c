@@ -193,7 +193,7 @@ static int _map_validation(dlt_run *r, dlt_source *src, const char *path)
         if (r->comm->rank == 0)
             dlt_log_warn(&r->log, "%s: %s, so the validation classes are numbered in their own sorted order (right "
                          "only when they are exactly the training classes)",
-                         path, r->cfg.eval_checkpoint ? "the checkpoint records no class names (written by an older dltrain)"
+                         path, r->cfg.eval_checkpoint ? "the checkpoint records no class names (a torchvision export, or a checkpoint of an older dltrain)"
                              : "the training data has no class names (RecordIO without a .classes file)");
         return 0; /* the class counts must then agree (the callers check) */
     }

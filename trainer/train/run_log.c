@@ -133,7 +133,8 @@ static void _tb_line(dlt_run_log *l, const dlt_step_status *st, double ips)
     rc |= dlt_tb_scalar(l->tb, "train/lr", st->step, st->lr);
     rc |= dlt_tb_scalar(l->tb, "train/images_per_s", st->step, ips);
     rc |= dlt_tb_scalar(l->tb, "train/data_wait", st->step, l->data_s / l->total_s);
-    rc |= dlt_tb_scalar(l->tb, "train/allreduce", st->step, l->comm_s / l->total_s);
+    /* the host's wait for the step's results: an all-reduce only with several ranks (dltrain(1)) */
+    rc |= dlt_tb_scalar(l->tb, "train/wait", st->step, l->comm_s / l->total_s);
     if (st->loss_scaled)
         rc |= dlt_tb_scalar(l->tb, "train/loss_scale", st->step, st->loss_scale);
     if (rc)
@@ -230,15 +231,16 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
     }
     /* "wait" is the host's wait for the step's results (the gradient all-reduce and the agreement
      * between ranks, and whatever the device still had to do): with one rank there is no
-     * all-reduce in it. The metrics key stays "allreduce", which contrib/report.py and earlier
-     * runs' files use; dltrain(1) says what it measures. */
+     * all-reduce in it. Its key is "wait"; "allreduce" repeats it for the readers of earlier
+     * files (contrib/report.py reads either); dltrain(1) says what it measures. */
     if (l->metrics) {
         _metrics_printf(l,
                 "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
                 "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
-                "\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f,\"run_id\":\"%s\"}\n",
+                "\"wait\":%.5f,\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f,\"run_id\":\"%s\"}\n",
                 st->step, (double)st->step / st->steps_per_epoch, l->loss_sum / seen, (double)l->correct / seen, st->lr,
-                ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s, l->ranks, l->batch,
+                ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s, l->comm_s / l->total_s, l->ranks,
+                l->batch,
                 now - l->t_start, l->run_id);
     }
     _tb_line(l, st, ips);

@@ -92,8 +92,9 @@ static int _prepare(dlt_run *r, loop_state *t)
             dlt_precision_name(c->backend.precision));
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
     dlt_node_name(host, sizeof(host));
-    if (dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_stalled, r) != 0)
-        return dlt_fail(r->err, -EIO, "cannot start the stall watchdog");
+    if ((rc = dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_stalled, r)) != 0)
+        return dlt_fail(r->err, rc, "cannot start the stall watchdog thread: %s (the process or user thread "
+                        "limit, ulimit -u)", strerror(-rc));
     dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
     dlt_straggler_init(&t->straggler, host, &c->backend); /* straggler.h */
     return 0;

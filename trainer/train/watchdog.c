@@ -184,8 +184,14 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
         return 0;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->thread, NULL, _run, w) != 0)
-        return -errno;
+    {
+        int e = pthread_create(&w->thread, NULL, _run, w); /* returns its error; errno is not set */
+        if (e != 0) {
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->cv);
+            return -e;
+        }
+    }
     w->running = 1;
     return 0;
 }
