@@ -87,6 +87,6 @@ wait_done "$jid" 600
 took=$((SECONDS - t0))
 restarts=$(scontrol show job "$jid" 2>/dev/null | grep -o 'Restarts=[0-9]*')
 if ((took < 90)) && ! grep -q requeueing "$D/kill.out" && [[ ${restarts:-Restarts=0} == Restarts=0 ]]; then
-  ok "rank 1 killed with SIGKILL: the step ends at once (--kill-on-bad-exit), the job in ${took} s, not requeued"
+  ok "rank 1 killed with SIGKILL: the plugin ends the step at once (the template runs --kill-on-bad-exit=0), the job in ${took} s, not requeued"
 else not_ok "killed rank (${took} s, ${restarts:-?})"; grep -v 'step [0-9]*/' "$D/kill.out" | tail -6 | diag; scancel "$jid" 2>/dev/null; fi
 exit 0
