@@ -68,7 +68,28 @@ int dlt_rank_port(const char *resv, uint32_t job, uint32_t step, int *port, int 
         *reserved = 1;
         return 0;
     }
-    *port = DLT_PORT_BASE + (int)(((uint64_t)job * 16u + step) % DLT_PORT_SPAN);
+    *port = dlt_rank_port_derived(job, step);
     *reserved = 0;
     return 0;
+}
+
+/* splitmix64's finaliser: every bit of the job id moves every bit of the result, so consecutive
+ * job ids land at unrelated offsets of the span (a linear rule such as job * 16 + step makes job J
+ * step s + 16 and job J + 1 step s the same port). */
+static uint64_t _mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+int dlt_rank_port_derived(uint32_t job, uint32_t step)
+{
+    /* The job picks a pseudo-random start in the span and its steps follow it, so the steps of one
+     * job never meet each other (up to DLT_PORT_SPAN of them) and two jobs meet only by chance. */
+    uint64_t start = _mix64((uint64_t)job + 0x9e3779b97f4a7c15ull) % DLT_PORT_SPAN;
+    return DLT_PORT_BASE + (int)((start + step % DLT_PORT_SPAN) % DLT_PORT_SPAN);
 }

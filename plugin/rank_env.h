@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The derived port range: MASTER_PORT = base + (job * 16 + step) mod span when the step has no
- * reserved ports. Below Linux's ephemeral range (32768-60999), above the usual services. */
+/* The derived port range, used when the step has no reserved ports. Below Linux's ephemeral range
+ * (32768-60999), above the usual services. */
 #define DLT_PORT_BASE 20000
 #define DLT_PORT_SPAN 10000
 
@@ -22,5 +22,10 @@ int dlt_hostlist_first(const char *list, char *out, size_t outlen);
  * "12000,12005", *reserved 1) when resv names one, else the derived port (*reserved 0). -EINVAL
  * for a reserved list that does not start with a port (1..65535). */
 int dlt_rank_port(const char *resv, uint32_t job, uint32_t step, int *port, int *reserved);
+
+/* The derived port: base + (mix64(job) + step) mod span. Steps of one job get consecutive ports
+ * (never the same one within DLT_PORT_SPAN steps); any two steps of different jobs get the same
+ * port with probability 1 / DLT_PORT_SPAN, whatever their ids. */
+int dlt_rank_port_derived(uint32_t job, uint32_t step);
 
 #endif

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <slurm/slurm.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -200,6 +202,39 @@ static void _set_unless_user(spank_t sp, dlt_plugin_state *st, const char *var, 
     spank_setenv(sp, var, val, 1);
 }
 
+/* Whether a listener of another program already holds port on this node's wildcard address (IPv4,
+ * or IPv6 where the node has it): what rank 0's bind of MASTER_PORT will meet. A socket in
+ * TIME_WAIT is not a holder (SO_REUSEADDR, as torch.distributed's store binds). 1 taken, 0 free
+ * or unknown (no socket could be made: the program's own bind will say). */
+static int _port_taken(int port)
+{
+    int taken = 0, one = 1;
+    for (int v6 = 0; v6 < 2 && !taken; v6++) {
+        struct sockaddr_in a4;
+        struct sockaddr_in6 a6;
+        int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (v6) {
+            (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+            memset(&a6, 0, sizeof(a6));
+            a6.sin6_family = AF_INET6;
+            a6.sin6_addr = in6addr_any;
+            a6.sin6_port = htons((uint16_t)port);
+            taken = bind(fd, (struct sockaddr *)&a6, sizeof(a6)) != 0 && errno == EADDRINUSE;
+        } else {
+            memset(&a4, 0, sizeof(a4));
+            a4.sin_family = AF_INET;
+            a4.sin_addr.s_addr = htonl(INADDR_ANY);
+            a4.sin_port = htons((uint16_t)port);
+            taken = bind(fd, (struct sockaddr *)&a4, sizeof(a4)) != 0 && errno == EADDRINUSE;
+        }
+        close(fd);
+    }
+    return taken;
+}
+
 /* The rank contract of this task (torch.distributed's env:// names), each unless the user set it. */
 static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
 {
@@ -213,6 +248,8 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
         {"GROUP_RANK", S_JOB_NODEID},
     };
     char buf[32];
+    uint32_t rank = 1;
+    int user_port = spank_getenv(sp, "MASTER_PORT", buf, sizeof(buf)) == ESPANK_SUCCESS;
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         uint32_t v = 0;
         if (spank_get_item(sp, ints[i].item, &v) != ESPANK_SUCCESS) {
@@ -229,6 +266,17 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
         snprintf(buf, sizeof(buf), "%d", st->master_port);
         _set_unless_user(sp, st, "MASTER_PORT", buf, local_id);
         spank_setenv(sp, "DLT_MASTER_PORT_FROM", st->port_reserved ? "reserved" : "derived", 1);
+        /* Every rank takes the derived port without asking the others, so it cannot be moved when
+         * it is taken; rank 0's node, where the rendezvous listens, can at least see it and say so
+         * before the program fails with EADDRINUSE or joins another job's rendezvous. */
+        if (!st->port_reserved && !user_port && spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) == ESPANK_SUCCESS &&
+            rank == 0 && _port_taken(st->master_port))
+            fprintf(stderr,
+                    "dltrain: warning: MASTER_PORT=%d (derived from the job and step ids) is already in use on rank 0's "
+                    "node %s: the rendezvous will fail with 'address in use' or meet another program's. Ask for a "
+                    "reserved port with srun --resv-ports (or have the site set MpiParams=ports=12000-12999 in "
+                    "slurm.conf), or set MASTER_PORT yourself\n",
+                    st->master_port, st->master_node[0] ? st->master_node : "?");
     }
     if (st->master_why[0] && local_id == 0)
         fprintf(stderr, "dltrain: %s: %s\n", st->master_addr[0] ? "MASTER_PORT not set" : "MASTER_ADDR not set",
