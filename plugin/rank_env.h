@@ -28,4 +28,21 @@ int dlt_rank_port(const char *resv, uint32_t job, uint32_t step, int *port, int 
  * port with probability 1 / DLT_PORT_SPAN, whatever their ids. */
 int dlt_rank_port_derived(uint32_t job, uint32_t step);
 
+/* The record of what the plugin set in a task (DLT_SET, with DLT_STEP=job.step beside it), so that a
+ * step started from inside that task (a nested srun, an sbatch) can tell the outer step's values,
+ * inherited through the environment, from the user's: "NAME:hash,NAME:hash", a hash per value
+ * (FNV-1a, 16 hex digits), never the values themselves. */
+#define DLT_ENV_RECORD_MAX 1024
+
+/* FNV-1a 64 of a value as recorded. */
+uint64_t dlt_env_value_hash(const char *value);
+
+/* Appends name (letters, digits, '_', under 64 bytes) and value's hash to rec. 0, -EINVAL for a
+ * name outside that, or -ENOSPC (rec unchanged). */
+int dlt_env_record_add(char *rec, size_t len, const char *name, const char *value);
+
+/* The next entry of a record at *cursor: 1 with name and hash filled and *cursor moved on, 0 at the
+ * end, -EINVAL for a malformed entry (the rest of the record is then not trusted). */
+int dlt_env_record_next(const char **cursor, char *name, size_t namelen, uint64_t *hash);
+
 #endif

@@ -122,11 +122,45 @@ static void test_port_across_jobs(void **state)
                   same, NJ, pairs, JOBS, STEPS, expected);
 }
 
+/* The record a task carries of what the plugin set: names with their values' hashes, read back in
+ * order; a changed value has another hash; malformed records and names are refused. */
+static void test_env_record(void **state)
+{
+    char rec[DLT_ENV_RECORD_MAX] = "", small[24] = "", name[64];
+    const char *cur;
+    uint64_t h;
+    (void)state;
+    assert_int_equal(dlt_env_record_add(rec, sizeof(rec), "RANK", "3"), 0);
+    assert_int_equal(dlt_env_record_add(rec, sizeof(rec), "NCCL_TOPO_FILE", "/run/dltrain/7.0/nccl_topo.xml"), 0);
+    assert_int_equal(dlt_env_record_add(rec, sizeof(rec), "BAD=NAME", "x"), -EINVAL);
+    assert_int_equal(dlt_env_record_add(rec, sizeof(rec), "", "x"), -EINVAL);
+    cur = rec;
+    assert_int_equal(dlt_env_record_next(&cur, name, sizeof(name), &h), 1);
+    assert_string_equal(name, "RANK");
+    assert_true(h == dlt_env_value_hash("3"));
+    assert_true(h != dlt_env_value_hash("4"));
+    assert_int_equal(dlt_env_record_next(&cur, name, sizeof(name), &h), 1);
+    assert_string_equal(name, "NCCL_TOPO_FILE");
+    assert_true(h == dlt_env_value_hash("/run/dltrain/7.0/nccl_topo.xml"));
+    assert_int_equal(dlt_env_record_next(&cur, name, sizeof(name), &h), 0);
+    /* Full: the record stays as it was. */
+    assert_int_equal(dlt_env_record_add(small, sizeof(small), "RANK", "0"), 0);
+    assert_int_equal(dlt_env_record_add(small, sizeof(small), "WORLD_SIZE", "2"), -ENOSPC);
+    assert_string_equal(small, "RANK:af63ad4c86019caf");
+    static const char *const bad[] = {"RANK", "RANK:12", "RANK:zz63ad4c86019caf", "A B:af63ad4c86019caf", ":af63ad4c86019caf"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cur = bad[i];
+        if (dlt_env_record_next(&cur, name, sizeof(name), &h) != -EINVAL)
+            fail_msg("record '%s' accepted", bad[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostlist_first),
         cmocka_unit_test(test_port_across_jobs),
+        cmocka_unit_test(test_env_record),
         cmocka_unit_test(test_port),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
