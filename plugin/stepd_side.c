@@ -131,10 +131,9 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
 {
     dlt_nvml nvml;
     dlt_err err = DLT_ERR_INIT;
-    char name[64], node[64] = "?";
+    char name[64], node[64] = "?", note[DLT_ERR_MAX];
     static char xml[XML_MAX];
     int rc, has_gpus, stale = 0;
-    uid_t uid = 0;
     gid_t gid = 0;
 
     st->step_error = 0;
@@ -171,17 +170,19 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     rc = dlt_nccl_topo_xml(&st->topo, xml, sizeof(xml));
     if (rc < 0)
         return _step_fail(st, "node %s: NCCL topology larger than %d bytes", node, XML_MAX);
-    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
-        return _step_fail(st, "node %s: cannot read the job's uid/gid", node);
+    if (spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return _step_fail(st, "node %s: cannot read the job's gid", node);
     if (dlt_expand_node(st->site.topo_dir, node, st->topo_dir, sizeof(st->topo_dir)) != 0)
         return _step_fail(st, "node %s: topo_dir %s is too long once %%n is expanded", node, st->site.topo_dir);
     if (dlt_topo_dir_check(st->topo_dir, &err) != 0)
         return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err.msg);
     _step_name(sp, name, sizeof(name));
-    if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
-                            sizeof(st->topo_file), &stale, &err) != 0)
+    if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, gid, st->topo_file,
+                            sizeof(st->topo_file), &stale, note, sizeof(note), &err) != 0)
         return _step_fail(st, "node %s: %s", node, err.msg);
-    if (stale)
+    if (stale && note[0])
+        slurm_error("dltrain: node %s: %s", node, note);
+    else if (stale)
         slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node,
                    st->topo_dir, name);
     snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
@@ -201,12 +202,13 @@ static void _set(spank_t sp, dlt_plugin_state *st, const char *var, const char *
 /* Sets var unless the user's environment already has it; says so under verbose. */
 static void _set_unless_user(spank_t sp, dlt_plugin_state *st, const char *var, const char *val, int task)
 {
-    char cur[256];
+    char cur[256], shown[256];
     if (!val || !*val)
         return;
     if (spank_getenv(sp, var, cur, sizeof(cur)) == ESPANK_SUCCESS) {
+        dlt_name_escape(cur, shown, sizeof(shown));
         if (st->opts.verbose)
-            fprintf(stderr, "dltrain: task %d: keeping your %s=%s (dltrain would set %s)\n", task, var, cur, val);
+            fprintf(stderr, "dltrain: task %d: keeping your %s=%s (dltrain would set %s)\n", task, var, shown, val);
         return;
     }
     _set(sp, st, var, val);
@@ -255,9 +257,11 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
         fprintf(stderr, "dltrain: cleared %s (set for the outer step %s, this is step %s)%s%s%s\n",
                 cleared[0] ? cleared : "nothing", was, now, kept[0] ? "; kept " : "", kept,
                 kept[0] ? " (changed since the outer step set them)" : "");
-    if (r < 0)
-        fprintf(stderr, "dltrain: DLT_SET='%.64s' is malformed: the rest of the outer step's variables were left as "
-                        "they are\n", rec);
+    if (r < 0) {
+        dlt_name_escape(rec, val, 96);
+        fprintf(stderr, "dltrain: DLT_SET='%s' is malformed: the rest of the outer step's variables were left as "
+                        "they are\n", val);
+    }
 }
 
 /* Whether a listener of another program already holds port on this node's wildcard address (IPv4,
