@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "options.h"
+#include "rank_env.h"
 #include "topology.h"
 
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
     char master_addr[DLT_PATH_MAX]; /* what MASTER_ADDR gets, "" none (master_why says why) */
     char master_why[DLT_ERR_MAX];
     int master_port, port_reserved; /* MASTER_PORT (0: none) and whether Slurm reserved it */
+    char env_record[DLT_ENV_RECORD_MAX]; /* what the plugin set in this task (DLT_SET) */
 } dlt_plugin_state;
 
 #endif

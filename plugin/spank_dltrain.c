@@ -167,7 +167,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     (void)ac;
     (void)av;
     switch (spank_context()) {
-    case S_CTX_REMOTE: return g_state.active ? dlt_stepd_task_setup(sp, &g_state) : 0;
+    case S_CTX_REMOTE:
+        /* Every step, --dl-train or not, the batch step included: a step started from inside a
+         * --dl-train task (nested srun, sbatch) must not run on that task's rank and port. */
+        dlt_stepd_task_clear_inherited(sp);
+        return g_state.active ? dlt_stepd_task_setup(sp, &g_state) : 0;
     default: return 0;
     }
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* step_dir: the step-private directory under the site's topo_dir, written as root without
- * following any link, handed to the job user, removed at step end. */
+ * following any link, readable by the job's group and never writable by it, removed at step end. */
 #ifndef DLT_STEP_DIR_H
 #define DLT_STEP_DIR_H
 
@@ -16,17 +16,27 @@ int dlt_expand_node(const char *pattern, const char *node, char *out, size_t out
  * cannot write, so nothing in it can be swapped by a user. */
 int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
 
-/* How deep a user's tree in a step directory is removed; below that it is left and reported. */
-#define DLT_STEP_DIR_MAX_DEPTH 64
+/* How many entries one removal handles at most (a stale folder of an earlier version of the plugin,
+ * which handed the folder to the user, can hold a user's tree of any depth); beyond that the rest is
+ * left and reported, so a task that keeps adding entries cannot hold slurmstepd. */
+#define DLT_STEP_DIR_MAX_ENTRIES (1ul << 20)
 
-/* Creates topo_dir/name (0700), writes file_name with contents inside it (O_EXCL|O_NOFOLLOW,
- * 0644), then gives both to uid:gid. path_out receives the file's full path. A directory of the
- * same name left by an earlier step is removed first (*stale set to 1). */
+/* Creates topo_dir/name, writes file_name with contents inside it (O_EXCL|O_NOFOLLOW), then makes
+ * the folder 0750 and the file 0640 with group gid; the owner stays the caller (root in slurmstepd),
+ * so a task reads the file and can write nothing there. path_out receives the file's full path. A
+ * folder (or anything) of the same name left by an earlier step is moved aside and removed, never
+ * blocking the step (*stale set to 1); when its removal fails, note says what is left (escaped),
+ * and the step goes on. */
 int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
-                        size_t len, uid_t uid, gid_t gid, char *path_out, size_t pathlen, int *stale, dlt_err *err);
+                        size_t len, gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
+                        dlt_err *err);
 
-/* Removes topo_dir/name and everything the user put in it, never following a link and never
- * entering another filesystem; what cannot be removed is named in err. */
+/* Removes topo_dir/name and everything in it, at any depth, never following a link and never
+ * entering another filesystem; what cannot be removed is named (escaped) in err. */
 int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err);
+
+/* in as text safe for a log line or a terminal: bytes below 0x20, 0x7f and above as \xNN, a
+ * backslash as two; cut at whole escapes with "..." when out is too small. */
+void dlt_name_escape(const char *in, char *out, size_t outlen);
 
 #endif

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <slurm/slurm.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,10 +131,9 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
 {
     dlt_nvml nvml;
     dlt_err err = DLT_ERR_INIT;
-    char name[64], node[64] = "?";
+    char name[64], node[64] = "?", note[DLT_ERR_MAX];
     static char xml[XML_MAX];
     int rc, has_gpus, stale = 0;
-    uid_t uid = 0;
     gid_t gid = 0;
 
     st->step_error = 0;
@@ -169,35 +170,131 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     rc = dlt_nccl_topo_xml(&st->topo, xml, sizeof(xml));
     if (rc < 0)
         return _step_fail(st, "node %s: NCCL topology larger than %d bytes", node, XML_MAX);
-    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
-        return _step_fail(st, "node %s: cannot read the job's uid/gid", node);
+    if (spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return _step_fail(st, "node %s: cannot read the job's gid", node);
     if (dlt_expand_node(st->site.topo_dir, node, st->topo_dir, sizeof(st->topo_dir)) != 0)
         return _step_fail(st, "node %s: topo_dir %s is too long once %%n is expanded", node, st->site.topo_dir);
     if (dlt_topo_dir_check(st->topo_dir, &err) != 0)
         return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err.msg);
     _step_name(sp, name, sizeof(name));
-    if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, uid, gid, st->topo_file,
-                            sizeof(st->topo_file), &stale, &err) != 0)
+    if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, gid, st->topo_file,
+                            sizeof(st->topo_file), &stale, note, sizeof(note), &err) != 0)
         return _step_fail(st, "node %s: %s", node, err.msg);
-    if (stale)
+    if (stale && note[0])
+        slurm_error("dltrain: node %s: %s", node, note);
+    else if (stale)
         slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node,
                    st->topo_dir, name);
     snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
     return 0;
 }
 
+/* Sets var in the task and notes it in the task's record (DLT_SET), so that a step started from this
+ * task can clear what it inherits of ours. */
+static void _set(spank_t sp, dlt_plugin_state *st, const char *var, const char *val)
+{
+    if (spank_setenv(sp, var, val, 1) == ESPANK_SUCCESS &&
+        dlt_env_record_add(st->env_record, sizeof(st->env_record), var, val) != 0)
+        fprintf(stderr, "dltrain: the record of the variables set here is full at %s: a step started from this task "
+                        "will not clear it\n", var);
+}
+
 /* Sets var unless the user's environment already has it; says so under verbose. */
 static void _set_unless_user(spank_t sp, dlt_plugin_state *st, const char *var, const char *val, int task)
 {
-    char cur[256];
+    char cur[256], shown[256];
     if (!val || !*val)
         return;
     if (spank_getenv(sp, var, cur, sizeof(cur)) == ESPANK_SUCCESS) {
+        dlt_name_escape(cur, shown, sizeof(shown));
         if (st->opts.verbose)
-            fprintf(stderr, "dltrain: task %d: keeping your %s=%s (dltrain would set %s)\n", task, var, cur, val);
+            fprintf(stderr, "dltrain: task %d: keeping your %s=%s (dltrain would set %s)\n", task, var, shown, val);
         return;
     }
-    spank_setenv(sp, var, val, 1);
+    _set(sp, st, var, val);
+}
+
+/* Appends name to a ", "-separated list, or "..." once it is full. */
+static void _list_add(char *list, size_t len, const char *name)
+{
+    size_t used = strlen(list);
+    if (used + strlen(name) + 6 < len)
+        snprintf(list + used, len - used, "%s%s", used ? ", " : "", name);
+    else if (used + 5 < len && (used < 3 || strcmp(list + used - 3, "...")))
+        snprintf(list + used, len - used, ", ...");
+}
+
+void dlt_stepd_task_clear_inherited(spank_t sp)
+{
+    char was[64], now[64], rec[DLT_ENV_RECORD_MAX], name[64], val[4096], cleared[512] = "", kept[512] = "";
+    const char *cur;
+    uint64_t hash;
+    uint32_t rank = 1;
+    int r;
+
+    if (spank_getenv(sp, "DLT_STEP", was, sizeof(was)) != ESPANK_SUCCESS)
+        return;
+    _step_name(sp, now, sizeof(now));
+    if (!strcmp(was, now))
+        return;
+    if (spank_getenv(sp, "DLT_SET", rec, sizeof(rec)) != ESPANK_SUCCESS)
+        rec[0] = '\0';
+    cur = rec;
+    while ((r = dlt_env_record_next(&cur, name, sizeof(name), &hash)) > 0) {
+        if (spank_getenv(sp, name, val, sizeof(val)) != ESPANK_SUCCESS)
+            continue; /* unset since, or longer than anything the plugin sets: not ours */
+        /* A value the user set again after the outer step began is theirs: it stays. */
+        if (dlt_env_value_hash(val) == hash && spank_unsetenv(sp, name) == ESPANK_SUCCESS)
+            _list_add(cleared, sizeof(cleared), name);
+        else
+            _list_add(kept, sizeof(kept), name);
+    }
+    (void)spank_unsetenv(sp, "DLT_SET");
+    (void)spank_unsetenv(sp, "DLT_STEP");
+    if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS || rank != 0)
+        return; /* said once per step */
+    if (cleared[0] || kept[0])
+        fprintf(stderr, "dltrain: cleared %s (set for the outer step %s, this is step %s)%s%s%s\n",
+                cleared[0] ? cleared : "nothing", was, now, kept[0] ? "; kept " : "", kept,
+                kept[0] ? " (changed since the outer step set them)" : "");
+    if (r < 0) {
+        dlt_name_escape(rec, val, 96);
+        fprintf(stderr, "dltrain: DLT_SET='%s' is malformed: the rest of the outer step's variables were left as "
+                        "they are\n", val);
+    }
+}
+
+/* Whether a listener of another program already holds port on this node's wildcard address (IPv4,
+ * or IPv6 where the node has it): what rank 0's bind of MASTER_PORT will meet. A socket in
+ * TIME_WAIT is not a holder (SO_REUSEADDR, as torch.distributed's store binds). 1 taken, 0 free
+ * or unknown (no socket could be made: the program's own bind will say). */
+static int _port_taken(int port)
+{
+    int taken = 0, one = 1;
+    for (int v6 = 0; v6 < 2 && !taken; v6++) {
+        struct sockaddr_in a4;
+        struct sockaddr_in6 a6;
+        int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (v6) {
+            (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+            memset(&a6, 0, sizeof(a6));
+            a6.sin6_family = AF_INET6;
+            a6.sin6_addr = in6addr_any;
+            a6.sin6_port = htons((uint16_t)port);
+            taken = bind(fd, (struct sockaddr *)&a6, sizeof(a6)) != 0 && errno == EADDRINUSE;
+        } else {
+            memset(&a4, 0, sizeof(a4));
+            a4.sin_family = AF_INET;
+            a4.sin_addr.s_addr = htonl(INADDR_ANY);
+            a4.sin_port = htons((uint16_t)port);
+            taken = bind(fd, (struct sockaddr *)&a4, sizeof(a4)) != 0 && errno == EADDRINUSE;
+        }
+        close(fd);
+    }
+    return taken;
 }
 
 /* The rank contract of this task (torch.distributed's env:// names), each unless the user set it. */
@@ -213,6 +310,8 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
         {"GROUP_RANK", S_JOB_NODEID},
     };
     char buf[32];
+    uint32_t rank = 1;
+    int user_port = spank_getenv(sp, "MASTER_PORT", buf, sizeof(buf)) == ESPANK_SUCCESS;
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         uint32_t v = 0;
         if (spank_get_item(sp, ints[i].item, &v) != ESPANK_SUCCESS) {
@@ -228,14 +327,41 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
     if (st->master_port > 0) {
         snprintf(buf, sizeof(buf), "%d", st->master_port);
         _set_unless_user(sp, st, "MASTER_PORT", buf, local_id);
-        spank_setenv(sp, "DLT_MASTER_PORT_FROM", st->port_reserved ? "reserved" : "derived", 1);
+        _set(sp, st, "DLT_MASTER_PORT_FROM", st->port_reserved ? "reserved" : "derived");
+        /* Every rank takes the derived port without asking the others, so it cannot be moved when
+         * it is taken; rank 0's node, where the rendezvous listens, can at least see it and say so
+         * before the program fails with EADDRINUSE or joins another job's rendezvous. */
+        if (!st->port_reserved && !user_port && spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) == ESPANK_SUCCESS &&
+            rank == 0 && _port_taken(st->master_port))
+            fprintf(stderr,
+                    "dltrain: warning: MASTER_PORT=%d (derived from the job and step ids) is already in use on rank 0's "
+                    "node %s: the rendezvous will fail with 'address in use' or meet another program's. Ask for a "
+                    "reserved port with srun --resv-ports (or have the site set MpiParams=ports=12000-12999 in "
+                    "slurm.conf), or set MASTER_PORT yourself\n",
+                    st->master_port, st->master_node[0] ? st->master_node : "?");
     }
     if (st->master_why[0] && local_id == 0)
         fprintf(stderr, "dltrain: %s: %s\n", st->master_addr[0] ? "MASTER_PORT not set" : "MASTER_ADDR not set",
                 st->master_why);
 }
 
+static int _task_setup(spank_t sp, dlt_plugin_state *st);
+
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
+{
+    char name[64];
+    int rc;
+    st->env_record[0] = '\0';
+    rc = _task_setup(sp, st);
+    if (rc == 0 && st->env_record[0]) {
+        _step_name(sp, name, sizeof(name));
+        spank_setenv(sp, "DLT_SET", st->env_record, 1);
+        spank_setenv(sp, "DLT_STEP", name, 1);
+    }
+    return rc;
+}
+
+static int _task_setup(spank_t sp, dlt_plugin_state *st)
 {
     char vis[256] = "", gres[256] = "", buf[512], cpus[512], hca[96], ifname[96], node[64] = "?";
     dlt_err err = DLT_ERR_INIT;
@@ -255,9 +381,9 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
     }
     dlt_node_name(node, sizeof(node));
     if (dlt_user_opts_format(&st->opts, buf, sizeof(buf)) == 0)
-        spank_setenv(sp, "DLT_OPTS", buf, 1);
+        _set(sp, st, "DLT_OPTS", buf);
     snprintf(buf, sizeof(buf), "%d", local_id);
-    spank_setenv(sp, "DLT_LOCAL_RANK", buf, 1);
+    _set(sp, st, "DLT_LOCAL_RANK", buf);
     _rank_contract_task(sp, st, local_id);
     if (!st->have_topology)
         return 0;
@@ -287,12 +413,14 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         return -1;
     }
     if (b.gpu >= 0) {
+        /* Not in the record: Slurm sets CUDA_VISIBLE_DEVICES for every step with GPUs, and a step
+         * without any started from this task runs on this task's GPU. */
         if (dlt_binding_cuda_visible(&sg, &b, st->opts.gpus == DLT_GPUS_STEP, buf, sizeof(buf)) == 0)
             spank_setenv(sp, "CUDA_VISIBLE_DEVICES", buf, 1);
         /* Slurm numbers GPUs in PCI order; make CUDA number them the same way. */
         _set_unless_user(sp, st, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", local_id);
-        spank_setenv(sp, "DLT_LOCAL_GPU", sg.label[b.gpu_pos], 1);
-        spank_setenv(sp, "DLT_GPU_PCI", st->topo.gpus[b.gpu].busid, 1);
+        _set(sp, st, "DLT_LOCAL_GPU", sg.label[b.gpu_pos]);
+        _set(sp, st, "DLT_GPU_PCI", st->topo.gpus[b.gpu].busid);
     }
     if (b.gpu < 0 && st->opts.bind == DLT_BIND_CLOSEST) {
         /* No GPU to be near (gpus=none, a CPU step): the node's tasks spread over its NUMA nodes. */
@@ -312,9 +440,9 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
         }
     }
     if (dlt_cpuset_format(st->opts.bind == DLT_BIND_CLOSEST ? &b.cpus : &allowed, cpus, sizeof(cpus)) == 0)
-        spank_setenv(sp, "DLT_CPUS", cpus, 1);
+        _set(sp, st, "DLT_CPUS", cpus);
     if (b.nic >= 0)
-        spank_setenv(sp, "DLT_NIC", st->topo.nics[b.nic].name, 1);
+        _set(sp, st, "DLT_NIC", st->topo.nics[b.nic].name);
     if (st->opts.nccl == DLT_NCCL_AUTO && st->opts.gpus != DLT_GPUS_NONE) {
         dlt_binding_nccl_nic(&st->topo, &b, hca, sizeof(hca), ifname, sizeof(ifname));
         _set_unless_user(sp, st, "NCCL_TOPO_FILE", st->topo_file, local_id);

@@ -10,6 +10,10 @@
 
 int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st);
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st);
+/* In every task of every step: the variables an outer step's task set (DLT_SET, DLT_STEP of another
+ * step, inherited by a step started from inside that task) are unset where they still hold the
+ * outer step's values, before this step sets its own; rank 0 says which. */
+void dlt_stepd_task_clear_inherited(spank_t sp);
 void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st);
 /* A task of a multi-task step killed by a signal ends the whole step at once (kill-on-bad-exit). */
 void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st);

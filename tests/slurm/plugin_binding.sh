@@ -24,11 +24,11 @@ left=$(find "$DIR"/run/n*/dltrain -mindepth 1 2>/dev/null | wc -l)
 if ((left == 0)); then ok "step directories removed at step end"; else not_ok "step dir cleanup ($left left)"; find "$TOPO_DIR" | diag; fi
 
 out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=2 --dl-train bash -c 'python3 -c "import sys,xml.etree.ElementTree as E; r=E.parse(sys.argv[1]).getroot(); print(r.tag, len(r.findall(\".//gpu\")), len(r.findall(\".//net\")))" "$NCCL_TOPO_FILE"; stat -c "%U %a" "$(dirname "$NCCL_TOPO_FILE")" "$NCCL_TOPO_FILE"' 2>&1)
-if [[ $out == $'system 4 3\nroot 700\nroot 644' ]]; then ok "the topology file parses as XML (4 GPUs, 3 NICs); dir 0700, file 0644"; else not_ok "topology file content"; echo "$out" | diag; fi
+if [[ $out == $'system 4 3\nroot 750\nroot 640' ]]; then ok "the topology file parses as XML (4 GPUs, 3 NICs); dir 0750, file 0640, root's"; else not_ok "topology file content"; echo "$out" | diag; fi
 
 if id nobody >/dev/null 2>&1; then
-  out=$(timeout 60 runuser -u nobody -- srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'stat -c "%U %a" "$(dirname "$NCCL_TOPO_FILE")" "$NCCL_TOPO_FILE"; id -un' 2>&1)
-  if [[ $out == $'nobody 700\nnobody 644\nnobody' ]]; then ok "a user's step directory and file belong to that user"; else not_ok "ownership handoff to the job user"; echo "$out" | diag; fi
+  out=$(timeout 60 runuser -u nobody -- srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'd=$(dirname "$NCCL_TOPO_FILE"); stat -c "%U %G %a" "$d" "$NCCL_TOPO_FILE"; head -c 7 "$NCCL_TOPO_FILE"; echo; touch "$d/mine" 2>/dev/null && echo wrote || echo "cannot write"; id -un' 2>&1)
+  if [[ $out == $'root '"$(id -gn nobody)"$' 750\nroot '"$(id -gn nobody)"$' 640\n<system\ncannot write\nnobody' ]]; then ok "a user's step reads its topology file (group: the job's) and cannot write in root's step directory"; else not_ok "step directory ownership for the job user"; echo "$out" | diag; fi
 else ok "# SKIP no 'nobody' user"; fi
 
 out=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-node=4 --dl-train=gpus=step bash -c "$REPORT" 2>&1 | sort)
@@ -80,16 +80,24 @@ if [[ $out == *"topology of n1: 4 GPU(s), 3 NIC(s), 2 NUMA node(s)"* && $out == 
 else not_ok "verbose report"; echo "$out" | diag; fi
 if [[ $out == *"all-reduce check passed (mpi, sum of ranks 6)"* ]] && grep -q '^3 .*n2 .* 1 .*1 .*1 .*0 .*nccl_topo.xml' <<<"$out"; then ok "dltrain env under --dl-train: ranks see GPU, CPUs and topology file"; else not_ok "dltrain env under --dl-train"; echo "$out" | diag; fi
 
-# What a user leaves in the step directory goes at step end, all of it, as root and without
-# following a link out of it; a leftover directory of the same job.step id is stale, not an error.
+# A task cannot write in its step directory (root's); a user's tree left in a step directory of the
+# same job.step id (an earlier version of the plugin handed the directory to the user, or a
+# slurmstepd died) is removed before the step, at any depth (70 levels of long names: far beyond
+# PATH_MAX), as root and without following a link out of it, and never blocks the step.
 if id nobody >/dev/null 2>&1; then
   victim=$WORK/victim2; rm -rf "$victim"; mkdir -p "$victim"; echo keep > "$victim/keep.txt"
+  next=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
+  old=$TOPO_DIR/$next.0
+  mkdir -p "$old/sub/deeper" && head -c 10M /dev/zero > "$old/sub/deeper/big" && ln -s "$victim" "$old/sub/out" &&
+    ln -s "$victim/keep.txt" "$old/outfile" && mkfifo "$old/fifo" && mkdir "$old/forged"$'\n'"dltrain: line" &&
+    (cd "$old" && for i in $(seq 70); do mkdir "$(printf 'l%.0s' $(seq 100))" && cd l* || exit 1; done) &&
+    chown -R nobody "$old" && chmod 000 "$old/sub/deeper"
   out=$(timeout 60 runuser -u nobody -- srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c '
-    d=$(dirname "$NCCL_TOPO_FILE"); mkdir -p "$d/sub/deeper" && head -c 10M /dev/zero > "$d/sub/deeper/big" &&
-    ln -s "$1" "$d/sub/out" && ln -s "$1/keep.txt" "$d/outfile" && mkfifo "$d/fifo" && chmod 000 "$d/sub/deeper" && echo "$d"' _ "$victim" 2>&1)
-  if [[ $out == "$TOPO_DIR/"* && ! -e $out && ! -L $out && $(cat "$victim/keep.txt") == keep && $(ls -A "$victim") == keep.txt ]]; then
-    ok "a user's tree in the step directory (10 MB, nested, links out, FIFO, mode 000) is removed at step end, link targets untouched"
-  else not_ok "user's tree in the step directory"; { echo "$out"; ls -laR "$TOPO_DIR" "$victim"; } 2>&1 | head -30 | diag; fi
+    d=$(dirname "$NCCL_TOPO_FILE"); mkdir "$d/sub" 2>/dev/null && echo WROTE; ls -A "$d"' 2>&1); rc=$?
+  if ((rc == 0)) && [[ $out == nccl_topo.xml && ! -e $old && $(cat "$victim/keep.txt") == keep && $(ls -A "$victim") == keep.txt &&
+    -z $(ls -A "$TOPO_DIR") ]]; then
+    ok "a stale user's tree of the step's id (70 levels, 10 MB, links out, FIFO, mode 000, a newline name) is removed first, link targets untouched; the task cannot write there"
+  else not_ok "user's tree in a stale step directory (rc=$rc)"; { echo "$out"; ls -la "$TOPO_DIR" "$victim"; } 2>&1 | head -30 | diag; fi
 else ok "# SKIP no 'nobody' user"; fi
 next=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
 mkdir -p "$TOPO_DIR/$next.0/old/nested"; echo old > "$TOPO_DIR/$next.0/old/nested/file"

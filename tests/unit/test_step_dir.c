@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of plugin/step_dir.c: the step directory root makes and removes, with a user's tree in
- * it (nested folders, links to outside, FIFOs, unreadable folders) and a stale one of the same id;
- * %n in site paths expanded only to plain node names. */
+ * it (nested folders, links to outside, FIFOs, unreadable folders, trees of any depth) and a stale one
+ * of the same id (replaced, never blocking); the folder is root's, readable by the job's group;
+ * names escaped for logs; %n in site paths expanded only to plain node names. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -109,11 +111,11 @@ static void _victim_intact(const fixture *fx)
 static void test_user_tree_removed_links_not_followed(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 32];
+    char file[PATH_MAX], p[PATH_MAX + 32], note[512];
     dlt_err err = DLT_ERR_INIT;
     int stale = -1;
-    assert_int_equal(dlt_step_dir_create(fx->top, "7.0", "nccl_topo.xml", "<system/>", 9, getuid(), getgid(), file,
-                                         sizeof(file), &stale, dlt_err_fresh(&err)),
+    assert_int_equal(dlt_step_dir_create(fx->top, "7.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
+                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
                      0);
     assert_int_equal(stale, 0);
     _user_tree(fx, "7.0");
@@ -126,15 +128,15 @@ static void test_user_tree_removed_links_not_followed(void **state)
 static void test_stale_directory_of_same_id_replaced(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 32], buf[16] = "";
+    char file[PATH_MAX], p[PATH_MAX + 32], buf[16] = "", note[512];
     dlt_err err = DLT_ERR_INIT;
     int stale = 0, fd;
     ssize_t n;
     snprintf(p, sizeof(p), "%s/9.1", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
     _user_tree(fx, "9.1");
-    assert_int_equal(dlt_step_dir_create(fx->top, "9.1", "nccl_topo.xml", "<system/>", 9, getuid(), getgid(), file,
-                                         sizeof(file), &stale, dlt_err_fresh(&err)),
+    assert_int_equal(dlt_step_dir_create(fx->top, "9.1", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
+                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
                      0);
     assert_int_equal(stale, 1);
     fd = open(file, O_RDONLY);
@@ -161,27 +163,120 @@ static void test_link_at_step_path_removed_not_followed(void **state)
     _victim_intact(fx);
 }
 
-static void test_too_deep_is_reported_not_recursed_forever(void **state)
+/* A chain of depth folders under topo/step, each name long, so the whole path is far longer than
+ * PATH_MAX: what a task may make to outlast a recursive or depth-limited removal. A name with a
+ * newline at the bottom. */
+static void _deep_chain(const fixture *fx, const char *step, int depth)
 {
-    fixture *fx = *state;
-    dlt_err err = DLT_ERR_INIT;
-    char p[PATH_MAX + 32];
+    char p[PATH_MAX + 32], name[101];
     int dfd, next;
-    snprintf(p, sizeof(p), "%s/5.0", fx->top);
-    assert_int_equal(mkdir(p, 0700), 0);
+    memset(name, 'd', 100);
+    name[100] = '\0';
+    snprintf(p, sizeof(p), "%s/%s", fx->top, step);
     dfd = open(p, O_RDONLY | O_DIRECTORY);
     assert_true(dfd >= 0);
-    for (int i = 0; i < DLT_STEP_DIR_MAX_DEPTH + 4; i++) {
-        assert_int_equal(mkdirat(dfd, "d", 0700), 0);
-        next = openat(dfd, "d", O_RDONLY | O_DIRECTORY);
+    for (int i = 0; i < depth; i++) {
+        assert_int_equal(mkdirat(dfd, name, 0700), 0);
+        next = openat(dfd, name, O_RDONLY | O_DIRECTORY);
         close(dfd);
         assert_true(next >= 0);
         dfd = next;
     }
+    assert_int_equal(mkdirat(dfd, "forged\ndltrain: line", 0700), 0);
+    next = openat(dfd, "forged\ndltrain: line", O_RDONLY | O_DIRECTORY);
+    assert_true(next >= 0);
+    assert_int_equal(symlinkat(fx->victim, next, "to_victim"), 0);
+    close(next);
     close(dfd);
-    assert_int_not_equal(dlt_step_dir_remove(fx->top, "5.0", dlt_err_fresh(&err)), 0);
-    assert_non_null(strstr(err.msg, "deeper than the limit"));
-    assert_non_null(strstr(err.msg, "5.0"));
+}
+
+static void test_any_depth_removed(void **state)
+{
+    fixture *fx = *state;
+    dlt_err err = DLT_ERR_INIT;
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof(p), "%s/5.0", fx->top);
+    assert_int_equal(mkdir(p, 0700), 0);
+    _deep_chain(fx, "5.0", 200); /* 200 levels: 20 kB of path */
+    if (dlt_step_dir_remove(fx->top, "5.0", dlt_err_fresh(&err)) != 0)
+        fail_msg("a 200-level tree not removed: %s", err.msg);
+    assert_false(_exists(p));
+    _victim_intact(fx);
+}
+
+/* A folder of the same id left with a deep tree (an earlier step whose slurmstepd died) does not
+ * block the step: it is replaced. */
+static void test_deep_stale_does_not_block(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 32], note[512];
+    dlt_err err = DLT_ERR_INIT;
+    int stale = 0;
+    snprintf(p, sizeof(p), "%s/6.0", fx->top);
+    assert_int_equal(mkdir(p, 0700), 0);
+    _deep_chain(fx, "6.0", 80);
+    if (dlt_step_dir_create(fx->top, "6.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
+                            &stale, note, sizeof(note), dlt_err_fresh(&err)) != 0)
+        fail_msg("a stale folder with an 80-level tree blocks the step: %s", err.msg);
+    assert_int_equal(stale, 1);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "6.0", dlt_err_fresh(&err)), 0);
+    _victim_intact(fx);
+    /* Nothing else left in topo_dir (no renamed-aside remains). */
+    snprintf(p, sizeof(p), "%s", fx->top);
+    {
+        int n = 0;
+        DIR *d = opendir(p);
+        struct dirent *e;
+        assert_non_null(d);
+        while ((e = readdir(d)) != NULL)
+            n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+        closedir(d);
+        assert_int_equal(n, 0);
+    }
+}
+
+/* The step folder is not the user's: root keeps it and the file, the job's group may read them, so
+ * a task cannot put anything in root's topo_dir (a tmpfs under /run) nor leave it behind. */
+static void test_step_dir_not_user_writable(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 32], note[512];
+    dlt_err err = DLT_ERR_INIT;
+    struct stat st;
+    int stale = 0;
+    gid_t gid = getuid() == 0 ? 65534 : getgid();
+    assert_int_equal(dlt_step_dir_create(fx->top, "8.0", "nccl_topo.xml", "<system/>", 9, gid, file, sizeof(file), &stale,
+                                         note, sizeof(note), dlt_err_fresh(&err)),
+                     0);
+    snprintf(p, sizeof(p), "%s/8.0", fx->top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_uid, getuid());
+    assert_int_equal(st.st_gid, gid);
+    assert_int_equal(st.st_mode & 07777, 0750);
+    assert_int_equal(lstat(file, &st), 0);
+    assert_int_equal(st.st_uid, getuid());
+    assert_int_equal(st.st_gid, gid);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "8.0", dlt_err_fresh(&err)), 0);
+}
+
+/* Names from a user's tree reach slurmd's log and other users' terminals only escaped. */
+static void test_escape_name(void **state)
+{
+    char out[64];
+    (void)state;
+    dlt_name_escape("plain-name_1.0", out, sizeof(out));
+    assert_string_equal(out, "plain-name_1.0");
+    dlt_name_escape("forged\ndltrain: line", out, sizeof(out));
+    assert_string_equal(out, "forged\\x0adltrain: line");
+    dlt_name_escape("\x1b[31mred\x7f\\", out, sizeof(out));
+    assert_string_equal(out, "\\x1b[31mred\\x7f\\\\");
+    dlt_name_escape("caf\xc3\xa9", out, sizeof(out));
+    assert_string_equal(out, "caf\\xc3\\xa9");
+    dlt_name_escape("\n\n\n\n\n\n", out, 12); /* never a cut escape: whole ones, then "..." */
+    assert_string_equal(out, "\\x0a\\x0a...");
+    dlt_name_escape("abcdefghijklmnop", out, 8);
+    assert_string_equal(out, "abcd...");
 }
 
 static void test_expand_node(void **state)
@@ -205,7 +300,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_user_tree_removed_links_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_directory_of_same_id_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_link_at_step_path_removed_not_followed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_too_deep_is_reported_not_recursed_forever, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_any_depth_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_stale_does_not_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_step_dir_not_user_writable, setup, teardown),
+        cmocka_unit_test(test_escape_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
