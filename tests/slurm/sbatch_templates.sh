@@ -4,7 +4,7 @@
 # resnet50-imagenet.sbatch is preempted with SIGUSR1, requeues itself, resumes from its checkpoint
 # and completes; resnet50-scaling.sbatch runs a 1/2/4-rank sweep and contrib/report.py turns its
 # JSON lines into the speed-up table and an SVG plot; a stall (status 86) is requeued a bounded
-# number of times; a rank killed outright ends the job's step at once (--kill-on-bad-exit).
+# number of times; a rank killed outright ends the job's step at once (the plugin ends it).
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 5
 tap_plan 9
