@@ -11,6 +11,7 @@
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
 #include "trainer/cli/opt_table.h"
+#include "trainer/common/exit_status.h"
 
 int dlt_cmd_check(int argc, char **argv)
 {
@@ -33,7 +34,7 @@ int dlt_cmd_check(int argc, char **argv)
     cfg.progress = 1;
     if (cfg.min_bytes > cfg.max_bytes) {
         fprintf(stderr, "dltrain: --min-bytes %zu is above --max-bytes %zu\n", cfg.min_bytes, cfg.max_bytes);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     {
         dlt_comm_request req = {o.comm, dlt_backend_is_gpu(&o.train.backend), o.train.backend.device};

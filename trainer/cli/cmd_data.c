@@ -102,7 +102,7 @@ static int _cmd_index(int argc, char **argv)
             return 0;
         }
         fprintf(stderr, "usage: dltrain data index DIR\n");
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     for (int k = 0; k < 2; k++) {
         int64_t images = 0;
@@ -154,7 +154,7 @@ int dlt_cmd_data(int argc, char **argv)
             fprintf(stderr, "dltrain data: unknown subcommand '%s' (the ones there are: pack, index)\n", argv[1]);
         fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] "
                 "[--force] [--quiet]\n       dltrain data index DIR\n");
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     memset(&o, 0, sizeof(o));
     o.quality = 90;
@@ -166,7 +166,7 @@ int dlt_cmd_data(int argc, char **argv)
     quiet = o.quiet;
     if (argc - first != 2) {
         fprintf(stderr, "dltrain data pack: SRC_DIR and OUT.rec are needed (see dltrain data pack --help)\n");
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     _out_names(argv[first + 1], idx_path, classes_path, sizeof(idx_path));
     /* before anything is read: a missing folder was found only when the temporary file could not be
@@ -178,7 +178,7 @@ int dlt_cmd_data(int argc, char **argv)
     if (_inside(argv[first], argv[first + 1])) {
         fprintf(stderr, "dltrain: data pack: %s is inside %s: packing would read (or overwrite) its own output; "
                 "write it elsewhere\n", argv[first + 1], argv[first]);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     {
         const char *fin[3] = {argv[first + 1], idx_path, classes_path};
@@ -195,7 +195,7 @@ int dlt_cmd_data(int argc, char **argv)
             if (access(fin[k], F_OK) == 0) {
                 fprintf(stderr, "dltrain: data pack: %s exists: --force replaces it (a job reading it keeps the "
                         "files it has open), or name another OUT.rec\n", fin[k]);
-                return 2;
+                return DLT_EXIT_USAGE;
             }
     }
     snprintf(tmp_rec, sizeof(tmp_rec), "%s.tmp.%ld", argv[first + 1], (long)getpid());

@@ -10,6 +10,7 @@
 #include "trainer/cli/opt_table.h"
 #include "trainer/train/preflight.h"
 #include "trainer/model/resnet.h"
+#include "trainer/common/exit_status.h"
 
 int dlt_cmd_info(int argc, char **argv)
 {
@@ -26,7 +27,7 @@ int dlt_cmd_info(int argc, char **argv)
     if (o.verify != !!o.checkpoint) {
         fprintf(stderr, "dltrain info: --verify and --checkpoint FILE go together (dltrain info --checkpoint FILE "
                 "--verify)\n");
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (o.verify)
         return dlt_verify_checkpoint_cmd(o.checkpoint);
@@ -36,7 +37,7 @@ int dlt_cmd_info(int argc, char **argv)
     state = o.state_dict;
     if (dlt_model_build(&m, &cfg, &err) != 0) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (layers)
         for (int i = 0; i < m.nlayers; i++) {

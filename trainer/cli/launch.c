@@ -14,6 +14,7 @@
 #include "trainer/backend/device_choice.h"
 #include "trainer/common/status.h"
 #include "trainer/train/trainer.h"
+#include "trainer/common/exit_status.h"
 
 int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, dlt_err *err)
 {
@@ -86,14 +87,14 @@ static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
     if (f.failed == a.size && f.alike) {
         if (a.rank == 0)
             fprintf(stderr, "dltrain: %s (every rank)\n", problem);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (problem)
         fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
     if (a.rank == 0)
         fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n", f.failed,
                 a.size, f.failed == 1 ? "" : "s", f.ranks);
-    return 2;
+    return DLT_EXIT_USAGE;
 }
 
 int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double timeout_s, const char *problem,

@@ -11,6 +11,7 @@
 
 #include "trainer/cli/commands.h"
 #include "trainer/common/crash_report.h"
+#include "trainer/common/exit_status.h"
 
 static void _usage(FILE *f)
 {
@@ -61,7 +62,7 @@ int main(int argc, char **argv)
     _cap_threads();
     if (argc < 2) {
         _usage(stderr);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         _usage(stdout);
@@ -83,5 +84,5 @@ int main(int argc, char **argv)
         return dlt_cmd_info(argc - 1, argv + 1);
     fprintf(stderr, "dltrain: unknown command '%s'\n", argv[1]);
     _usage(stderr);
-    return 2;
+    return DLT_EXIT_USAGE;
 }

@@ -13,6 +13,7 @@
 #include "trainer/cli/parse.h"
 #include "trainer/common/status.h"
 #include "trainer/train/checkpointing.h"
+#include "trainer/common/exit_status.h"
 
 #define F(m) offsetof(dlt_cli_opts, m)
 
@@ -693,11 +694,11 @@ int dlt_opt_parse_command(unsigned cmd, const char *name, int argc, char **argv,
             fprintf(stderr, "dltrain: %s\n", err.msg);
         else if (usage_after_getopt) /* getopt said which option */
             dlt_opt_usage(stderr, cmd);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (name && *next < argc) {
         fprintf(stderr, "dltrain %s: unexpected argument '%s'\n", name, argv[*next]);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     return -1;
 }
