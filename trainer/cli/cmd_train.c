@@ -255,7 +255,7 @@ static void _unmute(int saved)
 /* Checks every rank makes the same way before the run (see preflight.h); synthetic data too small
  * for one batch per rank is a usage error here (real data is counted when the trainer opens it). */
 static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *resume_path,
-                      size_t resume_len)
+                      size_t resume_len, dlt_run_claims *claims)
 {
     dlt_err err = DLT_ERR_INIT;
     char what[64], now[1024];
@@ -278,6 +278,11 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return 1;
     if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
         return 2;
+    /* Claimed before the resume choice: a requeue that meets its previous run still saving waits
+     * for it, then chooses among everything it saved. */
+    if (dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
+        return 1;
+    c->claims = claims;
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
         return rc;
     if (!c->resume)
@@ -302,6 +307,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     dlt_err err = DLT_ERR_INIT;
     dltpmix_ctx *px;
     dlt_comm *comm;
+    dlt_run_claims claims;
 
     if (next < argc) {
         fprintf(stderr, "dltrain %s: unexpected argument '%s'\n", cmd, argv[next]);
@@ -360,7 +366,8 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         dlt_cli_finish(px, comm); /* --preflight: every rank stops alike, before the first step */
         return rc;
     }
-    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len); /* an exit status */
+    dlt_run_claims_init(&claims);
+    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len, &claims); /* an exit status */
     if (rc == 0) {
         int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, &err)
                   : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, &err)
@@ -370,6 +377,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
             fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
         rc = dlt_cli_exit_status(run);
     }
+    dlt_run_claims_release(&claims); /* held here only when the run never took them over */
     dlt_cli_finish(px, comm);
     return rc;
 }

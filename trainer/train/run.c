@@ -338,23 +338,24 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     r->comm = comm;
     r->err = err;
     c = &r->cfg;
-    r->ckpt_lock.fd = -1;
+    dlt_run_claims_init(&r->claims);
+    /* One run per output path: two would overwrite each other's checkpoints (and a later --resume
+     * auto would continue whichever saved last), merge their TensorBoard curves, interleave their
+     * metrics. Taken before the log opens, so a requeue waits for its previous run first. */
+    if (purpose == DLT_RUN_TRAIN && comm->rank == 0) {
+        if (c->claims && c->claims->taken) {
+            r->claims = *c->claims;
+            dlt_run_claims_init(c->claims); /* the run's now: released at its close */
+        } else if ((rc = dlt_run_claims_take(&r->claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir,
+                                             DLT_REQUEUE_LOCK_WAIT_S, err)) != 0)
+            return rc;
+    }
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err)) != 0)
         return rc;
     if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err)) != 0)
         return rc;
-    /* One run per checkpoint folder: two would overwrite each other's checkpoints and a later
-     * --resume auto would continue whichever saved last. */
     if (purpose == DLT_RUN_TRAIN && comm->rank == 0 && c->checkpoint_dir) {
-        if (dlt_mkdirs(c->checkpoint_dir) != 0) {
-            rc = -errno;
-            return dlt_fail(err, rc, "--checkpoint-dir %s: cannot create it: %s", c->checkpoint_dir,
-                            strerror(-rc));
-        }
-        if ((rc = dlt_run_lock_dir(&r->ckpt_lock, "--checkpoint-dir", c->checkpoint_dir, DLT_REQUEUE_LOCK_WAIT_S,
-                                   err)) != 0)
-            return rc;
         /* Ours now: a temporary file there is a save of an earlier run that never finished. */
         {
             char said[512];
@@ -494,7 +495,7 @@ void dlt_run_close(dlt_run *r, int failed)
     if (failed && r->src.loader && !r->cfg.strict)
         dlt_loader_bad_report_all(r->src.loader); /* what was never exchanged is still said */
     dlt_source_close(&r->src);
-    dlt_run_lock_release(&r->ckpt_lock);
+    dlt_run_claims_release(&r->claims);
     dlt_grad_reducer_destroy(r->reducer);
     if (r->net.params)
         dlt_net_destroy(&r->net);

@@ -32,7 +32,7 @@ typedef struct {
     dlt_grad_reducer *reducer;
     dlt_loss_scaler scaler;
     dlt_run_log log;
-    dlt_run_lock ckpt_lock; /* rank 0's claim on --checkpoint-dir for the run's life */
+    dlt_run_claims claims; /* rank 0's claims on its checkpoint folder, TensorBoard folder, metrics file */
     const uint8_t *images; /* the step's batch on the host: in the source's ring (pinned on a GPU) */
     const int32_t *labels;
     int32_t *no_labels;    /* class 0 everywhere: the labels of a batch that could not be loaded */
