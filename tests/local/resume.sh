@@ -5,12 +5,15 @@
 # settings that may change; then the change is said, the step count follows the new global batch
 # and the new checkpoint records the history. A pair left half-written (the model file without
 # its state file, a temporary file of an interrupted save) is passed over by --resume auto for the
-# previous complete one, saying so.
+# previous complete one, saying so. Tasks of a job array that share one --checkpoint-dir but read
+# other data: --resume auto refuses the other task's checkpoint naming both data sets, --resume
+# FILE continues from it on purpose, saying so; a checkpoint written before the data was recorded
+# still resumes.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 7
+tap_plan 10
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
@@ -94,3 +97,31 @@ run out2 rc2 "$DLTRAIN" info --checkpoint "$WORK/flip/ckpt-00000016.safetensors"
 if ((rc == 1 && rc2 == 1)) && [[ $out == *"ckpt-00000016.safetensors has CRC-32"*"the model file was changed or damaged"* && $out2 == *"ckpt-00000016.safetensors has CRC-32"* && $out != *"not a resnet18"* ]]; then
   ok "a bit flip in a tensor name: --resume says CRC mismatch, as --verify does"
 else not_ok "bit flip in a tensor name ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+
+# ---- a job array's tasks sharing one --checkpoint-dir with other data
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
+if [[ -x $MK ]]; then
+  "$MK" folder "$WORK/dA" 4 6 40 40 plain >/dev/null
+  "$MK" folder "$WORK/dB" 4 7 40 40 plain >/dev/null
+  D=(--arch resnet18 --width 0.25 --image-size 32 --batch 8 --warmup-epochs 0 --log-every 0 --workers 1 --eval-every 0)
+  "$DLTRAIN" train --data "$WORK/dA/train" "${D[@]}" --steps 3 --epochs 2 --checkpoint-dir "$WORK/arr" >/dev/null 2>&1
+  run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/arr" --resume auto
+  if ((rc == 1)) && [[ $out == *"was written on other data"*"checkpoint: 24 images in 4 classes"*"this run: 28 images in 4 classes"* &&
+    $out == *"give each task its own --checkpoint-dir"* && $out != *"resumed from"* && ! -f $WORK/arr/ckpt-00000006.safetensors ]]; then
+    ok "--resume auto on another data set (a job array sharing a folder): refused, both data sets named"
+  else not_ok "resume auto across data sets (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+  run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/arr2" --resume "$WORK/arr/ckpt-00000003.safetensors"
+  if ((rc == 0)) && [[ $out == *"continuing on other data as --resume FILE asks"*"checkpoint: 24 images"* && $out == *"resumed from $WORK/arr/ckpt-00000003.safetensors at step 3"* ]]; then
+    ok "--resume FILE on another data set continues on purpose, saying so"
+  else not_ok "resume FILE across data sets (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+  # the previous version's state file: no data record
+  mkdir -p "$WORK/old" && cp "$WORK/arr/ckpt-00000003."* "$WORK/old/"
+  python3 "$(dirname "$0")/old_checkpoint.py" "$WORK/old/ckpt-00000003.state.safetensors" data line parent generation train_seconds first_start
+  run info irc "$DLTRAIN" info --checkpoint "$WORK/old/ckpt-00000003.safetensors" --verify
+  run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/old" --resume auto
+  if ((irc == 0 && rc == 0)) && [[ $out == *"resumed from $WORK/old/ckpt-00000003.safetensors at step 3"* ]]; then
+    ok "a checkpoint written before the data was recorded verifies and resumes with --resume auto"
+  else not_ok "previous version's checkpoint (verify $irc, rc=$rc)"; { echo "$info"; echo "$out"; } | tail -4 | diag; fi
+else
+  for _ in 1 2 3; do ok "# SKIP mkjpegs not built"; done
+fi

@@ -217,12 +217,19 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
-            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 4];
+            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 4 + 2 * DLT_CKPT_OPTIONAL_META];
             char *encoded = NULL;
             int nmeta = st->history[0] ? 10 : 9; /* "overrides" only when a resume changed a setting */
             _state_path(path, state_path, sizeof(state_path));
             /* The class names ride beside the settings, when the data has names. */
             memcpy(meta_classes, meta, sizeof(meta));
+            /* Fields added since the first format, each only when known: a file without one reads
+             * as before (an older dltrain wrote none of them). */
+            if (st->data[0]) {
+                meta_classes[2 * nmeta] = "data";
+                meta_classes[2 * nmeta + 1] = st->data;
+                nmeta++;
+            }
             if (st->class_names) {
                 /* A header must be UTF-8 JSON for every reader (Rust's safetensors refuses anything
                  * else): names that are not UTF-8 are stored percent-encoded, and said so. */
@@ -494,6 +501,7 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
         snprintf(st->config, sizeof(st->config), "%s", cfg ? cfg : "");
         snprintf(st->history, sizeof(st->history), "%s",
                  dlt_st_meta(&sf, "overrides") ? dlt_st_meta(&sf, "overrides") : "");
+        snprintf(st->data, sizeof(st->data), "%s", dlt_st_meta(&sf, "data") ? dlt_st_meta(&sf, "data") : "");
     }
     rc = 0;
 out:

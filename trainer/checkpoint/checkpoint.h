@@ -23,7 +23,13 @@ typedef struct {
     const char *class_names; /* saving: the class names one a line, in the order of the model's outputs
                               * (NULL: the data has none); kept as the state file's "class_names" */
     char history[2048];   /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */
+    char data[256];       /* what the run trained on ("source=images images=N classes=C files=HEX names=HEX",
+                           * dlt_run_data_text): a resume on other data is refused; "" unknown (an older
+                           * dltrain wrote none) */
 } dlt_train_state;
+
+/* The state file's metadata fields written only when known (data, ...). */
+#define DLT_CKPT_OPTIONAL_META 8
 
 /* Writes DIR/ckpt-STEP.safetensors and DIR/ckpt-STEP.state.safetensors. paths receives the model
  * file's path. */

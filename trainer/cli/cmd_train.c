@@ -283,6 +283,7 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
     if (dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
         return 1;
     c->claims = claims;
+    c->resume_chosen = c->resume && (!strcmp(c->resume, "auto") || !strcmp(c->resume, "auto-or-fresh"));
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
         return rc;
     if (!c->resume)

@@ -17,6 +17,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/housekeeping.h"
 #include "trainer/common/status.h"
+#include "trainer/data/dataset.h"
 
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len)
 {
@@ -31,6 +32,35 @@ void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t
              dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay,
              c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
              c->synthetic_size, ms[0] ? ms : "none");
+}
+
+void dlt_run_data_text(const dlt_run *r, char *buf, size_t len)
+{
+    const dlt_dataset *ds = r->src.ds;
+    uint64_t files = 0, names = 0;
+    if (!ds) { /* generated: the seed and size are among the settings */
+        snprintf(buf, len, "source=synthetic classes=%d", r->cfg.model.classes);
+        return;
+    }
+    dlt_dataset_digest(ds, &files, &names);
+    snprintf(buf, len, "source=images images=%lld classes=%d files=%016llx names=%016llx",
+             (long long)dlt_dataset_count(ds), dlt_dataset_classes(ds), (unsigned long long)files,
+             (unsigned long long)names);
+}
+
+/* A data record (dlt_run_data_text) in words. */
+static void _data_words(const char *rec, char *out, size_t len)
+{
+    char src[32] = "", n[32] = "?", k[32] = "?", f[32] = "?", c[32] = "?";
+    dlt_checkpoint_config_field(rec, "source", src, sizeof(src));
+    dlt_checkpoint_config_field(rec, "images", n, sizeof(n));
+    dlt_checkpoint_config_field(rec, "classes", k, sizeof(k));
+    dlt_checkpoint_config_field(rec, "files", f, sizeof(f));
+    dlt_checkpoint_config_field(rec, "names", c, sizeof(c));
+    if (!strcmp(src, "synthetic"))
+        snprintf(out, len, "generated images in %s classes (--synthetic)", k);
+    else
+        snprintf(out, len, "%s images in %s classes (file list digest %s, class names digest %s)", n, k, f, c);
 }
 
 /* The recorded settings a resume compares: the key in the state file's config record, the name
@@ -163,6 +193,7 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     dlt_run_config_text(c, r->comm->size, st.config, sizeof(st.config));
     snprintf(st.history, sizeof(st.history), "%s", r->resume_history);
     st.class_names = r->classes;
+    dlt_run_data_text(r, st.data, sizeof(st.data));
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err)) != 0)
         return dlt_fail_prefix(r->err, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
@@ -218,6 +249,28 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
             return dlt_fail(r->err, -EINVAL, "cannot resume from %s with other settings: %s", c->resume,
                             refused);
         snprintf(r->resume_history, sizeof(r->resume_history), "%s", st.history);
+        /* A job array's tasks sharing one folder would otherwise continue each other's runs. */
+        {
+            char data[256], was[256], is[256];
+            dlt_run_data_text(r, data, sizeof(data));
+            if (st.data[0] && strcmp(st.data, data)) {
+                _data_words(st.data, was, sizeof(was));
+                _data_words(data, is, sizeof(is));
+                if (c->resume_chosen) /* every rank read the same file and agreed on the data: all stop alike */
+                    return dlt_fail_agreed(r->err, -EINVAL,
+                                    "--resume auto: %s was written on other data (checkpoint: %s; this run: %s): "
+                                    "tasks of a job array sharing one --checkpoint-dir? give each task its own "
+                                    "--checkpoint-dir, or --resume FILE to continue from this one on purpose",
+                                    c->resume, was, is);
+                dlt_log(&r->log, DLT_LOG_QUIET, "continuing on other data as --resume FILE asks: %s was written on "
+                        "other data (checkpoint: %s; this run: %s)", c->resume, was, is);
+                {
+                    size_t n = strlen(r->resume_history);
+                    snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": data %s -> %s",
+                             n ? "; " : "", st.step, was, is);
+                }
+            }
+        }
         if (changed[0]) {
             size_t n = strlen(r->resume_history);
             snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": %s",
