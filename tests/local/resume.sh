@@ -116,7 +116,7 @@ if [[ -x $MK ]]; then
   else not_ok "resume FILE across data sets (rc=$rc)"; echo "$out" | tail -4 | diag; fi
   # the previous version's state file: no data record
   mkdir -p "$WORK/old" && cp "$WORK/arr/ckpt-00000003."* "$WORK/old/"
-  python3 "$(dirname "$0")/old_checkpoint.py" "$WORK/old/ckpt-00000003.state.safetensors" data line parent generation train_seconds first_start
+  python3 "$(dirname "$0")/old_checkpoint.py" "$WORK/old/ckpt-00000003.state.safetensors" data line parent_line parent_step train_seconds first_start
   run info irc "$DLTRAIN" info --checkpoint "$WORK/old/ckpt-00000003.safetensors" --verify
   run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/old" --resume auto
   if ((irc == 0 && rc == 0)) && [[ $out == *"resumed from $WORK/old/ckpt-00000003.safetensors at step 3"* ]]; then

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/housekeeping.h"
@@ -194,6 +195,9 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     snprintf(st.history, sizeof(st.history), "%s", r->resume_history);
     st.class_names = r->classes;
     dlt_run_data_text(r, st.data, sizeof(st.data));
+    st.line = r->line;
+    st.parent_line = r->parent_line;
+    st.parent_step = r->parent_step;
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err)) != 0)
         return dlt_fail_prefix(r->err, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
@@ -211,6 +215,58 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     return 0;
 }
 
+/* Whether two paths name one folder. */
+static int _same_dir(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The line this run's checkpoints belong to (rank 0, which writes them). Resuming from the
+ * checkpoint --resume auto would take (the head of the folder's newest line) continues that line;
+ * a run from scratch, or one that goes back to any other checkpoint (a rollback), starts a new
+ * line numbered above every line in the folder, whose parent is the checkpoint it resumed from (in
+ * the same folder), so that the next --resume auto follows it, not the abandoned steps above. */
+static void _choose_line(dlt_run *r, const dlt_train_state *st)
+{
+    const dlt_train_config *c = &r->cfg;
+    dlt_checkpoint_entry *list = NULL;
+    dlt_err ignore = DLT_ERR_INIT;
+    int64_t top = 0;
+    int n = 0, same = 0;
+    r->line = 1;
+    r->parent_line = r->parent_step = -1;
+    if (r->comm->rank != 0 || !c->checkpoint_dir)
+        return;
+    if (dlt_checkpoint_list(c->checkpoint_dir, &list, &n, &ignore) != 0)
+        n = 0; /* unreadable now: the first save says why */
+    for (int i = 0; i < n; i++)
+        if (list[i].lineage.line > top)
+            top = list[i].lineage.line;
+    if (st) {
+        char dir[4096];
+        const char *slash = strrchr(c->resume, '/');
+        snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - c->resume) : 1, slash ? c->resume : ".");
+        same = _same_dir(dir, c->checkpoint_dir);
+    }
+    if (st && same && n > 0 && list[0].step == st->step && list[0].lineage.line == st->line) {
+        r->line = st->line; /* the head: this run continues its line */
+        r->parent_line = st->parent_line;
+        r->parent_step = st->parent_step;
+    } else {
+        r->line = top + 1;
+        if (st && same) {
+            r->parent_line = st->line;
+            r->parent_step = st->step;
+            if (n > 0)
+                dlt_log(&r->log, DLT_LOG_INFO, "%s is not the newest checkpoint of %s (%s is): this run's "
+                        "checkpoints start a new line, which --resume auto will follow from now on", c->resume,
+                        c->checkpoint_dir, list[0].name);
+        }
+    }
+    free(list);
+}
+
 int dlt_run_resume(dlt_run *r, int64_t *step)
 {
     const dlt_train_config *c = &r->cfg;
@@ -220,6 +276,8 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     if (c->init && c->resume)
         return dlt_fail(r->err, -EINVAL, "--init %s and --resume %s: --resume continues a run, --init "
                         "starts one from given weights; give one", c->init, c->resume);
+    if (!c->resume)
+        _choose_line(r, NULL);
     if (c->init) {
         if ((rc = dlt_checkpoint_load_init(&r->net, c->init, &fc, r->err)) != 0)
             return dlt_fail_prefix(r->err, rc, "--init");
@@ -237,6 +295,7 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err)) != 0)
         return dlt_fail_prefix(r->err, rc, "cannot resume");
     *step = st.step;
+    _choose_line(r, &st);
     /* The preflight refused settings that differ without --resume-override (every rank alike,
      * before launch); here the allowed changes are said, recorded, and a new global batch turns
      * the step count into the same number of images seen. */

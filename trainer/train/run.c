@@ -339,6 +339,8 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     r->err = err;
     c = &r->cfg;
     dlt_run_claims_init(&r->claims);
+    r->line = 1; /* until dlt_run_resume chooses the line */
+    r->parent_line = r->parent_step = -1;
     /* One run per output path: two would overwrite each other's checkpoints (and a later --resume
      * auto would continue whichever saved last), merge their TensorBoard curves, interleave their
      * metrics. Taken before the log opens, so a requeue waits for its previous run first. */

@@ -50,6 +50,7 @@ typedef struct {
                                   * or the checkpoint's for eval); NULL: the data has no names */
     char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
     char resume_history[2048];   /* settings changed on resume, carried into every checkpoint it writes */
+    int64_t line, parent_line, parent_step; /* the line its checkpoints belong to (dlt_train_state) */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,
