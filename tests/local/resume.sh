@@ -8,12 +8,13 @@
 # previous complete one, saying so. Tasks of a job array that share one --checkpoint-dir but read
 # other data: --resume auto refuses the other task's checkpoint naming both data sets, --resume
 # FILE continues from it on purpose, saying so; a checkpoint written before the data was recorded
-# still resumes.
+# still resumes. The time to target after a resume counts every incarnation's training time, and
+# the wall time since the first start, in the log line, the metrics events and contrib/report.py.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 10
+tap_plan 12
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
@@ -122,6 +123,28 @@ if [[ -x $MK ]]; then
   if ((irc == 0 && rc == 0)) && [[ $out == *"resumed from $WORK/old/ckpt-00000003.safetensors at step 3"* ]]; then
     ok "a checkpoint written before the data was recorded verifies and resumes with --resume auto"
   else not_ok "previous version's checkpoint (verify $irc, rc=$rc)"; { echo "$info"; echo "$out"; } | tail -4 | diag; fi
+
+  # ---- time to target across a preemption: 30 steps, a pause, then on to the target
+  "$DLTRAIN" train --data "$WORK/dA" "${D[@]}" --steps 30 --epochs 40 --checkpoint-dir "$WORK/tt" --metrics "$WORK/tt.jsonl" >/dev/null 2>&1
+  t1=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(b[8:8+n])["__metadata__"].get("train_seconds","none"))' "$WORK/tt/ckpt-00000030.state.safetensors")
+  sleep 2
+  run out rc "$DLTRAIN" train --data "$WORK/dA" "${D[@]}" --epochs 40 --eval-every 1 --target-top1 0.01 --checkpoint-dir "$WORK/tt" --metrics "$WORK/tt.jsonl" --resume auto
+  line=$(grep -o 'time to target [0-9.]* s of training ([0-9.]* s in this run), [0-9.]* s since the first start' <<<"$out")
+  read -r tt this wall < <(sed 's/time to target \([0-9.]*\) s of training (\([0-9.]*\) s in this run), \([0-9.]*\) s since.*/\1 \2 \3/' <<<"$line")
+  ev=$(python3 - "$WORK/tt.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"eval_accuracy"' in l]
+m = rows[-1]["metadata"] if rows else {}
+print(m.get("train_time", "none"), m.get("wall_time", "none"))
+PY
+)
+  rep=$(python3 "$(dirname "$0")/../../contrib/report.py" "$WORK/tt.jsonl" 2>&1)
+  if ((rc == 0)) && [[ $t1 != none && -n $line ]] && python3 -c 'import sys; t1,tt,this,wall,et,ew=map(float,sys.argv[1:]); sys.exit(not (tt + 0.1 >= t1 + this and tt >= t1 - 0.05 and wall >= tt + 1.9 and abs(et - tt) < 0.5 and ew >= et + 1.9))' "$t1" "$tt" "$this" "$wall" $ev; then
+    ok "time to target after a resume: $tt s of training ($t1 s before the preemption + $this s), $wall s since the first start"
+  else not_ok "time to target after a resume (rc=$rc, before: $t1, line: '$line', events: $ev)"; echo "$out" | tail -3 | diag; fi
+  if [[ $rep == *"train s"*"wall s"* ]] && python3 -c 'import sys; r=sys.argv[1].splitlines(); i=[k for k,l in enumerate(r) if "train s" in l][0]; f=r[i+1].split(); sys.exit(not (abs(float(f[4]) - float(sys.argv[2])) < 0.5))' "$rep" "$tt"; then
+    ok "contrib/report.py reports the best validation's training time over both runs and the wall time"
+  else not_ok "report.py after a resume"; echo "$rep" | tail -4 | diag; fi
 else
-  for _ in 1 2 3; do ok "# SKIP mkjpegs not built"; done
+  for _ in 1 2 3 4 5; do ok "# SKIP mkjpegs not built"; done
 fi

@@ -227,7 +227,19 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             memcpy(meta_classes, meta, sizeof(meta));
             /* Fields added since the first format, each only when known: a file without one reads
              * as before (an older dltrain wrote none of them). */
-            char linebuf[32], pline[32], pstep[32];
+            char linebuf[32], pline[32], pstep[32], trainbuf[32], firstbuf[32];
+            if (st->train_seconds > 0) {
+                snprintf(trainbuf, sizeof(trainbuf), "%.3f", st->train_seconds);
+                meta_classes[2 * nmeta] = "train_seconds";
+                meta_classes[2 * nmeta + 1] = trainbuf;
+                nmeta++;
+            }
+            if (st->first_start > 0) {
+                snprintf(firstbuf, sizeof(firstbuf), "%.3f", st->first_start);
+                meta_classes[2 * nmeta] = "first_start";
+                meta_classes[2 * nmeta + 1] = firstbuf;
+                nmeta++;
+            }
             if (st->data[0]) {
                 meta_classes[2 * nmeta] = "data";
                 meta_classes[2 * nmeta + 1] = st->data;
@@ -521,6 +533,8 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
                  dlt_st_meta(&sf, "overrides") ? dlt_st_meta(&sf, "overrides") : "");
         snprintf(st->data, sizeof(st->data), "%s", dlt_st_meta(&sf, "data") ? dlt_st_meta(&sf, "data") : "");
         st->line = dlt_st_meta(&sf, "line") ? strtoll(dlt_st_meta(&sf, "line"), NULL, 10) : 0;
+        st->train_seconds = dlt_st_meta(&sf, "train_seconds") ? strtod(dlt_st_meta(&sf, "train_seconds"), NULL) : 0;
+        st->first_start = dlt_st_meta(&sf, "first_start") ? strtod(dlt_st_meta(&sf, "first_start"), NULL) : 0;
         st->parent_line = st->parent_step = -1;
         if (dlt_st_meta(&sf, "parent_line") && dlt_st_meta(&sf, "parent_step")) {
             st->parent_line = strtoll(dlt_st_meta(&sf, "parent_line"), NULL, 10);

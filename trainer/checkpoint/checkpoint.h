@@ -31,6 +31,10 @@ typedef struct {
      * folder) and where the line branched off: parent_line/parent_step, -1 for a line that starts
      * from scratch. Files of an older dltrain carry none: line 0, no parent. */
     int64_t line, parent_line, parent_step;
+    /* Time over every incarnation of the run up to this checkpoint: its training time (each run's
+     * time from its start to its checkpoint, added up) and the UNIX time of the first start (wall
+     * time since then counts the waits between incarnations too); 0: not recorded (an older file). */
+    double train_seconds, first_start;
 } dlt_train_state;
 
 /* The state file's metadata fields written only when known (data, ...). */

@@ -195,6 +195,8 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     snprintf(st.history, sizeof(st.history), "%s", r->resume_history);
     st.class_names = r->classes;
     dlt_run_data_text(r, st.data, sizeof(st.data));
+    st.train_seconds = dlt_run_train_seconds(r);
+    st.first_start = r->first_start;
     st.line = r->line;
     st.parent_line = r->parent_line;
     st.parent_step = r->parent_step;
@@ -296,6 +298,10 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
         return dlt_fail_prefix(r->err, rc, "cannot resume");
     *step = st.step;
     _choose_line(r, &st);
+    /* Time to target counts every incarnation (a checkpoint of an older dltrain: from here on). */
+    r->prior_train_s = st.train_seconds;
+    if (st.first_start > 0)
+        r->first_start = st.first_start;
     /* The preflight refused settings that differ without --resume-override (every rank alike,
      * before launch); here the allowed changes are said, recorded, and a new global batch turns
      * the step count into the same number of images seen. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "trainer/checkpoint/checkpoint.h"
@@ -328,6 +329,23 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
     return rc;
 }
 
+static double _unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double dlt_run_train_seconds(const dlt_run *r)
+{
+    return r->prior_train_s + (r->log.t_start > 0 ? dlt_now() - r->log.t_start : 0.0);
+}
+
+double dlt_run_wall_seconds(const dlt_run *r)
+{
+    return _unix_now() - r->first_start;
+}
+
 /* The run's own parts, each rank alone (no collective): the log, rank 0's claims on its folders,
  * the backend. */
 static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
@@ -339,6 +357,7 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     r->err = err;
     c = &r->cfg;
     dlt_run_claims_init(&r->claims);
+    r->first_start = _unix_now(); /* until a checkpoint says when the run first started */
     r->line = 1; /* until dlt_run_resume chooses the line */
     r->parent_line = r->parent_step = -1;
     /* One run per output path: two would overwrite each other's checkpoints (and a later --resume
