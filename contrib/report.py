@@ -5,8 +5,9 @@ JSON object per log interval) into a throughput / speed-up / efficiency table, o
 grouped by precision (from the file name, e.g. fp32-8.jsonl, else "run"), with speed-up against
 that group's smallest run, and optionally an SVG plot of speed-up against ranks like the
 benchmark's figures. Runs that validated (--eval-every: "eval_accuracy" events) also get an
-accuracy table (best and final validation top-1, time to best, images/s beside it) and, with
---accuracy-svg, validation top-1 against epochs and against wall time side by side. The first
+accuracy table (best and final validation top-1, time to best: the training time over every
+incarnation of a resumed run and the wall time since its first start; images/s beside it) and,
+with --accuracy-svg, validation top-1 against epochs and against training time side by side. The first
 --skip intervals of each run (default 1) are left out as warm-up. Standard library only."""
 import argparse
 import json
@@ -36,8 +37,12 @@ def load(path, skip):
         except json.JSONDecodeError:
             print(f"report.py: {path}:{len(lines)}: skipping a torn last line ({len(torn)} bytes, no newline: the run "
                   "was cut short while writing it)", file=sys.stderr)
-    # MLPerf-format events (key/value/metadata): validation top-1 with its epoch and run time.
-    evals = [{"epoch": r["metadata"].get("epoch_num", 0), "time": r["metadata"].get("time", 0.0), "val_top1": r["value"]}
+    # MLPerf-format events (key/value/metadata): validation top-1 with its epoch and time. The time is
+    # the training time over every incarnation of a resumed run (train_time; "time" restarts with
+    # each one, and is all that files of older versions have), wall_time the time since its first start.
+    evals = [{"epoch": r["metadata"].get("epoch_num", 0),
+              "time": r["metadata"].get("train_time", r["metadata"].get("time", 0.0)),
+              "wall": r["metadata"].get("wall_time"), "val_top1": r["value"]}
              for r in rows if r.get("key") == "eval_accuracy" and isinstance(r.get("metadata"), dict)]
     rows = [r for r in rows if "images_per_s" in r and "ranks" in r]
     if not rows:
@@ -79,7 +84,7 @@ def throughput(rows, skip):
 
 
 def accuracy_svg(runs, path):
-    """Validation top-1 against epochs (left) and against wall time (right), one line per run."""
+    """Validation top-1 against epochs (left) and against training time (right), one line per run."""
     w, h, m, gap = 900, 380, 55, 60
     pw = (w - 2 * m - gap) / 2
     maxe = max(max(e["epoch"] for e in r["evals"]) for r in runs)
@@ -88,7 +93,7 @@ def accuracy_svg(runs, path):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>']
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-    for panel, (key, top, label) in enumerate([("epoch", maxe, "epoch"), ("time", maxt, "wall time (s)")]):
+    for panel, (key, top, label) in enumerate([("epoch", maxe, "epoch"), ("time", maxt, "training time (s)")]):
         x0 = m + panel * (pw + gap)
         sx = lambda v, x0=x0, top=top: x0 + pw * v / top
         out += [f'<line x1="{x0}" y1="{h - m}" x2="{x0 + pw}" y2="{h - m}" stroke="black"/>',
@@ -163,11 +168,14 @@ def main():
         print(f"report.py: plot written to {a.svg}")
     validated = [r for r in runs if r["evals"]]
     if validated:
-        print(f"\n{'run':<28} {'epochs':>6} {'best top-1':>10} {'at epoch':>8} {'after s':>8} {'final':>7} {'images/s':>10}")
+        print(f"\n{'run':<28} {'epochs':>6} {'best top-1':>10} {'at epoch':>8} {'train s':>8} {'wall s':>8} {'final':>7} "
+              f"{'images/s':>10}")
         for r in validated:
             best = max(r["evals"], key=lambda e: e["val_top1"])
+            wall = f"{best['wall']:>8.1f}" if best["wall"] is not None else f"{'-':>8}"
             print(f"{os.path.basename(r['file']):<28} {r['evals'][-1]['epoch']:>6} {100 * best['val_top1']:>9.2f}% "
-                  f"{best['epoch']:>8} {best['time']:>8.1f} {100 * r['evals'][-1]['val_top1']:>6.2f}% {r['ips']:>10.1f}")
+                  f"{best['epoch']:>8} {best['time']:>8.1f} {wall} {100 * r['evals'][-1]['val_top1']:>6.2f}% "
+                  f"{r['ips']:>10.1f}")
     if a.accuracy_svg:
         if not validated:
             sys.exit("report.py: --accuracy-svg: no run has validation events (train with --eval-every)")

@@ -5,12 +5,16 @@
 # settings that may change; then the change is said, the step count follows the new global batch
 # and the new checkpoint records the history. A pair left half-written (the model file without
 # its state file, a temporary file of an interrupted save) is passed over by --resume auto for the
-# previous complete one, saying so.
+# previous complete one, saying so. Tasks of a job array that share one --checkpoint-dir but read
+# other data: --resume auto refuses the other task's checkpoint naming both data sets, --resume
+# FILE continues from it on purpose, saying so; a checkpoint written before the data was recorded
+# still resumes. The time to target after a resume counts every incarnation's training time, and
+# the wall time since the first start, in the log line, the metrics events and contrib/report.py.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 7
+tap_plan 12
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
@@ -94,3 +98,53 @@ run out2 rc2 "$DLTRAIN" info --checkpoint "$WORK/flip/ckpt-00000016.safetensors"
 if ((rc == 1 && rc2 == 1)) && [[ $out == *"ckpt-00000016.safetensors has CRC-32"*"the model file was changed or damaged"* && $out2 == *"ckpt-00000016.safetensors has CRC-32"* && $out != *"not a resnet18"* ]]; then
   ok "a bit flip in a tensor name: --resume says CRC mismatch, as --verify does"
 else not_ok "bit flip in a tensor name ($rc $rc2)"; { echo "$out"; echo "$out2"; } | tail -4 | diag; fi
+
+# ---- a job array's tasks sharing one --checkpoint-dir with other data
+MK=$DLT_BUILDDIR/tests/fixtures/mkjpegs
+if [[ -x $MK ]]; then
+  "$MK" folder "$WORK/dA" 4 6 40 40 plain >/dev/null
+  "$MK" folder "$WORK/dB" 4 7 40 40 plain >/dev/null
+  D=(--arch resnet18 --width 0.25 --image-size 32 --batch 8 --warmup-epochs 0 --log-every 0 --workers 1 --eval-every 0)
+  "$DLTRAIN" train --data "$WORK/dA/train" "${D[@]}" --steps 3 --epochs 2 --checkpoint-dir "$WORK/arr" >/dev/null 2>&1
+  run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/arr" --resume auto
+  if ((rc == 1)) && [[ $out == *"was written on other data"*"checkpoint: 24 images in 4 classes"*"this run: 28 images in 4 classes"* &&
+    $out == *"give each task its own --checkpoint-dir"* && $out != *"resumed from"* && ! -f $WORK/arr/ckpt-00000006.safetensors ]]; then
+    ok "--resume auto on another data set (a job array sharing a folder): refused, both data sets named"
+  else not_ok "resume auto across data sets (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+  run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/arr2" --resume "$WORK/arr/ckpt-00000003.safetensors"
+  if ((rc == 0)) && [[ $out == *"continuing on other data as --resume FILE asks"*"checkpoint: 24 images"* && $out == *"resumed from $WORK/arr/ckpt-00000003.safetensors at step 3"* ]]; then
+    ok "--resume FILE on another data set continues on purpose, saying so"
+  else not_ok "resume FILE across data sets (rc=$rc)"; echo "$out" | tail -4 | diag; fi
+  # the previous version's state file: no data record
+  mkdir -p "$WORK/old" && cp "$WORK/arr/ckpt-00000003."* "$WORK/old/"
+  python3 "$(dirname "$0")/old_checkpoint.py" "$WORK/old/ckpt-00000003.state.safetensors" data line parent_line parent_step train_seconds first_start
+  run info irc "$DLTRAIN" info --checkpoint "$WORK/old/ckpt-00000003.safetensors" --verify
+  run out rc "$DLTRAIN" train --data "$WORK/dB/train" "${D[@]}" --steps 6 --epochs 2 --checkpoint-dir "$WORK/old" --resume auto
+  if ((irc == 0 && rc == 0)) && [[ $out == *"resumed from $WORK/old/ckpt-00000003.safetensors at step 3"* ]]; then
+    ok "a checkpoint written before the data was recorded verifies and resumes with --resume auto"
+  else not_ok "previous version's checkpoint (verify $irc, rc=$rc)"; { echo "$info"; echo "$out"; } | tail -4 | diag; fi
+
+  # ---- time to target across a preemption: 30 steps, a pause, then on to the target
+  "$DLTRAIN" train --data "$WORK/dA" "${D[@]}" --steps 30 --epochs 40 --checkpoint-dir "$WORK/tt" --metrics "$WORK/tt.jsonl" >/dev/null 2>&1
+  t1=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(b[8:8+n])["__metadata__"].get("train_seconds","none"))' "$WORK/tt/ckpt-00000030.state.safetensors")
+  sleep 2
+  run out rc "$DLTRAIN" train --data "$WORK/dA" "${D[@]}" --epochs 40 --eval-every 1 --target-top1 0.01 --checkpoint-dir "$WORK/tt" --metrics "$WORK/tt.jsonl" --resume auto
+  line=$(grep -o 'time to target [0-9.]* s of training ([0-9.]* s in this run), [0-9.]* s since the first start' <<<"$out")
+  read -r tt this wall < <(sed 's/time to target \([0-9.]*\) s of training (\([0-9.]*\) s in this run), \([0-9.]*\) s since.*/\1 \2 \3/' <<<"$line")
+  ev=$(python3 - "$WORK/tt.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"eval_accuracy"' in l]
+m = rows[-1]["metadata"] if rows else {}
+print(m.get("train_time", "none"), m.get("wall_time", "none"))
+PY
+)
+  rep=$(python3 "$(dirname "$0")/../../contrib/report.py" "$WORK/tt.jsonl" 2>&1)
+  if ((rc == 0)) && [[ $t1 != none && -n $line ]] && python3 -c 'import sys; t1,tt,this,wall,et,ew=map(float,sys.argv[1:]); sys.exit(not (tt + 0.1 >= t1 + this and tt >= t1 - 0.05 and wall >= tt + 1.9 and abs(et - tt) < 0.5 and ew >= et + 1.9))' "$t1" "$tt" "$this" "$wall" $ev; then
+    ok "time to target after a resume: $tt s of training ($t1 s before the preemption + $this s), $wall s since the first start"
+  else not_ok "time to target after a resume (rc=$rc, before: $t1, line: '$line', events: $ev)"; echo "$out" | tail -3 | diag; fi
+  if [[ $rep == *"train s"*"wall s"* ]] && python3 -c 'import sys; r=sys.argv[1].splitlines(); i=[k for k,l in enumerate(r) if "train s" in l][0]; f=r[i+1].split(); sys.exit(not (abs(float(f[4]) - float(sys.argv[2])) < 0.5))' "$rep" "$tt"; then
+    ok "contrib/report.py reports the best validation's training time over both runs and the wall time"
+  else not_ok "report.py after a resume"; echo "$rep" | tail -4 | diag; fi
+else
+  for _ in 1 2 3 4 5; do ok "# SKIP mkjpegs not built"; done
+fi

@@ -57,6 +57,6 @@ out=$("$DLTRAIN" eval --data "$WORK/ds" "${SMALL[@]}" --checkpoint "$WORK/tv/exp
 if ((rc == 0)) && [[ $out == *"unverified"* && $out == *"96 images, top-1 $last,"* ]]; then ok "a model file without a state file (a torchvision export) is evaluated given --arch etc., said unverified"; else not_ok "bare model file (rc=$rc)"; echo "$out" | tail -3 | diag; fi
 out=$(python3 "$DLT_SRCDIR/contrib/report.py" "$WORK/a.jsonl" --accuracy-svg "$WORK/acc.svg" 2>&1); rc=$?
 if ((rc == 0)) && grep -qE "^a\.jsonl +3 +[0-9.]+% +[0-9]+ " <<<"$out" && python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert len(d.getElementsByTagName("polyline")) == 2' "$WORK/acc.svg"; then
-  ok "contrib/report.py: best/final validation top-1 per run, and top-1 against epochs and wall time as SVG"
+  ok "contrib/report.py: best/final validation top-1 per run, and top-1 against epochs and training time as SVG"
 else not_ok "report.py accuracy (rc=$rc)"; echo "$out" | diag; fi
 exit 0

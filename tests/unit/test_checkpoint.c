@@ -3,7 +3,9 @@
  * statistics and counters, step, epoch, seed, settings, overrides); verify checks the pair's size
  * and CRCs and names what is damaged; a load refuses another architecture and leaves the network
  * as it was; fine-tuning weights with another class count keep the classifier; the directory scan
- * picks the newest valid pair and says why it passed over each newer one. */
+ * picks the newest valid pair and says why it passed over each newer one; after a rollback it
+ * follows the newest line and its parent chain before the abandoned line's higher steps, and
+ * checkpoints without lines come by step. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -311,6 +313,66 @@ static void test_scan_picks_the_newest_valid(void **state)
     _rmdir(dir);
 }
 
+static void _save_line(_model *m, const char *dir, int64_t step, int64_t line, int64_t pline, int64_t pstep)
+{
+    dlt_train_state st = _state(step);
+    dlt_err err = DLT_ERR_INIT;
+    char path[512];
+    st.line = line;
+    st.parent_line = pline;
+    st.parent_step = pstep;
+    if (dlt_checkpoint_save(&m->net, &st, dir, path, sizeof(path), dlt_err_fresh(&err)) != 0)
+        fail_msg("save: %s", err.msg);
+}
+
+static void _expect_order(const char *dir, const long long *want, int n)
+{
+    dlt_checkpoint_entry *l;
+    dlt_err err = DLT_ERR_INIT;
+    int got;
+    assert_int_equal(dlt_checkpoint_list(dir, &l, &got, &err), 0);
+    assert_int_equal(got, n);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(l[i].step, want[i]);
+    free(l);
+}
+
+static void test_lines_after_a_rollback(void **state)
+{
+    _model a;
+    char *dir = _tmpdir(), *old = _tmpdir(), path[512];
+    dlt_checkpoint_lineage li;
+    dlt_checkpoint_scan s;
+    dlt_err err = DLT_ERR_INIT;
+    const long long chain[] = {6, 5, 4, 2, 8}, by_step[] = {8, 6, 4, 2};
+    (void)state;
+    _open(&a, "resnet18", 5, 1);
+    for (int st = 2; st <= 8; st += 2)
+        _save_line(&a, dir, st, 1, -1, -1);
+    /* back to 4, on to 6 (rewriting the old line's 6): line 2 branched from line 1 at 4 */
+    _save_line(&a, dir, 5, 2, 1, 4);
+    _save_line(&a, dir, 6, 2, 1, 4);
+    _expect_order(dir, chain, 5);
+    assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, dlt_err_fresh(&err)), 0);
+    assert_int_equal(s.step, 6);
+    snprintf(path, sizeof(path), "%s/ckpt-00000006.safetensors", dir);
+    assert_int_equal(dlt_checkpoint_lineage_of(path, &li), 0);
+    assert_int_equal(li.line, 2);
+    assert_int_equal(li.parent_line, 1);
+    assert_int_equal(li.parent_step, 4);
+    /* no lines recorded (the previous version's files): by step, as before */
+    for (int st = 2; st <= 8; st += 2)
+        _save_line(&a, old, st, 0, -1, -1);
+    _expect_order(old, by_step, 4);
+    snprintf(path, sizeof(path), "%s/ckpt-00000004.safetensors", old);
+    assert_int_equal(dlt_checkpoint_lineage_of(path, &li), 0);
+    assert_int_equal(li.line, 0);
+    assert_int_equal(li.parent_step, -1);
+    _close(&a);
+    _rmdir(dir);
+    _rmdir(old);
+}
+
 static void test_config_field(void **state)
 {
     const char *cfg = "arch=resnet50 base_lr=0.1 lr=0.4 batch=32 empty= last=x";
@@ -348,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_load_refuses_another_model),
         cmocka_unit_test(test_init_weights_keep_another_classifier),
         cmocka_unit_test(test_scan_picks_the_newest_valid),
+        cmocka_unit_test(test_lines_after_a_rollback),
         cmocka_unit_test(test_config_field),
         cmocka_unit_test(test_state_path),
     };

@@ -6,8 +6,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,12 +219,47 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
-            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 4];
+            const char *meta_classes[sizeof(meta) / sizeof(meta[0]) + 4 + 2 * DLT_CKPT_OPTIONAL_META];
             char *encoded = NULL;
             int nmeta = st->history[0] ? 10 : 9; /* "overrides" only when a resume changed a setting */
             _state_path(path, state_path, sizeof(state_path));
             /* The class names ride beside the settings, when the data has names. */
             memcpy(meta_classes, meta, sizeof(meta));
+            /* Fields added since the first format, each only when known: a file without one reads
+             * as before (an older dltrain wrote none of them). */
+            char linebuf[32], pline[32], pstep[32], trainbuf[32], firstbuf[32];
+            if (st->train_seconds > 0) {
+                snprintf(trainbuf, sizeof(trainbuf), "%.3f", st->train_seconds);
+                meta_classes[2 * nmeta] = "train_seconds";
+                meta_classes[2 * nmeta + 1] = trainbuf;
+                nmeta++;
+            }
+            if (st->first_start > 0) {
+                snprintf(firstbuf, sizeof(firstbuf), "%.3f", st->first_start);
+                meta_classes[2 * nmeta] = "first_start";
+                meta_classes[2 * nmeta + 1] = firstbuf;
+                nmeta++;
+            }
+            if (st->data[0]) {
+                meta_classes[2 * nmeta] = "data";
+                meta_classes[2 * nmeta + 1] = st->data;
+                nmeta++;
+            }
+            if (st->line > 0) {
+                snprintf(linebuf, sizeof(linebuf), "%" PRId64, st->line);
+                meta_classes[2 * nmeta] = "line";
+                meta_classes[2 * nmeta + 1] = linebuf;
+                nmeta++;
+            }
+            if (st->parent_step >= 0 && st->parent_line >= 0 && st->parent_line < st->line) {
+                snprintf(pline, sizeof(pline), "%" PRId64, st->parent_line);
+                snprintf(pstep, sizeof(pstep), "%" PRId64, st->parent_step);
+                meta_classes[2 * nmeta] = "parent_line";
+                meta_classes[2 * nmeta + 1] = pline;
+                meta_classes[2 * nmeta + 2] = "parent_step";
+                meta_classes[2 * nmeta + 3] = pstep;
+                nmeta += 2;
+            }
             if (st->class_names) {
                 /* A header must be UTF-8 JSON for every reader (Rust's safetensors refuses anything
                  * else): names that are not UTF-8 are stored percent-encoded, and said so. */
@@ -494,6 +531,15 @@ int dlt_checkpoint_load(dlt_net *net, const char *model_path, dlt_train_state *s
         snprintf(st->config, sizeof(st->config), "%s", cfg ? cfg : "");
         snprintf(st->history, sizeof(st->history), "%s",
                  dlt_st_meta(&sf, "overrides") ? dlt_st_meta(&sf, "overrides") : "");
+        snprintf(st->data, sizeof(st->data), "%s", dlt_st_meta(&sf, "data") ? dlt_st_meta(&sf, "data") : "");
+        st->line = dlt_st_meta(&sf, "line") ? strtoll(dlt_st_meta(&sf, "line"), NULL, 10) : 0;
+        st->train_seconds = dlt_st_meta(&sf, "train_seconds") ? strtod(dlt_st_meta(&sf, "train_seconds"), NULL) : 0;
+        st->first_start = dlt_st_meta(&sf, "first_start") ? strtod(dlt_st_meta(&sf, "first_start"), NULL) : 0;
+        st->parent_line = st->parent_step = -1;
+        if (dlt_st_meta(&sf, "parent_line") && dlt_st_meta(&sf, "parent_step")) {
+            st->parent_line = strtoll(dlt_st_meta(&sf, "parent_line"), NULL, 10);
+            st->parent_step = strtoll(dlt_st_meta(&sf, "parent_step"), NULL, 10);
+        }
     }
     rc = 0;
 out:
@@ -571,13 +617,6 @@ int64_t dlt_checkpoint_dir_max_step(const char *dir)
     return best;
 }
 
-typedef struct {
-    long long step;
-    char name[256]; /* the model file's name (as found, or as the state file implies) */
-    int has_model, has_state;
-    int checked;
-} _cand;
-
 /* Copies src into dst, cut to fit. */
 static void _copy(char *dst, size_t len, const char *src)
 {
@@ -595,16 +634,81 @@ static void _report(dlt_checkpoint_scan *s, const char *path, const char *why)
     s->refused++;
 }
 
-int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *err)
+/* The decimal value of "key":"..." in a header's text, when present (not inside another string:
+ * a quote inside a value is escaped). */
+static int _header_number(const char *head, const char *key, int64_t *v)
+{
+    char pat[64];
+    const char *p = head;
+    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+    while ((p = strstr(p, pat)) != NULL) {
+        if (p == head || p[-1] != '\\') {
+            char *end;
+            long long x = strtoll(p + strlen(pat), &end, 10);
+            if (*end != '"')
+                return 0;
+            *v = x;
+            return 1;
+        }
+        p++;
+    }
+    return 0;
+}
+
+int dlt_checkpoint_lineage_of(const char *model_path, dlt_checkpoint_lineage *l)
+{
+    char state_path[PATH_MAX], *head;
+    unsigned char len8[8];
+    uint64_t n = 0;
+    int fd, e;
+    l->line = 0;
+    l->parent_line = l->parent_step = -1;
+    _state_path(model_path, state_path, sizeof(state_path));
+    if ((fd = open(state_path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -errno;
+    if (pread(fd, len8, 8, 0) != 8) {
+        close(fd);
+        return -EINVAL;
+    }
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | len8[i];
+    if (n == 0 || n > DLT_ST_HEADER_MAX || !(head = malloc(n + 1))) {
+        close(fd);
+        return n == 0 || n > DLT_ST_HEADER_MAX ? -EINVAL : -ENOMEM;
+    }
+    e = pread(fd, head, n, 8) == (ssize_t)n ? 0 : -EINVAL;
+    close(fd);
+    if (e == 0) {
+        int64_t pl, ps;
+        head[n] = '\0';
+        _header_number(head, "line", &l->line);
+        if (_header_number(head, "parent_line", &pl) && _header_number(head, "parent_step", &ps)) {
+            l->parent_line = pl;
+            l->parent_step = ps;
+        }
+    }
+    free(head);
+    return e;
+}
+
+/* Newest line first, then newest step. */
+static int _by_line_step(const void *a, const void *b)
+{
+    const dlt_checkpoint_entry *x = a, *y = b;
+    if (x->lineage.line != y->lineage.line)
+        return x->lineage.line < y->lineage.line ? 1 : -1;
+    return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
+}
+
+int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *count, dlt_err *err)
 {
     DIR *d;
     struct dirent *e;
-    _cand *c = NULL;
-    int n = 0, cap = 0;
-    memset(s, 0, sizeof(*s));
-    s->step = -1;
-    d = opendir(dir);
-    if (!d) {
+    dlt_checkpoint_entry *c = NULL, *out;
+    int n = 0, cap = 0, m = 0;
+    *list = NULL;
+    *count = 0;
+    if (!(d = opendir(dir))) {
         if (errno == ENOENT)
             return 0; /* no directory yet: no checkpoint */
         return dlt_fail(err, -errno, "cannot read the checkpoint directory %s: %s", dir, strerror(errno));
@@ -618,7 +722,7 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *er
             ;
         if (k == n) {
             if (n == cap) {
-                _cand *nc = realloc(c, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*nc));
+                dlt_checkpoint_entry *nc = realloc(c, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(*nc));
                 if (!nc) {
                     closedir(d);
                     free(c);
@@ -628,6 +732,7 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *er
             }
             memset(&c[n], 0, sizeof(c[n]));
             c[n].step = step;
+            c[n].lineage.parent_line = c[n].lineage.parent_step = -1;
             n++;
         }
         if (is_state) {
@@ -641,25 +746,79 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *er
         }
     }
     closedir(d);
+    if (n == 0)
+        return 0;
+    if (!(out = malloc((size_t)n * sizeof(*out)))) {
+        free(c);
+        return dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
+    }
+    /* A model file without its state file has no line it can name: it counts as the newest line's
+     * (as before lines, an incomplete newest checkpoint is passed over, saying so). */
+    {
+        int64_t top = 0;
+        for (int i = 0; i < n; i++) {
+            char path[PATH_MAX + 300];
+            snprintf(path, sizeof(path), "%s/%s", dir, c[i].name);
+            if (c[i].has_state)
+                dlt_checkpoint_lineage_of(path, &c[i].lineage); /* unreadable: line 0, the scan says why */
+            if (c[i].lineage.line > top)
+                top = c[i].lineage.line;
+        }
+        for (int i = 0; i < n; i++)
+            if (!c[i].has_state)
+                c[i].lineage.line = top;
+    }
+    qsort(c, (size_t)n, sizeof(*c), _by_line_step);
+    /* The chain: the newest line, then its parent line at and below the branch point, and so on. */
+    {
+        int64_t line = c[0].lineage.line, limit = INT64_MAX;
+        for (int hops = 0; hops <= n; hops++) {
+            int64_t pl = -1, ps = -1;
+            for (int i = 0; i < n; i++) {
+                if (c[i].lineage.line != line || c[i].step > limit || c[i].has_model < 0)
+                    continue;
+                if (c[i].lineage.parent_step >= 0 && pl < 0) {
+                    pl = c[i].lineage.parent_line;
+                    ps = c[i].lineage.parent_step;
+                }
+                out[m++] = c[i];
+                c[i].has_model = -1; /* taken */
+            }
+            if (ps < 0 || pl >= line)
+                break; /* a line started from scratch, or a record that does not lead back */
+            line = pl;
+            limit = ps;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (c[i].has_model >= 0)
+            out[m++] = c[i];
+    free(c);
+    *list = out;
+    *count = m;
+    return 0;
+}
+
+int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *err)
+{
+    dlt_checkpoint_entry *c;
+    int n, rc;
+    memset(s, 0, sizeof(*s));
+    s->step = -1;
+    if ((rc = dlt_checkpoint_list(dir, &c, &n, err)) != 0)
+        return rc;
     s->candidates = n;
-    /* Newest first; an older one only when every newer one is refused (and said so). */
-    for (;;) {
-        int best = -1;
+    /* In the list's order; a later one only when every earlier one is refused (and said so). */
+    for (int i = 0; i < n; i++) {
         char path[PATH_MAX + 300];
         dlt_err why = DLT_ERR_INIT;
         dlt_checkpoint_info info;
-        for (int i = 0; i < n; i++)
-            if (!c[i].checked && (best < 0 || c[i].step > c[best].step))
-                best = i;
-        if (best < 0)
-            break;
-        c[best].checked = 1;
-        snprintf(path, sizeof(path), "%s/%s", dir, c[best].name);
-        if (!c[best].has_model) {
+        snprintf(path, sizeof(path), "%s/%s", dir, c[i].name);
+        if (!c[i].has_model) {
             _report(s, path, "missing (only its state file is there)");
             continue;
         }
-        if (!c[best].has_state) {
+        if (!c[i].has_state) {
             _report(s, path,
                     "no state file beside it: an incomplete checkpoint (a save that did not finish, or a state "
                     "file removed; momentum and step are lost, its size and CRC cannot be checked)");
@@ -670,7 +829,7 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *er
             continue;
         }
         s->found = 1;
-        s->step = c[best].step;
+        s->step = c[i].step;
         _copy(s->path, sizeof(s->path), path);
         break;
     }

@@ -23,7 +23,22 @@ typedef struct {
     const char *class_names; /* saving: the class names one a line, in the order of the model's outputs
                               * (NULL: the data has none); kept as the state file's "class_names" */
     char history[2048];   /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */
+    char data[256];       /* what the run trained on ("source=images images=N classes=C files=HEX names=HEX",
+                           * dlt_run_data_text): a resume on other data is refused; "" unknown (an older
+                           * dltrain wrote none) */
+    /* The line of checkpoints this one belongs to (a run from scratch, or one that went back to an
+     * older checkpoint than its folder's newest, starts a new line numbered above every line in the
+     * folder) and where the line branched off: parent_line/parent_step, -1 for a line that starts
+     * from scratch. Files of an older dltrain carry none: line 0, no parent. */
+    int64_t line, parent_line, parent_step;
+    /* Time over every incarnation of the run up to this checkpoint: its training time (each run's
+     * time from its start to its checkpoint, added up) and the UNIX time of the first start (wall
+     * time since then counts the waits between incarnations too); 0: not recorded (an older file). */
+    double train_seconds, first_start;
 } dlt_train_state;
+
+/* The state file's metadata fields written only when known (data, ...). */
+#define DLT_CKPT_OPTIONAL_META 8
 
 /* Writes DIR/ckpt-STEP.safetensors and DIR/ckpt-STEP.state.safetensors. paths receives the model
  * file's path. */
@@ -76,6 +91,28 @@ long long dlt_checkpoint_name_step(const char *name, int *is_state, const char *
 
 /* The highest step of a ckpt-STEP file (model or state) in dir, or -1 when it has none. */
 int64_t dlt_checkpoint_dir_max_step(const char *dir);
+
+/* A checkpoint's line, from its state file's header alone (its tensors are not read). */
+typedef struct {
+    int64_t line, parent_line, parent_step; /* as dlt_train_state's; 0, -1, -1 when not recorded */
+} dlt_checkpoint_lineage;
+/* 0, or -errno when the state file cannot be read (then *l says line 0, no parent). */
+int dlt_checkpoint_lineage_of(const char *model_path, dlt_checkpoint_lineage *l);
+
+/* The checkpoints of a folder in the order --resume auto prefers them: the newest line (the
+ * highest line number) newest step first, then the line it branched from at and below its branch
+ * point, and so on down the chain; then the rest (abandoned lines) by line and step, newest first.
+ * Checkpoints without lines (an older dltrain's: all line 0) come by step, newest first. A step
+ * with only one file of its pair is in the list with has_model/has_state saying which. *list is
+ * malloc'd (NULL when n is 0). Returns 0, or a negative errno with err when dir cannot be read (a
+ * missing dir is an empty list). */
+typedef struct {
+    long long step;
+    char name[256]; /* the model file's name (as found, or as the state file implies) */
+    int has_model, has_state;
+    dlt_checkpoint_lineage lineage;
+} dlt_checkpoint_entry;
+int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *n, dlt_err *err);
 
 #define DLT_CKPT_SCAN_MAX 16
 /* A checkpoint directory, for --resume auto. */

@@ -64,15 +64,17 @@ int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, 
 typedef struct {
     long long step;
     int state; /* the state file: removed before its model file */
+    int rank;  /* the checkpoint's place in --resume auto's order (dlt_checkpoint_list) */
     char name[256];
 } _entry;
 
-/* Newest step first; within a step, the state file first. */
+/* Most wanted first (the newest line, its chain, then abandoned lines); within a step, the state
+ * file first. */
 static int _order(const void *a, const void *b)
 {
     const _entry *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? 1 : -1;
+    if (x->rank != y->rank)
+        return x->rank > y->rank ? 1 : -1;
     return y->state - x->state;
 }
 
@@ -82,18 +84,25 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
     DIR *d;
     struct dirent *e;
     _entry *v = NULL;
+    dlt_checkpoint_entry *pref = NULL;
     size_t n = 0, cap = 0, distinct = 0;
-    int rc = 0;
+    int rc = 0, npref = 0;
     *removed = 0;
     if (saidlen)
         said[0] = '\0';
     if (keep <= 0)
         return 0;
-    if (!(d = opendir(dir)))
+    /* Read before the listing below: a step it does not know (none, as rank 0 alone writes here
+     * under the folder's lock) would rank last. */
+    if ((rc = dlt_checkpoint_list(dir, &pref, &npref, err)) != 0)
+        return rc;
+    if (!(d = opendir(dir))) {
+        free(pref);
         return dlt_fail(err, -errno, "cannot read %s: %s", dir, strerror(errno));
+    }
     while ((e = readdir(d)) != NULL) {
         const char *rest;
-        int is_state;
+        int is_state, k;
         long long s = dlt_checkpoint_name_step(e->d_name, &is_state, &rest);
         if (s < 0 || *rest || strlen(e->d_name) >= sizeof(v[0].name))
             continue;
@@ -102,15 +111,20 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
             if (!nv) {
                 closedir(d);
                 free(v);
+                free(pref);
                 return dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
             }
             v = nv;
         }
+        for (k = 0; k < npref && pref[k].step != s; k++)
+            ;
         v[n].step = s;
         v[n].state = is_state;
+        v[n].rank = k;
         snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
         n++;
     }
+    free(pref);
     qsort(v, n, sizeof(*v), _order);
     for (size_t i = 0; i < n && rc == 0; i++) {
         char label[64];

@@ -15,9 +15,11 @@
  * 0, or a negative errno with err when the folder cannot be read or a file cannot be removed. */
 int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, size_t saidlen, dlt_err *err);
 
-/* Keeps the `keep` newest checkpoints of dir (by step; a pair, or the half of one that is there)
- * and removes the rest, state file first (so that a removal cut short leaves no pair that looks
- * valid). The checkpoint of step `newest` is never removed. *removed and said as above. */
+/* Keeps the `keep` checkpoints of dir that --resume auto wants most (dlt_checkpoint_list's order:
+ * the newest line's newest steps first, so that an abandoned line's checkpoints go first; by step
+ * for checkpoints without lines; a pair, or the half of one that is there) and removes the rest,
+ * state file first (so that a removal cut short leaves no pair that looks valid). The checkpoint
+ * of step `newest` is never removed. *removed and said as above. */
 int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed, char *said, size_t saidlen,
                          dlt_err *err);
 

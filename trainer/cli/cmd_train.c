@@ -256,7 +256,7 @@ static void _unmute(int saved)
 /* Checks every rank makes the same way before the run (see preflight.h); synthetic data too small
  * for one batch per rank is a usage error here (real data is counted when the trainer opens it). */
 static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *resume_path,
-                      size_t resume_len)
+                      size_t resume_len, dlt_run_claims *claims)
 {
     dlt_err err = DLT_ERR_INIT;
     char what[64], now[1024];
@@ -279,6 +279,12 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return rc;
     if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
         return 2;
+    /* Claimed before the resume choice: a requeue that meets its previous run still saving waits
+     * for it, then chooses among everything it saved. */
+    if (dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
+        return 1;
+    c->claims = claims;
+    c->resume_chosen = c->resume && (!strcmp(c->resume, "auto") || !strcmp(c->resume, "auto-or-fresh"));
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
         return rc;
     if (!c->resume)
@@ -303,6 +309,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     dlt_err err = DLT_ERR_INIT;
     dltpmix_ctx *px;
     dlt_comm *comm;
+    dlt_run_claims claims;
 
     if (next < argc) {
         fprintf(stderr, "dltrain %s: unexpected argument '%s'\n", cmd, argv[next]);
@@ -375,7 +382,8 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         dlt_cli_finish(px, comm); /* --preflight: every rank stops alike, before the first step */
         return rc;
     }
-    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len); /* an exit status */
+    dlt_run_claims_init(&claims);
+    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len, &claims); /* an exit status */
     if (rc == 0) {
         int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, &err)
                   : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, &err)
@@ -385,6 +393,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
             fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
         rc = dlt_cli_exit_status(run);
     }
+    dlt_run_claims_release(&claims); /* held here only when the run never took them over */
     dlt_cli_finish(px, comm);
     return rc;
 }

@@ -13,10 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/housekeeping.h"
 #include "trainer/common/status.h"
+#include "trainer/data/dataset.h"
 
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len)
 {
@@ -31,6 +33,35 @@ void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t
              dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay,
              c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
              c->synthetic_size, ms[0] ? ms : "none");
+}
+
+void dlt_run_data_text(const dlt_run *r, char *buf, size_t len)
+{
+    const dlt_dataset *ds = r->src.ds;
+    uint64_t files = 0, names = 0;
+    if (!ds) { /* generated: the seed and size are among the settings */
+        snprintf(buf, len, "source=synthetic classes=%d", r->cfg.model.classes);
+        return;
+    }
+    dlt_dataset_digest(ds, &files, &names);
+    snprintf(buf, len, "source=images images=%lld classes=%d files=%016llx names=%016llx",
+             (long long)dlt_dataset_count(ds), dlt_dataset_classes(ds), (unsigned long long)files,
+             (unsigned long long)names);
+}
+
+/* A data record (dlt_run_data_text) in words. */
+static void _data_words(const char *rec, char *out, size_t len)
+{
+    char src[32] = "", n[32] = "?", k[32] = "?", f[32] = "?", c[32] = "?";
+    dlt_checkpoint_config_field(rec, "source", src, sizeof(src));
+    dlt_checkpoint_config_field(rec, "images", n, sizeof(n));
+    dlt_checkpoint_config_field(rec, "classes", k, sizeof(k));
+    dlt_checkpoint_config_field(rec, "files", f, sizeof(f));
+    dlt_checkpoint_config_field(rec, "names", c, sizeof(c));
+    if (!strcmp(src, "synthetic"))
+        snprintf(out, len, "generated images in %s classes (--synthetic)", k);
+    else
+        snprintf(out, len, "%s images in %s classes (file list digest %s, class names digest %s)", n, k, f, c);
 }
 
 /* The recorded settings a resume compares: the key in the state file's config record, the name
@@ -163,6 +194,12 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     dlt_run_config_text(c, r->comm->size, st.config, sizeof(st.config));
     snprintf(st.history, sizeof(st.history), "%s", r->resume_history);
     st.class_names = r->classes;
+    dlt_run_data_text(r, st.data, sizeof(st.data));
+    st.train_seconds = dlt_run_train_seconds(r);
+    st.first_start = r->first_start;
+    st.line = r->line;
+    st.parent_line = r->parent_line;
+    st.parent_step = r->parent_step;
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err)) != 0)
         return dlt_fail_prefix(r->err, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
@@ -180,6 +217,58 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     return 0;
 }
 
+/* Whether two paths name one folder. */
+static int _same_dir(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The line this run's checkpoints belong to (rank 0, which writes them). Resuming from the
+ * checkpoint --resume auto would take (the head of the folder's newest line) continues that line;
+ * a run from scratch, or one that goes back to any other checkpoint (a rollback), starts a new
+ * line numbered above every line in the folder, whose parent is the checkpoint it resumed from (in
+ * the same folder), so that the next --resume auto follows it, not the abandoned steps above. */
+static void _choose_line(dlt_run *r, const dlt_train_state *st)
+{
+    const dlt_train_config *c = &r->cfg;
+    dlt_checkpoint_entry *list = NULL;
+    dlt_err ignore = DLT_ERR_INIT;
+    int64_t top = 0;
+    int n = 0, same = 0;
+    r->line = 1;
+    r->parent_line = r->parent_step = -1;
+    if (r->comm->rank != 0 || !c->checkpoint_dir)
+        return;
+    if (dlt_checkpoint_list(c->checkpoint_dir, &list, &n, &ignore) != 0)
+        n = 0; /* unreadable now: the first save says why */
+    for (int i = 0; i < n; i++)
+        if (list[i].lineage.line > top)
+            top = list[i].lineage.line;
+    if (st) {
+        char dir[4096];
+        const char *slash = strrchr(c->resume, '/');
+        snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - c->resume) : 1, slash ? c->resume : ".");
+        same = _same_dir(dir, c->checkpoint_dir);
+    }
+    if (st && same && n > 0 && list[0].step == st->step && list[0].lineage.line == st->line) {
+        r->line = st->line; /* the head: this run continues its line */
+        r->parent_line = st->parent_line;
+        r->parent_step = st->parent_step;
+    } else {
+        r->line = top + 1;
+        if (st && same) {
+            r->parent_line = st->line;
+            r->parent_step = st->step;
+            if (n > 0)
+                dlt_log(&r->log, DLT_LOG_INFO, "%s is not the newest checkpoint of %s (%s is): this run's "
+                        "checkpoints start a new line, which --resume auto will follow from now on", c->resume,
+                        c->checkpoint_dir, list[0].name);
+        }
+    }
+    free(list);
+}
+
 int dlt_run_resume(dlt_run *r, int64_t *step)
 {
     const dlt_train_config *c = &r->cfg;
@@ -189,6 +278,8 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     if (c->init && c->resume)
         return dlt_fail(r->err, -EINVAL, "--init %s and --resume %s: --resume continues a run, --init "
                         "starts one from given weights; give one", c->init, c->resume);
+    if (!c->resume)
+        _choose_line(r, NULL);
     if (c->init) {
         if ((rc = dlt_checkpoint_load_init(&r->net, c->init, &fc, r->err)) != 0)
             return dlt_fail_prefix(r->err, rc, "--init");
@@ -206,6 +297,11 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err)) != 0)
         return dlt_fail_prefix(r->err, rc, "cannot resume");
     *step = st.step;
+    _choose_line(r, &st);
+    /* Time to target counts every incarnation (a checkpoint of an older dltrain: from here on). */
+    r->prior_train_s = st.train_seconds;
+    if (st.first_start > 0)
+        r->first_start = st.first_start;
     /* The preflight refused settings that differ without --resume-override (every rank alike,
      * before launch); here the allowed changes are said, recorded, and a new global batch turns
      * the step count into the same number of images seen. */
@@ -218,6 +314,28 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
             return dlt_fail(r->err, -EINVAL, "cannot resume from %s with other settings: %s", c->resume,
                             refused);
         snprintf(r->resume_history, sizeof(r->resume_history), "%s", st.history);
+        /* A job array's tasks sharing one folder would otherwise continue each other's runs. */
+        {
+            char data[256], was[256], is[256];
+            dlt_run_data_text(r, data, sizeof(data));
+            if (st.data[0] && strcmp(st.data, data)) {
+                _data_words(st.data, was, sizeof(was));
+                _data_words(data, is, sizeof(is));
+                if (c->resume_chosen) /* every rank read the same file and agreed on the data: all stop alike */
+                    return dlt_fail_agreed(r->err, -EINVAL,
+                                    "--resume auto: %s was written on other data (checkpoint: %s; this run: %s): "
+                                    "tasks of a job array sharing one --checkpoint-dir? give each task its own "
+                                    "--checkpoint-dir, or --resume FILE to continue from this one on purpose",
+                                    c->resume, was, is);
+                dlt_log(&r->log, DLT_LOG_QUIET, "continuing on other data as --resume FILE asks: %s was written on "
+                        "other data (checkpoint: %s; this run: %s)", c->resume, was, is);
+                {
+                    size_t n = strlen(r->resume_history);
+                    snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": data %s -> %s",
+                             n ? "; " : "", st.step, was, is);
+                }
+            }
+        }
         if (changed[0]) {
             size_t n = strlen(r->resume_history);
             snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": %s",

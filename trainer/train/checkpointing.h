@@ -18,6 +18,9 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);
 int dlt_run_resume(dlt_run *r, int64_t *step);
 /* The settings a checkpoint records, "key=value ..." (world: the rank count). */
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len);
+/* What the run trains on, for its checkpoints (dlt_train_state.data): the images' count, classes
+ * and digests (dataset.h), or generated images. */
+void dlt_run_data_text(const dlt_run *r, char *buf, size_t len);
 /* Checks --resume-override's comma-separated names: each a setting a resume may change (batch, lr,
  * ranks, ...; not arch, width, image-size or classes). 0, or -EINVAL with err naming the bad one. */
 int dlt_resume_override_check(const char *keys, dlt_err *err);

@@ -16,7 +16,9 @@
 #include "trainer/comm/agree.h"
 #include "trainer/common/exit_status.h"
 #include "trainer/common/io.h"
+#include "trainer/common/run_lock.h"
 #include "trainer/common/status.h"
+#include "trainer/common/tunables.h"
 #include "trainer/train/run_log.h"
 #include "trainer/train/checkpointing.h"
 
@@ -269,6 +271,25 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
     return _failures(comm, msg[0] != 0) != 0 ? DLT_EXIT_USAGE : 0;
+}
+
+int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const char *checkpoint_dir,
+                         const char *tensorboard_dir, dlt_comm *comm)
+{
+    dlt_err err = DLT_ERR_INIT;
+    int failed = 0;
+    dlt_run_claims_init(claims);
+    if (comm->rank == 0 &&
+        dlt_run_claims_take(claims, metrics_path, checkpoint_dir, tensorboard_dir, DLT_REQUEUE_LOCK_WAIT_S, &err) != 0) {
+        fprintf(stderr, "dltrain: %s\n", err.msg);
+        failed = 1;
+    }
+    /* The other ranks wait here while rank 0 waits for a previous incarnation. */
+    if (_failures(comm, failed) != 0) {
+        dlt_run_claims_release(claims);
+        return 1;
+    }
+    return 0;
 }
 
 int dlt_preflight_baseline(const char *path, dlt_comm *comm)

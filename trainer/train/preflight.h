@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "trainer/comm/comm.h"
+#include "trainer/common/run_lock.h"
 
 /* dltrain eval: verifies the model file against its state file on every rank. Rank 0 says
  * "verified" or "unverified" (no state file); a mismatch stops every rank. Returns 0 or 1. */
@@ -38,6 +39,14 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
  * checkpoint, when only rank 0 would stop. Returns 0, or 1 on every rank after rank 0 said why. */
 int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, const char *tensorboard_dir,
                           dlt_comm *comm);
+
+/* dltrain train: rank 0 claims the run's outputs (run_lock.h), waiting for this job's previous
+ * incarnation when a requeue meets it still ending, before --resume auto chooses a checkpoint: the
+ * choice then sees everything that run saved, and no pruning of it races the scan. Every rank
+ * waits with rank 0. Returns 0 (claims held on rank 0, for the run to take over), or 1 on every
+ * rank after rank 0 said why. */
+int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const char *checkpoint_dir,
+                         const char *tensorboard_dir, dlt_comm *comm);
 
 /* dltrain train --baseline FILE: rank 0 (which reads it at the end) finds at least one usable
  * interval line in it now, rather than a useless summary hours later. Returns 0, or 2 on every

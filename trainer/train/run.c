@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "trainer/checkpoint/checkpoint.h"
@@ -328,6 +329,23 @@ static int _open_synthetic(dlt_run *r, dlt_run_purpose purpose)
     return rc;
 }
 
+static double _unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double dlt_run_train_seconds(const dlt_run *r)
+{
+    return r->prior_train_s + (r->log.t_start > 0 ? dlt_now() - r->log.t_start : 0.0);
+}
+
+double dlt_run_wall_seconds(const dlt_run *r)
+{
+    return _unix_now() - r->first_start;
+}
+
 /* The run's own parts, each rank alone (no collective): the log, rank 0's claims on its folders,
  * the backend. */
 static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)
@@ -338,23 +356,27 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     r->comm = comm;
     r->err = err;
     c = &r->cfg;
-    r->ckpt_lock.fd = -1;
+    dlt_run_claims_init(&r->claims);
+    r->first_start = _unix_now(); /* until a checkpoint says when the run first started */
+    r->line = 1; /* until dlt_run_resume chooses the line */
+    r->parent_line = r->parent_step = -1;
+    /* One run per output path: two would overwrite each other's checkpoints (and a later --resume
+     * auto would continue whichever saved last), merge their TensorBoard curves, interleave their
+     * metrics. Taken before the log opens, so a requeue waits for its previous run first. */
+    if (purpose == DLT_RUN_TRAIN && comm->rank == 0) {
+        if (c->claims && c->claims->taken) {
+            r->claims = *c->claims;
+            dlt_run_claims_init(c->claims); /* the run's now: released at its close */
+        } else if ((rc = dlt_run_claims_take(&r->claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir,
+                                             DLT_REQUEUE_LOCK_WAIT_S, err)) != 0)
+            return rc;
+    }
     if ((rc = dlt_run_log_open(&r->log, comm->rank, comm->size, c->model.batch, c->log_level,
                                purpose == DLT_RUN_TRAIN ? c->metrics_path : NULL, err)) != 0)
         return rc;
     if (purpose == DLT_RUN_TRAIN && (rc = dlt_run_log_open_tensorboard(&r->log, c->tensorboard_dir, err)) != 0)
         return rc;
-    /* One run per checkpoint folder: two would overwrite each other's checkpoints and a later
-     * --resume auto would continue whichever saved last. */
     if (purpose == DLT_RUN_TRAIN && comm->rank == 0 && c->checkpoint_dir) {
-        if (dlt_mkdirs(c->checkpoint_dir) != 0) {
-            rc = -errno;
-            return dlt_fail(err, rc, "--checkpoint-dir %s: cannot create it: %s", c->checkpoint_dir,
-                            strerror(-rc));
-        }
-        if ((rc = dlt_run_lock_dir(&r->ckpt_lock, "--checkpoint-dir", c->checkpoint_dir, DLT_REQUEUE_LOCK_WAIT_S,
-                                   err)) != 0)
-            return rc;
         /* Ours now: a temporary file there is a save of an earlier run that never finished. */
         {
             char said[512];
@@ -494,7 +516,7 @@ void dlt_run_close(dlt_run *r, int failed)
     if (failed && r->src.loader && !r->cfg.strict)
         dlt_loader_bad_report_all(r->src.loader); /* what was never exchanged is still said */
     dlt_source_close(&r->src);
-    dlt_run_lock_release(&r->ckpt_lock);
+    dlt_run_claims_release(&r->claims);
     dlt_grad_reducer_destroy(r->reducer);
     if (r->net.params)
         dlt_net_destroy(&r->net);

@@ -32,7 +32,7 @@ typedef struct {
     dlt_grad_reducer *reducer;
     dlt_loss_scaler scaler;
     dlt_run_log log;
-    dlt_run_lock ckpt_lock; /* rank 0's claim on --checkpoint-dir for the run's life */
+    dlt_run_claims claims; /* rank 0's claims on its checkpoint folder, TensorBoard folder, metrics file */
     const uint8_t *images; /* the step's batch on the host: in the source's ring (pinned on a GPU) */
     const int32_t *labels;
     int32_t *no_labels;    /* class 0 everywhere: the labels of a batch that could not be loaded */
@@ -50,6 +50,9 @@ typedef struct {
                                   * or the checkpoint's for eval); NULL: the data has no names */
     char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
     char resume_history[2048];   /* settings changed on resume, carried into every checkpoint it writes */
+    int64_t line, parent_line, parent_step; /* the line its checkpoints belong to (dlt_train_state) */
+    double prior_train_s;        /* training time of the incarnations before this one (from the checkpoint) */
+    double first_start;          /* UNIX time of the run's first start (this one's, or the checkpoint's) */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,
@@ -62,6 +65,11 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
  * keeps its own and rank 0's says how many failed. Returns rc, or -ECANCELED on a rank that did
  * not fail itself, or 0 when no rank failed. */
 int dlt_run_agree_on_failure(dlt_run *r, int rc);
+
+/* Training time over every incarnation so far (the checkpoint's and this run's since it started),
+ * and wall time since the first incarnation started, in seconds. */
+double dlt_run_train_seconds(const dlt_run *r);
+double dlt_run_wall_seconds(const dlt_run *r);
 
 /* failed: the run ends on an error (the first one r->err kept). Unless every rank took that decision together (err->agreed),
  * a run of several ranks prints the error and aborts the communicator, so the other ranks, which

@@ -27,7 +27,7 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     uint64_t id = 0;
     int rc;
     memset(l, 0, sizeof(*l));
-    l->metrics_lock.fd = l->tb_lock.fd = -1;
+    l->metrics_lock.fd = -1;
     l->rank = rank;
     l->ranks = ranks;
     l->batch = batch;
@@ -51,13 +51,8 @@ int dlt_run_log_open_tensorboard(dlt_run_log *l, const char *dir, dlt_err *err)
     int rc;
     if (l->rank != 0 || !dir)
         return 0;
-    /* One run per folder at a time: TensorBoard would merge two runs' event files into one curve. */
-    if (dlt_mkdirs(dir) != 0) {
-        int e = errno;
-        return dlt_fail(err, -e, "--tensorboard %s: cannot create it: %s", dir, strerror(e));
-    }
-    if ((rc = dlt_run_lock_dir(&l->tb_lock, "--tensorboard", dir, DLT_REQUEUE_LOCK_WAIT_S, err)) != 0)
-        return rc;
+    /* (claimed with the run's other paths, dlt_run_claims: TensorBoard would merge two runs' event
+     * files into one curve) */
     if ((rc = dlt_tb_open(&l->tb, dir, err)) != 0)
         return rc;
     dlt_log(l, DLT_LOG_VERBOSE, "TensorBoard events: %s", dlt_tb_path(l->tb));
@@ -159,7 +154,6 @@ void dlt_run_log_close(dlt_run_log *l)
         dlt_log_warn(l, "--metrics: closing it failed: %s (its last lines may be lost)", strerror(errno));
     l->metrics = NULL;
     dlt_run_lock_release(&l->metrics_lock);
-    dlt_run_lock_release(&l->tb_lock);
 }
 
 void dlt_log(const dlt_run_log *l, dlt_log_level level, const char *fmt, ...)

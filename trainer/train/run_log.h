@@ -20,7 +20,7 @@ typedef struct {
     int rank, ranks, batch;
     dlt_log_level level;
     FILE *metrics;
-    dlt_run_lock metrics_lock, tb_lock; /* this run's claims on its metrics file and TensorBoard folder */
+    dlt_run_lock metrics_lock; /* the metrics file itself, locked as by earlier versions (the run's claims: run.h) */
     char run_id[24];                     /* in every metrics line: two runs' lines told apart */
     struct dlt_tb_writer *tb; /* --tensorboard (rank 0), NULL when off or after a failed write */
     /* the current logging interval */

@@ -59,6 +59,10 @@ typedef struct {
     double checkpoint_minutes; /* also checkpoint when this much time passed since the last one */
     const char *baseline;     /* metrics file of a smaller run, for scaling efficiency */
     const char *resume;       /* path, "auto", or NULL */
+    int resume_chosen;        /* resume was chosen by --resume auto (not named by the user): a checkpoint
+                               * of other data is refused instead of continued on purpose */
+    dlt_run_claims *claims;   /* rank 0's claims on the outputs, taken before the resume choice and
+                               * handed to the run (NULL or not taken: the run takes them itself) */
     const char *resume_override; /* settings a resume may change (comma-separated names), or NULL */
     const char *init;         /* weights to start from (fine-tuning), or NULL */
     const char *eval_checkpoint; /* eval: the checkpoint scored (its state file names the classes) */
