@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "trainer/common/status.h"
+#include "text_escape.h"
 
 /* Expands %n in a site path to the node name (several slurmd on one host need distinct
  * directories, as Slurm's TmpFS=/tmp/%n). node must be a plain name. Returns 0 or -1. */
@@ -39,9 +40,5 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
  * fresh work folder of the caller's (0700) in topo_dir, where what cannot be removed stays, named
  * (escaped) in err with the work folder. */
 int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err);
-
-/* in as text safe for a log line or a terminal: bytes below 0x20, 0x7f and above as \xNN, a
- * backslash as two; cut at whole escapes with "..." when out is too small. */
-void dlt_name_escape(const char *in, char *out, size_t outlen);
 
 #endif
