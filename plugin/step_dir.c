@@ -49,8 +49,20 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
     if (lstat(topo_dir, &st) != 0) {
         if (errno != ENOENT)
             return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);
-        if (mkdir(topo_dir, 0755) != 0 && errno != EEXIST)
+        if (mkdir(topo_dir, 0755) == 0) {
+            /* 0755 whatever slurmd's umask: tasks must pass through it to their topology file. */
+            int fd = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0)
+                return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
+            if (fchmod(fd, 0755) != 0) {
+                int code = errno;
+                close(fd);
+                return _os_fail(err, code, "cannot chmod 0755 the new topo_dir", topo_dir);
+            }
+            close(fd);
+        } else if (errno != EEXIST) {
             return _os_fail(err, errno, "cannot create topo_dir", topo_dir);
+        }
         if (lstat(topo_dir, &st) != 0)
             return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);
     }
@@ -60,6 +72,12 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
     if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
         return dlt_fail(err, -EPERM, "topo_dir %s must be owned by root and not writable by group or others (mode %04o)",
                  topo_dir, (unsigned)(st.st_mode & 07777));
+    }
+    /* The step folder is root's with the job's group, topo_dir root's: a task passes topo_dir as
+     * "others". Without that NCCL cannot open NCCL_TOPO_FILE and only warns. */
+    if (!(st.st_mode & S_IXOTH)) {
+        return dlt_fail(err, -EPERM, "topo_dir %s must be searchable by others (mode %04o), or tasks cannot read their "
+                        "topology file: chmod o+x %s (0755)", topo_dir, (unsigned)(st.st_mode & 07777), topo_dir);
     }
     return 0;
 }

@@ -13,8 +13,9 @@
  * directories, as Slurm's TmpFS=/tmp/%n). node must be a plain name. Returns 0 or -1. */
 int dlt_expand_node(const char *pattern, const char *node, char *out, size_t outlen);
 
-/* Checks topo_dir (creating it 0755 if absent): a root-owned directory that group and others
- * cannot write, so nothing in it can be swapped by a user. */
+/* Checks topo_dir (creating it 0755, whatever the umask, if absent): a root-owned directory that
+ * group and others cannot write, so nothing in it can be swapped by a user, and that others can
+ * search, so tasks reach their topology file. */
 int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
 
 /* How many entries one removal (a step folder at step end, or a stale one) handles at most, in all (a

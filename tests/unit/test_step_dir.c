@@ -410,6 +410,36 @@ static void test_lift_names_taken_in_advance(void **state)
     assert_int_equal(_entries(fx->top), 0);
 }
 
+/* topo_dir is made 0755 whatever the umask, and one tasks cannot pass through (0750, 0700) is
+ * refused naming the fix: else NCCL cannot open NCCL_TOPO_FILE and only warns. */
+static void test_topo_dir_searchable_by_tasks(void **state)
+{
+    fixture *fx = *state;
+    char p[PATH_MAX + 32];
+    dlt_err err = DLT_ERR_INIT;
+    struct stat st;
+    mode_t old = umask(077);
+    int rc;
+    snprintf(p, sizeof(p), "%s/made", fx->base);
+    rc = dlt_topo_dir_check(p, dlt_err_fresh(&err));
+    umask(old);
+    assert_int_equal(rc, getuid() == 0 ? 0 : -EPERM); /* a user's is refused: not root's */
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    if (getuid() != 0)
+        skip(); /* a root-owned topo_dir needs root */
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/closed%d", fx->base, i);
+        assert_int_equal(mkdir(p, 0700), 0);
+        assert_int_equal(chmod(p, i ? 0750 : 0700), 0);
+        assert_int_equal(dlt_topo_dir_check(p, dlt_err_fresh(&err)), -EPERM);
+        if (!strstr(err.msg, "searchable by others") || !strstr(err.msg, "chmod o+x"))
+            fail_msg("message: %s", err.msg);
+        assert_int_equal(chmod(p, 0711), 0);
+        assert_int_equal(dlt_topo_dir_check(p, dlt_err_fresh(&err)), 0);
+    }
+}
+
 /* Names from a user's tree reach slurmd's log and other users' terminals only escaped. */
 static void test_escape_name(void **state)
 {
@@ -456,6 +486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_foreign_folder_in_stale_tree_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_folder_in_root_step_dir_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lift_names_taken_in_advance, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_topo_dir_searchable_by_tasks, setup, teardown),
         cmocka_unit_test(test_escape_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
