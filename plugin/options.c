@@ -2,6 +2,7 @@
 /* options: the --dl-train=OPTS grammar and the plugstack.conf site arguments.
  * Every string here may come from a user and is read in slurmstepd as root: bounded, validated. */
 #include "options.h"
+#include "text_escape.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -251,7 +252,7 @@ int dlt_user_opts_usage(char *buf, size_t len)
 
 int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, dlt_err *err)
 {
-    char buf[DLT_OPTS_MAX], keys[256];
+    char buf[DLT_OPTS_MAX], keys[256], shown[80], shown_val[80];
     char *save = NULL;
     size_t len;
 
@@ -267,8 +268,13 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
     if (len >= sizeof(buf))
         return dlt_fail(err, -EINVAL, "--dl-train value is %zu bytes, longer than the %d allowed", len, DLT_OPTS_MAX - 1);
     memcpy(buf, optstr, len + 1);
-    if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,"))
-        return dlt_fail(err, -EINVAL, "--dl-train='%.64s': empty option in the comma list (valid: %s)", optstr, keys);
+    /* Every piece of the value in a message is escaped: the value may come from the environment
+     * (_SLURM_SPANK_OPTION_dltrain_dl_train) unchecked by srun, and the message reaches slurmd's log
+     * from root's slurmstepd, where a newline would forge a line. */
+    if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,")) {
+        dlt_name_escape(optstr, shown, sizeof(shown));
+        return dlt_fail(err, -EINVAL, "--dl-train='%s': empty option in the comma list (valid: %s)", shown, keys);
+    }
 
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
@@ -280,14 +286,16 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
         for (size_t i = 0; i < sizeof(g_user_keys) / sizeof(g_user_keys[0]) && !k; i++)
             if (!strcmp(tok, g_user_keys[i].key) && !val == !g_user_keys[i].values)
                 k = &g_user_keys[i];
+        dlt_name_escape(tok, shown, sizeof(shown));
+        dlt_name_escape(val ? val : "", shown_val, sizeof(shown_val));
         if (!k)
-            return dlt_fail(err, -EINVAL, "--dl-train: unknown option '%.64s%s%.64s' (valid: %s)", tok, val ? "=" : "",
-                         val ? val : "", keys);
+            return dlt_fail(err, -EINVAL, "--dl-train: unknown option '%s%s%s' (valid: %s)", shown, val ? "=" : "",
+                            shown_val, keys);
         if ((rc = k->set(opts, site, val)) == -EPERM)
-            return dlt_fail(err, -EINVAL, "--dl-train: '%s=%.64s' is disabled on this cluster (allow_bind_none=no)", tok,
-                         val);
+            return dlt_fail(err, -EINVAL, "--dl-train: '%s=%s' is disabled on this cluster (allow_bind_none=no)",
+                            shown, shown_val);
         if (rc != 0)
-            return dlt_fail(err, -EINVAL, "--dl-train: bad value '%s=%.64s' (valid: %s)", tok, val, k->valid);
+            return dlt_fail(err, -EINVAL, "--dl-train: bad value '%s=%s' (valid: %s)", shown, shown_val, k->valid);
     }
     return 0;
 }

@@ -49,8 +49,20 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
     if (lstat(topo_dir, &st) != 0) {
         if (errno != ENOENT)
             return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);
-        if (mkdir(topo_dir, 0755) != 0 && errno != EEXIST)
+        if (mkdir(topo_dir, 0755) == 0) {
+            /* 0755 whatever slurmd's umask: tasks must pass through it to their topology file. */
+            int fd = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0)
+                return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
+            if (fchmod(fd, 0755) != 0) {
+                int code = errno;
+                close(fd);
+                return _os_fail(err, code, "cannot chmod 0755 the new topo_dir", topo_dir);
+            }
+            close(fd);
+        } else if (errno != EEXIST) {
             return _os_fail(err, errno, "cannot create topo_dir", topo_dir);
+        }
         if (lstat(topo_dir, &st) != 0)
             return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);
     }
@@ -61,47 +73,18 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
         return dlt_fail(err, -EPERM, "topo_dir %s must be owned by root and not writable by group or others (mode %04o)",
                  topo_dir, (unsigned)(st.st_mode & 07777));
     }
+    /* The step folder is root's with the job's group, topo_dir root's: a task passes topo_dir as
+     * "others". Without that NCCL cannot open NCCL_TOPO_FILE and only warns. */
+    if (!(st.st_mode & S_IXOTH)) {
+        return dlt_fail(err, -EPERM, "topo_dir %s must be searchable by others (mode %04o), or tasks cannot read their "
+                        "topology file: chmod o+x %s (0755)", topo_dir, (unsigned)(st.st_mode & 07777), topo_dir);
+    }
     return 0;
 }
 
 static int _valid_component(const char *name)
 {
     return name && *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") && strlen(name) < 128;
-}
-
-void dlt_name_escape(const char *in, char *out, size_t outlen)
-{
-    size_t total = 0, used = 0;
-    const unsigned char *p;
-    if (!outlen)
-        return;
-    for (p = (const unsigned char *)in; *p; p++)
-        total += *p == '\\' ? 2 : (*p < 0x20 || *p >= 0x7f) ? 4 : 1;
-    for (p = (const unsigned char *)in; *p; p++) {
-        char piece[5];
-        size_t n;
-        if (*p == '\\')
-            n = (size_t)snprintf(piece, sizeof(piece), "\\\\");
-        else if (*p < 0x20 || *p >= 0x7f)
-            n = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", *p);
-        else
-            n = (size_t)snprintf(piece, sizeof(piece), "%c", *p);
-        /* Whole escapes only; "..." says the name went on. */
-        if (total < outlen ? used + n >= outlen : used + n + 3 >= outlen)
-            break;
-        memcpy(out + used, piece, n);
-        used += n;
-    }
-    if (total >= outlen && used + 3 < outlen) {
-        memcpy(out + used, "...", 3);
-        used += 3;
-    }
-    out[used] = '\0';
-}
-
-static void _where(char *where, size_t wherelen, const char *name)
-{
-    dlt_name_escape(name, where, wherelen);
 }
 
 /* Removes the entry name of the directory dfd when it is not a directory (a file, link, FIFO,
@@ -114,106 +97,179 @@ static int _unlink_non_dir(int dfd, const char *name)
     return errno == EISDIR ? 0 : -errno;
 }
 
-/* Moves the directory name of dfd up into sd under a fresh name, so that it is emptied from there:
- * the walk never goes deeper than one level below sd, whatever the depth of the user's tree. A mount
- * point cannot move (EXDEV, EBUSY): it is reported, never entered. */
-static int _lift(int dfd, const char *name, int sd, unsigned long *lifted)
+/* One removal: its limits, and what stopped it. */
+typedef struct {
+    dev_t dev;            /* topo_dir's filesystem: no other is entered */
+    uid_t owner;          /* the removed tree's owner: no folder of another owner is entered */
+    unsigned long budget; /* entries this removal may still handle */
+    unsigned long lifted; /* names handed out in the work folder */
+    char why[96];         /* what strerror does not say: ", a mount point"... */
+    char where[256];      /* the entry the walk stopped at, escaped */
+} rm_walk;
+
+static int _stop(rm_walk *w, int rc, const char *name, const char *why)
 {
-    char fresh[48];
-    for (int tries = 0; tries < 64; tries++) {
-        snprintf(fresh, sizeof(fresh), ".dlt-lifted-%lu", (*lifted)++);
-        if (renameat2(dfd, name, sd, fresh, RENAME_NOREPLACE) == 0 || errno == ENOENT)
-            return 0;
-        if (errno != EEXIST)
-            return errno == EBUSY ? -EXDEV : -errno;
-    }
-    return -EEXIST;
+    dlt_name_escape(name, w->where, sizeof(w->where));
+    snprintf(w->why, sizeof(w->why), "%s", why);
+    return rc;
 }
 
-/* Removes everything inside the open directory sd, at any depth, as root, in a tree its user may
- * still be changing. No recursion and no path: each directory one level below sd is emptied of its
- * files and links, its own sub-directories are moved up into sd (same filesystem: renameat2 with
- * RENAME_NOREPLACE), and it is removed; the moved ones follow in the next pass. Two directory fds at
- * most, every step relative to an open directory, no link followed (O_NOFOLLOW, unlinkat), no other
- * filesystem entered (st_dev). At most DLT_STEP_DIR_MAX_ENTRIES entries are handled, so a task that
- * keeps adding entries cannot hold slurmstepd. 0, or the first failure as -errno with the entry's
- * name, escaped, in where. */
-static int _empty_dir(int sd, dev_t dev, char *where, size_t wherelen)
+static int _stop_owner(rm_walk *w, const char *name, uid_t uid)
 {
-    unsigned long budget = DLT_STEP_DIR_MAX_ENTRIES, lifted = 0;
+    char why[96];
+    snprintf(why, sizeof(why), ", a folder of uid %lu, not of the tree's owner uid %lu (never entered)",
+             (unsigned long)uid, (unsigned long)w->owner);
+    return _stop(w, -EPERM, name, why);
+}
+
+#define WHY_MOUNT ", a mount point (never entered)"
+
+/* Moves the directory name of dfd up into the work folder wd under a fresh name, so that it is
+ * emptied from there: the walk never goes deeper than one level below wd, whatever the depth of the
+ * user's tree. wd is root's own (0700, see _remove_at): nobody else can make a name there, so a
+ * name taken (EEXIST) is only ever one of this walk's, and the next is tried. A mount point cannot
+ * move (EXDEV, EBUSY): it is reported, never entered. */
+static int _lift(int dfd, const char *name, int wd, rm_walk *w)
+{
+    char fresh[48];
+    for (int tries = 0; tries < 1024; tries++) {
+        snprintf(fresh, sizeof(fresh), "lifted-%lu", w->lifted++);
+        if (renameat2(dfd, name, wd, fresh, RENAME_NOREPLACE) == 0 || errno == ENOENT)
+            return 0;
+        if (errno == EXDEV || errno == EBUSY)
+            return _stop(w, -EXDEV, name, WHY_MOUNT);
+        if (errno != EEXIST)
+            return _stop(w, -errno, name, "");
+    }
+    return _stop(w, -EEXIST, name, ", no free name in the work folder");
+}
+
+/* Empties the directory name of the work folder wd: its files and links are removed, its
+ * sub-directories lifted into wd. Only a folder of the tree's owner is read and changed, checked on
+ * the descriptor that is read (no window between the check and the use).
+ *
+ * Why that is safe, as root, in a tree a user may still be changing and may have moved anything of
+ * theirs into (an earlier version of the plugin handed the folder to the user): whatever root does
+ * inside a folder the owner owns, the owner could do too. The owner of a directory may remove any
+ * entry of it (chmod it writable; the sticky bit never protects entries from the directory's owner),
+ * so unlinking its files and removing its empty sub-directories takes nobody anything the owner
+ * could not take. A folder of anyone else (say another user's 0700 folder inside a sticky 1777
+ * folder the owner moved here) is never read, emptied nor lifted: it stays where it is, and the
+ * removal stops, naming it. Root's own step folders (owner 0) are walked the same way. Dropping to
+ * the owner's ids in a forked child would give the same guarantee from the kernel, at the cost of a
+ * fork in the multi-threaded slurmstepd and of a channel for the result; the one ownership check
+ * is simpler and needs nothing else. */
+static int _empty_one(int wd, const char *name, rm_walk *w)
+{
+    struct stat st;
+    struct dirent *c;
+    DIR *cd;
+    int cfd, r, rc = 0;
+    cfd = openat(wd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (cfd < 0) {
+        if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+            return 0; /* swapped meanwhile: the next pass sees what is there now */
+        return _stop(w, -errno, name, "");
+    }
+    if (fstat(cfd, &st) != 0) {
+        rc = -errno;
+        close(cfd);
+        return _stop(w, rc, name, " (fstat)");
+    }
+    if (st.st_dev != w->dev) {
+        close(cfd);
+        return _stop(w, -EXDEV, name, WHY_MOUNT);
+    }
+    if (st.st_uid != w->owner) {
+        close(cfd);
+        return _stop_owner(w, name, st.st_uid);
+    }
+    if (!(cd = fdopendir(cfd))) {
+        rc = -errno;
+        close(cfd);
+        return _stop(w, rc, name, "");
+    }
     for (;;) {
-        int seen = 0, rc = 0, lfd;
+        errno = 0; /* readdir says an error only through errno: never read as the folder's end */
+        if (!(c = readdir(cd))) {
+            if (errno != 0)
+                rc = _stop(w, -errno, name, " (readdir)");
+            break;
+        }
+        if (!strcmp(c->d_name, ".") || !strcmp(c->d_name, ".."))
+            continue;
+        if (w->budget == 0) {
+            rc = _stop(w, -EMLINK, c->d_name, ", more entries than the limit");
+            break;
+        }
+        w->budget--;
+        if ((r = _unlink_non_dir(dirfd(cd), c->d_name)) < 0) {
+            rc = _stop(w, r, c->d_name, "");
+            break;
+        }
+        if (r > 0)
+            continue;
+        /* Not lifted when it is another's; the check on the opened folder above is what holds when
+         * the name is swapped after this one. */
+        if (fstatat(dirfd(cd), c->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+            st.st_uid != w->owner) {
+            rc = _stop_owner(w, c->d_name, st.st_uid);
+            break;
+        }
+        if ((rc = _lift(dirfd(cd), c->d_name, wd, w)) != 0)
+            break;
+    }
+    closedir(cd);
+    /* ENOTEMPTY: entries made meanwhile (through a descriptor a task kept); the next pass empties it
+     * again. */
+    if (rc == 0 && unlinkat(wd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && errno != ENOTEMPTY &&
+        errno != EEXIST)
+        rc = _stop(w, -errno, name, "");
+    return rc;
+}
+
+/* Removes everything inside the work folder wd, at any depth. No recursion and no path: each
+ * directory in wd is emptied of its files and links, its own sub-directories are moved up into wd
+ * (same filesystem: renameat2 with RENAME_NOREPLACE), and it is removed; the moved ones follow in
+ * the next pass. Four descriptors at most (topo_dir, wd, a stream over wd, one over the folder being
+ * emptied), every step relative to an open directory, no link followed (O_NOFOLLOW, unlinkat), no
+ * other filesystem entered (st_dev), no folder of another owner entered (_empty_one). The removal
+ * handles at most DLT_STEP_DIR_MAX_ENTRIES entries in all, so a task that keeps adding entries
+ * cannot hold slurmstepd. 0, or the first failure as -errno with the entry's name in w. */
+static int _empty_work(int wd, rm_walk *w)
+{
+    for (;;) {
+        int seen = 0, rc = 0, r, lfd;
         struct dirent *e;
         DIR *d;
-        lfd = openat(sd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        lfd = openat(wd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (lfd < 0 || !(d = fdopendir(lfd))) {
             rc = -errno;
             if (lfd >= 0)
                 close(lfd);
-            _where(where, wherelen, ".");
-            return rc;
+            return _stop(w, rc, ".", "");
         }
-        while (rc == 0 && (e = readdir(d)) != NULL) {
-            struct stat st;
-            struct dirent *c;
-            DIR *cd;
-            int cfd, r;
+        for (;;) {
+            errno = 0;
+            if (!(e = readdir(d))) {
+                if (errno != 0)
+                    rc = _stop(w, -errno, ".", " (readdir)");
+                break;
+            }
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
             seen++;
-            if (budget-- == 0) {
-                rc = -EMLINK;
-                _where(where, wherelen, e->d_name);
+            if (w->budget == 0) {
+                rc = _stop(w, -EMLINK, e->d_name, ", more entries than the limit");
                 break;
             }
-            r = _unlink_non_dir(sd, e->d_name);
-            if (r != 0) {
-                if (r < 0) {
-                    rc = r;
-                    _where(where, wherelen, e->d_name);
-                }
-                continue;
-            }
-            cfd = openat(sd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-            if (cfd < 0) {
-                if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
-                    continue; /* swapped meanwhile: the next pass sees what is there now */
-                rc = -errno;
-                _where(where, wherelen, e->d_name);
+            w->budget--;
+            if ((r = _unlink_non_dir(wd, e->d_name)) < 0) {
+                rc = _stop(w, r, e->d_name, "");
                 break;
             }
-            if (fstat(cfd, &st) != 0 || st.st_dev != dev) {
-                rc = -EXDEV; /* a mount point (or one that cannot be told from one): never entered */
-                close(cfd);
-                _where(where, wherelen, e->d_name);
+            if (r == 0 && (rc = _empty_one(wd, e->d_name, w)) != 0)
                 break;
-            }
-            if (!(cd = fdopendir(cfd))) {
-                rc = -errno;
-                close(cfd);
-                _where(where, wherelen, e->d_name);
-                break;
-            }
-            while (rc == 0 && (c = readdir(cd)) != NULL) {
-                if (!strcmp(c->d_name, ".") || !strcmp(c->d_name, ".."))
-                    continue;
-                if (budget-- == 0) {
-                    rc = -EMLINK;
-                } else if ((r = _unlink_non_dir(dirfd(cd), c->d_name)) == 0) {
-                    rc = _lift(dirfd(cd), c->d_name, sd, &lifted);
-                } else if (r < 0) {
-                    rc = r;
-                }
-                if (rc != 0)
-                    _where(where, wherelen, c->d_name);
-            }
-            closedir(cd);
-            /* ENOTEMPTY: entries made meanwhile; the next pass empties it again. */
-            if (rc == 0 && unlinkat(sd, e->d_name, AT_REMOVEDIR) != 0 && errno != ENOENT && errno != ENOTEMPTY &&
-                errno != EEXIST) {
-                rc = -errno;
-                _where(where, wherelen, e->d_name);
-            }
         }
         closedir(d);
         if (rc != 0 || seen == 0)
@@ -222,63 +278,75 @@ static int _empty_dir(int sd, dev_t dev, char *where, size_t wherelen)
 }
 
 /* Removes topo_dir's entry name (a step folder, or whatever sits at its name) entirely. top is
- * topo_dir, opened by the caller. */
-static int _remove_at(int top, const char *name, char *where, size_t wherelen)
+ * topo_dir, opened by the caller. A directory is first moved into a work folder made for this
+ * removal, root's and 0700 (mkdirat, a fresh name: created, never reused): from then on no user can
+ * reach the tree by its path nor make a name where the walk lifts folders to (a task's descriptor
+ * inside the tree reaches no further than the tree itself). 0, or -errno with w's where and why, and
+ * work naming the work folder, left in topo_dir with what could not be removed. */
+static int _remove_at(int top, const char *name, rm_walk *w, char *work, size_t worklen)
 {
     struct stat st;
-    int sd, rc;
-    dev_t dev;
+    int wd = -1, rc;
+    work[0] = '\0';
     if (fstat(top, &st) != 0)
-        return -errno;
-    dev = st.st_dev;
-    for (int round = 0; round < 3; round++) {
-        rc = _unlink_non_dir(top, name);
-        if (rc != 0)
-            return rc < 0 ? (_where(where, wherelen, name), rc) : 0;
-        sd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (sd < 0) {
-            if (errno == ENOENT)
-                return 0;
-            if (errno == ELOOP || errno == ENOTDIR)
-                continue; /* swapped meanwhile */
-            rc = -errno;
-            _where(where, wherelen, name);
-            return rc;
+        return _stop(w, -errno, ".", " (fstat of topo_dir)");
+    w->dev = st.st_dev;
+    w->budget = DLT_STEP_DIR_MAX_ENTRIES;
+    w->lifted = 0;
+    w->where[0] = w->why[0] = '\0';
+    rc = _unlink_non_dir(top, name);
+    if (rc != 0)
+        return rc < 0 ? _stop(w, rc, name, "") : 0;
+    for (int i = 0;; i++) {
+        if (i == 1000) {
+            work[0] = '\0';
+            return _stop(w, -EEXIST, name, ", no free name for a work folder in topo_dir");
         }
-        if (fstat(sd, &st) != 0 || st.st_dev != dev) {
-            rc = -EXDEV;
-            close(sd);
-            _where(where, wherelen, name);
-            return rc;
-        }
-        rc = _empty_dir(sd, dev, where, wherelen);
-        close(sd);
-        if (rc != 0)
-            return rc;
-        if (unlinkat(top, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-            return 0;
-        if (errno != ENOTEMPTY && errno != EEXIST) {
+        snprintf(work, worklen, ".stale-%s-%ld-%d", name, (long)getpid(), i);
+        if (mkdirat(top, work, 0700) == 0)
+            break;
+        if (errno != EEXIST) {
             rc = -errno;
-            _where(where, wherelen, name);
-            return rc;
+            work[0] = '\0';
+            return _stop(w, rc, name, " (making a work folder in topo_dir)");
         }
     }
-    _where(where, wherelen, name);
-    return -ENOTEMPTY;
-}
-
-static const char *_why(int rc)
-{
-    return rc == -EXDEV ? ", a mount point" : rc == -EMLINK ? ", more entries than the limit" : "";
+    wd = openat(top, work, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (wd < 0) {
+        rc = _stop(w, -errno, work, "");
+        goto out;
+    }
+    if (renameat2(top, name, wd, name, RENAME_NOREPLACE) != 0) {
+        rc = errno == ENOENT ? 0 : errno == EXDEV || errno == EBUSY ? _stop(w, -EXDEV, name, WHY_MOUNT) :
+                                                                       _stop(w, -errno, name, "");
+        goto out;
+    }
+    /* The tree's owner, read where nobody else can swap it any more. */
+    if (fstatat(wd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        rc = _stop(w, -errno, name, " (fstat)");
+        goto out;
+    }
+    w->owner = st.st_uid;
+    rc = _empty_work(wd, w);
+out:
+    if (wd >= 0)
+        close(wd);
+    /* Empty (the tree was removed, or never moved in): the work folder goes too. */
+    if (unlinkat(top, work, AT_REMOVEDIR) == 0)
+        work[0] = '\0';
+    else if (rc == 0)
+        rc = _stop(w, -errno, work, "");
+    return rc;
 }
 
 int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
                         size_t len, gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
                         dlt_err *err)
 {
-    int top = -1, dfd = -1, fd = -1, rc = 0;
+    int top = -1, dfd = -1, fd = -1, rc = 0, r, made = 0;
     size_t done = 0;
-    char where[256] = "", aside[192] = "";
+    char aside[192] = "", work[192];
+    rm_walk w;
 
     *stale = 0;
     if (notelen)
@@ -292,28 +360,29 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
     if (mkdirat(top, name, 0700) != 0) {
         /* A leftover of the same job.step id (job ids wrapped, the controller's state reset, a node
          * that crashed mid-step): nothing of a running step can be there, so it is stale. It is
-         * moved aside first, so that whatever it holds never blocks this step, then removed. */
+         * removed first (moved into a work folder of root's, see _remove_at); what cannot be
+         * removed stays there, out of the way and out of every user's reach, and never blocks this
+         * step. */
         if (errno != EEXIST) {
             rc = _os_fail(err, errno, "cannot create step directory under", topo_dir);
             goto out;
         }
         *stale = 1;
-        for (int i = 0; i < 64 && !aside[0]; i++) {
-            snprintf(aside, sizeof(aside), ".stale-%s-%ld-%d", name, (long)getpid(), i);
-            if (renameat2(top, name, top, aside, RENAME_NOREPLACE) != 0) {
-                int code = errno;
-                aside[0] = '\0';
-                if (code != EEXIST) {
-                    rc = _os_fail(err, code, "cannot move aside a stale step directory under", topo_dir);
-                    goto out;
-                }
+        if ((r = _remove_at(top, name, &w, aside, sizeof(aside))) != 0) {
+            if (!aside[0]) { /* still at its name: this step cannot have its folder */
+                rc = dlt_fail(err, r, "cannot move aside the stale step directory %s/%s (at '%s': %s%s)", topo_dir,
+                              name, w.where, strerror(-r), w.why);
+                goto out;
             }
+            snprintf(note, notelen, "the stale step directory, moved aside to %s/%s, could not be removed entirely "
+                     "(at '%s': %s%s)", topo_dir, aside, w.where, strerror(-r), w.why);
         }
-        if (!aside[0] || mkdirat(top, name, 0700) != 0) {
-            rc = _os_fail(err, aside[0] ? errno : EEXIST, "cannot create step directory under", topo_dir);
+        if (mkdirat(top, name, 0700) != 0) {
+            rc = _os_fail(err, errno, "cannot create step directory under", topo_dir);
             goto out;
         }
     }
+    made = 1;
     dfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         rc = _os_fail(err, errno, "cannot open step directory under", topo_dir);
@@ -326,21 +395,28 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
         goto out;
     }
     while (done < len) {
-        ssize_t w = write(fd, contents + done, len - done);
-        if (w < 0 && errno == EINTR)
+        ssize_t n = write(fd, contents + done, len - done);
+        if (n < 0 && errno == EINTR)
             continue;
-        if (w <= 0) {
-            rc = _os_fail(err, w < 0 ? errno : EIO, "cannot write topology file under", topo_dir);
+        if (n <= 0) {
+            rc = _os_fail(err, n < 0 ? errno : EIO, "cannot write topology file under", topo_dir);
             goto out;
         }
-        done += (size_t)w;
+        done += (size_t)n;
     }
     /* The task needs to read the file, never to write there: the folder stays its creator's (root
      * in slurmstepd), readable by the job's group only, so a task can neither fill root's topo_dir
      * nor leave anything in it. */
-    if (fsync(fd) != 0 || fchown(fd, (uid_t)-1, gid) != 0 || fchmod(fd, 0640) != 0 ||
-        fchown(dfd, (uid_t)-1, gid) != 0 || fchmod(dfd, 0750) != 0) {
-        rc = _os_fail(err, errno, "cannot finish step directory under", topo_dir);
+    if (fsync(fd) != 0) {
+        rc = _os_fail(err, errno, "cannot finish step directory (fsync of the topology file) under", topo_dir);
+        goto out;
+    }
+    if (fchown(fd, (uid_t)-1, gid) != 0 || fchown(dfd, (uid_t)-1, gid) != 0) {
+        rc = _os_fail(err, errno, "cannot finish step directory (fchown to the job's group) under", topo_dir);
+        goto out;
+    }
+    if (fchmod(fd, 0640) != 0 || fchmod(dfd, 0750) != 0) {
+        rc = _os_fail(err, errno, "cannot finish step directory (fchmod) under", topo_dir);
         goto out;
     }
     if (snprintf(path_out, pathlen, "%s/%s/%s", topo_dir, name, file_name) >= (int)pathlen) {
@@ -352,33 +428,33 @@ out:
         close(fd);
     if (dfd >= 0)
         close(dfd);
-    if (rc != 0 && top >= 0 && (dfd >= 0 || fd >= 0 || done))
-        (void)_remove_at(top, name, where, sizeof(where));
-    if (aside[0]) {
-        int r = _remove_at(top, aside, where, sizeof(where));
-        if (r != 0)
-            snprintf(note, notelen, "the stale step directory, moved aside to %s/%s, could not be removed entirely "
-                     "(at '%s': %s%s)", topo_dir, aside, where, strerror(-r), _why(r));
+    /* A failed step leaves nothing: the folder it made goes, even when it could not be opened. */
+    if (rc != 0 && made) {
+        if ((r = _remove_at(top, name, &w, work, sizeof(work))) != 0)
+            dlt_fail_suffix(err, rc, "; the step directory %s/%s could not be removed either%s%s%s%s (at '%s': %s%s)",
+                            topo_dir, name, work[0] ? ", what is left is in " : "", work[0] ? topo_dir : "",
+                            work[0] ? "/" : "", work, w.where, strerror(-r), w.why);
     }
-    if (top >= 0)
-        close(top);
+    close(top);
     return rc;
 }
 
 int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err)
 {
-    char where[256] = "";
+    char work[192];
     int top, rc;
+    rm_walk w;
     if (!_valid_component(name)) {
         return dlt_fail(err, -EINVAL, "invalid step directory name");
     }
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (top < 0)
         return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
-    rc = _remove_at(top, name, where, sizeof(where));
+    rc = _remove_at(top, name, &w, work, sizeof(work));
     close(top);
     if (rc != 0)
-        return dlt_fail(err, rc, "cannot remove %s/%s entirely (at '%s': %s%s)", topo_dir, name, where, strerror(-rc),
-                        _why(rc));
+        return dlt_fail(err, rc, "cannot remove %s/%s entirely%s%s%s%s (at '%s': %s%s)", topo_dir, name,
+                        work[0] ? ": what is left is in " : "", work[0] ? topo_dir : "", work[0] ? "/" : "", work,
+                        w.where, strerror(-rc), w.why);
     return 0;
 }

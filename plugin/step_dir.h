@@ -7,36 +7,39 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "trainer/common/status.h"
+#include "text_escape.h"
 
 /* Expands %n in a site path to the node name (several slurmd on one host need distinct
  * directories, as Slurm's TmpFS=/tmp/%n). node must be a plain name. Returns 0 or -1. */
 int dlt_expand_node(const char *pattern, const char *node, char *out, size_t outlen);
 
-/* Checks topo_dir (creating it 0755 if absent): a root-owned directory that group and others
- * cannot write, so nothing in it can be swapped by a user. */
+/* Checks topo_dir (creating it 0755, whatever the umask, if absent): a root-owned directory that
+ * group and others cannot write, so nothing in it can be swapped by a user, and that others can
+ * search, so tasks reach their topology file. */
 int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
 
-/* How many entries one removal handles at most (a stale folder of an earlier version of the plugin,
- * which handed the folder to the user, can hold a user's tree of any depth); beyond that the rest is
- * left and reported, so a task that keeps adding entries cannot hold slurmstepd. */
+/* How many entries one removal (a step folder at step end, or a stale one) handles at most, in all (a
+ * stale folder of an earlier version of the plugin, which handed the folder to the user, can hold a
+ * user's tree of any depth); beyond that the rest is left and reported, so a task that keeps adding
+ * entries cannot hold slurmstepd. */
 #define DLT_STEP_DIR_MAX_ENTRIES (1ul << 20)
 
 /* Creates topo_dir/name, writes file_name with contents inside it (O_EXCL|O_NOFOLLOW), then makes
  * the folder 0750 and the file 0640 with group gid; the owner stays the caller (root in slurmstepd),
  * so a task reads the file and can write nothing there. path_out receives the file's full path. A
- * folder (or anything) of the same name left by an earlier step is moved aside and removed, never
- * blocking the step (*stale set to 1); when its removal fails, note says what is left (escaped),
- * and the step goes on. */
+ * folder (or anything) of the same name left by an earlier step is moved into a fresh work folder of
+ * the caller's (0700) in topo_dir and removed there, never blocking the step (*stale set to 1); when
+ * its removal stops (a mount point, a folder of another owner than the stale folder's, the entry
+ * limit), what is left stays in that work folder, note says where and at which entry (escaped), and
+ * the step goes on. On failure nothing of the step is left (a failed cleanup is added to err). */
 int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
                         size_t len, gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
                         dlt_err *err);
 
-/* Removes topo_dir/name and everything in it, at any depth, never following a link and never
- * entering another filesystem; what cannot be removed is named (escaped) in err. */
+/* Removes topo_dir/name and everything in it, at any depth, never following a link, never entering
+ * another filesystem nor a folder of another owner than topo_dir/name's; it is first moved into a
+ * fresh work folder of the caller's (0700) in topo_dir, where what cannot be removed stays, named
+ * (escaped) in err with the work folder. */
 int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err);
-
-/* in as text safe for a log line or a terminal: bytes below 0x20, 0x7f and above as \xNN, a
- * backslash as two; cut at whole escapes with "..." when out is too small. */
-void dlt_name_escape(const char *in, char *out, size_t outlen);
 
 #endif

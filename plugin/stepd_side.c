@@ -95,7 +95,7 @@ static int _slurm_node_addr(const char *node, char *out, size_t outlen)
  * arbitrary (block, cyclic, plane all place task 0 there). */
 static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
 {
-    char list[4096] = "", resv[256] = "";
+    char list[4096] = "", resv[256] = "", shown[72];
     uint32_t job = 0, step = 0;
     struct addrinfo hints, *res = NULL;
     st->master_node[0] = st->master_addr[0] = st->master_why[0] = '\0';
@@ -105,12 +105,14 @@ static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
     if (spank_getenv(sp, "SLURM_STEP_RESV_PORTS", resv, sizeof(resv)) != ESPANK_SUCCESS)
         resv[0] = '\0';
     if (dlt_rank_port(resv, job, step, &st->master_port, &st->port_reserved) != 0) {
-        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_RESV_PORTS='%.64s' names no port", resv);
+        dlt_name_escape(resv, shown, sizeof(shown));
+        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_RESV_PORTS='%s' names no port", shown);
         st->master_port = 0;
     }
     if (spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) != ESPANK_SUCCESS ||
         dlt_hostlist_first(list, st->master_node, sizeof(st->master_node)) != 0) {
-        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST='%.64s' gives no first node", list);
+        dlt_name_escape(list, shown, sizeof(shown));
+        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST='%s' gives no first node", shown);
         st->master_node[0] = '\0';
         return;
     }
@@ -189,14 +191,37 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     return 0;
 }
 
+/* Sets var in the task; a failure is said in slurmd's log and on the task's stderr (the program would
+ * otherwise run without it, unaware). 0 or -1. */
+static int _setenv(spank_t sp, const char *var, const char *val)
+{
+    spank_err_t rc = spank_setenv(sp, var, val, 1);
+    if (rc == ESPANK_SUCCESS)
+        return 0;
+    slurm_error("dltrain: cannot set %s in the task: spank_setenv: %s", var, spank_strerror(rc));
+    fprintf(stderr, "dltrain: cannot set %s: spank_setenv: %s\n", var, spank_strerror(rc));
+    return -1;
+}
+
 /* Sets var in the task and notes it in the task's record (DLT_SET), so that a step started from this
  * task can clear what it inherits of ours. */
 static void _set(spank_t sp, dlt_plugin_state *st, const char *var, const char *val)
 {
-    if (spank_setenv(sp, var, val, 1) == ESPANK_SUCCESS &&
-        dlt_env_record_add(st->env_record, sizeof(st->env_record), var, val) != 0)
+    if (_setenv(sp, var, val) == 0 && dlt_env_record_add(st->env_record, sizeof(st->env_record), var, val) != 0)
         fprintf(stderr, "dltrain: the record of the variables set here is full at %s: a step started from this task "
                         "will not clear it\n", var);
+}
+
+/* Whether the task's environment has var: a value longer than buf (ESPANK_NOSPACE) is set all the
+ * same, and the user's. */
+static int _user_has(spank_t sp, const char *var, char *buf, int len)
+{
+    spank_err_t rc;
+    buf[0] = '\0';
+    rc = spank_getenv(sp, var, buf, len);
+    if (rc == ESPANK_NOSPACE && len > 0)
+        buf[len - 1] = '\0'; /* what was copied, cut */
+    return rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE;
 }
 
 /* Sets var unless the user's environment already has it; says so under verbose. */
@@ -205,7 +230,7 @@ static void _set_unless_user(spank_t sp, dlt_plugin_state *st, const char *var, 
     char cur[256], shown[256];
     if (!val || !*val)
         return;
-    if (spank_getenv(sp, var, cur, sizeof(cur)) == ESPANK_SUCCESS) {
+    if (_user_has(sp, var, cur, sizeof(cur))) {
         dlt_name_escape(cur, shown, sizeof(shown));
         if (st->opts.verbose)
             fprintf(stderr, "dltrain: task %d: keeping your %s=%s (dltrain would set %s)\n", task, var, shown, val);
@@ -226,10 +251,12 @@ static void _list_add(char *list, size_t len, const char *name)
 
 void dlt_stepd_task_clear_inherited(spank_t sp)
 {
-    char was[64], now[64], rec[DLT_ENV_RECORD_MAX], name[64], val[4096], cleared[512] = "", kept[512] = "";
+    char was[64], now[64], rec[DLT_ENV_RECORD_MAX], name[64], val[4096], cleared[512] = "", kept[512] = "",
+        failed[512] = "", shown[260];
     const char *cur;
     uint64_t hash;
     uint32_t rank = 1;
+    spank_err_t err;
     int r;
 
     if (spank_getenv(sp, "DLT_STEP", was, sizeof(was)) != ESPANK_SUCCESS)
@@ -244,19 +271,26 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
         if (spank_getenv(sp, name, val, sizeof(val)) != ESPANK_SUCCESS)
             continue; /* unset since, or longer than anything the plugin sets: not ours */
         /* A value the user set again after the outer step began is theirs: it stays. */
-        if (dlt_env_value_hash(val) == hash && spank_unsetenv(sp, name) == ESPANK_SUCCESS)
-            _list_add(cleared, sizeof(cleared), name);
-        else
+        if (dlt_env_value_hash(val) != hash) {
             _list_add(kept, sizeof(kept), name);
+        } else if ((err = spank_unsetenv(sp, name)) == ESPANK_SUCCESS) {
+            _list_add(cleared, sizeof(cleared), name);
+        } else {
+            _list_add(failed, sizeof(failed), name);
+            slurm_error("dltrain: cannot clear the outer step's %s in the task: spank_unsetenv: %s", name,
+                        spank_strerror(err));
+        }
     }
     (void)spank_unsetenv(sp, "DLT_SET");
     (void)spank_unsetenv(sp, "DLT_STEP");
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS || rank != 0)
         return; /* said once per step */
-    if (cleared[0] || kept[0])
-        fprintf(stderr, "dltrain: cleared %s (set for the outer step %s, this is step %s)%s%s%s\n",
-                cleared[0] ? cleared : "nothing", was, now, kept[0] ? "; kept " : "", kept,
-                kept[0] ? " (changed since the outer step set them)" : "");
+    dlt_name_escape(was, shown, sizeof(shown)); /* the user's environment: any bytes */
+    if (cleared[0] || kept[0] || failed[0])
+        fprintf(stderr, "dltrain: cleared %s (set for the outer step %s, this is step %s)%s%s%s%s%s\n",
+                cleared[0] ? cleared : "nothing", shown, now, kept[0] ? "; kept " : "", kept,
+                kept[0] ? " (changed since the outer step set them)" : "", failed[0] ? "; could not clear " : "",
+                failed);
     if (r < 0) {
         dlt_name_escape(rec, val, 96);
         fprintf(stderr, "dltrain: DLT_SET='%s' is malformed: the rest of the outer step's variables were left as "
@@ -311,7 +345,7 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
     };
     char buf[32];
     uint32_t rank = 1;
-    int user_port = spank_getenv(sp, "MASTER_PORT", buf, sizeof(buf)) == ESPANK_SUCCESS;
+    int user_port = _user_has(sp, "MASTER_PORT", buf, sizeof(buf));
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         uint32_t v = 0;
         if (spank_get_item(sp, ints[i].item, &v) != ESPANK_SUCCESS) {
@@ -355,8 +389,8 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
     rc = _task_setup(sp, st);
     if (rc == 0 && st->env_record[0]) {
         _step_name(sp, name, sizeof(name));
-        spank_setenv(sp, "DLT_SET", st->env_record, 1);
-        spank_setenv(sp, "DLT_STEP", name, 1);
+        (void)_setenv(sp, "DLT_SET", st->env_record);
+        (void)_setenv(sp, "DLT_STEP", name);
     }
     return rc;
 }
@@ -416,7 +450,7 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
         /* Not in the record: Slurm sets CUDA_VISIBLE_DEVICES for every step with GPUs, and a step
          * without any started from this task runs on this task's GPU. */
         if (dlt_binding_cuda_visible(&sg, &b, st->opts.gpus == DLT_GPUS_STEP, buf, sizeof(buf)) == 0)
-            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", buf, 1);
+            (void)_setenv(sp, "CUDA_VISIBLE_DEVICES", buf);
         /* Slurm numbers GPUs in PCI order; make CUDA number them the same way. */
         _set_unless_user(sp, st, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", local_id);
         _set(sp, st, "DLT_LOCAL_GPU", sg.label[b.gpu_pos]);

@@ -19,7 +19,7 @@ mkdir -p "$OUT/crashes"
 
 sources() {
   case $1 in
-    options) echo "plugin/options.c trainer/common/status.c" ;;
+    options) echo "plugin/options.c plugin/text_escape.c trainer/common/status.c" ;;
     safetensors) echo "trainer/checkpoint/safetensors.c trainer/common/io.c trainer/common/status.c trainer/common/crc32.c" ;;
     topology) echo "trainer/common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c trainer/common/status.c" ;;
     sysfs) echo "trainer/common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c trainer/common/status.c" ;;

@@ -3,10 +3,10 @@
 # spank_dltrain across steps on a real two-node cluster: a derived MASTER_PORT already held by
 # another program on rank 0's node is said before the program starts; an inner srun started by a
 # --dl-train task does not inherit the outer step's contract (cleared, saying which, unless the user
-# changed a value).
+# changed a value); the user's values, however long, win and reach the terminal only escaped.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 23
-tap_plan 4
+tap_plan 6
 cd /tmp
 
 # The derived port of a job's next step is the one after its current step's (rank_env.h): hold it
@@ -55,5 +55,17 @@ out=$(nested "export MASTER_PORT=18999" "-n1 --resv-ports=0")
 if [[ $out == *"inner rank=unset world=unset port=18999 topo=unset"* && $out == *"kept MASTER_PORT"* ]]; then
   ok "a value the user changed in the outer task (MASTER_PORT=18999) is kept in the inner step, and said"
 else not_ok "user's own value in a nested step"; echo "$out" | diag; fi
+
+# A user's value longer than the plugin's buffer (spank_getenv: ESPANK_NOSPACE) is still the user's.
+long=$(printf '1%.0s' $(seq 300))
+out=$(MASTER_PORT=$long NCCL_IB_HCA=$long timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'echo "port=${#MASTER_PORT} hca=${#NCCL_IB_HCA}"' 2>&1)
+if [[ $out == "port=300 hca=300" ]]; then ok "300-byte MASTER_PORT and NCCL_IB_HCA of the user's are kept, not overwritten"
+else not_ok "long user values overwritten"; echo "$out" | diag; fi
+
+# The outer step's name in DLT_STEP is the user's environment: shown escaped.
+out=$(DLT_STEP=$'1.0\ndltrain: forged' DLT_SET=DLT_TEST_VAR:0000000000000000 DLT_TEST_VAR=x timeout 60 srun --quiet -N1 -n1 bash -c 'echo "var=$DLT_TEST_VAR"' 2>&1)
+if [[ $out == *'set for the outer step 1.0\x0adltrain: forged, this is step'*'kept DLT_TEST_VAR'* && $out == *var=x* ]] && ! grep -q '^dltrain: forged' <<<"$out"; then
+  ok "a newline in DLT_STEP reaches the task's stderr escaped"
+else not_ok "DLT_STEP shown raw"; echo "$out" | diag; fi
 
 exit 0

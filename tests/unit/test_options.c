@@ -105,6 +105,36 @@ static void test_oversized_and_hostile(void **state)
     expect_bad("bind=closest%n%n%s", "bind=closest%n%n%s"); /* not a format string: printed literally */
 }
 
+/* The value may come from the environment unchecked by srun and its message reaches slurmd's log
+ * from root: a newline or an escape sequence in any piece of it is shown escaped, never raw. */
+static void test_value_escaped_in_messages(void **state)
+{
+    static const struct {
+        const char *opts, *needle;
+    } cases[] = {
+        {"bind=numa\ndltrain: forged line", "bad value 'bind=numa\\x0adltrain: forged line'"},
+        {"nic=eth0\x1b[2J", "nic=eth0\\x1b[2J"},
+        {"verbose\nx=1", "unknown option 'verbose\\x0ax=1'"},
+        {"fro\rb=\nz", "unknown option 'fro\\x0db=\\x0az'"},
+        {"verbose,\n,,bind=none", "--dl-train='verbose,\\x0a,,bind=none': empty option"},
+        {"a\\b=c", "unknown option 'a\\\\b=c'"},
+    };
+    dlt_site_conf s = site_default();
+    dlt_user_opts o;
+    dlt_err err = DLT_ERR_INIT;
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        expect_bad(cases[i].opts, cases[i].needle);
+        assert_int_equal(dlt_user_opts_parse(&o, &s, cases[i].opts, dlt_err_fresh(&err)), -EINVAL);
+        for (const char *p = err.msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                fail_msg("raw byte 0x%02x in '%s'", (unsigned char)*p, err.msg);
+    }
+    s.allow_bind_none = 0;
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none", dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(strstr(err.msg, "'bind=none' is disabled"));
+}
+
 static void test_site_forbids_bind_none(void **state)
 {
     dlt_site_conf s = site_default();
@@ -259,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_full_list),
         cmocka_unit_test(test_bad_tokens_named),
         cmocka_unit_test(test_oversized_and_hostile),
+        cmocka_unit_test(test_value_escaped_in_messages),
         cmocka_unit_test(test_site_forbids_bind_none),
         cmocka_unit_test(test_site_args),
         cmocka_unit_test(test_valid_name),

@@ -3,9 +3,12 @@
  * it (nested folders, links to outside, FIFOs, unreadable folders, trees of any depth) and a stale one
  * of the same id (replaced, never blocking); the folder is root's, readable by the job's group;
  * names escaped for logs; %n in site paths expanded only to plain node names. */
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -260,6 +263,183 @@ static void test_step_dir_not_user_writable(void **state)
     assert_int_equal(dlt_step_dir_remove(fx->top, "8.0", dlt_err_fresh(&err)), 0);
 }
 
+static int _entries(const char *path)
+{
+    int n = 0;
+    DIR *d = opendir(path);
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static const char *g_sought;
+static int g_found;
+static int _seek(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st, (void)type;
+    if (!strcmp(path + ftw->base, g_sought))
+        g_found++;
+    return 0;
+}
+
+/* How many entries named name are under root (links not followed). */
+static int _count_named(const char *root, const char *name)
+{
+    g_sought = name;
+    g_found = 0;
+    assert_int_equal(nftw(root, _seek, 16, FTW_PHYS), 0);
+    return g_found;
+}
+
+static void _mkdir_owned(const char *path, mode_t mode, uid_t uid)
+{
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(chown(path, uid, uid), 0);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* A stale folder of an earlier version is its user's (uid 65534): the user may have moved into it a
+ * sticky 1777 folder of theirs in which another user (65533) keeps a 0700 folder. Root removes what
+ * the stale folder's owner could remove, never the other user's folder: that stays, out of reach
+ * (in root's 0700 work folder), and the note names it. */
+static void test_foreign_folder_in_stale_tree_kept(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 300], note[512];
+    dlt_err err = DLT_ERR_INIT;
+    struct stat st;
+    int stale = 0, works = 0;
+    DIR *d;
+    struct dirent *e;
+    if (getuid() != 0)
+        skip(); /* other owners need root */
+    snprintf(p, sizeof(p), "%s/4.0", fx->top);
+    _mkdir_owned(p, 0700, 65534);
+    snprintf(p, sizeof(p), "%s/4.0/mine", fx->top);
+    _mkdir_owned(p, 0755, 65534);
+    snprintf(p, sizeof(p), "%s/4.0/mine/sticky", fx->top);
+    _mkdir_owned(p, 01777, 65534);
+    snprintf(p, sizeof(p), "%s/4.0/mine/sticky/theirs", fx->top);
+    _mkdir_owned(p, 0700, 65533);
+    snprintf(p, sizeof(p), "%s/4.0/mine/sticky/theirs/inner", fx->top);
+    _mkdir_owned(p, 0700, 65533);
+    snprintf(p, sizeof(p), "%s/4.0/mine/sticky/theirs/inner/secret", fx->top);
+    _write_file(p, 3);
+    assert_int_equal(chown(p, 65533, 65533), 0);
+    assert_int_equal(dlt_step_dir_create(fx->top, "4.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
+                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
+                     0);
+    assert_int_equal(stale, 1);
+    if (!strstr(note, "at 'theirs'") || !strstr(note, "uid 65533") || !strstr(note, "never entered"))
+        fail_msg("note: %s", note);
+    assert_int_equal(_count_named(fx->top, "secret"), 1);
+    assert_int_equal(_count_named(fx->top, "inner"), 1);
+    /* What is left is in a folder of root's that no one else can enter. */
+    d = opendir(fx->top);
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, ".stale-4.0-", 11))
+            continue;
+        works++;
+        snprintf(p, sizeof(p), "%s/%s", fx->top, e->d_name);
+        assert_int_equal(lstat(p, &st), 0);
+        assert_int_equal(st.st_uid, 0);
+        assert_int_equal(st.st_mode & 07777, 0700);
+    }
+    closedir(d);
+    assert_int_equal(works, 1);
+    assert_int_equal(_entries(fx->top), 2);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "4.0", dlt_err_fresh(&err)), 0);
+}
+
+/* Root's own step folder is walked the same way: a folder of another owner in it is never entered. */
+static void test_foreign_folder_in_root_step_dir_kept(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 64], note[512];
+    dlt_err err = DLT_ERR_INIT;
+    int stale = 0;
+    if (getuid() != 0)
+        skip();
+    assert_int_equal(dlt_step_dir_create(fx->top, "4.1", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
+                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
+                     0);
+    snprintf(p, sizeof(p), "%s/4.1/theirs", fx->top);
+    _mkdir_owned(p, 0700, 65533);
+    snprintf(p, sizeof(p), "%s/4.1/theirs/secret", fx->top);
+    _write_file(p, 3);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "4.1", dlt_err_fresh(&err)), -EPERM);
+    if (!strstr(err.msg, "at 'theirs'") || !strstr(err.msg, "what is left is in"))
+        fail_msg("message: %s", err.msg);
+    assert_int_equal(_count_named(fx->top, "secret"), 1);
+}
+
+/* The names the walk lifts folders to cannot be taken in advance: a stale tree full of them (each
+ * holding a folder, so that every one of them needs a lift) is removed all the same. */
+static void test_lift_names_taken_in_advance(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 64], note[512];
+    dlt_err err = DLT_ERR_INIT;
+    int stale = 0;
+    snprintf(p, sizeof(p), "%s/2.0", fx->top);
+    assert_int_equal(mkdir(p, 0700), 0);
+    for (int i = 0; i < 256; i++) {
+        snprintf(p, sizeof(p), "%s/2.0/.dlt-lifted-%d", fx->top, i);
+        assert_int_equal(mkdir(p, 0700), 0);
+        snprintf(p, sizeof(p), "%s/2.0/.dlt-lifted-%d/x", fx->top, i);
+        assert_int_equal(mkdir(p, 0700), 0);
+        snprintf(p, sizeof(p), "%s/2.0/lifted-%d", fx->top, i);
+        assert_int_equal(mkdir(p, 0700), 0);
+        snprintf(p, sizeof(p), "%s/2.0/lifted-%d/x", fx->top, i);
+        assert_int_equal(mkdir(p, 0700), 0);
+    }
+    assert_int_equal(dlt_step_dir_create(fx->top, "2.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
+                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
+                     0);
+    assert_int_equal(stale, 1);
+    if (note[0])
+        fail_msg("stale tree not removed: %s", note);
+    assert_int_equal(_entries(fx->top), 1);
+    snprintf(p, sizeof(p), "%s/2.0", fx->top);
+    assert_int_equal(_entries(p), 1);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "2.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(_entries(fx->top), 0);
+}
+
+/* topo_dir is made 0755 whatever the umask, and one tasks cannot pass through (0750, 0700) is
+ * refused naming the fix: else NCCL cannot open NCCL_TOPO_FILE and only warns. */
+static void test_topo_dir_searchable_by_tasks(void **state)
+{
+    fixture *fx = *state;
+    char p[PATH_MAX + 32];
+    dlt_err err = DLT_ERR_INIT;
+    struct stat st;
+    mode_t old = umask(077);
+    int rc;
+    snprintf(p, sizeof(p), "%s/made", fx->base);
+    rc = dlt_topo_dir_check(p, dlt_err_fresh(&err));
+    umask(old);
+    assert_int_equal(rc, getuid() == 0 ? 0 : -EPERM); /* a user's is refused: not root's */
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    if (getuid() != 0)
+        skip(); /* a root-owned topo_dir needs root */
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/closed%d", fx->base, i);
+        assert_int_equal(mkdir(p, 0700), 0);
+        assert_int_equal(chmod(p, i ? 0750 : 0700), 0);
+        assert_int_equal(dlt_topo_dir_check(p, dlt_err_fresh(&err)), -EPERM);
+        if (!strstr(err.msg, "searchable by others") || !strstr(err.msg, "chmod o+x"))
+            fail_msg("message: %s", err.msg);
+        assert_int_equal(chmod(p, 0711), 0);
+        assert_int_equal(dlt_topo_dir_check(p, dlt_err_fresh(&err)), 0);
+    }
+}
+
 /* Names from a user's tree reach slurmd's log and other users' terminals only escaped. */
 static void test_escape_name(void **state)
 {
@@ -303,6 +483,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_any_depth_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_stale_does_not_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_dir_not_user_writable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_folder_in_stale_tree_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_folder_in_root_step_dir_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lift_names_taken_in_advance, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_topo_dir_searchable_by_tasks, setup, teardown),
         cmocka_unit_test(test_escape_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
