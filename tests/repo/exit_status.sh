@@ -20,7 +20,7 @@ if [[ -z $dups ]]; then ok "no DLT_EXIT_ status is defined outside $H"
 else not_ok "statuses defined outside $H"; echo "$dups" | diag; fi
 
 # The commands' statuses (trainer/cli/, preflight) and the program's own _exit calls use the names.
-bare=$(grep -n -E '\breturn 2;|\b_?exit\([0-9]+\)' trainer/cli/*.c trainer/train/preflight.c trainer/common/stop_signal.c \
+bare=$(grep -n -E '\breturn 2;|\? 2 :|\b_?exit\([0-9]+\)' trainer/cli/*.c trainer/train/preflight.c trainer/common/stop_signal.c \
   trainer/train/watchdog.c | grep -v -E '\breturn 0;|\b_?exit\(0\)' || true)
 if [[ -z $bare ]]; then ok "the commands return and exit through the header's names (no bare status numbers)"
 else not_ok "bare exit statuses"; echo "$bare" | diag; fi

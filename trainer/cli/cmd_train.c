@@ -75,26 +75,26 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
     char list[512] = "";
     if (log && *log && strcmp(log, "quiet") && strcmp(log, "info") && strcmp(log, "verbose")) {
         fprintf(stderr, "dltrain: DLT_LOG=%s: quiet, info or verbose (or unset)\n", log);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     /* Generated images and --data exclude each other: one of them would be ignored. */
     for (int k = 0; k < 2 && c->data; k++)
         if (seen[dlt_opt_find(DLT_CMD_TRAIN, k ? "noise" : "synthetic")]) {
             fprintf(stderr, "dltrain: --%s and --data %s: generated images or those of --data, not both; give one\n",
                     k ? "noise" : "synthetic", c->data);
-            return 2;
+            return DLT_EXIT_USAGE;
         }
     /* Validation images belong to real data: training on generated images validates on generated
      * ones, and evaluation without --data scores --val-data (a labels file needs one of them). */
     if (!c->data && c->val_data && !strcmp(cmd, "train")) {
         fprintf(stderr, "dltrain: --val-data %s without --data: training on generated images validates on generated "
                 "ones; give --data too, or leave --val-data out\n", c->val_data);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (!c->data && !c->val_data && c->val_labels && (!strcmp(cmd, "train") || !strcmp(cmd, "eval"))) {
         fprintf(stderr, "dltrain: --val-labels %s labels the images of --val-data DIR (or of --data ROOT/val): give "
                 "one\n", c->val_labels);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     /* Without a directory these would write nothing, silently. */
     if (!strcmp(cmd, "train") && !c->checkpoint_dir) {
@@ -107,7 +107,7 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
         if (list[0]) {
             fprintf(stderr, "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or "
                     "leave %s out\n", list, strchr(list, ',') ? "them" : "it");
-            return 2;
+            return DLT_EXIT_USAGE;
         }
     }
     /* Two more the command line decides alone: refused here by every rank alike, not after the
@@ -115,30 +115,30 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
     if (!strcmp(cmd, "train") && c->init && c->resume) {
         fprintf(stderr, "dltrain: --init %s and --resume %s: --resume continues a run, --init starts one from given "
                 "weights; give one\n", c->init, c->resume);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     /* Generated data is validated only when --eval-every N asks; --eval-every 0 never validates. */
     if (!strcmp(cmd, "train") && c->target_top1 > 0 && (c->eval_every == 0 || (!c->data && c->eval_every < 0))) {
         fprintf(stderr, "dltrain: --target-top1 %g needs validation (--eval-every N and validation images)\n",
                 c->target_top1);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (!dlt_backend_is_gpu(&c->backend)) {
         if (c->backend.precision == DLT_PREC_FP16 || c->backend.precision == DLT_PREC_TF32) {
             fprintf(stderr, "dltrain: --precision %s needs the CUDA backend (the CPU backend has fp32 and bf16), and "
                     "this run uses the CPU backend (%s)\n", dlt_precision_name(c->backend.precision), _why_cpu(c));
-            return 2;
+            return DLT_EXIT_USAGE;
         }
         if (!strcmp(comm_kind, "nccl")) {
             fprintf(stderr, "dltrain: --comm nccl reduces GPU buffers, and this run uses the CPU backend (%s): use "
                     "--comm mpi (or auto), or run on GPUs with --backend cuda\n", _why_cpu(c));
-            return 2;
+            return DLT_EXIT_USAGE;
         }
         dlt_opt_cuda_only(seen, list, sizeof(list));
         if (list[0]) {
             fprintf(stderr, "dltrain: %s: for the CUDA backend only, and this run uses the CPU backend (%s): leave "
                     "%s out, or run on GPUs\n", list, _why_cpu(c), strchr(list, ',') ? "them" : "it");
-            return 2;
+            return DLT_EXIT_USAGE;
         }
     }
     _warn_unused(cmd, seen);
@@ -268,7 +268,7 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         if (dlt_loader_check_fit(n, c->model.batch, comm->size, what, &err) != 0) {
             if (comm->rank == 0)
                 fprintf(stderr, "dltrain: %s\n", err.msg);
-            return 2;
+            return DLT_EXIT_USAGE;
         }
     }
     if (!strcmp(cmd, "eval"))
@@ -278,7 +278,7 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
     if ((rc = dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm)) != 0)
         return rc;
     if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
-        return 2;
+        return DLT_EXIT_USAGE;
     /* Claimed before the resume choice: a requeue that meets its previous run still saving waits
      * for it, then chooses among everything it saved. */
     if (dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
@@ -313,20 +313,20 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
 
     if (next < argc) {
         fprintf(stderr, "dltrain %s: unexpected argument '%s'\n", cmd, argv[next]);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (!strcmp(cmd, "eval") && !checkpoint) {
         fprintf(stderr, "dltrain eval: --checkpoint PATH is required\n");
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (verify && strcmp(cmd, "eval")) {
         fprintf(stderr, "dltrain %s: --verify belongs to eval and info (dltrain eval --checkpoint FILE --verify)\n",
                 cmd);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (c.tensorboard_dir && strcmp(cmd, "train")) {
         fprintf(stderr, "dltrain %s: --tensorboard belongs to train (the scalars of a training run)\n", cmd);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (verify) /* one file pair, checked by this process: nothing to launch */
         return dlt_verify_checkpoint_cmd(checkpoint);
@@ -339,7 +339,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         if (dlt_checkpoint_verify(checkpoint, &info, &probe) == 0 && info.verified) {
             if (dlt_model_adopt_config(&c.model, &given, info.config, &probe) != 0) {
                 fprintf(stderr, "dltrain: %s: %s\n", checkpoint, probe.msg);
-                return 2;
+                return DLT_EXIT_USAGE;
             }
             c.classes_given = 1;
         } else if (!info.verified) {
@@ -360,11 +360,11 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     }
     if (c.resume_override && !c.resume) {
         fprintf(stderr, "dltrain %s: --resume-override %s applies only with --resume\n", cmd, c.resume_override);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if (c.resume && !*c.resume) {
         fprintf(stderr, "dltrain: --resume '': expected a checkpoint file, auto or auto-or-fresh\n");
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     if ((rc = _check_usage(cmd, &c, seen, comm_kind)) != 0)
         return rc;

@@ -74,7 +74,7 @@ static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
     if (a.size < 2) {
         if (problem)
             fprintf(stderr, "dltrain: %s\n", problem);
-        return problem ? 2 : 0;
+        return problem ? DLT_EXIT_USAGE : 0;
     }
     if (dlt_agree_failures_of(&a, problem != NULL, problem, &f, &err) != 0) {
         fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, err.msg);

@@ -135,7 +135,7 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
         if (comm->rank == 0)
             fprintf(stderr, "dltrain: --resume %s needs --checkpoint-dir DIR (where the run writes its checkpoints)\n",
                     mode);
-        return 2;
+        return DLT_EXIT_USAGE;
     }
     rc = dlt_checkpoint_scan_dir(dir, &s, &err);
     if (rc != 0)
@@ -230,7 +230,7 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
                             "one directory that every node shares\n", bad, path);
         }
     }
-    return n > 0 ? 2 : 1;
+    return n > 0 ? DLT_EXIT_USAGE : DLT_EXIT_FAILED;
 }
 
 /* Rank 0 can create dir (one level, or with its parents) and a file in it; else msg says why,
@@ -299,5 +299,5 @@ int dlt_preflight_baseline(const char *path, dlt_comm *comm)
     int failed = comm->rank == 0 && dlt_run_log_baseline(path, &per_rank, &err) != 0;
     if (failed)
         fprintf(stderr, "dltrain: %s\n", err.msg);
-    return _failures(comm, failed) != 0 ? 2 : 0;
+    return _failures(comm, failed) != 0 ? DLT_EXIT_USAGE : 0;
 }
