@@ -74,7 +74,7 @@ run out rc "$DLTRAIN" eval "${SYN[@]}" --checkpoint "$F"
 run out rc "$DLTRAIN" info --checkpoint "$F" --verify # straight to the checkpoint reader: no check before it
 [[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [info --verify: rc $rc: $out]"
 run out rc "$DLTRAIN" data pack "$WORK/ds/train" "$F"
-[[ $rc == 1 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [data pack: rc $rc: $out]"
+[[ $rc == 2 && $out == *"$F: a FIFO, not a regular file"* ]] || bad+=" [data pack: rc $rc: $out]"
 run out rc "$DLTRAIN" data pack "$WORK/ds/train" "$WORK/p.rec" --labels "$F"
 [[ $rc == 1 && $out == *"labels file $F: a FIFO, not a regular file"* ]] || bad+=" [data pack --labels: rc $rc: $out]"
 if [[ -z $bad ]]; then ok "a FIFO as --metrics, --init, --resume, --dump-batch, --baseline, --val-labels, --data, eval --checkpoint, info --verify, data pack output and --labels: refused by name at once"
