@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "topology.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* The step's GPUs on this node, in Slurm's order. */
 typedef struct {

@@ -5,7 +5,7 @@
 #define DLT_PLUGIN_OPTIONS_H
 
 #include <stddef.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Longest --dl-train value accepted; anything longer is refused, never truncated. */
 #define DLT_OPTS_MAX 1024

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "text_escape.h"
 
 /* Expands %n in a site path to the node name (several slurmd on one host need distinct

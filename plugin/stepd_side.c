@@ -27,7 +27,8 @@
 #include "rank_env.h"
 #include "step_dir.h"
 #include "topo_report.h"
-#include "trainer/common/node_name.h"
+#include "common/node_name.h"
+#include "common/env_contract.h"
 
 #define TOPO_FILE_NAME "nccl_topo.xml"
 #define XML_MAX (256 * 1024)
@@ -51,7 +52,7 @@ static int _step_fail(dlt_plugin_state *st, const char *fmt, ...)
 static int _step_has_gpus(spank_t sp)
 {
     char buf[256];
-    static const char *vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"};
+    static const char *vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", DLT_ENV_CUDA_VISIBLE_DEVICES};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         if (spank_getenv(sp, vars[i], buf, sizeof(buf)) == ESPANK_SUCCESS && buf[0] && strcmp(buf, "NoDevFiles"))
             return 1;
@@ -259,12 +260,12 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
     spank_err_t err;
     int r;
 
-    if (spank_getenv(sp, "DLT_STEP", was, sizeof(was)) != ESPANK_SUCCESS)
+    if (spank_getenv(sp, DLT_ENV_STEP, was, sizeof(was)) != ESPANK_SUCCESS)
         return;
     _step_name(sp, now, sizeof(now));
     if (!strcmp(was, now))
         return;
-    if (spank_getenv(sp, "DLT_SET", rec, sizeof(rec)) != ESPANK_SUCCESS)
+    if (spank_getenv(sp, DLT_ENV_SET, rec, sizeof(rec)) != ESPANK_SUCCESS)
         rec[0] = '\0';
     cur = rec;
     while ((r = dlt_env_record_next(&cur, name, sizeof(name), &hash)) > 0) {
@@ -281,8 +282,8 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
                         spank_strerror(err));
         }
     }
-    (void)spank_unsetenv(sp, "DLT_SET");
-    (void)spank_unsetenv(sp, "DLT_STEP");
+    (void)spank_unsetenv(sp, DLT_ENV_SET);
+    (void)spank_unsetenv(sp, DLT_ENV_STEP);
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS || rank != 0)
         return; /* said once per step */
     dlt_name_escape(was, shown, sizeof(shown)); /* the user's environment: any bytes */
@@ -338,14 +339,14 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
         const char *var;
         spank_item_t item;
     } ints[] = {
-        {"RANK", S_TASK_GLOBAL_ID},
-        {"WORLD_SIZE", S_JOB_TOTAL_TASK_COUNT},
-        {"LOCAL_WORLD_SIZE", S_JOB_LOCAL_TASK_COUNT},
-        {"GROUP_RANK", S_JOB_NODEID},
+        {DLT_ENV_RANK, S_TASK_GLOBAL_ID},
+        {DLT_ENV_WORLD_SIZE, S_JOB_TOTAL_TASK_COUNT},
+        {DLT_ENV_LOCAL_WORLD_SIZE, S_JOB_LOCAL_TASK_COUNT},
+        {DLT_ENV_GROUP_RANK, S_JOB_NODEID},
     };
     char buf[32];
     uint32_t rank = 1;
-    int user_port = _user_has(sp, "MASTER_PORT", buf, sizeof(buf));
+    int user_port = _user_has(sp, DLT_ENV_MASTER_PORT, buf, sizeof(buf));
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         uint32_t v = 0;
         if (spank_get_item(sp, ints[i].item, &v) != ESPANK_SUCCESS) {
@@ -356,12 +357,12 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
         _set_unless_user(sp, st, ints[i].var, buf, local_id);
     }
     snprintf(buf, sizeof(buf), "%d", local_id);
-    _set_unless_user(sp, st, "LOCAL_RANK", buf, local_id);
-    _set_unless_user(sp, st, "MASTER_ADDR", st->master_addr, local_id);
+    _set_unless_user(sp, st, DLT_ENV_LOCAL_RANK_TORCH, buf, local_id);
+    _set_unless_user(sp, st, DLT_ENV_MASTER_ADDR, st->master_addr, local_id);
     if (st->master_port > 0) {
         snprintf(buf, sizeof(buf), "%d", st->master_port);
-        _set_unless_user(sp, st, "MASTER_PORT", buf, local_id);
-        _set(sp, st, "DLT_MASTER_PORT_FROM", st->port_reserved ? "reserved" : "derived");
+        _set_unless_user(sp, st, DLT_ENV_MASTER_PORT, buf, local_id);
+        _set(sp, st, DLT_ENV_MASTER_PORT_FROM, st->port_reserved ? "reserved" : "derived");
         /* Every rank takes the derived port without asking the others, so it cannot be moved when
          * it is taken; rank 0's node, where the rendezvous listens, can at least see it and say so
          * before the program fails with EADDRINUSE or joins another job's rendezvous. */
@@ -389,8 +390,8 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
     rc = _task_setup(sp, st);
     if (rc == 0 && st->env_record[0]) {
         _step_name(sp, name, sizeof(name));
-        (void)_setenv(sp, "DLT_SET", st->env_record);
-        (void)_setenv(sp, "DLT_STEP", name);
+        (void)_setenv(sp, DLT_ENV_SET, st->env_record);
+        (void)_setenv(sp, DLT_ENV_STEP, name);
     }
     return rc;
 }
@@ -415,9 +416,9 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
     }
     dlt_node_name(node, sizeof(node));
     if (dlt_user_opts_format(&st->opts, buf, sizeof(buf)) == 0)
-        _set(sp, st, "DLT_OPTS", buf);
+        _set(sp, st, DLT_ENV_OPTS, buf);
     snprintf(buf, sizeof(buf), "%d", local_id);
-    _set(sp, st, "DLT_LOCAL_RANK", buf);
+    _set(sp, st, DLT_ENV_LOCAL_RANK, buf);
     _rank_contract_task(sp, st, local_id);
     if (!st->have_topology)
         return 0;
@@ -430,7 +431,7 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
 
     /* Slurm's own choices for this task: its GPUs and its CPU set. */
     if (st->opts.gpus == DLT_GPUS_NONE ||
-        spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) != ESPANK_SUCCESS || !strcmp(vis, "NoDevFiles"))
+        spank_getenv(sp, DLT_ENV_CUDA_VISIBLE_DEVICES, vis, sizeof(vis)) != ESPANK_SUCCESS || !strcmp(vis, "NoDevFiles"))
         vis[0] = '\0'; /* gpus=none: a CPU step; GPUs it may see are not the plugin's business */
     if (st->opts.gpus == DLT_GPUS_NONE || spank_getenv(sp, "SLURM_STEP_GPUS", gres, sizeof(gres)) != ESPANK_SUCCESS)
         gres[0] = '\0';
@@ -450,11 +451,11 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
         /* Not in the record: Slurm sets CUDA_VISIBLE_DEVICES for every step with GPUs, and a step
          * without any started from this task runs on this task's GPU. */
         if (dlt_binding_cuda_visible(&sg, &b, st->opts.gpus == DLT_GPUS_STEP, buf, sizeof(buf)) == 0)
-            (void)_setenv(sp, "CUDA_VISIBLE_DEVICES", buf);
+            (void)_setenv(sp, DLT_ENV_CUDA_VISIBLE_DEVICES, buf);
         /* Slurm numbers GPUs in PCI order; make CUDA number them the same way. */
         _set_unless_user(sp, st, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", local_id);
-        _set(sp, st, "DLT_LOCAL_GPU", sg.label[b.gpu_pos]);
-        _set(sp, st, "DLT_GPU_PCI", st->topo.gpus[b.gpu].busid);
+        _set(sp, st, DLT_ENV_LOCAL_GPU, sg.label[b.gpu_pos]);
+        _set(sp, st, DLT_ENV_GPU_PCI, st->topo.gpus[b.gpu].busid);
     }
     if (b.gpu < 0 && st->opts.bind == DLT_BIND_CLOSEST) {
         /* No GPU to be near (gpus=none, a CPU step): the node's tasks spread over its NUMA nodes. */
@@ -474,15 +475,15 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
         }
     }
     if (dlt_cpuset_format(st->opts.bind == DLT_BIND_CLOSEST ? &b.cpus : &allowed, cpus, sizeof(cpus)) == 0)
-        _set(sp, st, "DLT_CPUS", cpus);
+        _set(sp, st, DLT_ENV_CPUS, cpus);
     if (b.nic >= 0)
-        _set(sp, st, "DLT_NIC", st->topo.nics[b.nic].name);
+        _set(sp, st, DLT_ENV_NIC, st->topo.nics[b.nic].name);
     if (st->opts.nccl == DLT_NCCL_AUTO && st->opts.gpus != DLT_GPUS_NONE) {
         dlt_binding_nccl_nic(&st->topo, &b, hca, sizeof(hca), ifname, sizeof(ifname));
-        _set_unless_user(sp, st, "NCCL_TOPO_FILE", st->topo_file, local_id);
-        _set_unless_user(sp, st, "NCCL_SOCKET_IFNAME",
+        _set_unless_user(sp, st, DLT_ENV_NCCL_TOPO_FILE, st->topo_file, local_id);
+        _set_unless_user(sp, st, DLT_ENV_NCCL_SOCKET_IFNAME,
                          st->site.nccl_socket_ifname[0] ? st->site.nccl_socket_ifname : ifname, local_id);
-        _set_unless_user(sp, st, "NCCL_IB_HCA", st->site.nccl_ib_hca[0] ? st->site.nccl_ib_hca : hca, local_id);
+        _set_unless_user(sp, st, DLT_ENV_NCCL_IB_HCA, st->site.nccl_ib_hca[0] ? st->site.nccl_ib_hca : hca, local_id);
     }
     if (st->opts.verbose)
         fprintf(stderr, "dltrain: node %s task %d: GPU %s (%s) cpus %s%s nic %s (%s)\n", node, local_id,

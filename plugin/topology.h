@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/common/pci_busid.h"
+#include "common/pci_busid.h"
 
 #include "nvml_loader.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 #define DLT_MAX_GPUS 16
 #define DLT_MAX_NICS 16

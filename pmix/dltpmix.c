@@ -18,7 +18,7 @@
 
 #include "dltpmix_blob.h"
 #include "dltpmix_internal.h"
-#include "trainer/common/node_name.h"
+#include "common/node_name.h"
 
 extern char **environ;
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trainer/common/crc32.h"
+#include "common/crc32.h"
 
 uint32_t dltpmix_crc32(const void *data, size_t len)
 {

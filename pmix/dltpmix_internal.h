@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "dltpmix.h"
 
 struct dltpmix_ctx {

@@ -31,7 +31,7 @@
 
 #include "dltpmix.h"
 #include "dltpmix_internal.h"
-#include "trainer/common/clock.h"
+#include "common/clock.h"
 
 /* The calls of NCCL and the CUDA runtime used here, loaded once per process. */
 static struct {

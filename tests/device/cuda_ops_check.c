@@ -16,8 +16,8 @@
 
 #include "trainer/backend/backend.h"
 #include "trainer/backend/cuda_backend.h"
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/rng.h"
+#include "common/cuda_check.h"
+#include "common/rng.h"
 
 typedef struct {
     dlt_backend *cpu, *gpu;

@@ -19,8 +19,8 @@
 #include "pmix/dltpmix.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/comm/nccl_call.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/tunables.h"
+#include "common/clock.h"
+#include "common/tunables.h"
 
 #define CHECK_CUDA(x)                                                                                        \
     do {                                                                                                     \

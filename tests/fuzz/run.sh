@@ -19,12 +19,12 @@ mkdir -p "$OUT/crashes"
 
 sources() {
   case $1 in
-    options) echo "plugin/options.c plugin/text_escape.c trainer/common/status.c" ;;
-    safetensors) echo "trainer/checkpoint/safetensors.c trainer/common/io.c trainer/common/status.c trainer/common/crc32.c" ;;
-    topology) echo "trainer/common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c trainer/common/status.c" ;;
-    sysfs) echo "trainer/common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c trainer/common/status.c" ;;
-    recordio) echo "trainer/data/dataset.c trainer/data/imagefolder.c trainer/data/recordio.c trainer/common/io.c trainer/common/status.c" ;;
-    jpeg) echo "trainer/data/transform.c trainer/common/status.c -lturbojpeg -ljpeg -lstb -lm" ;;
+    options) echo "plugin/options.c plugin/text_escape.c common/status.c" ;;
+    safetensors) echo "trainer/checkpoint/safetensors.c common/io.c common/status.c common/crc32.c" ;;
+    topology) echo "common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c common/status.c" ;;
+    sysfs) echo "common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c common/status.c" ;;
+    recordio) echo "trainer/data/dataset.c trainer/data/imagefolder.c trainer/data/recordio.c common/io.c common/status.c" ;;
+    jpeg) echo "trainer/data/transform.c common/status.c -lturbojpeg -ljpeg -lstb -lm" ;;
     *) return 1 ;;
   esac
 }

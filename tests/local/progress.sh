@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Progress of long commands (trainer/common/progress.c): `dltrain data pack` and `dltrain eval`
+# Progress of long commands (common/progress.c): `dltrain data pack` and `dltrain eval`
 # print plain lines now and then when their output is not a terminal (a Slurm output file), one
 # line rewritten in place on a terminal (seen raw through script(1) and as the screen shows it
 # through tmux), nothing under --quiet or for a command shorter than the interval.

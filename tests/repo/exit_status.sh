@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The dltrain program's exit statuses live in one header (trainer/common/exit_status.h) and the man
+# The dltrain program's exit statuses live in one header (common/exit_status.h) and the man
 # page's EXIT STATUS lists exactly those; the trainer's sources exit through the header's names,
 # not bare numbers (a usage error that returned 1 was one such drift).
 . "$(dirname "$0")/../slurm/lib.sh"
 cd "$DLT_SRCDIR" || exit 1
-H=trainer/common/exit_status.h
+H=common/exit_status.h
 tap_plan 3
 
 header=$(sed -n 's/^#define DLT_EXIT_[A-Z_]* \([0-9][0-9]*\)$/\1/p' "$H" | sort -n | tr '\n' ' ')
@@ -20,7 +20,7 @@ if [[ -z $dups ]]; then ok "no DLT_EXIT_ status is defined outside $H"
 else not_ok "statuses defined outside $H"; echo "$dups" | diag; fi
 
 # The commands' statuses (trainer/cli/, preflight) and the program's own _exit calls use the names.
-bare=$(grep -n -E '\breturn 2;|\? 2 :|\b_?exit\([0-9]+\)' trainer/cli/*.c trainer/train/preflight.c trainer/common/stop_signal.c \
+bare=$(grep -n -E '\breturn 2;|\? 2 :|\b_?exit\([0-9]+\)' trainer/cli/*.c trainer/train/preflight.c common/stop_signal.c \
   trainer/train/watchdog.c | grep -v -E '\breturn 0;|\b_?exit\(0\)' || true)
 if [[ -z $bare ]]; then ok "the commands return and exit through the header's names (no bare status numbers)"
 else not_ok "bare exit statuses"; echo "$bare" | diag; fi

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "trainer/backend/backend.h"
-#include "trainer/common/rng.h"
+#include "common/rng.h"
 
 static dlt_rng g_rng;
 

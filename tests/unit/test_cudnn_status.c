@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "trainer/common/cudnn_status.h"
+#include "common/cudnn_status.h"
 
 static void test_categories(void **state)
 {

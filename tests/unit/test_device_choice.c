@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "trainer/backend/device_choice.h"
-#include "trainer/common/pci_busid.h"
+#include "common/pci_busid.h"
 
 static void test_visible_list(void **state)
 {

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include "trainer/comm/comm.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
 #include "tests/unit/data_fixture.h"

@@ -17,7 +17,7 @@
 
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
-#include "trainer/common/clock.h"
+#include "common/clock.h"
 #include "trainer/train/straggler.h"
 
 /* The naive product of the check's inputs. */

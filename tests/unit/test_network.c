@@ -19,7 +19,7 @@
 
 #include "trainer/data/synthetic.h"
 #include "trainer/model/network.h"
-#include "trainer/common/rng.h"
+#include "common/rng.h"
 
 static double _loss(dlt_net *net, const int32_t *labels)
 {

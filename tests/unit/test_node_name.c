@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_node_name: the node name the plugin, libdltpmix and the trainer share
- * (trainer/common/node_name.c): SLURMD_NODENAME when set and not empty, else the host name;
+ * (common/node_name.c): SLURMD_NODENAME when set and not empty, else the host name;
  * always terminated within the buffer, however long the name. */
 #include "config.h"
 
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "trainer/common/node_name.h"
+#include "common/node_name.h"
 
 static void test_slurm_name_first(void **state)
 {

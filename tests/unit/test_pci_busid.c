@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of trainer/common/pci_busid.c: PCI bus ids as NVML, sysfs and CUDA write them,
+/* Unit tests of common/pci_busid.c: PCI bus ids as NVML, sysfs and CUDA write them,
  * normalised, and malformed ones refused. */
 #include "config.h"
 
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "plugin/topology.h" /* DLT_BUSID_LEN */
-#include "trainer/common/pci_busid.h"
+#include "common/pci_busid.h"
 
 static void test_busid(void **state)
 {

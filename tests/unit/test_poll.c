@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_poll: the one busy-wait of the GPU-side waits (trainer/common/poll.c): it asks until the
+/* test_poll: the one busy-wait of the GPU-side waits (common/poll.c): it asks until the
  * answer is done (0) or an error (returned as is), keeps asking past the yielding polls into the
  * sleeping ones, and gives up with -ETIMEDOUT once a bound passes, never before. */
 #include "config.h"
@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/poll.h"
-#include "trainer/common/tunables.h"
+#include "common/clock.h"
+#include "common/poll.h"
+#include "common/tunables.h"
 
 typedef struct {
     int calls, done_at, answer; /* answer (1 or < 0) on call done_at; 0 before */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* trainer/common/run_lock.c: the holder line round-trips with its restart count and a line of the
+/* common/run_lock.c: the holder line round-trips with its restart count and a line of the
  * earlier five-field form still parses (restart unknown); a requeue (an earlier incarnation) is
  * told from a concurrent step of the same incarnation and from another job. */
 #include "config.h"
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "trainer/common/run_lock.h"
+#include "common/run_lock.h"
 
 static dlt_run_holder _h(const char *job, const char *step, int restart)
 {

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "tests/unit/data_fixture.h"
-#include "trainer/common/rng.h"
+#include "common/rng.h"
 #include "trainer/data/transform.h"
 
 static void test_crop_parameters(void **state)

@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/common/peer_check.h"
-#include "trainer/common/status.h"
+#include "common/peer_check.h"
+#include "common/status.h"
 
 /* fp32; bf16 / fp16 mixed precision (float master weights); tf32: fp32 tensors, TF32 tensor-core
  * math (Ampere and newer GPUs). */

@@ -23,8 +23,8 @@
 
 #include "trainer/backend/cuda_internal.h"
 #include "trainer/backend/cuda_kernels.h"
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/tunables.h"
+#include "common/cuda_check.h"
+#include "common/tunables.h"
 
 /* ------------------------------------------------------------------ memory */
 

@@ -16,8 +16,8 @@
 
 #include "trainer/backend/backend.h"
 #include "trainer/backend/cuda_kernels.h"
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/progress.h"
+#include "common/cuda_check.h"
+#include "common/progress.h"
 
 /* One convolution geometry's chosen algorithms (many ResNet layers share a geometry), each with
  * the math type cudnnFind timed it with: cuDNN's Find returns (algo, mathType, memory) and the

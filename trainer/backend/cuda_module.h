@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "trainer/backend/backend.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 struct dlt_comm;
 struct dlt_grad_reducer;
@@ -42,7 +42,7 @@ typedef struct dlt_cuda_module {
                     dlt_err *err);
 } dlt_cuda_module;
 
-/* The module's one exported symbol (trainer/backend/cuda_module.c). */
+/* The module's one exported symbol (trainer/cuda/cuda_module.c). */
 extern const dlt_cuda_module dlt_cuda_module_table;
 #define DLT_CUDA_MODULE_SYMBOL "dlt_cuda_module_table"
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "trainer/backend/cuda_internal.h"
-#include "trainer/common/cuda_check.h"
+#include "common/cuda_check.h"
 
 int dlt_cu_wait(dlt_backend *be, cudaStream_t st)
 {

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trainer/common/pci_busid.h"
-#include "trainer/common/status.h"
+#include "common/pci_busid.h"
+#include "common/status.h"
 
 int dlt_device_visible_count(const char *cvd)
 {

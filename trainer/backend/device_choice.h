@@ -5,7 +5,7 @@
 #define DLT_DEVICE_CHOICE_H
 
 #include <stddef.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Entries of a CUDA_VISIBLE_DEVICES value ("0,1,3" -> 3; "" -> 0); -1 when cvd is NULL. */
 int dlt_device_visible_count(const char *cvd);

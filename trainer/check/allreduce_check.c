@@ -13,8 +13,8 @@
 
 #include "trainer/backend/cuda_module.h"
 #include "trainer/comm/agree.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/status.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 double dlt_ar_busbw(double algbw, int n)
 {

@@ -11,9 +11,9 @@
 #include <stdio.h>
 
 #include "trainer/comm/nccl_call.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/status.h"
+#include "common/clock.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
 
 static int _run(dlt_comm *c, ncclComm_t nc, cudaStream_t s, float *d, const float *src, float *dst, size_t count,
                 int iters, double *seconds)

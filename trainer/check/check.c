@@ -15,8 +15,9 @@
 #include "trainer/backend/cuda_module.h"
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/status.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/env_contract.h"
 
 #define DLT_CHECK_MAX_POINTS 40
 
@@ -91,7 +92,7 @@ typedef struct {
  * it wrote has NVLink elements, else PCIe between GPUs; shared memory between CPU ranks. */
 static void _intra_class(const dlt_check_config *cfg, char *out, size_t len)
 {
-    const char *topo = getenv("NCCL_TOPO_FILE");
+    const char *topo = getenv(DLT_ENV_NCCL_TOPO_FILE);
     char buf[4096];
     FILE *f;
     size_t n;
@@ -111,7 +112,7 @@ static void _intra_class(const dlt_check_config *cfg, char *out, size_t len)
 /* DLT_NIC (the plugin's choice for this task) and its speed from sysfs. */
 static void _nic_class(char *out, size_t len)
 {
-    const char *nic = getenv("DLT_NIC");
+    const char *nic = getenv(DLT_ENV_NIC);
     char path[256], speed[32] = "";
     FILE *f;
     if (!nic || !*nic || strchr(nic, '/')) {

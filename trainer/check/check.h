@@ -13,8 +13,8 @@
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
-#include "trainer/common/exit_status.h"
-#include "trainer/common/status.h"
+#include "common/exit_status.h"
+#include "common/status.h"
 
 /* Exit statuses of dltrain check (and of a train --preflight that stops): documented in dltrain(1). */
 #define DLT_CHECK_HEALTHY 0

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "trainer/backend/backend.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct dlt_gemm_timing {
     int n;             /* square size */

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/affinity.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/status.h"
+#include "common/affinity.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 static void _cpu_model(char *out, size_t len)
 {

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/status.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
 
 /* The bits of v in {-2..2} as an IEEE half or a bfloat16 (both exact for these values). */
 static uint16_t _half_bits(float v, int bf16)

@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "trainer/checkpoint/safetensors.h"
-#include "trainer/common/crc32.h"
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
+#include "common/crc32.h"
+#include "common/io.h"
+#include "common/status.h"
 
 /* The value of class_names_encoding when the names are stored percent-encoded. */
 #define CLASS_NAMES_PERCENT "percent-encoded bytes (RFC 3986): the class folders' names are not UTF-8"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "trainer/model/network.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct {
     int64_t step;         /* optimizer steps done */

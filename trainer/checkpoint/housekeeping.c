@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 static int _unfinished(const char *name)
 {

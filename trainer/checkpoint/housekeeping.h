@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Removes every "ckpt-*.safetensors.tmp.PID" in dir: with the lock held they are left by saves
  * that did not finish. *removed gets their count and said the first names ("a, b, ..."). Returns

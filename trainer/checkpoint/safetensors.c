@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/common/crc32.h"
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
+#include "common/crc32.h"
+#include "common/io.h"
+#include "common/status.h"
 
 size_t dlt_st_dtype_size(const char *d)
 {

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 #define DLT_ST_MAX_DIMS 8
 #define DLT_ST_NAME_MAX 128

@@ -20,9 +20,9 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_index.h"
 #include "trainer/data/transform.h"
-#include "trainer/common/exit_status.h"
-#include "trainer/common/io.h"
-#include "trainer/common/progress.h"
+#include "common/exit_status.h"
+#include "common/io.h"
+#include "common/progress.h"
 
 /* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
  * `side`, re-encodes at `quality`. */

@@ -13,8 +13,9 @@
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/comm/comm.h"
-#include "trainer/common/affinity.h"
-#include "trainer/common/exit_status.h"
+#include "common/affinity.h"
+#include "common/exit_status.h"
+#include "common/env_contract.h"
 
 /* One rank's report, fixed size so it can be all-gathered. */
 typedef struct {
@@ -42,8 +43,8 @@ static int _contract_check(const _rank_report *all, int n, int say)
     for (int r = 0; r < n; r++) {
         const _rank_report *a = &all[r];
         char want[4][12];
-        const char *got[4] = {a->c_rank, a->c_local, a->c_group, a->c_world}, *name[4] = {"RANK", "LOCAL_RANK",
-                                                                                            "GROUP_RANK", "WORLD_SIZE"};
+        const char *got[4] = {a->c_rank, a->c_local, a->c_group, a->c_world}, *name[4] = {DLT_ENV_RANK, DLT_ENV_LOCAL_RANK_TORCH,
+                                                                                            DLT_ENV_GROUP_RANK, DLT_ENV_WORLD_SIZE};
         snprintf(want[0], sizeof(want[0]), "%d", a->rank);
         snprintf(want[1], sizeof(want[1]), "%d", a->local_rank);
         snprintf(want[2], sizeof(want[2]), "%d", a->node_rank);
@@ -69,14 +70,14 @@ static int _contract_check(const _rank_report *all, int n, int say)
  * CUDA_VISIBLE_DEVICES (no driver is needed to report it) or the CUDA runtime. */
 static void _device_report(_rank_report *r)
 {
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    const char *cvd = getenv(DLT_ENV_CUDA_VISIBLE_DEVICES);
     int visible = cvd ? dlt_device_visible_count(cvd) : dlt_backend_gpu_count();
     dlt_err err = DLT_ERR_INIT;
-    const char *bound = getenv("DLT_GPU_PCI");
+    const char *bound = getenv(DLT_ENV_GPU_PCI);
     r->device = -1;
     r->pci_rc = 1;
     snprintf(r->gpu, sizeof(r->gpu), "-");
-    if (visible <= 0 || dlt_device_choose(-1, getenv("DLT_LOCAL_GPU") != NULL, r->local_rank, visible, &r->device,
+    if (visible <= 0 || dlt_device_choose(-1, getenv(DLT_ENV_LOCAL_GPU) != NULL, r->local_rank, visible, &r->device,
                                           &err) != 0)
         return;
     if (dlt_backend_gpu_id(r->device, r->gpu, sizeof(r->gpu)) == 0) {
@@ -146,17 +147,17 @@ int dlt_cmd_env(int argc, char **argv)
     mine.local_rank = info->local_rank;
     mine.node_rank = info->node_rank;
     snprintf(mine.host, sizeof(mine.host), "%.63s", info->hostname);
-    _env_copy(mine.cuda_visible, sizeof(mine.cuda_visible), "CUDA_VISIBLE_DEVICES");
-    _env_copy(mine.dlt_local_gpu, sizeof(mine.dlt_local_gpu), "DLT_LOCAL_GPU");
-    _env_copy(mine.nccl_topo, sizeof(mine.nccl_topo), "NCCL_TOPO_FILE");
-    _env_copy(mine.c_rank, sizeof(mine.c_rank), "RANK");
-    _env_copy(mine.c_world, sizeof(mine.c_world), "WORLD_SIZE");
-    _env_copy(mine.c_local, sizeof(mine.c_local), "LOCAL_RANK");
-    _env_copy(mine.c_local_world, sizeof(mine.c_local_world), "LOCAL_WORLD_SIZE");
-    _env_copy(mine.c_group, sizeof(mine.c_group), "GROUP_RANK");
-    _env_copy(mine.c_addr, sizeof(mine.c_addr), "MASTER_ADDR");
-    _env_copy(mine.c_port, sizeof(mine.c_port), "MASTER_PORT");
-    _env_copy(mine.c_port_from, sizeof(mine.c_port_from), "DLT_MASTER_PORT_FROM");
+    _env_copy(mine.cuda_visible, sizeof(mine.cuda_visible), DLT_ENV_CUDA_VISIBLE_DEVICES);
+    _env_copy(mine.dlt_local_gpu, sizeof(mine.dlt_local_gpu), DLT_ENV_LOCAL_GPU);
+    _env_copy(mine.nccl_topo, sizeof(mine.nccl_topo), DLT_ENV_NCCL_TOPO_FILE);
+    _env_copy(mine.c_rank, sizeof(mine.c_rank), DLT_ENV_RANK);
+    _env_copy(mine.c_world, sizeof(mine.c_world), DLT_ENV_WORLD_SIZE);
+    _env_copy(mine.c_local, sizeof(mine.c_local), DLT_ENV_LOCAL_RANK_TORCH);
+    _env_copy(mine.c_local_world, sizeof(mine.c_local_world), DLT_ENV_LOCAL_WORLD_SIZE);
+    _env_copy(mine.c_group, sizeof(mine.c_group), DLT_ENV_GROUP_RANK);
+    _env_copy(mine.c_addr, sizeof(mine.c_addr), DLT_ENV_MASTER_ADDR);
+    _env_copy(mine.c_port, sizeof(mine.c_port), DLT_ENV_MASTER_PORT);
+    _env_copy(mine.c_port_from, sizeof(mine.c_port_from), DLT_ENV_MASTER_PORT_FROM);
     mine.ncpus = dlt_affinity_list(mine.cpus, sizeof(mine.cpus));
     _device_report(&mine);
 
@@ -187,7 +188,7 @@ int dlt_cmd_env(int argc, char **argv)
         printf("dltrain: %d rank(s) on %d node(s), namespace %s, host communicator %s\n", info->size,
                info->node_count, info->nspace, comm->ops->name);
         printf("%-5s %-16s %-4s %-5s %-12s %-5s %-16s %s %s\n", "rank", "host", "node", "local", "CUDA_VISIBLE",
-               "gpu", "cpus", "NCCL_TOPO_FILE", "device(=GPU)");
+               "gpu", "cpus", DLT_ENV_NCCL_TOPO_FILE, "device(=GPU)");
         for (int r = 0; r < info->size; r++) {
             char dev[80] = "-";
             if (all[r].device >= 0)
@@ -196,8 +197,8 @@ int dlt_cmd_env(int argc, char **argv)
                    all[r].local_rank, all[r].cuda_visible, all[r].dlt_local_gpu, all[r].cpus, all[r].nccl_topo, dev);
         }
         printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
-        printf("torch.distributed contract (env://):\n%-5s %-6s %-10s %-10s %-16s %-10s %s\n", "rank", "RANK",
-               "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR:MASTER_PORT");
+        printf("torch.distributed contract (env://):\n%-5s %-6s %-10s %-10s %-16s %-10s %s\n", "rank", DLT_ENV_RANK,
+               DLT_ENV_WORLD_SIZE, DLT_ENV_LOCAL_RANK_TORCH, DLT_ENV_LOCAL_WORLD_SIZE, DLT_ENV_GROUP_RANK, "MASTER_ADDR:MASTER_PORT");
         for (int r = 0; r < info->size; r++) {
             char from[32] = ""; /* how the plugin chose the port, where it did */
             if (strcmp(all[r].c_port_from, "-"))

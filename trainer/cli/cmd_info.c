@@ -10,7 +10,7 @@
 #include "trainer/cli/opt_table.h"
 #include "trainer/train/preflight.h"
 #include "trainer/model/resnet.h"
-#include "trainer/common/exit_status.h"
+#include "common/exit_status.h"
 
 int dlt_cmd_info(int argc, char **argv)
 {

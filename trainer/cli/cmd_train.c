@@ -17,9 +17,9 @@
 #include "trainer/cli/opt_table.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/train/preflight.h"
-#include "trainer/common/exit_status.h"
-#include "trainer/common/io.h"
-#include "trainer/common/stop_signal.h"
+#include "common/exit_status.h"
+#include "common/io.h"
+#include "common/stop_signal.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/train/checkpointing.h"
@@ -407,7 +407,7 @@ int dlt_cmd_train(int argc, char **argv)
     unsigned char seen[DLT_OPT_MAX] = {0};
 
     /* First of all: a stop signal during start-up is a request, answered before the first step
-     * (trainer/common/stop_signal.h), not the default action. */
+     * (common/stop_signal.h), not the default action. */
     if (!strcmp(cmd, "train"))
         dlt_stop_signal_install();
     memset(&o, 0, sizeof(o));

@@ -12,9 +12,10 @@
 #include <string.h>
 
 #include "trainer/backend/device_choice.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "trainer/train/trainer.h"
-#include "trainer/common/exit_status.h"
+#include "common/exit_status.h"
+#include "common/env_contract.h"
 
 int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, dlt_err *err)
 {
@@ -48,7 +49,7 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
     const dltpmix_info *info = dltpmix_get_info(px);
     int visible = dlt_backend_gpu_count(), dev, rc;
     char id[64];
-    if ((rc = dlt_device_choose(backend->device, getenv("DLT_LOCAL_GPU") != NULL, info->local_rank, visible, &dev,
+    if ((rc = dlt_device_choose(backend->device, getenv(DLT_ENV_LOCAL_GPU) != NULL, info->local_rank, visible, &dev,
                                 err)) != 0)
         return rc;
     backend->device = dev;
@@ -57,7 +58,7 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
         return 0; /* the backend says there is no GPU */
     /* The GPU the plugin bound (its PCI bus id) must be the one opened. */
     if (dlt_backend_gpu_id(dev, id, sizeof(id)) == 0 &&
-        (rc = dlt_device_pci_check(getenv("DLT_GPU_PCI"), id, dev, err)) < 0)
+        (rc = dlt_device_pci_check(getenv(DLT_ENV_GPU_PCI), id, dev, err)) < 0)
         return rc;
     return dlt_cli_check_gpus(px, id, err);
 }

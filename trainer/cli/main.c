@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "trainer/cli/commands.h"
-#include "trainer/common/crash_report.h"
-#include "trainer/common/exit_status.h"
+#include "common/crash_report.h"
+#include "common/exit_status.h"
 
 static void _usage(FILE *f)
 {

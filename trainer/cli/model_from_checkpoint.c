@@ -12,7 +12,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/safetensors.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, const char *config, dlt_err *err)
 {

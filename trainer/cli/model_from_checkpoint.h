@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "trainer/model/resnet.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Which of the model options the command line gave. */
 typedef struct {

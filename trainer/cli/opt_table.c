@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "trainer/cli/parse.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "trainer/train/checkpointing.h"
-#include "trainer/common/exit_status.h"
+#include "common/exit_status.h"
 
 #define F(m) offsetof(dlt_cli_opts, m)
 

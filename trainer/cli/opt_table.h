@@ -11,7 +11,7 @@
 #include "trainer/check/check.h"
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/train/trainer.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* The commands, as bits: an option's scope says which of them read it. */
 enum {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* strtod also reads "nan", "inf", "infinity" and hexadecimal floats; only plain decimal numbers
  * are meant here, so anything with a letter other than an exponent is refused before it. */

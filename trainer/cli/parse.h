@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* A finite real number in [lo, hi]: decimal, optionally with an exponent; no blanks on either
  * side. Returns 0, or -EINVAL with err filled. */

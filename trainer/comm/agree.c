@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/crc32.h"
+#include "common/crc32.h"
 
 /* A collective of the communicator failed: its words went to the communicator's error; err (when
  * another) gets them too. */

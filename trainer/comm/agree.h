@@ -11,7 +11,7 @@
 
 #include "pmix/dltpmix.h"
 #include "trainer/comm/comm.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct {
     int rank, size;

@@ -8,8 +8,8 @@
 #include <stddef.h>
 
 #include "pmix/dltpmix.h"
-#include "trainer/common/peer_check.h"
-#include "trainer/common/status.h"
+#include "common/peer_check.h"
+#include "common/status.h"
 
 typedef enum { DLT_DTYPE_F32 = 0, DLT_DTYPE_F64 = 1, DLT_DTYPE_I64 = 2 } dlt_dtype;
 

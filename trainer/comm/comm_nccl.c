@@ -15,8 +15,8 @@
 
 #include "trainer/comm/comm.h"
 #include "trainer/comm/nccl_call.h"
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/status.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
 
 typedef struct {
     ncclComm_t nccl;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "trainer/backend/cuda_module.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 void dlt_grad_lowp_plan(int world, float *premul, int *divisor)
 {

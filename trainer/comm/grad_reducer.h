@@ -11,7 +11,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_listener.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct dlt_grad_reducer_config {
     double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */

@@ -14,9 +14,9 @@
 #include "trainer/comm/grad_buckets.h"
 #include "trainer/comm/grad_reducer.h"
 #include "trainer/comm/nccl_call.h"
-#include "trainer/common/cuda_check.h"
-#include "trainer/common/status.h"
-#include "trainer/common/tunables.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "common/tunables.h"
 
 typedef struct {
     ncclComm_t nccl;

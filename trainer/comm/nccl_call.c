@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "trainer/common/poll.h"
+#include "common/poll.h"
 
 static int _nccl_fail(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, dlt_err *err)
 {

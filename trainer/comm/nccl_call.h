@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include <nccl.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* How long an operation may stay ncclInProgress before it is an error. */
 #define DLT_NCCL_SETTLE_TIMEOUT_S 300.0

@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/common/fnv.h"
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
+#include "common/fnv.h"
+#include "common/io.h"
+#include "common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/dataset_internal.h"
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 #define DLT_DATASET_MAX_FILE (64u << 20)
 

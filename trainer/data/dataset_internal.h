@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "trainer/data/dataset.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 struct dlt_dataset {
     int recordio;

@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer/common/io.h"
-#include "trainer/common/fnv.h"
-#include "trainer/common/status.h"
+#include "common/io.h"
+#include "common/fnv.h"
+#include "common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_list.h"
 

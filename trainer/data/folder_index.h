@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "trainer/data/dataset.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 #define DLT_FOLDER_INDEX_NAME ".dltrain-index"
 /* The largest index read (ImageNet's is about 20 MB). */

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "trainer/common/fnv.h"
-#include "trainer/common/status.h"
+#include "common/fnv.h"
+#include "common/status.h"
 #include "trainer/data/dataset_internal.h"
 
 static const char LIST_MAGIC[8] = {'D', 'L', 'T', 'L', 'I', 'S', 'T', '1'};

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
+#include "common/io.h"
+#include "common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/dataset_internal.h"
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "trainer/data/transform.h"
-#include "trainer/common/rng.h"
+#include "common/rng.h"
 
 typedef struct {
     int64_t seq;      /* which batch of the stream this slot holds (-1 free) */

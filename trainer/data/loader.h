@@ -14,7 +14,7 @@
 
 #include "trainer/data/dataset.h"
 #include "trainer/data/sampler.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct dlt_loader dlt_loader;
 

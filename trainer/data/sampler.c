@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/rng.h"
+#include "common/rng.h"
 
 int dlt_sampler_init(dlt_sampler *s, int64_t size, uint64_t seed, int rank, int world, int shuffle)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, const dlt_loader_config *lc,
                            dlt_err *err)

@@ -10,7 +10,7 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/synthetic.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Batches a source holds for its user at most (acquired, not yet released) is this minus two. */
 #define DLT_SOURCE_RING 4

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "trainer/common/rng.h"
+#include "common/rng.h"
 
 static int _setup(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
                   int learnable, int rank, int world, int exact)

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/common/rng.h"
-#include "trainer/common/status.h"
+#include "common/rng.h"
+#include "common/status.h"
 
 #define DLT_IMAGE_MAX_SIDE 16384
 #define DLT_IMAGE_MAX_PIXELS (100u * 1000u * 1000u)

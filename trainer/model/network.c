@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/crash_report.h"
-#include "trainer/common/rng.h"
-#include "trainer/common/status.h"
+#include "common/crash_report.h"
+#include "common/rng.h"
+#include "common/status.h"
 
 static float *_falloc(size_t n)
 {

@@ -7,7 +7,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/comm/grad_listener.h"
 #include "trainer/model/resnet.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct {
     dlt_model model;

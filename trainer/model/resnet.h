@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "trainer/backend/backend.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef enum { DLT_LAYER_CONV, DLT_LAYER_BN, DLT_LAYER_MAXPOOL, DLT_LAYER_AVGPOOL, DLT_LAYER_FC } dlt_layer_kind;
 

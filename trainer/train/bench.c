@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "trainer/comm/agree.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/status.h"
+#include "common/clock.h"
+#include "common/status.h"
 #include "trainer/train/run.h"
+#include "trainer/train/step_verbs.h"
 #include "trainer/train/step.h"
 #include "trainer/train/trainer.h"
 

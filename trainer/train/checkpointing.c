@@ -17,7 +17,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/housekeeping.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "trainer/data/dataset.h"
 
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len)

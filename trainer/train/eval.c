@@ -9,9 +9,10 @@
 #include <stdlib.h>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/progress.h"
-#include "trainer/common/status.h"
+#include "common/progress.h"
+#include "common/status.h"
 #include "trainer/train/run.h"
+#include "trainer/train/step_verbs.h"
 #include "trainer/train/trainer.h"
 #include "trainer/comm/agree.h"
 

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "trainer/common/tunables.h"
+#include "common/tunables.h"
 
 void dlt_loss_scaler_init(dlt_loss_scaler *s, int enabled, double initial, int window)
 {

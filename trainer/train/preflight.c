@@ -14,11 +14,11 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/agree.h"
-#include "trainer/common/exit_status.h"
-#include "trainer/common/io.h"
-#include "trainer/common/run_lock.h"
-#include "trainer/common/status.h"
-#include "trainer/common/tunables.h"
+#include "common/exit_status.h"
+#include "common/io.h"
+#include "common/run_lock.h"
+#include "common/status.h"
+#include "common/tunables.h"
 #include "trainer/train/run_log.h"
 #include "trainer/train/checkpointing.h"
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* preflight: what every rank checks before a run starts, decided the same way on every rank (the
- * outcome travels through an all-reduce, so no rank starts while another stops): a verified
- * checkpoint to evaluate, and which checkpoint --resume auto continues from. */
+ * outcome is agreed on through agree.h, so no rank starts while another stops): the outputs
+ * rank 0 writes, a verified checkpoint to evaluate, and which checkpoint --resume auto continues
+ * from. */
 #ifndef DLT_TRAIN_PREFLIGHT_H
 #define DLT_TRAIN_PREFLIGHT_H
 
@@ -9,7 +10,7 @@
 #include <stdint.h>
 
 #include "trainer/comm/comm.h"
-#include "trainer/common/run_lock.h"
+#include "common/run_lock.h"
 
 /* dltrain eval: verifies the model file against its state file on every rank. Rank 0 says
  * "verified" or "unverified" (no state file); a mismatch stops every rank. Returns 0 or 1. */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* run: what training, evaluation and the benchmark share: the run's parts (backend, network,
- * batch source, gradient reducer, loss scaler, log) opened and closed together, and what their
- * steps share: load a batch, forward + loss, read the results (the training step itself is
- * step.c). Errors: the parts below report into one buffer given at open (the sink); the run keeps
- * its first failure in r->st, and dlt_run_close leaves that in the buffer for the command. */
+ * batch source, gradient reducer, loss scaler, log) opened and closed together. What their steps
+ * do to them (load a batch, forward + loss, read the results) is step_verbs.h; the training step
+ * itself is step.h. Errors: the parts report into the one dlt_err given at open (r->err, lent to
+ * the backend and the communicator), which keeps the first failure; dlt_run_close leaves it there
+ * for the command. */
 #ifndef DLT_RUN_H
 #define DLT_RUN_H
 
@@ -13,7 +14,7 @@
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_reducer.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 #include "trainer/data/source.h"
 #include "trainer/model/network.h"
 #include "trainer/train/loss_scaler.h"
@@ -59,8 +60,8 @@ typedef struct {
  * the network and the reducer. err (the communicator's too) must outlive the run. */
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err);
 /* After a stretch without collectives that every rank runs through whatever fails (opening the
- * run, preparing training): one sum tells every rank who failed (rc: this rank's status, its
- * message in err), and all stop together, with no abort (err->agreed). What every rank found alike
+ * run, preparing training): one agreement (agree.h) tells every rank who failed (rc: this rank's
+ * status, its message in r->err), and all stop together, with no abort (err->agreed). What every rank found alike
  * (the same message) is said once: the other ranks' err is emptied; else each rank that failed
  * keeps its own and rank 0's says how many failed. Returns rc, or -ECANCELED on a rank that did
  * not fail itself, or 0 when no rank failed. */
@@ -75,28 +76,14 @@ double dlt_run_wall_seconds(const dlt_run *r);
  * a run of several ranks prints the error and aborts the communicator, so the other ranks, which
  * may be waiting in a collective for this one, end now instead of at the stall watchdog. */
 void dlt_run_close(dlt_run *r, int failed);
-/* A status from the parts below (message in the sink) recorded as the run's, when it is the first;
- * returns rc. */
+/* A status from the parts below (their words already in r->err) recorded as the run's, when it is
+ * the first; returns rc. */
 int dlt_run_fail(dlt_run *r, int rc);
 /* Every rank learns the bad files the others found (each is reported once per run); returns the
  * run's total of distinct bad files, the same on every rank. A collective: all ranks call it at the
  * same points. */
 int64_t dlt_run_share_bad_images(dlt_run *r);
 
-/* The batch of (epoch, step), normalised into the network's input: the one dlt_run_prefetch
- * staged, or read and staged now. */
-int dlt_run_load_batch(dlt_run *r, int64_t epoch, int64_t step);
-/* Acquires the batch of (epoch, step) and queues its copy to the backend now, so it overlaps the
- * step in flight (a failure is kept for dlt_run_load_batch of that step to report). */
-void dlt_run_prefetch(dlt_run *r, int64_t epoch, int64_t step);
-/* One evaluation batch of src (step of its pass): staged, normalised, forward and loss over its
- * *valid real images (adding to be->results), *unscored of them unreadable (DLT_LABEL_UNSCORED:
- * no hit, counted by the backend as out-of-range labels); its memory goes back to the source
- * after a sync. */
-int dlt_run_eval_batch(dlt_run *r, dlt_source *src, int64_t step, int *valid, int *unscored);
-/* After the step's results read (the backend has read every consumed batch): the batches the
- * steps consumed go back to the source's ring. */
-void dlt_run_release_batches(dlt_run *r);
 /* The validation images of a training run (ROOT/val, --val-data, or generated ones), started:
  * 1 when there are some, 0 when there are none, negative on an error. */
 int dlt_run_open_validation(dlt_run *r, dlt_source *val);
@@ -109,14 +96,5 @@ int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
  * counts not filled; 0 done; <0 an error. */
 int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop,
                             int64_t at[2]);
-/* Forward and loss over the first n images of the batch (training: batch statistics, label
- * smoothing, the loss scale and d(logits); else evaluation); adds to be->results. */
-int dlt_run_forward_loss(dlt_run *r, int training, int n);
-/* The step's one wait: the agreed results into res (DLT_RES_COUNT); labels outside the classes
- * are an error here. */
-int dlt_run_read_results(dlt_run *r, double *res);
-/* The same for an evaluation pass: unscored images (DLT_LABEL_UNSCORED) are expected among the
- * out-of-range labels; any other is an error. */
-int dlt_run_read_eval_results(dlt_run *r, double *res, int64_t unscored);
 
 #endif

@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
-#include "trainer/common/tunables.h"
+#include "common/clock.h"
+#include "common/io.h"
+#include "common/status.h"
+#include "common/tunables.h"
 #include "trainer/train/tb_writer.h"
 
 int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_level level, const char *metrics_path,

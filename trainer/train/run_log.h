@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "trainer/common/run_lock.h"
-#include "trainer/common/status.h"
+#include "common/run_lock.h"
+#include "common/status.h"
 
 struct dlt_tb_writer;
 

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/node_name.h"
-#include "trainer/common/status.h"
+#include "common/clock.h"
+#include "common/node_name.h"
+#include "common/status.h"
 #include "trainer/data/folder_index.h"
 #include "trainer/data/folder_list.h"
 

@@ -14,7 +14,7 @@
 
 #include "trainer/comm/comm.h"
 #include "trainer/data/dataset.h"
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Files each rank on another node looks at. */
 #define DLT_SHARED_SCAN_SAMPLE 16

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "trainer/train/step.h"
+#include "trainer/train/step_verbs.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
+#include "common/clock.h"
+#include "common/io.h"
+#include "common/status.h"
 
 /* --dump-batch: the batch exactly as the network gets it before normalisation, for comparisons
  * with another framework: batch x image x image x 3 uint8 (NHWC), then batch int32 labels. */

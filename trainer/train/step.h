@@ -41,7 +41,7 @@ typedef struct {
 } dlt_step_result;
 
 /* The step p: 0 when it ran (its update applied or, on a non-finite loss or an fp16 overflow,
- * skipped without a trace), else the run's status (r->st) with its first failure. A rank whose
+ * skipped without a trace), else a negative status with the run's first failure in r->err. A rank whose
  * batch cannot be read still takes part in the step's collectives, and every rank stops at that
  * step, the failing one naming the cause. */
 int dlt_step_run(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, dlt_step_result *out);

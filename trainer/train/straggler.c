@@ -13,9 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/affinity.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/status.h"
+#include "common/affinity.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/env_contract.h"
 
 static int _cmp(const void *a, const void *b)
 {
@@ -51,7 +52,7 @@ int dlt_straggler_judge(const double *compute, const double *data, int n, double
 
 void dlt_straggler_init(dlt_straggler *s, const char *host, const dlt_backend_config *be)
 {
-    const char *local = getenv("SLURM_LOCALID") ? getenv("SLURM_LOCALID") : getenv("DLT_LOCAL_RANK");
+    const char *local = getenv("SLURM_LOCALID") ? getenv("SLURM_LOCALID") : getenv(DLT_ENV_LOCAL_RANK);
     char dev[64], id[64];
     memset(s, 0, sizeof(*s));
     s->factor = DLT_STRAGGLER_FACTOR;

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer/common/crc32c.h"
-#include "trainer/common/io.h"
-#include "trainer/common/status.h"
+#include "common/crc32c.h"
+#include "common/io.h"
+#include "common/status.h"
 
 struct dlt_tb_writer {
     int fd;

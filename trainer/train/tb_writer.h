@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct dlt_tb_writer dlt_tb_writer;
 

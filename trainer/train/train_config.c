@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/common/tunables.h"
+#include "common/tunables.h"
 #include "trainer/train/trainer.h"
 
 void dlt_train_config_defaults(dlt_train_config *c)

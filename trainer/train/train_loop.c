@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "trainer/comm/agree.h"
-#include "trainer/common/clock.h"
-#include "trainer/common/node_name.h"
-#include "trainer/common/status.h"
-#include "trainer/common/stop_signal.h"
+#include "common/clock.h"
+#include "common/node_name.h"
+#include "common/status.h"
+#include "common/stop_signal.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
 #include "trainer/train/schedule.h"

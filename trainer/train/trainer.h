@@ -12,8 +12,8 @@
 #include "trainer/comm/grad_reducer.h"
 #include "trainer/model/resnet.h"
 #include "trainer/train/run_log.h"
-#include "trainer/common/exit_status.h"
-#include "trainer/common/status.h"
+#include "common/exit_status.h"
+#include "common/status.h"
 
 /* How a training run can end besides done (0) and failed (a negative status): stopped by
  * SIGTERM/SIGUSR1 after writing its checkpoint, or stopped with nothing saved (no

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/tunables.h"
+#include "common/clock.h"
+#include "common/tunables.h"
 
 const char *dlt_phase_name(dlt_phase p)
 {

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "trainer/common/exit_status.h"
+#include "common/exit_status.h"
 
 
 typedef enum { DLT_PHASE_IDLE = 0, DLT_PHASE_DATA, DLT_PHASE_COMPUTE, DLT_PHASE_ALLREDUCE, DLT_PHASE_CHECKPOINT } dlt_phase;

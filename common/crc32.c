@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* crc32: four bits a step through a 16-entry table (reflected polynomial 0xedb88320). */
-#include "trainer/common/crc32.h"
+#include "common/crc32.h"
 
 static const uint32_t g_nibble[16] = {
     0x00000000u, 0x1db71064u, 0x3b6e20c8u, 0x26d930acu, 0x76dc4190u, 0x6b6b51f4u, 0x4db26158u, 0x5005713cu,

@@ -2,14 +2,14 @@
 /* progress: the rate is the mean since the start, which is what the time left rests on. */
 #include "config.h"
 
-#include "trainer/common/progress.h"
+#include "common/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/tunables.h"
+#include "common/clock.h"
+#include "common/tunables.h"
 
 static void _hms(char *buf, size_t len, double s)
 {

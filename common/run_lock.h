@@ -6,7 +6,7 @@
 #define DLT_RUN_LOCK_H
 
 #include <stddef.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct {
     int fd; /* -1: nothing held */

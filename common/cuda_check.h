@@ -13,9 +13,9 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "trainer/common/cudnn_status.h"
-#include "trainer/common/peer_check.h"
-#include "trainer/common/status.h"
+#include "common/cudnn_status.h"
+#include "common/peer_check.h"
+#include "common/status.h"
 
 /* Writes "file:line: call: msg" into err and returns -EIO. */
 int dlt_cuda_fail(dlt_err *err, const char *file, int line, const char *call, const char *msg);

@@ -2,7 +2,7 @@
 /* crash_report: the last words of a process that faulted. */
 #include "config.h"
 
-#include "trainer/common/crash_report.h"
+#include "common/crash_report.h"
 
 #include <signal.h>
 #include <stdarg.h>

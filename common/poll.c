@@ -2,14 +2,14 @@
 /* poll: a bounded busy-wait with backoff. */
 #include "config.h"
 
-#include "trainer/common/poll.h"
+#include "common/poll.h"
 
 #include <errno.h>
 #include <sched.h>
 #include <time.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/tunables.h"
+#include "common/clock.h"
+#include "common/tunables.h"
 
 int dlt_poll(int (*done)(void *arg), void *arg, double timeout_s)
 {

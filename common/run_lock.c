@@ -2,7 +2,7 @@
 /* run_lock: exclusive claims on a run's output paths, with the holder named to a second run. */
 #include "config.h"
 
-#include "trainer/common/run_lock.h"
+#include "common/run_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer/common/clock.h"
-#include "trainer/common/io.h"
-#include "trainer/common/node_name.h"
+#include "common/clock.h"
+#include "common/io.h"
+#include "common/node_name.h"
 
 #define LOCK_NAME ".dltrain.lock"
 

@@ -2,7 +2,7 @@
 /* node_name: SLURMD_NODENAME, else the host name. */
 #include "config.h"
 
-#include "trainer/common/node_name.h"
+#include "common/node_name.h"
 
 #include <stdio.h>
 #include <stdlib.h>

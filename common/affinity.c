@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include "trainer/common/affinity.h"
+#include "common/affinity.h"
 
 #include <sched.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* crc32c: four bits a step through a 16-entry table (reflected polynomial 0x82f63b78), as crc32.c
  * does for zlib's CRC: event files are small, a byte table would buy nothing. */
-#include "trainer/common/crc32c.h"
+#include "common/crc32c.h"
 
-#include "trainer/common/crc32.h"
+#include "common/crc32.h"
 
 static const uint32_t g_nibble[16] = {
     0x00000000u, 0x105ec76fu, 0x20bd8edeu, 0x30e349b1u, 0x417b1dbcu, 0x5125dad3u, 0x61c69362u, 0x7198540du,

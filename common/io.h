@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 /* Writes all n bytes, retrying on EINTR and short writes. Returns 0 or -1 with errno set. */
 int dlt_write_all(int fd, const void *p, size_t n);

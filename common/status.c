@@ -2,7 +2,7 @@
 /* status: the first failure kept, with its words and where it came from. */
 #include "config.h"
 
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>

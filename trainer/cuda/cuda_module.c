@@ -13,7 +13,7 @@
 #include "trainer/check/gemm_check.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_reducer.h"
-#include "trainer/common/cuda_check.h"
+#include "common/cuda_check.h"
 
 static dlt_dt _lowp_dt(const dlt_backend *be)
 {

@@ -3,13 +3,14 @@
  * buffers that only grow. */
 #include "config.h"
 
-#include "trainer/common/cuda_check.h"
+#include "common/cuda_check.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "trainer/common/poll.h"
+#include "common/poll.h"
+#include "common/env_contract.h"
 
 int dlt_cuda_fail(dlt_err *err, const char *file, int line, const char *call, const char *msg)
 {
@@ -33,7 +34,7 @@ int dlt_cuda_select_device(int requested, int *device, dlt_err *err)
     if (n == 0) {
         return dlt_fail(err, -ENODEV, "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
                  "them): run with --backend cpu or on a GPU node (srun --gpus-per-node=N)",
-                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
+                 getenv(DLT_ENV_CUDA_VISIBLE_DEVICES) ? getenv(DLT_ENV_CUDA_VISIBLE_DEVICES) : "");
     }
     if (d >= n) {
         return dlt_fail(err, -ENODEV, "--device %d: this task sees %d GPU(s) (0..%d)", d, n, n - 1);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pci_busid: PCI bus ids in one spelling. */
-#include "trainer/common/pci_busid.h"
+#include "common/pci_busid.h"
 
 #include <stdio.h>
 #include <string.h>

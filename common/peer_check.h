@@ -6,7 +6,7 @@
 #define DLT_PEER_CHECK_H
 
 #include <stddef.h>
-#include "trainer/common/status.h"
+#include "common/status.h"
 
 typedef struct {
     int (*lost)(void *arg, dlt_err *err); /* nonzero, err filled: a peer is lost; NULL: never */

@@ -2,7 +2,7 @@
 /* io: small file I/O helpers (whole writes, whole reads, opening the files users name). */
 #include "config.h"
 
-#include "trainer/common/io.h"
+#include "common/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
