@@ -140,7 +140,8 @@ int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, c
     return 0;
 }
 
-int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e)
+/* dlt_agree_first_failure and dlt_agree_first_failure_as_is: named, the words say the rank and node. */
+static int _first_failure(const dlt_agreement *a, int rc, int named, const char *node, dlt_err *e)
 {
     dlt_agree_failures f;
     char words[sizeof(e->msg)] = "";
@@ -152,18 +153,35 @@ int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dl
     code = f.first_code < 0 ? f.first_code : -EIO;
     if (a->size == 1)
         return dlt_err_agree(e, rc);
-    if (a->rank == f.first) {
+    if (a->rank == f.first && named) {
         char more[32] = "";
         if (f.failed > 1)
             snprintf(more, sizeof(more), " (and %d more)", f.failed - 1);
         snprintf(words, sizeof(words), "rank %d on node %.63s%s: %.*s", f.first, node ? node : "?", more,
                  (int)sizeof(words) - 128, e->msg);
+    } else if (a->rank == f.first) {
+        snprintf(words, sizeof(words), "%s", e->msg);
     }
     if ((grc = dlt_agree_first_words(a, &f, words, sizeof(words), e)) != 0)
         return grc;
     dlt_err_clear(e); /* the job's first failure replaces this rank's own, alike everywhere */
     dlt_fail(e, code, "%s", words);
     return dlt_err_agree(e, code);
+}
+
+int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e)
+{
+    return _first_failure(a, rc, 1, node, e);
+}
+
+int dlt_agree_first_failure_as_is(const dlt_agreement *a, int rc, dlt_err *e)
+{
+    return _first_failure(a, rc, 0, NULL, e);
+}
+
+int dlt_agree_share(const dlt_agreement *a, void *buf, size_t bytes, int root, dlt_err *err)
+{
+    return a->size < 2 ? 0 : a->share(a->arg, buf, bytes, root, err);
 }
 
 int dlt_agree_same(const dlt_agreement *a, const void *mine, size_t bytes, dlt_agree_values *out, dlt_err *err)

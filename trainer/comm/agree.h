@@ -57,6 +57,12 @@ int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, c
  * (nonzero on every rank). 0 when no rank failed. A rank whose own failure came later than the
  * first keeps none of its own words: the first failure is what the job says. */
 int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e);
+/* The same with the first failing rank's words as they are, without its rank and node: for a
+ * failure that only one rank can have (rank 0's listing) or whose words name the rank already. */
+int dlt_agree_first_failure_as_is(const dlt_agreement *a, int rc, dlt_err *e);
+
+/* root's bytes of buf to every rank (what the others decide from: rank 0's listing's size). */
+int dlt_agree_share(const dlt_agreement *a, void *buf, size_t bytes, int root, dlt_err *err);
 
 /* Is a value the same everywhere, and if not who differs. */
 typedef struct {
