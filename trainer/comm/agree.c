@@ -51,6 +51,15 @@ dlt_agreement dlt_agreement_of_comm(dlt_comm *c)
     return a;
 }
 
+int dlt_agree_gather_into(const dlt_agreement *a, const void *mine, size_t bytes, void *all, dlt_err *err)
+{
+    if (a->size == 1) {
+        memcpy(all, mine, bytes);
+        return 0;
+    }
+    return a->gather(a->arg, mine, bytes, all, err);
+}
+
 int dlt_agree_gather(const dlt_agreement *a, const void *mine, size_t bytes, void **all, dlt_err *err)
 {
     int rc;
@@ -61,11 +70,7 @@ int dlt_agree_gather(const dlt_agreement *a, const void *mine, size_t bytes, voi
             a->abort(a->arg); /* cannot take part: the others would wait for this rank */
         return dlt_fail(err, -ENOMEM, "out of memory for an agreement of %d ranks", a->size);
     }
-    if (a->size == 1) {
-        memcpy(*all, mine, bytes);
-        return 0;
-    }
-    if ((rc = a->gather(a->arg, mine, bytes, *all, err)) != 0) {
+    if ((rc = dlt_agree_gather_into(a, mine, bytes, *all, err)) != 0) {
         free(*all);
         *all = NULL;
     }

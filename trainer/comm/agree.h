@@ -31,6 +31,10 @@ dlt_agreement dlt_agreement_of_pmix(dltpmix_ctx *px);
 
 /* Every rank's record (bytes) gathered into *all (size * bytes, the caller frees it). */
 int dlt_agree_gather(const dlt_agreement *a, const void *mine, size_t bytes, void **all, dlt_err *err);
+/* The same into the caller's all (size * bytes): for records too large for an agreement to allocate
+ * unannounced, allocated first and agreed on (dlt_agree_first_failure) so that a rank without the
+ * memory stops every rank instead of leaving them in the gather. */
+int dlt_agree_gather_into(const dlt_agreement *a, const void *mine, size_t bytes, void *all, dlt_err *err);
 
 /* How many ranks pass flag != 0 (*count, the same on every rank). */
 int dlt_agree_count(const dlt_agreement *a, int flag, int *count, dlt_err *err);
