@@ -145,6 +145,20 @@ int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, c
     return 0;
 }
 
+int dlt_agree_verdict_of(const dlt_agreement *a, int rc, const char *words, dlt_agree_verdict *v, dlt_err *err)
+{
+    int grc;
+    memset(v, 0, sizeof(*v));
+    if ((grc = dlt_agree_failures_of(a, rc, rc ? words : NULL, &v->f, err)) != 0)
+        return grc;
+    if (v->f.failed == 0)
+        return 0;
+    v->all_alike = v->f.failed == a->size && v->f.alike;
+    v->say_own = !v->all_alike && rc != 0;
+    v->name_ranks = !v->all_alike && a->rank == 0;
+    return 0;
+}
+
 /* dlt_agree_first_failure and dlt_agree_first_failure_as_is: named, the words say the rank and node. */
 static int _first_failure(const dlt_agreement *a, int rc, int named, const char *node, dlt_err *e)
 {

@@ -55,6 +55,19 @@ int dlt_agree_failures_of(const dlt_agreement *a, int rc, const char *words, dlt
  * and filled on the others. */
 int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, char *words, size_t len, dlt_err *err);
 
+/* A failure that each rank found alone (a stretch run alone: opening a run, checking the launch),
+ * and who says what, decided alike on every rank. When every rank failed with the same words, rank
+ * 0 says them once, for all; else each failing rank says its own, naming its rank, and rank 0 names
+ * the ranks that failed. Every rank then stops when any failed (v->f.failed). */
+typedef struct {
+    dlt_agree_failures f;
+    int all_alike;  /* every rank failed, with the same words: rank 0 says them for all */
+    int say_own;    /* this rank failed, not all alike: it says its own words with its rank */
+    int name_ranks; /* this is rank 0, some ranks failed, not all alike: it names them (f.ranks) */
+} dlt_agree_verdict;
+
+int dlt_agree_verdict_of(const dlt_agreement *a, int rc, const char *words, dlt_agree_verdict *v, dlt_err *err);
+
 /* The first failure of any rank, for every rank: when some rank failed, every rank's e holds the
  * lowest failing rank's words as "rank R on node N (and K more): WORDS" (node: each rank's own
  * name for itself, may be NULL) and is marked agreed, and the status returned is that rank's
