@@ -107,7 +107,7 @@ static int _pci_report(const _rank_report *all, int n, int me)
         if (all[r].device < 0)
             continue;
         if (me == 0)
-            fprintf(all[r].pci_rc < 0 ? stderr : stdout, "dltrain: rank %d: %s\n", all[r].rank, all[r].pci);
+            dlt_rank_say_to(all[r].pci_rc < 0 ? stderr : stdout, all[r].rank, "%s", all[r].pci);
         bad |= all[r].pci_rc < 0;
     }
     return bad;
@@ -194,23 +194,23 @@ int dlt_cmd_env(int argc, char **argv)
     if (dlt_agree_first_failure(&a, err.code, node, &err) != 0 ||
         dlt_agree_gather_into(&a, &mine, sizeof(mine), all, &err) != 0) {
         if (!err.agreed)
-            fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
+            dlt_rank_say(info->rank, "%s", err.msg);
         else if (info->rank == 0)
             fprintf(stderr, "dltrain: %s\n", err.msg);
         goto out;
     }
     if (dlt_comm_open(&comm, &(dlt_comm_request){comm_kind, 0, -1}, px, &err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
+        dlt_rank_say(info->rank, "%s", err.msg);
         goto out;
     }
     sum = info->rank;
     if (comm->ops->allreduce_sum(comm, &sum, 1, DLT_DTYPE_I64) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
+        dlt_rank_say(info->rank, "%s", err.msg);
         goto out;
     }
     if (sum != (long long)info->size * (info->size - 1) / 2) {
-        fprintf(stderr, "dltrain: rank %d: %s all-reduce gave %lld, expected %lld\n", info->rank, comm->ops->name,
-                sum, (long long)info->size * (info->size - 1) / 2);
+        dlt_rank_say(info->rank, "%s all-reduce gave %lld, expected %lld", comm->ops->name, sum,
+                     (long long)info->size * (info->size - 1) / 2);
         goto out;
     }
     if (info->rank == 0) {

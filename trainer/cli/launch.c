@@ -78,9 +78,9 @@ static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
         return problem ? DLT_EXIT_USAGE : 0;
     }
     if (dlt_agree_verdict_of(&a, problem != NULL, problem, &v, &err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, err.msg);
+        dlt_rank_say(a.rank, "%s", err.msg);
         if (problem)
-            fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
+            dlt_rank_say(a.rank, "%s", problem);
         return 1;
     }
     if (v.f.failed == 0)
@@ -88,7 +88,7 @@ static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
     if (v.all_alike && a.rank == 0)
         fprintf(stderr, "dltrain: %s (every rank)\n", problem);
     if (v.say_own)
-        fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
+        dlt_rank_say(a.rank, "%s", problem);
     if (v.name_ranks)
         fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n",
                 v.f.failed, a.size, v.f.failed == 1 ? "" : "s", v.f.ranks);
@@ -121,7 +121,7 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
     }
     if ((req->gpu && _choose_gpu(*px, req, backend, err) != 0) ||
         dlt_comm_open(comm, req, *px, err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", dltpmix_get_info(*px)->rank, err->msg);
+        dlt_rank_say(dltpmix_get_info(*px)->rank, "%s", err->msg);
         dltpmix_finalize(*px);
         *px = NULL;
         return 1;

@@ -65,7 +65,7 @@ int dlt_agree_gather(const dlt_agreement *a, const void *mine, size_t bytes, voi
     int rc;
     *all = calloc((size_t)a->size, bytes ? bytes : 1);
     if (!*all) {
-        fprintf(stderr, "dltrain: rank %d: out of memory for an agreement of %d ranks\n", a->rank, a->size);
+        dlt_rank_say(a->rank, "out of memory for an agreement of %d ranks", a->size);
         if (a->abort && a->size > 1)
             a->abort(a->arg); /* cannot take part: the others would wait for this rank */
         return dlt_fail(err, -ENOMEM, "out of memory for an agreement of %d ranks", a->size);

@@ -500,9 +500,9 @@ void dlt_run_close(dlt_run *r, int failed)
      * peer, and freeing device memory would wait for them forever. abort() ends the process. */
     if (failed && r->comm &&
         ((r->comm->size > 1 && !r->err->agreed) || (r->comm->ops->nccl && r->be && !r->be->host_memory))) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->err->msg);
+        dlt_rank_say(r->comm->rank, "%s", r->err->msg);
         if (r->comm->size > 1)
-            fprintf(stderr, "dltrain: rank %d: ending every rank of the run\n", r->comm->rank);
+            dlt_rank_say(r->comm->rank, "ending every rank of the run");
         fflush(NULL);
         /* The recorded step first: its NCCL work holds the communicator, and the abort would wait
          * for the graph forever (dlt_graph_ops.release). */
