@@ -119,3 +119,26 @@ void dlt_err_clear(dlt_err *e)
     if (e)
         memset(e, 0, sizeof(*e));
 }
+
+static void _rank_say(FILE *to, int rank, const char *fmt, va_list ap)
+{
+    char words[8192];
+    vsnprintf(words, sizeof(words), fmt, ap);
+    fprintf(to, "dltrain: rank %d: %s\n", rank, words);
+}
+
+void dlt_rank_say(int rank, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _rank_say(stderr, rank, fmt, ap);
+    va_end(ap);
+}
+
+void dlt_rank_say_to(FILE *to, int rank, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _rank_say(to, rank, fmt, ap);
+    va_end(ap);
+}

@@ -14,6 +14,7 @@
 #define DLT_STATUS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct dlt_err {
     int code;         /* the first failure's status; 0: none yet */
@@ -67,6 +68,11 @@ static inline int dlt_err_agree(dlt_err *e, int code)
         e->agreed = 1;
     return code;
 }
+
+/* The message one rank says about itself, "dltrain: rank R: WORDS" and a newline, in one write (the
+ * ranks share the step's output), on stderr or on to. */
+void dlt_rank_say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dlt_rank_say_to(FILE *to, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Every call checked, one way out (NCCLCHECKGOTO): rc = call; on failure the callee's words get
  * the context fmt (NULL: none) and control goes to label, where the function cleans up once. */

@@ -5,7 +5,7 @@
 # without PMIx, the bounded failure when a rank leaves or stalls, and the MPI host communicator.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 2
-tap_plan 13
+tap_plan 14
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
@@ -46,6 +46,20 @@ out=$(timeout 60 srun --quiet -N2 -n4 --ntasks-per-node=2 --dl-train=gpus=none s
 if ((rc == 1)) && [[ $out == *"rank 3 (host "*"): RANK=9, but PMIx says 3"* && $out == *"the torch.distributed contract is wrong in 1 place(s)"* ]]; then
   ok "dltrain env: a contract that differs across ranks (RANK=9 on rank 3) names it and exits 1"
 else not_ok "dltrain env with a wrong RANK (rc=$rc)"; echo "$out" | diag; fi
+# One rank cannot allocate the reports (a test hook): it still takes part in an agreement, so
+# every rank exits 1 within seconds, rank 0 naming that rank once (the others waited in the
+# all-gather for ever, before).
+if have_test_hooks; then
+start=$SECONDS
+out=$(DLT_TEST_ENV_ALLOC_FAIL_RANK=2 timeout 60 srun --quiet -N2 -n4 --ntasks-per-node=2 bash -c \
+  '"$0" env; echo "task $SLURM_PROCID exit $?"' "$DLTRAIN" 2>&1); rc=$?
+el=$((SECONDS - start))
+want="dltrain: rank 2 on node n2: out of memory for the reports of 4 ranks"
+if ((rc == 0 && el < 20)) && [[ $(grep -cF -- "$want" <<<"$out") == 1 && $(grep -c '^task [0-3] exit 1$' <<<"$out") == 4 &&
+      $out != *"rank(s) on"* ]]; then
+  ok "dltrain env: one rank without memory for the reports: every rank exits 1 in ${el}s, rank 2 named once"
+else not_ok "dltrain env with a failed allocation on rank 2 (rc=$rc, ${el}s)"; echo "$out" | diag; fi
+else ok "$NO_HOOKS"; fi
 out=$(timeout 60 srun --quiet -N1 -n1 "$DLTRAIN" env --comm single 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"1 rank(s) on 1 node(s)"* && $out == *"(single, sum of ranks 0)"* ]]; then ok "single-rank path needs no MPI"; else not_ok "single rank (rc=$rc)"; echo "$out" | diag; fi
 

@@ -59,7 +59,11 @@ typedef struct {
     char words[256];         /* in: its words */
     int64_t value;           /* in: its value for dlt_agree_same */
     dlt_agree_failures f;    /* out */
+    dlt_agree_verdict v;     /* out */
     dlt_err e;               /* out: dlt_agree_first_failure's */
+    dlt_err e_as_is;         /* out: dlt_agree_first_failure_as_is's */
+    int as_is_rc;            /* out */
+    int64_t shared;          /* out: rank 0's value, through dlt_agree_share */
     int first_rc;            /* out */
     int same, reference, group, leader, count;
     char group_ranks[128];
@@ -76,11 +80,20 @@ static void *_rank_main(void *arg)
     char node[32];
     if (dlt_agree_failures_of(&a, c->rc, c->rc ? c->words : NULL, &c->f, &err) != 0)
         return NULL;
+    if (dlt_agree_verdict_of(&a, c->rc, c->words, &c->v, &err) != 0)
+        return NULL;
     dlt_err_clear(&c->e);
     if (c->rc)
         dlt_fail(&c->e, c->rc, "%s", c->words);
     snprintf(node, sizeof(node), "n%d", c->rank / 2);
     c->first_rc = dlt_agree_first_failure(&a, c->rc, node, &c->e);
+    dlt_err_clear(&c->e_as_is);
+    if (c->rc)
+        dlt_fail(&c->e_as_is, c->rc, "%s", c->words);
+    c->as_is_rc = dlt_agree_first_failure_as_is(&a, c->rc, &c->e_as_is);
+    c->shared = c->value;
+    if (dlt_agree_share(&a, &c->shared, sizeof(c->shared), 0, &err) != 0)
+        return NULL;
     if (dlt_agree_same(&a, &c->value, sizeof(c->value), &v, &err) != 0)
         return NULL;
     c->same = v.same;
@@ -118,8 +131,13 @@ static void test_all_well(void **state)
     for (int k = 0; k < 4; k++) {
         assert_int_equal(g_case[k].f.failed, 0);
         assert_int_equal(g_case[k].f.first, -1);
+        assert_int_equal(g_case[k].v.f.failed, 0);
+        assert_int_equal(g_case[k].v.all_alike + g_case[k].v.say_own + g_case[k].v.name_ranks, 0);
         assert_int_equal(g_case[k].first_rc, 0);
         assert_int_equal(g_case[k].e.code, 0);
+        assert_int_equal(g_case[k].as_is_rc, 0);
+        assert_int_equal(g_case[k].e_as_is.code, 0);
+        assert_int_equal(g_case[k].shared, 7);
         assert_int_equal(g_case[k].same, 1);
         assert_int_equal(g_case[k].group, 4);
         assert_int_equal(g_case[k].count, 4);
@@ -144,10 +162,19 @@ static void test_first_failure_by_rank_order(void **state)
         assert_int_equal(g_case[k].f.first_code, -ENOENT);
         assert_int_equal(g_case[k].f.alike, 0);
         assert_string_equal(g_case[k].f.ranks, "1, 3");
+        /* the verdict: ranks 1 and 3 say their own, rank 0 names them */
+        assert_string_equal(g_case[k].v.f.ranks, "1, 3");
+        assert_int_equal(g_case[k].v.all_alike, 0);
+        assert_int_equal(g_case[k].v.say_own, k == 1 || k == 3);
+        assert_int_equal(g_case[k].v.name_ranks, k == 0);
         assert_int_equal(g_case[k].first_rc, -ENOENT);
         assert_string_equal(g_case[k].e.msg,
                             "rank 1 on node n0 (and 1 more): /data/train: No such file or directory");
         assert_int_equal(g_case[k].e.agreed, 1);
+        /* as is: the same decision, the words without rank and node */
+        assert_int_equal(g_case[k].as_is_rc, -ENOENT);
+        assert_string_equal(g_case[k].e_as_is.msg, "/data/train: No such file or directory");
+        assert_int_equal(g_case[k].e_as_is.agreed, 1);
     }
 }
 
@@ -166,6 +193,9 @@ static void test_failures_alike_and_alone(void **state)
         assert_int_equal(g_case[k].f.alike, 1);
         assert_string_equal(g_case[k].f.ranks, "0, 1, 2");
         assert_string_equal(g_case[k].e.msg, "rank 0 on node n0 (and 2 more): the same");
+        assert_int_equal(g_case[k].v.all_alike, 1); /* rank 0 says it for all */
+        assert_int_equal(g_case[k].v.say_own, 0);
+        assert_int_equal(g_case[k].v.name_ranks, 0);
     }
     memset(g_case, 0, sizeof(g_case));
     g_case[4].rc = -EPROTO;
@@ -174,6 +204,9 @@ static void test_failures_alike_and_alone(void **state)
     for (int k = 0; k < 5; k++) {
         assert_string_equal(g_case[k].f.ranks, "4");
         assert_string_equal(g_case[k].e.msg, "rank 4 on node n2: bad");
+        assert_int_equal(g_case[k].v.all_alike, 0);
+        assert_int_equal(g_case[k].v.say_own, k == 4);
+        assert_int_equal(g_case[k].v.name_ranks, k == 0);
     }
 }
 
@@ -188,6 +221,7 @@ static void test_who_differs(void **state)
         g_case[k].value = vals[k];
     _run(6);
     for (int k = 0; k < 6; k++) {
+        assert_int_equal(g_case[k].shared, 5); /* rank 0's */
         assert_int_equal(g_case[k].same, 0);
         assert_int_equal(g_case[k].reference, 0);
         assert_int_equal(g_case[k].count, 5);

@@ -689,7 +689,7 @@ int dlt_check_preflight(int full, const dlt_backend_config *be, dltpmix_ctx *px,
     }
     rc = dlt_check_run(&cfg, px, comm, stderr, &err);
     if (rc == 1)
-        fprintf(stderr, "dltrain: rank %d: preflight could not run: %s\n", comm->rank, err.msg);
+        dlt_rank_say(comm->rank, "preflight could not run: %s", err.msg);
     else if (rc != 0 && comm->rank == 0)
         fprintf(stderr,
                 "dltrain: preflight (%s) found the job %s: every rank stops before the first step, exit "

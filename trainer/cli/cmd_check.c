@@ -46,7 +46,7 @@ int dlt_cmd_check(int argc, char **argv)
     cfg.precision = o.train.backend.precision;
     rc = dlt_check_run(&cfg, px, comm, stdout, &err);
     if (rc == 1)
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
+        dlt_rank_say(comm->rank, "%s", err.msg);
     dlt_cli_finish(px, comm);
     return rc;
 }

@@ -3,17 +3,20 @@
  * check that the host communicator sums correctly across ranks. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pmix/dltpmix.h"
+#include "trainer/comm/agree.h"
 #include "trainer/backend/backend.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/comm/comm.h"
 #include "common/affinity.h"
+#include "common/node_name.h"
 #include "common/exit_status.h"
 #include "common/env_contract.h"
 
@@ -104,10 +107,23 @@ static int _pci_report(const _rank_report *all, int n, int me)
         if (all[r].device < 0)
             continue;
         if (me == 0)
-            fprintf(all[r].pci_rc < 0 ? stderr : stdout, "dltrain: rank %d: %s\n", all[r].rank, all[r].pci);
+            dlt_rank_say_to(all[r].pci_rc < 0 ? stderr : stdout, all[r].rank, "%s", all[r].pci);
         bad |= all[r].pci_rc < 0;
     }
     return bad;
+}
+
+/* TEST ONLY: DLT_TEST_ENV_ALLOC_FAIL_RANK=R makes rank R's allocation of the reports fail, so the
+ * tests see every rank stop alike, promptly. Off when unset. */
+static int _test_alloc_fails(int rank)
+{
+#ifdef DLT_TEST_HOOKS
+    const char *v = getenv("DLT_TEST_ENV_ALLOC_FAIL_RANK");
+    return v && *v && atoi(v) == rank;
+#else
+    (void)rank;
+    return 0;
+#endif
 }
 
 static void _env_copy(char *dst, size_t len, const char *name)
@@ -126,6 +142,9 @@ int dlt_cmd_env(int argc, char **argv)
     dlt_comm *comm = NULL;
     const dltpmix_info *info;
     _rank_report mine, *all = NULL;
+    dlt_device_claim *claims = NULL;
+    dlt_agreement a;
+    char node[64];
     dlt_err err = DLT_ERR_INIT;
     int opt, rc = 1, next, contract_bad;
     long long sum;
@@ -141,6 +160,7 @@ int dlt_cmd_env(int argc, char **argv)
         return 1;
     }
     info = dltpmix_get_info(px);
+    a = dlt_agreement_of_pmix(px);
 
     memset(&mine, 0, sizeof(mine));
     mine.rank = info->rank;
@@ -161,27 +181,36 @@ int dlt_cmd_env(int argc, char **argv)
     mine.ncpus = dlt_affinity_list(mine.cpus, sizeof(mine.cpus));
     _device_report(&mine);
 
-    all = calloc((size_t)info->size, sizeof(*all));
-    if (!all) {
-        fprintf(stderr, "dltrain: out of memory\n");
-        goto out;
+    /* Every rank's report and GPU claim: a rank without the memory says so in an agreement (its
+     * record on the stack), so that every rank stops alike instead of waiting in the gather. */
+    if (!_test_alloc_fails(info->rank)) {
+        all = calloc((size_t)info->size, sizeof(*all));
+        claims = calloc((size_t)info->size, sizeof(*claims));
     }
-    if (dltpmix_allgather(px, &mine, sizeof(mine), all) != 0) {
-        fprintf(stderr, "dltrain: %s\n", dltpmix_error(px));
+    if (!all || !claims)
+        dlt_fail(&err, -ENOMEM, "out of memory for the reports of %d ranks (%zu bytes)", info->size,
+                 (size_t)info->size * (sizeof(*all) + sizeof(*claims)));
+    dlt_node_name(node, sizeof(node));
+    if (dlt_agree_first_failure(&a, err.code, node, &err) != 0 ||
+        dlt_agree_gather_into(&a, &mine, sizeof(mine), all, &err) != 0) {
+        if (!err.agreed)
+            dlt_rank_say(info->rank, "%s", err.msg);
+        else if (info->rank == 0)
+            fprintf(stderr, "dltrain: %s\n", err.msg);
         goto out;
     }
     if (dlt_comm_open(&comm, &(dlt_comm_request){comm_kind, 0, -1}, px, &err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
+        dlt_rank_say(info->rank, "%s", err.msg);
         goto out;
     }
     sum = info->rank;
     if (comm->ops->allreduce_sum(comm, &sum, 1, DLT_DTYPE_I64) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", info->rank, err.msg);
+        dlt_rank_say(info->rank, "%s", err.msg);
         goto out;
     }
     if (sum != (long long)info->size * (info->size - 1) / 2) {
-        fprintf(stderr, "dltrain: rank %d: %s all-reduce gave %lld, expected %lld\n", info->rank, comm->ops->name,
-                sum, (long long)info->size * (info->size - 1) / 2);
+        dlt_rank_say(info->rank, "%s all-reduce gave %lld, expected %lld", comm->ops->name, sum,
+                     (long long)info->size * (info->size - 1) / 2);
         goto out;
     }
     if (info->rank == 0) {
@@ -218,12 +247,7 @@ int dlt_cmd_env(int argc, char **argv)
 
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
     {
-        dlt_device_claim *claims = calloc((size_t)info->size, sizeof(*claims));
         int n = 0;
-        if (!claims) {
-            fprintf(stderr, "dltrain: out of memory\n");
-            goto out;
-        }
         for (int r = 0; r < info->size; r++)
             if (all[r].device >= 0) {
                 claims[n].rank = all[r].rank;
@@ -232,7 +256,6 @@ int dlt_cmd_env(int argc, char **argv)
                 n++;
             }
         rc = dlt_device_check_distinct(claims, n, &err);
-        free(claims);
         if (rc != 0) {
             if (info->rank == 0)
                 fprintf(stderr, "dltrain: %s\n", err.msg);
@@ -249,6 +272,7 @@ int dlt_cmd_env(int argc, char **argv)
     rc = contract_bad ? DLT_EXIT_FAILED : 0;
 out:
     dlt_comm_destroy(comm);
+    free(claims);
     free(all);
     if (dltpmix_finalize(px) != 0 && rc == 0)
         rc = 1;

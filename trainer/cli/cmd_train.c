@@ -390,7 +390,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
                                          : dlt_bench_run(&c, &b, comm, &err);
         /* The run's first failure, said once, with the rank. */
         if (run < 0 && err.msg[0]) /* empty: another rank said it for all */
-            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
+            dlt_rank_say(comm->rank, "%s", err.msg);
         rc = dlt_cli_exit_status(run);
     }
     dlt_run_claims_release(&claims); /* held here only when the run never took them over */

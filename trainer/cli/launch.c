@@ -70,31 +70,28 @@ static int _choose_gpu(dltpmix_ctx *px, dlt_comm_request *req, dlt_backend_confi
 static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
 {
     dlt_agreement a = dlt_agreement_of_pmix(px);
-    dlt_agree_failures f;
+    dlt_agree_verdict v;
     dlt_err err = DLT_ERR_INIT;
     if (a.size < 2) {
         if (problem)
             fprintf(stderr, "dltrain: %s\n", problem);
         return problem ? DLT_EXIT_USAGE : 0;
     }
-    if (dlt_agree_failures_of(&a, problem != NULL, problem, &f, &err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, err.msg);
+    if (dlt_agree_verdict_of(&a, problem != NULL, problem, &v, &err) != 0) {
+        dlt_rank_say(a.rank, "%s", err.msg);
         if (problem)
-            fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
+            dlt_rank_say(a.rank, "%s", problem);
         return 1;
     }
-    if (f.failed == 0)
+    if (v.f.failed == 0)
         return 0;
-    if (f.failed == a.size && f.alike) {
-        if (a.rank == 0)
-            fprintf(stderr, "dltrain: %s (every rank)\n", problem);
-        return DLT_EXIT_USAGE;
-    }
-    if (problem)
-        fprintf(stderr, "dltrain: rank %d: %s\n", a.rank, problem);
-    if (a.rank == 0)
-        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n", f.failed,
-                a.size, f.failed == 1 ? "" : "s", f.ranks);
+    if (v.all_alike && a.rank == 0)
+        fprintf(stderr, "dltrain: %s (every rank)\n", problem);
+    if (v.say_own)
+        dlt_rank_say(a.rank, "%s", problem);
+    if (v.name_ranks)
+        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n",
+                v.f.failed, a.size, v.f.failed == 1 ? "" : "s", v.f.ranks);
     return DLT_EXIT_USAGE;
 }
 
@@ -124,7 +121,7 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
     }
     if ((req->gpu && _choose_gpu(*px, req, backend, err) != 0) ||
         dlt_comm_open(comm, req, *px, err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", dltpmix_get_info(*px)->rank, err->msg);
+        dlt_rank_say(dltpmix_get_info(*px)->rank, "%s", err->msg);
         dltpmix_finalize(*px);
         *px = NULL;
         return 1;

@@ -51,21 +51,26 @@ dlt_agreement dlt_agreement_of_comm(dlt_comm *c)
     return a;
 }
 
+int dlt_agree_gather_into(const dlt_agreement *a, const void *mine, size_t bytes, void *all, dlt_err *err)
+{
+    if (a->size == 1) {
+        memcpy(all, mine, bytes);
+        return 0;
+    }
+    return a->gather(a->arg, mine, bytes, all, err);
+}
+
 int dlt_agree_gather(const dlt_agreement *a, const void *mine, size_t bytes, void **all, dlt_err *err)
 {
     int rc;
     *all = calloc((size_t)a->size, bytes ? bytes : 1);
     if (!*all) {
-        fprintf(stderr, "dltrain: rank %d: out of memory for an agreement of %d ranks\n", a->rank, a->size);
+        dlt_rank_say(a->rank, "out of memory for an agreement of %d ranks", a->size);
         if (a->abort && a->size > 1)
             a->abort(a->arg); /* cannot take part: the others would wait for this rank */
         return dlt_fail(err, -ENOMEM, "out of memory for an agreement of %d ranks", a->size);
     }
-    if (a->size == 1) {
-        memcpy(*all, mine, bytes);
-        return 0;
-    }
-    if ((rc = a->gather(a->arg, mine, bytes, *all, err)) != 0) {
+    if ((rc = dlt_agree_gather_into(a, mine, bytes, *all, err)) != 0) {
         free(*all);
         *all = NULL;
     }
@@ -140,7 +145,22 @@ int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, c
     return 0;
 }
 
-int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e)
+int dlt_agree_verdict_of(const dlt_agreement *a, int rc, const char *words, dlt_agree_verdict *v, dlt_err *err)
+{
+    int grc;
+    memset(v, 0, sizeof(*v));
+    if ((grc = dlt_agree_failures_of(a, rc, rc ? words : NULL, &v->f, err)) != 0)
+        return grc;
+    if (v->f.failed == 0)
+        return 0;
+    v->all_alike = v->f.failed == a->size && v->f.alike;
+    v->say_own = !v->all_alike && rc != 0;
+    v->name_ranks = !v->all_alike && a->rank == 0;
+    return 0;
+}
+
+/* dlt_agree_first_failure and dlt_agree_first_failure_as_is: named, the words say the rank and node. */
+static int _first_failure(const dlt_agreement *a, int rc, int named, const char *node, dlt_err *e)
 {
     dlt_agree_failures f;
     char words[sizeof(e->msg)] = "";
@@ -152,18 +172,35 @@ int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dl
     code = f.first_code < 0 ? f.first_code : -EIO;
     if (a->size == 1)
         return dlt_err_agree(e, rc);
-    if (a->rank == f.first) {
+    if (a->rank == f.first && named) {
         char more[32] = "";
         if (f.failed > 1)
             snprintf(more, sizeof(more), " (and %d more)", f.failed - 1);
         snprintf(words, sizeof(words), "rank %d on node %.63s%s: %.*s", f.first, node ? node : "?", more,
                  (int)sizeof(words) - 128, e->msg);
+    } else if (a->rank == f.first) {
+        snprintf(words, sizeof(words), "%s", e->msg);
     }
     if ((grc = dlt_agree_first_words(a, &f, words, sizeof(words), e)) != 0)
         return grc;
     dlt_err_clear(e); /* the job's first failure replaces this rank's own, alike everywhere */
     dlt_fail(e, code, "%s", words);
     return dlt_err_agree(e, code);
+}
+
+int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e)
+{
+    return _first_failure(a, rc, 1, node, e);
+}
+
+int dlt_agree_first_failure_as_is(const dlt_agreement *a, int rc, dlt_err *e)
+{
+    return _first_failure(a, rc, 0, NULL, e);
+}
+
+int dlt_agree_share(const dlt_agreement *a, void *buf, size_t bytes, int root, dlt_err *err)
+{
+    return a->size < 2 ? 0 : a->share(a->arg, buf, bytes, root, err);
 }
 
 int dlt_agree_same(const dlt_agreement *a, const void *mine, size_t bytes, dlt_agree_values *out, dlt_err *err)

@@ -31,6 +31,10 @@ dlt_agreement dlt_agreement_of_pmix(dltpmix_ctx *px);
 
 /* Every rank's record (bytes) gathered into *all (size * bytes, the caller frees it). */
 int dlt_agree_gather(const dlt_agreement *a, const void *mine, size_t bytes, void **all, dlt_err *err);
+/* The same into the caller's all (size * bytes): for records too large for an agreement to allocate
+ * unannounced, allocated first and agreed on (dlt_agree_first_failure) so that a rank without the
+ * memory stops every rank instead of leaving them in the gather. */
+int dlt_agree_gather_into(const dlt_agreement *a, const void *mine, size_t bytes, void *all, dlt_err *err);
 
 /* How many ranks pass flag != 0 (*count, the same on every rank). */
 int dlt_agree_count(const dlt_agreement *a, int flag, int *count, dlt_err *err);
@@ -51,12 +55,31 @@ int dlt_agree_failures_of(const dlt_agreement *a, int rc, const char *words, dlt
  * and filled on the others. */
 int dlt_agree_first_words(const dlt_agreement *a, const dlt_agree_failures *f, char *words, size_t len, dlt_err *err);
 
+/* A failure that each rank found alone (a stretch run alone: opening a run, checking the launch),
+ * and who says what, decided alike on every rank. When every rank failed with the same words, rank
+ * 0 says them once, for all; else each failing rank says its own, naming its rank, and rank 0 names
+ * the ranks that failed. Every rank then stops when any failed (v->f.failed). */
+typedef struct {
+    dlt_agree_failures f;
+    int all_alike;  /* every rank failed, with the same words: rank 0 says them for all */
+    int say_own;    /* this rank failed, not all alike: it says its own words with its rank */
+    int name_ranks; /* this is rank 0, some ranks failed, not all alike: it names them (f.ranks) */
+} dlt_agree_verdict;
+
+int dlt_agree_verdict_of(const dlt_agreement *a, int rc, const char *words, dlt_agree_verdict *v, dlt_err *err);
+
 /* The first failure of any rank, for every rank: when some rank failed, every rank's e holds the
  * lowest failing rank's words as "rank R on node N (and K more): WORDS" (node: each rank's own
  * name for itself, may be NULL) and is marked agreed, and the status returned is that rank's
  * (nonzero on every rank). 0 when no rank failed. A rank whose own failure came later than the
  * first keeps none of its own words: the first failure is what the job says. */
 int dlt_agree_first_failure(const dlt_agreement *a, int rc, const char *node, dlt_err *e);
+/* The same with the first failing rank's words as they are, without its rank and node: for a
+ * failure that only one rank can have (rank 0's listing) or whose words name the rank already. */
+int dlt_agree_first_failure_as_is(const dlt_agreement *a, int rc, dlt_err *e);
+
+/* root's bytes of buf to every rank (what the others decide from: rank 0's listing's size). */
+int dlt_agree_share(const dlt_agreement *a, void *buf, size_t bytes, int root, dlt_err *err);
 
 /* Is a value the same everywhere, and if not who differs. */
 typedef struct {

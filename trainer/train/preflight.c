@@ -29,7 +29,7 @@ static int _failures(dlt_comm *comm, int failed)
     dlt_err err = DLT_ERR_INIT;
     int count;
     if (dlt_agree_count(&a, failed, &count, &err) != 0) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
+        dlt_rank_say(comm->rank, "%s", err.msg);
         return -1;
     }
     return count;
@@ -38,7 +38,7 @@ static int _failures(dlt_comm *comm, int failed)
 static void _say(dlt_comm *comm, const char *msg)
 {
     if (comm->size > 1)
-        fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, msg);
+        dlt_rank_say(comm->rank, "%s", msg);
     else
         fprintf(stderr, "dltrain: %s\n", msg);
 }
@@ -148,7 +148,7 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
         dlt_agreement a = dlt_agreement_of_comm(comm);
         dlt_agree_values v;
         if (dlt_agree_same(&a, &mine, sizeof(mine), &v, dlt_err_fresh(&err)) != 0) {
-            fprintf(stderr, "dltrain: rank %d: %s\n", comm->rank, err.msg);
+            dlt_rank_say(comm->rank, "%s", err.msg);
             return 1;
         }
         memcpy(&rank0, dlt_agree_record(&v, 0), sizeof(rank0));
@@ -157,8 +157,8 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     }
     if (bad != 0) {
         if (mine != rank0)
-            fprintf(stderr, "dltrain: rank %d: the newest valid checkpoint in %s is %s here, but rank 0 finds %s\n",
-                    comm->rank, dir, s.found ? s.path : "none", rank0 >= 0 ? "another" : "none");
+            dlt_rank_say(comm->rank, "the newest valid checkpoint in %s is %s here, but rank 0 finds %s", dir,
+                         s.found ? s.path : "none", rank0 >= 0 ? "another" : "none");
         if (comm->rank == 0 && bad > 0)
             fprintf(stderr,
                     "dltrain: %d rank(s) see other checkpoints in %s than rank 0: --checkpoint-dir must be one "

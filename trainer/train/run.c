@@ -449,27 +449,28 @@ static int _open_model(dlt_run *r, dlt_run_purpose purpose)
 int dlt_run_agree_on_failure(dlt_run *r, int rc)
 {
     dlt_agreement a;
-    dlt_agree_failures f;
+    dlt_agree_verdict v;
     if (rc != 0)
         dlt_run_fail(r, rc);
     if (r->comm->size < 2)
         return rc;
     a = dlt_agreement_of_comm(r->comm);
-    if (dlt_agree_failures_of(&a, rc, rc ? r->err->msg : NULL, &f, r->err) != 0)
+    if (dlt_agree_verdict_of(&a, rc, r->err->msg, &v, r->err) != 0)
         return rc ? rc : -EIO; /* the communicator's error is in err: dlt_run_close ends every rank */
-    if (f.failed == 0)
+    if (v.f.failed == 0)
         return 0;
     dlt_err_agree(r->err, 0);
-    if (f.failed == r->comm->size && f.alike) {
+    if (v.all_alike) {
         if (r->comm->rank != 0)
             r->err->msg[0] = 0; /* rank 0 says it for all */
         return rc;
     }
-    if (rc != 0)
-        return rc;
-    if (r->comm->rank == 0)
+    if (v.say_own)
+        return rc; /* the error holds one message: a failing rank 0 says its own, not the others' */
+    if (v.name_ranks)
         return dlt_fail_agreed(r->err, -ECANCELED, "%d of %d ranks could not start the run (rank%s %s; their messages "
-                               "say why): every rank stops", f.failed, r->comm->size, f.failed == 1 ? "" : "s", f.ranks);
+                               "say why): every rank stops", v.f.failed, r->comm->size, v.f.failed == 1 ? "" : "s",
+                               v.f.ranks);
     return dlt_fail_agreed(r->err, -ECANCELED, "%s", "");
 }
 
@@ -499,9 +500,9 @@ void dlt_run_close(dlt_run *r, int failed)
      * peer, and freeing device memory would wait for them forever. abort() ends the process. */
     if (failed && r->comm &&
         ((r->comm->size > 1 && !r->err->agreed) || (r->comm->ops->nccl && r->be && !r->be->host_memory))) {
-        fprintf(stderr, "dltrain: rank %d: %s\n", r->comm->rank, r->err->msg);
+        dlt_rank_say(r->comm->rank, "%s", r->err->msg);
         if (r->comm->size > 1)
-            fprintf(stderr, "dltrain: rank %d: ending every rank of the run\n", r->comm->rank);
+            dlt_rank_say(r->comm->rank, "ending every rank of the run");
         fflush(NULL);
         /* The recorded step first: its NCCL work holds the communicator, and the abort would wait
          * for the graph forever (dlt_graph_ops.release). */

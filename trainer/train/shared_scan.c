@@ -20,34 +20,24 @@
 
 #define PIECE ((size_t)4 << 20)
 
-/* What rank 0 sends first: how its scan went, the list's size, its node. */
+/* What rank 0 sends once its scan succeeded: the list's size, its node, its path. */
 typedef struct {
-    int64_t rc;
     uint64_t len;
     char node[64];
     char path[4096];
-    char msg[1024];
 } scan_head;
 
 
-/* The list, in pieces (the NCCL communicator stages through a buffer of the piece's size); a rank
- * that could not allocate buf still takes part, into scratch. */
-static int _send_list(dlt_comm *comm, uint8_t *buf, size_t len, uint8_t *scratch)
+/* The list, in pieces (the NCCL communicator stages through a buffer of the piece's size). */
+static int _send_list(dlt_comm *comm, uint8_t *buf, size_t len)
 {
     for (size_t off = 0; off < len; off += PIECE) {
         size_t n = len - off < PIECE ? len - off : PIECE;
-        int rc = comm->ops->bcast(comm, buf ? buf + off : scratch, n, 0);
+        int rc = comm->ops->bcast(comm, buf + off, n, 0);
         if (rc != 0)
             return rc;
     }
     return 0;
-}
-
-/* Every rank learns whether any rank failed (rc, err) and, if so, the lowest such rank's words. */
-static int _agree(dlt_comm *comm, int rc, const char *node, dlt_err *err)
-{
-    dlt_agreement a = dlt_agreement_of_comm(comm);
-    return dlt_agree_first_failure(&a, rc, node, err);
 }
 
 /* The folder as rank 0 sees it: from its index when that still matches, else listed. With list
@@ -77,8 +67,9 @@ static int _list_folder(const char *path, const char *labels, dlt_dataset **ds, 
 int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, dlt_dataset **out,
                          dlt_shared_scan_info *info, dlt_err *err)
 {
+    dlt_agreement a = dlt_agreement_of_comm(comm);
     scan_head h;
-    uint8_t *buf = NULL, *scratch = NULL;
+    uint8_t *buf = NULL;
     size_t len = 0;
     char node[64] = "?";
     int rc = 0, crc;
@@ -94,46 +85,38 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
         double t0 = dlt_now();
         rc = _list_folder(path, labels, &ds, &buf, &len, info, err);
         info->scan_seconds = dlt_now() - t0;
-        h.rc = rc;
         h.len = rc == 0 ? len : 0;
         snprintf(h.node, sizeof(h.node), "%s", node);
         snprintf(h.path, sizeof(h.path), "%s", path);
-        if (rc != 0)
-            snprintf(h.msg, sizeof(h.msg), "%.1000s", err->msg);
     }
-    if ((crc = comm->ops->bcast(comm, &h, sizeof(h), 0)) != 0) {
+    /* Only rank 0 can fail here: every rank stops with its words. */
+    if ((crc = dlt_agree_first_failure_as_is(&a, rc, err)) != 0 ||
+        (crc = dlt_agree_share(&a, &h, sizeof(h), 0, err)) != 0) {
         free(buf);
         dlt_dataset_close(ds);
         return crc;
     }
-    h.node[sizeof(h.node) - 1] = h.path[sizeof(h.path) - 1] = h.msg[sizeof(h.msg) - 1] = '\0';
-    if (h.rc != 0) /* the same words on every rank: rank 0's */
-        return comm->rank == 0 ? dlt_err_agree(err, rc) : dlt_fail_agreed(err, (int)h.rc, "%s", h.msg);
+    h.node[sizeof(h.node) - 1] = h.path[sizeof(h.path) - 1] = '\0';
     len = (size_t)h.len;
     info->list_bytes = len;
-    if (comm->rank != 0) {
-        if (!(buf = malloc(len ? len : 1))) {
-            rc = dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%zu bytes)", path, len);
-            if (!(scratch = malloc(PIECE))) {
-                /* Cannot even take part in the sending: the others would wait for this rank. */
-                fprintf(stderr, "dltrain: rank %d on node %s: %s\n", comm->rank, node, err->msg);
-                comm->ops->abort(comm, 1);
-                return rc;
-            }
-        }
-    }
-    crc = _send_list(comm, buf, len, scratch);
-    free(scratch);
-    if (crc != 0) {
+    /* A rank that has no room for the list says so before the sending, which every rank then skips. */
+    if (comm->rank != 0 && !(buf = malloc(len ? len : 1)))
+        rc = dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%zu bytes)", path, len);
+    if ((crc = dlt_agree_first_failure(&a, rc, node, err)) != 0) {
         free(buf);
         dlt_dataset_close(ds);
         return crc;
     }
-    if (comm->rank != 0 && rc == 0 && strcmp(path, h.path)) {
+    if ((crc = _send_list(comm, buf, len)) != 0) {
+        free(buf);
+        dlt_dataset_close(ds);
+        return crc;
+    }
+    if (comm->rank != 0 && strcmp(path, h.path)) {
         /* Given another path than rank 0's: maybe another folder. This rank lists its own, and the
          * comparison of the ranks' digests that follows says whether they are the same. */
         rc = dlt_dataset_open_folder(&ds, path, labels, err);
-    } else if (comm->rank != 0 && rc == 0) {
+    } else if (comm->rank != 0) {
         rc = dlt_folder_list_open(&ds, path, buf, len, err);
         if (rc == 0 && strcmp(node, h.node)) {
             info->sampled = 1;
@@ -146,7 +129,7 @@ int dlt_shared_scan_open(dlt_comm *comm, const char *path, const char *labels, d
         }
     }
     free(buf);
-    if ((crc = _agree(comm, rc, node, err)) != 0) {
+    if ((crc = dlt_agree_first_failure(&a, rc, node, err)) != 0) {
         dlt_dataset_close(ds);
         return crc;
     }
