@@ -45,28 +45,6 @@ struct dlt_op {
 };
 
 
-static const char *_dnnl_status_str(dnnl_status_t s)
-{
-    switch (s) {
-    case dnnl_out_of_memory: return "out of memory";
-    case dnnl_invalid_arguments: return "invalid arguments";
-    case dnnl_unimplemented: return "unimplemented (no kernel for this shape/layout/type on this CPU)";
-    case dnnl_iterator_ends: return "iterator ends";
-    case dnnl_runtime_error: return "runtime error";
-    case dnnl_not_required: return "not required";
-    default: return "unknown oneDNN status";
-    }
-}
-
-/* oneDNN's check: 0, or -EIO with err saying file:line, the call and oneDNN's status. */
-static int _dnnl_check_at(dlt_err *err, dnnl_status_t s, const char *file, int line, const char *call)
-{
-    if (s == dnnl_success)
-        return 0;
-    return dlt_fail_at(err, file, line, -EIO, 0, "%s:%d: %s failed: %s", file, line, call, _dnnl_status_str(s));
-}
-#define DLT_DNNL_CHECK(err, call) _dnnl_check_at((err), (call), __FILE__, __LINE__, #call)
-
 static int _md(dlt_backend *be, dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_data_type_t dt,
                dnnl_format_tag_t tag)
 {
@@ -472,16 +450,6 @@ static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
     SET(op->m_ddst, dy);
     SET(op->m_dsrc, dx);
     return _exec(be, op->bwd_data, 3, a);
-}
-
-/* ------------------------------------------------------------------ GEMM */
-
-int dlt_backend_cpu_gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                         const float *b, int ldb, float beta, float *c, int ldc)
-{
-    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
-                                                        beta, c, ldc)));
-    return 0;
 }
 
 /* ------------------------------------------------------------------ memory (host) */
