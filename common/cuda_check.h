@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cuda_check: the CUDA-side helpers every GPU module shares: one check macro per library (CUDA
- * runtime, cuDNN, cuBLAS; NCCL's is in trainer/comm/nccl_call.h) that fills an error buffer with
- * file:line, the call and the library's own error string, device selection, a host wait that
+/* cuda_check: the CUDA-side helpers every GPU module shares: one check per library (CUDA runtime,
+ * cuDNN, cuBLAS; NCCL's is in trainer/comm/nccl_call.h) that turns the library's result into a
+ * status, filling an error with file:line, the call and the library's own error string (used
+ * inside status.h's DLT_TRY or DLT_TRY_GOTO), device selection, a host wait that
  * can be interrupted by a failed peer, and buffers that only grow. Built only with the CUDA
  * backend. */
 #ifndef DLT_CUDA_CHECK_H
@@ -20,25 +21,23 @@
 /* Writes "file:line: call: msg" into err and returns -EIO. */
 int dlt_cuda_fail(dlt_err *err, const char *file, int line, const char *call, const char *msg);
 
-/* Each returns -EIO from the calling function, with err filled, when the call fails. */
-#define DLT_CUDA_TRY(err, call)                                                                      \
-    do {                                                                                                      \
-        cudaError_t e_ = (call);                                                                              \
-        if (e_ != cudaSuccess)                                                                                \
-            return dlt_cuda_fail((err), __FILE__, __LINE__, #call, cudaGetErrorString(e_));         \
-    } while (0)
-#define DLT_CUDNN_TRY(err, call)                                                                     \
-    do {                                                                                                      \
-        cudnnStatus_t s_ = (call);                                                                            \
-        if (!dlt_cudnn_ok(s_))                                                                                \
-            return dlt_cuda_fail((err), __FILE__, __LINE__, #call, cudnnGetErrorString(s_));        \
-    } while (0)
-#define DLT_CUBLAS_TRY(err, call)                                                                    \
-    do {                                                                                                      \
-        cublasStatus_t s_ = (call);                                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                      \
-            return dlt_cuda_fail((err), __FILE__, __LINE__, #call, cublasGetStatusString(s_));      \
-    } while (0)
+/* Each is 0, or -EIO with err filled, for the call's result. A kernel launcher of ours returns a
+ * cudaError_t as int: DLT_CUDA_CHECK takes it too. */
+static inline int dlt_cuda_check_at(dlt_err *err, cudaError_t e, const char *file, int line, const char *call)
+{
+    return e == cudaSuccess ? 0 : dlt_cuda_fail(err, file, line, call, cudaGetErrorString(e));
+}
+static inline int dlt_cudnn_check_at(dlt_err *err, cudnnStatus_t s, const char *file, int line, const char *call)
+{
+    return dlt_cudnn_ok(s) ? 0 : dlt_cuda_fail(err, file, line, call, cudnnGetErrorString(s));
+}
+static inline int dlt_cublas_check_at(dlt_err *err, cublasStatus_t s, const char *file, int line, const char *call)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : dlt_cuda_fail(err, file, line, call, cublasGetStatusString(s));
+}
+#define DLT_CUDA_CHECK(err, call) dlt_cuda_check_at((err), (cudaError_t)(call), __FILE__, __LINE__, #call)
+#define DLT_CUDNN_CHECK(err, call) dlt_cudnn_check_at((err), (call), __FILE__, __LINE__, #call)
+#define DLT_CUBLAS_CHECK(err, call) dlt_cublas_check_at((err), (call), __FILE__, __LINE__, #call)
 /* GPUs the CUDA runtime sees (0 without a driver or device). */
 int dlt_cuda_device_count(void);
 /* Makes `requested` (-1: 0) the calling thread's device; *device gets it. */

@@ -74,8 +74,23 @@ static inline int dlt_err_agree(dlt_err *e, int code)
 void dlt_rank_say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dlt_rank_say_to(FILE *to, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Every call checked, one way out (NCCLCHECKGOTO): rc = call; on failure the callee's words get
- * the context fmt (NULL: none) and control goes to label, where the function cleans up once. */
+/* The checked call, one family for every call that returns 0 or a failure status with its words in
+ * e: the project's own functions, and a library's call through that library's check, which turns
+ * the library's result into such a status with file:line, the call and the library's own error
+ * string (DLT_CUDA_CHECK, DLT_CUDNN_CHECK, DLT_CUBLAS_CHECK in common/cuda_check.h, DLT_NCCL_CHECK
+ * in trainer/comm/nccl_call.h, DLT_DNNL_CHECK in the CPU backend, libdltpmix's own). A callee that
+ * returned a status without words gets its strerror.
+ *
+ * DLT_TRY: on failure the calling function returns the status. */
+#define DLT_TRY(e, call)                                                                                               \
+    do {                                                                                                               \
+        int dlt_try_rc_ = (call);                                                                                      \
+        if (dlt_try_rc_ != 0)                                                                                          \
+            return dlt_fail_prefix_at((e), __FILE__, __LINE__, dlt_try_rc_, NULL);                                     \
+    } while (0)
+
+/* DLT_TRY_GOTO, one way out (NCCLCHECKGOTO): rc = call; on failure the callee's words get the
+ * context fmt (NULL: none) and control goes to label, where the function cleans up once. */
 #define DLT_TRY_GOTO(e, rc, call, label, ...)                                                                    \
     do {                                                                                                         \
         if (((rc) = (call)) != 0) {                                                                              \

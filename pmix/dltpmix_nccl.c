@@ -92,23 +92,25 @@ static const char *_call_name(const char *call)
     return strncmp(call, "g_lib.", 6) ? call : call + 6;
 }
 
-/* libdltpmix reports into its context (dltpmix_error), not the trainer's buffers: its own checks. */
-#define DLTPMIX_CUDA_TRY(ctx, call)                                                                          \
-    do {                                                                                                     \
-        cudaError_t e_ = (call);                                                                             \
-        if (e_ != cudaSuccess)                                                                               \
-            return dltpmix_set_error((ctx), DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s", __FILE__,     \
-                                     __LINE__, _call_name(#call), g_lib.cudaGetErrorString(e_));      \
-    } while (0)
+/* libdltpmix reports into its context (dltpmix_error), not the trainer's buffers: its own checks, each
+ * 0 or a DLTPMIX_ERR_ status with the words set, for status.h's DLT_TRY. */
+static int _cuda_check_at(dltpmix_ctx *ctx, cudaError_t e, const char *file, int line, const char *call)
+{
+    if (e == cudaSuccess)
+        return 0;
+    return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s", file, line, _call_name(call),
+                             g_lib.cudaGetErrorString(e));
+}
+#define DLTPMIX_CUDA_CHECK(ctx, call) _cuda_check_at((ctx), (call), __FILE__, __LINE__, #call)
 
-#define DLTPMIX_NCCL_TRY(ctx, call)                                                                          \
-    do {                                                                                                     \
-        ncclResult_t r_ = (call);                                                                            \
-        if (r_ != ncclSuccess)                                                                               \
-            return dltpmix_set_error((ctx), DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s (%s)", __FILE__, \
-                                     __LINE__, _call_name(#call), g_lib.ncclGetErrorString(r_),          \
-                                     g_lib.ncclGetLastError(NULL));                                          \
-    } while (0)
+static int _nccl_check_at(dltpmix_ctx *ctx, ncclResult_t r, const char *file, int line, const char *call)
+{
+    if (r == ncclSuccess)
+        return 0;
+    return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s (%s)", file, line, _call_name(call),
+                             g_lib.ncclGetErrorString(r), g_lib.ncclGetLastError(NULL));
+}
+#define DLTPMIX_NCCL_CHECK(ctx, call) _nccl_check_at((ctx), (call), __FILE__, __LINE__, #call)
 
 int dltpmix_have_nccl(void)
 {
@@ -198,9 +200,9 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     pthread_once(&g_lib.once, _load);
     if (g_lib.why[0])
         return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "%s", g_lib.why);
-    DLTPMIX_CUDA_TRY(ctx, g_lib.cudaSetDevice(cuda_device));
+    DLT_TRY(&ctx->err, DLTPMIX_CUDA_CHECK(ctx, g_lib.cudaSetDevice(cuda_device)));
     if (ctx->info.rank == 0)
-        DLTPMIX_NCCL_TRY(ctx, g_lib.ncclGetUniqueId(&id));
+        DLT_TRY(&ctx->err, DLTPMIX_NCCL_CHECK(ctx, g_lib.ncclGetUniqueId(&id)));
     rc = dltpmix_bcast(ctx, 0, &id, sizeof(id));
     if (rc != 0)
         return rc;

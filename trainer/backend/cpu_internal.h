@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_internal: what the two files of the CPU backend share: cpu_onednn.c (oneDNN primitives:
  * convolutions, batch norm, max pooling; memory; lifetime) and cpu_loops.c (the plain loops:
- * elementwise work, average pooling, input, loss, results, the optimizer, the FC layer). Not for
- * use outside trainer/backend/cpu_*.c. */
+ * elementwise work, average pooling, input, loss, results, the optimizer, the FC layer and its
+ * GEMM), and oneDNN's check. Not for use outside trainer/backend/cpu_*.c. */
 #ifndef DLT_CPU_INTERNAL_H
 #define DLT_CPU_INTERNAL_H
 
+#include <errno.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include "trainer/backend/backend.h"
+#include "common/status.h"
 
 typedef struct {
     dlt_backend base;
@@ -42,7 +44,29 @@ static inline cpu_backend *_cpu(dlt_backend *be)
     return (cpu_backend *)be;
 }
 
-/* cpu_loops.c: its entries of the ops table. */
+static inline const char *_dnnl_status_str(dnnl_status_t s)
+{
+    switch (s) {
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented (no kernel for this shape/layout/type on this CPU)";
+    case dnnl_iterator_ends: return "iterator ends";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    default: return "unknown oneDNN status";
+    }
+}
+
+/* oneDNN's check: 0, or -EIO with err saying file:line, the call and oneDNN's status. */
+static inline int _dnnl_check_at(dlt_err *err, dnnl_status_t s, const char *file, int line, const char *call)
+{
+    if (s == dnnl_success)
+        return 0;
+    return dlt_fail_at(err, file, line, -EIO, 0, "%s:%d: %s failed: %s", file, line, call, _dnnl_status_str(s));
+}
+#define DLT_DNNL_CHECK(err, call) _dnnl_check_at((err), (call), __FILE__, __LINE__, #call)
+
+/* cpu_loops.c: its entries of the ops table (and dlt_backend_cpu_gemm, the FC layer's). */
 void dlt_cpu_loop_ops(dlt_backend_ops *ops);
 
 #endif

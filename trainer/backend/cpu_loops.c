@@ -235,6 +235,16 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
     return c->refresh_bound(be); /* the blocked copies of the convolutions' weights */
 }
 
+/* The FC layer's GEMM (backend.h), oneDNN's sgemm: here, with its one user inside the backend, so
+ * that cpu_loops.c calls nothing of cpu_onednn.c's. */
+int dlt_backend_cpu_gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc)
+{
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
+                                                        beta, c, ldc)));
+    return 0;
+}
+
 static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
 {
     /* y[n,k] = x[n,c] W[k,c]^T + b */

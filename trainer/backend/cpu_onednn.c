@@ -44,54 +44,34 @@ struct dlt_op {
     void *ws_buf;
 };
 
-#define DNNL_TRY(be, call)                                                                                    \
-    do {                                                                                                      \
-        dnnl_status_t s_ = (call);                                                                            \
-        if (s_ != dnnl_success) {                                                                             \
-            return dlt_fail((be)->err, -EIO, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                \
-                            _dnnl_status_str(s_));                                                            \
-        }                                                                                                     \
-    } while (0)
-
-static const char *_dnnl_status_str(dnnl_status_t s)
-{
-    switch (s) {
-    case dnnl_out_of_memory: return "out of memory";
-    case dnnl_invalid_arguments: return "invalid arguments";
-    case dnnl_unimplemented: return "unimplemented (no kernel for this shape/layout/type on this CPU)";
-    case dnnl_iterator_ends: return "iterator ends";
-    case dnnl_runtime_error: return "runtime error";
-    case dnnl_not_required: return "not required";
-    default: return "unknown oneDNN status";
-    }
-}
 
 static int _md(dlt_backend *be, dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_data_type_t dt,
                dnnl_format_tag_t tag)
 {
     dnnl_dims_t dims = {n, c, h, w};
-    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag)));
     return 0;
 }
 
 static int _mem(dlt_backend *be, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *handle)
 {
-    DNNL_TRY(be, dnnl_memory_create(m, md, _cpu(be)->engine, handle));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_create(m, md, _cpu(be)->engine, handle)));
     return 0;
 }
 
 static int _exec(dlt_backend *be, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
 {
-    DNNL_TRY(be, dnnl_primitive_execute(p, _cpu(be)->stream, nargs, args));
-    DNNL_TRY(be, dnnl_stream_wait(_cpu(be)->stream));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_execute(p, _cpu(be)->stream, nargs, args)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_stream_wait(_cpu(be)->stream)));
     return 0;
 }
 
 static int _reorder(dlt_backend *be, dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
 {
     dnnl_primitive_desc_t pd;
-    DNNL_TRY(be, dnnl_reorder_primitive_desc_create(&pd, from, _cpu(be)->engine, to, _cpu(be)->engine, NULL));
-    DNNL_TRY(be, dnnl_primitive_create(p, pd));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_reorder_primitive_desc_create(&pd, from, _cpu(be)->engine, to,
+                                                                                _cpu(be)->engine, NULL)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(p, pd)));
     dnnl_primitive_desc_destroy(pd);
     return 0;
 }
@@ -137,31 +117,35 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
         (rc = _md(be, &y_lp, s->n, s->k, s->oh, s->ow, act, dnnl_nhwc)))
         goto fail;
     x_md = x_f32;
-    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_any, 4, wdims, act, dnnl_format_tag_any));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(&w_any, 4, wdims, act, dnnl_format_tag_any)));
     /* The parameter buffer keeps conv weights KRSC (OHWI), as the GPU backend's kernels read them. */
-    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&w_user, 4, wdims, dnnl_f32, dnnl_ohwi));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(&w_user, 4, wdims, dnnl_f32, dnnl_ohwi)));
     /* Forward: bf16 or f32 in, f32 out. */
-    DNNL_TRY(be, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x_lp, &w_any,
-                                                     NULL, &y_md, strides, pad, pad));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                                                dnnl_convolution_direct, &x_lp, &w_any,
+                                                                                NULL, &y_md, strides, pad, pad)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL)));
     w_fmt = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
-    DNNL_TRY(be, dnnl_primitive_create(&op->fwd, fpd));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->fwd, fpd)));
     /* Backward data picks its own weight layout (forcing the forward's can leave only the reference
      * kernel); a second reorder per step is far cheaper than that. */
-    DNNL_TRY(be, dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_md, &w_any, &y_lp, strides,
-                                                           pad, pad));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd));
-    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_data, bpd));
+    DLT_TRY(be->err,
+            DLT_DNNL_CHECK(be->err, dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_md,
+                                                                             &w_any, &y_lp, strides, pad, pad)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_data, bpd)));
     wb_fmt = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0);
     {
         dnnl_memory_desc_t dw_any;
-        DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&dw_any, 4, wdims, dnnl_f32, dnnl_format_tag_any));
-        DNNL_TRY(be, dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &x_lp, &dw_any, NULL,
-                                                                  &y_lp, strides, pad, pad));
+        DLT_TRY(be->err, DLT_DNNL_CHECK(
+                             be->err, dnnl_memory_desc_init_by_tag(&dw_any, 4, wdims, dnnl_f32, dnnl_format_tag_any)));
+        DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_convolution_backward_weights_desc_init(
+                                                     &wd, dnnl_convolution_direct, &x_lp, &dw_any, NULL, &y_lp, strides,
+                                                     pad, pad)));
     }
-    DNNL_TRY(be, dnnl_primitive_desc_create(&wpd, &wd, NULL, _cpu(be)->engine, fpd));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&wpd, &wd, NULL, _cpu(be)->engine, fpd)));
     dw_fmt = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
-    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_weights, wpd));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_weights, wpd)));
 
     op->w_buf = _alloc_md(w_fmt);
     op->dw_buf = _alloc_md(dw_fmt);
@@ -327,17 +311,20 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     op->as = *s;
     if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)))
         goto fail;
-    DNNL_TRY(be, dnnl_memory_desc_init_by_tag(&cmd, 1, cdims, dnnl_f32, dnnl_a));
-    DNNL_TRY(be, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &md, eps, flags));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL));
-    DNNL_TRY(be, dnnl_primitive_create(&op->fwd, fpd));
-    DNNL_TRY(be, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &md, &md, eps, flags));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd));
-    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_data, bpd));
-    DNNL_TRY(be, dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &md, eps,
-                                                             flags | dnnl_use_global_stats));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&ipd, &id, NULL, _cpu(be)->engine, NULL));
-    DNNL_TRY(be, dnnl_primitive_create(&op->bn_infer, ipd));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(&cmd, 1, cdims, dnnl_f32, dnnl_a)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &md,
+                                                                                        eps, flags)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->fwd, fpd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &md, &md,
+                                                                                         eps, flags)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_data, bpd)));
+    DLT_TRY(be->err,
+            DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &md, eps,
+                                                                               flags | dnnl_use_global_stats)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&ipd, &id, NULL, _cpu(be)->engine, NULL)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_infer, ipd)));
     dnnl_primitive_desc_destroy(fpd);
     dnnl_primitive_desc_destroy(bpd);
     dnnl_primitive_desc_destroy(ipd);
@@ -421,12 +408,15 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     if ((rc = _md(be, &x_md, in->n, in->c, in->h, in->w, dnnl_f32, dnnl_nhwc)) ||
         (rc = _md(be, &y_md, in->n, in->c, oh, ow, dnnl_f32, dnnl_nhwc)))
         goto fail;
-    DNNL_TRY(be, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &x_md, &y_md, st, ker, pd, pd));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL));
-    DNNL_TRY(be, dnnl_primitive_create(&op->fwd, fpd));
-    DNNL_TRY(be, dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &x_md, &y_md, st, ker, pd, pd));
-    DNNL_TRY(be, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd));
-    DNNL_TRY(be, dnnl_primitive_create(&op->bwd_data, bpd));
+    DLT_TRY(be->err,
+            DLT_DNNL_CHECK(be->err, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &x_md,
+                                                                   &y_md, st, ker, pd, pd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->fwd, fpd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &x_md, &y_md, st,
+                                                                             ker, pd, pd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_data, bpd)));
     ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
     op->ws_buf = _alloc_md(ws_md);
     if (!op->ws_buf) {
@@ -460,15 +450,6 @@ static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
     SET(op->m_ddst, dy);
     SET(op->m_dsrc, dx);
     return _exec(be, op->bwd_data, 3, a);
-}
-
-/* ------------------------------------------------------------------ GEMM */
-
-int dlt_backend_cpu_gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                         const float *b, int ldb, float beta, float *c, int ldc)
-{
-    DNNL_TRY(be, dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
-    return 0;
 }
 
 /* ------------------------------------------------------------------ memory (host) */

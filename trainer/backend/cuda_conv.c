@@ -54,10 +54,11 @@
 static int _conv_descriptor(dlt_backend *be, const dlt_op *op, cudnnMathType_t math, cudnnConvolutionDescriptor_t *d)
 {
     const dlt_conv_shape *s = &op->cs;
-    DNN_TRY(be, cudnnCreateConvolutionDescriptor(d));
-    DNN_TRY(be, cudnnSetConvolution2dDescriptor(*d, s->pad, s->pad, s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                CUDNN_DATA_FLOAT));
-    DNN_TRY(be, cudnnSetConvolutionMathType(*d, math));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreateConvolutionDescriptor(d)));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnSetConvolution2dDescriptor(*d, s->pad, s->pad, s->stride, s->stride, 1, 1,
+                                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnSetConvolutionMathType(*d, math)));
     return 0;
 }
 
@@ -90,25 +91,29 @@ static int _search_algos(dlt_backend *be, dlt_op *op, algo_entry *e)
          * AlgoIterator::onlyDefaultAlgorithm: IMPLICIT_PRECOMP_GEMM forward, ALGO_1 for both
          * backward directions). Those are the fallback here when cuDNN refuses a heuristic pick
          * when it runs (_default_on_refusal). */
-        DNN_TRY(be, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, op->xd, op->wd, op->conv, op->yd,
-                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionForwardAlgorithm_v7(
+                                                      c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr)));
         if (op->cs.c == 3 ||
             !dlt_cudnn_ok(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, op->wd, op->yd, op->conv, op->xd,
                                                                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
             nd = 0;
-        DNN_TRY(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, op->xd, op->yd, op->conv, op->wd,
-                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                                      c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr)));
     } else {
         /* cuDNN times each candidate on scratch buffers of its own. */
-        DNN_TRY(be, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(
+                             be->err, cudnnFindConvolutionForwardAlgorithm(c->dnn, op->xd, op->wd, op->conv, op->yd,
+                                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fr)));
         /* The stem's data gradient is never computed (the images need none): no search for it. */
         if (op->cs.c == 3 ||
             !dlt_cudnn_ok(cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, op->wd, op->yd, op->conv, op->xd,
                                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dr)))
             nd = 0;
-        DNN_TRY(be, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, op->xd, op->yd, op->conv, op->wd,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnFindConvolutionBackwardFilterAlgorithm(
+                                                      c->dnn, op->xd, op->yd, op->conv, op->wd,
+                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wr)));
     }
     PICK(fr, nf, c->ws_limit, e->fwd, e->fwd_math, mf);
     PICK(wr, nw, c->ws_limit, e->bwd_filter, e->bwd_filter_math, mw);
@@ -130,12 +135,15 @@ static int _exact_ws(dlt_backend *be, const dlt_op *op, algo_entry *e)
 {
     cuda_backend *c = _cu(be);
     size_t f = 0, d = 0, w = 0;
-    DNN_TRY(be, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, op->xd, op->wd, op->conv_fwd, op->yd, e->fwd, &f));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionForwardWorkspaceSize(
+                                                  c->dnn, op->xd, op->wd, op->conv_fwd, op->yd, e->fwd, &f)));
     if (e->bwd_data_ok)
-        DNN_TRY(be, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd,
-                                                                 e->bwd_data, &d));
-    DNN_TRY(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd,
-                                                               e->bwd_filter, &w));
+        DLT_TRY(be->err,
+                DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                             c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd, e->bwd_data, &d)));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                         c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd, e->bwd_filter, &w)));
     f = f > d ? f : d;
     f = f > w ? f : w;
     e->ws = f > e->ws ? f : e->ws;
@@ -288,18 +296,21 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
         return rc;
     /* An NHWC filter descriptor is KRSC: in fp32/tf32 cuDNN reads the float parameter buffer
      * itself, in fp16/bf16 its twin. */
-    DNN_TRY(be, cudnnCreateFilterDescriptor(&op->wd));
-    DNN_TRY(be, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k, op->cp, s->r, s->s));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreateFilterDescriptor(&op->wd)));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnSetFilter4dDescriptor(op->wd, c->cdt, CUDNN_TENSOR_NHWC, s->k,
+                                                                         op->cp, s->r, s->s)));
     if ((rc = _conv_descriptor(be, op, c->math, &op->conv)) != 0)
         return rc;
     if (op->cp != s->c) {
-        CUDA_TRY(be, cudaMalloc(&op->x_pad, (size_t)s->n * s->h * s->w * op->cp * _dt_size(c->dt)));
+        DLT_TRY(be->err,
+                DLT_CUDA_CHECK(be->err, cudaMalloc(&op->x_pad, (size_t)s->n * s->h * s->w * op->cp * _dt_size(c->dt))));
         /* The pad channel's weights stay zero: the optimizer and params_loaded write channels
          * 0..2 only. Queued on the compute stream, so ordered before every later writer. */
-        CUDA_TRY(be, cudaMalloc(&op->w_pad, wn * _dt_size(c->dt)));
-        CUDA_TRY(be, cudaMemsetAsync(op->w_pad, 0, wn * _dt_size(c->dt), c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc(&op->w_pad, wn * _dt_size(c->dt))));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemsetAsync(op->w_pad, 0, wn * _dt_size(c->dt), c->s)));
     }
-    DNN_TRY(be, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w)));
     if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
         return dlt_fail(be->err, -EINVAL, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
                  s->n, s->k, s->oh, s->ow);
@@ -385,22 +396,25 @@ static int _default_on_refusal(dlt_backend *be, dlt_op *op, int dir, cudnnStatus
     if (dir == DIR_FWD) {
         if (e->fwd == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
             return 0;
-        DNN_TRY(be, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, op->xd, op->wd, op->conv_fwd, op->yd,
-                                                            CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionForwardWorkspaceSize(
+                                                      c->dnn, op->xd, op->wd, op->conv_fwd, op->yd,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need)));
         old = (int)e->fwd;
         e->fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
     } else if (dir == DIR_DATA) {
         if (e->bwd_data == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1)
             return 0;
-        DNN_TRY(be, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd,
-                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &need));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                                      c->dnn, op->wd, op->yd, op->conv_bwd_data, op->xd,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &need)));
         old = (int)e->bwd_data;
         e->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
     } else {
         if (e->bwd_filter == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1)
             return 0;
-        DNN_TRY(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd,
-                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &need));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                                      c->dnn, op->xd, op->yd, op->conv_bwd_filter, op->wd,
+                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &need)));
         old = (int)e->bwd_filter;
         e->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
     }
@@ -434,8 +448,8 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
         return rc;
     if (op->x_pad) {
         const dlt_conv_shape *s = &op->cs;
-        KERNEL_TRY(be, dlt_k_pad_channels(x, op->x_pad, c->dt, (size_t)s->n * s->h * s->w, s->c, op->cp,
-                                          (dlt_stream)c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_pad_channels(x, op->x_pad, c->dt, (size_t)s->n * s->h * s->w,
+                                                                    s->c, op->cp, (dlt_stream)c->s)));
         x = op->x_pad;
     }
     CONV_RUN(be, op, DIR_FWD, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd,
@@ -479,9 +493,11 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
     if (direct)
         return 0;
     if (op->cp == s->c)
-        KERNEL_TRY(be, dlt_k_cast_to_f32(c->dw_scratch, c->dt, dw, pixels * s->c, (dlt_stream)c->s));
+        DLT_TRY(be->err,
+                DLT_CUDA_CHECK(be->err, dlt_k_cast_to_f32(c->dw_scratch, c->dt, dw, pixels * s->c, (dlt_stream)c->s)));
     else
-        KERNEL_TRY(be, dlt_k_unpad_to_f32(c->dw_scratch, c->dt, dw, pixels, op->cp, s->c, (dlt_stream)c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_unpad_to_f32(c->dw_scratch, c->dt, dw, pixels, op->cp, s->c,
+                                                                    (dlt_stream)c->s)));
     return 0;
 }
 

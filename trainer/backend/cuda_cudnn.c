@@ -49,7 +49,7 @@ static void _release(dlt_backend *be, void *p)
 
 static int _upload(dlt_backend *be, void *dst, const void *src, size_t bytes)
 {
-    CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, _cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, _cu(be)->s)));
     return dlt_cu_wait(be, _cu(be)->s);
 }
 
@@ -61,7 +61,7 @@ static int _download(dlt_backend *be, void *dst, const void *src, size_t bytes)
     int rc = dlt_cu_wait(be, _cu(be)->s);
     if (rc)
         return rc;
-    CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, _cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, _cu(be)->s)));
     return dlt_cu_wait(be, _cu(be)->s);
 }
 
@@ -69,7 +69,8 @@ static int _copy(dlt_backend *be, void *dst, const void *src, size_t bytes)
 {
     /* Ordered on the compute stream with everything else that touches the buffers. */
     if (dst != src && bytes)
-        CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, _cu(be)->s));
+        DLT_TRY(be->err,
+                DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, _cu(be)->s)));
     return 0;
 }
 
@@ -85,7 +86,7 @@ static int _act_from_float(dlt_backend *be, float *act, const float *host, size_
     int rc, ke;
     if (c->dt == DLT_DT_F32)
         return _upload(be, act, host, n * sizeof(float));
-    CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc((void **)&tmp, n * sizeof(float) + 1)));
     rc = _upload(be, tmp, host, n * sizeof(float));
     if (rc == 0 && (ke = dlt_k_cast_from_f32(tmp, act, c->dt, n, (dlt_stream)c->s)) != 0)
         rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
@@ -102,7 +103,7 @@ static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t 
     int rc = 0, ke;
     if (c->dt == DLT_DT_F32)
         return _download(be, host, act, n * sizeof(float));
-    CUDA_TRY(be, cudaMalloc((void **)&tmp, n * sizeof(float) + 1));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc((void **)&tmp, n * sizeof(float) + 1)));
     if ((ke = dlt_k_cast_to_f32(act, c->dt, tmp, n, (dlt_stream)c->s)) != 0)
         rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "cast kernel", cudaGetErrorString((cudaError_t)ke));
     if (rc == 0)
@@ -293,13 +294,14 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     op->eps = eps < CUDNN_BN_MIN_EPSILON ? (float)CUDNN_BN_MIN_EPSILON : eps;
     if ((rc = dlt_cu_nhwc(be, &op->xd, s->n, s->c, s->h, s->w)) != 0)
         return rc;
-    DNN_TRY(be, cudnnCreateTensorDescriptor(&op->pd));
-    DNN_TRY(be, cudnnDeriveBNTensorDescriptor(op->pd, op->xd, c->bn_mode));
-    CUDA_TRY(be, cudaMalloc((void **)&op->save_mean, (size_t)s->c * sizeof(float)));
-    CUDA_TRY(be, cudaMalloc((void **)&op->save_inv, (size_t)s->c * sizeof(float)));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreateTensorDescriptor(&op->pd)));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnDeriveBNTensorDescriptor(op->pd, op->xd, c->bn_mode)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc((void **)&op->save_mean, (size_t)s->c * sizeof(float))));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc((void **)&op->save_inv, (size_t)s->c * sizeof(float))));
     if (c->bn_fusable) {
-        DNN_TRY(be, cudnnCreateActivationDescriptor(&op->act));
-        DNN_TRY(be, cudnnSetActivationDescriptor(op->act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreateActivationDescriptor(&op->act)));
+        DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnSetActivationDescriptor(op->act, CUDNN_ACTIVATION_RELU,
+                                                                               CUDNN_NOT_PROPAGATE_NAN, 0.0)));
     }
     if ((rc = _bn_choose(be, op)) != 0)
         return rc;
@@ -307,7 +309,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
         return dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm workspace sizes",
                              cudnnGetErrorString(st));
     if (op->reserve_size)
-        CUDA_TRY(be, cudaMalloc(&op->reserve, op->reserve_size));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc(&op->reserve, op->reserve_size)));
     /* An unfused layer of a fused-capable run does its ReLU backward into scratch when the network
      * asks for no residual gradient. */
     if (c->bn_fusable && !op->bn_fused &&
@@ -319,8 +321,8 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
 /* Batch mean and biased variance for the caller, from cuDNN's saved mean and 1/sqrt(var + eps). */
 static int _bn_report(dlt_backend *be, dlt_op *op, float *mean, float *var)
 {
-    KERNEL_TRY(be, dlt_k_bn_saved_to_var(op->save_mean, op->save_inv, mean, var, op->as.c, op->eps,
-                                         (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_bn_saved_to_var(op->save_mean, op->save_inv, mean, var, op->as.c,
+                                                                   op->eps, (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
@@ -329,10 +331,11 @@ static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const floa
 {
     cuda_backend *c = _cu(be);
     /* Running statistics are the network's business (bn_stats_update): cuDNN keeps none here. */
-    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero,
-                                                         op->xd, x, NULL, NULL, op->xd, y, op->pd, gamma, beta, 0.0, NULL,
-                                                         NULL, op->eps, op->save_mean, op->save_inv, NULL, c->ws,
-                                                         c->ws_size, op->reserve, op->reserve_size));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardTrainingEx(
+                                         c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, op->xd, x, NULL,
+                                         NULL, op->xd, y, op->pd, gamma, beta, 0.0, NULL, NULL, op->eps, op->save_mean,
+                                         op->save_inv, NULL, c->ws, c->ws_size, op->reserve, op->reserve_size)));
     return _bn_report(be, op, mean, var);
 }
 
@@ -340,8 +343,9 @@ static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const floa
                          const float *mean, const float *var, float *y)
 {
     cuda_backend *c = _cu(be);
-    DNN_TRY(be, cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &g_one, &g_zero, op->xd, x,
-                                                        op->xd, y, op->pd, gamma, beta, mean, var, op->eps));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardInference(
+                                                  c->dnn, CUDNN_BATCHNORM_SPATIAL, &g_one, &g_zero, op->xd, x, op->xd,
+                                                  y, op->pd, gamma, beta, mean, var, op->eps)));
     return 0;
 }
 
@@ -352,11 +356,12 @@ static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy,
     (void)beta;
     (void)mean;
     (void)var; /* cuDNN's own saved statistics of the forward are the same numbers, more precisely */
-    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one,
-                                                  &g_zero, op->xd, x, NULL, NULL, op->xd, dy, NULL, NULL, op->xd, dx,
-                                                  op->pd, gamma, NULL, dgamma, dbeta, op->eps, op->save_mean,
-                                                  op->save_inv, NULL, c->ws, c->ws_size, op->reserve,
-                                                  op->reserve_size));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationBackwardEx(
+                                         c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, &g_one, &g_zero,
+                                         op->xd, x, NULL, NULL, op->xd, dy, NULL, NULL, op->xd, dx, op->pd, gamma, NULL,
+                                         dgamma, dbeta, op->eps, op->save_mean, op->save_inv, NULL, c->ws, c->ws_size,
+                                         op->reserve, op->reserve_size)));
     return 0;
 }
 
@@ -369,14 +374,14 @@ static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const
     if (!op->bn_fused) { /* this shape's fallback: batch norm, then the add + ReLU kernel */
         if ((rc = _bn_fwd_train(be, op, x, gamma, beta, y, mean, var)) != 0)
             return rc;
-        KERNEL_TRY(be, dlt_k_add_relu(y, z, c->dt, _bn_count(op),
-                                      (dlt_stream)c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_add_relu(y, z, c->dt, _bn_count(op), (dlt_stream)c->s)));
         return 0;
     }
-    DNN_TRY(be, cudnnBatchNormalizationForwardTrainingEx(c->dnn, op->bn_mode, ops, &g_one, &g_zero, op->xd, x,
-                                                         z ? op->xd : NULL, z, op->xd, y, op->pd, gamma, beta, 0.0,
-                                                         NULL, NULL, op->eps, op->save_mean, op->save_inv, op->act, c->ws,
-                                                         c->ws_size, op->reserve, op->reserve_size));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardTrainingEx(
+                                         c->dnn, op->bn_mode, ops, &g_one, &g_zero, op->xd, x, z ? op->xd : NULL, z,
+                                         op->xd, y, op->pd, gamma, beta, 0.0, NULL, NULL, op->eps, op->save_mean,
+                                         op->save_inv, op->act, c->ws, c->ws_size, op->reserve, op->reserve_size)));
     return _bn_report(be, op, mean, var);
 }
 
@@ -387,21 +392,22 @@ static int _bn_bwd_relu(dlt_backend *be, dlt_op *op, const float *x, const float
     cudnnBatchNormOps_t ops = dz ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
     if (!op->bn_fused) { /* relu'(y) dy is the residual's gradient and batch norm's input gradient */
         void *g = dz ? (void *)dz : c->bn_scratch;
-        KERNEL_TRY(be, dlt_k_relu_bwd(y, dy, g, c->dt, _bn_count(op),
-                                      (dlt_stream)c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_relu_bwd(y, dy, g, c->dt, _bn_count(op), (dlt_stream)c->s)));
         return _bn_bwd(be, op, x, g, gamma, beta, NULL, NULL, dx, dgamma, dbeta);
     }
-    DNN_TRY(be, cudnnBatchNormalizationBackwardEx(c->dnn, op->bn_mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationBackwardEx(
+                                                  c->dnn, op->bn_mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
                                                   op->xd, y, op->xd, dy, dz ? op->xd : NULL, dz, op->xd, dx, op->pd,
                                                   gamma, beta, dgamma, dbeta, op->eps, op->save_mean, op->save_inv,
-                                                  op->act, c->ws, c->ws_size, op->reserve, op->reserve_size));
+                                                  op->act, c->ws, c->ws_size, op->reserve, op->reserve_size)));
     return 0;
 }
 
 static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *bm, const float *bv, int ch,
                             float momentum, float unbias)
 {
-    KERNEL_TRY(be, dlt_k_bn_stats_update(rm, rv, bm, bv, ch, momentum, unbias, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(
+                         be->err, dlt_k_bn_stats_update(rm, rv, bm, bv, ch, momentum, unbias, (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
@@ -419,18 +425,20 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     if ((rc = dlt_cu_nhwc(be, &op->xd, in->n, in->c, in->h, in->w)) != 0 ||
         (rc = dlt_cu_nhwc(be, &op->yd, in->n, in->c, dlt_out_size(in->h, k, stride, pad), dlt_out_size(in->w, k, stride, pad))))
         return rc;
-    DNN_TRY(be, cudnnCreatePoolingDescriptor(&op->pool));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreatePoolingDescriptor(&op->pool)));
     /* --deterministic: cuDNN's plain max-pooling backward may accumulate overlapping windows
      * (ResNet's 3x3 stride 2) with atomics, whose order varies; MAX_DETERMINISTIC does not
      * (cudnn_ops.h; cuDNN's reproducibility notes). */
     cudnnPoolingMode_t mode = _cu(be)->cfg.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
-    DNN_TRY(be, cudnnSetPooling2dDescriptor(op->pool, mode, CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride, stride));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnSetPooling2dDescriptor(op->pool, mode, CUDNN_NOT_PROPAGATE_NAN, k, k,
+                                                                          pad, pad, stride, stride)));
     return 0;
 }
 
 static int _maxpool_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
-    DNN_TRY(be, cudnnPoolingForward(_cu(be)->dnn, op->pool, &g_one, op->xd, x, &g_zero, op->yd, y));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(
+                         be->err, cudnnPoolingForward(_cu(be)->dnn, op->pool, &g_one, op->xd, x, &g_zero, op->yd, y)));
     op->px = x; /* backward reads the forward's input and output (they live until then) */
     op->py = y;
     return 0;
@@ -441,38 +449,40 @@ static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
     if (!op->px) {
         return dlt_fail(be->err, -EINVAL, "max-pool backward before any forward");
     }
-    DNN_TRY(be, cudnnPoolingBackward(_cu(be)->dnn, op->pool, &g_one, op->yd, op->py, op->yd, dy, op->xd, op->px, &g_zero,
-                                     op->xd, dx));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnPoolingBackward(_cu(be)->dnn, op->pool, &g_one, op->yd, op->py,
+                                                                   op->yd, dy, op->xd, op->px, &g_zero, op->xd, dx)));
     return 0;
 }
 
 static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
 {
-    KERNEL_TRY(be, dlt_k_add_relu(y, add, _cu(be)->dt, n, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_add_relu(y, add, _cu(be)->dt, n, (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
 static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
 {
-    KERNEL_TRY(be, dlt_k_relu_bwd(y, dy, dz, _cu(be)->dt, n, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_relu_bwd(y, dy, dz, _cu(be)->dt, n, (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
 static int _accumulate(dlt_backend *be, float *dst, const float *src, size_t n)
 {
-    KERNEL_TRY(be, dlt_k_accumulate(dst, src, _cu(be)->dt, n, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_accumulate(dst, src, _cu(be)->dt, n, (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
 static int _avgpool_fwd(dlt_backend *be, const dlt_act_shape *s, const float *x, float *y)
 {
-    KERNEL_TRY(be, dlt_k_avgpool_fwd(x, y, _cu(be)->dt, s->n, s->h * s->w, s->c, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_avgpool_fwd(x, y, _cu(be)->dt, s->n, s->h * s->w, s->c,
+                                                               (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
 static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy, float *dx)
 {
-    KERNEL_TRY(be, dlt_k_avgpool_bwd(dy, dx, _cu(be)->dt, s->n, s->h * s->w, s->c, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_avgpool_bwd(dy, dx, _cu(be)->dt, s->n, s->h * s->w, s->c,
+                                                               (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
@@ -503,9 +513,10 @@ static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float 
     /* y^T (k x n) = W (k x c) x^T; W's row-major [k, c] storage read column-major is W^T. */
     if ((rc = _fc_weights(be, w, (size_t)k * ch, &wl)) != 0)
         return rc;
-    KERNEL_TRY(be, dlt_k_bias_rows(y, b, c->dt, n, k, (dlt_stream)c->s));
-    BLAS_TRY(be, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, n, ch, &g_one, wl, c->blas_dt, ch, x, c->blas_dt, ch,
-                              &g_one, y, c->blas_dt, k, c->blas_compute, CUBLAS_GEMM_DEFAULT));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_bias_rows(y, b, c->dt, n, k, (dlt_stream)c->s)));
+    DLT_TRY(be->err, DLT_CUBLAS_CHECK(be->err, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, n, ch, &g_one, wl,
+                                                            c->blas_dt, ch, x, c->blas_dt, ch, &g_one, y, c->blas_dt, k,
+                                                            c->blas_compute, CUBLAS_GEMM_DEFAULT)));
     return 0;
 }
 
@@ -518,12 +529,14 @@ static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float 
     if ((rc = _fc_weights(be, w, (size_t)k * ch, &wl)) != 0)
         return rc;
     /* dW^T (c x k) = x^T (c x n) dy (n x k), written as float whatever the activation type. */
-    BLAS_TRY(be, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, ch, k, n, &g_one, x, c->blas_dt, ch, dy, c->blas_dt, k,
-                              &g_zero, dw, CUDA_R_32F, ch, c->blas_compute, CUBLAS_GEMM_DEFAULT));
-    KERNEL_TRY(be, dlt_k_colsum(dy, c->dt, db, n, k, (dlt_stream)c->s));
+    DLT_TRY(be->err, DLT_CUBLAS_CHECK(be->err, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, ch, k, n, &g_one, x,
+                                                            c->blas_dt, ch, dy, c->blas_dt, k, &g_zero, dw, CUDA_R_32F,
+                                                            ch, c->blas_compute, CUBLAS_GEMM_DEFAULT)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_colsum(dy, c->dt, db, n, k, (dlt_stream)c->s)));
     /* dx^T (c x n) = W^T (c x k) dy^T (k x n) */
-    BLAS_TRY(be, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, ch, n, k, &g_one, wl, c->blas_dt, ch, dy, c->blas_dt, k,
-                              &g_zero, dx, c->blas_dt, ch, c->blas_compute, CUBLAS_GEMM_DEFAULT));
+    DLT_TRY(be->err, DLT_CUBLAS_CHECK(be->err, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, ch, n, k, &g_one, wl,
+                                                            c->blas_dt, ch, dy, c->blas_dt, k, &g_zero, dx, c->blas_dt,
+                                                            ch, c->blas_compute, CUBLAS_GEMM_DEFAULT)));
     return 0;
 }
 

@@ -167,13 +167,6 @@ static inline size_t _dt_size(dlt_dt dt)
     return dt == DLT_DT_F32 ? 4 : 2;
 }
 
-/* The library checks of cuda_check.h, reporting into the backend's error sink. */
-#define CUDA_TRY(be, call) DLT_CUDA_TRY((be)->err, call)
-/* Our kernel launchers return a cudaError_t as int. */
-#define KERNEL_TRY(be, call) CUDA_TRY(be, (cudaError_t)(call))
-#define DNN_TRY(be, call) DLT_CUDNN_TRY((be)->err, call)
-#define BLAS_TRY(be, call) DLT_CUBLAS_TRY((be)->err, call)
-
 /* dlt_cuda_grow with the backend's peer check and error sink. */
 static inline int _grow(dlt_backend *be, void **dev, void **pin, size_t *size, size_t need, cudaStream_t st)
 {

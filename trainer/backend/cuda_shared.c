@@ -30,8 +30,9 @@ int dlt_cu_workspace(dlt_backend *be, size_t need)
 
 int dlt_cu_nhwc(dlt_backend *be, cudnnTensorDescriptor_t *d, int n, int ch, int h, int w)
 {
-    DNN_TRY(be, cudnnCreateTensorDescriptor(d));
-    DNN_TRY(be, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NHWC, _cu(be)->cdt, n, ch, h, w));
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreateTensorDescriptor(d)));
+    DLT_TRY(be->err,
+            DLT_CUDNN_CHECK(be->err, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NHWC, _cu(be)->cdt, n, ch, h, w)));
     return 0;
 }
 

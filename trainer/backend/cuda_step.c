@@ -48,9 +48,10 @@ static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
             return rc;
     }
     /* The slot's previous batch must have been normalized before the copy overwrites it. */
-    CUDA_TRY(be, cudaStreamWaitEvent(c->copy, c->in[slot].consumed, 0));
-    CUDA_TRY(be, cudaMemcpyAsync(c->in[slot].dev, src, bytes, cudaMemcpyHostToDevice, c->copy));
-    CUDA_TRY(be, cudaEventRecord(c->in[slot].staged, c->copy));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaStreamWaitEvent(c->copy, c->in[slot].consumed, 0)));
+    DLT_TRY(be->err,
+            DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(c->in[slot].dev, src, bytes, cudaMemcpyHostToDevice, c->copy)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventRecord(c->in[slot].staged, c->copy)));
     c->in[slot].pixels = pixels;
     c->in_count++;
     return 0;
@@ -64,9 +65,10 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
         return dlt_fail(be->err, -EINVAL, "normalize_input of %zu pixels: %s", pixels,
                  c->in_count ? "the staged batch differs in size" : "no batch staged");
     }
-    CUDA_TRY(be, cudaStreamWaitEvent(c->s, c->in[slot].staged, 0));
-    KERNEL_TRY(be, dlt_k_normalize(c->in[slot].dev, dst, c->dt, pixels, mean, inv_std, (dlt_stream)c->s));
-    CUDA_TRY(be, cudaEventRecord(c->in[slot].consumed, c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaStreamWaitEvent(c->s, c->in[slot].staged, 0)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_normalize(c->in[slot].dev, dst, c->dt, pixels, mean, inv_std,
+                                                             (dlt_stream)c->s)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventRecord(c->in[slot].consumed, c->s)));
     c->in_head = (slot + 1) % DLT_INPUT_STAGED;
     c->in_count--;
     return 0;
@@ -76,7 +78,8 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
 
 static int _results_reset(dlt_backend *be)
 {
-    CUDA_TRY(be, cudaMemsetAsync(be->results, 0, DLT_RES_COUNT * sizeof(double), _cu(be)->s));
+    DLT_TRY(be->err,
+            DLT_CUDA_CHECK(be->err, cudaMemsetAsync(be->results, 0, DLT_RES_COUNT * sizeof(double), _cu(be)->s)));
     return 0;
 }
 
@@ -91,8 +94,8 @@ static int _results_put(dlt_backend *be, int slot, double value)
     if (!c->capturing && (c->put_pending & (1u << slot)) && (rc = dlt_cu_wait(be, c->s)) != 0)
         return rc;
     c->pin_res->put[slot] = value; /* recorded: each replay sets it (dlt_step_inputs) */
-    CUDA_TRY(be, cudaMemcpyAsync(be->results + slot, &c->pin_res->put[slot], sizeof(double), cudaMemcpyHostToDevice,
-                                 c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(be->results + slot, &c->pin_res->put[slot], sizeof(double),
+                                                             cudaMemcpyHostToDevice, c->s)));
     if (!c->capturing)
         c->put_pending |= 1u << slot;
     return 0;
@@ -105,8 +108,9 @@ static int _results_read(dlt_backend *be, double *host)
     if (c->capturing) {
         return dlt_fail(be->err, -EINVAL, "the step's results cannot be read while the step is recorded as a CUDA graph");
     }
-    CUDA_TRY(be, cudaMemcpyAsync(c->pin_res->read, be->results, DLT_RES_COUNT * sizeof(double), cudaMemcpyDeviceToHost,
-                                 c->s));
+    DLT_TRY(be->err,
+            DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(c->pin_res->read, be->results, DLT_RES_COUNT * sizeof(double),
+                                                    cudaMemcpyDeviceToHost, c->s)));
     if ((rc = dlt_cu_wait(be, c->s)) != 0)
         return rc;
     memcpy(host, c->pin_res->read, DLT_RES_COUNT * sizeof(double));
@@ -140,18 +144,21 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
                     c->s)) != 0 ||
         (rc = _stage_labels(be, labels, n)) != 0)
         return rc;
-    CUDA_TRY(be, cudaMemcpyAsync(c->d_labels, c->pin_labels, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(c->d_labels, c->pin_labels, (size_t)n * sizeof(int32_t),
+                                                             cudaMemcpyHostToDevice, c->s)));
     if (!c->capturing)
-        CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
-    KERNEL_TRY(be, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits,
-                                      res + DLT_RES_LOSS, res + DLT_RES_TOP1, res + DLT_RES_TOP5,
-                                      res + DLT_RES_BAD_LABELS, (dlt_stream)c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventRecord(c->labels_free, c->s)));
+    DLT_TRY(be->err,
+            DLT_CUDA_CHECK(be->err, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits,
+                                                       res + DLT_RES_LOSS, res + DLT_RES_TOP1, res + DLT_RES_TOP5,
+                                                       res + DLT_RES_BAD_LABELS, (dlt_stream)c->s)));
     return 0;
 }
 
 static int _count_nonfinite(dlt_backend *be, const float *x, size_t n)
 {
-    KERNEL_TRY(be, dlt_k_count_nonfinite(x, n, be->results + DLT_RES_NONFINITE, (dlt_stream)_cu(be)->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_count_nonfinite(x, n, be->results + DLT_RES_NONFINITE,
+                                                                   (dlt_stream)_cu(be)->s)));
     return 0;
 }
 
@@ -160,9 +167,10 @@ static int _checksum(dlt_backend *be, const float *x, size_t n, double *sum)
     cuda_backend *c = _cu(be);
     int rc;
     if (!c->sum_scratch)
-        CUDA_TRY(be, cudaMalloc((void **)&c->sum_scratch, dlt_k_checksum_scratch()));
-    KERNEL_TRY(be, dlt_k_checksum(x, n, c->sum_scratch, c->d_checksum, (dlt_stream)c->s));
-    CUDA_TRY(be, cudaMemcpyAsync(&c->pin_res->checksum, c->d_checksum, sizeof(double), cudaMemcpyDeviceToHost, c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc((void **)&c->sum_scratch, dlt_k_checksum_scratch())));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_checksum(x, n, c->sum_scratch, c->d_checksum, (dlt_stream)c->s)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(&c->pin_res->checksum, c->d_checksum, sizeof(double),
+                                                             cudaMemcpyDeviceToHost, c->s)));
     if ((rc = dlt_cu_wait(be, c->s)) != 0)
         return rc;
     *sum = c->pin_res->checksum;
@@ -186,7 +194,7 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
     }
     /* A new plan: the old twin and table go (nothing queued may still read them), and every
      * convolution binds again (plan_gen). */
-    CUDA_TRY(be, cudaStreamSynchronize(c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaStreamSynchronize(c->s)));
     cudaFree(c->d_chunks);
     cudaFree(c->twin);
     c->d_chunks = NULL;
@@ -220,8 +228,8 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
     if (rc)
         return rc;
     if (c->dt != DLT_DT_F32 && n) {
-        CUDA_TRY(be, cudaMalloc(&c->twin, n * _dt_size(c->dt)));
-        CUDA_TRY(be, cudaMemsetAsync(c->twin, 0, n * _dt_size(c->dt), c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc(&c->twin, n * _dt_size(c->dt))));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemsetAsync(c->twin, 0, n * _dt_size(c->dt), c->s)));
     }
     c->params = params;
     c->nparams = n;
@@ -269,10 +277,11 @@ static int _sgd_step(dlt_backend *be, float *w, float *v, const float *g, float 
         /* Recorded: the learning rate changes every step, so the recording copies it from pinned
          * memory, which each replay sets (a kernel argument would stay the recorded value). */
         c->pin_res->lr = lr;
-        CUDA_TRY(be, cudaMemcpyAsync(c->d_lr, &c->pin_res->lr, sizeof(float), cudaMemcpyHostToDevice, c->s));
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(c->d_lr, &c->pin_res->lr, sizeof(float),
+                                                                 cudaMemcpyHostToDevice, c->s)));
         a.lr_dev = c->d_lr;
     }
-    KERNEL_TRY(be, dlt_k_sgd_flat(&a, (dlt_stream)c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_sgd_flat(&a, (dlt_stream)c->s)));
     return 0;
 }
 
@@ -283,8 +292,8 @@ static int _params_loaded(dlt_backend *be)
     if (!c->params)
         return 0;
     _sgd_copies(c, &twin, &stem);
-    KERNEL_TRY(be, dlt_k_params_to_lp(c->params, c->nparams, twin, stem, c->stem_lo, c->stem_hi, c->dt,
-                                      (dlt_stream)c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_params_to_lp(c->params, c->nparams, twin, stem, c->stem_lo,
+                                                                c->stem_hi, c->dt, (dlt_stream)c->s)));
     return 0;
 }
 
@@ -342,7 +351,7 @@ static int _capture_begin(dlt_backend *be)
     if ((rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err)) != 0)
         return rc;
     /* Everything queued so far (the input upload) runs before; the recording starts empty. */
-    CUDA_TRY(be, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal)));
     c->capturing = 1;
     return 0;
 }
@@ -392,7 +401,7 @@ static int _replay(dlt_backend *be, const dlt_step_inputs *in)
         if (e != cudaSuccess)
             return dlt_cuda_fail(be->err, __FILE__, __LINE__, "cudaGraphLaunch", cudaGetErrorString(e));
     }
-    CUDA_TRY(be, cudaEventRecord(c->labels_free, c->s));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventRecord(c->labels_free, c->s)));
     return 0;
 }
 

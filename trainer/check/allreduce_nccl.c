@@ -20,16 +20,17 @@ static int _run(dlt_comm *c, ncclComm_t nc, cudaStream_t s, float *d, const floa
 {
     double t0;
     if (src)
-        DLT_CUDA_TRY(c->err, cudaMemcpyAsync(d, src, count * sizeof(float), cudaMemcpyHostToDevice, s));
-    DLT_CUDA_TRY(c->err, cudaStreamSynchronize(s));
+        DLT_TRY(c->err,
+                DLT_CUDA_CHECK(c->err, cudaMemcpyAsync(d, src, count * sizeof(float), cudaMemcpyHostToDevice, s)));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaStreamSynchronize(s)));
     t0 = dlt_now();
     for (int i = 0; i < iters; i++)
-        DLT_NCCL_TRY(c->err, nc, ncclAllReduce(d, d, count, ncclFloat32, ncclSum, nc, s));
+        DLT_TRY(c->err, DLT_NCCL_CHECK(c->err, nc, ncclAllReduce(d, d, count, ncclFloat32, ncclSum, nc, s)));
     if (dlt_cuda_stream_wait(s, &c->peers, c->err) != 0)
         return -EIO;
     *seconds = dlt_now() - t0;
     if (dst)
-        DLT_CUDA_TRY(c->err, cudaMemcpy(dst, d, count * sizeof(float), cudaMemcpyDeviceToHost));
+        DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpy(dst, d, count * sizeof(float), cudaMemcpyDeviceToHost)));
     return 0;
 }
 

@@ -92,33 +92,32 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
     free(hb);
     if (rc)
         return rc;
-    DLT_CUDA_TRY(err, cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-    DLT_CUDA_TRY(err, cudaEventCreate(&g->e0));
-    DLT_CUDA_TRY(err, cudaEventCreate(&g->e1));
-    DLT_CUBLAS_TRY(err, cublasCreate(&g->h));
-    DLT_CUBLAS_TRY(err, cublasSetStream(g->h, g->s));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventCreate(&g->e0)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventCreate(&g->e1)));
+    DLT_TRY(err, DLT_CUBLAS_CHECK(err, cublasCreate(&g->h)));
+    DLT_TRY(err, DLT_CUBLAS_CHECK(err, cublasSetStream(g->h, g->s)));
     /* Row-major C = A B is column-major C^T = B^T A^T: B first. */
 #define DLT_GEMM_ONCE()                                                                                                \
-    DLT_CUBLAS_TRY(err,                                                                                        \
-                   cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, g->b, dt, n, g->a, dt, n, &zero, g->c,  \
-                                CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT))
+    DLT_TRY(err, DLT_CUBLAS_CHECK(err, cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, g->b, dt, n, g->a,  \
+                                                    dt, n, &zero, g->c, CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT)))
     DLT_GEMM_ONCE(); /* warm-up, and a first timing to size the loop */
-    DLT_CUDA_TRY(err, cudaEventRecord(g->e0, g->s));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(g->e0, g->s)));
     DLT_GEMM_ONCE();
-    DLT_CUDA_TRY(err, cudaEventRecord(g->e1, g->s));
-    DLT_CUDA_TRY(err, cudaEventSynchronize(g->e1));
-    DLT_CUDA_TRY(err, cudaEventElapsedTime(&ms, g->e0, g->e1));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(g->e1, g->s)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventSynchronize(g->e1)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventElapsedTime(&ms, g->e0, g->e1)));
     if (ms > 0 && budget_s * 1e3 / ms > iters)
         iters = budget_s * 1e3 / ms > 1000 ? 1000 : (int)(budget_s * 1e3 / ms);
-    DLT_CUDA_TRY(err, cudaEventRecord(g->e0, g->s));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(g->e0, g->s)));
     for (int i = 0; i < iters; i++)
         DLT_GEMM_ONCE();
 #undef DLT_GEMM_ONCE
-    DLT_CUDA_TRY(err, cudaEventRecord(g->e1, g->s));
-    DLT_CUDA_TRY(err, cudaEventSynchronize(g->e1));
-    DLT_CUDA_TRY(err, cudaEventElapsedTime(&ms, g->e0, g->e1));
-    DLT_CUDA_TRY(err, cudaMemcpy(c, g->c, nn * sizeof(float), cudaMemcpyDeviceToHost));
-    DLT_CUDA_TRY(err, cudaGetDeviceProperties(&prop, dev));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(g->e1, g->s)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventSynchronize(g->e1)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventElapsedTime(&ms, g->e0, g->e1)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaMemcpy(c, g->c, nn * sizeof(float), cudaMemcpyDeviceToHost)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaGetDeviceProperties(&prop, dev)));
     t->n = n;
     t->iters = iters;
     t->seconds = ms * 1e-3 / iters;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "trainer/cli/commands.h"
+#include "trainer/cli/launch.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/train/preflight.h"
 #include "trainer/model/resnet.h"
@@ -30,7 +31,7 @@ int dlt_cmd_info(int argc, char **argv)
         return DLT_EXIT_USAGE;
     }
     if (o.verify)
-        return dlt_verify_checkpoint_cmd(o.checkpoint);
+        return dlt_cli_exit_status(dlt_verify_checkpoint_cmd(o.checkpoint));
     cfg = o.train.model;
     cfg.batch = 1;
     layers = o.layers;

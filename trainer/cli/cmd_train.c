@@ -254,7 +254,8 @@ static void _unmute(int saved)
 }
 
 /* Checks every rank makes the same way before the run (see preflight.h); synthetic data too small
- * for one batch per rank is a usage error here (real data is counted when the trainer opens it). */
+ * for one batch per rank is a usage error here (real data is counted when the trainer opens it).
+ * Returns a run status (trainer.h), as the run does. */
 static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, const char *checkpoint, char *resume_path,
                       size_t resume_len, dlt_run_claims *claims)
 {
@@ -268,27 +269,27 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         if (dlt_loader_check_fit(n, c->model.batch, comm->size, what, &err) != 0) {
             if (comm->rank == 0)
                 fprintf(stderr, "dltrain: %s\n", err.msg);
-            return DLT_EXIT_USAGE;
+            return DLT_RUN_REFUSED_USAGE;
         }
     }
     if (!strcmp(cmd, "eval"))
         return dlt_preflight_eval_checkpoint(checkpoint, comm);
     if (strcmp(cmd, "train"))
-        return 0;
+        return DLT_RUN_DONE;
     if ((rc = dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm)) != 0)
         return rc;
-    if (c->baseline && dlt_preflight_baseline(c->baseline, comm) != 0)
-        return DLT_EXIT_USAGE;
+    if (c->baseline && (rc = dlt_preflight_baseline(c->baseline, comm)) != 0)
+        return rc;
     /* Claimed before the resume choice: a requeue that meets its previous run still saving waits
      * for it, then chooses among everything it saved. */
-    if (dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm) != 0)
-        return 1;
+    if ((rc = dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm)) != 0)
+        return rc;
     c->claims = claims;
     c->resume_chosen = c->resume && (!strcmp(c->resume, "auto") || !strcmp(c->resume, "auto-or-fresh"));
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
         return rc;
     if (!c->resume)
-        return 0;
+        return DLT_RUN_DONE;
     dlt_run_config_text(c, comm->size, now, sizeof(now));
     if (c->data && !c->classes_given)
         _drop_setting(now, "classes"); /* not known yet: the data's, matched by name to the checkpoint's at open */
@@ -329,7 +330,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         return DLT_EXIT_USAGE;
     }
     if (verify) /* one file pair, checked by this process: nothing to launch */
-        return dlt_verify_checkpoint_cmd(checkpoint);
+        return dlt_cli_exit_status(dlt_verify_checkpoint_cmd(checkpoint));
     if (!strcmp(cmd, "eval")) {
         /* The model as the checkpoint's state file records it, unless the options say (and agree);
          * a file without one (a torchvision export) needs --arch and friends as before. */
@@ -383,16 +384,16 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         return rc;
     }
     dlt_run_claims_init(&claims);
-    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len, &claims); /* an exit status */
-    if (rc == 0) {
-        int run = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, &err)
-                  : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, &err)
-                                         : dlt_bench_run(&c, &b, comm, &err);
+    rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len, &claims); /* a run status */
+    if (rc == DLT_RUN_DONE) {
+        rc = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, &err)
+             : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, &err)
+                                    : dlt_bench_run(&c, &b, comm, &err);
         /* The run's first failure, said once, with the rank. */
-        if (run < 0 && err.msg[0]) /* empty: another rank said it for all */
+        if (rc < 0 && err.msg[0]) /* empty: another rank said it for all */
             dlt_rank_say(comm->rank, "%s", err.msg);
-        rc = dlt_cli_exit_status(run);
     }
+    rc = dlt_cli_exit_status(rc);
     dlt_run_claims_release(&claims); /* held here only when the run never took them over */
     dlt_cli_finish(px, comm);
     return rc;

@@ -132,10 +132,12 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
 int dlt_cli_exit_status(int run_status)
 {
     switch (run_status) {
-    case 0: return 0;
+    case DLT_RUN_DONE: return DLT_EXIT_OK;
     case DLT_RUN_PREEMPTED: return DLT_EXIT_PREEMPTED;
     case DLT_RUN_STOPPED_UNSAVED: return DLT_EXIT_STOPPED_UNSAVED;
-    default: return 1;
+    case DLT_RUN_REFUSED_USAGE: return DLT_EXIT_USAGE;
+    case DLT_RUN_REFUSED: /* said why already */
+    default: return DLT_EXIT_FAILED; /* a negative status: err said why */
     }
 }
 

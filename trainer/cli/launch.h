@@ -20,9 +20,11 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
                    dltpmix_ctx **px, dlt_comm **comm, dlt_err *err);
 void dlt_cli_finish(dltpmix_ctx *px, dlt_comm *comm);
 
-/* The process's exit status for a run's status (dlt_train_run, dlt_eval_run, dlt_bench_run): 0
- * done, 1 failed (a negative status), DLT_EXIT_PREEMPTED or DLT_EXIT_STOPPED_UNSAVED for a run
- * stopped by a signal. The one place a run's end becomes an exit status. */
+/* The process's exit status for a run's status (trainer.h's dlt_run_status, or a negative status:
+ * dlt_train_run, dlt_eval_run, dlt_bench_run and the preflight checks before them): 0 done,
+ * DLT_EXIT_FAILED failed (a negative status, or refused before the start), DLT_EXIT_USAGE refused
+ * as a usage error, DLT_EXIT_PREEMPTED or DLT_EXIT_STOPPED_UNSAVED for a run stopped by a signal.
+ * The one place a run's end becomes an exit status. */
 int dlt_cli_exit_status(int run_status);
 
 /* Every rank's claim (host, GPU) gathered through PMIx and checked: 0, or nonzero with err set. */

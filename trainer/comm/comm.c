@@ -10,16 +10,6 @@
 
 #include "trainer/backend/cuda_module.h"
 
-size_t dlt_dtype_size(dlt_dtype type)
-{
-    switch (type) {
-    case DLT_DTYPE_F32: return 4;
-    case DLT_DTYPE_F64: return 8;
-    case DLT_DTYPE_I64: return 8;
-    }
-    return 0;
-}
-
 const char *dlt_comm_resolve(const dlt_comm_request *req, int ranks, dlt_err *err)
 {
     const char *kind = req->kind ? req->kind : "auto";

@@ -13,6 +13,18 @@
 
 typedef enum { DLT_DTYPE_F32 = 0, DLT_DTYPE_F64 = 1, DLT_DTYPE_I64 = 2 } dlt_dtype;
 
+/* Here with the type, not in comm.c: the communicators use it, and comm.c (which chooses and
+ * creates them) is the one file that calls into theirs. */
+static inline size_t dlt_dtype_size(dlt_dtype type)
+{
+    switch (type) {
+    case DLT_DTYPE_F32: return 4;
+    case DLT_DTYPE_F64: return 8;
+    case DLT_DTYPE_I64: return 8;
+    }
+    return 0;
+}
+
 typedef struct dlt_comm dlt_comm;
 
 typedef struct {
@@ -88,7 +100,5 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err);
  * device cuda_device (-1: the first visible); host buffers are staged through the device. */
 int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, dlt_err *err);
 #endif
-
-size_t dlt_dtype_size(dlt_dtype type);
 
 #endif

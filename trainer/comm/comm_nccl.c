@@ -53,9 +53,9 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
     if ((rc = _room(c, bytes)) != 0)
         return rc;
     memcpy(m->pinned, buf, bytes);
-    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
-    DLT_NCCL_TRY(c->err, m->nccl, ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s)));
+    DLT_TRY(c->err, DLT_NCCL_CHECK(c->err, m->nccl, ncclAllReduce(m->dbuf, m->dbuf, count, t, ncclSum, m->nccl, m->s)));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s)));
     if ((rc = _wait(c)) != 0)
         return rc;
     memcpy(buf, m->pinned, bytes);
@@ -69,9 +69,10 @@ static int _bcast(dlt_comm *c, void *buf, size_t bytes, int root)
     if ((rc = _room(c, bytes)) != 0)
         return rc;
     memcpy(m->pinned, buf, bytes);
-    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s));
-    DLT_NCCL_TRY(c->err, m->nccl, ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpyAsync(m->dbuf, m->pinned, bytes, cudaMemcpyHostToDevice, m->s)));
+    DLT_TRY(c->err,
+            DLT_NCCL_CHECK(c->err, m->nccl, ncclBroadcast(m->dbuf, m->dbuf, bytes, ncclUint8, root, m->nccl, m->s)));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, bytes, cudaMemcpyDeviceToHost, m->s)));
     if ((rc = _wait(c)) != 0)
         return rc;
     memcpy(buf, m->pinned, bytes);
@@ -89,10 +90,11 @@ static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
     if ((rc = _room(c, total)) != 0)
         return rc;
     memcpy((char *)m->pinned + at, mine, bytes);
-    DLT_CUDA_TRY(c->err, cudaMemcpyAsync((char *)m->dbuf + at, (char *)m->pinned + at, bytes, cudaMemcpyHostToDevice,
-                                         m->s));
-    DLT_NCCL_TRY(c->err, m->nccl, ncclAllGather((char *)m->dbuf + at, m->dbuf, bytes, ncclUint8, m->nccl, m->s));
-    DLT_CUDA_TRY(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, total, cudaMemcpyDeviceToHost, m->s));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpyAsync((char *)m->dbuf + at, (char *)m->pinned + at, bytes,
+                                                           cudaMemcpyHostToDevice, m->s)));
+    DLT_TRY(c->err, DLT_NCCL_CHECK(c->err, m->nccl,
+                                   ncclAllGather((char *)m->dbuf + at, m->dbuf, bytes, ncclUint8, m->nccl, m->s)));
+    DLT_TRY(c->err, DLT_CUDA_CHECK(c->err, cudaMemcpyAsync(m->pinned, m->dbuf, total, cudaMemcpyDeviceToHost, m->s)));
     if ((rc = _wait(c)) != 0)
         return rc;
     memcpy(all, m->pinned, total);
@@ -162,8 +164,8 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     nccl_impl *sm;
     int rank = 0, size = 0;
     *out = NULL;
-    DLT_NCCL_TRY(c->err, m->nccl,
-                 ncclCommSplit(m->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, NULL));
+    DLT_TRY(c->err, DLT_NCCL_CHECK(c->err, m->nccl,
+                                   ncclCommSplit(m->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, NULL)));
     if (!child)
         return 0;
     s = calloc(1, sizeof(*s));

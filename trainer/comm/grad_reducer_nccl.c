@@ -28,26 +28,23 @@ typedef struct {
     float lowp_premul; /* 1/world: the cast averages (dlt_grad_lowp_plan) */
 } nccl_path;
 
-#define R_CUDA_TRY(r, call) DLT_CUDA_TRY((r)->comm->err, call)
-#define R_KERNEL_TRY(r, call) R_CUDA_TRY(r, (cudaError_t)(call))
-#define R_NCCL_TRY(r, p, call) DLT_NCCL_TRY((r)->comm->err, (p)->nccl, call)
-
 static int _launch_bucket(dlt_grad_reducer *r, int i)
 {
+    dlt_err *err = r->comm->err;
     nccl_path *p = r->impl;
     const dlt_grad_bucket *b = &p->bk.b[i];
     size_t count = b->hi - b->lo;
     float *g = r->grads + b->lo;
     /* The bucket's gradients were written on the compute stream: the reduction waits for them. */
-    R_CUDA_TRY(r, cudaEventRecord(p->bucket_ready[i], p->compute));
-    R_CUDA_TRY(r, cudaStreamWaitEvent(p->cs, p->bucket_ready[i], 0));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(p->bucket_ready[i], p->compute)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaStreamWaitEvent(p->cs, p->bucket_ready[i], 0)));
     if (p->lowp) {
         void *lp = (char *)p->lowp + b->lo * 2;
-        R_KERNEL_TRY(r, dlt_cuda_grads_to_lowp(r->be, g, lp, count, p->lowp_premul, p->cs));
-        R_NCCL_TRY(r, p, ncclAllReduce(lp, lp, count, p->lowp_type, ncclSum, p->nccl, p->cs));
-        R_KERNEL_TRY(r, dlt_cuda_grads_from_lowp(r->be, lp, g, count, p->cs));
+        DLT_TRY(err, DLT_CUDA_CHECK(err, dlt_cuda_grads_to_lowp(r->be, g, lp, count, p->lowp_premul, p->cs)));
+        DLT_TRY(err, DLT_NCCL_CHECK(err, p->nccl, ncclAllReduce(lp, lp, count, p->lowp_type, ncclSum, p->nccl, p->cs)));
+        DLT_TRY(err, DLT_CUDA_CHECK(err, dlt_cuda_grads_from_lowp(r->be, lp, g, count, p->cs)));
     } else {
-        R_NCCL_TRY(r, p, ncclAllReduce(g, g, count, ncclFloat32, ncclSum, p->nccl, p->cs));
+        DLT_TRY(err, DLT_NCCL_CHECK(err, p->nccl, ncclAllReduce(g, g, count, ncclFloat32, ncclSum, p->nccl, p->cs)));
     }
     return 0;
 }
@@ -64,14 +61,15 @@ static int _ready(dlt_grad_reducer *r, size_t lo)
 
 static int _done(dlt_grad_reducer *r)
 {
+    dlt_err *err = r->comm->err;
     nccl_path *p = r->impl;
     int rc = _ready(r, 0);
     dlt_grad_buckets_reset(&p->bk);
     if (rc)
         return rc;
     /* The optimizer (compute stream) reads the gradients only after every reduction. */
-    R_CUDA_TRY(r, cudaEventRecord(p->comm_done, p->cs));
-    R_CUDA_TRY(r, cudaStreamWaitEvent(p->compute, p->comm_done, 0));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(p->comm_done, p->cs)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaStreamWaitEvent(p->compute, p->comm_done, 0)));
     return 0;
 }
 
@@ -88,14 +86,16 @@ static int _finish(dlt_grad_reducer *r)
  * the compute stream's sgd_step and results read see the sum. One rank: nothing to sum. */
 static int _agree(dlt_grad_reducer *r, double *results, int count)
 {
+    dlt_err *err = r->comm->err;
     nccl_path *p = r->impl;
     if (r->comm->size < 2)
         return 0;
-    R_CUDA_TRY(r, cudaEventRecord(p->results_ready, p->compute));
-    R_CUDA_TRY(r, cudaStreamWaitEvent(p->cs, p->results_ready, 0));
-    R_NCCL_TRY(r, p, ncclAllReduce(results, results, (size_t)count, ncclFloat64, ncclSum, p->nccl, p->cs));
-    R_CUDA_TRY(r, cudaEventRecord(p->comm_done, p->cs));
-    R_CUDA_TRY(r, cudaStreamWaitEvent(p->compute, p->comm_done, 0));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(p->results_ready, p->compute)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaStreamWaitEvent(p->cs, p->results_ready, 0)));
+    DLT_TRY(err, DLT_NCCL_CHECK(err, p->nccl,
+                                ncclAllReduce(results, results, (size_t)count, ncclFloat64, ncclSum, p->nccl, p->cs)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventRecord(p->comm_done, p->cs)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaStreamWaitEvent(p->compute, p->comm_done, 0)));
     return 0;
 }
 
@@ -141,16 +141,16 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
     if (!(p->bucket_ready = calloc((size_t)p->bk.n, sizeof(cudaEvent_t))))
         return dlt_fail(err, -ENOMEM, "out of memory");
     for (int i = 0; i < p->bk.n; i++)
-        DLT_CUDA_TRY(err, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming));
-    DLT_CUDA_TRY(err, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming));
-    DLT_CUDA_TRY(err, cudaEventCreateWithFlags(&p->results_ready, cudaEventDisableTiming));
+        DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventCreateWithFlags(&p->bucket_ready[i], cudaEventDisableTiming)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventCreateWithFlags(&p->comm_done, cudaEventDisableTiming)));
+    DLT_TRY(err, DLT_CUDA_CHECK(err, cudaEventCreateWithFlags(&p->results_ready, cudaEventDisableTiming)));
     /* The reductions' stream at the device's highest priority, so a bucket's all-reduce is not
      * queued behind the rest of backward's kernels (Apex's DDP and the MLPerf ResNet
      * implementations give communication a high-priority stream likewise). */
     {
         int least = 0, greatest = 0;
-        DLT_CUDA_TRY(err, cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        DLT_CUDA_TRY(err, cudaStreamCreateWithPriority(&p->cs, cudaStreamNonBlocking, greatest));
+        DLT_TRY(err, DLT_CUDA_CHECK(err, cudaDeviceGetStreamPriorityRange(&least, &greatest)));
+        DLT_TRY(err, DLT_CUDA_CHECK(err, cudaStreamCreateWithPriority(&p->cs, cudaStreamNonBlocking, greatest)));
     }
     if (cfg && cfg->lowp && prec != DLT_PREC_FP32) {
         p->lowp_type = prec == DLT_PREC_BF16 ? ncclBfloat16 : ncclFloat16;

@@ -20,12 +20,9 @@
 int dlt_nccl_settle(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, double timeout_s,
                     dlt_err *err);
 
-#define DLT_NCCL_TRY(err, comm, call)                                                                \
-    do {                                                                                                      \
-        int rc_ = dlt_nccl_settle((comm), (call), #call, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, (err));     \
-        if (rc_)                                                                                              \
-            return rc_;                                                                                       \
-    } while (0)
+/* The call's status through dlt_nccl_settle (0, or nonzero with err filled), for DLT_TRY. */
+#define DLT_NCCL_CHECK(err, comm, call)                                                                                \
+    dlt_nccl_settle((comm), (call), #call, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, (err))
 
 /* A peer check for waits on the GPU: nonzero (err filled) when NCCL reports an asynchronous error
  * on comm (a ncclComm_t), e.g. a lost peer. */

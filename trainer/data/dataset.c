@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dataset: what ImageFolder (imagefolder.c) and RecordIO (recordio.c) data sets share: indexed
- * reads, class names and their mapping, digests, what was left out, and the helpers of both. */
+ * reads (through the reader its opener set), class names and their mapping, digests, what was left
+ * out, and the helpers of both. It calls neither kind's file. */
 #include "config.h"
 
 #include <dirent.h>
@@ -285,6 +286,5 @@ int dlt_dataset_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size
 {
     if (i < 0 || i >= d->n)
         return dlt_fail(err, -EINVAL, "sample %lld out of range", (long long)i);
-    return d->recordio ? dlt_recordio_read(d, i, buf, cap, len, label, name, namelen, err)
-                       : dlt_imagefolder_read(d, i, buf, cap, len, label, name, namelen, err);
+    return d->ops->read(d, i, buf, cap, len, label, name, namelen, err);
 }

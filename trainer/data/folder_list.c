@@ -199,6 +199,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
         return _damaged(err, root, "counts out of range");
     if (!(d = calloc(1, sizeof(*d))))
         return dlt_fail(err, -ENOMEM, "out of memory for the list of %s", root);
+    d->ops = &dlt_imagefolder_ops;
     d->fd = -1;
     d->numbered = numbered != 0;
     snprintf(d->root, sizeof(d->root), "%s", root);

@@ -395,6 +395,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
     *out = NULL;
     if (!d)
         return dlt_fail(err, -ENOMEM, "out of memory opening %s", root);
+    d->ops = &dlt_imagefolder_ops;
     d->fd = -1;
     rc = labels_file ? _read_labels(d, root, labels_file, &cap, &classes, &ncls, err)
                      : _read_class_folders(d, root, &cap, &classes, &ncls, err);
@@ -413,8 +414,8 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
     return 0;
 }
 
-int dlt_imagefolder_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
-                         char *name, size_t namelen, dlt_err *err)
+static int _read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label, char *name,
+                 size_t namelen, dlt_err *err)
 {
     char path[PATH_MAX];
     struct stat st;
@@ -450,3 +451,5 @@ int dlt_imagefolder_path(const dlt_dataset *d, int64_t i, char *out, size_t outl
     int n = snprintf(out, outlen, "%s/%s", d->root, d->paths[i]);
     return n >= 0 && (size_t)n < outlen ? 0 : -ENAMETOOLONG;
 }
+
+const dlt_dataset_ops dlt_imagefolder_ops = {_read};

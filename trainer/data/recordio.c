@@ -338,6 +338,7 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, dlt_err *
     *out = NULL;
     if (!d)
         return -ENOMEM;
+    d->ops = &dlt_recordio_ops;
     d->recordio = 1;
     snprintf(d->rec_path, sizeof(d->rec_path), "%s", rec_path);
     snprintf(d->root, sizeof(d->root), "%s", rec_path);
@@ -368,8 +369,8 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, dlt_err *
     return 0;
 }
 
-int dlt_recordio_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label,
-                      char *name, size_t namelen, dlt_err *err)
+static int _read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label, char *name,
+                 size_t namelen, dlt_err *err)
 {
     int rc;
     uint32_t flag;
@@ -400,6 +401,8 @@ int dlt_recordio_read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, siz
     *len -= skip;
     return 0;
 }
+
+const dlt_dataset_ops dlt_recordio_ops = {_read};
 
 int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, dlt_err *err)
 {

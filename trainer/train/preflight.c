@@ -14,7 +14,6 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/agree.h"
-#include "common/exit_status.h"
 #include "common/io.h"
 #include "common/run_lock.h"
 #include "common/status.h"
@@ -61,7 +60,7 @@ int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
         if (bad > 0 && rc == 0 && comm->rank == 0)
             fprintf(stderr, "dltrain: %d rank(s) refused the checkpoint (their messages say why): nothing evaluated\n",
                     bad);
-        return 1;
+        return DLT_RUN_REFUSED;
     }
     if (comm->rank == 0) {
         if (info.verified)
@@ -72,7 +71,7 @@ int dlt_preflight_eval_checkpoint(const char *path, dlt_comm *comm)
                    info.state_path);
         fflush(stdout);
     }
-    return 0;
+    return DLT_RUN_DONE;
 }
 
 int dlt_verify_checkpoint_cmd(const char *path)
@@ -81,14 +80,14 @@ int dlt_verify_checkpoint_cmd(const char *path)
     dlt_err err = DLT_ERR_INIT;
     if (dlt_checkpoint_verify(path, &info, &err) != 0) {
         fprintf(stderr, "dltrain: verify: %s\n", err.msg);
-        return 1;
+        return DLT_RUN_REFUSED;
     }
     if (!info.verified) {
         fprintf(stderr,
                 "dltrain: verify: %s parses (%d tensors) but cannot be verified: no state file %s beside it "
                 "records its size and CRC\n",
                 path, info.tensors, info.state_path);
-        return 1;
+        return DLT_RUN_REFUSED;
     }
     printf("dltrain: verify: %s OK: %zu bytes and CRC-32 %08x match %s%s; %d tensors, after step %" PRId64
            " (the next step is in epoch %" PRId64 ")\n",
@@ -100,7 +99,7 @@ int dlt_verify_checkpoint_cmd(const char *path)
         printf("dltrain: verify: settings: %s\n", info.config);
     if (info.history[0])
         printf("dltrain: verify: changed on resume: %s\n", info.history);
-    return 0;
+    return DLT_RUN_DONE;
 }
 
 /* "PATH: why", without saying the path twice when the reason starts with it. */
@@ -129,19 +128,19 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     double mine, rank0;
     int fresh_ok, rc, bad;
     if (!mode || (strcmp(mode, "auto") && strcmp(mode, "auto-or-fresh")))
-        return 0; /* an explicit path: the trainer loads and checks it */
+        return DLT_RUN_DONE; /* an explicit path: the trainer loads and checks it */
     fresh_ok = !strcmp(mode, "auto-or-fresh");
     if (!dir) {
         if (comm->rank == 0)
             fprintf(stderr, "dltrain: --resume %s needs --checkpoint-dir DIR (where the run writes its checkpoints)\n",
                     mode);
-        return DLT_EXIT_USAGE;
+        return DLT_RUN_REFUSED_USAGE;
     }
     rc = dlt_checkpoint_scan_dir(dir, &s, &err);
     if (rc != 0)
         _say(comm, err.msg); /* e.g. permission denied: say so rather than start from scratch */
     if ((bad = _failures(comm, rc != 0)) != 0)
-        return 1;
+        return DLT_RUN_REFUSED;
     /* Every rank must continue from the same checkpoint: rank 0's finding against each rank's. */
     mine = _outcome(&s);
     {
@@ -149,7 +148,7 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
         dlt_agree_values v;
         if (dlt_agree_same(&a, &mine, sizeof(mine), &v, dlt_err_fresh(&err)) != 0) {
             dlt_rank_say(comm->rank, "%s", err.msg);
-            return 1;
+            return DLT_RUN_REFUSED;
         }
         memcpy(&rank0, dlt_agree_record(&v, 0), sizeof(rank0));
         bad = comm->size - dlt_agree_group_size(&v, 0);
@@ -164,7 +163,7 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
                     "dltrain: %d rank(s) see other checkpoints in %s than rank 0: --checkpoint-dir must be one "
                     "directory that every node shares\n",
                     bad, dir);
-        return 1;
+        return DLT_RUN_REFUSED;
     }
     if (comm->rank == 0 && s.refused > 0) {
         int shown = s.refused < DLT_CKPT_SCAN_MAX ? s.refused : DLT_CKPT_SCAN_MAX;
@@ -190,15 +189,15 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
     }
     if (!s.found) {
         if (s.candidates > 0 && !fresh_ok)
-            return 1;
+            return DLT_RUN_REFUSED;
         if (comm->rank == 0 && s.candidates == 0)
             printf("dltrain: no checkpoint in %s: starting from scratch\n", dir);
         *resume = NULL;
-        return 0;
+        return DLT_RUN_DONE;
     }
     snprintf(pathbuf, pathlen, "%s", s.path);
     *resume = pathbuf;
-    return 0;
+    return DLT_RUN_DONE;
 }
 
 int dlt_preflight_resume_settings(const char *path, const char *now, const char *overrides, dlt_comm *comm)
@@ -211,9 +210,9 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
         n = dlt_resume_compare(info.config, now, overrides, refused, sizeof(refused), changed, sizeof(changed));
     bad = _failures(comm, n > 0);
     if (bad < 0)
-        return 1;
+        return DLT_RUN_REFUSED;
     if (bad == 0)
-        return 0;
+        return DLT_RUN_DONE;
     if (comm->rank == 0) {
         if (n > 0) {
             char *line = refused;
@@ -230,7 +229,7 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
                             "one directory that every node shares\n", bad, path);
         }
     }
-    return n > 0 ? DLT_EXIT_USAGE : DLT_EXIT_FAILED;
+    return n > 0 ? DLT_RUN_REFUSED_USAGE : DLT_RUN_REFUSED;
 }
 
 /* Rank 0 can create dir (one level, or with its parents) and a file in it; else msg says why,
@@ -270,7 +269,7 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
         _probe_dir(tensorboard_dir, 1, "TensorBoard directory (--tensorboard)", msg, sizeof(msg));
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
-    return _failures(comm, msg[0] != 0) != 0 ? DLT_EXIT_USAGE : 0;
+    return _failures(comm, msg[0] != 0) != 0 ? DLT_RUN_REFUSED_USAGE : DLT_RUN_DONE;
 }
 
 int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const char *checkpoint_dir,
@@ -287,9 +286,9 @@ int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const
     /* The other ranks wait here while rank 0 waits for a previous incarnation. */
     if (_failures(comm, failed) != 0) {
         dlt_run_claims_release(claims);
-        return 1;
+        return DLT_RUN_REFUSED;
     }
-    return 0;
+    return DLT_RUN_DONE;
 }
 
 int dlt_preflight_baseline(const char *path, dlt_comm *comm)
@@ -299,5 +298,5 @@ int dlt_preflight_baseline(const char *path, dlt_comm *comm)
     int failed = comm->rank == 0 && dlt_run_log_baseline(path, &per_rank, &err) != 0;
     if (failed)
         fprintf(stderr, "dltrain: %s\n", err.msg);
-    return _failures(comm, failed) != 0 ? DLT_EXIT_USAGE : 0;
+    return _failures(comm, failed) != 0 ? DLT_RUN_REFUSED_USAGE : DLT_RUN_DONE;
 }

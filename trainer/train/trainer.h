@@ -15,13 +15,20 @@
 #include "common/exit_status.h"
 #include "common/status.h"
 
-/* How a training run can end besides done (0) and failed (a negative status): stopped by
- * SIGTERM/SIGUSR1 after writing its checkpoint, or stopped with nothing saved (no
- * --checkpoint-dir). These are the run's statuses, not exit statuses: the command decides the
- * process's exit status from them, once (dlt_cli_exit_status). */
-enum { DLT_RUN_PREEMPTED = 1, DLT_RUN_STOPPED_UNSAVED = 2 };
-
-/* The exit statuses the command gives them: DLT_EXIT_PREEMPTED, DLT_EXIT_STOPPED_UNSAVED. */
+/* How a run, or the checks every rank makes before it (preflight.h), ends besides done (0) and
+ * failed with err holding the first failure (a negative status): stopped by SIGTERM/SIGUSR1 after
+ * writing its checkpoint, stopped with nothing saved (no --checkpoint-dir), or refused before the
+ * start, every rank alike, after saying why (a run that could not start; a usage error: an option,
+ * a path or a setting to change). These are the run's statuses, not exit statuses: the command
+ * decides the process's exit status from them, once (dlt_cli_exit_status gives DLT_EXIT_PREEMPTED,
+ * DLT_EXIT_STOPPED_UNSAVED, DLT_EXIT_FAILED and DLT_EXIT_USAGE). */
+typedef enum {
+    DLT_RUN_DONE = 0,
+    DLT_RUN_PREEMPTED = 1,
+    DLT_RUN_STOPPED_UNSAVED = 2,
+    DLT_RUN_REFUSED = 3,
+    DLT_RUN_REFUSED_USAGE = 4,
+} dlt_run_status;
 
 typedef struct {
     dlt_model_config model; /* batch is per rank */
