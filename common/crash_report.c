@@ -44,7 +44,8 @@ void dlt_crash_report_install(void)
     struct rlimit as;
     stack_t st;
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
-        snprintf(g_limit, sizeof(g_limit), "; the address-space limit is %llu MiB (ulimit -v): short of memory, "
+        snprintf(g_limit, sizeof(g_limit),
+                 "; the address-space limit is %llu MiB (ulimit -v): short of memory, "
                  "oneDNN's code generator crashes this way: raise the limit or lower --batch",
                  (unsigned long long)(as.rlim_cur >> 20));
     memset(&st, 0, sizeof(st));

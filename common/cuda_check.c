@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/poll.h"
 #include "common/env_contract.h"
+#include "common/poll.h"
 
 int dlt_cuda_fail(dlt_err *err, const char *file, int line, const char *call, const char *msg)
 {
-        return dlt_fail(err, -EIO, "%s:%d: %s: %s", file, line, call, msg);
+    return dlt_fail(err, -EIO, "%s:%d: %s: %s", file, line, call, msg);
 }
 
 int dlt_cuda_device_count(void)
@@ -32,9 +32,10 @@ int dlt_cuda_select_device(int requested, int *device, dlt_err *err)
     int n = dlt_cuda_device_count(), d = requested < 0 ? 0 : requested;
     cudaError_t e;
     if (n == 0) {
-        return dlt_fail(err, -ENODEV, "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
-                 "them): run with --backend cpu or on a GPU node (srun --gpus-per-node=N)",
-                 getenv(DLT_ENV_CUDA_VISIBLE_DEVICES) ? getenv(DLT_ENV_CUDA_VISIBLE_DEVICES) : "");
+        return dlt_fail(err, -ENODEV,
+                        "the CUDA runtime sees no GPU (driver missing, or CUDA_VISIBLE_DEVICES='%s' hides "
+                        "them): run with --backend cpu or on a GPU node (srun --gpus-per-node=N)",
+                        getenv(DLT_ENV_CUDA_VISIBLE_DEVICES) ? getenv(DLT_ENV_CUDA_VISIBLE_DEVICES) : "");
     }
     if (d >= n) {
         return dlt_fail(err, -ENODEV, "--device %d: this task sees %d GPU(s) (0..%d)", d, n, n - 1);
@@ -49,7 +50,7 @@ int dlt_cuda_select_device(int requested, int *device, dlt_err *err)
 /* What one poll of a stream or an event asks. */
 typedef struct {
     cudaStream_t stream;
-    cudaEvent_t event; /* NULL: the stream */
+    cudaEvent_t event;           /* NULL: the stream */
     const dlt_peer_check *peers; /* asked between polls; NULL: none */
     dlt_err *err;
 } cuda_wait;
@@ -82,8 +83,8 @@ int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, dlt_err 
     return dlt_poll(_done, &w, 0);
 }
 
-int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
-                  const dlt_peer_check *peers, dlt_err *err)
+int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream, const dlt_peer_check *peers,
+                  dlt_err *err)
 {
     cudaError_t e;
     int rc;

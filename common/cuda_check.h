@@ -54,7 +54,7 @@ int dlt_cuda_event_wait(cudaEvent_t event, const dlt_peer_check *peers, dlt_err 
  * they hold. Growing first waits for `stream` (as dlt_cuda_stream_wait: work queued there may
  * still use the old buffers), then frees and allocates anew: the contents are not kept. On
  * failure both are NULL, *size is 0 and err says which allocation failed. */
-int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream,
-                  const dlt_peer_check *peers, dlt_err *err);
+int dlt_cuda_grow(void **dev, void **pin, size_t *size, size_t need, cudaStream_t stream, const dlt_peer_check *peers,
+                  dlt_err *err);
 
 #endif

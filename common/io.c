@@ -154,13 +154,14 @@ int dlt_check_parent_dir(const char *what, const char *path, dlt_err *err)
     if (stat(dir, &st) != 0) {
         int e = errno;
         if (e == ENOENT)
-            return dlt_fail(err, -e, "%s %s: its folder %s does not exist: create it (mkdir -p %s) or name "
-                            "another", what, path, dir, dir);
+            return dlt_fail(err, -e,
+                            "%s %s: its folder %s does not exist: create it (mkdir -p %s) or name "
+                            "another",
+                            what, path, dir, dir);
         return dlt_fail(err, -e, "%s %s: its folder %s: %s", what, path, dir, strerror(e));
     }
     if (!S_ISDIR(st.st_mode))
-        return dlt_fail(err, -ENOTDIR, "%s %s: %s is %s, not a folder", what, path, dir,
-                        dlt_file_kind(st.st_mode));
+        return dlt_fail(err, -ENOTDIR, "%s %s: %s is %s, not a folder", what, path, dir, dlt_file_kind(st.st_mode));
     return 0;
 }
 
@@ -196,7 +197,7 @@ int dlt_mkdirs(const char *path)
 /* The failure of one step of an atomic write, as its words and -errno. */
 static int _write_failed(const char *what, const char *path, int code, dlt_err *err)
 {
-        return dlt_fail(err, -code, "%s %s: %s", what, path, strerror(code));
+    return dlt_fail(err, -code, "%s %s: %s", what, path, strerror(code));
 }
 
 int dlt_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, dlt_err *err)

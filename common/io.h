@@ -4,10 +4,10 @@
 #ifndef DLT_IO_H
 #define DLT_IO_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
-#include "common/status.h"
 
 /* Writes all n bytes, retrying on EINTR and short writes. Returns 0 or -1 with errno set. */
 int dlt_write_all(int fd, const void *p, size_t n);

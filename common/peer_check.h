@@ -5,8 +5,8 @@
 #ifndef DLT_PEER_CHECK_H
 #define DLT_PEER_CHECK_H
 
-#include <stddef.h>
 #include "common/status.h"
+#include <stddef.h>
 
 typedef struct {
     int (*lost)(void *arg, dlt_err *err); /* nonzero, err filled: a peer is lost; NULL: never */

@@ -41,16 +41,17 @@ void dlt_run_holder_self(dlt_run_holder *h)
 int dlt_run_holder_format(const dlt_run_holder *h, char *buf, size_t len)
 {
     /* restart last: a holder line of this form still parses for a version that reads five fields */
-    int n = snprintf(buf, len, "host=%s pid=%ld job=%s step=%s since=%s restart=%d\n", h->host, h->pid, h->job,
-                     h->step, h->since[0] ? h->since : "-", h->restart);
+    int n = snprintf(buf, len, "host=%s pid=%ld job=%s step=%s since=%s restart=%d\n", h->host, h->pid, h->job, h->step,
+                     h->since[0] ? h->since : "-", h->restart);
     return n < 0 || (size_t)n >= len ? -ENOSPC : n;
 }
 
 int dlt_run_holder_parse(const char *text, dlt_run_holder *h)
 {
     memset(h, 0, sizeof(*h));
-    if (sscanf(text, "host=%63s pid=%ld job=%31s step=%31s since=%31s", h->host, &h->pid, h->job, h->step,
-               h->since) != 5 || h->pid <= 0)
+    if (sscanf(text, "host=%63s pid=%ld job=%31s step=%31s since=%31s", h->host, &h->pid, h->job, h->step, h->since) !=
+            5 ||
+        h->pid <= 0)
         return -EINVAL;
     /* A line written before the restart count was recorded: unknown. */
     if (sscanf(text, "host=%*s pid=%*d job=%*s step=%*s since=%*s restart=%d", &h->restart) != 1 || h->restart < 0)
@@ -77,9 +78,9 @@ static void _holder_words(int fd, char *out, size_t len, dlt_run_holder *h)
     if (n > 0) {
         buf[n] = '\0';
         if (dlt_run_holder_parse(buf, h) == 0) {
-            snprintf(out, len, "host %s, pid %ld%s%s%s%s, since %s", h->host, h->pid, strcmp(h->job, "-") ? ", Slurm job " : "",
-                     strcmp(h->job, "-") ? h->job : "", strcmp(h->step, "-") ? " step " : "",
-                     strcmp(h->step, "-") ? h->step : "", h->since);
+            snprintf(out, len, "host %s, pid %ld%s%s%s%s, since %s", h->host, h->pid,
+                     strcmp(h->job, "-") ? ", Slurm job " : "", strcmp(h->job, "-") ? h->job : "",
+                     strcmp(h->step, "-") ? " step " : "", strcmp(h->step, "-") ? h->step : "", h->since);
             return;
         }
     }
@@ -109,16 +110,20 @@ static int _claim(const char *opt, const char *shown, const char *path, double u
             continue;
         if (e != EWOULDBLOCK) {
             close(fd);
-            return dlt_fail(err, -e, "%s %s: cannot lock %s: %s (on NFS the lock needs the lock service: lockd for "
-                     "NFSv3, NFSv4 has it built in)", opt, shown, path, strerror(e));
+            return dlt_fail(err, -e,
+                            "%s %s: cannot lock %s: %s (on NFS the lock needs the lock service: lockd for "
+                            "NFSv3, NFSv4 has it built in)",
+                            opt, shown, path, strerror(e));
         }
         _holder_words(fd, who, sizeof(who), &h);
         rel = dlt_run_holder_relate(&me, &h);
         if (rel == DLT_HOLDER_EARLIER && dlt_now() < until) {
             /* This job's previous incarnation (a requeue) still ending: it lets go when it exits. */
             if (!said)
-                fprintf(stderr, "dltrain: %s %s is held by this job's previous run (%s): waiting up to %.0f s for "
-                        "it to end\n", opt, shown, who, until - dlt_now());
+                fprintf(stderr,
+                        "dltrain: %s %s is held by this job's previous run (%s): waiting up to %.0f s for "
+                        "it to end\n",
+                        opt, shown, who, until - dlt_now());
             said = 1;
             struct timespec ts = {0, 200000000L};
             nanosleep(&ts, NULL);
@@ -126,14 +131,20 @@ static int _claim(const char *opt, const char *shown, const char *path, double u
         }
         close(fd);
         if (rel == DLT_HOLDER_SAME_JOB)
-            return dlt_fail(err, -EBUSY, "%s %s is in use by step %s of this same Slurm job (%s; restart count %d "
-                     "there, %d here: no requeue): two steps of one job writing one path would overwrite each "
-                     "other's files; give this step another %s", opt, shown, h.step, who, h.restart, me.restart, opt);
+            return dlt_fail(err, -EBUSY,
+                            "%s %s is in use by step %s of this same Slurm job (%s; restart count %d "
+                            "there, %d here: no requeue): two steps of one job writing one path would overwrite each "
+                            "other's files; give this step another %s",
+                            opt, shown, h.step, who, h.restart, me.restart, opt);
         if (rel == DLT_HOLDER_EARLIER)
-            return dlt_fail(err, -EBUSY, "%s %s is still held by this job's previous run (%s) after waiting for it "
-                     "to end: end that process (it may hang on a lost node), then requeue", opt, shown, who);
-        return dlt_fail(err, -EBUSY, "%s %s is in use by another run (%s): two runs writing one path would overwrite or "
-                 "interleave each other's files; give this run another %s, or end the other one first", opt, shown, who, opt);
+            return dlt_fail(err, -EBUSY,
+                            "%s %s is still held by this job's previous run (%s) after waiting for it "
+                            "to end: end that process (it may hang on a lost node), then requeue",
+                            opt, shown, who);
+        return dlt_fail(err, -EBUSY,
+                        "%s %s is in use by another run (%s): two runs writing one path would overwrite or "
+                        "interleave each other's files; give this run another %s, or end the other one first",
+                        opt, shown, who, opt);
     }
     /* Ours: say who holds it, for the next one to be refused. */
     if (dlt_run_holder_format(&me, line, sizeof(line)) > 0 &&
@@ -181,9 +192,10 @@ int dlt_run_lock_file(dlt_run_lock *l, const char *opt, const char *path, int fi
             continue;
         close(fd);
         if (e == EWOULDBLOCK) {
-            return dlt_fail(err, -EBUSY, "%s %s is being written by another running process (it holds a lock on it): two "
-                     "runs appending to one file would interleave their lines; give this run another %s", opt, path,
-                     opt);
+            return dlt_fail(err, -EBUSY,
+                            "%s %s is being written by another running process (it holds a lock on it): two "
+                            "runs appending to one file would interleave their lines; give this run another %s",
+                            opt, path, opt);
         }
         return dlt_fail(err, -e, "%s %s: cannot lock it: %s", opt, path, strerror(e));
     }

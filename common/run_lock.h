@@ -5,8 +5,8 @@
 #ifndef DLT_RUN_LOCK_H
 #define DLT_RUN_LOCK_H
 
-#include <stddef.h>
 #include "common/status.h"
+#include <stddef.h>
 
 typedef struct {
     int fd; /* -1: nothing held */

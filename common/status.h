@@ -22,10 +22,13 @@ typedef struct dlt_err {
     int later;        /* a later failure was attempted (and ignored): context no longer added */
     const char *file; /* where the first failure was recorded (source file and line) */
     int line;
-    char msg[2048];   /* its words */
+    char msg[2048]; /* its words */
 } dlt_err;
 
-#define DLT_ERR_INIT {0}
+#define DLT_ERR_INIT                                                                                                   \
+    {                                                                                                                  \
+        0                                                                                                              \
+    }
 
 /* Records a failure: kept, with fmt's words, when it is the first (code 0 records nothing).
  * Returns code. e may be NULL (the caller wants the status only). */
@@ -91,12 +94,12 @@ void dlt_rank_say_to(FILE *to, int rank, const char *fmt, ...) __attribute__((fo
 
 /* DLT_TRY_GOTO, one way out (NCCLCHECKGOTO): rc = call; on failure the callee's words get the
  * context fmt (NULL: none) and control goes to label, where the function cleans up once. */
-#define DLT_TRY_GOTO(e, rc, call, label, ...)                                                                    \
-    do {                                                                                                         \
-        if (((rc) = (call)) != 0) {                                                                              \
-            dlt_fail_prefix_at((e), __FILE__, __LINE__, (rc), __VA_ARGS__);                                      \
-            goto label;                                                                                          \
-        }                                                                                                        \
+#define DLT_TRY_GOTO(e, rc, call, label, ...)                                                                          \
+    do {                                                                                                               \
+        if (((rc) = (call)) != 0) {                                                                                    \
+            dlt_fail_prefix_at((e), __FILE__, __LINE__, (rc), __VA_ARGS__);                                            \
+            goto label;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 #endif

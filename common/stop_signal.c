@@ -2,8 +2,8 @@
 /* stop_signal: the stop request of TERM, USR1 and INT. */
 #include "config.h"
 
-#include "common/stop_signal.h"
 #include "common/exit_status.h"
+#include "common/stop_signal.h"
 
 #include <string.h>
 #include <unistd.h>

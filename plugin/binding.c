@@ -53,8 +53,8 @@ static int _gpu_by_gres_index(const dlt_topology *t, int idx)
     return idx < t->ngpus ? sorted[idx] : -1;
 }
 
-int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus,
-                          dlt_step_gpus *out, dlt_err *err)
+int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus, dlt_step_gpus *out,
+                          dlt_err *err)
 {
     int vis[DLT_MAX_GPUS], gres[DLT_MAX_GPUS], nvis, ngres;
     memset(out, 0, sizeof(*out));
@@ -71,8 +71,9 @@ int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const
         int idx = ngres >= 0 ? gres[i] : vis[i];
         int g = _gpu_by_gres_index(t, idx);
         if (g < 0) {
-            return dlt_fail(err, -ENODEV, "the step's GPU %d (CUDA_VISIBLE_DEVICES=%.64s) is not among the %d GPUs NVML sees",
-                     idx, cuda_visible, t->ngpus);
+            return dlt_fail(err, -ENODEV,
+                            "the step's GPU %d (CUDA_VISIBLE_DEVICES=%.64s) is not among the %d GPUs NVML sees", idx,
+                            cuda_visible, t->ngpus);
         }
         out->topo[i] = g;
     }
@@ -187,18 +188,17 @@ int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_
                     used += (size_t)w;
             }
             return dlt_fail(err, -ENODEV, "nic=%s: no such HCA or interface on this node (found: %s)", nic_name,
-                     t->nnics ? have : "none");
+                            t->nnics ? have : "none");
         }
-        out->nic_distance = out->gpu >= 0 ? dlt_topo_pci_distance(t, t->gpus[out->gpu].pci, t->nics[out->nic].pci)
-                                          : DLT_DIST_SYS;
+        out->nic_distance =
+            out->gpu >= 0 ? dlt_topo_pci_distance(t, t->gpus[out->gpu].pci, t->nics[out->nic].pci) : DLT_DIST_SYS;
     } else if (t->nnics > 0) {
         out->nic = _nearest_nic(t, out->gpu >= 0 ? t->gpus[out->gpu].pci : -1, &out->nic_distance);
     }
     return 0;
 }
 
-int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf,
-                             size_t buflen)
+int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf, size_t buflen)
 {
     size_t used;
     int n;

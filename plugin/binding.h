@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "topology.h"
 #include "common/status.h"
+#include "topology.h"
 
 /* The step's GPUs on this node, in Slurm's order. */
 typedef struct {
@@ -30,8 +30,8 @@ typedef struct {
  * it; step_gpus: SLURM_STEP_GPUS (gres.conf positions; may be NULL, then cuda_visible is used).
  * Position i of the gres list is the GPU with /dev/nvidia minor i when one exists (gres.conf
  * File=/dev/nvidia[0-N]), else the i-th GPU in PCI order. */
-int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus,
-                          dlt_step_gpus *out, dlt_err *err);
+int dlt_step_gpus_resolve(const dlt_topology *t, const char *cuda_visible, const char *step_gpus, dlt_step_gpus *out,
+                          dlt_err *err);
 
 /* The order local ranks take GPUs in: a greedy ring that follows the most NVLinks (ties: PCI
  * distance, then Slurm's order), so neighbouring ranks share links. */
@@ -43,12 +43,11 @@ int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_
 
 /* CUDA_VISIBLE_DEVICES for the task: only its GPU (gpus=task: all_step_gpus 0), or all step GPUs
  * with its own first (gpus=step: device 0 is still the task's GPU, CUDA IPC/P2P to peers works). */
-int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf,
-                             size_t buflen);
+int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf, size_t buflen);
 
 /* NCCL_IB_HCA / NCCL_SOCKET_IFNAME values for the chosen NIC ("" when not applicable). */
-void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_hca, size_t hcalen,
-                          char *ifname, size_t iflen);
+void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_hca, size_t hcalen, char *ifname,
+                          size_t iflen);
 
 /* A CPU task's CPUs (no GPU to be near): task local_rank of local_count on the node takes NUMA node
  * local_rank * nnuma / local_count (the node's tasks spread evenly over its NUMA nodes), as far as

@@ -62,8 +62,7 @@ int main(int argc, char **argv)
         dlt_binding b;
         dlt_cpuset allowed;
         char cpus[256], vis[128], hca[64], ifn[64];
-        if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, &err) ||
-            dlt_cpuset_parse(argv[7], &allowed) ||
+        if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, &err) || dlt_cpuset_parse(argv[7], &allowed) ||
             dlt_binding_choose(&topo, &s, atoi(argv[6]), &allowed, argc > 8 ? argv[8] : "", &b, &err)) {
             fprintf(stderr, "dltrain-topo: %s\n", err.msg);
             return 1;
@@ -73,8 +72,9 @@ int main(int argc, char **argv)
             snprintf(vis, sizeof(vis), "-");
         dlt_binding_nccl_nic(&topo, &b, hca, sizeof(hca), ifn, sizeof(ifn));
         printf("gpu=%s pci=%s cpus=%s numa_local=%d nic=%s dist=%s hca=%s ifname=%s order=", vis,
-               b.gpu >= 0 ? topo.gpus[b.gpu].busid : "-", cpus, b.cpus_numa_local, b.nic >= 0 ? topo.nics[b.nic].name : "-",
-               dlt_distance_name(b.nic_distance), hca[0] ? hca : "-", ifn[0] ? ifn : "-");
+               b.gpu >= 0 ? topo.gpus[b.gpu].busid : "-", cpus, b.cpus_numa_local,
+               b.nic >= 0 ? topo.nics[b.nic].name : "-", dlt_distance_name(b.nic_distance), hca[0] ? hca : "-",
+               ifn[0] ? ifn : "-");
         for (int k = 0; k < s.n; k++)
             printf("%s%s", k ? "," : "", s.label[s.order[k]]);
         printf("\n");

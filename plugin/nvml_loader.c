@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define RESOLVE(field, sym, required)                                                                          \
-    do {                                                                                                       \
-        *(void **)(&nvml->field) = dlsym(nvml->handle, sym);                                                   \
-        if (!nvml->field && (required)) {                                                                      \
-            dlt_fail(err, -EIO, "NVML library %s lacks %s (driver too old?)", path, sym);                    \
-            goto fail;                                                                                         \
-        }                                                                                                      \
+#define RESOLVE(field, sym, required)                                                                                  \
+    do {                                                                                                               \
+        *(void **)(&nvml->field) = dlsym(nvml->handle, sym);                                                           \
+        if (!nvml->field && (required)) {                                                                              \
+            dlt_fail(err, -EIO, "NVML library %s lacks %s (driver too old?)", path, sym);                              \
+            goto fail;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 int dlt_nvml_open(dlt_nvml *nvml, const char *path, dlt_err *err)

@@ -4,8 +4,8 @@
 #ifndef DLT_NVML_LOADER_H
 #define DLT_NVML_LOADER_H
 
-#include <stddef.h>
 #include "common/status.h"
+#include <stddef.h>
 
 /* The subset of NVML's ABI the plugin uses, declared here so the plugin builds without nvml.h.
  * tests/unit/test_nvml_loader.c checks these against nvml.h where it is installed. */

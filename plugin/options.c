@@ -27,8 +27,8 @@ int dlt_valid_name(const char *s, int allow_comma)
         return 0;
     for (; s[n]; n++) {
         char c = s[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                 c == '.' || c == ':' || c == '-' || (allow_comma && c == ',');
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+                 c == ':' || c == '-' || (allow_comma && c == ',');
         if (!ok || n >= DLT_NAME_MAX - 1)
             return 0;
     }
@@ -80,8 +80,8 @@ static int _parse_bool(const char *v, int *out)
     return 0;
 }
 
-#define SITE_KEYS                                                                                            \
-    "default_bind, default_nccl, default_gpus, enable, allow_bind_none, topo_dir, nvml_lib, sysfs_root, "      \
+#define SITE_KEYS                                                                                                      \
+    "default_bind, default_nccl, default_gpus, enable, allow_bind_none, topo_dir, nvml_lib, sysfs_root, "              \
     "nccl_socket_ifname, nccl_ib_hca"
 
 static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv[], dlt_err *err)
@@ -93,7 +93,7 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
         const char *val;
         if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof(key))
             return dlt_fail(err, -EINVAL, "plugstack.conf argument '%.64s' is not key=value (keys: %s)", arg ? arg : "",
-                         SITE_KEYS);
+                            SITE_KEYS);
         memcpy(key, arg, (size_t)(eq - arg));
         key[eq - arg] = '\0';
         val = eq + 1;
@@ -116,7 +116,7 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
         } else if (!strcmp(key, "topo_dir")) {
             if (!_valid_path(val) || val[0] != '/')
                 return dlt_fail(err, -EINVAL, "plugstack.conf topo_dir='%.64s' must be an absolute path under %d bytes",
-                             val, DLT_PATH_MAX);
+                                val, DLT_PATH_MAX);
             snprintf(site->topo_dir, sizeof(site->topo_dir), "%s", val);
         } else if (!strcmp(key, "nvml_lib")) {
             if (!_valid_path(val))
@@ -210,8 +210,7 @@ static const dlt_user_key g_user_keys[] = {
     {"bind", "closest|none", _key_bind, "bind=closest|none"},
     {"gpus", "task|step|none", _key_gpus, "gpus=task|step|none"},
     {"nccl", "auto|off", _key_nccl, "nccl=auto|off"},
-    {"nic", "auto|NAME", _key_nic,
-     "nic=auto or an interface/HCA name of [A-Za-z0-9_.:-], at most 63 characters"},
+    {"nic", "auto|NAME", _key_nic, "nic=auto or an interface/HCA name of [A-Za-z0-9_.:-], at most 63 characters"},
     {"verbose", NULL, _key_verbose, "verbose"},
 };
 _Static_assert(DLT_NAME_MAX - 1 == 63, "the nic key's usage says 63 characters");
@@ -266,7 +265,8 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
     (void)dlt_user_keys_text(keys, sizeof(keys));
     len = strlen(optstr);
     if (len >= sizeof(buf))
-        return dlt_fail(err, -EINVAL, "--dl-train value is %zu bytes, longer than the %d allowed", len, DLT_OPTS_MAX - 1);
+        return dlt_fail(err, -EINVAL, "--dl-train value is %zu bytes, longer than the %d allowed", len,
+                        DLT_OPTS_MAX - 1);
     memcpy(buf, optstr, len + 1);
     /* Every piece of the value in a message is escaped: the value may come from the environment
      * (_SLURM_SPANK_OPTION_dltrain_dl_train) unchecked by srun, and the message reaches slurmd's log
@@ -292,8 +292,8 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
             return dlt_fail(err, -EINVAL, "--dl-train: unknown option '%s%s%s' (valid: %s)", shown, val ? "=" : "",
                             shown_val, keys);
         if ((rc = k->set(opts, site, val)) == -EPERM)
-            return dlt_fail(err, -EINVAL, "--dl-train: '%s=%s' is disabled on this cluster (allow_bind_none=no)",
-                            shown, shown_val);
+            return dlt_fail(err, -EINVAL, "--dl-train: '%s=%s' is disabled on this cluster (allow_bind_none=no)", shown,
+                            shown_val);
         if (rc != 0)
             return dlt_fail(err, -EINVAL, "--dl-train: bad value '%s=%s' (valid: %s)", shown, shown_val, k->valid);
     }
@@ -303,7 +303,10 @@ int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const ch
 int dlt_user_opts_format(const dlt_user_opts *opts, char *buf, size_t buflen)
 {
     int n = snprintf(buf, buflen, "bind=%s,gpus=%s,nccl=%s,nic=%s%s", opts->bind == DLT_BIND_NONE ? "none" : "closest",
-                     opts->gpus == DLT_GPUS_STEP ? "step" : opts->gpus == DLT_GPUS_NONE ? "none" : "task", opts->nccl == DLT_NCCL_OFF ? "off" : "auto",
-                     opts->nic[0] ? opts->nic : "auto", opts->verbose ? ",verbose" : "");
+                     opts->gpus == DLT_GPUS_STEP   ? "step"
+                     : opts->gpus == DLT_GPUS_NONE ? "none"
+                                                   : "task",
+                     opts->nccl == DLT_NCCL_OFF ? "off" : "auto", opts->nic[0] ? opts->nic : "auto",
+                     opts->verbose ? ",verbose" : "");
     return (n < 0 || (size_t)n >= buflen) ? -ENOSPC : 0;
 }

@@ -4,13 +4,13 @@
 #ifndef DLT_PLUGIN_OPTIONS_H
 #define DLT_PLUGIN_OPTIONS_H
 
-#include <stddef.h>
 #include "common/status.h"
+#include <stddef.h>
 
 /* Longest --dl-train value accepted; anything longer is refused, never truncated. */
 #define DLT_OPTS_MAX 1024
-#define DLT_NAME_MAX 64   /* NIC / HCA names and comma lists of them */
-#define DLT_PATH_MAX 256  /* site paths (topo_dir, nvml_lib) */
+#define DLT_NAME_MAX 64  /* NIC / HCA names and comma lists of them */
+#define DLT_PATH_MAX 256 /* site paths (topo_dir, nvml_lib) */
 #define DLT_ERR_MAX 512
 
 typedef enum { DLT_BIND_CLOSEST = 0, DLT_BIND_NONE = 1 } dlt_bind_mode;
@@ -26,22 +26,22 @@ typedef struct {
     dlt_bind_mode default_bind;
     dlt_nccl_mode default_nccl;
     dlt_enable_mode enable;
-    int allow_bind_none;                /* site may forbid users turning binding off */
-    char topo_dir[DLT_PATH_MAX];        /* parent of step directories (root-owned, not user-writable) */
-    char nvml_lib[DLT_PATH_MAX];        /* dlopen name/path of NVML */
-    char sysfs_root[DLT_PATH_MAX];      /* where sys/ and proc/ are read ("/"); fixtures in tests */
-    dlt_gpus_mode default_gpus;         /* default_gpus=task|step */
+    int allow_bind_none;           /* site may forbid users turning binding off */
+    char topo_dir[DLT_PATH_MAX];   /* parent of step directories (root-owned, not user-writable) */
+    char nvml_lib[DLT_PATH_MAX];   /* dlopen name/path of NVML */
+    char sysfs_root[DLT_PATH_MAX]; /* where sys/ and proc/ are read ("/"); fixtures in tests */
+    dlt_gpus_mode default_gpus;    /* default_gpus=task|step */
     char nccl_socket_ifname[DLT_NAME_MAX];
     char nccl_ib_hca[DLT_NAME_MAX];
 } dlt_site_conf;
 
 /* What the user asked for with --dl-train=OPTS, after site defaults. */
 typedef struct {
-    int requested;                      /* --dl-train given (or enable=always) */
+    int requested; /* --dl-train given (or enable=always) */
     dlt_bind_mode bind;
     dlt_nccl_mode nccl;
-    char nic[DLT_NAME_MAX];             /* "" = auto */
-    dlt_gpus_mode gpus;                 /* gpus=task|step|none */
+    char nic[DLT_NAME_MAX]; /* "" = auto */
+    dlt_gpus_mode gpus;     /* gpus=task|step|none */
     int verbose;
 } dlt_user_opts;
 

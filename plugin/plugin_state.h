@@ -13,14 +13,14 @@
 typedef struct {
     dlt_site_conf site;
     dlt_user_opts opts;
-    int opts_error;              /* --dl-train value was refused */
-    int active;                  /* this slurmstepd runs a job step the plugin set up */
-    int explicit_request;        /* the user gave --dl-train (not only enable=always) */
-    int step_error;              /* per-step setup failed; reported from task_init */
-    int step_ending;             /* a task was killed and the step is being ended */
-    dlt_err err;                 /* the first refusal or setup failure, with its words */
-    int have_topology;           /* node discovery ran */
-    int have_nvml;               /* NVML was found (GPU driver present) */
+    int opts_error;       /* --dl-train value was refused */
+    int active;           /* this slurmstepd runs a job step the plugin set up */
+    int explicit_request; /* the user gave --dl-train (not only enable=always) */
+    int step_error;       /* per-step setup failed; reported from task_init */
+    int step_ending;      /* a task was killed and the step is being ended */
+    dlt_err err;          /* the first refusal or setup failure, with its words */
+    int have_topology;    /* node discovery ran */
+    int have_nvml;        /* NVML was found (GPU driver present) */
     dlt_topology topo;
     char topo_dir[DLT_PATH_MAX]; /* site topo_dir with %n expanded */
     char step_dir[DLT_PATH_MAX]; /* step-private directory, "" when none was made */
@@ -29,7 +29,7 @@ typedef struct {
     char master_node[DLT_PATH_MAX]; /* rank 0's node (first of SLURM_STEP_NODELIST), "" unknown */
     char master_addr[DLT_PATH_MAX]; /* what MASTER_ADDR gets, "" none (master_why says why) */
     char master_why[DLT_ERR_MAX];
-    int master_port, port_reserved; /* MASTER_PORT (0: none) and whether Slurm reserved it */
+    int master_port, port_reserved;      /* MASTER_PORT (0: none) and whether Slurm reserved it */
     char env_record[DLT_ENV_RECORD_MAX]; /* what the plugin set in this task (DLT_SET) */
 } dlt_plugin_state;
 

@@ -14,9 +14,10 @@ extern char **environ;
  * "yes" only skips the refusal, so every argument is scanned. */
 static int _gpus_requested(void)
 {
-    static const char *const env_exact[] = {"SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK",
-                                            "SLURM_GPUS_PER_SOCKET", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS",
-                                            "SLURM_GPUS_ON_NODE", "SBATCH_GPUS", "SALLOC_GPUS"};
+    static const char *const env_exact[] = {
+        "SLURM_GPUS",     "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_SOCKET",
+        "SLURM_JOB_GPUS", "SLURM_STEP_GPUS",     "SLURM_GPUS_ON_NODE",  "SBATCH_GPUS",
+        "SALLOC_GPUS"};
     static const char *const gres_env[] = {"SLURM_GRES", "SLURM_TRES_PER_TASK", "SLURM_STEP_GRES", "SLURM_JOB_GRES"};
     char buf[8192];
     FILE *f;

@@ -70,14 +70,17 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
         return dlt_fail(err, -ENOTDIR, "topo_dir %s is not a directory (a link or file there is refused)", topo_dir);
     }
     if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-        return dlt_fail(err, -EPERM, "topo_dir %s must be owned by root and not writable by group or others (mode %04o)",
-                 topo_dir, (unsigned)(st.st_mode & 07777));
+        return dlt_fail(err, -EPERM,
+                        "topo_dir %s must be owned by root and not writable by group or others (mode %04o)", topo_dir,
+                        (unsigned)(st.st_mode & 07777));
     }
     /* The step folder is root's with the job's group, topo_dir root's: a task passes topo_dir as
      * "others". Without that NCCL cannot open NCCL_TOPO_FILE and only warns. */
     if (!(st.st_mode & S_IXOTH)) {
-        return dlt_fail(err, -EPERM, "topo_dir %s must be searchable by others (mode %04o), or tasks cannot read their "
-                        "topology file: chmod o+x %s (0755)", topo_dir, (unsigned)(st.st_mode & 07777), topo_dir);
+        return dlt_fail(err, -EPERM,
+                        "topo_dir %s must be searchable by others (mode %04o), or tasks cannot read their "
+                        "topology file: chmod o+x %s (0755)",
+                        topo_dir, (unsigned)(st.st_mode & 07777), topo_dir);
     }
     return 0;
 }
@@ -222,8 +225,7 @@ static int _empty_one(int wd, const char *name, rm_walk *w)
     closedir(cd);
     /* ENOTEMPTY: entries made meanwhile (through a descriptor a task kept); the next pass empties it
      * again. */
-    if (rc == 0 && unlinkat(wd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && errno != ENOTEMPTY &&
-        errno != EEXIST)
+    if (rc == 0 && unlinkat(wd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
         rc = _stop(w, -errno, name, "");
     return rc;
 }
@@ -317,8 +319,9 @@ static int _remove_at(int top, const char *name, rm_walk *w, char *work, size_t 
         goto out;
     }
     if (renameat2(top, name, wd, name, RENAME_NOREPLACE) != 0) {
-        rc = errno == ENOENT ? 0 : errno == EXDEV || errno == EBUSY ? _stop(w, -EXDEV, name, WHY_MOUNT) :
-                                                                       _stop(w, -errno, name, "");
+        rc = errno == ENOENT                    ? 0
+             : errno == EXDEV || errno == EBUSY ? _stop(w, -EXDEV, name, WHY_MOUNT)
+                                                : _stop(w, -errno, name, "");
         goto out;
     }
     /* The tree's owner, read where nobody else can swap it any more. */
@@ -339,9 +342,8 @@ out:
     return rc;
 }
 
-int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
-                        size_t len, gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
-                        dlt_err *err)
+int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents, size_t len,
+                        gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen, dlt_err *err)
 {
     int top = -1, dfd = -1, fd = -1, rc = 0, r, made = 0;
     size_t done = 0;
@@ -374,8 +376,10 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
                               name, w.where, strerror(-r), w.why);
                 goto out;
             }
-            snprintf(note, notelen, "the stale step directory, moved aside to %s/%s, could not be removed entirely "
-                     "(at '%s': %s%s)", topo_dir, aside, w.where, strerror(-r), w.why);
+            snprintf(note, notelen,
+                     "the stale step directory, moved aside to %s/%s, could not be removed entirely "
+                     "(at '%s': %s%s)",
+                     topo_dir, aside, w.where, strerror(-r), w.why);
         }
         if (mkdirat(top, name, 0700) != 0) {
             rc = _os_fail(err, errno, "cannot create step directory under", topo_dir);

@@ -4,10 +4,10 @@
 #ifndef DLT_STEP_DIR_H
 #define DLT_STEP_DIR_H
 
-#include <stddef.h>
-#include <sys/types.h>
 #include "common/status.h"
 #include "text_escape.h"
+#include <stddef.h>
+#include <sys/types.h>
 
 /* Expands %n in a site path to the node name (several slurmd on one host need distinct
  * directories, as Slurm's TmpFS=/tmp/%n). node must be a plain name. Returns 0 or -1. */
@@ -32,8 +32,8 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
  * its removal stops (a mount point, a folder of another owner than the stale folder's, the entry
  * limit), what is left stays in that work folder, note says where and at which entry (escaped), and
  * the step goes on. On failure nothing of the step is left (a failed cleanup is added to err). */
-int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents,
-                        size_t len, gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
+int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents, size_t len,
+                        gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
                         dlt_err *err);
 
 /* Removes topo_dir/name and everything in it, at any depth, never following a link, never entering

@@ -22,13 +22,13 @@
 #include <unistd.h>
 
 #include "binding.h"
+#include "common/env_contract.h"
+#include "common/node_name.h"
 #include "nccl_topo_xml.h"
 #include "nvml_loader.h"
 #include "rank_env.h"
 #include "step_dir.h"
 #include "topo_report.h"
-#include "common/node_name.h"
-#include "common/env_contract.h"
 
 #define TOPO_FILE_NAME "nccl_topo.xml"
 #define XML_MAX (256 * 1024)
@@ -124,8 +124,10 @@ static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
         freeaddrinfo(res);
         snprintf(st->master_addr, sizeof(st->master_addr), "%s", st->master_node);
     } else if (_slurm_node_addr(st->master_node, st->master_addr, sizeof(st->master_addr)) != 0) {
-        snprintf(st->master_why, sizeof(st->master_why), "rank 0's node %s resolves neither by name nor through "
-                 "Slurm's NodeAddr", st->master_node);
+        snprintf(st->master_why, sizeof(st->master_why),
+                 "rank 0's node %s resolves neither by name nor through "
+                 "Slurm's NodeAddr",
+                 st->master_node);
         st->master_addr[0] = '\0';
     }
 }
@@ -186,8 +188,8 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     if (stale && note[0])
         slurm_error("dltrain: node %s: %s", node, note);
     else if (stale)
-        slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node,
-                   st->topo_dir, name);
+        slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node, st->topo_dir,
+                   name);
     snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
     return 0;
 }
@@ -209,8 +211,10 @@ static int _setenv(spank_t sp, const char *var, const char *val)
 static void _set(spank_t sp, dlt_plugin_state *st, const char *var, const char *val)
 {
     if (_setenv(sp, var, val) == 0 && dlt_env_record_add(st->env_record, sizeof(st->env_record), var, val) != 0)
-        fprintf(stderr, "dltrain: the record of the variables set here is full at %s: a step started from this task "
-                        "will not clear it\n", var);
+        fprintf(stderr,
+                "dltrain: the record of the variables set here is full at %s: a step started from this task "
+                "will not clear it\n",
+                var);
 }
 
 /* Whether the task's environment has var: a value longer than buf (ESPANK_NOSPACE) is set all the
@@ -253,7 +257,7 @@ static void _list_add(char *list, size_t len, const char *name)
 void dlt_stepd_task_clear_inherited(spank_t sp)
 {
     char was[64], now[64], rec[DLT_ENV_RECORD_MAX], name[64], val[4096], cleared[512] = "", kept[512] = "",
-        failed[512] = "", shown[260];
+                                                                         failed[512] = "", shown[260];
     const char *cur;
     uint64_t hash;
     uint32_t rank = 1;
@@ -285,7 +289,7 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
     (void)spank_unsetenv(sp, DLT_ENV_SET);
     (void)spank_unsetenv(sp, DLT_ENV_STEP);
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS || rank != 0)
-        return; /* said once per step */
+        return;                                 /* said once per step */
     dlt_name_escape(was, shown, sizeof(shown)); /* the user's environment: any bytes */
     if (cleared[0] || kept[0] || failed[0])
         fprintf(stderr, "dltrain: cleared %s (set for the outer step %s, this is step %s)%s%s%s%s%s\n",
@@ -294,8 +298,10 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
                 failed);
     if (r < 0) {
         dlt_name_escape(rec, val, 96);
-        fprintf(stderr, "dltrain: DLT_SET='%s' is malformed: the rest of the outer step's variables were left as "
-                        "they are\n", val);
+        fprintf(stderr,
+                "dltrain: DLT_SET='%s' is malformed: the rest of the outer step's variables were left as "
+                "they are\n",
+                val);
     }
 }
 
@@ -368,12 +374,13 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
          * before the program fails with EADDRINUSE or joins another job's rendezvous. */
         if (!st->port_reserved && !user_port && spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) == ESPANK_SUCCESS &&
             rank == 0 && _port_taken(st->master_port))
-            fprintf(stderr,
-                    "dltrain: warning: MASTER_PORT=%d (derived from the job and step ids) is already in use on rank 0's "
-                    "node %s: the rendezvous will fail with 'address in use' or meet another program's. Ask for a "
-                    "reserved port with srun --resv-ports (or have the site set MpiParams=ports=12000-12999 in "
-                    "slurm.conf), or set MASTER_PORT yourself\n",
-                    st->master_port, st->master_node[0] ? st->master_node : "?");
+            fprintf(
+                stderr,
+                "dltrain: warning: MASTER_PORT=%d (derived from the job and step ids) is already in use on rank 0's "
+                "node %s: the rendezvous will fail with 'address in use' or meet another program's. Ask for a "
+                "reserved port with srun --resv-ports (or have the site set MpiParams=ports=12000-12999 in "
+                "slurm.conf), or set MASTER_PORT yourself\n",
+                st->master_port, st->master_node[0] ? st->master_node : "?");
     }
     if (st->master_why[0] && local_id == 0)
         fprintf(stderr, "dltrain: %s: %s\n", st->master_addr[0] ? "MASTER_PORT not set" : "MASTER_ADDR not set",
@@ -431,7 +438,8 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
 
     /* Slurm's own choices for this task: its GPUs and its CPU set. */
     if (st->opts.gpus == DLT_GPUS_NONE ||
-        spank_getenv(sp, DLT_ENV_CUDA_VISIBLE_DEVICES, vis, sizeof(vis)) != ESPANK_SUCCESS || !strcmp(vis, "NoDevFiles"))
+        spank_getenv(sp, DLT_ENV_CUDA_VISIBLE_DEVICES, vis, sizeof(vis)) != ESPANK_SUCCESS ||
+        !strcmp(vis, "NoDevFiles"))
         vis[0] = '\0'; /* gpus=none: a CPU step; GPUs it may see are not the plugin's business */
     if (st->opts.gpus == DLT_GPUS_NONE || spank_getenv(sp, "SLURM_STEP_GPUS", gres, sizeof(gres)) != ESPANK_SUCCESS)
         gres[0] = '\0';
@@ -488,7 +496,9 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
     if (st->opts.verbose)
         fprintf(stderr, "dltrain: node %s task %d: GPU %s (%s) cpus %s%s nic %s (%s)\n", node, local_id,
                 b.gpu >= 0 ? sg.label[b.gpu_pos] : "none", b.gpu >= 0 ? st->topo.gpus[b.gpu].busid : "-", cpus,
-                st->opts.bind == DLT_BIND_NONE ? " (bind=none)" : b.cpus_numa_local ? " (NUMA-local)" : " (Slurm's set: GPU-local CPUs not allowed)",
+                st->opts.bind == DLT_BIND_NONE ? " (bind=none)"
+                : b.cpus_numa_local            ? " (NUMA-local)"
+                                               : " (Slurm's set: GPU-local CPUs not allowed)",
                 b.nic >= 0 ? st->topo.nics[b.nic].name : "none", dlt_distance_name(b.nic_distance));
     return 0;
 }
@@ -524,8 +534,14 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
      * come to every task of the step (scancel, the time limit, preemption): its other ranks are
      * answering the same signal (saving a checkpoint), and must not be killed in the middle of it. */
     switch (WTERMSIG(status)) {
-    case SIGKILL: case SIGSEGV: case SIGBUS: case SIGABRT: case SIGFPE: case SIGILL: case SIGSYS: case SIGTRAP:
-        break;
+    case SIGKILL:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGABRT:
+    case SIGFPE:
+    case SIGILL:
+    case SIGSYS:
+    case SIGTRAP: break;
     default: return;
     }
     if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || ntasks < 2)

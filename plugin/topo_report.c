@@ -69,8 +69,8 @@ int dlt_topo_matrix(const dlt_topology *t, const char *node_name, char *buf, siz
              t->gpus[i].minor);
     for (int k = 0; k < t->nnics; k++)
         _put(&o, "dltrain: %s = %s %s %s%s %d Mb/s numa %d%s\n", t->nics[k].name, t->nics[k].busid,
-             t->nics[k].is_ib ? "InfiniBand" : "Ethernet", t->nics[k].netdev[0] ? "netdev " : "",
-             t->nics[k].netdev, t->nics[k].speed_mbps, t->nics[k].numa, t->nics[k].up ? "" : " (down)");
+             t->nics[k].is_ib ? "InfiniBand" : "Ethernet", t->nics[k].netdev[0] ? "netdev " : "", t->nics[k].netdev,
+             t->nics[k].speed_mbps, t->nics[k].numa, t->nics[k].up ? "" : " (down)");
     _put(&o, "dltrain: legend: X self, NV# NVLink count, PIX one PCIe switch, PXB several switches, "
              "PHB host bridge, NODE within a NUMA node, SYS across NUMA nodes\n");
     return o.overflow ? -ENOSPC : (int)o.len;

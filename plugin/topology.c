@@ -179,10 +179,10 @@ static void _normalize_link_speed(const char *in, char *out, size_t outlen)
     static const struct {
         const char *prefix;
         const char *nccl;
-    } map[] = {{"2.5", "2.5 GT/s PCIe"}, {"5", "5.0 GT/s PCIe"},   {"5.0", "5.0 GT/s PCIe"},
-               {"8", "8.0 GT/s PCIe"},   {"8.0", "8.0 GT/s PCIe"}, {"16", "16.0 GT/s PCIe"},
-               {"16.0", "16.0 GT/s PCIe"}, {"32", "32.0 GT/s PCIe"}, {"32.0", "32.0 GT/s PCIe"},
-               {"64", "64.0 GT/s PCIe"}, {"64.0", "64.0 GT/s PCIe"}};
+    } map[] = {{"2.5", "2.5 GT/s PCIe"},   {"5", "5.0 GT/s PCIe"},    {"5.0", "5.0 GT/s PCIe"},
+               {"8", "8.0 GT/s PCIe"},     {"8.0", "8.0 GT/s PCIe"},  {"16", "16.0 GT/s PCIe"},
+               {"16.0", "16.0 GT/s PCIe"}, {"32", "32.0 GT/s PCIe"},  {"32.0", "32.0 GT/s PCIe"},
+               {"64", "64.0 GT/s PCIe"},   {"64.0", "64.0 GT/s PCIe"}};
     char num[16];
     size_t n = strcspn(in, " ");
     /* Unknown or unreadable: NCCL's own fallback is Gen3. */
@@ -573,9 +573,9 @@ int dlt_topo_load_sysfs(dlt_topology *t, const char *root, dlt_err *err)
     _load_net(t, r, root_real);
     /* readdir order is arbitrary: sort so NIC indices (and the XML) are the same on every run. */
     for (int i = 1; i < t->nnics; i++)
-        for (int j = i; j > 0 && (t->nics[j - 1].is_ib < t->nics[j].is_ib ||
-                                  (t->nics[j - 1].is_ib == t->nics[j].is_ib &&
-                                   strcmp(t->nics[j - 1].name, t->nics[j].name) > 0));
+        for (int j = i;
+             j > 0 && (t->nics[j - 1].is_ib < t->nics[j].is_ib ||
+                       (t->nics[j - 1].is_ib == t->nics[j].is_ib && strcmp(t->nics[j - 1].name, t->nics[j].name) > 0));
              j--) {
             dlt_nic tmp = t->nics[j];
             t->nics[j] = t->nics[j - 1];

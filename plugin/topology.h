@@ -9,8 +9,8 @@
 
 #include "common/pci_busid.h"
 
-#include "nvml_loader.h"
 #include "common/status.h"
+#include "nvml_loader.h"
 
 #define DLT_MAX_GPUS 16
 #define DLT_MAX_NICS 16
@@ -32,7 +32,7 @@ typedef struct {
     char root[24];             /* "pci0000:00": the host bridge it hangs from */
     char cls[12];              /* "0x060400" */
     char vendor[8], device[8], subsys_vendor[8], subsys_device[8];
-    char link_speed[24];       /* one of NCCL's strings, e.g. "8.0 GT/s PCIe" */
+    char link_speed[24]; /* one of NCCL's strings, e.g. "8.0 GT/s PCIe" */
     int link_width;
 } dlt_pci;
 
@@ -40,24 +40,24 @@ typedef enum { DLT_LINK_GPU = 0, DLT_LINK_NVSWITCH = 1, DLT_LINK_CPU = 2 } dlt_l
 
 typedef struct {
     int nvml_index;
-    int minor;          /* /dev/nvidiaN */
+    int minor; /* /dev/nvidiaN */
     char name[64];
-    int sm;             /* compute capability x 10 */
+    int sm; /* compute capability x 10 */
     char busid[DLT_BUSID_LEN];
-    int pci;            /* index in dlt_topology.pci, -1 if sysfs did not know it */
+    int pci; /* index in dlt_topology.pci, -1 if sysfs did not know it */
     int numa;
     dlt_cpuset local_cpus;
     int nvlink_to_gpu[DLT_MAX_GPUS]; /* active links to each other GPU of the node */
     int nvlink_to_switch;            /* links to NVSwitches */
     int nvlink_to_cpu;               /* links to the CPU (IBM NPU) */
     char switch_busid[DLT_BUSID_LEN];
-    int p2p_ok[DLT_MAX_GPUS];        /* NVML P2P read capability, 1 ok, 0 no, -1 unknown */
+    int p2p_ok[DLT_MAX_GPUS]; /* NVML P2P read capability, 1 ok, 0 no, -1 unknown */
 } dlt_gpu;
 
 typedef struct {
-    char name[32];      /* HCA (mlx5_0) or interface (eth0) */
-    char netdev[32];    /* interface name usable for NCCL_SOCKET_IFNAME ("" if none) */
-    int is_ib;          /* InfiniBand/RoCE HCA */
+    char name[32];   /* HCA (mlx5_0) or interface (eth0) */
+    char netdev[32]; /* interface name usable for NCCL_SOCKET_IFNAME ("" if none) */
+    int is_ib;       /* InfiniBand/RoCE HCA */
     int port;
     int speed_mbps;
     char guid[24];
@@ -85,15 +85,14 @@ typedef struct {
 typedef enum {
     DLT_DIST_SELF = 0,
     DLT_DIST_NVLINK = 1,
-    DLT_DIST_PIX = 2, /* same PCIe switch port */
-    DLT_DIST_PXB = 3, /* several PCIe bridges, no host bridge */
-    DLT_DIST_PHB = 4, /* through one host bridge */
+    DLT_DIST_PIX = 2,  /* same PCIe switch port */
+    DLT_DIST_PXB = 3,  /* several PCIe bridges, no host bridge */
+    DLT_DIST_PHB = 4,  /* through one host bridge */
     DLT_DIST_NODE = 5, /* across host bridges of one NUMA node */
-    DLT_DIST_SYS = 6, /* across NUMA nodes */
+    DLT_DIST_SYS = 6,  /* across NUMA nodes */
 } dlt_distance;
 
 const char *dlt_distance_name(dlt_distance d);
-
 
 /* GPUs and their NVLinks from NVML. */
 int dlt_topo_add_nvml_gpus(dlt_topology *t, const dlt_nvml *nvml, dlt_err *err);

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/node_name.h"
 #include "dltpmix_blob.h"
 #include "dltpmix_internal.h"
-#include "common/node_name.h"
 
 extern char **environ;
 
@@ -294,12 +294,12 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
     ctx->info.rank = (int)ctx->me.rank;
     snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "%s", ctx->me.nspace);
 
-#define GET_INT(rank_, key_, field_)                                                                           \
-    do {                                                                                                       \
-        rc = _get_int(ctx, (rank_), (key_), &v);                                                               \
-        if (rc != PMIX_SUCCESS)                                                                                \
-            return _pmix_fail(ctx, rc, "PMIx_Get(%s)", (key_));                                                 \
-        ctx->info.field_ = (int)v;                                                                             \
+#define GET_INT(rank_, key_, field_)                                                                                   \
+    do {                                                                                                               \
+        rc = _get_int(ctx, (rank_), (key_), &v);                                                                       \
+        if (rc != PMIX_SUCCESS)                                                                                        \
+            return _pmix_fail(ctx, rc, "PMIx_Get(%s)", (key_));                                                        \
+        ctx->info.field_ = (int)v;                                                                                     \
     } while (0)
     /* Per-process keys must be asked with the process's own rank; job keys with the wildcard. */
     GET_INT(PMIX_RANK_WILDCARD, PMIX_JOB_SIZE, size);
@@ -348,23 +348,28 @@ static int _rdv_init(dltpmix_ctx *ctx, const char *dir)
     if (job && *job)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
                                  "dltpmix: DLTPMIX_TEST_RENDEZVOUS is a test door, refused inside a Slurm job "
-                                 "(SLURM_JOB_ID=%.32s): start the ranks with srun --mpi=pmix", job);
+                                 "(SLURM_JOB_ID=%.32s): start the ranks with srun --mpi=pmix",
+                                 job);
     if (size < 1 || size > 4096 || rank < 0 || rank >= size)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
                                  "dltpmix: DLTPMIX_TEST_RENDEZVOUS needs DLTPMIX_TEST_RANK in 0..SIZE-1 and "
-                                 "DLTPMIX_TEST_SIZE >= 1 (got rank %ld, size %ld)", rank, size);
+                                 "DLTPMIX_TEST_SIZE >= 1 (got rank %ld, size %ld)",
+                                 rank, size);
     if (snprintf(ctx->rdv, sizeof(ctx->rdv), "%s", dir) >= (int)sizeof(ctx->rdv) - 32)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS path too long");
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s: %s (a directory of "
-                                 "your own the ranks share, not a symbolic link)", dir, strerror(errno));
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
+                                 "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s: %s (a directory of "
+                                 "your own the ranks share, not a symbolic link)",
+                                 dir, strerror(errno));
     if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
         int mine = st.st_uid == geteuid();
         close(fd);
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s is %s: whoever can "
-                                 "write it could inject frames; use a fresh directory of your own (mktemp -d)", dir,
-                                 !mine ? "owned by another user" : "writable by group or others");
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_ARG,
+                                 "dltpmix: DLTPMIX_TEST_RENDEZVOUS=%s is %s: whoever can "
+                                 "write it could inject frames; use a fresh directory of your own (mktemp -d)",
+                                 dir, !mine ? "owned by another user" : "writable by group or others");
     }
     ctx->rdv_fd = fd;
     return _one_host(ctx, (int)rank, (int)size, "test-rendezvous");
@@ -416,8 +421,7 @@ static int _rdv_put(dltpmix_ctx *ctx, const char *what, uint64_t seq, const void
 }
 
 /* rank's frame of collective seq into dst (len bytes), waiting for it until the deadline. */
-static int _rdv_get(dltpmix_ctx *ctx, const char *what, uint64_t seq, int rank, void *dst, size_t len,
-                    double deadline)
+static int _rdv_get(dltpmix_ctx *ctx, const char *what, uint64_t seq, int rank, void *dst, size_t len, double deadline)
 {
     char path[600];
     size_t flen = DLTPMIX_BLOB_HEADER + len;
@@ -442,8 +446,9 @@ static int _rdv_get(dltpmix_ctx *ctx, const char *what, uint64_t seq, int rank, 
             ctx->broken = 1;
             return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
                                      "dltpmix: %s (collective #%llu) timed out after %.0f s on rank %d of %d; ranks "
-                                     "that never arrived: %d (test rendezvous %s)", what, (unsigned long long)seq,
-                                     ctx->timeout_s, ctx->info.rank, ctx->info.size, rank, ctx->rdv);
+                                     "that never arrived: %d (test rendezvous %s)",
+                                     what, (unsigned long long)seq, ctx->timeout_s, ctx->info.rank, ctx->info.size,
+                                     rank, ctx->rdv);
         }
         nanosleep(&ts, NULL);
     }
@@ -515,8 +520,10 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
         t = strtod(v, &end);
         if (errno || end == v || *end || !(t > 0 && t <= 1e9)) {
             if (err && errlen)
-                snprintf(err, errlen, "dltpmix: DLTPMIX_TIMEOUT='%.32s': expected seconds, a number in (0, 1e9] "
-                         "(default %d)", v, (int)DLTPMIX_DEFAULT_TIMEOUT_S);
+                snprintf(err, errlen,
+                         "dltpmix: DLTPMIX_TIMEOUT='%.32s': expected seconds, a number in (0, 1e9] "
+                         "(default %d)",
+                         v, (int)DLTPMIX_DEFAULT_TIMEOUT_S);
             free(ctx);
             return DLTPMIX_ERR_ARG;
         }
@@ -537,8 +544,7 @@ int dltpmix_init(dltpmix_ctx **out, const dltpmix_options *opts, char *err, size
                                    "variables): launch with srun --mpi=pmix, or set MpiDefault=pmix in slurm.conf",
                                    ntasks);
         else if (opts && !opts->allow_singleton)
-            rc = dltpmix_set_error(ctx, DLTPMIX_ERR_NOPMIX,
-                                   "dltpmix: no PMIx server (launch with srun --mpi=pmix)");
+            rc = dltpmix_set_error(ctx, DLTPMIX_ERR_NOPMIX, "dltpmix: no PMIx server (launch with srun --mpi=pmix)");
         else
             rc = _init_singleton(ctx);
     }
@@ -702,8 +708,8 @@ static int _get_frame(dltpmix_ctx *ctx, const char *what, const char *key, int r
     if (rc != PMIX_SUCCESS)
         return _pmix_fail(ctx, rc, "%s: PMIx_Get(rank %d, %s)", what, rank, key);
     if (val->type != PMIX_BYTE_OBJECT) {
-        ret = dltpmix_set_error(ctx, DLTPMIX_ERR_MISMATCH, "dltpmix: %s: rank %d's %s is not a byte object", what,
-                                rank, key);
+        ret = dltpmix_set_error(ctx, DLTPMIX_ERR_MISMATCH, "dltpmix: %s: rank %d's %s is not a byte object", what, rank,
+                                key);
     } else {
         payload = dltpmix_blob_decode(val->data.bo.bytes, val->data.bo.size, seq, rank, len, &why);
         if (!payload)

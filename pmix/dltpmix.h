@@ -23,26 +23,26 @@ enum {
     DLTPMIX_ERR_TIMEOUT = -4,  /* a collective did not complete; message names missing ranks */
     DLTPMIX_ERR_MISMATCH = -5, /* ranks disagree (sizes, Slurm cross-check, corrupt blob) */
     DLTPMIX_ERR_NOMEM = -6,
-    DLTPMIX_ERR_NCCL = -7,     /* NCCL or CUDA failed; message has its error string */
-    DLTPMIX_ERR_NOTBUILT = -8  /* feature not compiled in (NCCL) */
+    DLTPMIX_ERR_NCCL = -7,    /* NCCL or CUDA failed; message has its error string */
+    DLTPMIX_ERR_NOTBUILT = -8 /* feature not compiled in (NCCL) */
 };
 
 typedef struct dltpmix_ctx dltpmix_ctx;
 
 typedef struct {
-    int rank;        /* global rank in the job step */
-    int size;        /* number of ranks */
-    int local_rank;  /* rank among the processes of this node */
-    int local_size;  /* processes on this node */
-    int node_rank;   /* index of this node among the step's nodes */
-    int node_count;  /* nodes in the step */
-    int singleton;   /* 1 when no PMIx server was found and the process is alone */
+    int rank;           /* global rank in the job step */
+    int size;           /* number of ranks */
+    int local_rank;     /* rank among the processes of this node */
+    int local_size;     /* processes on this node */
+    int node_rank;      /* index of this node among the step's nodes */
+    int node_count;     /* nodes in the step */
+    int singleton;      /* 1 when no PMIx server was found and the process is alone */
     char nspace[256];   /* PMIx namespace (slurm.pmix.<job>.<step>) */
     char hostname[256]; /* node name as the resource manager knows it */
 } dltpmix_info;
 
 typedef struct {
-    double timeout_s;  /* bound on every collective; <= 0: DLTPMIX_TIMEOUT env or 300 */
+    double timeout_s;    /* bound on every collective; <= 0: DLTPMIX_TIMEOUT env or 300 */
     int allow_singleton; /* 1: without a PMIx server, run as rank 0 of 1 if Slurm says 1 task */
 } dltpmix_options;
 

@@ -14,9 +14,10 @@ uint32_t dltpmix_crc32(const void *data, size_t len)
 
 int dltpmix_key(char *key, size_t keylen, dltpmix_op op, uint64_t seq)
 {
-    const char *name = op == DLTPMIX_OP_BCAST ? "bcast" : op == DLTPMIX_OP_ALLGATHER ? "allgather"
-                                                      : op == DLTPMIX_OP_ARRIVE      ? "arrive"
-                                                                                     : NULL;
+    const char *name = op == DLTPMIX_OP_BCAST       ? "bcast"
+                       : op == DLTPMIX_OP_ALLGATHER ? "allgather"
+                       : op == DLTPMIX_OP_ARRIVE    ? "arrive"
+                                                    : NULL;
     int n;
     if (!name || !key)
         return -1;

@@ -15,12 +15,12 @@ struct dltpmix_ctx {
     dltpmix_info info;
     pmix_proc_t me;
     double timeout_s;
-    uint64_t seq;      /* collectives issued so far; the same on every rank */
-    int pmix_up;       /* PMIx_Init succeeded */
-    int broken;        /* a collective timed out: PMIx ops may still be pending */
-    char rdv[512];     /* the test rendezvous directory (DLTPMIX_TEST_RENDEZVOUS), "" under PMIx */
-    int rdv_fd;        /* that directory, opened once and checked (frames are opened relative to it); -1 */
-    dlt_err err; /* this call's first failure (each public call starts afresh; dltpmix_error says it) */
+    uint64_t seq;  /* collectives issued so far; the same on every rank */
+    int pmix_up;   /* PMIx_Init succeeded */
+    int broken;    /* a collective timed out: PMIx ops may still be pending */
+    char rdv[512]; /* the test rendezvous directory (DLTPMIX_TEST_RENDEZVOUS), "" under PMIx */
+    int rdv_fd;    /* that directory, opened once and checked (frames are opened relative to it); -1 */
+    dlt_err err;   /* this call's first failure (each public call starts afresh; dltpmix_error says it) */
 };
 
 int dltpmix_set_error(dltpmix_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

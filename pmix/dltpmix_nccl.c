@@ -19,9 +19,9 @@
 #include "config.h"
 
 #include <cuda_runtime.h>
-#include <nccl.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <nccl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "dltpmix.h"
 #include "dltpmix_internal.h"
-#include "common/clock.h"
 
 /* The calls of NCCL and the CUDA runtime used here, loaded once per process. */
 static struct {
@@ -194,8 +194,7 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     if (ctx)
         dlt_err_clear(&ctx->err);
     if (!ctx || !out)
-        return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument")
-                   : DLTPMIX_ERR_ARG;
+        return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument") : DLTPMIX_ERR_ARG;
     *out = NULL;
     pthread_once(&g_lib.once, _load);
     if (g_lib.why[0])

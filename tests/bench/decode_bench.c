@@ -83,7 +83,8 @@ int main(int argc, char **argv)
         done_full++;
     }
     t_full = _now() - t0;
-    printf("{\"files\":%d,\"ours_images_per_s\":%.1f,\"full_decode_images_per_s\":%.1f,\"dct_scales_eighths\":[%d,%d,%d,%d,"
+    printf("{\"files\":%d,\"ours_images_per_s\":%.1f,\"full_decode_images_per_s\":%.1f,\"dct_scales_eighths\":[%d,%d,%"
+           "d,%d,"
            "%d,%d,%d,%d]}\n",
            n, done / t_ours, done_full / t_full, scale_hist[1], scale_hist[2], scale_hist[3], scale_hist[4],
            scale_hist[5], scale_hist[6], scale_hist[7], scale_hist[8]);

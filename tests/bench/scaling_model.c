@@ -46,14 +46,22 @@ int main(int argc, char **argv)
     prec_case cases[2] = {{"fp32", 380, 128, 4, 15.4, 15.19}, {"fp16", 1150, 256, 2, 13.8, 14.39}};
     for (int i = 1; i + 1 < argc; i += 2) {
         double v = atof(argv[i + 1]);
-        if (!strcmp(argv[i], "--fp32-ips")) cases[0].ips1 = v;
-        else if (!strcmp(argv[i], "--fp16-ips")) cases[1].ips1 = v;
-        else if (!strcmp(argv[i], "--fp32-batch")) cases[0].batch = v;
-        else if (!strcmp(argv[i], "--fp16-batch")) cases[1].batch = v;
-        else if (!strcmp(argv[i], "--ib-gbs")) ib = v;
-        else if (!strcmp(argv[i], "--nvlink-gbs")) nvlink = v;
-        else if (!strcmp(argv[i], "--overlap")) overlap = v;
-        else if (!strcmp(argv[i], "--bucket-mib")) bucket = v * 1048576.0;
+        if (!strcmp(argv[i], "--fp32-ips"))
+            cases[0].ips1 = v;
+        else if (!strcmp(argv[i], "--fp16-ips"))
+            cases[1].ips1 = v;
+        else if (!strcmp(argv[i], "--fp32-batch"))
+            cases[0].batch = v;
+        else if (!strcmp(argv[i], "--fp16-batch"))
+            cases[1].batch = v;
+        else if (!strcmp(argv[i], "--ib-gbs"))
+            ib = v;
+        else if (!strcmp(argv[i], "--nvlink-gbs"))
+            nvlink = v;
+        else if (!strcmp(argv[i], "--overlap"))
+            overlap = v;
+        else if (!strcmp(argv[i], "--bucket-mib"))
+            bucket = v * 1048576.0;
         else {
             fprintf(stderr, "usage: scaling_model [--fp32-ips X] [--fp16-ips X] [--fp32-batch N] [--fp16-batch N] "
                             "[--ib-gbs X] [--nvlink-gbs X] [--overlap F] [--bucket-mib M]\n");

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/backend/backend.h"
-#include "trainer/backend/cuda_backend.h"
 #include "common/cuda_check.h"
 #include "common/rng.h"
+#include "trainer/backend/backend.h"
+#include "trainer/backend/cuda_backend.h"
 
 typedef struct {
     dlt_backend *cpu, *gpu;
@@ -103,21 +103,21 @@ static void _cmp(ctx *c, const char *what, const float *dgpu, const float *cpu, 
     free(h);
 }
 
-#define GPU_OK(c, call)                                                                                       \
-    do {                                                                                                      \
-        if ((call) != 0) {                                                                                    \
-            printf("FAIL %-6s %s: %s\n", (c)->prec, #call, (c)->gpu->err->msg);                                   \
-            dlt_err_clear((c)->gpu->err); /* the next check says its own */                                        \
-            (c)->failed++;                                                                                    \
-            return;                                                                                           \
-        }                                                                                                     \
+#define GPU_OK(c, call)                                                                                                \
+    do {                                                                                                               \
+        if ((call) != 0) {                                                                                             \
+            printf("FAIL %-6s %s: %s\n", (c)->prec, #call, (c)->gpu->err->msg);                                        \
+            dlt_err_clear((c)->gpu->err); /* the next check says its own */                                            \
+            (c)->failed++;                                                                                             \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
-#define CPU_OK(c, call)                                                                                       \
-    do {                                                                                                      \
-        if ((call) != 0) {                                                                                    \
-            printf("FAIL cpu reference %s: %s\n", #call, (c)->cpu->err->msg);                                     \
-            exit(1);                                                                                          \
-        }                                                                                                     \
+#define CPU_OK(c, call)                                                                                                \
+    do {                                                                                                               \
+        if ((call) != 0) {                                                                                             \
+            printf("FAIL cpu reference %s: %s\n", #call, (c)->cpu->err->msg);                                          \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* One segment over a whole buffer: the plan the per-op checks give their weights. */
@@ -215,7 +215,8 @@ static void _batchnorm(ctx *c)
     float *x = _rand(c, n, 2), *z = _rand(c, n, 1), *dy = _rand(c, n, 1), *g = _rand(c, 64, 1), *b = _rand(c, 64, 1);
     float *y = _zeros(n), *dx = _zeros(n), *dg = _zeros(64), *db = _zeros(64), *m = _zeros(64), *v = _zeros(64);
     float *yi = _zeros(n), *dz = _zeros(n), *rm = _rand(c, 64, 1), *rv = _zeros(64);
-    float *gx = _gact(c, x, n), *gz = _gact(c, z, n), *gdy = _gact(c, dy, n), *gg = _gf32(c, g, 64), *gb = _gf32(c, b, 64);
+    float *gx = _gact(c, x, n), *gz = _gact(c, z, n), *gdy = _gact(c, dy, n), *gg = _gf32(c, g, 64),
+          *gb = _gf32(c, b, 64);
     float *gy = _gact(c, NULL, n), *gdx = _gact(c, NULL, n), *gdg = _gf32(c, NULL, 64), *gdb = _gf32(c, NULL, 64);
     float *gm = _gf32(c, NULL, 64), *gv = _gf32(c, NULL, 64), *gyi = _gact(c, NULL, n), *gdz = _gact(c, NULL, n);
     float *grm, *grv;
@@ -349,7 +350,8 @@ static void _fc_loss(ctx *c)
     float *p = _rand(c, np, 0.1f), *w = p, *b = p + K * C, *y = _zeros(N * K), *v = _zeros(np);
     float *x = _rand(c, N * C, 1), *dy = _rand(c, N * K, 1), *dx = _zeros(N * C), *dp = _zeros(np);
     float *gp = _gf32(c, p, np), *gw = gp, *gb = gp + K * C, *gv = _gf32(c, NULL, np), *gdp = _gf32(c, NULL, np);
-    float *gx = _gact(c, x, N * C), *gy = _gact(c, NULL, N * K), *gdy = _gact(c, dy, N * K), *gdx = _gact(c, NULL, N * C);
+    float *gx = _gact(c, x, N * C), *gy = _gact(c, NULL, N * K), *gdy = _gact(c, dy, N * K),
+          *gdx = _gact(c, NULL, N * C);
     int32_t labels[N];
     double rc_[DLT_RES_COUNT], rg[DLT_RES_COUNT];
     _plan1(c, p, gp, np);
@@ -501,7 +503,8 @@ static void _sgd_flat(ctx *c)
             rc = c->gpu->ops->sgd_step(c->gpu, gw, gv, gg, 0.1f, 0.9f, 1e-2f, 0.f, 0.25f);
             if (cudaStreamEndCapture(st, &graph) != cudaSuccess || rc != 0 ||
                 cudaGraphGetNodes(graph, NULL, &nodes) != cudaSuccess) {
-                printf("FAIL %-6s recording sgd_step: %s\n", c->prec, rc ? c->gpu->err->msg : cudaGetErrorString(cudaGetLastError()));
+                printf("FAIL %-6s recording sgd_step: %s\n", c->prec,
+                       rc ? c->gpu->err->msg : cudaGetErrorString(cudaGetLastError()));
                 dlt_err_clear(c->gpu->err); /* the next check says its own */
                 c->failed++;
             } else {
@@ -533,8 +536,8 @@ static void _checks_input(ctx *c)
     CPU_OK(c, c->cpu->ops->count_nonfinite(c->cpu, w, K * C));
     GPU_OK(c, c->gpu->ops->count_nonfinite(c->gpu, gw, K * C));
     if (_read_both(c, rc_, rg) == 0)
-        _report(c, "count_nonfinite on finite weights", rg[DLT_RES_NONFINITE] == 0 && rc_[DLT_RES_NONFINITE] == 0 ? 0 : 1,
-                0);
+        _report(c, "count_nonfinite on finite weights",
+                rg[DLT_RES_NONFINITE] == 0 && rc_[DLT_RES_NONFINITE] == 0 ? 0 : 1, 0);
     w[K * C / 2] = INFINITY;
     w[K * C - 1] = NAN; /* read in float4s by the first count, one by one by the unaligned second */
     GPU_OK(c, c->gpu->ops->upload(c->gpu, gw, w, K * C * 4));
@@ -543,8 +546,8 @@ static void _checks_input(ctx *c)
     GPU_OK(c, c->gpu->ops->count_nonfinite(c->gpu, gw + 1, K * C - 1)); /* not 16-byte aligned */
     CPU_OK(c, c->cpu->ops->count_nonfinite(c->cpu, w + 1, K * C - 1));
     if (_read_both(c, rc_, rg) == 0)
-        _report(c, "count_nonfinite finds an inf and a NaN", fabs(rg[DLT_RES_NONFINITE] - rc_[DLT_RES_NONFINITE]) +
-                                                                 (rg[DLT_RES_NONFINITE] == 4 ? 0 : 1), 0);
+        _report(c, "count_nonfinite finds an inf and a NaN",
+                fabs(rg[DLT_RES_NONFINITE] - rc_[DLT_RES_NONFINITE]) + (rg[DLT_RES_NONFINITE] == 4 ? 0 : 1), 0);
     free(w);
     _free(c, gw);
 
@@ -604,8 +607,10 @@ int main(int argc, char **argv)
         }
         cfg.precision = (dlt_precision)dlt_precision_parse(precs[p]);
         c.prec = precs[p];
-        c.tol = cfg.precision == DLT_PREC_FP32 ? 1e-5 : cfg.precision == DLT_PREC_TF32 ? 3e-4
-                : cfg.precision == DLT_PREC_FP16 ? 1e-2 : 2e-2;
+        c.tol = cfg.precision == DLT_PREC_FP32   ? 1e-5
+                : cfg.precision == DLT_PREC_TF32 ? 3e-4
+                : cfg.precision == DLT_PREC_FP16 ? 1e-2
+                                                 : 2e-2;
         dlt_rng_seed(&c.rng, 2024, (uint64_t)p);
         if (dlt_backend_cpu_create(&c.cpu, DLT_PREC_FP32, dlt_err_fresh(&cpu_err)) != 0) {
             fprintf(stderr, "cuda_ops_check: CPU backend: %s\n", cpu_err.msg);

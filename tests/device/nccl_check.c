@@ -16,28 +16,28 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/clock.h"
+#include "common/tunables.h"
 #include "pmix/dltpmix.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/comm/nccl_call.h"
-#include "common/clock.h"
-#include "common/tunables.h"
 
-#define CHECK_CUDA(x)                                                                                        \
-    do {                                                                                                     \
-        cudaError_t e_ = (x);                                                                                \
-        if (e_ != cudaSuccess) {                                                                             \
-            fprintf(stderr, "nccl_check: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-            return 1;                                                                                        \
-        }                                                                                                    \
+#define CHECK_CUDA(x)                                                                                                  \
+    do {                                                                                                               \
+        cudaError_t e_ = (x);                                                                                          \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "nccl_check: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));             \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 /* The trainer's one NCCL call path (nccl_call.h): errors with NCCL's own text. */
-#define CHECK_NCCL(x)                                                                                        \
-    do {                                                                                                     \
-        dlt_err e_ = DLT_ERR_INIT;                                                                           \
-        if (dlt_nccl_settle(comm, (x), #x, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, &e_)) {            \
-            fprintf(stderr, "nccl_check: %s\n", e_.msg);                                                     \
-            return 1;                                                                                        \
-        }                                                                                                    \
+#define CHECK_NCCL(x)                                                                                                  \
+    do {                                                                                                               \
+        dlt_err e_ = DLT_ERR_INIT;                                                                                     \
+        if (dlt_nccl_settle(comm, (x), #x, __FILE__, __LINE__, DLT_NCCL_SETTLE_TIMEOUT_S, &e_)) {                      \
+            fprintf(stderr, "nccl_check: %s\n", e_.msg);                                                               \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 /* Rank r's value at i, and the sum over size ranks: integers exact in every checked type. */
@@ -78,8 +78,9 @@ static int _exact(ncclComm_t comm, cudaStream_t s, const dltpmix_info *in, size_
     CHECK_CUDA(cudaMemcpy(h, d, n * es, cudaMemcpyDeviceToHost));
     *bad = 0;
     for (size_t i = 0; i < n; i++) {
-        double got = t == ncclFloat64 ? ((double *)h)[i] : t == ncclFloat32 ? (double)((float *)h)[i]
-                                                                             : (double)((_Float16 *)h)[i];
+        double got = t == ncclFloat64   ? ((double *)h)[i]
+                     : t == ncclFloat32 ? (double)((float *)h)[i]
+                                        : (double)((_Float16 *)h)[i];
         *bad += got != _sum(i, in->size, half);
     }
     cudaFree(d);
@@ -131,8 +132,8 @@ int main(void)
          * NCCL's small sizes, and odd counts that leave a partial vector. */
         const size_t bucket = (size_t)(DLT_DEFAULT_BUCKET_MIB * 1048576.0 / sizeof(float)) / DLT_BUCKET_ALIGN_ELEMS *
                               DLT_BUCKET_ALIGN_ELEMS;
-        const size_t sizes[] = {1, 7, 63, 64, 65, 1023, 4097, 65537, bucket - 1, bucket, bucket + 1,
-                                2 * bucket + DLT_BUCKET_ALIGN_ELEMS + 3};
+        const size_t sizes[] = {1,    7,     63,         64,     65,         1023,
+                                4097, 65537, bucket - 1, bucket, bucket + 1, 2 * bucket + DLT_BUCKET_ALIGN_ELEMS + 3};
         const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
         const struct {
             ncclDataType_t t;
@@ -150,7 +151,8 @@ int main(void)
             }
         if (in->rank == 0)
             printf("nccl_check: exact sums over %d ranks: %zu sizes (1 .. %zu, across %zu-element buckets) x float, "
-                   "double, half: %s\n", in->size, nsizes, sizes[nsizes - 1], bucket, bad ? "WRONG" : "all exact");
+                   "double, half: %s\n",
+                   in->size, nsizes, sizes[nsizes - 1], bucket, bad ? "WRONG" : "all exact");
     }
     CHECK_CUDA(cudaMalloc((void **)&buf, n * sizeof(float)));
     host = malloc(n * sizeof(float));

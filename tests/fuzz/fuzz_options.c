@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (dlt_user_opts_parse(&opts, &conf, buf, dlt_err_fresh(&err)) == 0) {
         /* Anything accepted must format and re-parse to the same options. */
         dlt_user_opts again;
-        if (dlt_user_opts_format(&opts, txt, sizeof(txt)) != 0 || dlt_user_opts_parse(&again, &conf, txt, dlt_err_fresh(&err)))
+        if (dlt_user_opts_format(&opts, txt, sizeof(txt)) != 0 ||
+            dlt_user_opts_parse(&again, &conf, txt, dlt_err_fresh(&err)))
             abort();
         if (again.bind != opts.bind || again.nccl != opts.nccl || strcmp(again.nic, opts.nic) ||
             again.verbose != opts.verbose || again.gpus != opts.gpus)

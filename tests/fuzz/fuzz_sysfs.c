@@ -77,13 +77,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* One GPU under a bridge, an IB HCA, a network interface whose name comes from the input. */
     _mkdirs("sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0");
     _mkdirs("sys/bus/pci/devices");
-    symlink("../../../devices/pci0000:00/0000:00:02.0/0000:03:00.0", (snprintf(cmd, sizeof(cmd), "%s/sys/bus/pci/devices/0000:03:00.0", g_root), cmd));
+    symlink("../../../devices/pci0000:00/0000:00:02.0/0000:03:00.0",
+            (snprintf(cmd, sizeof(cmd), "%s/sys/bus/pci/devices/0000:03:00.0", g_root), cmd));
     _write("sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0/numa_node", f[0], strlen(f[0]));
     _write("sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0/local_cpulist", f[1], strlen(f[1]));
     _write("sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0/class", f[2], strlen(f[2]));
     _write("sys/devices/pci0000:00/0000:00:02.0/max_link_speed", f[3], strlen(f[3]));
     _mkdirs("sys/class/infiniband/mlx5_0/ports/1");
-    symlink("../../../devices/pci0000:00/0000:00:02.0/0000:03:00.0", (snprintf(cmd, sizeof(cmd), "%s/sys/class/infiniband/mlx5_0/device", g_root), cmd));
+    symlink("../../../devices/pci0000:00/0000:00:02.0/0000:03:00.0",
+            (snprintf(cmd, sizeof(cmd), "%s/sys/class/infiniband/mlx5_0/device", g_root), cmd));
     _write("sys/class/infiniband/mlx5_0/ports/1/rate", f[4], strlen(f[4]));
     _write("sys/class/infiniband/mlx5_0/node_guid", f[5], strlen(f[5]));
     if (f[6][0] && !strchr(f[6], '/') && strcmp(f[6], ".") && strcmp(f[6], "..")) {

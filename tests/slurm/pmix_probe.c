@@ -85,7 +85,8 @@ int main(int argc, char **argv)
     }
     memset(blob0, 0, sizeof(blob0));
     memset(blobn, 0, sizeof(blobn));
-    if ((in->rank == 0 && _random(blob0, sizeof(blob0))) || (in->rank == in->size - 1 && _random(blobn, sizeof(blobn)))) {
+    if ((in->rank == 0 && _random(blob0, sizeof(blob0))) ||
+        (in->rank == in->size - 1 && _random(blobn, sizeof(blobn)))) {
         fprintf(stderr, "probe: /dev/urandom failed\n");
         return 3;
     }

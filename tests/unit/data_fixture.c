@@ -47,11 +47,13 @@ unsigned char *dlt_test_jpeg(int w, int h, int kind, unsigned long *len)
         for (int x = 0; x < w; x++)
             for (int k = 0; k < ps; k++)
                 rgb[((size_t)y * w + x) * ps + k] =
-                    (unsigned char)(k == 3 ? 255
-                                    : textured ? (int)(((uint32_t)x * 73856093u ^ (uint32_t)y * 19349663u ^ (uint32_t)k * 83492791u) >> 13) % 256
+                    (unsigned char)(k == 3     ? 255
+                                    : textured ? (int)(((uint32_t)x * 73856093u ^ (uint32_t)y * 19349663u ^
+                                                        (uint32_t)k * 83492791u) >>
+                                                       13) %
+                                                     256
                                                : (x * 200 / w + y * 50 / h + 60 * k) % 256);
-    assert_int_equal(tjCompress2(tj, rgb, w, w * ps, h, pf, &out, len, samp, 90,
-                                 kind == 3 ? TJFLAG_PROGRESSIVE : 0),
+    assert_int_equal(tjCompress2(tj, rgb, w, w * ps, h, pf, &out, len, samp, 90, kind == 3 ? TJFLAG_PROGRESSIVE : 0),
                      0);
     tjDestroy(tj);
     free(rgb);

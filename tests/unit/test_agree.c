@@ -55,16 +55,16 @@ static int _share(void *arg, void *buf, size_t bytes, int root, dlt_err *err)
 
 typedef struct {
     int rank;
-    int rc;                  /* in: this rank's status */
-    char words[256];         /* in: its words */
-    int64_t value;           /* in: its value for dlt_agree_same */
-    dlt_agree_failures f;    /* out */
-    dlt_agree_verdict v;     /* out */
-    dlt_err e;               /* out: dlt_agree_first_failure's */
-    dlt_err e_as_is;         /* out: dlt_agree_first_failure_as_is's */
-    int as_is_rc;            /* out */
-    int64_t shared;          /* out: rank 0's value, through dlt_agree_share */
-    int first_rc;            /* out */
+    int rc;               /* in: this rank's status */
+    char words[256];      /* in: its words */
+    int64_t value;        /* in: its value for dlt_agree_same */
+    dlt_agree_failures f; /* out */
+    dlt_agree_verdict v;  /* out */
+    dlt_err e;            /* out: dlt_agree_first_failure's */
+    dlt_err e_as_is;      /* out: dlt_agree_first_failure_as_is's */
+    int as_is_rc;         /* out */
+    int64_t shared;       /* out: rank 0's value, through dlt_agree_share */
+    int first_rc;         /* out */
     int same, reference, group, leader, count;
     char group_ranks[128];
 } rank_case;
@@ -168,8 +168,7 @@ static void test_first_failure_by_rank_order(void **state)
         assert_int_equal(g_case[k].v.say_own, k == 1 || k == 3);
         assert_int_equal(g_case[k].v.name_ranks, k == 0);
         assert_int_equal(g_case[k].first_rc, -ENOENT);
-        assert_string_equal(g_case[k].e.msg,
-                            "rank 1 on node n0 (and 1 more): /data/train: No such file or directory");
+        assert_string_equal(g_case[k].e.msg, "rank 1 on node n0 (and 1 more): /data/train: No such file or directory");
         assert_int_equal(g_case[k].e.agreed, 1);
         /* as is: the same decision, the words without rank and node */
         assert_int_equal(g_case[k].as_is_rc, -ENOENT);

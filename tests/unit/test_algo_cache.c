@@ -46,8 +46,8 @@ static dlt_algo_key _key(void)
     k.dtype = 2;
     k.math = 1;
     k.ws_limit = (size_t)1 << 30;
-    k.s = (dlt_conv_shape){.n = 256, .c = 64, .h = 56, .w = 56, .k = 64, .r = 3, .s = 3, .stride = 1, .pad = 1,
-                           .oh = 56, .ow = 56};
+    k.s = (dlt_conv_shape){
+        .n = 256, .c = 64, .h = 56, .w = 56, .k = 64, .r = 3, .s = 3, .stride = 1, .pad = 1, .oh = 56, .ow = 56};
     k.channels = 64;
     return k;
 }
@@ -67,19 +67,26 @@ static void test_round_trip_and_misses(void **state)
     assert_memory_equal(&got, &c, sizeof(c));
     assert_int_equal(damaged, 0);
     /* Each part of the key matters. */
-    other = k; other.library = 92000;
+    other = k;
+    other.library = 92000;
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
-    other = k; snprintf(other.device, sizeof(other.device), "NVIDIA H100 80GB HBM3");
+    other = k;
+    snprintf(other.device, sizeof(other.device), "NVIDIA H100 80GB HBM3");
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
-    other = k; other.deterministic = 1;
+    other = k;
+    other.deterministic = 1;
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
-    other = k; other.dtype = 1;
+    other = k;
+    other.dtype = 1;
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
-    other = k; other.s.n = 128;
+    other = k;
+    other.s.n = 128;
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
-    other = k; other.channels = 4;
+    other = k;
+    other.channels = 4;
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
-    other = k; other.ws_limit = 1;
+    other = k;
+    other.ws_limit = 1;
     assert_int_equal(dlt_algo_cache_lookup(g_path, &other, &got, NULL, dlt_err_fresh(&err)), 0);
     /* A later line of the same key wins (a rerun that searched again). */
     c.fwd = 7;

@@ -78,13 +78,15 @@ static void test_override_allows_named_only(void **state)
     (void)state;
     _texts(rec, now, sizeof(rec), _many);
     assert_int_equal(dlt_resume_compare(rec, now, "batch,ranks,lr,seed,schedule,momentum,precision", refused,
-                                        sizeof(refused), changed, sizeof(changed)), 1);
+                                        sizeof(refused), changed, sizeof(changed)),
+                     1);
     assert_string_equal(refused, "--synthetic-size: checkpoint 1281167, now 1000");
     assert_non_null(strstr(changed, "--batch 8 -> 16"));
     assert_non_null(strstr(changed, "the rank count 1 -> 4"));
     /* a prefix of a name is not the name */
     assert_int_equal(dlt_resume_compare(rec, now, "batc,synthetic-size,ranks,lr,seed,schedule,momentum,precision",
-                                        refused, sizeof(refused), changed, sizeof(changed)), 1);
+                                        refused, sizeof(refused), changed, sizeof(changed)),
+                     1);
     assert_string_equal(refused, "--batch: checkpoint 8, now 16");
 }
 
@@ -92,8 +94,9 @@ static void test_model_shape_never_changes(void **state)
 {
     char refused[1024], changed[1024];
     (void)state;
-    assert_int_equal(dlt_resume_compare("arch=resnet18 classes=10 batch=8", "arch=resnet50 classes=10 batch=8",
-                                        "arch", refused, sizeof(refused), changed, sizeof(changed)), 1);
+    assert_int_equal(dlt_resume_compare("arch=resnet18 classes=10 batch=8", "arch=resnet50 classes=10 batch=8", "arch",
+                                        refused, sizeof(refused), changed, sizeof(changed)),
+                     1);
     assert_string_equal(refused, "--arch: checkpoint resnet18, now resnet50 (cannot change)");
 }
 
@@ -102,13 +105,16 @@ static void test_epochs_only_under_cosine(void **state)
     char refused[1024], changed[1024];
     (void)state;
     assert_int_equal(dlt_resume_compare("schedule=step epochs=2", "schedule=step epochs=3", NULL, refused,
-                                        sizeof(refused), changed, sizeof(changed)), 0);
+                                        sizeof(refused), changed, sizeof(changed)),
+                     0);
     assert_int_equal(dlt_resume_compare("schedule=cosine epochs=2", "schedule=cosine epochs=3", NULL, refused,
-                                        sizeof(refused), changed, sizeof(changed)), 1);
+                                        sizeof(refused), changed, sizeof(changed)),
+                     1);
     assert_string_equal(refused, "--epochs: checkpoint 2, now 3");
     /* an older checkpoint that did not record a setting: not compared */
-    assert_int_equal(dlt_resume_compare("schedule=step", "schedule=step milestones=1,2", NULL, refused,
-                                        sizeof(refused), changed, sizeof(changed)), 0);
+    assert_int_equal(dlt_resume_compare("schedule=step", "schedule=step milestones=1,2", NULL, refused, sizeof(refused),
+                                        changed, sizeof(changed)),
+                     0);
 }
 
 static void test_override_names_checked(void **state)

@@ -3,20 +3,20 @@
  * floats, blanks on either side, trailing text and values out of range, naming the option, the
  * value and the range; whole numbers are decimal digits only (no blank, sign, point or exponent),
  * and a value beyond 64 bits is out of range, not "not a whole number". */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <string.h>
 
 #include "trainer/cli/parse.h"
 
 static void test_real(void **state)
 {
-    static const char *const bad[] = {"nan", "NaN", "-nan", "inf", "-inf", "+Infinity", "infinity", "0x1p-3",
-                                      "1e999", "-1e999", "1e-999", "", " ", "0.1x", "x", "1,5", ".", "e5", "--1",
-                                      "1e", "1e+", "0.1 ", " 0.1", "\t1"};
+    static const char *const bad[] = {"nan",   "NaN",    "-nan",   "inf", "-inf", "+Infinity", "infinity", "0x1p-3",
+                                      "1e999", "-1e999", "1e-999", "",    " ",    "0.1x",      "x",        "1,5",
+                                      ".",     "e5",     "--1",    "1e",  "1e+",  "0.1 ",      " 0.1",     "\t1"};
     dlt_err err = DLT_ERR_INIT;
     double v = -7;
     (void)state;
@@ -44,9 +44,13 @@ static void test_real(void **state)
 
 static void test_whole(void **state)
 {
-    static const char *const bad[] = {"1.5", "nan", "inf", "0x10", "1e999", "1e-999", "", "32 ", "3e-1", "-1", "65537",
-                                      "99999999999999999999", " 8", "\t8", "+8", "1e1", "7.0", "1e6", "-", "8-",
-                                      "-99999999999999999999"};
+    static const char *const bad[] = {"1.5",  "nan",   "inf",
+                                      "0x10", "1e999", "1e-999",
+                                      "",     "32 ",   "3e-1",
+                                      "-1",   "65537", "99999999999999999999",
+                                      " 8",   "\t8",   "+8",
+                                      "1e1",  "7.0",   "1e6",
+                                      "-",    "8-",    "-99999999999999999999"};
     dlt_err err = DLT_ERR_INIT;
     int64_t n = -7;
     (void)state;

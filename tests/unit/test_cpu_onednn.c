@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "trainer/backend/backend.h"
 #include "common/rng.h"
+#include "trainer/backend/backend.h"
 
 static dlt_rng g_rng;
 
@@ -105,8 +105,8 @@ static void _conv_case(dlt_backend *be, dlt_conv_shape s, double tol)
 }
 
 static const dlt_conv_shape g_conv_cases[] = {
-    {2, 3, 9, 7, 5, 3, 3, 1, 1, 0, 0},    {2, 8, 10, 10, 16, 3, 3, 2, 1, 0, 0}, {2, 16, 7, 7, 8, 1, 1, 2, 0, 0, 0},
-    {1, 3, 15, 15, 4, 7, 7, 2, 3, 0, 0},  {3, 32, 6, 6, 64, 1, 1, 1, 0, 0, 0}, {2, 5, 8, 8, 7, 3, 3, 1, 0, 0, 0},
+    {2, 3, 9, 7, 5, 3, 3, 1, 1, 0, 0},   {2, 8, 10, 10, 16, 3, 3, 2, 1, 0, 0}, {2, 16, 7, 7, 8, 1, 1, 2, 0, 0, 0},
+    {1, 3, 15, 15, 4, 7, 7, 2, 3, 0, 0}, {3, 32, 6, 6, 64, 1, 1, 1, 0, 0, 0},  {2, 5, 8, 8, 7, 3, 3, 1, 0, 0, 0},
 };
 
 static void test_conv_fp32(void **state)
@@ -283,7 +283,8 @@ static void test_avgpool_gemm_eltwise(void **state)
     assert_int_equal(be->ops->relu_bwd(be, e, up, dz, 100), 0);
     assert_true(_rel_err(dz, rdz, 100) < 1e-7);
     be->ops->destroy(be);
-    free(x), free(dy), free(y), free(dx), free(ry), free(rdx), free(a), free(b), free(cc), free(e), free(add), free(dz), free(up);
+    free(x), free(dy), free(y), free(dx), free(ry), free(rdx), free(a), free(b), free(cc), free(e), free(add), free(dz),
+        free(up);
 }
 
 static void test_softmax_xent(void **state)
@@ -498,11 +499,15 @@ static void test_checksum(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv_fp32),   cmocka_unit_test(test_conv_bf16),
-        cmocka_unit_test(test_batchnorm),   cmocka_unit_test(test_maxpool),
-        cmocka_unit_test(test_avgpool_gemm_eltwise), cmocka_unit_test(test_softmax_xent),
+        cmocka_unit_test(test_conv_fp32),
+        cmocka_unit_test(test_conv_bf16),
+        cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_avgpool_gemm_eltwise),
+        cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_checksum),
-        cmocka_unit_test(test_sgd_and_input), cmocka_unit_test(test_fc_stats_finite),
+        cmocka_unit_test(test_sgd_and_input),
+        cmocka_unit_test(test_fc_stats_finite),
     };
     dlt_rng_seed(&g_rng, 12345, 1);
     return cmocka_run_group_tests(tests, NULL, NULL);

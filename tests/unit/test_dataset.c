@@ -75,7 +75,8 @@ static void test_folder_and_recordio(void **state)
     assert_int_equal(dlt_dataset_classes(rs), 4);
     for (int64_t i = 0; i < 12; i++) {
         assert_int_equal(dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), dlt_err_fresh(&err)), 0);
-        assert_int_equal(dlt_dataset_read(rs, i, &buf2, &cap2, &len2, &label2, name, sizeof(name), dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_dataset_read(rs, i, &buf2, &cap2, &len2, &label2, name, sizeof(name), dlt_err_fresh(&err)),
+                         0);
         assert_int_equal(len, len2);
         assert_int_equal(label, label2);
         assert_memory_equal(buf, buf2, len);
@@ -92,13 +93,13 @@ static void test_folder_and_recordio(void **state)
         size_t o = 0;
         const uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[4] = {9, 9, 9, 9}, c[3] = {7, 7, 7};
         memcpy(payload_hdr + 4, &lab, 4);
-#define PART(cflag, data, n)                                                                                   \
-    do {                                                                                                       \
-        uint32_t l = ((uint32_t)(cflag) << 29) | (uint32_t)(n);                                                \
-        memcpy(file + o, &magic, 4);                                                                           \
-        memcpy(file + o + 4, &l, 4);                                                                           \
-        memcpy(file + o + 8, data, n);                                                                         \
-        o += 8 + (((n) + 3u) & ~3u);                                                                           \
+#define PART(cflag, data, n)                                                                                           \
+    do {                                                                                                               \
+        uint32_t l = ((uint32_t)(cflag) << 29) | (uint32_t)(n);                                                        \
+        memcpy(file + o, &magic, 4);                                                                                   \
+        memcpy(file + o + 4, &l, 4);                                                                                   \
+        memcpy(file + o + 8, data, n);                                                                                 \
+        o += 8 + (((n) + 3u) & ~3u);                                                                                   \
     } while (0)
         {
             uint8_t first[32];
@@ -153,8 +154,8 @@ static void test_recordio_index_damage(void **state)
     assert_int_equal(dlt_recordio_create(&w, rec, dlt_err_fresh(&err)), 0);
     for (int i = 0; i < 10; i++) {
         off[i] = w.offset;
-        assert_int_equal(dlt_recordio_append(&w, (uint64_t)i, (float)(i % 5), img, sizeof(img) - (size_t)i,
-                                             dlt_err_fresh(&err)), 0);
+        assert_int_equal(
+            dlt_recordio_append(&w, (uint64_t)i, (float)(i % 5), img, sizeof(img) - (size_t)i, dlt_err_fresh(&err)), 0);
     }
     total = w.offset;
     assert_int_equal(dlt_recordio_close(&w, dlt_err_fresh(&err)), 0);
@@ -177,8 +178,8 @@ static void test_recordio_index_damage(void **state)
     assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
     assert_non_null(strstr(err.msg, "line 3: 'hello world' is not \"KEY<TAB>OFFSET\""));
     /* A duplicated offset (the same record twice). */
-    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n2\t%llu\n", (unsigned long long)off[0],
-             (unsigned long long)off[1], (unsigned long long)off[1]);
+    snprintf(text, sizeof(text), "0\t%llu\n1\t%llu\n2\t%llu\n", (unsigned long long)off[0], (unsigned long long)off[1],
+             (unsigned long long)off[1]);
     dlt_test_write_str(idx, text);
     assert_int_not_equal(dlt_dataset_open_recordio(&rs, rec, dlt_err_fresh(&err)), 0);
     assert_non_null(strstr(err.msg, "line 3: the same offset as the line before"));
@@ -336,7 +337,8 @@ static void test_folder_left_out(void **state)
     assert_int_equal(lo->other, 1);
     assert_non_null(strstr(lo->first_images, "c1/photo.png"));
     assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 3); /* README.txt aside */
-    assert_non_null(strstr(what, "1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX (first: "));
+    assert_non_null(
+        strstr(what, "1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX (first: "));
     assert_non_null(strstr(what, "c2/gone.JPEG"));
     dlt_dataset_close(ds);
     /* A class folder with no JPEG in it. */
@@ -472,8 +474,8 @@ static void test_folder_out_of_memory(void **state)
             g_strdup_fail = k;
             rc = dlt_dataset_open_folder(&ds, roots[kind], labels[kind], dlt_err_fresh(&err));
             g_strdup_fail = -1;
-            snprintf(p, sizeof(p), "%s: copy %ld of %ld failing: rc %d (%.500s)", kind ? "labels file" : "class folders",
-                     k, calls, rc, rc ? err.msg : "opened");
+            snprintf(p, sizeof(p), "%s: copy %ld of %ld failing: rc %d (%.500s)",
+                     kind ? "labels file" : "class folders", k, calls, rc, rc ? err.msg : "opened");
             if (rc != -ENOMEM || !strstr(err.msg, "out of memory")) {
                 if (rc == 0)
                     dlt_dataset_close(ds);
@@ -515,7 +517,8 @@ static void test_map_classes(void **state)
     /* A class that is not in the list. */
     assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     assert_int_not_equal(dlt_dataset_map_classes(ds, "a\nb", note, sizeof(note), dlt_err_fresh(&err)), 0);
-    assert_non_null(strstr(err.msg, "1 of its 2 class(es) are not among the 2 classes it is scored against (a...b): 'c'"));
+    assert_non_null(
+        strstr(err.msg, "1 of its 2 class(es) are not among the 2 classes it is scored against (a...b): 'c'"));
     dlt_dataset_close(ds);
     /* A labels file with numbers: positions; 1-based ones refused with the reason. */
     snprintf(p, sizeof(p), "%s/num.txt", g_dir);
@@ -574,12 +577,9 @@ static void test_map_classes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_folder_and_recordio),
-        cmocka_unit_test(test_recordio_index_damage),
-        cmocka_unit_test(test_folder_left_out),
-        cmocka_unit_test(test_folder_long_paths),
-        cmocka_unit_test(test_labels_file),
-        cmocka_unit_test(test_folder_out_of_memory),
+        cmocka_unit_test(test_folder_and_recordio), cmocka_unit_test(test_recordio_index_damage),
+        cmocka_unit_test(test_folder_left_out),     cmocka_unit_test(test_folder_long_paths),
+        cmocka_unit_test(test_labels_file),         cmocka_unit_test(test_folder_out_of_memory),
         cmocka_unit_test(test_map_classes),
     };
     int rc;

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "trainer/backend/device_choice.h"
 #include "common/pci_busid.h"
+#include "trainer/backend/device_choice.h"
 
 static void test_visible_list(void **state)
 {
@@ -75,8 +75,8 @@ static void test_explicit_device(void **state)
 static void test_two_ranks_one_gpu_refused(void **state)
 {
     dlt_err err = DLT_ERR_INIT;
-    dlt_device_claim ok[4] = {{0, "n1", "0000:1a:00.0"}, {1, "n1", "0000:1b:00.0"},
-                              {2, "n2", "0000:1a:00.0"}, {3, "n2", "0000:1b:00.0"}};
+    dlt_device_claim ok[4] = {
+        {0, "n1", "0000:1a:00.0"}, {1, "n1", "0000:1b:00.0"}, {2, "n2", "0000:1a:00.0"}, {3, "n2", "0000:1b:00.0"}};
     dlt_device_claim bad[3] = {{0, "n1", "0000:1a:00.0"}, {1, "n2", "0000:1a:00.0"}, {2, "n1", "0000:1a:00.0"}};
     (void)state;
     assert_int_equal(dlt_device_check_distinct(ok, 4, dlt_err_fresh(&err)), 0);
@@ -112,7 +112,8 @@ static void test_plugin_gpu_is_the_opened_one(void **state)
     assert_int_equal(dlt_device_pci_check("0000:1a:00.0", NULL, 0, dlt_err_fresh(&err)), 1);
     /* Another GPU: refused, naming both in one form. */
     assert_int_equal(dlt_device_pci_check("0000:1a:00.0", "0000:3B:00.0", 1, dlt_err_fresh(&err)), -ENODEV);
-    assert_non_null(strstr(err.msg, "bound this task to GPU 0000:1a:00.0 (DLT_GPU_PCI) but CUDA device 1 is GPU 0000:3b:00.0"));
+    assert_non_null(
+        strstr(err.msg, "bound this task to GPU 0000:1a:00.0 (DLT_GPU_PCI) but CUDA device 1 is GPU 0000:3b:00.0"));
     assert_int_equal(dlt_device_pci_check("GPU-1234", "0000:3B:00.0", 0, dlt_err_fresh(&err)), -EINVAL);
     assert_non_null(strstr(err.msg, "DLT_GPU_PCI='GPU-1234'"));
 }
@@ -120,9 +121,12 @@ static void test_plugin_gpu_is_the_opened_one(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_visible_list),          cmocka_unit_test(test_local_rank_rule),
-        cmocka_unit_test(test_plugin_bound_uses_device_zero), cmocka_unit_test(test_explicit_device),
-        cmocka_unit_test(test_two_ranks_one_gpu_refused), cmocka_unit_test(test_plugin_gpu_is_the_opened_one),
+        cmocka_unit_test(test_visible_list),
+        cmocka_unit_test(test_local_rank_rule),
+        cmocka_unit_test(test_plugin_bound_uses_device_zero),
+        cmocka_unit_test(test_explicit_device),
+        cmocka_unit_test(test_two_ranks_one_gpu_refused),
+        cmocka_unit_test(test_plugin_gpu_is_the_opened_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,7 @@ static void test_key_names(void **state)
     assert_string_equal(key, "dltpmix.allgather.18446744073709551615");
     assert_int_equal(dltpmix_key(key, sizeof(key), DLTPMIX_OP_ARRIVE, 7), 0);
     assert_string_equal(key, "dltpmix.arrive.7");
-    assert_int_equal(dltpmix_key(key, 8, DLTPMIX_OP_BCAST, 1), -1);       /* too small: refused */
+    assert_int_equal(dltpmix_key(key, 8, DLTPMIX_OP_BCAST, 1), -1);         /* too small: refused */
     assert_int_equal(dltpmix_key(key, sizeof(key), (dltpmix_op)99, 1), -1); /* unknown op */
 }
 

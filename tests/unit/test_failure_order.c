@@ -28,11 +28,11 @@
 
 #include <cmocka.h>
 
-#include "trainer/comm/comm.h"
 #include "common/status.h"
+#include "tests/unit/data_fixture.h"
+#include "trainer/comm/comm.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
-#include "tests/unit/data_fixture.h"
 
 /* The calls recorded, in order: 'B'/'E' capture begin/end, 'R' graph release, 'S' graph release
  * from the watchdog's thread, 'A' communicator abort, 'D' backend destroy. */
@@ -42,7 +42,7 @@ static struct {
     const dlt_backend_ops *real;
     dlt_backend_ops ops;
     int sgd_calls, fail_at;
-    int seq_fd; /* > 0: the abort writes the calls recorded so far here (a forked run's report) */
+    int seq_fd;       /* > 0: the abort writes the calls recorded so far here (a forked run's report) */
     int fail_destroy; /* the backend's destroy records a failure of its own */
 } g;
 
@@ -103,8 +103,8 @@ static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
     return 0;
 }
 
-static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy, _abort, NULL, NULL, NULL,
-                                        _allgather};
+static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy,
+                                        _abort, NULL,       NULL,   NULL,     _allgather};
 
 /* ---- the backend's recording hooks */
 
@@ -214,7 +214,8 @@ static void test_failed_run_releases_graph_before_abort(void **state)
     comm->ops->destroy(comm);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
-    printf("# run: rc %d, err \"%s\", recorded \"%s\" (R graph release, A abort, D backend destroy)\n", rc, err.msg, g.seq);
+    printf("# run: rc %d, err \"%s\", recorded \"%s\" (R graph release, A abort, D backend destroy)\n", rc, err.msg,
+           g.seq);
     assert_int_not_equal(rc, 0);
     assert_non_null(strstr(err.msg, "injected optimizer failure")); /* the first failure, not the abort's words */
     /* The abort happened, and the recording was dropped before it (the backend's destroy, the
@@ -222,7 +223,8 @@ static void test_failed_run_releases_graph_before_abort(void **state)
     assert_non_null(strchr(g.seq, 'A'));
     if (!strchr(g.seq, 'R') || strchr(g.seq, 'R') > strchr(g.seq, 'A'))
         fail_msg("the communicator was aborted with the recorded step alive (calls: \"%s\"): NCCL's abort waits for "
-                 "every graph holding the communicator", g.seq);
+                 "every graph holding the communicator",
+                 g.seq);
 }
 
 /* The first failure across modules: the data loader fails (a truncated validation image under
@@ -285,7 +287,7 @@ static void test_status_keeps_first_failure(void **state)
     assert_non_null(strstr(e.file, "test_failure_order.c"));
     assert_true(e.line > 0);
     assert_int_equal(dlt_fail(&e, -ENOMEM, "second symptom"), -ENOMEM); /* the caller's status, not kept */
-    assert_int_equal(dlt_fail_prefix(&e, -ENOMEM, "cleanup"), -ENOMEM);  /* the second one's context */
+    assert_int_equal(dlt_fail_prefix(&e, -ENOMEM, "cleanup"), -ENOMEM); /* the second one's context */
     assert_int_equal(dlt_fail_suffix(&e, -ENOMEM, " (layer x)"), -ENOMEM);
     assert_string_equal(e.msg, "step 3: device lost");
     assert_int_equal(e.code, -EIO);
@@ -331,7 +333,8 @@ static void test_failed_capture_is_dropped(void **state)
     comm->ops->destroy(comm);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
-    printf("# run: rc %d, err \"%s\", recorded \"%s\" (B capture begin, E capture end, R release)\n", rc, err.msg, g.seq);
+    printf("# run: rc %d, err \"%s\", recorded \"%s\" (B capture begin, E capture end, R release)\n", rc, err.msg,
+           g.seq);
     assert_int_not_equal(rc, 0);
     assert_non_null(strstr(err.msg, "injected optimizer failure"));
     assert_non_null(strstr(g.seq, "BR"));
@@ -358,8 +361,8 @@ static int _allgather_perturbed(dlt_comm *c, const void *mine, size_t bytes, voi
     return 0;
 }
 
-static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce, _bcast,  _barrier, _comm_destroy, _abort,
-                                             NULL,   NULL,       NULL,    _allgather_perturbed};
+static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy,
+                                             _abort, NULL,       NULL,   NULL,     _allgather_perturbed};
 
 /* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
  * how many checks said bit-identical and how many said not. */
@@ -556,8 +559,8 @@ static void test_watchdog_releases_graph_before_abort(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        /* First: it forks a training run, and OpenMP's threads (started by any earlier run in this
-         * process) do not survive a fork. */
+    /* First: it forks a training run, and OpenMP's threads (started by any earlier run in this
+     * process) do not survive a fork. */
 #ifdef DLT_TEST_HOOKS
         cmocka_unit_test(test_watchdog_releases_graph_before_abort),
 #endif

@@ -57,10 +57,10 @@ static int setup(void **state)
         }
     }
     snprintf(d, sizeof(d), "%s/apple", g_root);
-    _touch(d, "photo.png");   /* another image kind */
-    _touch(d, "notes.txt");   /* other */
+    _touch(d, "photo.png"); /* another image kind */
+    _touch(d, "notes.txt"); /* other */
     snprintf(p, sizeof(p), "%s/nested", d);
-    mkdir(p, 0755);           /* nested folder */
+    mkdir(p, 0755); /* nested folder */
     snprintf(p, sizeof(p), "%s/dangling.JPEG", d);
     if (symlink("/nonexistent/x.JPEG", p) != 0) /* unreadable */
         return -1;
@@ -213,7 +213,7 @@ static size_t _craft(uint8_t *b, size_t cap, uint64_t ncls, const char *path)
     assert_true(n < 120 && cap >= 200);
     memcpy(b, magic, 8), o = 8;
     b[o++] = 0; /* numbered */
-    do { /* ncls as a varint */
+    do {        /* ncls as a varint */
         b[o++] = (uint8_t)((ncls & 0x7f) | (ncls >= 0x80 ? 0x80 : 0));
         ncls >>= 7;
     } while (ncls);
@@ -232,8 +232,8 @@ static size_t _craft(uint8_t *b, size_t cap, uint64_t ncls, const char *path)
  * paths that leave the folder, class counts beyond the bytes. */
 static void test_crafted_lists_refused(void **state)
 {
-    static const char *const bad[] = {"../x.JPEG", "/etc/x.JPEG", "a/../../x.JPEG", "a/./x.JPEG", "a//x.JPEG",
-                                      "a/..", "a/\x01.JPEG"};
+    static const char *const bad[] = {"../x.JPEG", "/etc/x.JPEG", "a/../../x.JPEG", "a/./x.JPEG",
+                                      "a//x.JPEG", "a/..",        "a/\x01.JPEG"};
     uint8_t b[256];
     dlt_err err = DLT_ERR_INIT;
     dlt_dataset *d = NULL;

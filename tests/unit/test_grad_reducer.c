@@ -155,7 +155,7 @@ static void test_ready_offsets(void **state)
 
 typedef struct {
     dlt_net *net;
-    float *final;    /* the gradients of a plain backward */
+    float *final; /* the gradients of a plain backward */
     size_t last_lo;
     int calls, violations, finished;
 } hook_state;
@@ -223,7 +223,7 @@ static void test_backward_handoff(void **state)
     if (g_hook.violations)
         fail_msg("%d hand-offs announced gradients that were not final yet (or lo did not decrease)",
                  g_hook.violations);
-    assert_true(g_hook.calls > 10);     /* many hand-offs: the reduction can overlap backward */
+    assert_true(g_hook.calls > 10);      /* many hand-offs: the reduction can overlap backward */
     assert_int_equal(g_hook.last_lo, 0); /* the last covers everything */
     assert_int_equal(g_hook.finished, 1);
     assert_memory_equal(net.grads, g_hook.final, net.model.nparams * sizeof(float));
@@ -278,13 +278,17 @@ static void _noop_abort(dlt_comm *c, int code)
  * one staged round trip for a GPU behind a host communicator. */
 static void test_reducer_paths(void **state)
 {
-    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL, NULL, NULL, NULL};
+    static const dlt_comm_ops host_ops = {"stand-in",  _rec_allreduce, NULL, NULL, _noop_destroy,
+                                          _noop_abort, NULL,           NULL, NULL, NULL};
     const struct {
         int ranks, host_memory;
         const char *path;
         int downloads, uploads, allreduces;
     } cases[] = {
-        {1, 0, "none", 0, 0, 0}, {1, 1, "none", 0, 0, 0}, {2, 1, "host", 0, 0, 1}, {4, 0, "host", 1, 1, 1},
+        {1, 0, "none", 0, 0, 0},
+        {1, 1, "none", 0, 0, 0},
+        {2, 1, "host", 0, 0, 1},
+        {4, 0, "host", 1, 1, 1},
     };
     dlt_err err = DLT_ERR_INIT;
     (void)state;
@@ -380,12 +384,9 @@ static void test_lowp_reduction_scale(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loss_scaler),
-        cmocka_unit_test(test_bucket_layout),
-        cmocka_unit_test(test_ready_offsets),
-        cmocka_unit_test(test_backward_handoff),
-        cmocka_unit_test(test_reducer_paths),
-        cmocka_unit_test(test_lowp_reduction_scale),
+        cmocka_unit_test(test_loss_scaler),   cmocka_unit_test(test_bucket_layout),
+        cmocka_unit_test(test_ready_offsets), cmocka_unit_test(test_backward_handoff),
+        cmocka_unit_test(test_reducer_paths), cmocka_unit_test(test_lowp_reduction_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

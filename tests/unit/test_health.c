@@ -5,19 +5,19 @@
 #include "config.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
-#include "common/clock.h"
 #include "trainer/train/straggler.h"
 
 /* The naive product of the check's inputs. */
@@ -221,8 +221,8 @@ static int _same_everywhere(dlt_comm *c, const void *mine, size_t bytes, void *a
     return 0;
 }
 
-static const dlt_comm_ops g_sub_ops = {"sub", _sub_allreduce, NULL, _sub_none, _sub_destroy, NULL, NULL, NULL,
-                                       _sub_discard, _same_everywhere};
+static const dlt_comm_ops g_sub_ops = {"sub", _sub_allreduce, NULL, _sub_none,    _sub_destroy,
+                                       NULL,  NULL,           NULL, _sub_discard, _same_everywhere};
 
 static int _world_split(dlt_comm *c, int color, int key, dlt_comm **out)
 {
@@ -244,8 +244,8 @@ static int _world_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type
     return 0;
 }
 
-static const dlt_comm_ops g_world_ops = {"world", _world_allreduce, NULL, _sub_none, NULL, NULL, NULL, _world_split,
-                                         NULL, _same_everywhere};
+static const dlt_comm_ops g_world_ops = {"world", _world_allreduce, NULL, _sub_none,       NULL, NULL,
+                                         NULL,    _world_split,     NULL, _same_everywhere};
 
 static void test_group_point_discards_failed_sub(void **state)
 {
@@ -264,19 +264,17 @@ static void test_group_point_discards_failed_sub(void **state)
     assert_int_equal(dlt_ar_group_point(&world, 0, 0, 1024, 2, vec, 1, 4), -EIO);
     if (strcmp(g_calls, "X") != 0)
         fail_msg("a sub-communicator whose all-reduce failed was torn down by \"%s\" (D: destroy, which waits for a "
-                 "lost peer; X: discard)", g_calls);
+                 "lost peer; X: discard)",
+                 g_calls);
     assert_non_null(strstr(err.msg, "peer lost"));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm_verify),
-        cmocka_unit_test(test_allreduce_definitions),
-        cmocka_unit_test(test_sweep_single),
-        cmocka_unit_test(test_sweep_budget),
-        cmocka_unit_test(test_straggler_judge),
-        cmocka_unit_test(test_group_point_discards_failed_sub),
+        cmocka_unit_test(test_gemm_verify),     cmocka_unit_test(test_allreduce_definitions),
+        cmocka_unit_test(test_sweep_single),    cmocka_unit_test(test_sweep_budget),
+        cmocka_unit_test(test_straggler_judge), cmocka_unit_test(test_group_point_discards_failed_sub),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,8 +28,15 @@ static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict
                    int *rc_out, int64_t *bad)
 {
     dlt_loader *l;
-    dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = rank, .world = world,
-                           .workers = workers, .depth = 2, .strict = strict};
+    dlt_loader_config c = {.batch = 4,
+                           .out = 32,
+                           .train = 1,
+                           .seed = 5,
+                           .rank = rank,
+                           .world = world,
+                           .workers = workers,
+                           .depth = 2,
+                           .strict = strict};
     dlt_err err = DLT_ERR_INIT;
     int rc = 0;
     assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
@@ -71,8 +78,8 @@ static void test_loader_threads_refused(void **state)
     dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     dlt_loader *l;
-    dlt_loader_config c = {.batch = 2, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 1, .workers = 3,
-                           .depth = 2};
+    dlt_loader_config c = {
+        .batch = 2, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 1, .workers = 3, .depth = 2};
     struct rlimit old, low;
     int rc;
     (void)state;
@@ -169,8 +176,16 @@ static void test_loader_acquire(void **state)
     dlt_err err = DLT_ERR_INIT;
     dlt_dataset *ds;
     dlt_loader *l;
-    dlt_loader_config c = {.batch = 4, .out = 32, .train = 1, .seed = 5, .rank = 0, .world = 1, .workers = 2,
-                           .depth = 3, .alloc = _count_alloc, .release = _count_free};
+    dlt_loader_config c = {.batch = 4,
+                           .out = 32,
+                           .train = 1,
+                           .seed = 5,
+                           .rank = 0,
+                           .world = 1,
+                           .workers = 2,
+                           .depth = 3,
+                           .alloc = _count_alloc,
+                           .release = _count_free};
     uint8_t *ref = calloc(4 * bb, 1);
     int32_t lref[16];
     const uint8_t *im[3];
@@ -228,8 +243,8 @@ static void test_loader_eval_exact(void **state)
     for (int world = 1; world <= 16; world *= 2) {
         int seen[9] = {0}, total = 0;
         for (int rank = 0; rank < world; rank++) {
-            dlt_loader_config c = {.batch = 4, .out = 32, .train = 0, .seed = 5, .rank = rank, .world = world,
-                                   .workers = 2, .depth = 2};
+            dlt_loader_config c = {
+                .batch = 4, .out = 32, .train = 0, .seed = 5, .rank = rank, .world = world, .workers = 2, .depth = 2};
             int64_t steps;
             assert_int_equal(dlt_loader_create(&l, ds, &c, dlt_err_fresh(&err)), 0);
             steps = dlt_loader_steps_per_epoch(l);
@@ -325,10 +340,8 @@ static void test_loader_bad_exchange(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loader_threads_refused),
-        cmocka_unit_test(test_loader),
-        cmocka_unit_test(test_loader_acquire),
-        cmocka_unit_test(test_loader_eval_exact),
+        cmocka_unit_test(test_loader_threads_refused), cmocka_unit_test(test_loader),
+        cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
         cmocka_unit_test(test_loader_bad_exchange),
     };
     int rc;

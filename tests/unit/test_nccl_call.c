@@ -33,7 +33,8 @@ static void test_in_progress_is_waited_out(void **state)
     dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(5, ncclSuccess, "");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(...)", "f.c", 1, 5.0, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(...)", "f.c", 1, 5.0, dlt_err_fresh(&err)),
+                     0);
     assert_int_equal(fake_nccl_polls(), 6);
 }
 
@@ -42,8 +43,8 @@ static void test_in_progress_then_async_error(void **state)
     dlt_err err = DLT_ERR_INIT;
     (void)state;
     fake_nccl_script(3, ncclRemoteError, "socket recv: peer 3 closed the connection");
-    assert_int_equal(dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(g, g, n)", "r.c", 42, 5.0, dlt_err_fresh(&err)),
-                     -EIO);
+    assert_int_equal(
+        dlt_nccl_settle(COMM, ncclInProgress, "ncclAllReduce(g, g, n)", "r.c", 42, 5.0, dlt_err_fresh(&err)), -EIO);
     assert_non_null(strstr(err.msg, "r.c:42: ncclAllReduce(g, g, n)"));
     assert_non_null(strstr(err.msg, "remote process exited"));
     assert_non_null(strstr(err.msg, "peer 3 closed the connection"));
@@ -93,12 +94,9 @@ static void test_peer_check_and_release(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_success_needs_no_wait),
-        cmocka_unit_test(test_in_progress_is_waited_out),
-        cmocka_unit_test(test_in_progress_then_async_error),
-        cmocka_unit_test(test_immediate_error_names_nccl_message),
-        cmocka_unit_test(test_stuck_in_progress_times_out),
-        cmocka_unit_test(test_peer_check_and_release),
+        cmocka_unit_test(test_success_needs_no_wait),        cmocka_unit_test(test_in_progress_is_waited_out),
+        cmocka_unit_test(test_in_progress_then_async_error), cmocka_unit_test(test_immediate_error_names_nccl_message),
+        cmocka_unit_test(test_stuck_in_progress_times_out),  cmocka_unit_test(test_peer_check_and_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

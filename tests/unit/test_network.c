@@ -17,9 +17,9 @@
 #include <cmocka.h>
 #include <omp.h>
 
+#include "common/rng.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/model/network.h"
-#include "common/rng.h"
 
 static double _loss(dlt_net *net, const int32_t *labels)
 {
@@ -66,8 +66,8 @@ static double _entry_derivative(dlt_net *net, const int32_t *labels, size_t i, d
  * chance). A ReLU or max-pool kink within h of the parameter spoils one entry (the
  * one-sided slope against the average of both sides), so one entry of a tensor may disagree; a
  * tensor passes only with an entry that agrees and is resolved (|fd| > 10 (err + 1e-6)), which a
- * tensor whose gradient is zero, or off by a factor of 1.4 or more either way, can never have. Returns the tensors that fail
- * (and names each); grad: the backward's gradient, host layout. */
+ * tensor whose gradient is zero, or off by a factor of 1.4 or more either way, can never have. Returns the tensors that
+ * fail (and names each); grad: the backward's gradient, host layout. */
 static int _check_every_tensor(dlt_net *net, const int32_t *labels, const float *grad, const char *arch,
                                const char *only)
 {
@@ -102,15 +102,17 @@ static int _check_every_tensor(dlt_net *net, const int32_t *labels, const float 
             entries++;
         }
         if (!agree || disagree > 1) {
-            fprintf(stderr, "%s %s: the backward gradient does not follow the loss (%d of 2 entries disagree, %d "
-                            "agree and are resolved)\n", arch, en->name, disagree, agree);
+            fprintf(stderr,
+                    "%s %s: the backward gradient does not follow the loss (%d of 2 entries disagree, %d "
+                    "agree and are resolved)\n",
+                    arch, en->name, disagree, agree);
             failed++;
         }
         disagreed += disagree;
         tensors++;
     }
-    fprintf(stderr, "%s: %d parameter tensors, %d entries checked, %d disagree, %d tensors fail\n", arch,
-            tensors, entries, disagreed, failed);
+    fprintf(stderr, "%s: %d parameter tensors, %d entries checked, %d disagree, %d tensors fail\n", arch, tensors,
+            entries, disagreed, failed);
     return failed;
 }
 

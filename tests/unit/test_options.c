@@ -45,7 +45,8 @@ static void test_full_list(void **state)
     dlt_err err = DLT_ERR_INIT;
     char txt[256];
     (void)state;
-    assert_int_equal(dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,gpus=step,verbose", dlt_err_fresh(&err)), 0);
+    assert_int_equal(
+        dlt_user_opts_parse(&o, &s, "bind=none,nccl=off,nic=mlx5_0,gpus=step,verbose", dlt_err_fresh(&err)), 0);
     assert_int_equal(o.bind, DLT_BIND_NONE);
     assert_int_equal(o.nccl, DLT_NCCL_OFF);
     assert_string_equal(o.nic, "mlx5_0");
@@ -150,9 +151,11 @@ static void test_site_args(void **state)
 {
     dlt_site_conf s;
     dlt_err err = DLT_ERR_INIT;
-    char *good[] = {"default_bind=none", "enable=always", "topo_dir=/var/run/dlt", "nccl_socket_ifname=ib0,eth0",
-                    "nccl_ib_hca=mlx5_0:1", "nvml_lib=/opt/nvidia/libnvidia-ml.so.1", "allow_bind_none=no",
-                    "default_nccl=off", "sysfs_root=/srv/fixture", "default_gpus=step"};
+    char *good[] = {"default_bind=none",       "enable=always",
+                    "topo_dir=/var/run/dlt",   "nccl_socket_ifname=ib0,eth0",
+                    "nccl_ib_hca=mlx5_0:1",    "nvml_lib=/opt/nvidia/libnvidia-ml.so.1",
+                    "allow_bind_none=no",      "default_nccl=off",
+                    "sysfs_root=/srv/fixture", "default_gpus=step"};
     (void)state;
     assert_int_equal(dlt_site_conf_parse(&s, 10, good, dlt_err_fresh(&err)), 0);
     assert_string_equal(s.sysfs_root, "/srv/fixture");

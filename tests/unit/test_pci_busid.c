@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "plugin/topology.h" /* DLT_BUSID_LEN */
 #include "common/pci_busid.h"
+#include "plugin/topology.h" /* DLT_BUSID_LEN */
 
 static void test_busid(void **state)
 {

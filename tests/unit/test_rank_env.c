@@ -21,14 +21,9 @@ static void test_hostlist_first(void **state)
     static const struct {
         const char *list, *first;
     } ok[] = {
-        {"n1", "n1"},
-        {"n[1-2]", "n1"},
-        {"gpu[007-010,12],login1", "gpu007"},
-        {"a1,b2", "a1"},
-        {"node[3,5-7]", "node3"},
-        {"rack1-n[10-11]-ib", "rack1-n10-ib"},
-        {"x[09]", "x09"},
-        {"n[1-2],m[3-4]", "n1"},
+        {"n1", "n1"},     {"n[1-2]", "n1"},         {"gpu[007-010,12],login1", "gpu007"},
+        {"a1,b2", "a1"},  {"node[3,5-7]", "node3"}, {"rack1-n[10-11]-ib", "rack1-n10-ib"},
+        {"x[09]", "x09"}, {"n[1-2],m[3-4]", "n1"},
     };
     static const char *const bad[] = {"", "n[", "n]1", "n[-2]", "n[a-b]", ",n1", "n[1-2", "n[[1]]", "n[1]x[2]"};
     char out[64];
@@ -147,7 +142,8 @@ static void test_env_record(void **state)
     assert_int_equal(dlt_env_record_add(small, sizeof(small), "RANK", "0"), 0);
     assert_int_equal(dlt_env_record_add(small, sizeof(small), "WORLD_SIZE", "2"), -ENOSPC);
     assert_string_equal(small, "RANK:af63ad4c86019caf");
-    static const char *const bad[] = {"RANK", "RANK:12", "RANK:zz63ad4c86019caf", "A B:af63ad4c86019caf", ":af63ad4c86019caf"};
+    static const char *const bad[] = {"RANK", "RANK:12", "RANK:zz63ad4c86019caf", "A B:af63ad4c86019caf",
+                                      ":af63ad4c86019caf"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cur = bad[i];
         if (dlt_env_record_next(&cur, name, sizeof(name), &h) != -EINVAL)

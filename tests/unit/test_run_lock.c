@@ -4,8 +4,8 @@
  * told from a concurrent step of the same incarnation and from another job. */
 #include "config.h"
 
-#include <setjmp.h>
 #include <errno.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

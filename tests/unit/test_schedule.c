@@ -20,8 +20,13 @@
  * 30, 60 and 80 of 90 epochs; 10 steps an epoch keeps the numbers readable. */
 static dlt_schedule _goyal(int cosine)
 {
-    dlt_schedule s = {.peak = 0.4, .steps_per_epoch = 10, .warmup_epochs = 5, .cosine = cosine,
-                      .total_epochs = 90, .milestones = {30, 60, 80}, .nmilestones = 3};
+    dlt_schedule s = {.peak = 0.4,
+                      .steps_per_epoch = 10,
+                      .warmup_epochs = 5,
+                      .cosine = cosine,
+                      .total_epochs = 90,
+                      .milestones = {30, 60, 80},
+                      .nmilestones = 3};
     return s;
 }
 

@@ -134,7 +134,7 @@ static int _softmax(dlt_backend *be, const float *z, const int32_t *labels, int 
 
 /* Everything else is counted as a call only. */
 #define COUNTED(name, params, args)                                                                                    \
-    static int _c_##name params                                                                                       \
+    static int _c_##name params                                                                                        \
     {                                                                                                                  \
         g.c[C_OPS]++;                                                                                                  \
         return g.real->name args;                                                                                      \
@@ -239,7 +239,8 @@ static void test_step_budget(void **state)
     if (d[C_WAIT] > 1)
         fail_msg("%lld host-blocking waits per step: the budget is one (the results' read)", d[C_WAIT]);
     if (d[C_MODEL_COPIES] != 0)
-        fail_msg("%lld whole-model copies per step: only checkpoints and replica checks may copy the model", d[C_MODEL_COPIES]);
+        fail_msg("%lld whole-model copies per step: only checkpoints and replica checks may copy the model",
+                 d[C_MODEL_COPIES]);
     /* What crosses: the batch's pixels and labels in, this rank's stop and input flags (one double
      * each, put every step so a recorded step has them), the results out. */
     assert_int_equal(d[C_H2D_BYTES], 2 * 32 * 32 * 3 + 2 * (long long)sizeof(int32_t) + 2 * (long long)sizeof(double));

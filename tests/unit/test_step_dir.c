@@ -218,8 +218,8 @@ static void test_deep_stale_does_not_block(void **state)
     snprintf(p, sizeof(p), "%s/6.0", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
     _deep_chain(fx, "6.0", 80);
-    if (dlt_step_dir_create(fx->top, "6.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
-                            &stale, note, sizeof(note), dlt_err_fresh(&err)) != 0)
+    if (dlt_step_dir_create(fx->top, "6.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file), &stale, note,
+                            sizeof(note), dlt_err_fresh(&err)) != 0)
         fail_msg("a stale folder with an 80-level tree blocks the step: %s", err.msg);
     assert_int_equal(stale, 1);
     assert_int_equal(dlt_step_dir_remove(fx->top, "6.0", dlt_err_fresh(&err)), 0);
@@ -248,8 +248,8 @@ static void test_step_dir_not_user_writable(void **state)
     struct stat st;
     int stale = 0;
     gid_t gid = getuid() == 0 ? 65534 : getgid();
-    assert_int_equal(dlt_step_dir_create(fx->top, "8.0", "nccl_topo.xml", "<system/>", 9, gid, file, sizeof(file), &stale,
-                                         note, sizeof(note), dlt_err_fresh(&err)),
+    assert_int_equal(dlt_step_dir_create(fx->top, "8.0", "nccl_topo.xml", "<system/>", 9, gid, file, sizeof(file),
+                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
                      0);
     snprintf(p, sizeof(p), "%s/8.0", fx->top);
     assert_int_equal(lstat(p, &st), 0);

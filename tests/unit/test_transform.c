@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/data_fixture.h"
 #include "common/rng.h"
+#include "tests/unit/data_fixture.h"
 #include "trainer/data/transform.h"
 
 static void test_crop_parameters(void **state)

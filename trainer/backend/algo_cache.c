@@ -20,11 +20,12 @@ static void _key_text(const dlt_algo_key *k, char *out, size_t outlen)
     size_t i;
     for (i = 0; i + 1 < sizeof(dev) && k->device[i]; i++)
         dev[i] = (k->device[i] == ' ' || k->device[i] == '\t' || k->device[i] == '\n' || k->device[i] == '=')
-                     ? '_' : k->device[i];
+                     ? '_'
+                     : k->device[i];
     dev[i] = 0;
-    snprintf(out, outlen, "%s %s cc%d cudnn%ld dt%d math%d det%d ws%zu n%d c%d/%d h%d w%d k%d r%d s%d st%d pad%d",
-             TAG, dev[0] ? dev : "-", k->cc, k->library, k->dtype, k->math, k->deterministic, k->ws_limit, k->s.n,
-             k->s.c, k->channels, k->s.h, k->s.w, k->s.k, k->s.r, k->s.s, k->s.stride, k->s.pad);
+    snprintf(out, outlen, "%s %s cc%d cudnn%ld dt%d math%d det%d ws%zu n%d c%d/%d h%d w%d k%d r%d s%d st%d pad%d", TAG,
+             dev[0] ? dev : "-", k->cc, k->library, k->dtype, k->math, k->deterministic, k->ws_limit, k->s.n, k->s.c,
+             k->channels, k->s.h, k->s.w, k->s.k, k->s.r, k->s.s, k->s.stride, k->s.pad);
 }
 
 int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_choice *out, int *damaged, dlt_err *err)
@@ -57,8 +58,9 @@ int dlt_algo_cache_lookup(const char *path, const dlt_algo_key *key, dlt_algo_ch
         if (strncmp(line, want, wl) != 0 || strncmp(line + wl, " = ", 3) != 0)
             continue; /* another key (or a damaged one: it can never match) */
         if (sscanf(line + wl + 3, "fwd %d/%d data %d/%d/%d filter %d/%d%c", &c.fwd, &c.fwd_math, &c.data, &c.data_math,
-                   &c.data_ok, &c.filter, &c.filter_math, &end) != 8 || end != '\n' || c.fwd < 0 || c.data < 0 ||
-            c.filter < 0 || c.fwd_math < 0 || c.data_math < 0 || c.filter_math < 0 || (c.data_ok != 0 && c.data_ok != 1)) {
+                   &c.data_ok, &c.filter, &c.filter_math, &end) != 8 ||
+            end != '\n' || c.fwd < 0 || c.data < 0 || c.filter < 0 || c.fwd_math < 0 || c.data_math < 0 ||
+            c.filter_math < 0 || (c.data_ok != 0 && c.data_ok != 1)) {
             bad++;
             continue;
         }

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "trainer/backend/backend.h"
 #include "common/status.h"
+#include "trainer/backend/backend.h"
 
 /* Everything that makes a choice valid: the same GPU model, cuDNN version, data and math types,
  * determinism rule, workspace limit and geometry (with the stem's padded channel count). */

@@ -40,7 +40,7 @@ int dlt_param_segments_check(const dlt_param_segment *segs, int nsegs, size_t n,
     for (int i = 0; i < nsegs; i++) {
         if (segs[i].off != covered || segs[i].len == 0) {
             return dlt_fail(err, -EINVAL, "optimizer segment %d [%zu, +%zu) leaves a gap or overlaps", i, segs[i].off,
-                     segs[i].len);
+                            segs[i].len);
         }
         covered += segs[i].len;
     }

@@ -38,10 +38,10 @@ const char *dlt_precision_name(dlt_precision p);
 int dlt_precision_parse(const char *s);
 
 typedef struct {
-    int n, c, h, w;        /* input, NHWC */
-    int k, r, s;           /* output channels, kernel height/width */
+    int n, c, h, w; /* input, NHWC */
+    int k, r, s;    /* output channels, kernel height/width */
     int stride, pad;
-    int oh, ow;            /* output size (filled by dlt_conv_shape_finish) */
+    int oh, ow; /* output size (filled by dlt_conv_shape_finish) */
 } dlt_conv_shape;
 
 typedef struct {
@@ -61,8 +61,8 @@ typedef struct {
 /* The slots of a step's results (be->results), summed over the step's batches and, after the
  * agreement, over the ranks. */
 enum {
-    DLT_RES_LOSS = 0,     /* summed cross-entropy */
-    DLT_RES_TOP1,         /* hits */
+    DLT_RES_LOSS = 0, /* summed cross-entropy */
+    DLT_RES_TOP1,     /* hits */
     DLT_RES_TOP5,
     DLT_RES_BAD_LABELS,   /* labels outside 0..k-1 */
     DLT_RES_NONFINITE,    /* nonzero: a gradient is not finite (fp16 overflow) */
@@ -128,16 +128,16 @@ typedef struct {
                   const float *mean, const float *var, float *dx, float *dgamma, float *dbeta);
 
     /* Running statistics as PyTorch keeps them: r = (1-m) r + m batch (variance times unbias). */
-    int (*bn_stats_update)(dlt_backend *be, float *run_mean, float *run_var, const float *mean, const float *var,
-                           int c, float momentum, float unbias);
+    int (*bn_stats_update)(dlt_backend *be, float *run_mean, float *run_var, const float *mean, const float *var, int c,
+                           float momentum, float unbias);
 
     /* Optional (NULL: the network runs bn_fwd_train + add_relu and relu_bwd + bn_bwd): training
      * forward y = relu(bn(x) + z) (z may be NULL) in one pass, and its backward from y, which
      * also writes dz, the gradient of z (NULL when there is no z); dy is left as it is. */
     int (*bn_fwd_train_relu)(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *gamma,
                              const float *beta, float *y, float *mean, float *var);
-    int (*bn_bwd_relu)(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy,
-                       const float *gamma, const float *beta, float *dx, float *dz, float *dgamma, float *dbeta);
+    int (*bn_bwd_relu)(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy, const float *gamma,
+                       const float *beta, float *dx, float *dz, float *dgamma, float *dbeta);
 
     /* Max pooling (training keeps what backward needs inside op). */
     int (*maxpool_plan)(dlt_backend *be, const dlt_act_shape *in, int k, int stride, int pad, dlt_op **op);
@@ -214,7 +214,7 @@ typedef struct {
 typedef struct {
     const int32_t *labels; /* host memory, n of them (softmax_xent's) */
     int n;
-    float lr;              /* sgd_step's */
+    float lr;                  /* sgd_step's */
     double stop, input_failed; /* results_put's of DLT_RES_STOP and DLT_RES_INPUT_FAILED */
 } dlt_step_inputs;
 
@@ -250,11 +250,11 @@ struct dlt_backend {
     const dlt_backend_ops *ops;
     const dlt_graph_ops *graphs; /* NULL: no CUDA graphs */
     dlt_precision precision;
-    size_t act_size;  /* bytes per activation element */
-    int host_memory;  /* backend memory is host memory: no copies between the two */
+    size_t act_size; /* bytes per activation element */
+    int host_memory; /* backend memory is host memory: no copies between the two */
     int threads;
-    void *stream;     /* CUDA: the cudaStream_t every op is queued on; NULL on the CPU */
-    double *results;  /* DLT_RES_COUNT doubles of backend memory (results_reset/put/read) */
+    void *stream;    /* CUDA: the cudaStream_t every op is queued on; NULL on the CPU */
+    double *results; /* DLT_RES_COUNT doubles of backend memory (results_reset/put/read) */
     /* Asked between the polls of every wait for the device: a lost peer ends the wait with err.
      * The communicator's (dlt_comm.peers), which dlt_run_open lends; NULL: none. */
     const dlt_peer_check *peers;
@@ -270,14 +270,14 @@ static inline int dlt_out_size(int in, int k, int stride, int pad)
 }
 
 typedef struct {
-    const char *kind;        /* "auto" (CUDA when built in and a GPU is visible, else CPU), "cpu", "cuda" */
+    const char *kind; /* "auto" (CUDA when built in and a GPU is visible, else CPU), "cpu", "cuda" */
     dlt_precision precision;
-    int device;              /* CUDA: GPU index among the visible ones; -1: chosen at launch
-                              * (device_choice.h: the plugin's GPU, else the local rank's) */
-    int deterministic;       /* CUDA: only algorithms that give the same bits every run */
-    int stem_pad;            /* CUDA: pad the 3-channel input to 4 for tensor cores (-1 auto: all but fp32) */
-    int progress;            /* CUDA: a line now and then while the cuDNN algorithm search takes long */
-    const char *algo_cache;  /* CUDA: --cudnn-cache FILE, the algorithm choices kept across runs (NULL: none) */
+    int device;             /* CUDA: GPU index among the visible ones; -1: chosen at launch
+                             * (device_choice.h: the plugin's GPU, else the local rank's) */
+    int deterministic;      /* CUDA: only algorithms that give the same bits every run */
+    int stem_pad;           /* CUDA: pad the 3-channel input to 4 for tensor cores (-1 auto: all but fp32) */
+    int progress;           /* CUDA: a line now and then while the cuDNN algorithm search takes long */
+    const char *algo_cache; /* CUDA: --cudnn-cache FILE, the algorithm choices kept across runs (NULL: none) */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

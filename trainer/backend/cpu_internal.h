@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <oneapi/dnnl/dnnl.h>
 
-#include "trainer/backend/backend.h"
 #include "common/status.h"
+#include "trainer/backend/backend.h"
 
 typedef struct {
     dlt_backend base;

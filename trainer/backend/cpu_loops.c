@@ -89,7 +89,6 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
     return 0;
 }
 
-
 /* Staging on the CPU is bookkeeping: normalize_input reads the host batch where it lies. */
 static int _input_stage(dlt_backend *be, const uint8_t *src, size_t pixels)
 {
@@ -109,7 +108,7 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
     const uint8_t *src;
     if (c->nstaged == 0 || c->staged[0].pixels != pixels) {
         return dlt_fail(be->err, -EINVAL, "normalize_input of %zu pixels: %s", pixels,
-                 c->nstaged ? "the staged batch differs in size" : "no batch staged");
+                        c->nstaged ? "the staged batch differs in size" : "no batch staged");
     }
     src = c->staged[0].src;
     memmove(&c->staged[0], &c->staged[1], sizeof(c->staged[0]) * (size_t)(--c->nstaged));

@@ -23,12 +23,12 @@ struct dlt_op {
     /* conv */
     dlt_conv_shape cs;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
-    const float *w_master;             /* the bound KRSC weights (conv_bind_weights) */
-    dnnl_primitive_t w_reorder;        /* ohwi (KRSC) f32 -> fwd weights layout */
-    dnnl_primitive_t wb_reorder;       /* ohwi f32 -> bwd-data weights layout, when it differs */
+    const float *w_master;       /* the bound KRSC weights (conv_bind_weights) */
+    dnnl_primitive_t w_reorder;  /* ohwi (KRSC) f32 -> fwd weights layout */
+    dnnl_primitive_t wb_reorder; /* ohwi f32 -> bwd-data weights layout, when it differs */
     dnnl_memory_t m_wb;
     void *wb_buf;
-    dnnl_primitive_t dw_reorder;       /* bwd-weights layout -> ohwi f32 */
+    dnnl_primitive_t dw_reorder;        /* bwd-weights layout -> ohwi f32 */
     dnnl_primitive_t x_to_lp, dy_to_lp; /* f32 -> bf16 activations (bf16 only) */
     dnnl_memory_t m_x, m_y, m_w_user, m_w, m_dy, m_dx, m_dw, m_dw_user, m_x_lp, m_dy_lp, m_x_f32, m_dy_f32;
     void *w_buf, *dw_buf, *x_lp_buf, *dy_lp_buf;
@@ -43,7 +43,6 @@ struct dlt_op {
     dnnl_memory_t m_ws;
     void *ws_buf;
 };
-
 
 static int _md(dlt_backend *be, dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_data_type_t dt,
                dnnl_format_tag_t tag)
@@ -80,8 +79,9 @@ static int _reorder(dlt_backend *be, dnnl_primitive_t *p, const dnnl_memory_desc
  * ..."), and the words must never be what the buffer held before. */
 static int _oom(dlt_backend *be)
 {
-    return dlt_fail(be->err, -ENOMEM, "out of memory (the process's memory or address-space limit: `ulimit -v`, the "
-             "job's --mem; a smaller --batch needs less)");
+    return dlt_fail(be->err, -ENOMEM,
+                    "out of memory (the process's memory or address-space limit: `ulimit -v`, the "
+                    "job's --mem; a smaller --batch needs less)");
 }
 
 static void *_alloc_md(const dnnl_memory_desc_t *md)
@@ -112,7 +112,8 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     if (!op)
         return _oom(be);
     op->cs = *s;
-    if ((rc = _md(be, &x_f32, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) || (rc = _md(be, &x_lp, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
+    if ((rc = _md(be, &x_f32, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) ||
+        (rc = _md(be, &x_lp, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
         (rc = _md(be, &y_md, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
         (rc = _md(be, &y_lp, s->n, s->k, s->oh, s->ow, act, dnnl_nhwc)))
         goto fail;
@@ -331,7 +332,8 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     if ((rc = _mem(be, &op->m_src, &md, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_dst, &md, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_dsrc, &md, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_ddst, &md, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_mean, &cmd, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_var, &cmd, DNNL_MEMORY_NONE)) ||
-        (rc = _mem(be, &op->m_scale, &cmd, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_shift, &cmd, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_scale, &cmd, DNNL_MEMORY_NONE)) ||
+        (rc = _mem(be, &op->m_shift, &cmd, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_dscale, &cmd, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_dshift, &cmd, DNNL_MEMORY_NONE)))
         goto fail;
@@ -347,8 +349,8 @@ fail:
 static int _bn_fwd(dlt_backend *be, dlt_op *op, dnnl_primitive_t prim, const float *x, const float *gamma,
                    const float *beta, const float *mean, const float *var, float *y)
 {
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},        {DNNL_ARG_SCALE, op->m_scale},
-                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean},      {DNNL_ARG_VARIANCE, op->m_var}};
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},   {DNNL_ARG_SCALE, op->m_scale},
+                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean}, {DNNL_ARG_VARIANCE, op->m_var}};
     SET(op->m_src, x);
     SET(op->m_dst, y);
     SET(op->m_scale, gamma);
@@ -373,11 +375,10 @@ static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const floa
 static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
                    const float *mean, const float *var, float *dx, float *dgamma, float *dbeta)
 {
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},           {DNNL_ARG_DIFF_DST, op->m_ddst},
-                           {DNNL_ARG_SCALE, op->m_scale},       {DNNL_ARG_MEAN, op->m_mean},
-                           {DNNL_ARG_VARIANCE, op->m_var},      {DNNL_ARG_DIFF_SRC, op->m_dsrc},
-                           {DNNL_ARG_DIFF_SCALE, op->m_dscale}, {DNNL_ARG_DIFF_SHIFT, op->m_dshift},
-                           {DNNL_ARG_SHIFT, op->m_shift}};
+    dnnl_exec_arg_t a[] = {
+        {DNNL_ARG_SRC, op->m_src},           {DNNL_ARG_DIFF_DST, op->m_ddst},     {DNNL_ARG_SCALE, op->m_scale},
+        {DNNL_ARG_MEAN, op->m_mean},         {DNNL_ARG_VARIANCE, op->m_var},      {DNNL_ARG_DIFF_SRC, op->m_dsrc},
+        {DNNL_ARG_DIFF_SCALE, op->m_dscale}, {DNNL_ARG_DIFF_SHIFT, op->m_dshift}, {DNNL_ARG_SHIFT, op->m_shift}};
     /* oneDNN 2.x checks that the shift is bound in backward too, though it does not read it. */
     SET(op->m_src, x);
     SET(op->m_ddst, dy);
@@ -446,7 +447,8 @@ static int _maxpool_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 
 static int _maxpool_bwd(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 {
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, op->m_ddst}, {DNNL_ARG_DIFF_SRC, op->m_dsrc}, {DNNL_ARG_WORKSPACE, op->m_ws}};
+    dnnl_exec_arg_t a[] = {
+        {DNNL_ARG_DIFF_DST, op->m_ddst}, {DNNL_ARG_DIFF_SRC, op->m_dsrc}, {DNNL_ARG_WORKSPACE, op->m_ws}};
     SET(op->m_ddst, dy);
     SET(op->m_dsrc, dx);
     return _exec(be, op->bwd_data, 3, a);
@@ -535,10 +537,10 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
     _free_prim(op->x_to_lp);
     _free_prim(op->dy_to_lp);
     _free_prim(op->bn_infer);
-    dnnl_memory_t mems[] = {op->m_x,    op->m_y,     op->m_w_user, op->m_w,      op->m_dy,     op->m_dx,
-                            op->m_dw,   op->m_dw_user, op->m_x_lp, op->m_dy_lp,  op->m_x_f32,  op->m_dy_f32,
-                            op->m_mean, op->m_var,   op->m_scale,  op->m_shift,  op->m_dscale, op->m_dshift,
-                            op->m_src,  op->m_dst,   op->m_dsrc,   op->m_ddst,   op->m_ws};
+    dnnl_memory_t mems[] = {op->m_x,    op->m_y,       op->m_w_user, op->m_w,     op->m_dy,     op->m_dx,
+                            op->m_dw,   op->m_dw_user, op->m_x_lp,   op->m_dy_lp, op->m_x_f32,  op->m_dy_f32,
+                            op->m_mean, op->m_var,     op->m_scale,  op->m_shift, op->m_dscale, op->m_dshift,
+                            op->m_src,  op->m_dst,     op->m_dsrc,   op->m_ddst,  op->m_ws};
     for (size_t i = 0; i < sizeof(mems) / sizeof(mems[0]); i++)
         _free_mem(mems[i]);
     free(op->w_buf);
@@ -623,7 +625,8 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, dlt_err *err)
         return -ENOTSUP;
     }
     if (prec == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
-        dlt_fail(err, -ENOTSUP, "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
+        dlt_fail(err, -ENOTSUP,
+                 "--precision bf16 needs a CPU with AVX512-BF16 or AMX (oneDNN sees none here); use fp32");
         free(c);
         return -ENOTSUP;
     }

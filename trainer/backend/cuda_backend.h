@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "trainer/backend/backend.h"
 #include "common/status.h"
+#include "trainer/backend/backend.h"
 
 int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err);
 

@@ -24,30 +24,31 @@
  * deterministic algorithm 1 cudnnFind had ranked just behind it, and its bits differ between runs.
  * Under --deterministic only deterministic ones qualify. */
 #define DLT_CUDNN_DETERMINISTIC_SLACK 1.10f
-#define PICK(results, count, limit, out, math, mem)                                                           \
-    do {                                                                                                      \
-        int found_ = -1;                                                                                      \
-        for (int i_ = 0; i_ < (count) && found_ < 0; i_++)                                                    \
-            if (dlt_cudnn_ok((results)[i_].status) && (results)[i_].memory <= (limit) &&                       \
-                (!c->cfg.deterministic || (results)[i_].determinism == CUDNN_DETERMINISTIC))                     \
-                found_ = i_;                                                                                  \
-        if (found_ >= 0 && (results)[found_].determinism != CUDNN_DETERMINISTIC)                              \
-            for (int i_ = found_ + 1; i_ < (count); i_++)                                                     \
-                if (dlt_cudnn_ok((results)[i_].status) && (results)[i_].memory <= (limit) &&                   \
-                    (results)[i_].determinism == CUDNN_DETERMINISTIC &&                                       \
-                    (results)[i_].time <= (results)[found_].time * DLT_CUDNN_DETERMINISTIC_SLACK) {             \
-                    found_ = i_;                                                                              \
-                    break;                                                                                    \
-                }                                                                                             \
-        if (found_ < 0) {                                                                                     \
-            dlt_fail(be->err, -ENOTSUP, "cuDNN found no %s%s algorithm for this convolution within "   \
-                     "%zu MiB of workspace", c->cfg.deterministic ? "deterministic " : "", #out,              \
-                     (size_t)(limit) >> 20);                                                                  \
-            return -ENOTSUP;                                                                                  \
-        }                                                                                                     \
-        (out) = (results)[found_].algo;                                                                       \
-        (math) = (results)[found_].mathType;                                                                  \
-        (mem) = (results)[found_].memory;                                                                     \
+#define PICK(results, count, limit, out, math, mem)                                                                    \
+    do {                                                                                                               \
+        int found_ = -1;                                                                                               \
+        for (int i_ = 0; i_ < (count) && found_ < 0; i_++)                                                             \
+            if (dlt_cudnn_ok((results)[i_].status) && (results)[i_].memory <= (limit) &&                               \
+                (!c->cfg.deterministic || (results)[i_].determinism == CUDNN_DETERMINISTIC))                           \
+                found_ = i_;                                                                                           \
+        if (found_ >= 0 && (results)[found_].determinism != CUDNN_DETERMINISTIC)                                       \
+            for (int i_ = found_ + 1; i_ < (count); i_++)                                                              \
+                if (dlt_cudnn_ok((results)[i_].status) && (results)[i_].memory <= (limit) &&                           \
+                    (results)[i_].determinism == CUDNN_DETERMINISTIC &&                                                \
+                    (results)[i_].time <= (results)[found_].time * DLT_CUDNN_DETERMINISTIC_SLACK) {                    \
+                    found_ = i_;                                                                                       \
+                    break;                                                                                             \
+                }                                                                                                      \
+        if (found_ < 0) {                                                                                              \
+            dlt_fail(be->err, -ENOTSUP,                                                                                \
+                     "cuDNN found no %s%s algorithm for this convolution within "                                      \
+                     "%zu MiB of workspace",                                                                           \
+                     c->cfg.deterministic ? "deterministic " : "", #out, (size_t)(limit) >> 20);                       \
+            return -ENOTSUP;                                                                                           \
+        }                                                                                                              \
+        (out) = (results)[found_].algo;                                                                                \
+        (math) = (results)[found_].mathType;                                                                           \
+        (mem) = (results)[found_].memory;                                                                              \
     } while (0)
 
 /* A convolution descriptor of op's geometry with the given math type. */
@@ -193,7 +194,7 @@ static void _cache_store(dlt_backend *be, const dlt_op *op, const algo_entry *e)
 {
     cuda_backend *c = _cu(be);
     dlt_algo_key k;
-    dlt_algo_choice ch = {(int)e->fwd, (int)e->fwd_math, (int)e->bwd_data, (int)e->bwd_data_math,
+    dlt_algo_choice ch = {(int)e->fwd,        (int)e->fwd_math,        (int)e->bwd_data, (int)e->bwd_data_math,
                           (int)e->bwd_filter, (int)e->bwd_filter_math, e->bwd_data_ok};
     dlt_err err = DLT_ERR_INIT;
     if (!e->bwd_data_ok)
@@ -292,7 +293,8 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
      * implementations do. The padding lives here only; checkpoints keep 3 channels. */
     op->cp = s->c == 3 && c->stem_pad ? 4 : s->c;
     wn = (size_t)s->k * op->cp * s->r * s->s;
-    if ((rc = dlt_cu_nhwc(be, &op->xd, s->n, op->cp, s->h, s->w)) != 0 || (rc = dlt_cu_nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
+    if ((rc = dlt_cu_nhwc(be, &op->xd, s->n, op->cp, s->h, s->w)) != 0 ||
+        (rc = dlt_cu_nhwc(be, &op->yd, s->n, s->k, s->oh, s->ow)))
         return rc;
     /* An NHWC filter descriptor is KRSC: in fp32/tf32 cuDNN reads the float parameter buffer
      * itself, in fp16/bf16 its twin. */
@@ -313,7 +315,7 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
             DLT_CUDNN_CHECK(be->err, cudnnGetConvolution2dForwardOutputDim(op->conv, op->xd, op->wd, &n, &ch, &h, &w)));
     if (n != s->n || ch != s->k || h != s->oh || w != s->ow) {
         return dlt_fail(be->err, -EINVAL, "cuDNN output %dx%dx%dx%d differs from the model's %dx%dx%dx%d", n, ch, h, w,
-                 s->n, s->k, s->oh, s->ow);
+                        s->n, s->k, s->oh, s->ow);
     }
     /* The shared filter-gradient scratch grows at planning time only, like the workspace. */
     if ((c->dt != DLT_DT_F32 || op->cp != s->c) &&
@@ -331,9 +333,12 @@ static int _filter_aligned(dlt_backend *be, const dlt_op *op)
 {
     if ((uintptr_t)op->w % 16 == 0)
         return 0;
-    return dlt_fail(be->err, -EINVAL, "convolution weights %d->%d %dx%d lie at an address not 16-byte aligned in the "
-             "parameter buffer (the model's --width makes 64 x width channels not a multiple of 8): choose a width "
-             "giving a multiple of 8 (0.125, 0.25, 0.5, 1, ...)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+    return dlt_fail(
+        be->err, -EINVAL,
+        "convolution weights %d->%d %dx%d lie at an address not 16-byte aligned in the "
+        "parameter buffer (the model's --width makes 64 x width channels not a multiple of 8): choose a width "
+        "giving a multiple of 8 (0.125, 0.25, 0.5, 1, ...)",
+        op->cs.c, op->cs.k, op->cs.r, op->cs.s);
 }
 
 static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
@@ -355,8 +360,9 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
         return _filter_aligned(be, op);
     }
     if (c->stem_op && c->stem_op != op) {
-        return dlt_fail(be->err, -ENOTSUP, "a second convolution with a padded 3-channel input (the optimizer keeps one "
-                 "padded stem; run with --stem-pad off)");
+        return dlt_fail(be->err, -ENOTSUP,
+                        "a second convolution with a padded 3-channel input (the optimizer keeps one "
+                        "padded stem; run with --stem-pad off)");
     }
     c->stem_op = op;
     c->stem_lo = off;
@@ -369,11 +375,13 @@ static int _conv_weights_ok(dlt_backend *be, const dlt_op *op)
 {
     if (!op->w) {
         return dlt_fail(be->err, -EINVAL, "convolution %d->%d %dx%d run before conv_bind_weights", op->cs.c, op->cs.k,
-                 op->cs.r, op->cs.s);
+                        op->cs.r, op->cs.s);
     }
     if (op->w_gen && op->w_gen != _cu(be)->plan_gen) {
-        return dlt_fail(be->err, -EINVAL, "convolution %d->%d %dx%d: its weights were bound before the last sgd_plan "
-                 "(bind them again)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+        return dlt_fail(be->err, -EINVAL,
+                        "convolution %d->%d %dx%d: its weights were bound before the last sgd_plan "
+                        "(bind them again)",
+                        op->cs.c, op->cs.k, op->cs.r, op->cs.s);
     }
     return 0;
 }
@@ -418,26 +426,28 @@ static int _default_on_refusal(dlt_backend *be, dlt_op *op, int dir, cudnnStatus
         old = (int)e->bwd_filter;
         e->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
     }
-    fprintf(stderr, "dltrain: convolution %d->%d %dx%d/%d on %dx%d: cuDNN refused its deterministic %s algorithm %d "
-            "(%s); PyTorch's deterministic default for it from now on\n", op->cs.c, op->cs.k, op->cs.r, op->cs.s,
-            op->cs.stride, op->cs.h, op->cs.w, names[dir], old, cudnnGetErrorString(st));
+    fprintf(stderr,
+            "dltrain: convolution %d->%d %dx%d/%d on %dx%d: cuDNN refused its deterministic %s algorithm %d "
+            "(%s); PyTorch's deterministic default for it from now on\n",
+            op->cs.c, op->cs.k, op->cs.r, op->cs.s, op->cs.stride, op->cs.h, op->cs.w, names[dir], old,
+            cudnnGetErrorString(st));
     if (need > e->ws)
         e->ws = need;
     return dlt_cu_workspace(be, need) == 0 ? 1 : -ENOMEM;
 }
 
 /* Runs a direction's call; under --deterministic once more after a refusal switched its algorithm. */
-#define CONV_RUN(be, op, dir, call)                                                                           \
-    do {                                                                                                      \
-        cudnnStatus_t st_ = (call);                                                                           \
-        int r_;                                                                                               \
-        if (!dlt_cudnn_ok(st_) && (r_ = _default_on_refusal(be, op, dir, st_)) != 0) {                        \
-            if (r_ < 0)                                                                                       \
-                return r_;                                                                                    \
-            st_ = (call);                                                                                     \
-        }                                                                                                     \
-        if (!dlt_cudnn_ok(st_))                                                                               \
-            return dlt_cuda_fail((be)->err, __FILE__, __LINE__, #call, cudnnGetErrorString(st_)); \
+#define CONV_RUN(be, op, dir, call)                                                                                    \
+    do {                                                                                                               \
+        cudnnStatus_t st_ = (call);                                                                                    \
+        int r_;                                                                                                        \
+        if (!dlt_cudnn_ok(st_) && (r_ = _default_on_refusal(be, op, dir, st_)) != 0) {                                 \
+            if (r_ < 0)                                                                                                \
+                return r_;                                                                                             \
+            st_ = (call);                                                                                              \
+        }                                                                                                              \
+        if (!dlt_cudnn_ok(st_))                                                                                        \
+            return dlt_cuda_fail((be)->err, __FILE__, __LINE__, #call, cudnnGetErrorString(st_));                      \
     } while (0)
 
 static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
@@ -452,8 +462,9 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
                                                                     s->c, op->cp, (dlt_stream)c->s)));
         x = op->x_pad;
     }
-    CONV_RUN(be, op, DIR_FWD, cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd,
-                                                      op->algo->fwd, c->ws, c->ws_size, &g_zero, op->yd, y));
+    CONV_RUN(be, op, DIR_FWD,
+             cudnnConvolutionForward(c->dnn, &g_one, op->xd, x, op->wd, op->w, op->conv_fwd, op->algo->fwd, c->ws,
+                                     c->ws_size, &g_zero, op->yd, y));
     return 0;
 }
 
@@ -465,14 +476,16 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
         return dlt_fail(be->err, -ENOTSUP, "the padded stem convolution has no data gradient (the images need none)");
     }
     if (!op->algo->bwd_data_ok) {
-        return dlt_fail(be->err, -ENOTSUP, "cuDNN has no backward-data algorithm for this convolution (%d->%d "
-                 "channels, %dx%d)", op->cs.c, op->cs.k, op->cs.r, op->cs.s);
+        return dlt_fail(be->err, -ENOTSUP,
+                        "cuDNN has no backward-data algorithm for this convolution (%d->%d "
+                        "channels, %dx%d)",
+                        op->cs.c, op->cs.k, op->cs.r, op->cs.s);
     }
     if ((rc = _conv_weights_ok(be, op)) != 0)
         return rc;
-    CONV_RUN(be, op, DIR_DATA, cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
-                                                            op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd,
-                                                            dx));
+    CONV_RUN(be, op, DIR_DATA,
+             cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
+                                          op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
     return 0;
 }
 
@@ -487,9 +500,10 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
     size_t pixels = (size_t)s->k * s->r * s->s;
     if (op->x_pad)
         x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
-    CONV_RUN(be, op, DIR_FILTER, cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
-                                                                op->algo->bwd_filter, c->ws, c->ws_size, &g_zero,
-                                                                op->wd, direct ? (void *)dw : c->dw_scratch));
+    CONV_RUN(be, op, DIR_FILTER,
+             cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
+                                            op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd,
+                                            direct ? (void *)dw : c->dw_scratch));
     if (direct)
         return 0;
     if (op->cp == s->c)

@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/backend/cuda_internal.h"
-#include "trainer/backend/cuda_kernels.h"
 #include "common/cuda_check.h"
 #include "common/tunables.h"
+#include "trainer/backend/cuda_internal.h"
+#include "trainer/backend/cuda_kernels.h"
 
 /* ------------------------------------------------------------------ memory */
 
@@ -135,8 +135,8 @@ static cudnnStatus_t _bn_sizes(cuda_backend *c, dlt_op *op, cudnnBatchNormMode_t
     size_t r = 0, f = 0, b = 0;
     cudnnStatus_t st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c->dnn, mode, ops, act, op->xd, &r);
     if (dlt_cudnn_ok(st))
-        st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, mode, ops, op->xd, z, op->xd, op->pd,
-                                                                      act, &f);
+        st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(c->dnn, mode, ops, op->xd, z, op->xd, op->pd, act,
+                                                                      &f);
     if (dlt_cudnn_ok(st))
         st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(c->dnn, mode, ops, op->xd, op->xd, op->xd, z, op->xd,
                                                                op->pd, act, &b);
@@ -181,7 +181,8 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
      * the legacy default stream, which a non-blocking stream does not wait for. */
     if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&z, bytes) != cudaSuccess ||
         cudaMalloc(&y, bytes) != cudaSuccess || cudaMalloc(&dx, bytes) != cudaSuccess ||
-        cudaMalloc(&dz, bytes) != cudaSuccess || cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&dz, bytes) != cudaSuccess ||
+        cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
         (op->reserve_size && cudaMalloc(&reserve, op->reserve_size) != cudaSuccess) ||
         cudaMemsetAsync(x, 0, bytes, c->s) != cudaSuccess || cudaMemsetAsync(z, 0, bytes, c->s) != cudaSuccess ||
         cudaMemsetAsync(dz, 0, bytes, c->s) != cudaSuccess ||
@@ -191,26 +192,24 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
         goto out;
     }
     for (int pass = 0; pass < (fused ? 2 : 1) && dlt_cudnn_ok(*st); pass++) {
-        cudnnBatchNormOps_t ops = !fused ? CUDNN_BATCHNORM_OPS_BN
+        cudnnBatchNormOps_t ops = !fused      ? CUDNN_BATCHNORM_OPS_BN
                                   : pass == 0 ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
                                               : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
         int add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
         cudnnActivationDescriptor_t act = fused ? op->act : NULL;
-        *st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, mode, ops, &g_one, &g_zero, op->xd, x, add ? op->xd : NULL,
-                                                       add ? z : NULL, op->xd, y, op->pd, p, p + s.c, 0.0, NULL, NULL,
-                                                       op->eps, op->save_mean, op->save_inv, act, c->ws, c->ws_size,
-                                                       reserve, op->reserve_size);
+        *st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, mode, ops, &g_one, &g_zero, op->xd, x,
+                                                       add ? op->xd : NULL, add ? z : NULL, op->xd, y, op->pd, p,
+                                                       p + s.c, 0.0, NULL, NULL, op->eps, op->save_mean, op->save_inv,
+                                                       act, c->ws, c->ws_size, reserve, op->reserve_size);
         if (dlt_cudnn_ok(*st))
-            *st = cudnnBatchNormalizationBackwardEx(c->dnn, mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x,
-                                                    fused ? op->xd : NULL, fused ? y : NULL, op->xd, y,
-                                                    add ? op->xd : NULL, add ? dz : NULL, op->xd, dx, op->pd, p,
-                                                    fused ? p + s.c : NULL, p + 2 * s.c, p + 3 * s.c, op->eps,
-                                                    op->save_mean, op->save_inv, act, c->ws, c->ws_size, reserve,
-                                                    op->reserve_size);
+            *st = cudnnBatchNormalizationBackwardEx(
+                c->dnn, mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x, fused ? op->xd : NULL, fused ? y : NULL,
+                op->xd, y, add ? op->xd : NULL, add ? dz : NULL, op->xd, dx, op->pd, p, fused ? p + s.c : NULL,
+                p + 2 * s.c, p + 3 * s.c, op->eps, op->save_mean, op->save_inv, act, c->ws, c->ws_size, reserve,
+                op->reserve_size);
     }
     if (dlt_cudnn_ok(*st) && cudaStreamSynchronize(c->s) != cudaSuccess) {
-        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm probe",
-                           cudaGetErrorString(cudaGetLastError()));
+        rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm probe", cudaGetErrorString(cudaGetLastError()));
         goto out;
     }
 answer:
@@ -261,12 +260,14 @@ static int _bn_choose(dlt_backend *be, dlt_op *op)
     }
     if (i == nc) {
         return dlt_fail(be->err, -ENOTSUP, "cuDNN runs no batch-norm training kernel for %dx%dx%dx%d (NHWC, %s): %s",
-                 op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision),
-                 cudnnGetErrorString(st));
+                        op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision),
+                        cudnnGetErrorString(st));
     }
     if (i > 0)
-        fprintf(stderr, "dltrain: batch norm %dx%dx%dx%d (%s): cuDNN has no %s kernel for this shape (%s); %s for "
-                "it\n", op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision), cand[0].name,
+        fprintf(stderr,
+                "dltrain: batch norm %dx%dx%dx%d (%s): cuDNN has no %s kernel for this shape (%s); %s for "
+                "it\n",
+                op->as.n, op->as.c, op->as.h, op->as.w, dlt_precision_name(c->base.precision), cand[0].name,
                 cudnnGetErrorString(first), cand[i].name);
     if (!(ch = calloc(1, sizeof(*ch)))) {
         return dlt_fail(be->err, -ENOMEM, "out of memory");
@@ -306,8 +307,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     if ((rc = _bn_choose(be, op)) != 0)
         return rc;
     if (!dlt_cudnn_ok(st = _bn_all_sizes(c, op, op->bn_mode, op->bn_fused, &ws)))
-        return dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm workspace sizes",
-                             cudnnGetErrorString(st));
+        return dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm workspace sizes", cudnnGetErrorString(st));
     if (op->reserve_size)
         DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMalloc(&op->reserve, op->reserve_size)));
     /* An unfused layer of a fused-capable run does its ReLU backward into scratch when the network
@@ -423,7 +423,8 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     }
     op->as = *in;
     if ((rc = dlt_cu_nhwc(be, &op->xd, in->n, in->c, in->h, in->w)) != 0 ||
-        (rc = dlt_cu_nhwc(be, &op->yd, in->n, in->c, dlt_out_size(in->h, k, stride, pad), dlt_out_size(in->w, k, stride, pad))))
+        (rc = dlt_cu_nhwc(be, &op->yd, in->n, in->c, dlt_out_size(in->h, k, stride, pad),
+                          dlt_out_size(in->w, k, stride, pad))))
         return rc;
     DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnCreatePoolingDescriptor(&op->pool)));
     /* --deterministic: cuDNN's plain max-pooling backward may accumulate overlapping windows
@@ -667,13 +668,17 @@ static int _check_device(const dlt_backend_config *cfg, int *dev, struct cudaDev
         return dlt_fail(err, -EIO, "cannot read the properties of CUDA device %d", *dev);
     }
     if (prop->major * 10 + prop->minor < DLT_CUDA_MIN_SM) {
-        return dlt_fail(err, -ENOTSUP, "%s is compute capability %d.%d, but this build's kernels start at sm_%d (configure "
-                 "picks the architectures from nvcc; for Volta/Turing GPUs build with a CUDA 12.x toolkit: "
-                 "--with-cuda=DIR)", prop->name, prop->major, prop->minor, DLT_CUDA_MIN_SM);
+        return dlt_fail(err, -ENOTSUP,
+                        "%s is compute capability %d.%d, but this build's kernels start at sm_%d (configure "
+                        "picks the architectures from nvcc; for Volta/Turing GPUs build with a CUDA 12.x toolkit: "
+                        "--with-cuda=DIR)",
+                        prop->name, prop->major, prop->minor, DLT_CUDA_MIN_SM);
     }
     if ((cfg->precision == DLT_PREC_TF32 || cfg->precision == DLT_PREC_BF16) && prop->major < 8) {
-        return dlt_fail(err, -ENOTSUP, "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
-                 "or fp32)", dlt_precision_name(cfg->precision), prop->name, prop->major, prop->minor);
+        return dlt_fail(err, -ENOTSUP,
+                        "--precision %s needs an Ampere or newer GPU; %s is compute capability %d.%d (use fp16 "
+                        "or fp32)",
+                        dlt_precision_name(cfg->precision), prop->name, prop->major, prop->minor);
     }
     return 0;
 }
@@ -764,7 +769,7 @@ static int _create_streams(cuda_backend *c, const char *gpu_name, dlt_err *err)
         cudaMemsetAsync(c->d_results, 0, (DLT_RES_COUNT + 2) * sizeof(double), c->s) != cudaSuccess ||
         cudaMallocHost((void **)&c->pin_res, sizeof(*c->pin_res)) != cudaSuccess) {
         return dlt_fail(err, -EIO, "CUDA device %d (%s): cannot create streams or buffers: %s", c->device, gpu_name,
-                 cudaGetErrorString(cudaGetLastError()));
+                        cudaGetErrorString(cudaGetLastError()));
     }
     c->base.stream = c->s;
     c->base.results = c->d_results;
@@ -780,12 +785,13 @@ static int _create_libraries(cuda_backend *c, dlt_err *err)
     cublasStatus_t bs;
     if (!dlt_cudnn_ok(ds = cudnnCreate(&c->dnn)) || !dlt_cudnn_ok(ds = cudnnSetStream(c->dnn, c->s))) {
         return dlt_fail(err, -EIO, "cuDNN: %s (is libcudnn %d.x installed for this driver?)", cudnnGetErrorString(ds),
-                 CUDNN_MAJOR);
+                        CUDNN_MAJOR);
     }
     if (cudaMalloc(&c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES) != cudaSuccess) {
         return dlt_fail(err, -ENOMEM, "CUDA device %d: out of memory for the cuBLAS workspace", c->device);
     }
-    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS || (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
+    if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS ||
+        (bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS ||
         (bs = cublasSetWorkspace(c->blas, c->blas_ws, DLT_CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS) {
         return dlt_fail(err, -EIO, "cuBLAS: %s", cublasGetStatusString(bs));
     }
@@ -799,7 +805,7 @@ static int _create_events(cuda_backend *c, dlt_err *err)
         if (cudaEventCreateWithFlags(&c->in[i].staged, cudaEventDisableTiming) != cudaSuccess ||
             cudaEventCreateWithFlags(&c->in[i].consumed, cudaEventDisableTiming) != cudaSuccess) {
             return dlt_fail(err, -EIO, "CUDA device %d: cannot create events: %s", c->device,
-                     cudaGetErrorString(cudaGetLastError()));
+                            cudaGetErrorString(cudaGetLastError()));
         }
     return 0;
 }

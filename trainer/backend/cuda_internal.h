@@ -14,10 +14,10 @@
 #include <cudnn.h>
 #include <pthread.h>
 
-#include "trainer/backend/backend.h"
-#include "trainer/backend/cuda_kernels.h"
 #include "common/cuda_check.h"
 #include "common/progress.h"
+#include "trainer/backend/backend.h"
+#include "trainer/backend/cuda_kernels.h"
 
 /* One convolution geometry's chosen algorithms (many ResNet layers share a geometry), each with
  * the math type cudnnFind timed it with: cuDNN's Find returns (algo, mathType, memory) and the
@@ -62,7 +62,7 @@ typedef struct {
     int device, cc_major, cc; /* cc: compute capability, 90 for 9.0 */
     char gpu_name[64];        /* the device's name (the algorithm cache's key) */
     int cache_warned;         /* --cudnn-cache trouble said once */
-    int stem_pad; /* pad the 3-channel stem input to 4 channels */
+    int stem_pad;             /* pad the 3-channel stem input to 4 channels */
     dlt_dt dt;
     cudnnDataType_t cdt;
     cudaDataType_t blas_dt;
@@ -71,7 +71,7 @@ typedef struct {
     cudnnBatchNormMode_t bn_mode; /* the preferred training mode; each shape's own is in bn_choices */
     int bn_fusable;               /* fp16/bf16: BN + add + ReLU may run as one cuDNN kernel */
     bn_choice *bn_choices;
-    void *bn_scratch;             /* an unfused BN+ReLU backward's relu'(y) dy when no dz is asked for */
+    void *bn_scratch; /* an unfused BN+ReLU backward's relu'(y) dy when no dz is asked for */
     size_t bn_scratch_size;
     cudaStream_t s; /* every op runs on it */
     cudnnHandle_t dnn;
@@ -132,16 +132,16 @@ typedef struct {
 struct dlt_op {
     /* conv */
     dlt_conv_shape cs;
-    int cp;                      /* input channels as cuDNN sees them (4 for the padded 3-channel stem) */
+    int cp; /* input channels as cuDNN sees them (4 for the padded 3-channel stem) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
-    cudnnConvolutionDescriptor_t conv;                          /* the search's (the run's math type) */
+    cudnnConvolutionDescriptor_t conv;                                     /* the search's (the run's math type) */
     cudnnConvolutionDescriptor_t conv_fwd, conv_bwd_data, conv_bwd_filter; /* each with its winner's */
     const algo_entry *algo;
-    const void *w;      /* the KRSC filter cuDNN reads (conv_bind_weights) */
-    unsigned w_gen;     /* the plan w points into (0: the caller's own float weights) */
-    void *w_pad;        /* the padded stem's filter (K x R x S x 4 in the activation type) */
-    void *x_pad;        /* the padded input of the stem, kept from forward for backward-filter */
+    const void *w;  /* the KRSC filter cuDNN reads (conv_bind_weights) */
+    unsigned w_gen; /* the plan w points into (0: the caller's own float weights) */
+    void *w_pad;    /* the padded stem's filter (K x R x S x 4 in the activation type) */
+    void *x_pad;    /* the padded input of the stem, kept from forward for backward-filter */
     /* bn */
     dlt_act_shape as;
     float eps;

@@ -8,14 +8,33 @@
 
 #include "trainer/backend/cuda_kernels.h"
 
-namespace {
+namespace
+{
 
-__device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float ld(const __half *p, size_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void st(float *p, size_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void st(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void st(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float ld(const float *p, size_t i)
+{
+    return p[i];
+}
+__device__ __forceinline__ float ld(const __half *p, size_t i)
+{
+    return __half2float(p[i]);
+}
+__device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i)
+{
+    return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void st(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+__device__ __forceinline__ void st(__half *p, size_t i, float v)
+{
+    p[i] = __float2half_rn(v);
+}
+__device__ __forceinline__ void st(__nv_bfloat16 *p, size_t i, float v)
+{
+    p[i] = __float2bfloat16_rn(v);
+}
 
 /* 16 bytes of T as floats: 4 floats, or 8 halves / bfloat16s read as four half2 / bfloat162
  * pairs (one 128-bit load or store, the widest a thread issues). The pair conversions round each
@@ -37,13 +56,25 @@ template <> struct vec16<float> {
 template <typename T> struct pair16;
 template <> struct pair16<__half> {
     using P = __half2;
-    __device__ static float2 to_float2(P p) { return __half22float2(p); }
-    __device__ static P from_floats(float a, float b) { return __floats2half2_rn(a, b); }
+    __device__ static float2 to_float2(P p)
+    {
+        return __half22float2(p);
+    }
+    __device__ static P from_floats(float a, float b)
+    {
+        return __floats2half2_rn(a, b);
+    }
 };
 template <> struct pair16<__nv_bfloat16> {
     using P = __nv_bfloat162;
-    __device__ static float2 to_float2(P p) { return __bfloat1622float2(p); }
-    __device__ static P from_floats(float a, float b) { return __floats2bfloat162_rn(a, b); }
+    __device__ static float2 to_float2(P p)
+    {
+        return __bfloat1622float2(p);
+    }
+    __device__ static P from_floats(float a, float b)
+    {
+        return __floats2bfloat162_rn(a, b);
+    }
 };
 template <typename T> struct vec16 {
     static constexpr int N = 8;
@@ -93,23 +124,24 @@ inline unsigned blocks_for(size_t n)
     return (unsigned)(b > (1u << 20) ? (1u << 20) : b);
 }
 
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n)                                                                                              \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* Runs F<T> with T the storage type of dt. */
 /* The launch's own status: the thread's last error is cleared first, because a cudaStreamQuery or
  * cudaEventQuery that answered cudaErrorNotReady (ours, or NCCL's on this thread) leaves that
  * there, and cudaGetLastError after the launch would report it as a launch failure (PyTorch's
  * CUDAStream::query clears it likewise). A sticky error is reported again by the launch itself. */
-#define DISPATCH(dt, F, ...)                                                                                  \
-    do {                                                                                                      \
-        (void)cudaGetLastError();                                                                             \
-        switch (dt) {                                                                                         \
-        case DLT_DT_F32: F<float>(__VA_ARGS__); break;                                                        \
-        case DLT_DT_F16: F<__half>(__VA_ARGS__); break;                                                       \
-        case DLT_DT_BF16: F<__nv_bfloat16>(__VA_ARGS__); break;                                               \
-        default: return (int)cudaErrorInvalidValue;                                                           \
-        }                                                                                                     \
-        return (int)cudaGetLastError();                                                                       \
+#define DISPATCH(dt, F, ...)                                                                                           \
+    do {                                                                                                               \
+        (void)cudaGetLastError();                                                                                      \
+        switch (dt) {                                                                                                  \
+        case DLT_DT_F32: F<float>(__VA_ARGS__); break;                                                                 \
+        case DLT_DT_F16: F<__half>(__VA_ARGS__); break;                                                                \
+        case DLT_DT_BF16: F<__nv_bfloat16>(__VA_ARGS__); break;                                                        \
+        default: return (int)cudaErrorInvalidValue;                                                                    \
+        }                                                                                                              \
+        return (int)cudaGetLastError();                                                                                \
     } while (0)
 
 struct norm_consts {
@@ -444,8 +476,7 @@ __device__ __forceinline__ float sgd_one(float w, float *v, float g, float lr, f
 }
 
 /* The copy of weight i in dt: the stem's padded buffer inside [lo, hi), else the twin. */
-template <typename T>
-__device__ __forceinline__ void put_lp(T *twin, T *stem, size_t lo, size_t hi, size_t i, float w)
+template <typename T> __device__ __forceinline__ void put_lp(T *twin, T *stem, size_t lo, size_t hi, size_t i, float w)
 {
     if (i >= lo && i < hi) {
         size_t j = i - lo;
@@ -649,8 +680,8 @@ void l_params_to_lp(const float *w, size_t n, void *twin, void *stem, size_t slo
     /* Without a twin only the stem range has a copy to write. */
     size_t lo = twin ? 0 : slo, hi = twin ? n : shi;
     int vec = twin && aligned(w, 16) && aligned(twin, 4 * sizeof(T));
-    k_params_to_lp<T><<<blocks_for(vec ? (hi - lo) / 4 : hi - lo), kThreads, 0, s>>>(w, lo, hi, (T *)twin, (T *)stem,
-                                                                                   slo, shi, vec);
+    k_params_to_lp<T>
+        <<<blocks_for(vec ? (hi - lo) / 4 : hi - lo), kThreads, 0, s>>>(w, lo, hi, (T *)twin, (T *)stem, slo, shi, vec);
 }
 
 } // namespace
@@ -780,8 +811,8 @@ int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *
     return (int)cudaGetLastError();
 }
 
-int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float momentum,
-                          float unbias, dlt_stream s)
+int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float momentum, float unbias,
+                          dlt_stream s)
 {
     (void)cudaGetLastError();
     k_bn_stats_update<<<blocks_for((size_t)c), kThreads, 0, (cudaStream_t)s>>>(rm, rv, bm, bv, c, momentum, unbias);

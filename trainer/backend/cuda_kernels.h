@@ -93,8 +93,8 @@ int dlt_k_params_to_lp(const float *w, size_t n, void *twin, void *stem, size_t 
 /* From cuDNN's saved inverse standard deviation: var = 1/inv^2 - eps; mean copied. */
 int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *mean, float *var, int c, float eps,
                           dlt_stream s);
-int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float momentum,
-                          float unbias, dlt_stream s);
+int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float momentum, float unbias,
+                          dlt_stream s);
 
 #ifdef __cplusplus
 }

@@ -58,14 +58,10 @@ const char *dlt_cuda_lib_package(const char *lib)
     static const struct {
         const char *prefix, *package;
     } known[] = {
-        {"libcudnn", "libcudnn9-cuda-" MAJ},
-        {"libcublasLt", "libcublas-" MAJ "-0"},
-        {"libcublas", "libcublas-" MAJ "-0"},
-        {"libnccl", "libnccl2"},
-        {"libcudart", "cuda-cudart-" MAJ "-0"},
-        {"libcuda.so", "the NVIDIA driver (libcuda1, nvidia-driver)"},
-        {"libnvrtc", "cuda-nvrtc-" MAJ "-0"},
-        {"libdltpmix", "libdltpmix0"},
+        {"libcudnn", "libcudnn9-cuda-" MAJ},    {"libcublasLt", "libcublas-" MAJ "-0"},
+        {"libcublas", "libcublas-" MAJ "-0"},   {"libnccl", "libnccl2"},
+        {"libcudart", "cuda-cudart-" MAJ "-0"}, {"libcuda.so", "the NVIDIA driver (libcuda1, nvidia-driver)"},
+        {"libnvrtc", "cuda-nvrtc-" MAJ "-0"},   {"libdltpmix", "libdltpmix0"},
     };
 #undef MAJ
     for (size_t i = 0; lib && i < sizeof(known) / sizeof(known[0]); i++)
@@ -88,11 +84,15 @@ static void _say_load_failure(const char *path, const char *why, dlt_err *err)
     lib = strrchr(obj, '/') ? strrchr(obj, '/') + 1 : obj; /* "/opt/x/libcudnn.so.9: file too short" */
     pkg = strcmp(obj, path) ? dlt_cuda_lib_package(lib) : NULL;
     if (pkg)
-        dlt_fail(err, -EIO, "the CUDA backend cannot be loaded: %.240s (the package %s holds %.64s; or run "
-                              "with --backend cpu)", why, pkg, lib);
+        dlt_fail(err, -EIO,
+                 "the CUDA backend cannot be loaded: %.240s (the package %s holds %.64s; or run "
+                 "with --backend cpu)",
+                 why, pkg, lib);
     else
-        dlt_fail(err, -EIO, "the CUDA backend cannot be loaded: %.200s (module %.120s; check the CUDA "
-                              "libraries with `ldd %.120s`, or run with --backend cpu)", why, path, path);
+        dlt_fail(err, -EIO,
+                 "the CUDA backend cannot be loaded: %.200s (module %.120s; check the CUDA "
+                 "libraries with `ldd %.120s`, or run with --backend cpu)",
+                 why, path, path);
 }
 
 static const dlt_cuda_module *_open(dlt_err *err)
@@ -101,8 +101,10 @@ static const dlt_cuda_module *_open(dlt_err *err)
     void *handle;
     const dlt_cuda_module *m;
     if (dlt_cuda_module_path(path, sizeof(path)) != 0) {
-        dlt_fail(err, -EINVAL, "the CUDA backend module %.200s is missing (install dltrain-cuda's files completely, "
-                              "set DLTRAIN_CUDA_MODULE to its path, or run with --backend cpu)", path);
+        dlt_fail(err, -EINVAL,
+                 "the CUDA backend module %.200s is missing (install dltrain-cuda's files completely, "
+                 "set DLTRAIN_CUDA_MODULE to its path, or run with --backend cpu)",
+                 path);
         return NULL;
     }
     /* RTLD_LOCAL: nothing of CUDA leaks into the program's namespace; RTLD_NOW: a missing symbol
@@ -115,8 +117,9 @@ static const dlt_cuda_module *_open(dlt_err *err)
     }
     m = dlsym(handle, DLT_CUDA_MODULE_SYMBOL);
     if (!m || m->abi != DLT_CUDA_MODULE_ABI || !m->version || strcmp(m->version, PACKAGE_VERSION)) {
-        dlt_fail(err, -EIO, "the CUDA backend module %.200s belongs to another dltrain build (%s %s, this "
-                              "program %s): install both from the same build, or set DLTRAIN_CUDA_MODULE",
+        dlt_fail(err, -EIO,
+                 "the CUDA backend module %.200s belongs to another dltrain build (%s %s, this "
+                 "program %s): install both from the same build, or set DLTRAIN_CUDA_MODULE",
                  path, m ? "version" : "no table", m && m->version ? m->version : "?", PACKAGE_VERSION);
         dlclose(handle);
         return NULL;
@@ -141,8 +144,9 @@ const dlt_cuda_module *dlt_cuda_module_get(dlt_err *err)
         dlt_fail(err, -ENOENT, "%.500s", why.msg);
     return module;
 #else
-    dlt_fail(err, -ENOTSUP, "this dltrain was built without the CUDA backend (configure found no CUDA toolkit with "
-                          "cuDNN, cuBLAS and NCCL; see ./configure's summary): use --backend cpu");
+    dlt_fail(err, -ENOTSUP,
+             "this dltrain was built without the CUDA backend (configure found no CUDA toolkit with "
+             "cuDNN, cuBLAS and NCCL; see ./configure's summary): use --backend cpu");
     return NULL;
 #endif
 }

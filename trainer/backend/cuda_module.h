@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "trainer/backend/backend.h"
 #include "common/status.h"
+#include "trainer/backend/backend.h"
 
 struct dlt_comm;
 struct dlt_grad_reducer;

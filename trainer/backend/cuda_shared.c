@@ -8,8 +8,8 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "trainer/backend/cuda_internal.h"
 #include "common/cuda_check.h"
+#include "trainer/backend/cuda_internal.h"
 
 int dlt_cu_wait(dlt_backend *be, cudaStream_t st)
 {
@@ -41,9 +41,11 @@ int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *w
 {
     cuda_backend *c = _cu(be);
     if (!c->params || w < c->params || w >= c->params + c->nparams || n > (size_t)(c->params + c->nparams - w)) {
-        return dlt_fail(be->err, -EINVAL, "%s (%zu floats at %p) are not inside the parameter buffer sgd_plan named (%p, "
-                 "%zu floats): in %s, the backend's copy of them is part of the optimizer's pass", what, n,
-                 (const void *)w, (const void *)c->params, c->nparams, dlt_precision_name(be->precision));
+        return dlt_fail(be->err, -EINVAL,
+                        "%s (%zu floats at %p) are not inside the parameter buffer sgd_plan named (%p, "
+                        "%zu floats): in %s, the backend's copy of them is part of the optimizer's pass",
+                        what, n, (const void *)w, (const void *)c->params, c->nparams,
+                        dlt_precision_name(be->precision));
     }
     *off = (size_t)(w - c->params);
     return 0;

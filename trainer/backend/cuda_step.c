@@ -63,7 +63,7 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
     int slot = c->in_head;
     if (c->in_count == 0 || c->in[slot].pixels != pixels) {
         return dlt_fail(be->err, -EINVAL, "normalize_input of %zu pixels: %s", pixels,
-                 c->in_count ? "the staged batch differs in size" : "no batch staged");
+                        c->in_count ? "the staged batch differs in size" : "no batch staged");
     }
     DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaStreamWaitEvent(c->s, c->in[slot].staged, 0)));
     DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_normalize(c->in[slot].dev, dst, c->dt, pixels, mean, inv_std,
@@ -106,7 +106,8 @@ static int _results_read(dlt_backend *be, double *host)
     cuda_backend *c = _cu(be);
     int rc;
     if (c->capturing) {
-        return dlt_fail(be->err, -EINVAL, "the step's results cannot be read while the step is recorded as a CUDA graph");
+        return dlt_fail(be->err, -EINVAL,
+                        "the step's results cannot be read while the step is recorded as a CUDA graph");
     }
     DLT_TRY(be->err,
             DLT_CUDA_CHECK(be->err, cudaMemcpyAsync(c->pin_res->read, be->results, DLT_RES_COUNT * sizeof(double),
@@ -127,8 +128,7 @@ static int _stage_labels(dlt_backend *be, const int32_t *labels, int n)
     int rc;
     /* Polled, with the peer check between polls, like every other host wait: a copy queued
      * behind a reduction with a lost peer would otherwise block here for good. */
-    if (!c->capturing &&
-        (rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err)) != 0)
+    if (!c->capturing && (rc = dlt_cuda_event_wait(c->labels_free, be->peers, be->err)) != 0)
         return rc;
     memcpy(c->pin_labels, labels, (size_t)n * sizeof(int32_t));
     return 0;
@@ -212,7 +212,8 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
     for (int i = 0; i < nsegs; i++)
         for (size_t o = 0; o < segs[i].len; o += DLT_SGD_CHUNK) {
             size_t len = segs[i].len - o < DLT_SGD_CHUNK ? segs[i].len - o : DLT_SGD_CHUNK;
-            chunks[k++] = (dlt_sgd_chunk){(uint64_t)(segs[i].off + o), (uint32_t)len, (uint32_t)(segs[i].no_decay != 0)};
+            chunks[k++] =
+                (dlt_sgd_chunk){(uint64_t)(segs[i].off + o), (uint32_t)len, (uint32_t)(segs[i].no_decay != 0)};
         }
     if (count) {
         cudaError_t e = cudaMalloc((void **)&c->d_chunks, count * sizeof(*chunks));
@@ -363,8 +364,8 @@ static int _capture_end(dlt_backend *be)
     c->capturing = 0;
     if (e != cudaSuccess) {
         c->graph = NULL;
-        return dlt_cuda_fail(be->err, __FILE__, __LINE__, "recording the step as a CUDA graph (run without --cuda-graphs)",
-                             cudaGetErrorString(e));
+        return dlt_cuda_fail(be->err, __FILE__, __LINE__,
+                             "recording the step as a CUDA graph (run without --cuda-graphs)", cudaGetErrorString(e));
     }
     pthread_mutex_lock(&c->graph_mu);
     e = c->graph_closed ? cudaErrorNotPermitted : cudaGraphInstantiate(&c->graph_exec, c->graph, 0);

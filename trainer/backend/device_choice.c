@@ -71,15 +71,18 @@ int dlt_device_pci_check(const char *bound, const char *opened, int device, dlt_
     if (!bound || !*bound || !opened || !*opened)
         return 1;
     if (dlt_pci_busid_normalize(bound, b, sizeof(b)) != 0)
-        return dlt_fail(err, -EINVAL, "DLT_GPU_PCI='%s' is not a PCI bus id (the plugin writes "
-                        "0000:1a:00.0; unset it when no plugin bound this task)", bound);
+        return dlt_fail(err, -EINVAL,
+                        "DLT_GPU_PCI='%s' is not a PCI bus id (the plugin writes "
+                        "0000:1a:00.0; unset it when no plugin bound this task)",
+                        bound);
     if (dlt_pci_busid_normalize(opened, o, sizeof(o)) != 0)
-        return dlt_fail(err, -EINVAL, "CUDA device %d reports PCI bus id '%s', which is not one", device,
-                        opened);
+        return dlt_fail(err, -EINVAL, "CUDA device %d reports PCI bus id '%s', which is not one", device, opened);
     if (strcmp(b, o) != 0)
-        return dlt_fail(err, -ENODEV, "the plugin bound this task to GPU %s (DLT_GPU_PCI) but CUDA device %d "
+        return dlt_fail(err, -ENODEV,
+                        "the plugin bound this task to GPU %s (DLT_GPU_PCI) but CUDA device %d "
                         "is GPU %s: training there would share another task's GPU (drop --device, and do not change "
-                        "CUDA_VISIBLE_DEVICES after the plugin set it)", b, device, o);
+                        "CUDA_VISIBLE_DEVICES after the plugin set it)",
+                        b, device, o);
     return 0;
 }
 

@@ -4,8 +4,8 @@
 #ifndef DLT_DEVICE_CHOICE_H
 #define DLT_DEVICE_CHOICE_H
 
-#include <stddef.h>
 #include "common/status.h"
+#include <stddef.h>
 
 /* Entries of a CUDA_VISIBLE_DEVICES value ("0,1,3" -> 3; "" -> 0); -1 when cvd is NULL. */
 int dlt_device_visible_count(const char *cvd);
@@ -36,7 +36,6 @@ int dlt_device_check_distinct(const dlt_device_claim *all, int n, dlt_err *err);
  * same-GPU check), as the one-GPU device check's two ranks do; then the distinct check's refusal
  * is waived, said, not applied. */
 int dlt_device_sharing_allowed(const char *nccl_multi_rank_gpu_enable);
-
 
 /* The plugin's GPU (DLT_GPU_PCI, bound; NULL or "" when no plugin bound the task) against the
  * one the trainer opened (the CUDA runtime's bus id of the chosen device; NULL when the runtime

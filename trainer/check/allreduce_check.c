@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/backend/cuda_module.h"
-#include "trainer/comm/agree.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "trainer/backend/cuda_module.h"
+#include "trainer/comm/agree.h"
 
 double dlt_ar_busbw(double algbw, int n)
 {
@@ -127,7 +127,8 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
             budget->elapsed = elapsed;
             if (budget->on_point)
                 budget->on_point(p, budget->elapsed, budget->arg);
-            if (budget->seconds > 0 && next <= max_bytes && np < maxpts && budget->elapsed + projected > budget->seconds) {
+            if (budget->seconds > 0 && next <= max_bytes && np < maxpts &&
+                budget->elapsed + projected > budget->seconds) {
                 budget->cut = 1;
                 break;
             }

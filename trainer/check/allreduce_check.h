@@ -49,8 +49,7 @@ int dlt_ar_sweep(dlt_comm *c, size_t min_bytes, size_t max_bytes, int max_iters,
  * its busbw lands in slot of every rank's vec (nslots doubles, gathered over the world: only the
  * group's first rank writes; -1 marks a wrong sum; the other slots 0). Every world rank calls it. A failure on the
  * sub-communicator discards it (dlt_comm_discard: no wait for a lost peer) and is returned. */
-int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot,
-                       int nslots);
+int dlt_ar_group_point(dlt_comm *world, int color, int key, size_t bytes, int iters, double *vec, int slot, int nslots);
 
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* The device half of the sweep on an NCCL communicator: src (count floats, may be NULL: keep the

@@ -10,10 +10,10 @@
 #include <nccl.h>
 #include <stdio.h>
 
-#include "trainer/comm/nccl_call.h"
 #include "common/clock.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
+#include "trainer/comm/nccl_call.h"
 
 static int _run(dlt_comm *c, ncclComm_t nc, cudaStream_t s, float *d, const float *src, float *dst, size_t count,
                 int iters, double *seconds)
@@ -41,8 +41,7 @@ int dlt_ar_nccl_run(dlt_comm *c, const float *src, float *dst, size_t count, int
     float *d = NULL;
     int rc;
     if (cudaMalloc((void **)&d, count * sizeof(float)) != cudaSuccess)
-        return dlt_fail(c->err, -ENOMEM, "all-reduce check: no device memory for %zu bytes",
-                        count * sizeof(float));
+        return dlt_fail(c->err, -ENOMEM, "all-reduce check: no device memory for %zu bytes", count * sizeof(float));
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
         cudaFree(d);
         return dlt_fail(c->err, -EIO, "all-reduce check: cannot create a CUDA stream");

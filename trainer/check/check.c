@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/env_contract.h"
+#include "common/status.h"
 #include "trainer/backend/cuda_module.h"
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/env_contract.h"
 
 #define DLT_CHECK_MAX_POINTS 40
 
@@ -238,14 +238,15 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
     _size_name(iso->bytes, b, sizeof(b));
     _say(cfg, comm, dlt_now() - t0, "isolation at %s: within each of the %d node(s)", b, k);
     /* Within each node. */
-    if ((rc = dlt_ar_group_point(comm, me->node_rank, me->local_rank, iso->bytes, cfg->iters, vec, me->node_rank, k)) != 0)
+    if ((rc = dlt_ar_group_point(comm, me->node_rank, me->local_rank, iso->bytes, cfg->iters, vec, me->node_rank, k)) !=
+        0)
         goto out;
     memcpy(iso->intra, vec, (size_t)k * sizeof(double));
     /* One rank per node. */
     if (k > 1) {
         _say(cfg, comm, dlt_now() - t0, "isolation: one rank per node across the %d nodes", k);
-        if ((rc = dlt_ar_group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0, 1)) !=
-            0)
+        if ((rc = dlt_ar_group_point(comm, me->local_rank == 0 ? 0 : -1, me->node_rank, iso->bytes, cfg->iters, vec, 0,
+                                     1)) != 0)
             goto out;
         iso->cross = vec[0];
     }
@@ -257,7 +258,7 @@ static int _isolate(const dlt_check_config *cfg, const _rank_rec *all, dlt_comm 
             int p = _partner(me->node_rank, r, even), lo = me->node_rank < p ? me->node_rank : p;
             int in = me->local_rank == 0 && p < k && p != me->node_rank;
             if ((rc = dlt_ar_group_point(comm, in ? lo : -1, me->node_rank, iso->bytes, cfg->iters, vec,
-                                   in ? lo * k + (lo == me->node_rank ? p : me->node_rank) : -1, k * k)) != 0)
+                                         in ? lo * k + (lo == me->node_rank ? p : me->node_rank) : -1, k * k)) != 0)
                 goto out;
             for (int j = 0; j < k * k; j++)
                 if (vec[j] != 0)
@@ -561,7 +562,10 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     _isolation iso;
     _verdict v;
     double t0 = dlt_now();
-    int gemm_n = cfg->gemm_n > 0 ? cfg->gemm_n : cfg->gpu ? 8192 : 1024, nodes = info->node_count > 0 ? info->node_count : 1;
+    int gemm_n = cfg->gemm_n > 0 ? cfg->gemm_n
+                 : cfg->gpu      ? 8192
+                                 : 1024,
+        nodes = info->node_count > 0 ? info->node_count : 1;
     int isolating = cfg->isolate && n > 1 && comm->ops->split;
     size_t max_bytes = cfg->max_bytes;
     _sweep_say said = {cfg, comm};
@@ -581,9 +585,10 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     _size_name(cfg->min_bytes, lo, sizeof(lo));
     _size_name(max_bytes, hi, sizeof(hi));
     if (cfg->budget_s > 0)
-        _say(cfg, comm, 0, "%d rank(s) on %d node(s), %s: GEMM %d x %d per rank, all-reduce %s to %s%s; expect at most "
-             "about %.0f s (--seconds)", n, nodes, comm->ops->name, gemm_n, gemm_n, lo, hi,
-             isolating ? ", then isolation" : "", cfg->budget_s);
+        _say(cfg, comm, 0,
+             "%d rank(s) on %d node(s), %s: GEMM %d x %d per rank, all-reduce %s to %s%s; expect at most "
+             "about %.0f s (--seconds)",
+             n, nodes, comm->ops->name, gemm_n, gemm_n, lo, hi, isolating ? ", then isolation" : "", cfg->budget_s);
     else
         _say(cfg, comm, 0, "%d rank(s) on %d node(s), %s: GEMM %d x %d per rank, all-reduce %s to %s%s; no time budget",
              n, nodes, comm->ops->name, gemm_n, gemm_n, lo, hi, isolating ? ", then isolation" : "");
@@ -602,7 +607,9 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
         free(got);
     }
     _say(cfg, comm, dlt_now() - t0, "GEMM done on every rank (rank 0: %.4g TFLOP/s, %s)", all[0].tflops,
-         all[0].failed ? "could not run" : all[0].wrong ? "WRONG" : "exact");
+         all[0].failed  ? "could not run"
+         : all[0].wrong ? "WRONG"
+                        : "exact");
     /* Many ranks on one node share its memory: the largest size shrinks so that the busiest node's
      * buffers stay within 2 GiB (the same on every rank: from the gathered local ranks). */
     if (!cfg->max_bytes_given) {
@@ -621,8 +628,10 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
         goto fail;
     if (budget.cut && np > 0) {
         _size_name(pts[np - 1].bytes, hi, sizeof(hi));
-        _say(cfg, comm, budget.elapsed, "all-reduce sweep stops at %s: the next size would not end within --seconds "
-             "%.0f", hi, cfg->budget_s);
+        _say(cfg, comm, budget.elapsed,
+             "all-reduce sweep stops at %s: the next size would not end within --seconds "
+             "%.0f",
+             hi, cfg->budget_s);
     }
     if (isolating) {
         iso.nodes = nodes;

@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/exit_status.h"
+#include "common/status.h"
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
-#include "common/exit_status.h"
-#include "common/status.h"
 
 /* Exit statuses of dltrain check (and of a train --preflight that stops): documented in dltrain(1). */
 #define DLT_CHECK_HEALTHY 0
@@ -31,14 +31,14 @@ typedef struct {
     double min_tflops;       /* 0: no site threshold */
     double min_busbw;        /* GB/s at the largest size; 0: none */
     size_t min_bytes, max_bytes;
-    int iters;   /* > 0: at most this many timed all-reduces per size */
-    int isolate; /* 1: within nodes, across nodes, node pairs */
-    int pairs;   /* 1: node pairs even when the cross-node figure is not low */
-    int json;    /* rank 0 prints one JSON object instead of the table */
-    int quiet;   /* the --preflight form: one line when healthy, else the named problems */
-    double budget_s; /* > 0: the whole check's time budget (--seconds): the sweep stops before a
-                      * size it has no time for, isolation uses a size that fits what is left */
-    int progress;    /* rank 0 says on stderr what it expects, then a line per phase and size */
+    int iters;           /* > 0: at most this many timed all-reduces per size */
+    int isolate;         /* 1: within nodes, across nodes, node pairs */
+    int pairs;           /* 1: node pairs even when the cross-node figure is not low */
+    int json;            /* rank 0 prints one JSON object instead of the table */
+    int quiet;           /* the --preflight form: one line when healthy, else the named problems */
+    double budget_s;     /* > 0: the whole check's time budget (--seconds): the sweep stops before a
+                          * size it has no time for, isolation uses a size that fits what is left */
+    int progress;        /* rank 0 says on stderr what it expects, then a line per phase and size */
     int max_bytes_given; /* --max-bytes given: not lowered for many ranks per node */
 } dlt_check_config;
 

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/backend/backend.h"
 #include "common/status.h"
+#include "trainer/backend/backend.h"
 
 typedef struct dlt_gemm_timing {
     int n;             /* square size */

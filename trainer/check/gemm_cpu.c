@@ -71,8 +71,7 @@ int dlt_gemm_run_cpu(int n, double budget_s, float *c, dlt_gemm_timing *t, dlt_e
     free(a);
     free(b);
     if (st != dnnl_success)
-        return dlt_fail(err, -EIO, "GEMM check: dnnl_sgemm(%d x %d) failed with oneDNN status %d", n, n,
-                        (int)st);
+        return dlt_fail(err, -EIO, "GEMM check: dnnl_sgemm(%d x %d) failed with oneDNN status %d", n, n, (int)st);
     t->n = n;
     t->iters = iters;
     t->seconds = elapsed / iters;

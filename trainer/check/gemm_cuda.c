@@ -83,8 +83,7 @@ static int _run(_gemm_bufs *g, int device, dlt_precision p, int n, double budget
     rc = dlt_cuda_select_device(device, &dev, err);
     if (rc == 0 && (cudaMalloc(&g->a, nn * esz) != cudaSuccess || cudaMalloc(&g->b, nn * esz) != cudaSuccess ||
                     cudaMalloc((void **)&g->c, nn * sizeof(float)) != cudaSuccess))
-        rc =
-            dlt_fail(err, -ENOMEM, "GEMM check: no device memory for %d x %d matrices on device %d", n, n, dev);
+        rc = dlt_fail(err, -ENOMEM, "GEMM check: no device memory for %d x %d matrices on device %d", n, n, dev);
     if (rc == 0 && (cudaMemcpy(g->a, ha, nn * esz, cudaMemcpyHostToDevice) != cudaSuccess ||
                     cudaMemcpy(g->b, hb, nn * esz, cudaMemcpyHostToDevice) != cudaSuccess))
         rc = dlt_fail(err, -EIO, "GEMM check: copying the inputs to device %d failed", dev);

@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/checkpoint/safetensors.h"
 #include "common/crc32.h"
 #include "common/io.h"
 #include "common/status.h"
+#include "trainer/checkpoint/safetensors.h"
 
 /* The value of class_names_encoding when the names are stored percent-encoded. */
 #define CLASS_NAMES_PERCENT "percent-encoded bytes (RFC 3986): the class folders' names are not UTF-8"
@@ -29,8 +29,11 @@ static int _utf8_valid(const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
     while (*s) {
-        int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-                : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+        int n = s[0] < 0x80                    ? 1
+                : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+                : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                               : 0;
         if (n == 0)
             return 0;
         for (int k = 1; k < n; k++)
@@ -48,8 +51,11 @@ static int _utf8_valid(const char *str)
 static int _utf8_seq(const unsigned char *s)
 {
     char seq[5] = {0};
-    int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-            : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    int n = s[0] < 0x80                    ? 1
+            : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+            : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+            : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                           : 0;
     for (int k = 0; k < n; k++) {
         if (!s[k])
             return 0;
@@ -82,7 +88,10 @@ static char *_percent_encode(const char *str)
 
 static int _hex(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
 }
 
 static char *_percent_decode(const char *s)
@@ -149,7 +158,7 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
     dlt_st_tensor *t = calloc((size_t)m->nentries, sizeof(*t));
     char state_path[PATH_MAX], crcbuf[32], sizebuf[32], stepbuf[32], epochbuf[32], seedbuf[32];
     char model_tmp[PATH_MAX + 32], state_tmp[PATH_MAX + 32];
-    char (*names)[80] = calloc((size_t)m->nentries, sizeof(*names));
+    char(*names)[80] = calloc((size_t)m->nentries, sizeof(*names));
     uint32_t crc;
     size_t size;
     int nt = 0, rc;
@@ -213,9 +222,11 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
         snprintf(seedbuf, sizeof(seedbuf), "%" PRIu64, st->seed);
         {
             const char *slash = strrchr(path, '/');
-            const char *meta[] = {"dltrain", FORMAT_TAG,  "model_file", slash ? slash + 1 : path, "model_crc32", crcbuf,
-                                  "model_size", sizebuf, "step", stepbuf, "epoch", epochbuf, "seed", seedbuf,
-                                  "config", st->config, "state_crc32", "00000000", "overrides", st->history};
+            const char *meta[] = {"dltrain",     FORMAT_TAG, "model_file", slash ? slash + 1 : path,
+                                  "model_crc32", crcbuf,     "model_size", sizebuf,
+                                  "step",        stepbuf,    "epoch",      epochbuf,
+                                  "seed",        seedbuf,    "config",     st->config,
+                                  "state_crc32", "00000000", "overrides",  st->history};
             /* The state file carries a CRC of itself (its whole bytes, these 8 digits read as zeros): a
              * damaged state file, header included (step, settings, tensor table), is refused instead of
              * resuming with a wrong step or momentum. */
@@ -310,8 +321,8 @@ static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *
         const dlt_st_entry *x = dlt_st_find(f, e->name);
         const char *want = e->is_counter ? "I64" : "F32";
         if (!x) {
-            return dlt_fail(err, -EINVAL, "%s has no tensor %s: not a %s checkpoint (arch, width or classes differ?)", path,
-                     e->name, m->cfg.arch);
+            return dlt_fail(err, -EINVAL, "%s has no tensor %s: not a %s checkpoint (arch, width or classes differ?)",
+                            path, e->name, m->cfg.arch);
         }
         if (fc_other && !strncmp(e->name, "fc.", 3) && !strcmp(x->dtype, want) && x->ndim == e->ndim &&
             (e->ndim == 1 || x->shape[1] == e->shape[1]) && x->shape[0] != e->shape[0]) {
@@ -319,20 +330,23 @@ static int _check_tensors(const dlt_net *net, const dlt_st_file *f, const char *
             extra--;
             continue;
         }
-        if (strcmp(x->dtype, want) || x->ndim != e->ndim || memcmp(x->shape, e->shape, sizeof(int64_t) * (size_t)e->ndim)) {
+        if (strcmp(x->dtype, want) || x->ndim != e->ndim ||
+            memcmp(x->shape, e->shape, sizeof(int64_t) * (size_t)e->ndim)) {
             char have[96] = "", need[96] = "";
             for (int d = 0; d < x->ndim && d < 4; d++)
-                snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%lld", d ? "," : "", (long long)x->shape[d]);
+                snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%lld", d ? "," : "",
+                         (long long)x->shape[d]);
             for (int d = 0; d < e->ndim; d++)
-                snprintf(need + strlen(need), sizeof(need) - strlen(need), "%s%lld", d ? "," : "", (long long)e->shape[d]);
-            return dlt_fail(err, -EINVAL, "%s: tensor %s is %s [%s], this model needs %s [%s]", path, e->name, x->dtype, have,
-                     want, need);
+                snprintf(need + strlen(need), sizeof(need) - strlen(need), "%s%lld", d ? "," : "",
+                         (long long)e->shape[d]);
+            return dlt_fail(err, -EINVAL, "%s: tensor %s is %s [%s], this model needs %s [%s]", path, e->name, x->dtype,
+                            have, want, need);
         }
         extra--;
     }
     if (extra) {
         return dlt_fail(err, -EINVAL, "%s has %d tensors this %s does not have (another architecture?)", path, extra,
-                 m->cfg.arch);
+                        m->cfg.arch);
     }
     return 0;
 }
@@ -345,8 +359,8 @@ static int _check_model_file(const dlt_net *net, const dlt_st_file *f, const cha
 /* Checks the state file sf (loaded from state_path) against the model file at model_path: it is
  * dltrain's, records the model file's size and CRC-32, and both match; its own data matches the
  * CRC it records (checkpoints written before that CRC existed are checked without it). */
-static int _check_pair(const char *model_path, const char *state_path, const dlt_st_file *sf,
-                       dlt_checkpoint_info *info, dlt_err *err)
+static int _check_pair(const char *model_path, const char *state_path, const dlt_st_file *sf, dlt_checkpoint_info *info,
+                       dlt_err *err)
 {
     const char *v = dlt_st_meta(sf, "dltrain"), *rcrc = dlt_st_meta(sf, "model_crc32");
     const char *rsize = dlt_st_meta(sf, "model_size"), *scrc = dlt_st_meta(sf, "state_crc32");
@@ -357,8 +371,8 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
     unsigned long want_crc;
     int rc;
     if (!v || strcmp(v, FORMAT_TAG))
-        return dlt_fail(err, -EINVAL, "%s is not a dltrain state file (no \"dltrain\": \"%s\" metadata)",
-                        state_path, FORMAT_TAG);
+        return dlt_fail(err, -EINVAL, "%s is not a dltrain state file (no \"dltrain\": \"%s\" metadata)", state_path,
+                        FORMAT_TAG);
     if (!rcrc || !rsize)
         return dlt_fail(err, -EINVAL, "%s records no model_size/model_crc32 for its model file", state_path);
     errno = 0;
@@ -390,8 +404,7 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
             uint32_t ocrc;
             size_t osize;
             snprintf(other, sizeof(other), "%.*s%s", slash ? (int)(slash + 1 - model_path) : 0, model_path, rname);
-            if (_file_crc(other, &ocrc, &osize, &oerr) == 0 && osize == want_size &&
-                ocrc == (uint32_t)want_crc)
+            if (_file_crc(other, &ocrc, &osize, &oerr) == 0 && osize == want_size && ocrc == (uint32_t)want_crc)
                 return dlt_fail(err, -EINVAL,
                                 "%s does not match its state file %s, which belongs to another model file, %s (it "
                                 "matches that one's size and CRC-32): put this checkpoint's own state file beside it",
@@ -399,8 +412,8 @@ static int _check_pair(const char *model_path, const char *state_path, const dlt
         }
     }
     if (size != want_size)
-        return dlt_fail(err, -EINVAL, "%s is %zu bytes but its state file %s recorded %llu: %s", model_path,
-                        size, state_path, want_size,
+        return dlt_fail(err, -EINVAL, "%s is %zu bytes but its state file %s recorded %llu: %s", model_path, size,
+                        state_path, want_size,
                         size < want_size ? "truncated (a partial copy or an interrupted write)"
                                          : "a replaced or damaged checkpoint");
     if (crc != (uint32_t)want_crc)

@@ -10,22 +10,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/model/network.h"
 #include "common/status.h"
+#include "trainer/model/network.h"
 
 typedef struct {
-    int64_t step;         /* optimizer steps done */
-    int64_t epoch;        /* epoch the next step belongs to */
+    int64_t step;  /* optimizer steps done */
+    int64_t epoch; /* epoch the next step belongs to */
     uint64_t seed;
-    char config[1024];    /* the run's settings (dlt_run_config_text): a resume compares them with its own
-                           * (dlt_resume_compare) and refuses a changed one, naming both values, unless
-                           * --resume-override names it; arch, width, image size and classes never may */
+    char config[1024];       /* the run's settings (dlt_run_config_text): a resume compares them with its own
+                              * (dlt_resume_compare) and refuses a changed one, naming both values, unless
+                              * --resume-override names it; arch, width, image size and classes never may */
     const char *class_names; /* saving: the class names one a line, in the order of the model's outputs
                               * (NULL: the data has none); kept as the state file's "class_names" */
-    char history[2048];   /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */
-    char data[256];       /* what the run trained on ("source=images images=N classes=C files=HEX names=HEX",
-                           * dlt_run_data_text): a resume on other data is refused; "" unknown (an older
-                           * dltrain wrote none) */
+    char history[2048];      /* settings changed on resume with --resume-override ("step 40: --batch 8 -> 16; ...") */
+    char data[256];          /* what the run trained on ("source=images images=N classes=C files=HEX names=HEX",
+                              * dlt_run_data_text): a resume on other data is refused; "" unknown (an older
+                              * dltrain wrote none) */
     /* The line of checkpoints this one belongs to (a run from scratch, or one that went back to an
      * older checkpoint than its folder's newest, starts a new line numbered above every line in the
      * folder) and where the line branched off: parent_line/parent_step, -1 for a line that starts
@@ -64,10 +64,10 @@ typedef struct {
     int tensors;             /* in the model file */
     size_t size;
     uint32_t crc;
-    int64_t step, epoch;     /* from the state file (-1 without one) */
+    int64_t step, epoch; /* from the state file (-1 without one) */
     char state_path[4096];
     char config[1024];
-    char history[2048];      /* settings changed on resume (--resume-override), "" when none */
+    char history[2048]; /* settings changed on resume (--resume-override), "" when none */
 } dlt_checkpoint_info;
 
 /* Checks a model file without loading it into a model: it parses as safetensors; when its state
@@ -117,11 +117,11 @@ int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *n, dl
 #define DLT_CKPT_SCAN_MAX 16
 /* A checkpoint directory, for --resume auto. */
 typedef struct {
-    int found;             /* path: the newest checkpoint whose pair verifies */
+    int found; /* path: the newest checkpoint whose pair verifies */
     char path[4096];
     int64_t step;
-    int candidates;        /* checkpoints present (by step: a model file, a state file, or both) */
-    int refused;           /* checked and refused: all of them when none is valid, else the newer ones */
+    int candidates; /* checkpoints present (by step: a model file, a state file, or both) */
+    int refused;    /* checked and refused: all of them when none is valid, else the newer ones */
     struct {
         char path[1024];
         char why[512];

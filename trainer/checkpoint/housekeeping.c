@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/checkpoint/checkpoint.h"
 #include "common/status.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 static int _unfinished(const char *name)
 {

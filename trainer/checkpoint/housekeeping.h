@@ -6,9 +6,9 @@
 #ifndef DLT_HOUSEKEEPING_H
 #define DLT_HOUSEKEEPING_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "common/status.h"
 
 /* Removes every "ckpt-*.safetensors.tmp.PID" in dir: with the lock held they are left by saves
  * that did not finish. *removed gets their count and said the first names ("a, b, ..."). Returns

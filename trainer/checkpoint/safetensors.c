@@ -23,8 +23,8 @@ size_t dlt_st_dtype_size(const char *d)
     static const struct {
         const char *name;
         size_t size;
-    } t[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-             {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}};
+    } t[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+             {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (!strcmp(d, t[i].name))
             return t[i].size;
@@ -106,9 +106,9 @@ static int _write_failed(const char *tmp, dlt_err *err)
 {
     int e = errno;
     return dlt_fail(err, -e, "cannot write %s: %s%s", tmp, strerror(e),
-                    e == EFBIG ? " (the file size limit: `ulimit -f`, or the file system's)"
+                    e == EFBIG                   ? " (the file size limit: `ulimit -f`, or the file system's)"
                     : e == ENOSPC || e == EDQUOT ? " (free space, or raise the quota)"
-                                                  : "");
+                                                 : "");
 }
 
 int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const char *const *meta, int nmeta,
@@ -140,7 +140,7 @@ int dlt_st_write_staged(const char *path, const dlt_st_tensor *t, int n, const c
         if (!esz || count * esz != t[i].bytes) {
             free(h.p);
             return dlt_fail(err, -EINVAL, "tensor %s: %zu bytes do not match dtype %s and its shape", t[i].name,
-                         t[i].bytes, t[i].dtype);
+                            t[i].bytes, t[i].dtype);
         }
         if (i || nmeta > 0)
             _sb_put(&h, ",", 1);
@@ -321,7 +321,12 @@ static int _string(_js *j, char **out, size_t max)
                 _sb_put(&b, u8, (size_t)n);
                 continue;
             }
-            c = (unsigned char)(e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e);
+            c = (unsigned char)(e == 'n'   ? '\n'
+                                : e == 't' ? '\t'
+                                : e == 'r' ? '\r'
+                                : e == 'b' ? '\b'
+                                : e == 'f' ? '\f'
+                                           : e);
             if (e != '"' && e != '\\' && e != '/' && e != 'n' && e != 't' && e != 'r' && e != 'b' && e != 'f') {
                 free(b.p);
                 return dlt_fail(j->err, -EINVAL, "header JSON: bad escape");
@@ -511,9 +516,8 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, dlt_err *err)
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)buf[i] << (8 * i);
     if (hlen < 2 || hlen > DLT_ST_HEADER_MAX || hlen > size - 8)
-        return dlt_fail(err, -EINVAL,
-                     "header length %llu does not fit a %zu-byte file (truncated or not safetensors)",
-                     (unsigned long long)hlen, size);
+        return dlt_fail(err, -EINVAL, "header length %llu does not fit a %zu-byte file (truncated or not safetensors)",
+                        (unsigned long long)hlen, size);
     f->data_off = 8 + (size_t)hlen;
     data_len = size - f->data_off;
     j = (_js){(const char *)buf + 8, (const char *)buf + 8 + hlen, err};
@@ -590,12 +594,12 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, dlt_err *err)
         }
         if (count > (uint64_t)SIZE_MAX / 8 || count * dlt_st_dtype_size(e->dtype) != e->end - e->begin) {
             rc = dlt_fail(err, -EINVAL, "tensor %s: data_offsets cover %zu bytes, its shape and dtype need %llu",
-                       e->name, e->end - e->begin, (unsigned long long)(count * dlt_st_dtype_size(e->dtype)));
+                          e->name, e->end - e->begin, (unsigned long long)(count * dlt_st_dtype_size(e->dtype)));
             goto fail;
         }
         if (e->end > data_len) {
             rc = dlt_fail(err, -EINVAL, "tensor %s ends at byte %zu of a %zu-byte data section (truncated file)",
-                       e->name, e->end, data_len);
+                          e->name, e->end, data_len);
             goto fail;
         }
     }
@@ -619,7 +623,7 @@ int dlt_st_parse(dlt_st_file *f, const uint8_t *buf, size_t size, dlt_err *err)
         free(sorted);
         if (pos != data_len) {
             rc = dlt_fail(err, -EINVAL, "%zu bytes after the last tensor (not a safetensors file we wrote?)",
-                       data_len - pos);
+                          data_len - pos);
             goto fail;
         }
     }

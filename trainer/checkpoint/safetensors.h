@@ -4,9 +4,9 @@
 #ifndef DLT_SAFETENSORS_H
 #define DLT_SAFETENSORS_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "common/status.h"
 
 #define DLT_ST_MAX_DIMS 8
 #define DLT_ST_NAME_MAX 128
@@ -30,9 +30,9 @@ typedef struct {
 } dlt_st_entry;
 
 typedef struct {
-    uint8_t *buf;      /* whole file (owned when loaded from a path) */
+    uint8_t *buf; /* whole file (owned when loaded from a path) */
     size_t size;
-    size_t data_off;   /* 8 + header length */
+    size_t data_off; /* 8 + header length */
     int n;
     dlt_st_entry *entries;
     int nmeta;

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exit_status.h"
 #include "trainer/check/check.h"
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
 #include "trainer/cli/opt_table.h"
-#include "common/exit_status.h"
 
 int dlt_cmd_check(int argc, char **argv)
 {

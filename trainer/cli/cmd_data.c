@@ -15,14 +15,14 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "common/exit_status.h"
+#include "common/io.h"
+#include "common/progress.h"
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_index.h"
 #include "trainer/data/transform.h"
-#include "common/exit_status.h"
-#include "common/io.h"
-#include "common/progress.h"
 
 /* Decodes (the training path's decoder: CMYK and grayscale handled), resizes the shorter side to
  * `side`, re-encodes at `quality`. */
@@ -98,7 +98,8 @@ static int _cmd_index(int argc, char **argv)
         if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
             printf("usage: dltrain data index DIR\n  Lists the image folder DIR (or DIR/train and DIR/val) once and "
                    "keeps the list in DIR/%s;\n  later jobs on DIR read it instead of listing the folder, as long "
-                   "as no class folder changed.\n", DLT_FOLDER_INDEX_NAME);
+                   "as no class folder changed.\n",
+                   DLT_FOLDER_INDEX_NAME);
             return 0;
         }
         fprintf(stderr, "usage: dltrain data index DIR\n");
@@ -113,8 +114,7 @@ static int _cmd_index(int argc, char **argv)
             fprintf(stderr, "dltrain: data index: %s\n", err.msg);
             return 1;
         }
-        printf("dltrain: indexed %s: %lld images, list in %s/%s\n", sub, (long long)images, sub,
-               DLT_FOLDER_INDEX_NAME);
+        printf("dltrain: indexed %s: %lld images, list in %s/%s\n", sub, (long long)images, sub, DLT_FOLDER_INDEX_NAME);
         done++;
     }
     if (!done) {
@@ -143,8 +143,8 @@ int dlt_cmd_data(int argc, char **argv)
     size_t cap = 0;
     int64_t n = 0, written = 0, bad = 0;
     dlt_err err = DLT_ERR_INIT;
-    char idx_path[PATH_MAX + 16], classes_path[PATH_MAX + 16], tmp_rec[PATH_MAX + 32],
-        tmp_idx[PATH_MAX + 48], tmp_classes[PATH_MAX + 48];
+    char idx_path[PATH_MAX + 16], classes_path[PATH_MAX + 16], tmp_rec[PATH_MAX + 32], tmp_idx[PATH_MAX + 48],
+        tmp_classes[PATH_MAX + 48];
     dlt_progress prog;
 
     if (argc >= 2 && !strcmp(argv[1], "index"))
@@ -153,7 +153,7 @@ int dlt_cmd_data(int argc, char **argv)
         if (argc >= 2 && argv[1][0] != '-')
             fprintf(stderr, "dltrain data: unknown subcommand '%s' (the ones there are: pack, index)\n", argv[1]);
         fprintf(stderr, "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] "
-                "[--force] [--quiet]\n       dltrain data index DIR\n");
+                        "[--force] [--quiet]\n       dltrain data index DIR\n");
         return DLT_EXIT_USAGE;
     }
     memset(&o, 0, sizeof(o));
@@ -176,8 +176,10 @@ int dlt_cmd_data(int argc, char **argv)
         return DLT_EXIT_USAGE;
     }
     if (_inside(argv[first], argv[first + 1])) {
-        fprintf(stderr, "dltrain: data pack: %s is inside %s: packing would read (or overwrite) its own output; "
-                "write it elsewhere\n", argv[first + 1], argv[first]);
+        fprintf(stderr,
+                "dltrain: data pack: %s is inside %s: packing would read (or overwrite) its own output; "
+                "write it elsewhere\n",
+                argv[first + 1], argv[first]);
         return DLT_EXIT_USAGE;
     }
     {
@@ -193,8 +195,10 @@ int dlt_cmd_data(int argc, char **argv)
         const char *fin[3] = {argv[first + 1], idx_path, classes_path};
         for (int k = 0; k < 3; k++)
             if (access(fin[k], F_OK) == 0) {
-                fprintf(stderr, "dltrain: data pack: %s exists: --force replaces it (a job reading it keeps the "
-                        "files it has open), or name another OUT.rec\n", fin[k]);
+                fprintf(stderr,
+                        "dltrain: data pack: %s exists: --force replaces it (a job reading it keeps the "
+                        "files it has open), or name another OUT.rec\n",
+                        fin[k]);
                 return DLT_EXIT_USAGE;
             }
     }
@@ -234,15 +238,13 @@ int dlt_cmd_data(int argc, char **argv)
         dlt_err_clear(&err); /* each image's failure is its own */
         if (dlt_dataset_read(ds, i, &buf, &cap, &len, &label, name, sizeof(name), &err) != 0 ||
             (side && _resize_jpeg(dec, enc, buf, len, side, quality, &jpg, &jlen, &err) != 0) ||
-            (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0},
-                                     &err) != 0)) {
+            (!side && dlt_decode_rgb(dec, buf, len, &(const uint8_t *){NULL}, &(int){0}, &(int){0}, &err) != 0)) {
             dlt_progress_clear(&prog);
             fprintf(stderr, "dltrain: leaving out %s: %s\n", name, err.msg);
             bad++;
             continue;
         }
-        if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len,
-                                &err) != 0) {
+        if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, &err) != 0) {
             dlt_progress_clear(&prog);
             fprintf(stderr, "dltrain: writing %s: %s\n", tmp_rec, err.msg);
             tjFree(jpg);
@@ -265,8 +267,8 @@ int dlt_cmd_data(int argc, char **argv)
             goto drop;
     }
     printf("dltrain: packed %lld image%s of %d class%s into %s (%lld unreadable image%s left out)\n",
-           (long long)written, written == 1 ? "" : "s", dlt_dataset_classes(ds), dlt_dataset_classes(ds) == 1 ? "" : "es",
-           argv[first + 1], (long long)bad, bad == 1 ? "" : "s");
+           (long long)written, written == 1 ? "" : "s", dlt_dataset_classes(ds),
+           dlt_dataset_classes(ds) == 1 ? "" : "es", argv[first + 1], (long long)bad, bad == 1 ? "" : "s");
     rc = 0;
     goto out;
 drop: /* nothing of a failed pack takes a name; its temporary files go */

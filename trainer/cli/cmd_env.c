@@ -8,17 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/affinity.h"
+#include "common/env_contract.h"
+#include "common/exit_status.h"
+#include "common/node_name.h"
 #include "pmix/dltpmix.h"
-#include "trainer/comm/agree.h"
 #include "trainer/backend/backend.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/cli/commands.h"
 #include "trainer/cli/opt_table.h"
+#include "trainer/comm/agree.h"
 #include "trainer/comm/comm.h"
-#include "common/affinity.h"
-#include "common/node_name.h"
-#include "common/exit_status.h"
-#include "common/env_contract.h"
 
 /* One rank's report, fixed size so it can be all-gathered. */
 typedef struct {
@@ -29,10 +29,10 @@ typedef struct {
     char dlt_local_gpu[16];
     char cpus[128];
     char nccl_topo[128];
-    int device;       /* the CUDA device index dltrain train would use (-1: no GPU visible) */
-    char gpu[64];     /* which GPU that is: its CUDA_VISIBLE_DEVICES entry, or its PCI bus id */
-    int pci_rc;       /* dlt_device_pci_check of DLT_GPU_PCI against that bus id (1: not compared) */
-    char pci[320];    /* what it said */
+    int device;    /* the CUDA device index dltrain train would use (-1: no GPU visible) */
+    char gpu[64];  /* which GPU that is: its CUDA_VISIBLE_DEVICES entry, or its PCI bus id */
+    int pci_rc;    /* dlt_device_pci_check of DLT_GPU_PCI against that bus id (1: not compared) */
+    char pci[320]; /* what it said */
     /* The torch.distributed contract the task was given (spank_dltrain(8)): "-" where unset. */
     char c_rank[12], c_world[12], c_local[12], c_local_world[12], c_group[12], c_port[8], c_port_from[12];
     char c_addr[128];
@@ -46,8 +46,8 @@ static int _contract_check(const _rank_report *all, int n, int say)
     for (int r = 0; r < n; r++) {
         const _rank_report *a = &all[r];
         char want[4][12];
-        const char *got[4] = {a->c_rank, a->c_local, a->c_group, a->c_world}, *name[4] = {DLT_ENV_RANK, DLT_ENV_LOCAL_RANK_TORCH,
-                                                                                            DLT_ENV_GROUP_RANK, DLT_ENV_WORLD_SIZE};
+        const char *got[4] = {a->c_rank, a->c_local, a->c_group, a->c_world},
+                   *name[4] = {DLT_ENV_RANK, DLT_ENV_LOCAL_RANK_TORCH, DLT_ENV_GROUP_RANK, DLT_ENV_WORLD_SIZE};
         snprintf(want[0], sizeof(want[0]), "%d", a->rank);
         snprintf(want[1], sizeof(want[1]), "%d", a->local_rank);
         snprintf(want[2], sizeof(want[2]), "%d", a->node_rank);
@@ -56,7 +56,7 @@ static int _contract_check(const _rank_report *all, int n, int say)
             if (strcmp(got[k], "-") && strcmp(got[k], want[k])) {
                 if (say)
                     fprintf(stderr, "dltrain: rank %d (host %s): %s=%s, but PMIx says %s\n", a->rank, a->host, name[k],
-                        got[k], want[k]);
+                            got[k], want[k]);
                 bad++;
             }
         if (strcmp(a->c_addr, all[0].c_addr) || strcmp(a->c_port, all[0].c_port)) {
@@ -80,8 +80,8 @@ static void _device_report(_rank_report *r)
     r->device = -1;
     r->pci_rc = 1;
     snprintf(r->gpu, sizeof(r->gpu), "-");
-    if (visible <= 0 || dlt_device_choose(-1, getenv(DLT_ENV_LOCAL_GPU) != NULL, r->local_rank, visible, &r->device,
-                                          &err) != 0)
+    if (visible <= 0 ||
+        dlt_device_choose(-1, getenv(DLT_ENV_LOCAL_GPU) != NULL, r->local_rank, visible, &r->device, &err) != 0)
         return;
     if (dlt_backend_gpu_id(r->device, r->gpu, sizeof(r->gpu)) == 0) {
         /* The plugin's GPU against the one dltrain train would open (it refuses a mismatch). */
@@ -214,10 +214,10 @@ int dlt_cmd_env(int argc, char **argv)
         goto out;
     }
     if (info->rank == 0) {
-        printf("dltrain: %d rank(s) on %d node(s), namespace %s, host communicator %s\n", info->size,
-               info->node_count, info->nspace, comm->ops->name);
-        printf("%-5s %-16s %-4s %-5s %-12s %-5s %-16s %s %s\n", "rank", "host", "node", "local", "CUDA_VISIBLE",
-               "gpu", "cpus", DLT_ENV_NCCL_TOPO_FILE, "device(=GPU)");
+        printf("dltrain: %d rank(s) on %d node(s), namespace %s, host communicator %s\n", info->size, info->node_count,
+               info->nspace, comm->ops->name);
+        printf("%-5s %-16s %-4s %-5s %-12s %-5s %-16s %s %s\n", "rank", "host", "node", "local", "CUDA_VISIBLE", "gpu",
+               "cpus", DLT_ENV_NCCL_TOPO_FILE, "device(=GPU)");
         for (int r = 0; r < info->size; r++) {
             char dev[80] = "-";
             if (all[r].device >= 0)
@@ -227,7 +227,8 @@ int dlt_cmd_env(int argc, char **argv)
         }
         printf("dltrain: all-reduce check passed (%s, sum of ranks %lld)\n", comm->ops->name, sum);
         printf("torch.distributed contract (env://):\n%-5s %-6s %-10s %-10s %-16s %-10s %s\n", "rank", DLT_ENV_RANK,
-               DLT_ENV_WORLD_SIZE, DLT_ENV_LOCAL_RANK_TORCH, DLT_ENV_LOCAL_WORLD_SIZE, DLT_ENV_GROUP_RANK, "MASTER_ADDR:MASTER_PORT");
+               DLT_ENV_WORLD_SIZE, DLT_ENV_LOCAL_RANK_TORCH, DLT_ENV_LOCAL_WORLD_SIZE, DLT_ENV_GROUP_RANK,
+               "MASTER_ADDR:MASTER_PORT");
         for (int r = 0; r < info->size; r++) {
             char from[32] = ""; /* how the plugin chose the port, where it did */
             if (strcmp(all[r].c_port_from, "-"))
@@ -242,8 +243,10 @@ int dlt_cmd_env(int argc, char **argv)
         printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
                strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");
     else if (info->rank == 0)
-        fprintf(stderr, "dltrain: the torch.distributed contract is wrong in %d place(s) (above): a program using "
-                "env:// would join the wrong ranks; exit status %d\n", contract_bad, DLT_EXIT_FAILED);
+        fprintf(stderr,
+                "dltrain: the torch.distributed contract is wrong in %d place(s) (above): a program using "
+                "env:// would join the wrong ranks; exit status %d\n",
+                contract_bad, DLT_EXIT_FAILED);
 
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
     {

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exit_status.h"
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
 #include "trainer/cli/opt_table.h"
-#include "trainer/train/preflight.h"
 #include "trainer/model/resnet.h"
-#include "common/exit_status.h"
+#include "trainer/train/preflight.h"
 
 int dlt_cmd_info(int argc, char **argv)
 {
@@ -27,7 +27,7 @@ int dlt_cmd_info(int argc, char **argv)
         return rc;
     if (o.verify != !!o.checkpoint) {
         fprintf(stderr, "dltrain info: --verify and --checkpoint FILE go together (dltrain info --checkpoint FILE "
-                "--verify)\n");
+                        "--verify)\n");
         return DLT_EXIT_USAGE;
     }
     if (o.verify)

@@ -11,18 +11,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/exit_status.h"
+#include "common/io.h"
+#include "common/stop_signal.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/cli/commands.h"
 #include "trainer/cli/launch.h"
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/cli/opt_table.h"
-#include "trainer/checkpoint/checkpoint.h"
-#include "trainer/train/preflight.h"
-#include "common/exit_status.h"
-#include "common/io.h"
-#include "common/stop_signal.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/train/checkpointing.h"
+#include "trainer/train/preflight.h"
 #include "trainer/train/trainer.h"
 
 /* Removes "key=value" from a settings record ("k1=v1 k2=v2 ..."), so a resume does not compare it. */
@@ -87,13 +87,17 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
     /* Validation images belong to real data: training on generated images validates on generated
      * ones, and evaluation without --data scores --val-data (a labels file needs one of them). */
     if (!c->data && c->val_data && !strcmp(cmd, "train")) {
-        fprintf(stderr, "dltrain: --val-data %s without --data: training on generated images validates on generated "
-                "ones; give --data too, or leave --val-data out\n", c->val_data);
+        fprintf(stderr,
+                "dltrain: --val-data %s without --data: training on generated images validates on generated "
+                "ones; give --data too, or leave --val-data out\n",
+                c->val_data);
         return DLT_EXIT_USAGE;
     }
     if (!c->data && !c->val_data && c->val_labels && (!strcmp(cmd, "train") || !strcmp(cmd, "eval"))) {
-        fprintf(stderr, "dltrain: --val-labels %s labels the images of --val-data DIR (or of --data ROOT/val): give "
-                "one\n", c->val_labels);
+        fprintf(stderr,
+                "dltrain: --val-labels %s labels the images of --val-data DIR (or of --data ROOT/val): give "
+                "one\n",
+                c->val_labels);
         return DLT_EXIT_USAGE;
     }
     /* Without a directory these would write nothing, silently. */
@@ -105,16 +109,20 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
         if (c->target_top1 > 0)
             _list_add(list, sizeof(list), "target-top1");
         if (list[0]) {
-            fprintf(stderr, "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or "
-                    "leave %s out\n", list, strchr(list, ',') ? "them" : "it");
+            fprintf(stderr,
+                    "dltrain: %s: checkpoints go to --checkpoint-dir DIR, and none was given: add one, or "
+                    "leave %s out\n",
+                    list, strchr(list, ',') ? "them" : "it");
             return DLT_EXIT_USAGE;
         }
     }
     /* Two more the command line decides alone: refused here by every rank alike, not after the
      * bootstrap by each (the run's own checks stay for other callers). */
     if (!strcmp(cmd, "train") && c->init && c->resume) {
-        fprintf(stderr, "dltrain: --init %s and --resume %s: --resume continues a run, --init starts one from given "
-                "weights; give one\n", c->init, c->resume);
+        fprintf(stderr,
+                "dltrain: --init %s and --resume %s: --resume continues a run, --init starts one from given "
+                "weights; give one\n",
+                c->init, c->resume);
         return DLT_EXIT_USAGE;
     }
     /* Generated data is validated only when --eval-every N asks; --eval-every 0 never validates. */
@@ -125,19 +133,25 @@ static int _check_usage(const char *cmd, const dlt_train_config *c, const unsign
     }
     if (!dlt_backend_is_gpu(&c->backend)) {
         if (c->backend.precision == DLT_PREC_FP16 || c->backend.precision == DLT_PREC_TF32) {
-            fprintf(stderr, "dltrain: --precision %s needs the CUDA backend (the CPU backend has fp32 and bf16), and "
-                    "this run uses the CPU backend (%s)\n", dlt_precision_name(c->backend.precision), _why_cpu(c));
+            fprintf(stderr,
+                    "dltrain: --precision %s needs the CUDA backend (the CPU backend has fp32 and bf16), and "
+                    "this run uses the CPU backend (%s)\n",
+                    dlt_precision_name(c->backend.precision), _why_cpu(c));
             return DLT_EXIT_USAGE;
         }
         if (!strcmp(comm_kind, "nccl")) {
-            fprintf(stderr, "dltrain: --comm nccl reduces GPU buffers, and this run uses the CPU backend (%s): use "
-                    "--comm mpi (or auto), or run on GPUs with --backend cuda\n", _why_cpu(c));
+            fprintf(stderr,
+                    "dltrain: --comm nccl reduces GPU buffers, and this run uses the CPU backend (%s): use "
+                    "--comm mpi (or auto), or run on GPUs with --backend cuda\n",
+                    _why_cpu(c));
             return DLT_EXIT_USAGE;
         }
         dlt_opt_cuda_only(seen, list, sizeof(list));
         if (list[0]) {
-            fprintf(stderr, "dltrain: %s: for the CUDA backend only, and this run uses the CPU backend (%s): leave "
-                    "%s out, or run on GPUs\n", list, _why_cpu(c), strchr(list, ',') ? "them" : "it");
+            fprintf(stderr,
+                    "dltrain: %s: for the CUDA backend only, and this run uses the CPU backend (%s): leave "
+                    "%s out, or run on GPUs\n",
+                    list, _why_cpu(c), strchr(list, ',') ? "them" : "it");
             return DLT_EXIT_USAGE;
         }
     }
@@ -154,7 +168,8 @@ static int _check_data(const char *opt, const char *path, dlt_err *err)
         int rc = dlt_check_path(opt, path, 1, err);
         /* A file where a folder was expected: say what a file may be. */
         if (rc != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-            dlt_fail_suffix(err, rc, " (give an image folder, or an MXNet RecordIO file named .rec with its .idx "
+            dlt_fail_suffix(err, rc,
+                            " (give an image folder, or an MXNet RecordIO file named .rec with its .idx "
                             "beside it)");
         return rc;
     }
@@ -171,8 +186,10 @@ static int _is_checkpoint_name(const char *opt, const char *path, dlt_err *err)
     size_t n = path ? strlen(path) : 0;
     if (n < 12 || strcmp(path + n - 12, ".safetensors"))
         return 0;
-    return dlt_fail(err, 1, "%s %s: a .safetensors file (a checkpoint or its state), which %s would %s: give another "
-             "file", opt, path, opt, !strcmp(opt, "--metrics") ? "append JSON lines to" : "overwrite");
+    return dlt_fail(err, 1,
+                    "%s %s: a .safetensors file (a checkpoint or its state), which %s would %s: give another "
+                    "file",
+                    opt, path, opt, !strcmp(opt, "--metrics") ? "append JSON lines to" : "overwrite");
 }
 
 /* What this rank finds wrong before the launch, in err (empty: nothing): every path the command
@@ -206,8 +223,10 @@ static void _check_local(const char *cmd, const dlt_train_config *c, const char 
     if (!dlt_backend_is_gpu(&c->backend) && c->backend.precision == DLT_PREC_BF16 && !dlt_backend_cpu_has_bf16()) {
         char host[64] = "?";
         gethostname(host, sizeof(host) - 1);
-        dlt_fail(err, -EIO, "--precision bf16 needs a CPU with AVX512-BF16 or AMX, and oneDNN sees none on %s: "
-                 "use fp32", host);
+        dlt_fail(err, -EIO,
+                 "--precision bf16 needs a CPU with AVX512-BF16 or AMX, and oneDNN sees none on %s: "
+                 "use fp32",
+                 host);
     }
 }
 
@@ -354,8 +373,10 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
             if (found) {
                 c.classes_given = 1;
                 if (c.log_level != DLT_LOG_QUIET && _launcher_rank() == 0)
-                    fprintf(stderr, "dltrain: %s has no state file (a torchvision export?): its tensors are those of "
-                            "%s\n", checkpoint, said);
+                    fprintf(stderr,
+                            "dltrain: %s has no state file (a torchvision export?): its tensors are those of "
+                            "%s\n",
+                            checkpoint, said);
             }
         }
     }
@@ -374,8 +395,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
         dlt_err problem = DLT_ERR_INIT;
         _check_local(cmd, &c, checkpoint, &problem);
-        if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem.code ? problem.msg : NULL, &px, &comm,
-                                 &err)) != 0)
+        if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem.code ? problem.msg : NULL, &px, &comm, &err)) != 0)
             return rc;
     }
     if (o->preflight && !strcmp(cmd, "train") &&

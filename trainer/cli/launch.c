@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/backend/device_choice.h"
-#include "common/status.h"
-#include "trainer/train/trainer.h"
-#include "common/exit_status.h"
 #include "common/env_contract.h"
+#include "common/exit_status.h"
+#include "common/status.h"
+#include "trainer/backend/device_choice.h"
+#include "trainer/train/trainer.h"
 
 int dlt_cli_check_gpus(dltpmix_ctx *px, const char *gpu, dlt_err *err)
 {
@@ -90,8 +90,8 @@ static int _agree_on_problems(dltpmix_ctx *px, const char *problem)
     if (v.say_own)
         dlt_rank_say(a.rank, "%s", problem);
     if (v.name_ranks)
-        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n",
-                v.f.failed, a.size, v.f.failed == 1 ? "" : "s", v.f.ranks);
+        fprintf(stderr, "dltrain: %d of %d ranks cannot start (rank%s %s, each said why): no rank starts\n", v.f.failed,
+                a.size, v.f.failed == 1 ? "" : "s", v.f.ranks);
     return DLT_EXIT_USAGE;
 }
 
@@ -119,8 +119,7 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
         *px = NULL;
         return rc;
     }
-    if ((req->gpu && _choose_gpu(*px, req, backend, err) != 0) ||
-        dlt_comm_open(comm, req, *px, err) != 0) {
+    if ((req->gpu && _choose_gpu(*px, req, backend, err) != 0) || dlt_comm_open(comm, req, *px, err) != 0) {
         dlt_rank_say(dltpmix_get_info(*px)->rank, "%s", err->msg);
         dltpmix_finalize(*px);
         *px = NULL;
@@ -136,7 +135,7 @@ int dlt_cli_exit_status(int run_status)
     case DLT_RUN_PREEMPTED: return DLT_EXIT_PREEMPTED;
     case DLT_RUN_STOPPED_UNSAVED: return DLT_EXIT_STOPPED_UNSAVED;
     case DLT_RUN_REFUSED_USAGE: return DLT_EXIT_USAGE;
-    case DLT_RUN_REFUSED: /* said why already */
+    case DLT_RUN_REFUSED:            /* said why already */
     default: return DLT_EXIT_FAILED; /* a negative status: err said why */
     }
 }

@@ -4,10 +4,10 @@
 #ifndef DLT_CLI_LAUNCH_H
 #define DLT_CLI_LAUNCH_H
 
+#include "common/status.h"
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
-#include "common/status.h"
 
 /* For a GPU run (req->gpu) backend->device and req->cuda_device get the rank's device, and two
  * ranks of a node on one GPU are refused. problem (NULL: none) is what this rank found wrong before

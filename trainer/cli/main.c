@@ -5,13 +5,13 @@
 #include <omp.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "trainer/cli/commands.h"
 #include "common/crash_report.h"
 #include "common/exit_status.h"
+#include "trainer/cli/commands.h"
 
 static void _usage(FILE *f)
 {
@@ -48,8 +48,10 @@ static void _cap_threads(void)
     want = strtol(v, &end, 10); /* "8" or the first level of "8,2" */
     if (end == v || want <= cpus)
         return;
-    fprintf(stderr, "dltrain: warning: OMP_NUM_THREADS=%s is above the %d CPU(s) this task may use (OpenMP threads "
-            "sharing CPUs run at a fraction of the speed): using %d\n", v, cpus, cpus);
+    fprintf(stderr,
+            "dltrain: warning: OMP_NUM_THREADS=%s is above the %d CPU(s) this task may use (OpenMP threads "
+            "sharing CPUs run at a fraction of the speed): using %d\n",
+            v, cpus, cpus);
     omp_set_num_threads(cpus);
 }
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/safetensors.h"
-#include "common/status.h"
 
 int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, const char *config, dlt_err *err)
 {
@@ -25,8 +25,8 @@ int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, co
         if (dlt_model_parse_arch(v, &rec, &arch_err) != 0)
             return dlt_fail(err, -EINVAL, "the checkpoint records arch=%s, which this dltrain does not know", v);
         if (given->arch && strcmp(rec.arch, m->arch))
-            return dlt_fail(err, -EINVAL, "--arch %s, but the checkpoint was trained as %s (drop --arch)",
-                            m->arch, rec.arch);
+            return dlt_fail(err, -EINVAL, "--arch %s, but the checkpoint was trained as %s (drop --arch)", m->arch,
+                            rec.arch);
     }
     if (dlt_checkpoint_config_field(config, "width", v, sizeof(v))) {
         rec.width = strtof(v, NULL);
@@ -37,9 +37,8 @@ int dlt_model_adopt_config(dlt_model_config *m, const dlt_model_given *given, co
     if (dlt_checkpoint_config_field(config, "image", v, sizeof(v))) {
         rec.image = atoi(v);
         if (given->image && rec.image != m->image)
-            return dlt_fail(err, -EINVAL,
-                            "--image-size %d, but the checkpoint was trained at %d (drop --image-size)", m->image,
-                            rec.image);
+            return dlt_fail(err, -EINVAL, "--image-size %d, but the checkpoint was trained at %d (drop --image-size)",
+                            m->image, rec.image);
     }
     if (dlt_checkpoint_config_field(config, "classes", v, sizeof(v))) {
         rec.classes = atoi(v);
@@ -69,8 +68,11 @@ int dlt_model_infer_from_tensors(const char *path, dlt_model_config *m, const dl
 {
     static const struct {
         int depth, bottleneck, blocks[4];
-    } table[] = {{18, 0, {2, 2, 2, 2}}, {34, 0, {3, 4, 6, 3}}, {50, 1, {3, 4, 6, 3}},
-                 {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}}};
+    } table[] = {{18, 0, {2, 2, 2, 2}},
+                 {34, 0, {3, 4, 6, 3}},
+                 {50, 1, {3, 4, 6, 3}},
+                 {101, 1, {3, 4, 23, 3}},
+                 {152, 1, {3, 8, 36, 3}}};
     dlt_st_file f;
     dlt_err ignore = DLT_ERR_INIT;
     const dlt_st_entry *conv1, *fc;
@@ -89,17 +91,15 @@ int dlt_model_infer_from_tensors(const char *path, dlt_model_config *m, const dl
     for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
         if (table[t].bottleneck == bottleneck && !memcmp(table[t].blocks, blocks, sizeof(blocks)))
             depth = table[t].depth;
-    if (depth && conv1 && conv1->ndim == 4 && conv1->shape[0] % 8 == 0 && conv1->shape[1] == 3 && fc &&
-        fc->ndim == 2 && fc->shape[0] > 0) {
+    if (depth && conv1 && conv1->ndim == 4 && conv1->shape[0] % 8 == 0 && conv1->shape[1] == 3 && fc && fc->ndim == 2 &&
+        fc->shape[0] > 0) {
         double width = (double)conv1->shape[0] / 64.0;
-        snprintf(config, sizeof(config), "arch=resnet%d width=%g classes=%lld", depth, width,
-                 (long long)fc->shape[0]);
+        snprintf(config, sizeof(config), "arch=resnet%d width=%g classes=%lld", depth, width, (long long)fc->shape[0]);
         snprintf(said, saidlen, "resnet%d, width %g, %lld classes", depth, width, (long long)fc->shape[0]);
         *found = 1;
         /* v1 and v1.5 have the same tensors: the given --arch decides, else torchvision's v1.5 */
         if (given->arch && m->depth == depth)
-            snprintf(config, sizeof(config), "arch=%s width=%g classes=%lld", m->arch, width,
-                     (long long)fc->shape[0]);
+            snprintf(config, sizeof(config), "arch=%s width=%g classes=%lld", m->arch, width, (long long)fc->shape[0]);
         rc = dlt_model_adopt_config(m, given, config, err);
         if (rc != 0)
             rc = dlt_fail_prefix(err, rc, "its tensors are those of %s", said);

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "trainer/model/resnet.h"
 #include "common/status.h"
+#include "trainer/model/resnet.h"
 
 /* Which of the model options the command line gave. */
 typedef struct {

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/cli/parse.h"
-#include "common/status.h"
-#include "trainer/train/checkpointing.h"
 #include "common/exit_status.h"
+#include "common/status.h"
+#include "trainer/cli/parse.h"
+#include "trainer/train/checkpointing.h"
 
 #define F(m) offsetof(dlt_cli_opts, m)
 
@@ -147,11 +147,13 @@ static int _set_milestones(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_ar
         errno = 0;
         m = strtol(s, &end, 10);
         if (end == s || errno || m < 0 || m > 100000 || (*end && *end != ',') || c->nmilestones == 8)
-            return dlt_fail(err, -EINVAL, "--milestones %s: expected up to 8 epochs in [0, 100000], separated "
-                            "by commas (e.g. 30,60,80)", a->text);
+            return dlt_fail(err, -EINVAL,
+                            "--milestones %s: expected up to 8 epochs in [0, 100000], separated "
+                            "by commas (e.g. 30,60,80)",
+                            a->text);
         if (c->nmilestones > 0 && m <= c->milestones[c->nmilestones - 1])
-            return dlt_fail(err, -EINVAL, "--milestones %s: the epochs must strictly increase (%d then %ld)",
-                            a->text, c->milestones[c->nmilestones - 1], m);
+            return dlt_fail(err, -EINVAL, "--milestones %s: the epochs must strictly increase (%d then %ld)", a->text,
+                            c->milestones[c->nmilestones - 1], m);
         c->milestones[c->nmilestones++] = (int)m;
         s = *end == ',' ? end + 1 : end;
     }
@@ -204,20 +206,30 @@ static int _set_preflight(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg
 #define EVAL DLT_CMD_EVAL
 #define BENCH DLT_CMD_BENCH
 #define CUDA DLT_OPT_CUDA_ONLY
-#define NONE(n, fld, val, setter, cmds_, flags_, sec, txt) \
-    {n, DLT_ARG_NONE, NULL, val, val, NULL, fld, setter, cmds_, flags_, sec, txt}
-#define WHOLE(n, a, l, h, fld, setter, cmds_, flags_, sec, txt) \
-    {n, DLT_ARG_WHOLE, a, l, h, NULL, fld, setter, cmds_, flags_, sec, txt}
-#define REAL(n, a, l, h, fld, setter, cmds_, flags_, sec, txt) \
-    {n, DLT_ARG_REAL, a, l, h, NULL, fld, setter, cmds_, flags_, sec, txt}
-#define CHOICE(n, a, ch, fld, setter, cmds_, flags_, sec, txt) \
-    {n, DLT_ARG_CHOICE, a, 0, 0, ch, fld, setter, cmds_, flags_, sec, txt}
-#define TEXT(n, a, fld, setter, cmds_, flags_, sec, txt) \
-    {n, DLT_ARG_TEXT, a, 0, 0, NULL, fld, setter, cmds_, flags_, sec, txt}
+#define NONE(n, fld, val, setter, cmds_, flags_, sec, txt)                                                             \
+    {                                                                                                                  \
+        n, DLT_ARG_NONE, NULL, val, val, NULL, fld, setter, cmds_, flags_, sec, txt                                    \
+    }
+#define WHOLE(n, a, l, h, fld, setter, cmds_, flags_, sec, txt)                                                        \
+    {                                                                                                                  \
+        n, DLT_ARG_WHOLE, a, l, h, NULL, fld, setter, cmds_, flags_, sec, txt                                          \
+    }
+#define REAL(n, a, l, h, fld, setter, cmds_, flags_, sec, txt)                                                         \
+    {                                                                                                                  \
+        n, DLT_ARG_REAL, a, l, h, NULL, fld, setter, cmds_, flags_, sec, txt                                           \
+    }
+#define CHOICE(n, a, ch, fld, setter, cmds_, flags_, sec, txt)                                                         \
+    {                                                                                                                  \
+        n, DLT_ARG_CHOICE, a, 0, 0, ch, fld, setter, cmds_, flags_, sec, txt                                           \
+    }
+#define TEXT(n, a, fld, setter, cmds_, flags_, sec, txt)                                                               \
+    {                                                                                                                  \
+        n, DLT_ARG_TEXT, a, 0, 0, NULL, fld, setter, cmds_, flags_, sec, txt                                           \
+    }
 
-static const char S_MODEL[] = "model", S_COMPUTE[] = "compute", S_DATA[] = "data",
-                  S_TRAIN[] = "training (train)", S_EVAL[] = "evaluation (eval)", S_BENCH[] = "benchmark (bench)",
-                  S_RANKS[] = "ranks", S_OUT[] = "output";
+static const char S_MODEL[] = "model", S_COMPUTE[] = "compute", S_DATA[] = "data", S_TRAIN[] = "training (train)",
+                  S_EVAL[] = "evaluation (eval)", S_BENCH[] = "benchmark (bench)", S_RANKS[] = "ranks",
+                  S_OUT[] = "output";
 
 static const dlt_opt g_table[] = {
     TEXT("arch", "NAME", 0, _set_arch, RUNS | DLT_CMD_INFO, 0, S_MODEL,
@@ -341,8 +353,8 @@ static const dlt_opt g_table[] = {
          "CUDA fp16/bf16: all-reduce gradients in that type (default fp32)"),
     REAL("loss-scale", "S", 1, 16777216, F(train.loss_scale), _set_real, TRAIN | BENCH, CUDA, S_COMPUTE,
          "fp16: initial dynamic loss scale (default 65536)"),
-    WHOLE("loss-scale-window", "N", 1, 1000000000, F(train.loss_scale_window), _set_int, TRAIN | BENCH, CUDA,
-          S_COMPUTE, "fp16: clean steps before the scale doubles (default 2000)"),
+    WHOLE("loss-scale-window", "N", 1, 1000000000, F(train.loss_scale_window), _set_int, TRAIN | BENCH, CUDA, S_COMPUTE,
+          "fp16: clean steps before the scale doubles (default 2000)"),
     NONE("cuda-graphs", F(train.cuda_graphs), 1, _set_int, TRAIN | BENCH, CUDA, S_COMPUTE,
          "CUDA: record one training step as a CUDA graph and replay it"),
     NONE("deterministic", F(train.backend.deterministic), 1, _set_int, RUNS, CUDA, S_COMPUTE,
@@ -367,8 +379,7 @@ static const dlt_opt g_table[] = {
          "stop at the first validation with top-1 >= F (0..1), checkpoint it"),
     NONE("quiet", 0, DLT_LOG_QUIET, _set_log_level, RUNS, 0, S_OUT,
          "errors, warnings and results only (also DLT_LOG=quiet)"),
-    NONE("verbose", 0, DLT_LOG_VERBOSE, _set_log_level, RUNS, 0, S_OUT,
-         "also setup details (also DLT_LOG=verbose)"),
+    NONE("verbose", 0, DLT_LOG_VERBOSE, _set_log_level, RUNS, 0, S_OUT, "also setup details (also DLT_LOG=verbose)"),
     /* info */
     NONE("layers", F(layers), 1, _set_int, DLT_CMD_INFO, 0, NULL, "every layer with its output shape"),
     NONE("state-dict", F(state_dict), 1, _set_int, DLT_CMD_INFO, 0, NULL,
@@ -450,7 +461,8 @@ static const struct {
      "       dltrain info --checkpoint FILE --verify\n",
      "--verify: exit 0 when FILE verifies, 1 when damaged or unverifiable.\n"},
     {"data", DLT_CMD_DATA,
-     "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--force] [--quiet]\n"
+     "usage: dltrain data pack SRC_DIR OUT.rec [--resize SHORT_SIDE] [--quality Q] [--labels FILE] [--force] "
+     "[--quiet]\n"
      "\n"
      "Packs an ImageFolder (SRC_DIR/CLASS/IMAGE.JPEG, classes numbered in sorted order) into OUT.rec\n"
      "and OUT.idx in MXNet's RecordIO format. Unreadable images are named and left out. The files are\n"
@@ -576,9 +588,9 @@ int dlt_opt_parse(unsigned cmd, int argc, char **argv, int first, dlt_cli_opts *
         if (!(g_table[i].cmds & fam))
             continue;
         longopts[n] = (struct option){g_table[i].name,
-                                      g_table[i].kind == DLT_ARG_NONE                  ? no_argument
+                                      g_table[i].kind == DLT_ARG_NONE           ? no_argument
                                       : g_table[i].flags & DLT_OPT_OPTIONAL_ARG ? optional_argument
-                                                                                      : required_argument,
+                                                                                : required_argument,
                                       NULL, 0};
         index[n++] = (int)i;
     }
@@ -636,8 +648,11 @@ static void _print_opt(FILE *f, const dlt_opt *e)
     char head[64];
     const char *h = e->help;
     int opt_arg = (e->flags & DLT_OPT_OPTIONAL_ARG) != 0;
-    int n = snprintf(head, sizeof(head), "  --%s%s%s%s", e->name, !e->arg ? "" : opt_arg ? "[=" : " ", e->arg ? e->arg : "",
-                     e->arg && opt_arg ? "]" : "");
+    int n = snprintf(head, sizeof(head), "  --%s%s%s%s", e->name,
+                     !e->arg   ? ""
+                     : opt_arg ? "[="
+                               : " ",
+                     e->arg ? e->arg : "", e->arg && opt_arg ? "]" : "");
     if (n > 24)
         fprintf(f, "%s\n%-25s", head, "");
     else
@@ -667,9 +682,10 @@ void dlt_opt_usage(FILE *f, unsigned cmd)
                 if ((g_table[i].cmds & fam) && g_table[i].section == sections[s])
                     _print_opt(f, &g_table[i]);
         }
-        fprintf(f, "\nOptions of another command (train, eval, bench) are named in a warning and ignored.\n"
-                   "A run stopped by SIGTERM, SIGUSR1 or Ctrl-C checkpoints and exits with status %d (without\n"
-                   "--checkpoint-dir: nothing saved, status %d). See dltrain(1).\n",
+        fprintf(f,
+                "\nOptions of another command (train, eval, bench) are named in a warning and ignored.\n"
+                "A run stopped by SIGTERM, SIGUSR1 or Ctrl-C checkpoints and exits with status %d (without\n"
+                "--checkpoint-dir: nothing saved, status %d). See dltrain(1).\n",
                 DLT_EXIT_PREEMPTED, DLT_EXIT_STOPPED_UNSAVED);
         return;
     }

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/status.h"
 #include "trainer/check/check.h"
 #include "trainer/cli/model_from_checkpoint.h"
 #include "trainer/train/trainer.h"
-#include "common/status.h"
 
 /* The commands, as bits: an option's scope says which of them read it. */
 enum {
@@ -31,16 +31,16 @@ enum {
 typedef struct {
     dlt_train_config train; /* train, eval, bench; its model also info's */
     dlt_bench_config bench;
-    dlt_model_given given;  /* which model options the command line gave */
-    const char *comm;       /* --comm */
-    const char *checkpoint; /* --checkpoint */
-    double timeout;         /* --timeout (0: the default) */
-    int verify;             /* --verify */
-    int layers, state_dict; /* info */
+    dlt_model_given given;             /* which model options the command line gave */
+    const char *comm;                  /* --comm */
+    const char *checkpoint;            /* --checkpoint */
+    double timeout;                    /* --timeout (0: the default) */
+    int verify;                        /* --verify */
+    int layers, state_dict;            /* info */
     int resize, quality, quiet, force; /* data pack */
-    const char *labels;         /* data pack */
-    int preflight;              /* train --preflight: 0 none, 1 quick, 2 full */
-    dlt_check_config check;     /* check */
+    const char *labels;                /* data pack */
+    int preflight;                     /* train --preflight: 0 none, 1 quick, 2 full */
+    dlt_check_config check;            /* check */
 } dlt_cli_opts;
 
 typedef enum {
@@ -68,7 +68,7 @@ enum {
 };
 
 struct dlt_opt {
-    const char *name;    /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     dlt_arg_kind kind;
     const char *arg;     /* the argument as --help and the man page name it ("N", "PATH"); NULL: none */
     double lo, hi;       /* WHOLE, REAL */

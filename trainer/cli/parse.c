@@ -47,19 +47,18 @@ int dlt_parse_real(const char *opt, const char *v, double lo, double hi, double 
         return dlt_fail(err, -EINVAL, "%s '': expected a number in [%.10g, %.10g]", opt, lo, hi);
     /* strtod skips leading blanks but not trailing ones: refuse both alike. */
     if (isspace((unsigned char)*v))
-        return dlt_fail(err, -EINVAL, "%s '%s': not a decimal number (expected a number in [%.10g, %.10g])",
-                        opt, v, lo, hi);
+        return dlt_fail(err, -EINVAL, "%s '%s': not a decimal number (expected a number in [%.10g, %.10g])", opt, v, lo,
+                        hi);
     errno = 0;
     d = strtod(v, &end);
     if (end != v && !*end && !isfinite(d))
-        return dlt_fail(err, -EINVAL, "%s %s: not a finite number (expected a number in [%.10g, %.10g])", opt,
-                        v, lo, hi);
-    if (end == v || *end || !_decimal(v))
-        return dlt_fail(err, -EINVAL, "%s %s: not a decimal number (expected a number in [%.10g, %.10g])", opt,
-                        v, lo, hi);
-    if (errno == ERANGE || d < lo || d > hi) /* ERANGE: beyond what a double holds, even as an underflow */
-        return dlt_fail(err, -EINVAL, "%s %s: out of range (expected a number in [%.10g, %.10g])", opt, v, lo,
+        return dlt_fail(err, -EINVAL, "%s %s: not a finite number (expected a number in [%.10g, %.10g])", opt, v, lo,
                         hi);
+    if (end == v || *end || !_decimal(v))
+        return dlt_fail(err, -EINVAL, "%s %s: not a decimal number (expected a number in [%.10g, %.10g])", opt, v, lo,
+                        hi);
+    if (errno == ERANGE || d < lo || d > hi) /* ERANGE: beyond what a double holds, even as an underflow */
+        return dlt_fail(err, -EINVAL, "%s %s: out of range (expected a number in [%.10g, %.10g])", opt, v, lo, hi);
     *out = d;
     return 0;
 }
@@ -70,8 +69,7 @@ int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int6
     char *end;
     long long n;
     if (!v || !*v)
-        return dlt_fail(err, -EINVAL, "%s '': expected a whole number in [%" PRId64 ", %" PRId64 "]", opt, lo,
-                        hi);
+        return dlt_fail(err, -EINVAL, "%s '': expected a whole number in [%" PRId64 ", %" PRId64 "]", opt, lo, hi);
     /* Decimal digits and nothing else (a minus sign aside, so that -1 is "out of range"): strtoll
      * alone would take leading blanks and a plus sign, and exponents or "7.0" are not counts. */
     if (*p == '-')
@@ -87,8 +85,8 @@ int dlt_parse_whole(const char *opt, const char *v, int64_t lo, int64_t hi, int6
     errno = 0;
     n = strtoll(v, &end, 10);
     if (errno == ERANGE || n < lo || n > hi)
-        return dlt_fail(err, -EINVAL,
-                        "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64 "])", opt, v, lo, hi);
+        return dlt_fail(err, -EINVAL, "%s %s: out of range (expected a whole number in [%" PRId64 ", %" PRId64 "])",
+                        opt, v, lo, hi);
     *out = (int64_t)n;
     return 0;
 }

@@ -6,9 +6,9 @@
 #ifndef DLT_CLI_PARSE_H
 #define DLT_CLI_PARSE_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "common/status.h"
 
 /* A finite real number in [lo, hi]: decimal, optionally with an exponent; no blanks on either
  * side. Returns 0, or -EINVAL with err filled. */

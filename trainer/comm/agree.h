@@ -9,9 +9,9 @@
 
 #include <stddef.h>
 
+#include "common/status.h"
 #include "pmix/dltpmix.h"
 #include "trainer/comm/comm.h"
-#include "common/status.h"
 
 typedef struct {
     int rank, size;
@@ -83,8 +83,8 @@ int dlt_agree_share(const dlt_agreement *a, void *buf, size_t bytes, int root, d
 
 /* Is a value the same everywhere, and if not who differs. */
 typedef struct {
-    int same;        /* every rank gave the same record */
-    int reference;   /* a rank of the largest group of equal records (the lowest among equal groups) */
+    int same;      /* every rank gave the same record */
+    int reference; /* a rank of the largest group of equal records (the lowest among equal groups) */
     int size;
     size_t bytes;
     unsigned char *all; /* every rank's record, in rank order (dlt_agree_values_free) */

@@ -18,14 +18,14 @@ const char *dlt_comm_resolve(const dlt_comm_request *req, int ranks, dlt_err *er
     if (!strcmp(kind, "single")) {
         if (ranks > 1) {
             dlt_fail(err, -EINVAL, "communicator 'single' cannot serve %d ranks (use auto or mpi)", ranks);
-        return NULL;
+            return NULL;
         }
         return kind;
     }
     if (!strcmp(kind, "mpi") || !strcmp(kind, "nccl"))
         return kind;
     dlt_fail(err, -EINVAL, "unknown communicator '%s' (auto|single|mpi|nccl)", kind);
-        return NULL;
+    return NULL;
 }
 
 int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, dlt_err *err)
@@ -45,8 +45,10 @@ int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, 
 #ifdef DLT_HAVE_MPI
         rc = dlt_comm_mpi_create(out, info, err);
 #else
-        dlt_fail(err, -ENOTSUP, "%d ranks need the MPI host communicator, but dltrain was built without MPI "
-                 "(install libopenmpi-dev and rebuild)", info->size);
+        dlt_fail(err, -ENOTSUP,
+                 "%d ranks need the MPI host communicator, but dltrain was built without MPI "
+                 "(install libopenmpi-dev and rebuild)",
+                 info->size);
         rc = -ENOTSUP;
 #endif
     }

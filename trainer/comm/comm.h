@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
-#include "pmix/dltpmix.h"
 #include "common/peer_check.h"
 #include "common/status.h"
+#include "pmix/dltpmix.h"
 
 typedef enum { DLT_DTYPE_F32 = 0, DLT_DTYPE_F64 = 1, DLT_DTYPE_I64 = 2 } dlt_dtype;
 

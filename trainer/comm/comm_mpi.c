@@ -51,8 +51,7 @@ static int _allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type)
         size_t n = count - off < chunk ? count - off : chunk;
         int rc;
         _enter(c);
-        rc = _leave(c, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, (int)n, _mpi_type(type), MPI_SUM,
-                                     _mc(c)));
+        rc = _leave(c, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, (int)n, _mpi_type(type), MPI_SUM, _mc(c)));
         if (rc != MPI_SUCCESS)
             return _mpi_fail(c, "MPI_Allreduce", rc);
     }
@@ -117,8 +116,8 @@ static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
     return 0;
 }
 
-static const dlt_comm_ops g_mpi_ops = {"mpi", _allreduce, _bcast, _barrier, _destroy, _abort, NULL, _split, NULL,
-                                       _allgather};
+static const dlt_comm_ops g_mpi_ops = {"mpi",  _allreduce, _bcast, _barrier, _destroy,
+                                       _abort, NULL,       _split, NULL,     _allgather};
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
 {
@@ -170,8 +169,10 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err)
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     if (pmix && (pmix->rank != c->rank || pmix->size != c->size)) {
-        dlt_fail(err, -EPROTO, "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
-                 "PMIx server", c->rank, c->size, pmix->rank, pmix->size);
+        dlt_fail(err, -EPROTO,
+                 "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
+                 "PMIx server",
+                 c->rank, c->size, pmix->rank, pmix->size);
         _destroy(c);
         return -EPROTO;
     }

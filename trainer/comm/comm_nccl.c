@@ -13,17 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/comm/comm.h"
-#include "trainer/comm/nccl_call.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
+#include "trainer/comm/comm.h"
+#include "trainer/comm/nccl_call.h"
 
 typedef struct {
     ncclComm_t nccl;
     cudaStream_t s;
-    void *dbuf;    /* device copy of the host buffer */
-    void *pinned;  /* its pinned host twin: a copy from the device into pageable memory would block
-                    * the host until done, before the wait that watches for a lost peer */
+    void *dbuf;   /* device copy of the host buffer */
+    void *pinned; /* its pinned host twin: a copy from the device into pageable memory would block
+                   * the host until done, before the wait that watches for a lost peer */
     size_t dcap;
 } nccl_impl;
 
@@ -152,8 +152,8 @@ static void *_handle(dlt_comm *c)
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
 
-static const dlt_comm_ops g_nccl_ops = {"nccl",   _allreduce, _bcast,   _barrier,  _destroy, _abort,
-                                        _handle, _split,     _discard, _allgather};
+static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy,
+                                        _abort, _handle,    _split, _discard, _allgather};
 
 /* ncclCommSplit (NCCL >= 2.18) on the parent's device; the child gets its own stream. */
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)

@@ -7,8 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "trainer/backend/cuda_module.h"
 #include "common/status.h"
+#include "trainer/backend/cuda_module.h"
 
 void dlt_grad_lowp_plan(int world, float *premul, int *divisor)
 {
@@ -81,11 +81,11 @@ static int _host_finish(dlt_grad_reducer *r)
 
 /* Nothing to reduce records trivially; the host path copies through host memory (a download waits). */
 static const dlt_grad_reducer_ops g_none = {"none", 1, _none_ready, _none_done, _none_finish, _none_agree, NULL};
-static const dlt_grad_reducer_ops g_host = {"host", 0, _none_ready, _none_done, _host_finish, _host_agree,
-                                            _host_destroy};
+static const dlt_grad_reducer_ops g_host = {"host",       0,           _none_ready,  _none_done,
+                                            _host_finish, _host_agree, _host_destroy};
 
-int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
-                            dlt_backend *be, float *grads, size_t n, dlt_err *err)
+int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm, dlt_backend *be,
+                            float *grads, size_t n, dlt_err *err)
 {
     dlt_grad_reducer *r = calloc(1, sizeof(*r));
     int rc = 0;

@@ -8,10 +8,10 @@
 
 #include <stddef.h>
 
+#include "common/status.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_listener.h"
-#include "common/status.h"
 
 typedef struct dlt_grad_reducer_config {
     double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */
@@ -39,9 +39,9 @@ struct dlt_grad_reducer {
     dlt_backend *be;
     float *grads; /* backend memory */
     size_t n;
-    float *host;  /* host staging (GPU backend, host communicator) */
-    int divisor;  /* the reduced gradients are this many ranks' sum (the optimizer divides by it):
-                   * the world size, or 1 where the reduction averaged (dlt_grad_lowp_plan) */
+    float *host; /* host staging (GPU backend, host communicator) */
+    int divisor; /* the reduced gradients are this many ranks' sum (the optimizer divides by it):
+                  * the world size, or 1 where the reduction averaged (dlt_grad_lowp_plan) */
     void *impl;
 };
 
@@ -57,8 +57,8 @@ void dlt_grad_lowp_plan(int world, float *premul, int *divisor);
 /* The path follows from the communicator and the backend: NCCL buckets when the communicator is
  * NCCL and the backend a GPU (also for one rank, so the device check exercises it), else the
  * host communicator for more than one rank, else nothing. grads: n floats of backend memory. */
-int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm,
-                            dlt_backend *be, float *grads, size_t n, dlt_err *err);
+int dlt_grad_reducer_create(dlt_grad_reducer **out, const dlt_grad_reducer_config *cfg, dlt_comm *comm, dlt_backend *be,
+                            float *grads, size_t n, dlt_err *err);
 void dlt_grad_reducer_destroy(dlt_grad_reducer *r);
 
 /* 1 when r's path can be recorded into a CUDA graph (see dlt_grad_reducer_ops.capturable). */

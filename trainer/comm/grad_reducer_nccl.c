@@ -10,22 +10,22 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "common/tunables.h"
 #include "trainer/backend/cuda_backend.h"
 #include "trainer/comm/grad_buckets.h"
 #include "trainer/comm/grad_reducer.h"
 #include "trainer/comm/nccl_call.h"
-#include "common/cuda_check.h"
-#include "common/status.h"
-#include "common/tunables.h"
 
 typedef struct {
     ncclComm_t nccl;
     cudaStream_t compute, cs; /* the backend's stream; ours */
     dlt_grad_buckets bk;
     cudaEvent_t *bucket_ready, comm_done, results_ready;
-    void *lowp;     /* fp16/bf16 copy of the gradients (--allreduce-lowp), else NULL */
+    void *lowp;               /* fp16/bf16 copy of the gradients (--allreduce-lowp), else NULL */
     ncclDataType_t lowp_type; /* the backend's 16-bit type (dlt_backend_lowp) */
-    float lowp_premul; /* 1/world: the cast averages (dlt_grad_lowp_plan) */
+    float lowp_premul;        /* 1/world: the cast averages (dlt_grad_lowp_plan) */
 } nccl_path;
 
 static int _launch_bucket(dlt_grad_reducer *r, int i)

@@ -12,8 +12,8 @@
 static int _nccl_fail(ncclComm_t comm, ncclResult_t r, const char *call, const char *file, int line, dlt_err *err)
 {
     const char *last = ncclGetLastError(comm);
-        return dlt_fail(err, -EIO, "%s:%d: %s: %s (%s)", file, line, call, ncclGetErrorString(r),
-                 last && *last ? last : "no detail; NCCL_DEBUG=INFO shows more");
+    return dlt_fail(err, -EIO, "%s:%d: %s: %s (%s)", file, line, call, ncclGetErrorString(r),
+                    last && *last ? last : "no detail; NCCL_DEBUG=INFO shows more");
 }
 
 /* What one poll of an operation in progress asks; r is what ended it. */
@@ -46,8 +46,8 @@ int dlt_nccl_settle(ncclComm_t comm, ncclResult_t r, const char *call, const cha
     if (r != ncclInProgress)
         return _nccl_fail(comm, r, call, file, line, err);
     if (dlt_poll(_settled, &w, timeout_s) != 0) {
-            return dlt_fail(err, -ETIMEDOUT, "%s:%d: %s: still in progress after %.0f s (a peer lost?)", file, line, call,
-                     timeout_s);
+        return dlt_fail(err, -ETIMEDOUT, "%s:%d: %s: still in progress after %.0f s (a peer lost?)", file, line, call,
+                        timeout_s);
     }
     return w.r == ncclSuccess ? 0 : _nccl_fail(comm, w.r, w.call, file, line, err);
 }
@@ -60,7 +60,7 @@ int dlt_nccl_peer_check(void *comm, dlt_err *err)
         ar != ncclInProgress) {
         const char *last = ncclGetLastError((ncclComm_t)comm);
         return dlt_fail(err, -EIO, "NCCL failed while the GPU worked (a peer lost?): %s (%s)", ncclGetErrorString(ar),
-                 last ? last : "");
+                        last ? last : "");
     }
     return 0;
 }

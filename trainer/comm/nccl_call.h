@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include <nccl.h>
 #include "common/status.h"
+#include <nccl.h>
 
 /* How long an operation may stay ncclInProgress before it is an error. */
 #define DLT_NCCL_SETTLE_TIMEOUT_S 300.0

@@ -7,13 +7,13 @@
 
 #include <stdio.h>
 
+#include "common/cuda_check.h"
 #include "trainer/backend/cuda_backend.h"
 #include "trainer/backend/cuda_kernels.h"
 #include "trainer/check/allreduce_check.h"
 #include "trainer/check/gemm_check.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_reducer.h"
-#include "common/cuda_check.h"
 
 static dlt_dt _lowp_dt(const dlt_backend *be)
 {

@@ -101,7 +101,8 @@ int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t le
         {l->images, "image file(s) not in .JPEG/.jpg (not decoded here: convert them to JPEG)", l->first_images},
         {l->special, "entr(y/ies) named as images that are not regular files (a FIFO, a device, a socket)",
          l->first_special},
-        {l->unreadable, "dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX", l->first_unreadable},
+        {l->unreadable, "dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX",
+         l->first_unreadable},
         {l->other, "other file(s)", l->first_other},
     };
     size_t o = 0;
@@ -218,13 +219,13 @@ int dlt_dataset_map_classes(dlt_dataset *d, const char *list, char *note, size_t
                       max_number == n && !zero
                           ? " (the class numbers run up to the class count and 0 is never used: numbers count from "
                             "0, in the training class order)"
-                          : d->numbered ? " (give class names, or class numbers 0..N-1 in the training order)"
-                                        : " (the class folders must have the training class names)");
+                      : d->numbered ? " (give class names, or class numbers 0..N-1 in the training order)"
+                                    : " (the class folders must have the training class names)");
         goto out;
     }
     if (by_number)
-        snprintf(note, notelen,
-                 "%d class(es) given as numbers are taken as positions 0..%d in the class list%s", by_number, n - 1,
+        snprintf(note, notelen, "%d class(es) given as numbers are taken as positions 0..%d in the class list%s",
+                 by_number, n - 1,
                  zero ? "" : "; 0 is never used: if the numbers count from 1, every image is scored as the next class");
     /* The data's classes now mean the list's: its names, its count. */
     if (d->class_names)

@@ -5,10 +5,10 @@
 #ifndef DLT_DATASET_H
 #define DLT_DATASET_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "common/status.h"
 
 #define DLT_DATASET_MAX_FILE (64u << 20)
 
@@ -74,7 +74,8 @@ int dlt_recordio_path(const char *path);
  * The one place that naming (im2rec's) is made. */
 void dlt_recordio_sibling(const char *rec_path, const char *ext, char *out, size_t outlen);
 int dlt_recordio_create(dlt_recordio_writer *w, const char *rec_path, dlt_err *err);
-int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len, dlt_err *err);
+int dlt_recordio_append(dlt_recordio_writer *w, uint64_t id, float label, const uint8_t *data, size_t len,
+                        dlt_err *err);
 int dlt_recordio_close(dlt_recordio_writer *w, dlt_err *err);
 /* PATH.classes beside PATH.rec: d's class names in label order, one a line (the reader takes the
  * class count and the names from it). */

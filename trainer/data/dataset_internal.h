@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/data/dataset.h"
 #include "common/status.h"
+#include "trainer/data/dataset.h"
 
 /* A kind's reader: sample i into *buf (dlt_dataset_read checked the range). */
 typedef struct {
@@ -30,20 +30,19 @@ struct dlt_dataset {
     int64_t n;
     int nclasses;
     char **class_names;
-    char **paths;      /* folder: file paths below root ("CLASS/NAME.JPEG") */
-    char *path_arena;  /* folder built from a shared list: every path in one block (paths point in) */
-    int32_t *labels;   /* folder: labels; recordio: unused */
-    uint64_t *offsets; /* recordio: record offsets */
+    char **paths;         /* folder: file paths below root ("CLASS/NAME.JPEG") */
+    char *path_arena;     /* folder built from a shared list: every path in one block (paths point in) */
+    int32_t *labels;      /* folder: labels; recordio: unused */
+    uint64_t *offsets;    /* recordio: record offsets */
     long long *idx_lines; /* recordio: the index line of each record (for messages) */
     int numbered;         /* class names may be numbers (a labels file, RecordIO) */
     int local_classes;    /* classes as the data numbers them (before dlt_dataset_map_classes) */
     int32_t *label_map;   /* the data's class -> the class list it was mapped to; NULL: the same */
-    int fd;            /* recordio */
+    int fd;               /* recordio */
     char rec_path[PATH_MAX];
     char root[PATH_MAX]; /* folder root, or the .rec path */
     dlt_dataset_left_out left;
 };
-
 
 /* Helpers of every kind (dataset.c). */
 int dlt_ds_cmp_str(const void *a, const void *b); /* qsort/bsearch of char* */

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/io.h"
 #include "common/fnv.h"
+#include "common/io.h"
 #include "common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_list.h"
@@ -92,8 +92,7 @@ int dlt_folder_index_write(const char *root, int64_t *images, dlt_err *err)
         /* Each class folder's time, read once after the listing: what the index records. */
         for (int c = 0; c < classes; c++) {
             if ((rc = _class_mtime(root, ds, c, &mtimes[c], path, sizeof(path))) != 0) {
-                rc = dlt_fail(err, rc, "%s: %s (the folder changed while it was listed)", path,
-                              strerror(-rc));
+                rc = dlt_fail(err, rc, "%s: %s (the folder changed while it was listed)", path, strerror(-rc));
                 goto out;
             }
             if (mtimes[c] > newest)
@@ -182,8 +181,7 @@ static int _slurp(const char *path, uint8_t **buf, size_t *len)
     return 0;
 }
 
-int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, size_t *len, char *why,
-                          size_t whylen)
+int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, size_t *len, char *why, size_t whylen)
 {
     char path[4200];
     dlt_err err = DLT_ERR_INIT;
@@ -207,8 +205,8 @@ int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, s
         return -1;
     }
     if (n < 40 || memcmp(buf, INDEX_MAGIC, 8) || _get64(buf + n - 8) != dlt_fnv1a64(DLT_FNV_OFFSET, buf, n - 8)) {
-        snprintf(why, whylen, "damaged: %s", n < 40 || memcmp(buf, INDEX_MAGIC, 8) ? "not a dltrain index"
-                                                                                     : "checksum mismatch");
+        snprintf(why, whylen, "damaged: %s",
+                 n < 40 || memcmp(buf, INDEX_MAGIC, 8) ? "not a dltrain index" : "checksum mismatch");
         free(buf);
         return -1;
     }
@@ -249,7 +247,8 @@ int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, s
             rc = -1;
         } else if (now != then || then > made - INDEX_SETTLE_NS) {
             snprintf(why, whylen, "stale: class folder %.200s %s", dlt_dataset_class_name(ds, (int)c),
-                     now != then ? "changed since it was made" : "changed less than 2 s before it was made (remake it)");
+                     now != then ? "changed since it was made"
+                                 : "changed less than 2 s before it was made (remake it)");
             rc = -1;
         }
     }

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/data/dataset.h"
 #include "common/status.h"
+#include "trainer/data/dataset.h"
 
 #define DLT_FOLDER_INDEX_NAME ".dltrain-index"
 /* The largest index read (ImageNet's is about 20 MB). */
@@ -26,7 +26,6 @@ int dlt_folder_index_write(const char *root, int64_t *images, dlt_err *err);
  * (built once, while checking it) and, when list is not NULL, the list itself in *list (malloc'd,
  * for other ranks); 1 when there is none; -1 when there is one that cannot be used, with why
  * ("damaged: checksum mismatch", "stale: class folder n01440764 changed since it was made", ...). */
-int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, size_t *len, char *why,
-                          size_t whylen);
+int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, size_t *len, char *why, size_t whylen);
 
 #endif

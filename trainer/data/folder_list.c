@@ -64,10 +64,10 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, dlt_e
 {
     out_buf b = {0};
     const dlt_dataset_left_out *lo = &d->left;
-    const int64_t counts[7] = {lo->missing, lo->unlisted, lo->nested, lo->images, lo->other, lo->unreadable,
-                               lo->special};
-    const char *firsts[7] = {lo->first_missing, lo->first_unlisted, lo->first_nested, lo->first_images,
-                             lo->first_other, lo->first_unreadable, lo->first_special};
+    const int64_t counts[7] = {lo->missing, lo->unlisted,   lo->nested, lo->images,
+                               lo->other,   lo->unreadable, lo->special};
+    const char *firsts[7] = {lo->first_missing, lo->first_unlisted,   lo->first_nested, lo->first_images,
+                             lo->first_other,   lo->first_unreadable, lo->first_special};
     const char *prev = "";
     uint64_t sum;
     uint8_t s8[8];
@@ -103,8 +103,7 @@ int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, dlt_e
     _put(&b, s8, sizeof(s8));
     if (b.oom) {
         free(b.p);
-        return dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%lld images)", d->root,
-                        (long long)d->n);
+        return dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%lld images)", d->root, (long long)d->n);
     }
     *out = b.p;
     *len = b.len;
@@ -241,8 +240,7 @@ int dlt_folder_list_open(dlt_dataset **out, const char *root, const uint8_t *buf
     files_at = b.p;
     for (uint64_t i = 0; i < n && !b.bad; i++) {
         uint64_t label = _get_varint(&b), shared = _get_varint(&b), rest = _get_varint(&b);
-        if (b.bad || label >= ncls || shared > prevlen || rest > (uint64_t)(b.end - b.p) ||
-            shared + rest >= PATH_MAX) {
+        if (b.bad || label >= ncls || shared > prevlen || rest > (uint64_t)(b.end - b.p) || shared + rest >= PATH_MAX) {
             b.bad = 1;
             break;
         }
@@ -287,8 +285,7 @@ oom:
         d->paths = NULL;
     }
     dlt_dataset_close(d);
-    return dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%llu images)", root,
-                    (unsigned long long)n);
+    return dlt_fail(err, -ENOMEM, "out of memory for the list of %s (%llu images)", root, (unsigned long long)n);
 }
 
 static uint64_t _splitmix(uint64_t *s)

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/data/dataset.h"
 #include "common/status.h"
+#include "trainer/data/dataset.h"
 
 /* d (a folder data set) as a list: *out malloc'd (caller frees), *len its size. */
 int dlt_folder_list_pack(const dlt_dataset *d, uint8_t **out, size_t *len, dlt_err *err);

@@ -102,8 +102,7 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
          * what loads a parallel filesystem's metadata server. Only a link (whose target decides)
          * or a filesystem that does not fill d_type is asked with stat(). */
         st.st_mode = _dtype_mode(e->d_type);
-        if (!st.st_mode &&
-            (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) || stat(p, &st) != 0)) {
+        if (!st.st_mode && (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) || stat(p, &st) != 0)) {
             _note(&lo->unreadable, lo->first_unreadable, sizeof(lo->first_unreadable), dir, e->d_name);
             continue;
         }
@@ -125,9 +124,10 @@ static int _list(const char *dir, int want_dirs, char ***out, int64_t *n, dlt_da
             _escape(e->d_name, shown, sizeof(shown));
             closedir(d);
             dlt_ds_free_list(v, k);
-            return dlt_fail(err, -EINVAL, "class folder %s/%s: its name holds a control character (a "
-                            "newline, a tab, ...), which cannot be stored as a class name: rename the folder", dir,
-                            shown);
+            return dlt_fail(err, -EINVAL,
+                            "class folder %s/%s: its name holds a control character (a "
+                            "newline, a tab, ...), which cannot be stored as a class name: rename the folder",
+                            dir, shown);
         }
         if (k == cap) {
             char **nv = realloc(v, (size_t)(cap ? 2 * cap : 256) * sizeof(*v));
@@ -198,7 +198,8 @@ static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, c
         /* A class folder whose own path cannot be opened would leave its class number without
          * images: refused, naming it, rather than skipped. */
         if (snprintf(dir, sizeof(dir), "%s/%s", root, (*classes)[c]) >= (int)sizeof(dir))
-            return dlt_fail(err, -ENAMETOOLONG, "class folder %.200s/%.100s: its path is longer than PATH_MAX (%d "
+            return dlt_fail(err, -ENAMETOOLONG,
+                            "class folder %.200s/%.100s: its path is longer than PATH_MAX (%d "
                             "bytes), so no image in it can be opened: move the data set to a shorter path",
                             root, (*classes)[c], PATH_MAX - 1);
         if ((rc = _list(dir, 0, &files, &nfiles, &d->left, err)) != 0)
@@ -224,11 +225,12 @@ static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, c
         /* torchvision's ImageFolder refuses a class without images: its number would exist with
          * nothing to learn or score. */
         if (added < 1 && too_long > 0)
-            return dlt_fail(err, -ENAMETOOLONG, "class folder %s%s: all %" PRId64 " of its images have paths "
+            return dlt_fail(err, -ENAMETOOLONG,
+                            "class folder %s%s: all %" PRId64 " of its images have paths "
                             "longer than PATH_MAX (%d bytes) and cannot be opened, which would leave the class "
                             "without images: shorten the file names or move the data set to a shorter path",
-                            strlen(dir) > 160 ? "..." : "", dir + (strlen(dir) > 160 ? strlen(dir) - 160 : 0),
-                            too_long, PATH_MAX - 1);
+                            strlen(dir) > 160 ? "..." : "", dir + (strlen(dir) > 160 ? strlen(dir) - 160 : 0), too_long,
+                            PATH_MAX - 1);
         if (added < 1)
             return dlt_fail(err, -ENOENT,
                             "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
@@ -261,8 +263,8 @@ static int _read_lines(const char *labels_file, label_lines *l, dlt_err *err)
         int fields;
         lineno++;
         if (!strchr(line, '\n') && !feof(f)) {
-            rc = dlt_fail(err, -EINVAL, "labels file %s, line %lld: longer than %zu characters", labels_file,
-                          lineno, sizeof(line) - 2);
+            rc = dlt_fail(err, -EINVAL, "labels file %s, line %lld: longer than %zu characters", labels_file, lineno,
+                          sizeof(line) - 2);
             break;
         }
         fields = sscanf(line, "%511s %255s %1s", fn, cl, extra);
@@ -285,8 +287,7 @@ static int _read_lines(const char *labels_file, label_lines *l, dlt_err *err)
             if (ncl)
                 l->classes = ncl;
             if (!nf || !ncl) {
-                rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
-                              lineno);
+                rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file, lineno);
                 break;
             }
             l->cap = nc;
@@ -295,12 +296,10 @@ static int _read_lines(const char *labels_file, label_lines *l, dlt_err *err)
         l->classes[l->n] = strdup(cl);
         l->n++; /* counted even when a copy failed: _lines_free frees both (free(NULL) is nothing) */
         if (!l->files[l->n - 1] || !l->classes[l->n - 1])
-            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file,
-                          lineno);
+            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (line %lld)", labels_file, lineno);
     }
     if (rc == 0 && ferror(f))
-        rc = dlt_fail(err, -EIO, "reading labels file %s after line %lld: %s", labels_file, lineno,
-                      strerror(errno));
+        rc = dlt_fail(err, -EIO, "reading labels file %s after line %lld: %s", labels_file, lineno, strerror(errno));
     fclose(f);
     return rc;
 }
@@ -361,14 +360,16 @@ static int _read_labels(dlt_dataset *d, const char *root, const char *labels_fil
             continue;
         }
         if (_add(d, cap, l.files[i], (int32_t)(hit - *classes)) != 0) {
-            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (%" PRId64 " images so far)",
-                          labels_file, d->n);
+            rc = dlt_fail(err, -ENOMEM, "out of memory reading labels file %s (%" PRId64 " images so far)", labels_file,
+                          d->n);
             goto out;
         }
     }
     if (d->n < 1) {
-        rc = dlt_fail(err, -ENOENT, "none of the %" PRId64 " file(s) labels file %s names is in %s (first: "
-                      "%.300s)", l.n, labels_file, root, l.files[0]);
+        rc = dlt_fail(err, -ENOENT,
+                      "none of the %" PRId64 " file(s) labels file %s names is in %s (first: "
+                      "%.300s)",
+                      l.n, labels_file, root, l.files[0]);
         goto out;
     }
     /* Images of the folder that no line names are left out: count them. */

@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rng.h"
 #include "common/status.h"
 #include "trainer/data/transform.h"
-#include "common/rng.h"
 
 typedef struct {
-    int64_t seq;      /* which batch of the stream this slot holds (-1 free) */
-    int done;         /* images finished */
+    int64_t seq; /* which batch of the stream this slot holds (-1 free) */
+    int done;    /* images finished */
     uint8_t *images;
     int32_t *labels;
 } _slot;
@@ -25,30 +25,33 @@ struct dlt_loader {
     dlt_dataset *ds;
     dlt_loader_config cfg;
     dlt_sampler sampler;
-    int64_t spe;          /* steps per epoch */
-    int64_t per_rank;     /* images of this rank per epoch */
-    int last_valid;       /* real images in the batch next() returned last */
+    int64_t spe;      /* steps per epoch */
+    int64_t per_rank; /* images of this rank per epoch */
+    int last_valid;   /* real images in the batch next() returned last */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     _slot *slots;
-    int64_t next_task;    /* next (batch, image) to hand out, as seq * batch + j */
-    int64_t consumed;     /* batches handed to the trainer */
-    int64_t released;     /* batches the trainer gave back (their slots free again) */
+    int64_t next_task; /* next (batch, image) to hand out, as seq * batch + j */
+    int64_t consumed;  /* batches handed to the trainer */
+    int64_t released;  /* batches the trainer gave back (their slots free again) */
     int64_t start_seq;
     int stop, fatal, started;
     char fatal_msg[1024];
-    int64_t fatal_seq;    /* the batch a --strict bad image belongs to: reported when the trainer
-                           * reaches it, not while it is prefetched (-1: at once) */
+    int64_t fatal_seq; /* the batch a --strict bad image belongs to: reported when the trainer
+                        * reaches it, not while it is prefetched (-1: at once) */
     int64_t bad;
     unsigned char *reported; /* one bit per dataset index: known bad (logged here, or by another rank) */
     int64_t known;           /* bits set in reported */
     char first_bad[3][400];  /* the first unreadable files met here, with their causes */
     int nfirst;
-    int64_t *fresh;          /* found bad here and not yet taken by dlt_loader_bad_take */
+    int64_t *fresh; /* found bad here and not yet taken by dlt_loader_bad_take */
     int nfresh, capfresh;
     /* With deferred reports (several ranks): the line each bad file found here would have printed,
      * said later by dlt_loader_bad_report when the ranks agree who says it. */
-    struct { int64_t idx; char *line; } *held;
+    struct {
+        int64_t idx;
+        char *line;
+    } * held;
     int nheld, capheld;
     pthread_t *threads;
     int nthreads;
@@ -108,7 +111,8 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
         goto oom;
     for (int s = 0; s < l->cfg.depth; s++) {
         l->slots[s].seq = -1;
-        l->slots[s].images = cfg->alloc ? cfg->alloc(cfg->alloc_arg, img * (size_t)cfg->batch) : malloc(img * (size_t)cfg->batch);
+        l->slots[s].images =
+            cfg->alloc ? cfg->alloc(cfg->alloc_arg, img * (size_t)cfg->batch) : malloc(img * (size_t)cfg->batch);
         l->slots[s].labels = malloc(sizeof(int32_t) * (size_t)cfg->batch);
         if (!l->slots[s].images || !l->slots[s].labels)
             goto oom;
@@ -227,8 +231,9 @@ static void _bad_bound(dlt_loader *l)
     snprintf(l->fatal_msg, sizeof(l->fatal_msg),
              "%lld of the %lld images of %.200s are unreadable (%.1f%%), more than --max-bad-share %g allows: "
              "training on the rest would learn from another data set. First: %.500s (repair or remove them, or "
-             "raise --max-bad-share)", (long long)l->known, (long long)count, dlt_dataset_root(l->ds),
-             100.0 * (double)l->known / (double)count, l->cfg.max_bad_share, causes[0] ? causes : "found by another rank");
+             "raise --max-bad-share)",
+             (long long)l->known, (long long)count, dlt_dataset_root(l->ds), 100.0 * (double)l->known / (double)count,
+             l->cfg.max_bad_share, causes[0] ? causes : "found by another rank");
     pthread_cond_broadcast(&l->cv_done);
 }
 
@@ -294,8 +299,8 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         dlt_rng r;
         dlt_rng_seed(&r, l->cfg.seed ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ull), (uint64_t)idx);
         if (dlt_dataset_read(l->ds, idx, buf, cap, &len, &label, name, sizeof(name), &err) == 0 &&
-            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train && !l->cfg.no_augment, &r, slot->images + (size_t)j * img,
-                                 &err) == 0) {
+            dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train && !l->cfg.no_augment, &r,
+                                 slot->images + (size_t)j * img, &err) == 0) {
             slot->labels[j] = label;
             return;
         }
@@ -331,8 +336,8 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
                 l->fresh[l->nfresh++] = idx;
             if (l->cfg.defer_reports) {
                 char line[2048];
-                snprintf(line, sizeof(line), "dltrain: %s image %s: %.900s\n", l->cfg.strict ? "bad" : "skipping bad", name,
-                         err.msg);
+                snprintf(line, sizeof(line), "dltrain: %s image %s: %.900s\n", l->cfg.strict ? "bad" : "skipping bad",
+                         name, err.msg);
                 _hold(l, idx, line);
             } else {
                 fprintf(stderr, "dltrain: %s image %s: %s\n", l->cfg.strict ? "bad" : "skipping bad", name, err.msg);
@@ -364,7 +369,8 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             snprintf(l->fatal_msg, sizeof(l->fatal_msg),
                      "16 images in a row of %.300s could not be read for one place of a batch (%lld distinct "
                      "unreadable files so far; first: %.500s): the data set is mostly unreadable (permissions? "
-                     "not JPEG?)", dlt_dataset_root(l->ds), (long long)l->known, l->nfirst ? l->first_bad[0] : "?");
+                     "not JPEG?)",
+                     dlt_dataset_root(l->ds), (long long)l->known, l->nfirst ? l->first_bad[0] : "?");
             pthread_cond_broadcast(&l->cv_done);
         }
         pthread_mutex_unlock(&l->mu);
@@ -436,8 +442,8 @@ int dlt_loader_acquire(dlt_loader *l, const uint8_t **images, const int32_t **la
     int64_t seq;
     _slot *slot;
     if (l->spe == 0)
-        return dlt_fail(err, -EINVAL, "rank %d has no images of %s to read (fewer images than ranks)",
-                        l->cfg.rank, dlt_dataset_root(l->ds));
+        return dlt_fail(err, -EINVAL, "rank %d has no images of %s to read (fewer images than ranks)", l->cfg.rank,
+                        dlt_dataset_root(l->ds));
     pthread_mutex_lock(&l->mu);
     seq = l->consumed;
     if (seq >= l->released + l->cfg.depth) {

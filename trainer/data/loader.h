@@ -12,24 +12,24 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/sampler.h"
-#include "common/status.h"
 
 typedef struct dlt_loader dlt_loader;
 
 typedef struct {
-    int batch, out;     /* images per batch, output side */
-    int train;          /* random crops and flips, shuffled order; else centre crops in order */
+    int batch, out; /* images per batch, output side */
+    int train;      /* random crops and flips, shuffled order; else centre crops in order */
     uint64_t seed;
     int rank, world;
-    int workers;        /* threads; <= 0: the CPUs this process may use, minus one, at least 1 */
-    int depth;          /* batches in the ring, held by the trainer or prepared ahead (default 4) */
-    int strict;         /* a bad image ends the run */
+    int workers;          /* threads; <= 0: the CPUs this process may use, minus one, at least 1 */
+    int depth;            /* batches in the ring, held by the trainer or prepared ahead (default 4) */
+    int strict;           /* a bad image ends the run */
     double max_bad_share; /* training: more distinct bad files than this share of the data set
                            * ends the run (0: no bound) */
-    int defer_reports;  /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
-    int no_augment;     /* training order, but the evaluation transform (no random crop or flip) */
+    int defer_reports;    /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
+    int no_augment;       /* training order, but the evaluation transform (no random crop or flip) */
     /* Where the ring's images live (NULL: malloc): the backend's host memory, pinned on a GPU, so
      * a batch is decoded once and copied to the device straight from its slot. */
     void *(*alloc)(void *arg, size_t bytes);

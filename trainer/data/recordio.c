@@ -39,14 +39,12 @@ static int _read_record(dlt_dataset *d, uint64_t off, uint8_t **buf, size_t *cap
         if (pread(d->fd, h, 8, (off_t)off) != 8)
             return dlt_fail(err, -EINVAL, "record at offset %llu: truncated header", (unsigned long long)off);
         if (_u32(h) != RECORDIO_MAGIC)
-            return dlt_fail(err, -EINVAL, "record at offset %llu: bad magic 0x%08x", (unsigned long long)off,
-                         _u32(h));
+            return dlt_fail(err, -EINVAL, "record at offset %llu: bad magic 0x%08x", (unsigned long long)off, _u32(h));
         lrec = _u32(h + 4);
         cflag = lrec >> 29;
         plen = lrec & ((1u << 29) - 1);
         if (total + plen + 4 > DLT_DATASET_MAX_FILE)
-            return dlt_fail(err, -EINVAL, "record at offset %llu: length %u too large", (unsigned long long)off,
-                         plen);
+            return dlt_fail(err, -EINVAL, "record at offset %llu: length %u too large", (unsigned long long)off, plen);
         if (dlt_ds_grow(buf, cap, total + plen + 4) != 0)
             return -ENOMEM;
         if (part > 0) {
@@ -55,15 +53,15 @@ static int _read_record(dlt_dataset *d, uint64_t off, uint8_t **buf, size_t *cap
             total += 4;
         }
         if (plen && pread(d->fd, *buf + total, plen, (off_t)(off + 8)) != (ssize_t)plen)
-            return dlt_fail(err, -EINVAL, "record at offset %llu: truncated data (length %u)",
-                         (unsigned long long)off, plen);
+            return dlt_fail(err, -EINVAL, "record at offset %llu: truncated data (length %u)", (unsigned long long)off,
+                            plen);
         total += plen;
         off += 8 + ((plen + 3u) & ~3u);
         if ((part == 0 && cflag == 0) || cflag == 3)
             break;
         if ((part == 0 && cflag != 1) || (part > 0 && cflag != 2))
             return dlt_fail(err, -EINVAL, "record at offset %llu: broken multi-part sequence (cflag %u)",
-                         (unsigned long long)off, cflag);
+                            (unsigned long long)off, cflag);
     }
     *len = total;
     return 0;
@@ -111,8 +109,8 @@ static int _read_index(dlt_dataset *d, const char *idx_path, dlt_err *err)
     int64_t cap = 0;
     long long lineno = 0;
     if (fd < 0)
-        return dlt_fail(err, -errno, "cannot open the index %s: %s (im2rec writes it beside the .rec)",
-                        idx_path, strerror(errno));
+        return dlt_fail(err, -errno, "cannot open the index %s: %s (im2rec writes it beside the .rec)", idx_path,
+                        strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 34)) {
         close(fd);
         return dlt_fail(err, -EINVAL, "the index %s is not a regular file under 16 GiB", idx_path);
@@ -149,8 +147,8 @@ static int _read_index(dlt_dataset *d, const char *idx_path, dlt_err *err)
             s = p; /* fails below */
         if (s == p || _parse_u64(&s, eol, &off) != 0 || (s < eol && !(*s == '\r' && s + 1 == eol))) {
             int w = (int)(eol - p < 40 ? eol - p : 40);
-            int rc = dlt_fail(err, -EINVAL, "index %s, line %lld: '%.*s' is not \"KEY<TAB>OFFSET\"", idx_path,
-                              lineno, w, p);
+            int rc =
+                dlt_fail(err, -EINVAL, "index %s, line %lld: '%.*s' is not \"KEY<TAB>OFFSET\"", idx_path, lineno, w, p);
             free(text);
             return rc;
         }
@@ -202,7 +200,8 @@ static int _check_records(dlt_dataset *d, const char *idx_path, int *maxlabel, d
                                                 : "before the end of the record the line before lists (lines out of "
                                                   "order or overlapping records)";
         else if (off + 8 > size) {
-            snprintf(whybuf, sizeof(whybuf), "offset %llu is past the end of the .rec (%llu bytes): the .rec was truncated",
+            snprintf(whybuf, sizeof(whybuf),
+                     "offset %llu is past the end of the .rec (%llu bytes): the .rec was truncated",
                      (unsigned long long)off, (unsigned long long)size);
             why = whybuf;
         }
@@ -254,7 +253,8 @@ static int _check_records(dlt_dataset *d, const char *idx_path, int *maxlabel, d
     /* A whole last record ends the file (im2rec and dltrain data pack write them back to back): bytes
      * after it are records an index cut short does not list (a pack or a copy that did not finish). */
     if (d->n > 0 && last_whole && next < size)
-        return dlt_fail(err, -EINVAL, "index %s lists records up to byte %llu of the %llu-byte %s: the index "
+        return dlt_fail(err, -EINVAL,
+                        "index %s lists records up to byte %llu of the %llu-byte %s: the index "
                         "is cut short (a pack or copy that did not finish?): pack again, or rebuild the index",
                         idx_path, (unsigned long long)next, (unsigned long long)size, d->rec_path);
     return 0;
@@ -280,8 +280,7 @@ static int _read_class_file(dlt_dataset *d, dlt_err *err)
         lineno++;
         if (!line[l] && !feof(f)) {
             fclose(f);
-            return dlt_fail(err, -EINVAL, "%s, line %lld: longer than %zu characters", path, lineno,
-                            sizeof(line) - 2);
+            return dlt_fail(err, -EINVAL, "%s, line %lld: longer than %zu characters", path, lineno, sizeof(line) - 2);
         }
         line[l] = '\0';
         if (k == cap) {
@@ -304,8 +303,10 @@ static int _read_class_file(dlt_dataset *d, dlt_err *err)
     if (k < d->nclasses) {
         int have = d->nclasses;
         d->nclasses = k;
-        return dlt_fail(err, -EINVAL, "%s names %d classes but %s has labels up to %d: the files do not belong "
-                        "together", path, k, d->rec_path, have - 1);
+        return dlt_fail(err, -EINVAL,
+                        "%s names %d classes but %s has labels up to %d: the files do not belong "
+                        "together",
+                        path, k, d->rec_path, have - 1);
     }
     d->nclasses = k;
     {
@@ -349,8 +350,7 @@ int dlt_dataset_open_recordio(dlt_dataset **out, const char *rec_path, dlt_err *
         dlt_dataset_close(d);
         return -e;
     }
-    if ((rc = _read_index(d, idx_path, err)) != 0 ||
-        (rc = _check_records(d, idx_path, &maxlabel, err)) != 0) {
+    if ((rc = _read_index(d, idx_path, err)) != 0 || (rc = _check_records(d, idx_path, &maxlabel, err)) != 0) {
         dlt_dataset_close(d);
         return rc;
     }
@@ -394,8 +394,8 @@ static int _read(dlt_dataset *d, int64_t i, uint8_t **buf, size_t *cap, size_t *
     /* The class count came from the headers when the file was opened: a label beyond it (a
      * multi-label record, or a header changed since) would fail the loss on this rank alone. */
     if ((int)lab >= d->local_classes)
-        return dlt_fail(err, -EINVAL, "record label %d outside the %d classes the file's headers give",
-                        (int)lab, d->local_classes);
+        return dlt_fail(err, -EINVAL, "record label %d outside the %d classes the file's headers give", (int)lab,
+                        d->local_classes);
     *label = d->label_map ? d->label_map[(int)lab] : (int32_t)lab;
     memmove(*buf, *buf + skip, *len - skip);
     *len -= skip;

@@ -13,7 +13,7 @@ typedef struct {
     uint64_t seed;
     int rank, world;
     int shuffle;
-    int exact;          /* keep the remainder: ranks may differ by one image, and have none */
+    int exact; /* keep the remainder: ranks may differ by one image, and have none */
     int64_t *perm;
     int64_t perm_epoch;
 } dlt_sampler;

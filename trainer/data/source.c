@@ -45,12 +45,13 @@ int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, 
     rc = exact ? dlt_synthetic_init_exact(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world)
                : dlt_synthetic_init(&s->synth, image, classes, size, seed, class_seed, learnable, rank, world);
     if (rc == -ENOMEM)
-        return dlt_fail(err, rc, "synthetic data: out of memory for the order of its %lld images (the "
+        return dlt_fail(err, rc,
+                        "synthetic data: out of memory for the order of its %lld images (the "
                         "process's memory limit: `ulimit -v`, the job's --mem; --synthetic-size N needs less)",
                         (long long)size);
     if (rc != 0)
-        return dlt_fail(err, -EINVAL, "synthetic data: %lld images cannot be split over %d ranks",
-                        (long long)size, world);
+        return dlt_fail(err, -EINVAL, "synthetic data: %lld images cannot be split over %d ranks", (long long)size,
+                        world);
     return 0;
 }
 
@@ -94,8 +95,10 @@ int dlt_source_start(dlt_source *s, int64_t epoch, int64_t step, dlt_err *err)
 {
     int rc;
     if (s->loader && (rc = dlt_loader_start(s->loader, epoch, step)) != 0)
-        return dlt_fail(err, rc, "cannot start the data loader's worker threads: %s (the process or user thread "
-                        "limit, ulimit -u, or memory for their stacks: lower --workers)", strerror(-rc));
+        return dlt_fail(err, rc,
+                        "cannot start the data loader's worker threads: %s (the process or user thread "
+                        "limit, ulimit -u, or memory for their stacks: lower --workers)",
+                        strerror(-rc));
     return 0;
 }
 
@@ -111,8 +114,7 @@ int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t
         return rc != 0 ? (rc == -EBUSY ? rc : -EIO) : 0;
     }
     if (s->acquired - s->released >= DLT_SOURCE_RING - 2)
-        return dlt_fail(err, -EBUSY, "%d generated batches held already: release one first",
-                        DLT_SOURCE_RING - 2);
+        return dlt_fail(err, -EBUSY, "%d generated batches held already: release one first", DLT_SOURCE_RING - 2);
     i = (int)(s->acquired % DLT_SOURCE_RING);
     if (!s->ring_images[i]) {
         s->ring_images[i] = s->alloc ? s->alloc(s->alloc_arg, bytes) : malloc(bytes);

@@ -7,21 +7,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/status.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/synthetic.h"
-#include "common/status.h"
 
 /* Batches a source holds for its user at most (acquired, not yet released) is this minus two. */
 #define DLT_SOURCE_RING 4
 
 typedef struct {
-    dlt_dataset *ds;    /* real images, or NULL */
+    dlt_dataset *ds; /* real images, or NULL */
     dlt_loader *loader;
     dlt_synthetic synth; /* generated images when ds is NULL */
     int batch;
-    int64_t last_step;  /* the step acquire() gave last (generated images) */
-    char path[4096];    /* what was opened (real images) */
+    int64_t last_step; /* the step acquire() gave last (generated images) */
+    char path[4096];   /* what was opened (real images) */
     /* Generated images' ring for dlt_source_acquire (real images use the loader's). */
     void *(*alloc)(void *arg, size_t bytes);
     void (*release)(void *arg, void *p);
@@ -37,7 +37,8 @@ int dlt_source_open_images(dlt_source *s, const char *path, const char *labels, 
                            dlt_err *err);
 /* The same over a data set already open (one another rank's list built, folder_list.h); the
  * source owns ds from here, even when this fails. */
-int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc, dlt_err *err);
+int dlt_source_open_dataset(dlt_source *s, dlt_dataset *ds, const char *path, const dlt_loader_config *lc,
+                            dlt_err *err);
 /* Generated images (see synthetic.h for the arguments); exact: an evaluation set, every image
  * scored once over the ranks. */
 int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, int64_t size, uint64_t seed,

@@ -34,8 +34,8 @@ int dlt_synthetic_init(dlt_synthetic *s, int image, int classes, int64_t size, u
     return _setup(s, image, classes, size, seed, class_seed, learnable, rank, world, 0);
 }
 
-int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed,
-                             uint64_t class_seed, int learnable, int rank, int world)
+int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
+                             int learnable, int rank, int world)
 {
     return _setup(s, image, classes, size, seed, class_seed, learnable, rank, world, 1);
 }

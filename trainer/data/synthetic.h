@@ -12,14 +12,14 @@
 #include "trainer/data/sampler.h"
 
 typedef struct {
-    int image;         /* height = width */
+    int image; /* height = width */
     int classes;
-    int64_t size;      /* images per epoch, all ranks */
+    int64_t size;        /* images per epoch, all ranks */
     uint64_t seed;       /* draws samples (and the epoch order) */
     uint64_t class_seed; /* draws each class's pattern: the same for training and validation */
     int learnable;
     int rank, world;
-    int exact;         /* evaluation: every image once over the ranks, the last batch short */
+    int exact; /* evaluation: every image once over the ranks, the last batch short */
     dlt_sampler sampler;
 } dlt_synthetic;
 
@@ -29,8 +29,8 @@ void dlt_synthetic_free(dlt_synthetic *s);
 
 /* Evaluation images: every one of the size exactly once over the ranks, in order (a rank's last
  * batch may be short; see dlt_synthetic_valid). */
-int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed,
-                             uint64_t class_seed, int learnable, int rank, int world);
+int dlt_synthetic_init_exact(dlt_synthetic *s, int image, int classes, int64_t size, uint64_t seed, uint64_t class_seed,
+                             int learnable, int rank, int world);
 /* Real images in batch step (the batch, or fewer in an exact set's last one). */
 int dlt_synthetic_valid(const dlt_synthetic *s, int64_t step, int batch);
 

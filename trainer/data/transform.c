@@ -169,10 +169,9 @@ static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int 
         d->poisoned = 1;
         return dlt_fail(err, -EINVAL, "truncated or not a JPEG (%zu bytes, no image size in its header)", len);
     }
-    if (*w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE || (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
-    {
+    if (*w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE || (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS) {
         return dlt_fail(err, -EINVAL, "image of %dx%d pixels is over the limits (%d pixels a side, %u in all)", *w, *h,
-                 DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
+                        DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
     }
     *cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     return 0;
@@ -324,8 +323,8 @@ int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_
     return 0;
 }
 
-int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
-                         uint8_t *dst, dlt_err *err)
+int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r, uint8_t *dst,
+                         dlt_err *err)
 {
     int w, h, sw = 0, sh = 0, num = 1, denom = 1, cmyk, rc;
     dlt_crop c;
@@ -388,8 +387,8 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
         stbir_filter f = (cw >= out && ch >= out) ? STBIR_FILTER_BOX : STBIR_FILTER_DEFAULT;
         if (cw < 2 * out && ch < 2 * out && cw >= 2 && ch >= 2 && out <= 1024)
             _resize_bilinear(src, cw, ch, stride, dst, out);
-        else if (!stbir_resize_uint8_generic(src, cw, ch, stride, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
-                                        STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, NULL))
+        else if (!stbir_resize_uint8_generic(src, cw, ch, stride, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE,
+                                             0, STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, NULL))
             return dlt_fail(err, -EINVAL, "%s", "resize failed");
     }
     if (c.flip)

@@ -35,8 +35,8 @@ void dlt_decoder_destroy(dlt_decoder *d);
 
 /* Decodes jpeg (len bytes) and writes out x out x 3 RGB to dst. train: random crop and flip from r;
  * else the centre crop. Returns 0, or -EINVAL with err naming what is wrong with the data. */
-int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
-                         uint8_t *dst, dlt_err *err);
+int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r, uint8_t *dst,
+                         dlt_err *err);
 
 /* Decodes the whole image to RGB at full size (CMYK converted, warnings refused). *rgb points into
  * the decoder's buffer, valid until its next use. */

@@ -141,7 +141,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, d
     return 0;
 oom:
     rc = dlt_fail(err, -ENOMEM, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
-                    be->host_memory ? "host" : "device", cfg->batch, cfg->image);
+                  be->host_memory ? "host" : "device", cfg->batch, cfg->image);
 fail:
     dlt_net_destroy(net);
     if (be->err != err) /* the backend's words, where it reports elsewhere */
@@ -374,9 +374,7 @@ int dlt_net_forward(dlt_net *net, int training)
         dlt_layer *l = &m->layers[i];
         float *x = net->act[l->in], *y = net->act[l->out];
         switch (l->kind) {
-        case DLT_LAYER_CONV:
-            rc = o->conv_fwd(be, l->op, x, y);
-            break;
+        case DLT_LAYER_CONV: rc = o->conv_fwd(be, l->op, x, y); break;
         case DLT_LAYER_BN: {
             const float *g = net->d_params + l->w_off, *bta = net->d_params + l->b_off;
             int fused = 0;
@@ -405,9 +403,7 @@ int dlt_net_forward(dlt_net *net, int training)
             bn_i++;
             break;
         }
-        case DLT_LAYER_MAXPOOL:
-            rc = o->maxpool_fwd(be, l->op, x, y);
-            break;
+        case DLT_LAYER_MAXPOOL: rc = o->maxpool_fwd(be, l->op, x, y); break;
         case DLT_LAYER_AVGPOOL: {
             dlt_act_shape s = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
             rc = o->avgpool_fwd(be, &s, x, y);
@@ -503,8 +499,9 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
             }
             acc = _route(net, l->in, &dx);
             if (rc == 0)
-                rc = o->bn_bwd(be, l->op, x, dy, net->d_params + l->w_off, net->d_params + l->b_off, net->batch_mean + bn_c,
-                               net->batch_var + bn_c, dx, net->grads + l->w_off, net->grads + l->b_off);
+                rc = o->bn_bwd(be, l->op, x, dy, net->d_params + l->w_off, net->d_params + l->b_off,
+                               net->batch_mean + bn_c, net->batch_var + bn_c, dx, net->grads + l->w_off,
+                               net->grads + l->b_off);
             break;
         }
         case DLT_LAYER_CONV:
@@ -515,9 +512,7 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
                 rc = o->conv_bwd_data(be, l->op, dy, dx);
             }
             break;
-        default:
-            acc = 0;
-            dx = NULL;
+        default: acc = 0; dx = NULL;
         }
         if (rc == 0 && acc)
             rc = o->accumulate(be, net->dact[l->in], net->scratch, xn);

@@ -4,10 +4,10 @@
 #ifndef DLT_NETWORK_H
 #define DLT_NETWORK_H
 
+#include "common/status.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/grad_listener.h"
 #include "trainer/model/resnet.h"
-#include "common/status.h"
 
 typedef struct {
     dlt_model model;
@@ -15,23 +15,23 @@ typedef struct {
     /* Host copies, in torchvision's layout (conv weights OIHW): initialisation and checkpoints
      * read and write these; the backend works on the d_* buffers, where conv weights (and their
      * gradients and momentum) are KRSC. dlt_net_upload/download convert, nothing else does. */
-    float *params, *momentum;         /* nparams each */
-    float *xfer;                      /* host transfer buffer in the backend layout (GPU backends) */
+    float *params, *momentum; /* nparams each */
+    float *xfer;              /* host transfer buffer in the backend layout (GPU backends) */
     /* Batch-norm state: only this file touches it (the verbs below; checkpoints through
      * dlt_net_state_host). */
-    float *stats;                     /* BN running mean/var (the same memory as d_stats on the CPU) */
-    int64_t *bn_batches;              /* num_batches_tracked per BN (host only) */
-    float *d_stats_saved;             /* dlt_net_bn_save's copy (backend memory, made on first use) */
+    float *stats;         /* BN running mean/var (the same memory as d_stats on the CPU) */
+    int64_t *bn_batches;  /* num_batches_tracked per BN (host only) */
+    float *d_stats_saved; /* dlt_net_bn_save's copy (backend memory, made on first use) */
     int64_t *bn_batches_saved;
     /* Backend memory. */
     float *d_params, *d_momentum, *d_stats;
-    float *grads;                     /* nparams */
-    float *batch_mean, *batch_var;    /* per BN channel, from the last training forward */
-    float **act, **dact;              /* per tensor, activation type */
-    int *dact_live;                   /* backward: gradient buffer already holds a value */
-    float *scratch;                   /* largest tensor, for accumulating into a live gradient */
-    float *scratch2;                  /* a second one, when the backend fuses BN + add + ReLU */
-    size_t *grad_ready_lo;            /* per layer: backward done down to it, gradients >= this are final */
+    float *grads;                  /* nparams */
+    float *batch_mean, *batch_var; /* per BN channel, from the last training forward */
+    float **act, **dact;           /* per tensor, activation type */
+    int *dact_live;                /* backward: gradient buffer already holds a value */
+    float *scratch;                /* largest tensor, for accumulating into a live gradient */
+    float *scratch2;               /* a second one, when the backend fuses BN + add + ReLU */
+    size_t *grad_ready_lo;         /* per layer: backward done down to it, gradients >= this are final */
     size_t act_bytes;
     float bn_momentum, bn_eps;
 } dlt_net;

@@ -17,7 +17,8 @@ typedef struct {
 
 /* He et al. 2016, Table 1. */
 static const _depth_row g_depths[] = {
-    {18, 0, {2, 2, 2, 2}}, {34, 0, {3, 4, 6, 3}}, {50, 1, {3, 4, 6, 3}}, {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
+    {18, 0, {2, 2, 2, 2}},   {34, 0, {3, 4, 6, 3}},   {50, 1, {3, 4, 6, 3}},
+    {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
 };
 
 int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, dlt_err *err)
@@ -25,14 +26,17 @@ int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, dlt_err *err)
     int depth = 0, v1 = 0;
     char tail[8] = "";
     if (!arch || sscanf(arch, "resnet%d%7s", &depth, tail) < 1 || (tail[0] && strcmp(tail, "-v1"))) {
-        return dlt_fail(err, -EINVAL, "unknown --arch '%s' (resnet18, resnet34, resnet50, resnet101, resnet152; add -v1 for "
-                 "the stride-on-1x1 bottleneck of the original MXNet/Caffe2 benchmarks)", arch ? arch : "");
+        return dlt_fail(err, -EINVAL,
+                        "unknown --arch '%s' (resnet18, resnet34, resnet50, resnet101, resnet152; add -v1 for "
+                        "the stride-on-1x1 bottleneck of the original MXNet/Caffe2 benchmarks)",
+                        arch ? arch : "");
     }
     v1 = tail[0] != '\0';
     for (size_t i = 0; i < sizeof(g_depths) / sizeof(g_depths[0]); i++)
         if (g_depths[i].depth == depth) {
             if (v1 && !g_depths[i].bottleneck) {
-                return dlt_fail(err, -EINVAL, "--arch %s: -v1 only changes bottleneck networks (resnet50 and deeper)", arch);
+                return dlt_fail(err, -EINVAL, "--arch %s: -v1 only changes bottleneck networks (resnet50 and deeper)",
+                                arch);
             }
             snprintf(cfg->arch, sizeof(cfg->arch), "%s", arch);
             cfg->depth = depth;
@@ -220,9 +224,9 @@ int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, dlt_err *err)
     if (!row || cfg->image < 32 || cfg->image > 1024 || cfg->classes < 2 || cfg->batch < 1 ||
         !(cfg->width > 0.f && cfg->width <= 4.f)) { /* written so that a NaN width fails too */
         return dlt_fail(err, -EINVAL,
-                 "invalid model: depth %d, image %d (32..1024), classes %d (>= 2), batch %d (>= 1), width %.3g "
-                 "(0..4]",
-                 cfg->depth, cfg->image, cfg->classes, cfg->batch, (double)cfg->width);
+                        "invalid model: depth %d, image %d (32..1024), classes %d (>= 2), batch %d (>= 1), width %.3g "
+                        "(0..4]",
+                        cfg->depth, cfg->image, cfg->classes, cfg->batch, (double)cfg->width);
     }
     base = (int)(64 * cfg->width + 0.5f);
     if (base < 4)

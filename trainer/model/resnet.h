@@ -8,17 +8,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/backend/backend.h"
 #include "common/status.h"
+#include "trainer/backend/backend.h"
 
 typedef enum { DLT_LAYER_CONV, DLT_LAYER_BN, DLT_LAYER_MAXPOOL, DLT_LAYER_AVGPOOL, DLT_LAYER_FC } dlt_layer_kind;
 
 typedef struct {
     dlt_layer_kind kind;
-    char name[40];      /* torchvision module path: "conv1", "layer1.0.bn2", "layer2.0.downsample.0", "fc" */
-    int in, out, add;   /* tensor ids; add: residual input of a BN (-1 none) */
-    int relu;           /* BN: ReLU after (the add) */
-    dlt_conv_shape cs;  /* conv and pooling geometry */
+    char name[40];       /* torchvision module path: "conv1", "layer1.0.bn2", "layer2.0.downsample.0", "fc" */
+    int in, out, add;    /* tensor ids; add: residual input of a BN (-1 none) */
+    int relu;            /* BN: ReLU after (the add) */
+    dlt_conv_shape cs;   /* conv and pooling geometry */
     size_t w_off, w_len; /* conv weight / BN gamma / FC weight in the parameter buffer */
     size_t b_off, b_len; /* BN beta / FC bias */
     size_t stat_off;     /* BN: running mean at stats[stat_off], running var at stats[stat_off + c] */
@@ -32,11 +32,11 @@ typedef struct {
 } dlt_tensor_shape;
 
 typedef struct {
-    char arch[24];        /* "resnet50" */
-    int depth;            /* 18, 34, 50, 101, 152 */
-    int v1;               /* stride on the 1x1 conv of the bottleneck (original ResNet), else v1.5 */
-    float width;          /* channel multiplier (1.0 = the published model) */
-    int image;            /* input height = width */
+    char arch[24]; /* "resnet50" */
+    int depth;     /* 18, 34, 50, 101, 152 */
+    int v1;        /* stride on the 1x1 conv of the bottleneck (original ResNet), else v1.5 */
+    float width;   /* channel multiplier (1.0 = the published model) */
+    int image;     /* input height = width */
     int classes;
     int batch;
 } dlt_model_config;
@@ -46,11 +46,11 @@ typedef struct {
     char name[64];
     int ndim;
     int64_t shape[4];
-    int is_param;         /* 1: in params; 0: BN running stat (in stats) or num_batches_tracked */
-    int is_counter;       /* num_batches_tracked (int64 scalar) */
-    size_t off;           /* offset in params or stats */
+    int is_param;   /* 1: in params; 0: BN running stat (in stats) or num_batches_tracked */
+    int is_counter; /* num_batches_tracked (int64 scalar) */
+    size_t off;     /* offset in params or stats */
     size_t len;
-    int no_decay;         /* BN weight/bias or FC bias */
+    int no_decay; /* BN weight/bias or FC bias */
 } dlt_state_entry;
 
 typedef struct {
@@ -59,10 +59,10 @@ typedef struct {
     dlt_layer *layers;
     int ntensors;
     dlt_tensor_shape *tensors;
-    size_t nparams;       /* trainable values (25,557,032 for ResNet-50) */
-    size_t nstats;        /* BN running mean + var values */
+    size_t nparams; /* trainable values (25,557,032 for ResNet-50) */
+    size_t nstats;  /* BN running mean + var values */
     int nbn;
-    int64_t macs;         /* multiply-adds per image, forward */
+    int64_t macs; /* multiply-adds per image, forward */
     int nentries;
     dlt_state_entry *entries;
     int input_tensor, logits_tensor;

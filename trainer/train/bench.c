@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/agree.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "trainer/comm/agree.h"
 #include "trainer/train/run.h"
-#include "trainer/train/step_verbs.h"
 #include "trainer/train/step.h"
+#include "trainer/train/step_verbs.h"
 #include "trainer/train/trainer.h"
 
 /* Images/s of training steps (or forward passes). Without feed, one batch is loaded once; with
@@ -82,8 +82,7 @@ static void _report(const dlt_run *r, const dlt_bench_config *b, double el)
                "per image)\n",
                c->model.arch, c->model.image, c->model.image, c->model.batch, r->comm->size,
                dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training",
-               b->feed ? ", a new batch every step" : "", ips,
-               ips * flops * 1e-12, flops * 1e-9);
+               b->feed ? ", a new batch every step" : "", ips, ips * flops * 1e-12, flops * 1e-9);
     fflush(stdout);
 }
 
@@ -139,8 +138,7 @@ static void _report_input(const dlt_run *r, const dlt_bench_config *b, double el
                "\"images_per_s\":%.3f,\"per_rank\":%.3f,\"per_worker\":%.3f,\"per_gpu\":%.1f,\"gpus_fed\":%.3f,"
                "\"bad_images\":%lld,\"synthetic\":%s}\n",
                c->model.image, c->model.batch, r->comm->size, workers, b->iters, ips, ips / r->comm->size,
-               ips / r->comm->size / workers, b->per_gpu, ips / b->per_gpu, (long long)bad,
-               c->data ? "false" : "true");
+               ips / r->comm->size / workers, b->per_gpu, ips / b->per_gpu, (long long)bad, c->data ? "false" : "true");
     } else {
         printf("dltrain: bench input path %dx%d%s, batch %d x %d rank(s), %d worker(s) per rank: %.1f images/s "
                "(%.1f per rank, %.1f per worker)\n",
@@ -151,7 +149,8 @@ static void _report_input(const dlt_run *r, const dlt_bench_config *b, double el
                ips / b->per_gpu, b->per_gpu, (int)(b->per_gpu / (ips / r->comm->size / workers) + 0.999));
         if (bad > 0)
             printf("dltrain: %lld unreadable image(s) were skipped: the figure counts the images read in their "
-                   "place\n", (long long)bad);
+                   "place\n",
+                   (long long)bad);
     }
     fflush(stdout);
 }

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/housekeeping.h"
-#include "common/status.h"
 #include "trainer/data/dataset.h"
 
 void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t len)
@@ -30,9 +30,9 @@ void dlt_run_config_text(const dlt_train_config *c, int world, char *buf, size_t
              "smoothing=%g warmup=%g schedule=%s epochs=%" PRId64 " seed=%" PRIu64 " synthetic_size=%" PRId64
              " milestones=%s",
              c->model.arch, (double)c->model.width, c->model.image, c->model.classes, c->model.batch, world,
-             dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay,
-             c->label_smoothing, c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed,
-             c->synthetic_size, ms[0] ? ms : "none");
+             dlt_precision_name(c->backend.precision), c->base_lr, c->momentum, c->weight_decay, c->label_smoothing,
+             c->warmup_epochs, c->cosine ? "cosine" : "step", c->epochs, c->seed, c->synthetic_size,
+             ms[0] ? ms : "none");
 }
 
 void dlt_run_data_text(const dlt_run *r, char *buf, size_t len)
@@ -71,14 +71,22 @@ static const struct {
     const char *key, *name;
     int fixed;
 } g_resume_keys[] = {
-    {"arch", "arch", 1},           {"width", "width", 1},
-    {"image", "image-size", 1},    {"classes", "classes", 1},
-    {"batch", "batch", 0},         {"world", "ranks", 0},
-    {"precision", "precision", 0}, {"base_lr", "lr", 0},
-    {"momentum", "momentum", 0},   {"wd", "wd", 0},
-    {"smoothing", "label-smoothing", 0}, {"warmup", "warmup-epochs", 0},
-    {"schedule", "schedule", 0},   {"epochs", "epochs", 0},
-    {"milestones", "milestones", 0}, {"seed", "seed", 0},
+    {"arch", "arch", 1},
+    {"width", "width", 1},
+    {"image", "image-size", 1},
+    {"classes", "classes", 1},
+    {"batch", "batch", 0},
+    {"world", "ranks", 0},
+    {"precision", "precision", 0},
+    {"base_lr", "lr", 0},
+    {"momentum", "momentum", 0},
+    {"wd", "wd", 0},
+    {"smoothing", "label-smoothing", 0},
+    {"warmup", "warmup-epochs", 0},
+    {"schedule", "schedule", 0},
+    {"epochs", "epochs", 0},
+    {"milestones", "milestones", 0},
+    {"seed", "seed", 0},
     {"synthetic_size", "synthetic-size", 0},
 };
 #define RESUME_KEYS ((int)(sizeof(g_resume_keys) / sizeof(g_resume_keys[0])))
@@ -107,7 +115,8 @@ int dlt_resume_override_check(const char *keys, dlt_err *err)
 {
     const char *p = keys;
     if (!keys || !*keys)
-        return dlt_fail(err, -EINVAL, "--resume-override '': name the settings that may change, e.g. "
+        return dlt_fail(err, -EINVAL,
+                        "--resume-override '': name the settings that may change, e.g. "
                         "--resume-override batch,lr");
     while (*p) {
         size_t n = strcspn(p, ",");
@@ -121,11 +130,14 @@ int dlt_resume_override_check(const char *keys, dlt_err *err)
                 if (!g_resume_keys[i].fixed)
                     snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", known[0] ? "," : "",
                              g_resume_keys[i].name);
-            return dlt_fail(err, -EINVAL, "--resume-override %s: unknown setting '%.*s' (the settings a "
-                            "resume may change: %s)", keys, (int)n, p, known);
+            return dlt_fail(err, -EINVAL,
+                            "--resume-override %s: unknown setting '%.*s' (the settings a "
+                            "resume may change: %s)",
+                            keys, (int)n, p, known);
         }
         if (g_resume_keys[k].fixed)
-            return dlt_fail(err, -EINVAL, "--resume-override %s: %s cannot change on resume (the model's "
+            return dlt_fail(err, -EINVAL,
+                            "--resume-override %s: %s cannot change on resume (the model's "
                             "tensors would not fit); start a new run, or use --init to fine-tune from the weights",
                             keys, g_resume_keys[k].name);
         p += n;
@@ -146,7 +158,8 @@ int dlt_resume_compare(const char *recorded, const char *now, const char *overri
     for (int k = 0; k < RESUME_KEYS; k++) {
         const char *key = g_resume_keys[k].key;
         /* Settings a checkpoint of an older dltrain did not record are not compared. */
-        if (!dlt_checkpoint_config_field(recorded, key, rv, sizeof(rv)) || !dlt_checkpoint_config_field(now, key, nv, sizeof(nv)) || !strcmp(rv, nv))
+        if (!dlt_checkpoint_config_field(recorded, key, rv, sizeof(rv)) ||
+            !dlt_checkpoint_config_field(now, key, nv, sizeof(nv)) || !strcmp(rv, nv))
             continue;
         /* --epochs shapes the learning rate only under the cosine schedule (elsewhere it says where
          * to stop, like --steps); the milestones only under the step schedule. */
@@ -156,8 +169,8 @@ int dlt_resume_compare(const char *recorded, const char *now, const char *overri
             continue;
         _option(g_resume_keys[k].name, opt, sizeof(opt));
         if (!g_resume_keys[k].fixed && _listed(overrides, g_resume_keys[k].name)) {
-            snprintf(changed + strlen(changed), clen - strlen(changed), "%s%s %s -> %s", changed[0] ? ", " : "",
-                     opt, rv, nv);
+            snprintf(changed + strlen(changed), clen - strlen(changed), "%s%s %s -> %s", changed[0] ? ", " : "", opt,
+                     rv, nv);
             continue;
         }
         snprintf(refused + strlen(refused), rlen - strlen(refused), "%s%s: checkpoint %s, now %s%s",
@@ -179,12 +192,15 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     if ((rc = dlt_net_download(&r->net)) != 0)
         return dlt_fail_prefix(r->err, rc,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): "
-                               "reading the weights back", step);
+                               "reading the weights back",
+                               step);
     /* Never replace a good checkpoint with diverged weights: the next loss will stop the run. */
     for (size_t i = 0; i < r->net.model.nparams; i++)
         if (!isfinite(r->net.params[i])) {
-            dlt_log_warn(&r->log, "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
-                         "stays)", step);
+            dlt_log_warn(&r->log,
+                         "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
+                         "stays)",
+                         step);
             return 0;
         }
     memset(&st, 0, sizeof(st));
@@ -261,9 +277,10 @@ static void _choose_line(dlt_run *r, const dlt_train_state *st)
             r->parent_line = st->line;
             r->parent_step = st->step;
             if (n > 0)
-                dlt_log(&r->log, DLT_LOG_INFO, "%s is not the newest checkpoint of %s (%s is): this run's "
-                        "checkpoints start a new line, which --resume auto will follow from now on", c->resume,
-                        c->checkpoint_dir, list[0].name);
+                dlt_log(&r->log, DLT_LOG_INFO,
+                        "%s is not the newest checkpoint of %s (%s is): this run's "
+                        "checkpoints start a new line, which --resume auto will follow from now on",
+                        c->resume, c->checkpoint_dir, list[0].name);
         }
     }
     free(list);
@@ -276,16 +293,20 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     int rc, fc = 0;
     *step = 0;
     if (c->init && c->resume)
-        return dlt_fail(r->err, -EINVAL, "--init %s and --resume %s: --resume continues a run, --init "
-                        "starts one from given weights; give one", c->init, c->resume);
+        return dlt_fail(r->err, -EINVAL,
+                        "--init %s and --resume %s: --resume continues a run, --init "
+                        "starts one from given weights; give one",
+                        c->init, c->resume);
     if (!c->resume)
         _choose_line(r, NULL);
     if (c->init) {
         if ((rc = dlt_checkpoint_load_init(&r->net, c->init, &fc, r->err)) != 0)
             return dlt_fail_prefix(r->err, rc, "--init");
         if (fc)
-            dlt_log(&r->log, DLT_LOG_INFO, "initialised from %s; its classifier has %d classes, this run %d: fc "
-                    "re-initialised", c->init, fc, c->model.classes);
+            dlt_log(&r->log, DLT_LOG_INFO,
+                    "initialised from %s; its classifier has %d classes, this run %d: fc "
+                    "re-initialised",
+                    c->init, fc, c->model.classes);
         else
             dlt_log(&r->log, DLT_LOG_INFO, "initialised from %s", c->init);
         return 0;
@@ -309,10 +330,9 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
         char now[1024], refused[1024], changed[1024], v[32];
         long long old_batch = 0, old_world = 0;
         dlt_run_config_text(c, r->comm->size, now, sizeof(now));
-        if (dlt_resume_compare(st.config, now, c->resume_override, refused, sizeof(refused), changed,
-                               sizeof(changed)) > 0)
-            return dlt_fail(r->err, -EINVAL, "cannot resume from %s with other settings: %s", c->resume,
-                            refused);
+        if (dlt_resume_compare(st.config, now, c->resume_override, refused, sizeof(refused), changed, sizeof(changed)) >
+            0)
+            return dlt_fail(r->err, -EINVAL, "cannot resume from %s with other settings: %s", c->resume, refused);
         snprintf(r->resume_history, sizeof(r->resume_history), "%s", st.history);
         /* A job array's tasks sharing one folder would otherwise continue each other's runs. */
         {
@@ -322,13 +342,16 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
                 _data_words(st.data, was, sizeof(was));
                 _data_words(data, is, sizeof(is));
                 if (c->resume_chosen) /* every rank read the same file and agreed on the data: all stop alike */
-                    return dlt_fail_agreed(r->err, -EINVAL,
-                                    "--resume auto: %s was written on other data (checkpoint: %s; this run: %s): "
-                                    "tasks of a job array sharing one --checkpoint-dir? give each task its own "
-                                    "--checkpoint-dir, or --resume FILE to continue from this one on purpose",
-                                    c->resume, was, is);
-                dlt_log(&r->log, DLT_LOG_QUIET, "continuing on other data as --resume FILE asks: %s was written on "
-                        "other data (checkpoint: %s; this run: %s)", c->resume, was, is);
+                    return dlt_fail_agreed(
+                        r->err, -EINVAL,
+                        "--resume auto: %s was written on other data (checkpoint: %s; this run: %s): "
+                        "tasks of a job array sharing one --checkpoint-dir? give each task its own "
+                        "--checkpoint-dir, or --resume FILE to continue from this one on purpose",
+                        c->resume, was, is);
+                dlt_log(&r->log, DLT_LOG_QUIET,
+                        "continuing on other data as --resume FILE asks: %s was written on "
+                        "other data (checkpoint: %s; this run: %s)",
+                        c->resume, was, is);
                 {
                     size_t n = strlen(r->resume_history);
                     snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": data %s -> %s",
@@ -338,8 +361,8 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
         }
         if (changed[0]) {
             size_t n = strlen(r->resume_history);
-            snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": %s",
-                     n ? "; " : "", st.step, changed);
+            snprintf(r->resume_history + n, sizeof(r->resume_history) - n, "%sstep %" PRId64 ": %s", n ? "; " : "",
+                     st.step, changed);
             dlt_log(&r->log, DLT_LOG_QUIET, "resuming with changed settings (--resume-override): %s", changed);
         }
         if (dlt_checkpoint_config_field(st.config, "batch", v, sizeof(v)))
@@ -353,15 +376,18 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
              * over this run's own (the newest by step wins): continue in another directory. */
             if (c->checkpoint_dir && dlt_checkpoint_dir_max_step(c->checkpoint_dir) > *step)
                 /* every rank reads the same directory: all stop alike, no abort */
-                return dlt_fail_agreed(r->err, -EEXIST,
-                                "global batch %lld -> %lld: step %" PRId64 " of the checkpoint continues as step "
-                                "%" PRId64 ", but %s holds checkpoints up to step %" PRId64 ", which a later --resume "
-                                "auto would take over this run's; give another --checkpoint-dir (--resume with the "
-                                "checkpoint's path)", old_batch * old_world, gb, st.step, *step, c->checkpoint_dir,
-                                dlt_checkpoint_dir_max_step(c->checkpoint_dir));
-            dlt_log(&r->log, DLT_LOG_QUIET, "global batch %lld -> %lld: step %" PRId64 " of the checkpoint (%lld "
-                    "images) continues as step %" PRId64, old_batch * old_world, gb, st.step,
-                    (long long)st.step * old_batch * old_world, *step);
+                return dlt_fail_agreed(
+                    r->err, -EEXIST,
+                    "global batch %lld -> %lld: step %" PRId64 " of the checkpoint continues as step "
+                    "%" PRId64 ", but %s holds checkpoints up to step %" PRId64 ", which a later --resume "
+                    "auto would take over this run's; give another --checkpoint-dir (--resume with the "
+                    "checkpoint's path)",
+                    old_batch * old_world, gb, st.step, *step, c->checkpoint_dir,
+                    dlt_checkpoint_dir_max_step(c->checkpoint_dir));
+            dlt_log(&r->log, DLT_LOG_QUIET,
+                    "global batch %lld -> %lld: step %" PRId64 " of the checkpoint (%lld "
+                    "images) continues as step %" PRId64,
+                    old_batch * old_world, gb, st.step, (long long)st.step * old_batch * old_world, *step);
         }
     }
     dlt_log(&r->log, DLT_LOG_INFO, "resumed from %s at step %" PRId64 " (the next step is in epoch %" PRId64 ")",
@@ -406,9 +432,9 @@ int dlt_run_check_replicas(dlt_run *r, int64_t step)
         dlt_agree_values_free(&v);
         /* every rank reads the same checksums: all stop alike, with the same words */
         return dlt_fail_agreed(r->err, -EIO,
-                                              "weights differ across ranks at step %" PRId64 " (checksum %.17g on "
-                                              "rank(s) %s, %.17g on rank(s) %s): stopping",
-                                              step, ref, held, x, other);
+                               "weights differ across ranks at step %" PRId64 " (checksum %.17g on "
+                               "rank(s) %s, %.17g on rank(s) %s): stopping",
+                               step, ref, held, x, other);
     }
     dlt_log(&r->log, DLT_LOG_VERBOSE, "weights at step %" PRId64 " %s across %d ranks (checksum %.17g)", step,
             v.same ? "bit-identical" : "agree within 1e-9 but are not bit-identical", size, sum);

@@ -7,9 +7,9 @@
 
 #include <stdint.h>
 
+#include "common/status.h"
 #include "trainer/train/run.h"
 #include "trainer/train/watchdog.h"
-#include "common/status.h"
 
 /* Rank 0 writes ckpt-STEP (when --checkpoint-dir is set); a failure keeps the previous one. */
 int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);

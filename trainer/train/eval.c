@@ -8,14 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "trainer/checkpoint/checkpoint.h"
 #include "common/progress.h"
 #include "common/status.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/comm/agree.h"
 #include "trainer/train/run.h"
 #include "trainer/train/step_verbs.h"
 #include "trainer/train/trainer.h"
-#include "trainer/comm/agree.h"
-
 
 /* prog (may be NULL): rank 0's share of the pass stands for every rank's (the shards differ by at
  * most a batch). stop (may be NULL): a training run's stop request; then after every batch the
@@ -102,9 +101,10 @@ static int _score(dlt_run *r, const char *checkpoint)
     }
     dlt_progress_end(&prog, (int64_t)counts[2]);
     if (counts[2] < 1) { /* the counts are summed over the ranks: every rank fails here together */
-        return dlt_fail_agreed(r->err, -EIO, "eval %s: no image could be scored (every one of the %lld was "
-                               "unreadable: see the lines above), so there is no accuracy to report", checkpoint,
-                               (long long)dlt_source_images(&r->src));
+        return dlt_fail_agreed(r->err, -EIO,
+                               "eval %s: no image could be scored (every one of the %lld was "
+                               "unreadable: see the lines above), so there is no accuracy to report",
+                               checkpoint, (long long)dlt_source_images(&r->src));
     }
     dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
             counts[0] / counts[2], counts[1] / counts[2]);

@@ -8,15 +8,15 @@
 #include <stdint.h>
 
 typedef struct {
-    int enabled;       /* 0: scale stays 1 and no step is ever skipped */
+    int enabled; /* 0: scale stays 1 and no step is ever skipped */
     double scale;
-    double growth;     /* factor after a clean window (2) */
-    double backoff;    /* factor after an overflow (0.5) */
-    int window;        /* clean steps before growing (2000) */
+    double growth;  /* factor after a clean window (2) */
+    double backoff; /* factor after an overflow (0.5) */
+    int window;     /* clean steps before growing (2000) */
     double min_scale, max_scale;
-    int clean;         /* clean steps since the last change */
-    int64_t skipped;   /* steps skipped for overflow, in total */
-    int64_t grown;     /* times the scale grew */
+    int clean;       /* clean steps since the last change */
+    int64_t skipped; /* steps skipped for overflow, in total */
+    int64_t grown;   /* times the scale grew */
 } dlt_loss_scaler;
 
 /* initial <= 0: 65536 (2^16). window <= 0: 2000. */

@@ -12,14 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/checkpoint/checkpoint.h"
-#include "trainer/comm/agree.h"
 #include "common/io.h"
 #include "common/run_lock.h"
 #include "common/status.h"
 #include "common/tunables.h"
-#include "trainer/train/run_log.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/comm/agree.h"
 #include "trainer/train/checkpointing.h"
+#include "trainer/train/run_log.h"
 
 /* The number of ranks for which failed is set, or -1 when the ranks cannot even agree. */
 static int _failures(dlt_comm *comm, int failed)
@@ -93,7 +93,7 @@ int dlt_verify_checkpoint_cmd(const char *path)
            " (the next step is in epoch %" PRId64 ")\n",
            path, info.size, info.crc, info.state_path,
            info.state_data_verified ? " (which matches the CRC it records for itself)"
-                                      : " (written before state files had a CRC of their own)",
+                                    : " (written before state files had a CRC of their own)",
            info.tensors, info.step, info.epoch + 1);
     if (info.config[0])
         printf("dltrain: verify: settings: %s\n", info.config);
@@ -225,8 +225,10 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
             fprintf(stderr, "dltrain: give the checkpoint's values, or name the settings that may change with "
                             "--resume-override NAME,... (recorded in the new checkpoints)\n");
         } else {
-            fprintf(stderr, "dltrain: %d rank(s) find other settings in %s than rank 0: --checkpoint-dir must be "
-                            "one directory that every node shares\n", bad, path);
+            fprintf(stderr,
+                    "dltrain: %d rank(s) find other settings in %s than rank 0: --checkpoint-dir must be "
+                    "one directory that every node shares\n",
+                    bad, path);
         }
     }
     return n > 0 ? DLT_RUN_REFUSED_USAGE : DLT_RUN_REFUSED;
@@ -278,8 +280,8 @@ int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const
     dlt_err err = DLT_ERR_INIT;
     int failed = 0;
     dlt_run_claims_init(claims);
-    if (comm->rank == 0 &&
-        dlt_run_claims_take(claims, metrics_path, checkpoint_dir, tensorboard_dir, DLT_REQUEUE_LOCK_WAIT_S, &err) != 0) {
+    if (comm->rank == 0 && dlt_run_claims_take(claims, metrics_path, checkpoint_dir, tensorboard_dir,
+                                               DLT_REQUEUE_LOCK_WAIT_S, &err) != 0) {
         fprintf(stderr, "dltrain: %s\n", err.msg);
         failed = 1;
     }

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/comm/comm.h"
 #include "common/run_lock.h"
+#include "trainer/comm/comm.h"
 #include "trainer/train/trainer.h"
 
 /* dltrain eval: verifies the model file against its state file on every rank. Rank 0 says

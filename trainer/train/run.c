@@ -2,25 +2,25 @@
 /* run: the parts of a run, opened and closed together (the verbs of its steps: step_verbs.c). */
 #include "config.h"
 
+#include "trainer/data/folder_index.h"
 #include "trainer/train/run.h"
 #include "trainer/train/shared_scan.h"
-#include "trainer/data/folder_index.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/stat.h>
+#include <time.h>
 
-#include "trainer/checkpoint/checkpoint.h"
-#include "trainer/comm/agree.h"
-#include "trainer/checkpoint/housekeeping.h"
 #include "common/clock.h"
 #include "common/io.h"
 #include "common/node_name.h"
 #include "common/status.h"
 #include "common/tunables.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/housekeeping.h"
+#include "trainer/comm/agree.h"
 #include "trainer/data/loader.h"
 
 /* ROOT/split when it is a directory, else ROOT itself (a class folder or a .rec). */
@@ -88,7 +88,7 @@ static int _left_out(dlt_run *r, dlt_source *src, const char *path)
 
 /* What each rank tells the others of its data set (zeroed first: compared as bytes). */
 typedef struct {
-    int32_t has;     /* a data set at all */
+    int32_t has; /* a data set at all */
     int32_t classes;
     int64_t images;
     uint64_t class_digest, file_digest;
@@ -133,20 +133,20 @@ static int _agree_data(dlt_run *r, const dlt_dataset *ds, const char *what)
         n = dlt_agree_group_size(&v, g);
         dlt_agree_group_ranks(&v, g, ranks, sizeof(ranks));
         if (!d->has)
-            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s none", said++ ? ";" : "",
-                                  n > 1 ? "s" : "", ranks, n > 1 ? "have" : "has");
+            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s none", said++ ? ";" : "", n > 1 ? "s" : "",
+                                  ranks, n > 1 ? "have" : "has");
         else
             o += (size_t)snprintf(msg + o, sizeof(msg) - o, "%s rank%s %s %s %lld images in %d classes",
                                   said++ ? ";" : "", n > 1 ? "s" : "", ranks, n > 1 ? "see" : "sees",
                                   (long long)d->images, (int)d->classes);
         if (g != v.reference && d->has && ref->has && o < sizeof(msg))
-            o += (size_t)snprintf(msg + o, sizeof(msg) - o, " (%s%s%s)",
-                                  d->classes != ref->classes || d->class_digest != ref->class_digest
-                                      ? "the class names differ"
-                                      : "the same classes",
-                                  ", ", d->images != ref->images || d->file_digest != ref->file_digest
-                                            ? "the file list differs"
-                                            : "the same files");
+            o += (size_t)snprintf(
+                msg + o, sizeof(msg) - o, " (%s%s%s)",
+                d->classes != ref->classes || d->class_digest != ref->class_digest ? "the class names differ"
+                                                                                   : "the same classes",
+                ", ",
+                d->images != ref->images || d->file_digest != ref->file_digest ? "the file list differs"
+                                                                               : "the same files");
     }
     dlt_agree_values_free(&v);
     /* every rank refuses alike */
@@ -188,9 +188,13 @@ static int _map_validation(dlt_run *r, dlt_source *src, const char *path)
     int rc;
     if (!r->classes) {
         if (r->comm->rank == 0)
-            dlt_log_warn(&r->log, "%s: %s, so the validation classes are numbered in their own sorted order (right "
+            dlt_log_warn(&r->log,
+                         "%s: %s, so the validation classes are numbered in their own sorted order (right "
                          "only when they are exactly the training classes)",
-                         path, r->cfg.eval_checkpoint ? "the checkpoint records no class names (a torchvision export, or a checkpoint of an older dltrain)"
+                         path,
+                         r->cfg.eval_checkpoint
+                             ? "the checkpoint records no class names (a torchvision export, or a checkpoint of an "
+                               "older dltrain)"
                              : "the training data has no class names (RecordIO without a .classes file)");
         return 0; /* the class counts must then agree (the callers check) */
     }
@@ -224,8 +228,10 @@ static int _open_source(dlt_run *r, dlt_source *src, const char *path, const cha
     if ((rc = dlt_shared_scan_open(r->comm, path, labels, &ds, &info, r->err)) != 0)
         return rc; /* an agreed failure (every rank has the same words: rank 0 says them for all) or a lost peer */
     if (r->comm->rank == 0 && info.index_note[0])
-        dlt_log_warn(&r->log, "%s: its index %s is not used (%s): listing the folder instead (`dltrain data index %s` "
-                     "remakes it)", path, DLT_FOLDER_INDEX_NAME, info.index_note, path);
+        dlt_log_warn(&r->log,
+                     "%s: its index %s is not used (%s): listing the folder instead (`dltrain data index %s` "
+                     "remakes it)",
+                     path, DLT_FOLDER_INDEX_NAME, info.index_note, path);
     if (r->comm->rank == 0 && info.from_index)
         dlt_log(&r->log, DLT_LOG_INFO, "%s: read from its index %s (it matches the folder): not listed", path,
                 DLT_FOLDER_INDEX_NAME);
@@ -267,13 +273,12 @@ static int _check_images(dlt_run *r, int train, const char *path)
     classes = dlt_source_classes(&r->src);
     /* A classifier of one class has nothing to learn; say it in the data's terms, not the model's. */
     if (train && classes < 2)
-        return dlt_fail(r->err, -EINVAL,
-                        "%s has %d class%s%s%s: training a classifier needs at least 2 (one folder per class, or "
-                        "labels of at least two values)",
-                        path, classes, classes == 1 ? "" : "es",
-                        classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? ", " : "",
-                        classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? dlt_dataset_class_name(r->src.ds, 0)
-                                                                             : "");
+        return dlt_fail(
+            r->err, -EINVAL,
+            "%s has %d class%s%s%s: training a classifier needs at least 2 (one folder per class, or "
+            "labels of at least two values)",
+            path, classes, classes == 1 ? "" : "es", classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? ", " : "",
+            classes == 1 && dlt_dataset_class_name(r->src.ds, 0) ? dlt_dataset_class_name(r->src.ds, 0) : "");
     if (train) {
         /* The classes the model's outputs will mean: the training data's names; a resumed run must
          * have the checkpoint's. */
@@ -354,7 +359,7 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     c = &r->cfg;
     dlt_run_claims_init(&r->claims);
     r->first_start = _unix_now(); /* until a checkpoint says when the run first started */
-    r->line = 1; /* until dlt_run_resume chooses the line */
+    r->line = 1;                  /* until dlt_run_resume chooses the line */
     r->parent_line = r->parent_step = -1;
     /* One run per output path: two would overwrite each other's checkpoints (and a later --resume
      * auto would continue whichever saved last), merge their TensorBoard curves, interleave their
@@ -380,8 +385,10 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
             if ((rc = dlt_checkpoint_remove_unfinished(c->checkpoint_dir, &n, said, sizeof(said), err)) != 0)
                 return dlt_fail_prefix(err, rc, "--checkpoint-dir %s", c->checkpoint_dir);
             if (n > 0)
-                dlt_log(&r->log, DLT_LOG_QUIET, "removed %d unfinished checkpoint file(s) in %s left by a save that "
-                        "did not finish (a killed run): %s", n, c->checkpoint_dir, said);
+                dlt_log(&r->log, DLT_LOG_QUIET,
+                        "removed %d unfinished checkpoint file(s) in %s left by a save that "
+                        "did not finish (a killed run): %s",
+                        n, c->checkpoint_dir, said);
         }
     }
     /* The backend first: the data loader's batch ring lives in its host memory. */
@@ -391,14 +398,17 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     r->be->peers = &comm->peers; /* a lost peer ends the backend's waits too */
     if (c->backend_hook)
         c->backend_hook(r->be, c->backend_hook_arg);
-    if ((c->data || c->val_data) &&
-        (purpose == DLT_RUN_EVAL ? c->eval_checkpoint : purpose == DLT_RUN_TRAIN ? c->resume : NULL)) {
+    if ((c->data || c->val_data) && (purpose == DLT_RUN_EVAL    ? c->eval_checkpoint
+                                     : purpose == DLT_RUN_TRAIN ? c->resume
+                                                                : NULL)) {
         const char *ck = purpose == DLT_RUN_EVAL ? c->eval_checkpoint : c->resume;
         dlt_checkpoint_class_names(ck, &r->ck_classes);
         /* (eval says it where it matches the validation classes) */
         if (!r->ck_classes && purpose == DLT_RUN_TRAIN && comm->rank == 0)
-            dlt_log_warn(&r->log, "%s records no class names (written by an older dltrain): the classes are taken "
-                         "in the data's sorted order, as before", ck);
+            dlt_log_warn(&r->log,
+                         "%s records no class names (written by an older dltrain): the classes are taken "
+                         "in the data's sorted order, as before",
+                         ck);
     }
     return 0;
 }
@@ -425,17 +435,18 @@ static int _open_model(dlt_run *r, dlt_run_purpose purpose)
         return 0;
     if ((rc = dlt_net_create(&r->net, &c->model, r->be, err)) != 0)
         return rc;
-    if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err)) != 0)
+    if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err)) !=
+        0)
         return rc;
     if (c->cuda_graphs && !r->be->graphs)
-        return dlt_fail(err, -ENOTSUP, "--cuda-graphs needs the CUDA backend (this run uses %s)",
-                        r->be->ops->name);
+        return dlt_fail(err, -ENOTSUP, "--cuda-graphs needs the CUDA backend (this run uses %s)", r->be->ops->name);
     /* A recorded step cannot wait for its stream: the reducer says whether it waits (the host path
      * copies the gradients through host memory); graphs need NCCL between ranks. */
     if (c->cuda_graphs && !dlt_grad_reducer_capturable(r->reducer))
-        return dlt_fail(err, -ENOTSUP, "--cuda-graphs with %d ranks needs NCCL between them (--comm nccl; "
-                        "this run reduces through %s, which a recorded step cannot wait for)", comm->size,
-                        comm->ops->name);
+        return dlt_fail(err, -ENOTSUP,
+                        "--cuda-graphs with %d ranks needs NCCL between them (--comm nccl; "
+                        "this run reduces through %s, which a recorded step cannot wait for)",
+                        comm->size, comm->ops->name);
     if (c->backend.precision == DLT_PREC_FP16)
         dlt_loss_scaler_init(&r->scaler, 1, c->loss_scale > 0 ? c->loss_scale : 0, c->loss_scale_window);
     else
@@ -468,9 +479,10 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc)
     if (v.say_own)
         return rc; /* the error holds one message: a failing rank 0 says its own, not the others' */
     if (v.name_ranks)
-        return dlt_fail_agreed(r->err, -ECANCELED, "%d of %d ranks could not start the run (rank%s %s; their messages "
-                               "say why): every rank stops", v.f.failed, r->comm->size, v.f.failed == 1 ? "" : "s",
-                               v.f.ranks);
+        return dlt_fail_agreed(r->err, -ECANCELED,
+                               "%d of %d ranks could not start the run (rank%s %s; their messages "
+                               "say why): every rank stops",
+                               v.f.failed, r->comm->size, v.f.failed == 1 ? "" : "s", v.f.ranks);
     return dlt_fail_agreed(r->err, -ECANCELED, "%s", "");
 }
 
@@ -624,8 +636,8 @@ int dlt_run_open_validation(dlt_run *r, dlt_source *val)
     /* The ranks see the same data: the checks below decide alike on every rank. */
     if ((rc = _left_out(r, val, path)) != 0 || (rc = _map_validation(r, val, path)) != 0 ||
         (dlt_source_classes(val) != c->model.classes &&
-         (rc = dlt_fail(r->err, -EINVAL, "%s has %d classes but the training images %d", path,
-                        dlt_source_classes(val), c->model.classes)) != 0)) {
+         (rc = dlt_fail(r->err, -EINVAL, "%s has %d classes but the training images %d", path, dlt_source_classes(val),
+                        c->model.classes)) != 0)) {
         if (r->comm->size > 1)
             dlt_err_agree(r->err, rc);
         return rc;

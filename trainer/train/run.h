@@ -11,10 +11,10 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "common/status.h"
 #include "trainer/backend/backend.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/grad_reducer.h"
-#include "common/status.h"
 #include "trainer/data/source.h"
 #include "trainer/model/network.h"
 #include "trainer/train/loss_scaler.h"
@@ -36,24 +36,24 @@ typedef struct {
     dlt_run_claims claims; /* rank 0's claims on its checkpoint folder, TensorBoard folder, metrics file */
     const uint8_t *images; /* the step's batch on the host: in the source's ring (pinned on a GPU) */
     const int32_t *labels;
-    int32_t *no_labels;    /* class 0 everywhere: the labels of a batch that could not be loaded */
-    int held;              /* batches acquired from src and not yet released */
-    struct {               /* the next batch, acquired and its copy queued ahead (dlt_run_prefetch) */
+    int32_t *no_labels; /* class 0 everywhere: the labels of a batch that could not be loaded */
+    int held;           /* batches acquired from src and not yet released */
+    struct {            /* the next batch, acquired and its copy queued ahead (dlt_run_prefetch) */
         int ready, rc;
         int64_t epoch, step;
         const uint8_t *images;
         const int32_t *labels;
         dlt_err err;
     } next;
-    dlt_err *err;                /* the run's one error, given at open and lent to the backend: the first
-                                  * failure of any part, and whether every rank took it together */
-    char *classes;               /* the class names the model's outputs mean, one a line (the training data's,
-                                  * or the checkpoint's for eval); NULL: the data has no names */
-    char *ck_classes;            /* the names the eval or resume checkpoint records (NULL: none) */
-    char resume_history[2048];   /* settings changed on resume, carried into every checkpoint it writes */
+    dlt_err *err;              /* the run's one error, given at open and lent to the backend: the first
+                                * failure of any part, and whether every rank took it together */
+    char *classes;             /* the class names the model's outputs mean, one a line (the training data's,
+                                * or the checkpoint's for eval); NULL: the data has no names */
+    char *ck_classes;          /* the names the eval or resume checkpoint records (NULL: none) */
+    char resume_history[2048]; /* settings changed on resume, carried into every checkpoint it writes */
     int64_t line, parent_line, parent_step; /* the line its checkpoints belong to (dlt_train_state) */
-    double prior_train_s;        /* training time of the incarnations before this one (from the checkpoint) */
-    double first_start;          /* UNIX time of the run's first start (this one's, or the checkpoint's) */
+    double prior_train_s; /* training time of the incarnations before this one (from the checkpoint) */
+    double first_start;   /* UNIX time of the run's first start (this one's, or the checkpoint's) */
 } dlt_run;
 
 /* Opens the batch source (the training or validation images, or generated ones), the backend,
@@ -72,9 +72,9 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc);
 double dlt_run_train_seconds(const dlt_run *r);
 double dlt_run_wall_seconds(const dlt_run *r);
 
-/* failed: the run ends on an error (the first one r->err kept). Unless every rank took that decision together (err->agreed),
- * a run of several ranks prints the error and aborts the communicator, so the other ranks, which
- * may be waiting in a collective for this one, end now instead of at the stall watchdog. */
+/* failed: the run ends on an error (the first one r->err kept). Unless every rank took that decision together
+ * (err->agreed), a run of several ranks prints the error and aborts the communicator, so the other ranks, which may be
+ * waiting in a collective for this one, end now instead of at the stall watchdog. */
 void dlt_run_close(dlt_run *r, int failed);
 /* A status from the parts below (their words already in r->err) recorded as the run's, when it is
  * the first; returns rc. */

@@ -8,8 +8,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -38,7 +38,8 @@ int dlt_run_log_open(dlt_run_log *l, int rank, int ranks, int batch, dlt_log_lev
     if (rank == 0 && metrics_path && !(l->metrics = dlt_fopen_regular("--metrics", metrics_path, "a", err)))
         return -errno;
     /* One writer at a time: a second run appending would interleave its lines with this one's. */
-    if (l->metrics && (rc = dlt_run_lock_file(&l->metrics_lock, "--metrics", metrics_path, fileno(l->metrics), err)) != 0) {
+    if (l->metrics &&
+        (rc = dlt_run_lock_file(&l->metrics_lock, "--metrics", metrics_path, fileno(l->metrics), err)) != 0) {
         fclose(l->metrics);
         l->metrics = NULL;
         return rc;
@@ -216,8 +217,9 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
     if (l->rank == 0 && l->level >= DLT_LOG_INFO) {
         printf("dltrain: epoch %" PRId64 " step %" PRId64 "/%" PRId64 " loss %.4f top1 %.3f lr %.4g img/s %.1f "
                "(%.1f per rank) data %.1f%% wait %.1f%%",
-               (st->step - 1) / st->steps_per_epoch + 1, st->step, st->total, l->loss_sum / seen, (double)l->correct / seen,
-               st->lr, ips, ips / l->ranks, 100 * l->data_s / l->total_s, 100 * l->comm_s / l->total_s);
+               (st->step - 1) / st->steps_per_epoch + 1, st->step, st->total, l->loss_sum / seen,
+               (double)l->correct / seen, st->lr, ips, ips / l->ranks, 100 * l->data_s / l->total_s,
+               100 * l->comm_s / l->total_s);
         if (st->loss_scaled)
             printf(" loss-scale %g skipped %" PRId64, st->loss_scale, st->skipped);
         printf("\n");
@@ -229,13 +231,12 @@ void dlt_run_log_line(dlt_run_log *l, const dlt_step_status *st)
      * files (contrib/report.py reads either); dltrain(1) says what it measures. */
     if (l->metrics) {
         _metrics_printf(l,
-                "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
-                "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
-                "\"wait\":%.5f,\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f,\"run_id\":\"%s\"}\n",
-                st->step, (double)st->step / st->steps_per_epoch, l->loss_sum / seen, (double)l->correct / seen, st->lr,
-                ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s, l->comm_s / l->total_s, l->ranks,
-                l->batch,
-                now - l->t_start, l->run_id);
+                        "{\"step\":%" PRId64 ",\"epoch\":%.4f,\"loss\":%.6f,\"top1\":%.5f,\"lr\":%.6g,"
+                        "\"images_per_s\":%.3f,\"images_per_s_per_rank\":%.3f,\"data_wait\":%.5f,"
+                        "\"wait\":%.5f,\"allreduce\":%.5f,\"ranks\":%d,\"batch\":%d,\"time\":%.3f,\"run_id\":\"%s\"}\n",
+                        st->step, (double)st->step / st->steps_per_epoch, l->loss_sum / seen, (double)l->correct / seen,
+                        st->lr, ips, ips / l->ranks, l->data_s / l->total_s, l->comm_s / l->total_s,
+                        l->comm_s / l->total_s, l->ranks, l->batch, now - l->t_start, l->run_id);
     }
     _tb_line(l, st, ips);
     l->window_t0 = now;
@@ -290,9 +291,11 @@ int dlt_run_log_baseline(const char *path, double *per_rank, dlt_err *err)
     }
     fclose(f);
     if (!n)
-        return dlt_fail(err, -EINVAL, "--baseline %s: no interval line with images_per_s and ranks after the "
+        return dlt_fail(err, -EINVAL,
+                        "--baseline %s: no interval line with images_per_s and ranks after the "
                         "first (the first is warm-up): give the --metrics file of a finished run with at least two "
-                        "log lines", path);
+                        "log lines",
+                        path);
     *per_rank = sum / n;
     return 0;
 }
@@ -307,8 +310,8 @@ void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseli
         printf("dltrain: summary: %.1f images/s, %.1f per rank, %d rank(s)", ips, ips / l->ranks, l->ranks);
         dlt_err err = DLT_ERR_INIT;
         if (baseline && dlt_run_log_baseline(baseline, &base, &err) == 0)
-            printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / l->ranks / base, base,
-                   baseline);
+            printf(", scaling efficiency %.1f%% against %.1f images/s per rank in %s", 100 * ips / l->ranks / base,
+                   base, baseline);
         else if (baseline)
             printf(" (baseline not used: %s)", err.msg);
         printf("\n");

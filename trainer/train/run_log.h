@@ -21,8 +21,8 @@ typedef struct {
     dlt_log_level level;
     FILE *metrics;
     dlt_run_lock metrics_lock; /* the metrics file itself, locked as by earlier versions (the run's claims: run.h) */
-    char run_id[24];                     /* in every metrics line: two runs' lines told apart */
-    struct dlt_tb_writer *tb; /* --tensorboard (rank 0), NULL when off or after a failed write */
+    char run_id[24];           /* in every metrics line: two runs' lines told apart */
+    struct dlt_tb_writer *tb;  /* --tensorboard (rank 0), NULL when off or after a failed write */
     /* the current logging interval */
     double window_t0, data_s, comm_s, total_s, loss_sum;
     int64_t images, correct;
@@ -55,7 +55,7 @@ void dlt_run_log_step(dlt_run_log *l, int64_t step, double loss_sum, double corr
 typedef struct {
     int64_t step, total, steps_per_epoch;
     double lr;
-    int loss_scaled;  /* fp16: show the loss scale and skipped steps */
+    int loss_scaled; /* fp16: show the loss scale and skipped steps */
     double loss_scale;
     int64_t skipped;
 } dlt_step_status;

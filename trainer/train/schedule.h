@@ -10,7 +10,7 @@ typedef struct {
     double peak;
     int64_t steps_per_epoch;
     double warmup_epochs;
-    int cosine;            /* else step decay */
+    int cosine; /* else step decay */
     int total_epochs;
     int milestones[8];
     int nmilestones;

@@ -27,7 +27,6 @@ typedef struct {
     char path[4096];
 } scan_head;
 
-
 /* The list, in pieces (the NCCL communicator stages through a buffer of the piece's size). */
 static int _send_list(dlt_comm *comm, uint8_t *buf, size_t len)
 {

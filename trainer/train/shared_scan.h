@@ -12,18 +12,18 @@
 
 #include <stddef.h>
 
+#include "common/status.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/dataset.h"
-#include "common/status.h"
 
 /* Files each rank on another node looks at. */
 #define DLT_SHARED_SCAN_SAMPLE 16
 
 typedef struct {
-    double scan_seconds; /* rank 0's scan (0 on the others) */
-    size_t list_bytes;   /* the list sent */
-    int sampled;         /* this rank looked at DLT_SHARED_SCAN_SAMPLE files (another node than rank 0's) */
-    int from_index;      /* rank 0 read the folder's index (folder_index.h) instead of listing it */
+    double scan_seconds;  /* rank 0's scan (0 on the others) */
+    size_t list_bytes;    /* the list sent */
+    int sampled;          /* this rank looked at DLT_SHARED_SCAN_SAMPLE files (another node than rank 0's) */
+    int from_index;       /* rank 0 read the folder's index (folder_index.h) instead of listing it */
     char index_note[320]; /* why an index there was not used ("" when none or used) */
 } dlt_shared_scan_info;
 

@@ -74,8 +74,7 @@ static int _agree(dlt_run *r, int stop, int input_failed, double *agree_s)
     DLT_TRY_GOTO(r->err, rc, be->ops->results_put(be, DLT_RES_STOP, stop ? 1.0 : 0.0), fail, "step results");
     DLT_TRY_GOTO(r->err, rc, be->ops->results_put(be, DLT_RES_INPUT_FAILED, input_failed ? 1.0 : 0.0), fail,
                  "step results");
-    DLT_TRY_GOTO(r->err, rc, dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT), fail,
-                 "step agreement");
+    DLT_TRY_GOTO(r->err, rc, dlt_grad_reducer_agree(r->reducer, be->results, DLT_RES_COUNT), fail, "step agreement");
     *agree_s = dlt_now() - t0;
 fail:
     return rc;
@@ -168,7 +167,8 @@ static int _read_results(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, 
                                    p->index + 1);
         return dlt_fail_agreed(r->err, -ECANCELED,
                                "stopping at step %" PRId64 ": %.0f other rank(s) could not load their batch (their "
-                               "messages name the file and the cause)", p->index + 1, out->res[DLT_RES_INPUT_FAILED]);
+                               "messages name the file and the cause)",
+                               p->index + 1, out->res[DLT_RES_INPUT_FAILED]);
     }
 fail:
     return rc;
@@ -187,7 +187,8 @@ static int _settle(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, const 
         if (++s->bad_steps > c->max_bad_steps)
             return dlt_fail_agreed(r->err, -ERANGE,
                                    "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the "
-                                   "last checkpoint is intact (lower --lr?)", s->bad_steps, p->index + 1);
+                                   "last checkpoint is intact (lower --lr?)",
+                                   s->bad_steps, p->index + 1);
         if (r->comm->rank == 0)
             dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
                          out->res[DLT_RES_LOSS], p->index + 1, s->bad_steps, c->max_bad_steps);
@@ -198,8 +199,10 @@ static int _settle(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, const 
         apply = dlt_loss_scaler_update(&r->scaler, out->res[DLT_RES_NONFINITE] != 0);
     }
     if (apply != !dlt_results_skip(out->res)) /* the host and the backend read the same results */
-        return dlt_fail(r->err, -EPROTO, "step %" PRId64 ": the host and the backend disagree on whether "
-                               "the update applies", p->index + 1);
+        return dlt_fail(r->err, -EPROTO,
+                        "step %" PRId64 ": the host and the backend disagree on whether "
+                        "the update applies",
+                        p->index + 1);
     if (apply)
         return 0;
     DLT_TRY_GOTO(r->err, rc, dlt_net_bn_restore(&r->net), fail, "statistics restore");

@@ -19,15 +19,15 @@ typedef struct {
     int bad_steps;               /* consecutive non-finite losses */
     int input_failed;            /* this rank could not load a batch; why: input_err */
     char input_err[1024];
-    int dumped;                  /* --dump-batch written */
+    int dumped; /* --dump-batch written */
 } dlt_step_state;
 
 /* Which step, and what goes with it. */
 typedef struct {
-    int64_t index;   /* optimizer steps done before this one: its batch is (index / spe, index % spe);
-                      * messages number it index + 1 */
-    int64_t spe;     /* steps per epoch */
-    int64_t next;    /* the step whose batch is read ahead while this one runs; -1: none */
+    int64_t index; /* optimizer steps done before this one: its batch is (index / spe, index % spe);
+                    * messages number it index + 1 */
+    int64_t spe;   /* steps per epoch */
+    int64_t next;  /* the step whose batch is read ahead while this one runs; -1: none */
     double lr;
     const volatile sig_atomic_t *stop; /* nonzero when read: this rank asks every rank to stop (NULL: never) */
     dlt_watchdog *wd;

@@ -113,9 +113,9 @@ int dlt_run_forward_loss(dlt_run *r, int training, int n)
     int rc;
     if ((rc = dlt_net_forward(net, training)) != 0)
         return dlt_fail_prefix(r->err, rc, "forward");
-    if ((rc = r->be->ops->softmax_xent(r->be, dlt_net_logits(net), r->labels, n, c->model.classes,
-                                       training ? (float)c->label_smoothing : 0.f,
-                                       training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL)) != 0)
+    if ((rc = r->be->ops->softmax_xent(
+             r->be, dlt_net_logits(net), r->labels, n, c->model.classes, training ? (float)c->label_smoothing : 0.f,
+             training ? (float)r->scaler.scale : 1.f, training ? dlt_net_dlogits(net) : NULL)) != 0)
         return dlt_fail_prefix(r->err, rc, "loss");
     return 0;
 }
@@ -126,9 +126,10 @@ static int _read_results(dlt_run *r, double *res, int64_t unscored)
     if (rc)
         return dlt_fail_prefix(r->err, rc, "step results");
     if (res[DLT_RES_BAD_LABELS] > (double)unscored)
-        return dlt_fail(r->err, -EINVAL, "%.0f label(s) outside 0..%d (the data's classes do not match "
-                        "--classes %d?)", res[DLT_RES_BAD_LABELS] - (double)unscored, r->cfg.model.classes - 1,
-                        r->cfg.model.classes);
+        return dlt_fail(r->err, -EINVAL,
+                        "%.0f label(s) outside 0..%d (the data's classes do not match "
+                        "--classes %d?)",
+                        res[DLT_RES_BAD_LABELS] - (double)unscored, r->cfg.model.classes - 1, r->cfg.model.classes);
     return 0;
 }
 

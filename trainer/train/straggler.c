@@ -15,8 +15,8 @@
 
 #include "common/affinity.h"
 #include "common/clock.h"
-#include "common/status.h"
 #include "common/env_contract.h"
+#include "common/status.h"
 
 static int _cmp(const void *a, const void *b)
 {
@@ -204,8 +204,7 @@ int dlt_straggler_summary(dlt_straggler *s, dlt_comm *comm, const dlt_run_log *l
     /* Each rank's own cost: the rank that waited least at the exchanges shows what the exchange
      * itself costs; the others' figures add the wait for a slower peer, which the next step's
      * all-reduce would have paid anyway. */
-    if ((rc = _gather_ids(s, comm)) != 0 || (rc = _gather_doubles(comm, &s->cost_s, 1, s->buf)) != 0 ||
-        s->rank != 0)
+    if ((rc = _gather_ids(s, comm)) != 0 || (rc = _gather_doubles(comm, &s->cost_s, 1, s->buf)) != 0 || s->rank != 0)
         return rc;
     lo = hi = s->buf[0];
     for (int i = 1; i < s->size; i++) {

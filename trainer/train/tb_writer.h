@@ -4,9 +4,9 @@
 #ifndef DLT_TB_WRITER_H
 #define DLT_TB_WRITER_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "common/status.h"
 
 typedef struct dlt_tb_writer dlt_tb_writer;
 

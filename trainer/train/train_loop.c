@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/comm/agree.h"
 #include "common/clock.h"
 #include "common/node_name.h"
 #include "common/status.h"
 #include "common/stop_signal.h"
+#include "trainer/comm/agree.h"
 #include "trainer/train/checkpointing.h"
 #include "trainer/train/run.h"
 #include "trainer/train/schedule.h"
@@ -31,15 +31,15 @@ typedef struct {
     dlt_schedule sched;
     dlt_watchdog wd;
     int64_t spe, step, total; /* step: optimizer steps done. Every message numbers the step in progress
-                                * step + 1 and its epoch (step / spe) + 1, as the step line "step k/N"
-                                * (after the k-th) does: steps and epochs count from 1. */
-    dlt_step_state st;  /* what each step hands the next */
+                               * step + 1 and its epoch (step / spe) + 1, as the step line "step k/N"
+                               * (after the k-th) does: steps and epochs count from 1. */
+    dlt_step_state st;        /* what each step hands the next */
     double last_ckpt;
-    dlt_source val;      /* validation images, when eval_every > 0 */
+    dlt_source val; /* validation images, when eval_every > 0 */
     int eval_every;
-    int reached;         /* a validation reached --target-top1 */
-    int stop_now;        /* a stop request abandoned validation: checkpoint and stop at once */
-    double val_top1;     /* the last validation's top-1 (-1: none yet) */
+    int reached;             /* a validation reached --target-top1 */
+    int stop_now;            /* a stop request abandoned validation: checkpoint and stop at once */
+    double val_top1;         /* the last validation's top-1 (-1: none yet) */
     dlt_straggler straggler; /* straggler.h */
 } loop_state;
 
@@ -88,13 +88,14 @@ static int _prepare(dlt_run *r, loop_state *t)
             " step%s/epoch, %" PRId64 " step%s, peak lr %.4g, backend %s %s",
             c->model.arch, r->net.model.nparams, (double)r->net.model.macs * 1e-9, r->comm->size, c->model.batch,
             r->comm->size, c->model.batch * r->comm->size, t->spe, t->spe == 1 ? "" : "s", t->total,
-            t->total == 1 ? "" : "s", t->sched.peak, r->be->ops->name,
-            dlt_precision_name(c->backend.precision));
+            t->total == 1 ? "" : "s", t->sched.peak, r->be->ops->name, dlt_precision_name(c->backend.precision));
     dlt_log(&r->log, DLT_LOG_VERBOSE, "gradient reduction: %s over %s", r->reducer->ops->name, r->comm->ops->name);
     dlt_node_name(host, sizeof(host));
     if ((rc = dlt_watchdog_start(&t->wd, c->stall_timeout, r->comm->rank, host, _abort_stalled, r)) != 0)
-        return dlt_fail(r->err, rc, "cannot start the stall watchdog thread: %s (the process or user thread "
-                        "limit, ulimit -u)", strerror(-rc));
+        return dlt_fail(r->err, rc,
+                        "cannot start the stall watchdog thread: %s (the process or user thread "
+                        "limit, ulimit -u)",
+                        strerror(-rc));
     dlt_watchdog_watch_comm(&t->wd, &r->comm->in_collective);
     dlt_straggler_init(&t->straggler, host, &c->backend); /* straggler.h */
     return 0;
@@ -114,15 +115,19 @@ static int _prepare_validation(dlt_run *r, loop_state *t)
         if ((rc = dlt_run_open_validation(r, &t->val)) < 0)
             return rc;
         if (rc == 0 && t->eval_every > 0)
-            return dlt_fail(r->err, -EINVAL, "--eval-every %d: no validation images (%s/val is not a "
-                            "directory): give --val-data DIR or --eval-every 0", t->eval_every, c->data);
+            return dlt_fail(r->err, -EINVAL,
+                            "--eval-every %d: no validation images (%s/val is not a "
+                            "directory): give --val-data DIR or --eval-every 0",
+                            t->eval_every, c->data);
         t->eval_every = rc == 0 ? 0 : t->eval_every < 0 ? 1 : t->eval_every;
     } else {
         t->eval_every = 0;
     }
     if (c->target_top1 > 0 && t->eval_every == 0)
-        return dlt_fail(r->err, -EINVAL, "--target-top1 %g needs validation (--eval-every N and "
-                        "validation images)", c->target_top1);
+        return dlt_fail(r->err, -EINVAL,
+                        "--target-top1 %g needs validation (--eval-every N and "
+                        "validation images)",
+                        c->target_top1);
     t->last_ckpt = dlt_now();
     dlt_run_log_start(&r->log, t->step);
     dlt_run_log_event(&r->log, "run_start", "INTERVAL_START", NULL,
@@ -144,15 +149,14 @@ static int _validate(dlt_run *r, loop_state *t)
 {
     double counts[3], t0 = dlt_now(), top1, top5;
     int64_t epoch = (t->step - 1) / t->spe + 1; /* the epoch of the last step, 1-based (t->step >= 1 here) */
-    int64_t at[2] = {0, 0}; /* an abandoned pass: batches done, of */
+    int64_t at[2] = {0, 0};                     /* an abandoned pass: batches done, of */
     int rc, abandoned;
     dlt_watchdog_phase(&t->wd, DLT_PHASE_COMPUTE, t->step);
     /* Each rank's BN running statistics follow its own batches; the checkpoint holds rank 0's.
      * Validate every shard with rank 0's (what dltrain eval of the checkpoint sees), then give each
      * rank its own back, so training goes on exactly as without validation. */
     if (r->comm->size > 1)
-        DLT_TRY_GOTO(r->err, rc, dlt_net_bn_adopt(&r->net, _share_from_rank0, r->comm), fail,
-                     "validation statistics");
+        DLT_TRY_GOTO(r->err, rc, dlt_net_bn_adopt(&r->net, _share_from_rank0, r->comm), fail, "validation statistics");
     /* A stop request (a signal) abandons validation at the next batch on every rank together: it
      * changes no weights, and a preemption warning may be shorter than a whole pass. */
     if ((abandoned = dlt_eval_pass_stoppable(r, &t->val, counts, dlt_stop_signal_flag(), at)) < 0)
@@ -161,8 +165,9 @@ static int _validate(dlt_run *r, loop_state *t)
         DLT_TRY_GOTO(r->err, rc, dlt_net_bn_restore(&r->net), fail, "validation statistics");
     if (abandoned) {
         dlt_run_log_pause(&r->log, dlt_now() - t0);
-        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during validation: abandoned after batch %" PRId64
-                " of %" PRId64 " (%.1f s)", at[0], at[1], dlt_now() - t0);
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "stop requested (signal) during validation: abandoned after batch %" PRId64 " of %" PRId64 " (%.1f s)",
+                at[0], at[1], dlt_now() - t0);
         t->stop_now = 1;
         return 0;
     }
@@ -185,9 +190,11 @@ static int _validate(dlt_run *r, loop_state *t)
     if (r->cfg.target_top1 > 0 && top1 >= r->cfg.target_top1) {
         t->reached = 1;
         /* Over every incarnation: a resumed run's own time alone would understate it. */
-        dlt_log(&r->log, DLT_LOG_QUIET, "target top-1 %.4f reached at epoch %" PRId64 " (step %" PRId64 "): time to "
-                "target %.1f s of training (%.1f s in this run), %.1f s since the first start", r->cfg.target_top1,
-                epoch, t->step, dlt_run_train_seconds(r), dlt_now() - r->log.t_start, dlt_run_wall_seconds(r));
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "target top-1 %.4f reached at epoch %" PRId64 " (step %" PRId64 "): time to "
+                "target %.1f s of training (%.1f s in this run), %.1f s since the first start",
+                r->cfg.target_top1, epoch, t->step, dlt_run_train_seconds(r), dlt_now() - r->log.t_start,
+                dlt_run_wall_seconds(r));
     }
     return 0;
 fail:
@@ -221,8 +228,10 @@ static int _save_for_stop(dlt_run *r, loop_state *t)
     }
     if (rc != 0)
         return rc;
-    dlt_log(&r->log, DLT_LOG_INFO, "stop at step %" PRId64 ": checkpoint complete, every rank agreed; exit "
-            "status %d", t->step, DLT_EXIT_PREEMPTED);
+    dlt_log(&r->log, DLT_LOG_INFO,
+            "stop at step %" PRId64 ": checkpoint complete, every rank agreed; exit "
+            "status %d",
+            t->step, DLT_EXIT_PREEMPTED);
     return DLT_RUN_PREEMPTED;
 }
 
@@ -233,8 +242,10 @@ static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
     const dlt_train_config *c = &r->cfg;
     int rc, stop = s->res[DLT_RES_STOP] > 0 || t->stop_now;
     if (stop && !c->checkpoint_dir) {
-        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": nothing saved (no "
-                "--checkpoint-dir); exit status %d", t->step, DLT_EXIT_STOPPED_UNSAVED);
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "stop requested (signal) at step %" PRId64 ": nothing saved (no "
+                "--checkpoint-dir); exit status %d",
+                t->step, DLT_EXIT_STOPPED_UNSAVED);
         return DLT_RUN_STOPPED_UNSAVED;
     }
     if (stop) {
@@ -265,18 +276,22 @@ static int _stop_before_first_step(dlt_run *r, loop_state *t)
     if (asked == 0)
         return 0;
     if (!r->cfg.checkpoint_dir) {
-        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during start-up, before step %" PRId64 ": nothing "
-                "trained in this run, nothing saved (no --checkpoint-dir); exit status %d", t->step + 1,
-                DLT_EXIT_STOPPED_UNSAVED);
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "stop requested (signal) during start-up, before step %" PRId64 ": nothing "
+                "trained in this run, nothing saved (no --checkpoint-dir); exit status %d",
+                t->step + 1, DLT_EXIT_STOPPED_UNSAVED);
         return DLT_RUN_STOPPED_UNSAVED;
     }
     if (t->step > 0)
-        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during start-up, before step %" PRId64 ": nothing "
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "stop requested (signal) during start-up, before step %" PRId64 ": nothing "
                 "trained in this run; the checkpoint of step %" PRId64 " stays the one to resume from; exit status %d",
                 t->step + 1, t->step, DLT_EXIT_PREEMPTED);
     else
-        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) during start-up, before the first step: nothing "
-                "trained yet (a requeued run starts from the beginning); exit status %d", DLT_EXIT_PREEMPTED);
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "stop requested (signal) during start-up, before the first step: nothing "
+                "trained yet (a requeued run starts from the beginning); exit status %d",
+                DLT_EXIT_PREEMPTED);
     return DLT_RUN_PREEMPTED;
 }
 
@@ -288,20 +303,24 @@ static int _train_step(dlt_run *r, loop_state *t)
     int64_t next = t->step + 1;
     /* The next batch is read ahead, but not across an epoch's end, where validation may use the
      * input path first. */
-    dlt_step_plan p = {t->step, t->spe, next < t->total && next % t->spe != 0 ? next : -1,
-                       dlt_schedule_lr(&t->sched, t->step), dlt_stop_signal_flag(), &t->wd};
+    dlt_step_plan p = {t->step,
+                       t->spe,
+                       next < t->total && next % t->spe != 0 ? next : -1,
+                       dlt_schedule_lr(&t->sched, t->step),
+                       dlt_stop_signal_flag(),
+                       &t->wd};
     int rc;
     if (t->step % t->spe == 0)
-        dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL, "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64,
-                          t->step / t->spe + 1, t->step);
+        dlt_run_log_event(&r->log, "epoch_start", "INTERVAL_START", NULL,
+                          "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64, t->step / t->spe + 1, t->step);
     if ((rc = dlt_step_run(r, &t->st, &p, &s)) != 0)
         return rc;
     t->step++;
     _log(r, t, &p, &s);
     /* straggler.h: compute = the step less its batch wait and its time in the host collectives */
-    if ((rc = dlt_straggler_step(&t->straggler, r->comm, &r->log, t->step, s.t_agreed - s.t_data - s.agree_s,
-                                 s.t_data - s.t0, (r->cfg.log_every > 0 && t->step % r->cfg.log_every == 0) ||
-                                 t->step == t->total)) != 0)
+    if ((rc = dlt_straggler_step(
+             &t->straggler, r->comm, &r->log, t->step, s.t_agreed - s.t_data - s.agree_s, s.t_data - s.t0,
+             (r->cfg.log_every > 0 && t->step % r->cfg.log_every == 0) || t->step == t->total)) != 0)
         return rc;
     if (t->step % t->spe == 0 && t->step < t->total)
         dlt_run_share_bad_images(r); /* each bad file reported once per run, whichever rank meets it */
@@ -329,7 +348,8 @@ static int _finish(dlt_run *r, loop_state *t)
                      (long long)bad, r->comm->size);
     DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
-    if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) != 0) /* straggler.h */
+    if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) !=
+        0) /* straggler.h */
         return rc;
     return 0;
 fail:
@@ -347,8 +367,10 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, dlt_err *err)
         (rc = dlt_run_agree_on_failure(&r, _prepare_validation(&r, &t))) == 0 &&
         (rc = _stop_before_first_step(&r, &t)) == 0) {
         if (t.step >= t.total) /* resumed at or past the end: the checkpoint is already the result */
-            dlt_log(&r.log, DLT_LOG_QUIET, "resumed at step %" PRId64 ", at or past the end of this run (%" PRId64
-                    " step%s): nothing to train, nothing written", t.step, t.total, t.total == 1 ? "" : "s");
+            dlt_log(&r.log, DLT_LOG_QUIET,
+                    "resumed at step %" PRId64 ", at or past the end of this run (%" PRId64
+                    " step%s): nothing to train, nothing written",
+                    t.step, t.total, t.total == 1 ? "" : "s");
         else {
             while (rc == 0 && t.step < t.total && !t.reached)
                 rc = _train_step(&r, &t);
@@ -356,7 +378,8 @@ int dlt_train_run(const dlt_train_config *c, dlt_comm *comm, dlt_err *err)
                 rc = _finish(&r, &t);
         }
     }
-    dlt_run_log_event(&r.log, "run_stop", "INTERVAL_END", NULL, "\"status\":\"%s\",\"step_num\":%" PRId64 ",\"val_top1\":%.6f,"
+    dlt_run_log_event(&r.log, "run_stop", "INTERVAL_END", NULL,
+                      "\"status\":\"%s\",\"step_num\":%" PRId64 ",\"val_top1\":%.6f,"
                       "\"train_time\":%.3f,\"wall_time\":%.3f",
                       rc == 0 && (c->target_top1 <= 0 || t.reached) ? "success" : "aborted", t.step, t.val_top1,
                       dlt_run_train_seconds(&r), dlt_run_wall_seconds(&r));

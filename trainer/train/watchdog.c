@@ -48,8 +48,10 @@ static void _abort_bounded(dlt_watchdog *w)
         }
     pthread_attr_destroy(&at);
     if (!__atomic_load_n(&w->abort_returned, __ATOMIC_ACQUIRE)) {
-        fprintf(stderr, "dltrain: watchdog: rank %d: the communicator's abort did not return within %.0f s: exiting "
-                "without it\n", w->rank, w->abort_wait_s);
+        fprintf(stderr,
+                "dltrain: watchdog: rank %d: the communicator's abort did not return within %.0f s: exiting "
+                "without it\n",
+                w->rank, w->abort_wait_s);
         fflush(stderr);
     }
 }
@@ -69,8 +71,10 @@ static void *_run(void *arg)
             if (w->phase != DLT_PHASE_IDLE)
                 w->since += gap - tick;
             if (w->rank == 0) {
-                fprintf(stderr, "dltrain: watchdog: the process did not run for %.0f s (stopped or suspended): not "
-                        "counted as a stall\n", gap - tick);
+                fprintf(stderr,
+                        "dltrain: watchdog: the process did not run for %.0f s (stopped or suspended): not "
+                        "counted as a stall\n",
+                        gap - tick);
                 fflush(stderr);
             }
         }
@@ -84,8 +88,7 @@ static void *_run(void *arg)
                         "dltrain: watchdog: rank %d on %s has waited for its peers in a collective (during %s) for "
                         "%.0f s at step %lld (limit %.0f s, --stall-timeout): a peer stopped responding (stopped, "
                         "hung or lost; not this rank): aborting the step\n",
-                        w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step,
-                        w->limit_s);
+                        w->rank, w->host, dlt_phase_name(w->phase), now - w->since, (long long)w->step, w->limit_s);
             else
                 fprintf(stderr,
                         "dltrain: watchdog: rank %d on %s stuck in %s for %.0f s at step %lld (limit %.0f s, "
@@ -169,8 +172,7 @@ static void _test_slow(dlt_watchdog *w, dlt_phase phase, int64_t step)
 }
 #endif
 
-int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *),
-                       void *arg)
+int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *host, void (*abort_fn)(void *), void *arg)
 {
     memset(w, 0, sizeof(*w));
     w->limit_s = limit_s;

@@ -10,8 +10,13 @@
 
 #include "common/exit_status.h"
 
-
-typedef enum { DLT_PHASE_IDLE = 0, DLT_PHASE_DATA, DLT_PHASE_COMPUTE, DLT_PHASE_ALLREDUCE, DLT_PHASE_CHECKPOINT } dlt_phase;
+typedef enum {
+    DLT_PHASE_IDLE = 0,
+    DLT_PHASE_DATA,
+    DLT_PHASE_COMPUTE,
+    DLT_PHASE_ALLREDUCE,
+    DLT_PHASE_CHECKPOINT
+} dlt_phase;
 
 typedef struct {
     pthread_t thread;
@@ -26,9 +31,9 @@ typedef struct {
     char host[64];
     void (*abort_fn)(void *arg); /* tears the communicator down before the process exits */
     void *abort_arg;
-    double abort_wait_s;         /* the process exits this long after abort_fn started, at most */
+    double abort_wait_s; /* the process exits this long after abort_fn started, at most */
     int abort_returned;
-    const int *in_collective;    /* > 0 while this rank waits inside a host collective (comm.h), or NULL */
+    const int *in_collective; /* > 0 while this rank waits inside a host collective (comm.h), or NULL */
     /* Fault injection for the tests (DLT_TEST_STALL=PHASE:STEP:SECONDS, PHASE data, compute or
      * allreduce; DLT_TEST_STALL_RANK picks one rank): entering that phase of that step sleeps. */
     dlt_phase stall_phase;
