@@ -3,12 +3,13 @@
  * floats, blanks on either side, trailing text and values out of range, naming the option, the
  * value and the range; whole numbers are decimal digits only (no blank, sign, point or exponent),
  * and a value beyond 64 bits is out of range, not "not a whole number". */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "trainer/cli/parse.h"
 

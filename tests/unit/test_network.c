@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
 #include <omp.h>
+
+#include <cmocka.h>
 
 #include "common/rng.h"
 #include "trainer/data/synthetic.h"
