@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential autoconf automake libtool pkg-config
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev
   libpmix-dev libpmix-bin
-  libdnnl-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libjpeg-turbo-progs
+  libdnnl-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libjpeg-turbo-progs zlib1g-dev
   libopenmpi-dev openmpi-bin
   libcmocka-dev valgrind strace clang libclang-rt-14-dev
   python3 iproute2 procps tmux bsdutils

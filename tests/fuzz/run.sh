@@ -20,7 +20,7 @@ mkdir -p "$OUT/crashes"
 sources() {
   case $1 in
     options) echo "plugin/options.c plugin/text_escape.c common/status.c" ;;
-    safetensors) echo "trainer/checkpoint/safetensors.c common/io.c common/status.c common/crc32.c" ;;
+    safetensors) echo "trainer/checkpoint/safetensors.c common/io.c common/status.c common/crc32.c -lz" ;;
     topology) echo "common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c common/status.c" ;;
     sysfs) echo "common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c common/status.c" ;;
     recordio) echo "trainer/data/dataset.c trainer/data/imagefolder.c trainer/data/recordio.c common/io.c common/status.c" ;;

@@ -14,7 +14,7 @@
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 12
+tap_plan 13
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
@@ -46,6 +46,12 @@ if ((rc0 == 1 && rc == 0 && irc == 0)) && [[ $out0 == *"continues as step 4, but
   $info == *"changed on resume: step 8: --batch 8 -> 16, --lr 0.1 -> 0.2"* && $info == *"batch=16"* ]]; then
   ok "--resume-override batch,lr: the change is said, the step follows the global batch, the new checkpoint records the history"
 else not_ok "resume with --resume-override (rc0=$rc0 rc=$rc irc=$irc)"; { echo "$out0"; echo "$out"; echo "$info"; } | tail -8 | diag; fi
+
+# ---- the CRC-32 a checkpoint records is zlib's (Python's zlib.crc32 of the model file, an
+# independent reference): files written before dltrain used zlib itself verify alike.
+want=$(python3 -c 'import sys, zlib; print("%08x" % zlib.crc32(open(sys.argv[1], "rb").read()))' "$WORK/a2/ckpt-00000012.safetensors")
+if [[ -n $want && $info == *"CRC-32 $want match"* ]]; then ok "the recorded CRC-32 is zlib's ($want, Python's zlib.crc32 of the model file)"
+else not_ok "recorded CRC-32 against zlib's ($want)"; grep -o 'CRC-32 [0-9a-f]*' <<<"$info" | diag; fi
 
 # ---- a disk that fills between the model file and the state file (a small tmpfs, where this
 # machine lets us mount one): the pair appears whole or not at all.

@@ -4,10 +4,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "common/crc32.h"
 #include "pmix/dltpmix_blob.h"
 
 static void test_key_names(void **state)
@@ -30,6 +32,43 @@ static void test_crc32_reference(void **state)
     /* The standard CRC-32 check value. */
     assert_int_equal(dltpmix_crc32("123456789", 9), 0xcbf43926u);
     assert_int_equal(dltpmix_crc32("", 0), 0u);
+}
+
+/* A bit at a time, the definition (reflected polynomial 0xedb88320): the independent reference. */
+static uint32_t _crc32_bitwise(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int b = 0; b < 8; b++)
+            crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* dlt_crc32 (zlib's crc32_z) against the definition on a megabyte of random bytes, whole and
+ * continued across uneven pieces, as checkpoints are checksummed while written. */
+static void test_crc32_against_definition(void **state)
+{
+    size_t n = 1u << 20, at = 0, piece = 1;
+    unsigned char *buf = malloc(n);
+    uint32_t want, got = 0, x = 12345;
+    (void)state;
+    assert_non_null(buf);
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (unsigned char)(x >> 16);
+    }
+    want = _crc32_bitwise(0, buf, n);
+    assert_int_equal(dlt_crc32(0, buf, n), want);
+    while (at < n) {
+        size_t k = piece < n - at ? piece : n - at;
+        got = dlt_crc32(got, buf + at, k);
+        at += k;
+        piece = piece * 3 + 1;
+    }
+    assert_int_equal(got, want);
+    free(buf);
 }
 
 static void test_roundtrip(void **state)
@@ -94,6 +133,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_names),
         cmocka_unit_test(test_crc32_reference),
+        cmocka_unit_test(test_crc32_against_definition),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_refusals),
     };
