@@ -4,15 +4,30 @@
  * what the plugin will do on a node.
  *   dltrain-topo NVML_LIB SYSFS_ROOT xml|matrix
  *   dltrain-topo NVML_LIB SYSFS_ROOT bind CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS LOCAL_RANK ALLOWED_CPUS [NIC] */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/node_name.h"
 #include "plugin/binding.h"
 #include "plugin/nccl_topo_xml.h"
 #include "plugin/nvml_loader.h"
 #include "plugin/topo_report.h"
 #include "plugin/topology.h"
+
+static const char g_usage[] =
+    "usage: dltrain-topo NVML_LIB SYSFS_ROOT matrix\n"
+    "       dltrain-topo NVML_LIB SYSFS_ROOT xml\n"
+    "       dltrain-topo NVML_LIB SYSFS_ROOT bind CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS LOCAL_RANK ALLOWED_CPUS [NIC]\n"
+    "\n"
+    "What the dltrain SPANK plugin discovers and chooses on this node, outside Slurm (any user):\n"
+    "  matrix  the GPUs, NICs and NUMA nodes and their distances (as --dl-train=verbose shows)\n"
+    "  xml     the NCCL topology file the plugin writes (NCCL_TOPO_FILE)\n"
+    "  bind    one task's GPU, CPUs and NIC for the step's GPUs and its local rank\n"
+    "NVML_LIB: normally libnvidia-ml.so.1 (the plugin's nvml_lib=); SYSFS_ROOT: normally / (sysfs_root=).\n"
+    "Example: dltrain-topo libnvidia-ml.so.1 / matrix     See dltrain-topo(8).\n";
 
 int main(int argc, char **argv)
 {
@@ -22,8 +37,12 @@ int main(int argc, char **argv)
     dlt_err err = DLT_ERR_INIT;
     int rc;
 
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(g_usage, stdout);
+        return 0;
+    }
     if (argc < 4) {
-        fprintf(stderr, "usage: dltrain-topo NVML_LIB SYSFS_ROOT xml|matrix|bind ...\n");
+        fputs(g_usage, stderr);
         return 2;
     }
     memset(&topo, 0, sizeof(topo));
@@ -51,7 +70,13 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[3], "matrix")) {
-        rc = dlt_topo_matrix(&topo, "fixture", out, sizeof(out));
+        /* the node's own name for the node's own tree, else the tree's path (a fixture) */
+        char name[256];
+        if (!strcmp(argv[2], "/"))
+            dlt_node_name(name, sizeof(name));
+        else
+            snprintf(name, sizeof(name), "%s", argv[2]);
+        rc = dlt_topo_matrix(&topo, name, out, sizeof(out));
         if (rc < 0)
             return 1;
         fputs(out, stdout);

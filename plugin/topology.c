@@ -415,6 +415,13 @@ static dlt_nic *_new_nic(dlt_topology *t, const char *root, const char *root_rea
         return NULL; /* virtual: no PCI device behind it */
     base = strrchr(rel, '/');
     base = base ? base + 1 : rel;
+    /* A device on a bus of its own below a PCI function (virtio-net: .../0000:00:03.0/virtio2, the
+     * usual NIC of a cloud VM) is that function's: its distances and NUMA node are the function's. */
+    for (int up = 0; up < 2 && !_is_bdf(base) && base != rel; up++) {
+        rel[base - rel - 1] = '\0';
+        base = strrchr(rel, '/');
+        base = base ? base + 1 : rel;
+    }
     if (!_is_bdf(base))
         return NULL;
     for (int i = 0; i < t->nnics; i++)

@@ -10,11 +10,11 @@ FX=$WORK/fixtures
 [[ -x $TOOL && -f $FAKE ]] || skip_all "dltrain-topo or the fake NVML not built"
 command -v python3 >/dev/null || skip_all "python3 missing"
 rm -rf "$FX"; mkdir -p "$FX"
-for t in lab2 c4130k dgx1 nvswitch8 pcie4 nogpu; do python3 "$DLT_SRCDIR/tests/fixtures/mktopo.py" $t "$FX/$t"; done
+for t in lab2 c4130k dgx1 nvswitch8 pcie4 nogpu cloudvm; do python3 "$DLT_SRCDIR/tests/fixtures/mktopo.py" $t "$FX/$t"; done
 T() { local t=$1; shift; DLT_FAKE_NVML=$FX/$t/nvml.txt "$TOOL" "$FAKE" "$FX/$t" "$@" 2>&1; }
 # expect NAME OUTPUT PATTERN: ok when the output contains the fixed string
 expect() { if [[ $2 == *"$3"* ]]; then ok "$1"; else not_ok "$1"; { echo "expected: $3"; echo "$2"; } | diag; fi; }
-tap_plan 27
+tap_plan 30
 
 m=$(T dgx1 matrix)
 expect "dgx1: 8 GPUs, 4 HCAs, 2 NUMA nodes" "$m" "8 GPU(s), 4 NIC(s), 2 NUMA node(s)"
@@ -97,4 +97,14 @@ check "dgx1 XML: parses, NCCL rules, 8 GPUs, 4 nets, 48 NVLink lanes" check_xml 
 check "nvswitch8 XML: NVSwitch links (0x068000), 96 lanes" check_xml "$WORK/nvswitch8.xml" 8 4 96
 check "pcie4 XML: no NVLink elements" check_xml "$WORK/pcie4.xml" 4 2 0
 check "nogpu XML: valid with no GPU" check_xml "$WORK/nogpu.xml" 0 1 0
+
+# A cloud VM's virtio-net interface (eth0 -> .../0000:00:03.0/virtio2) is its PCI function's NIC
+# (it was not seen at all); the matrix is headed with the tree's path, not "fixture"; --help.
+m=$(T cloudvm matrix)
+expect "cloudvm: the virtio-net interface is a NIC, under the tree's name" "$m" "topology of $FX/cloudvm: 0 GPU(s), 1 NIC(s), 1 NUMA node(s)"
+b=$(T cloudvm bind "" "" 0 0-1)
+expect "cloudvm: the virtio-net interface is chosen" "$b" "gpu=- pci=- cpus=0-1 numa_local=0 nic=eth0"
+h=$("$TOOL" --help 2>&1); rc=$?
+if ((rc == 0)) && [[ $h == *"usage: dltrain-topo NVML_LIB SYSFS_ROOT matrix"* && $h == *"See dltrain-topo(8)."* ]]; then ok "dltrain-topo --help: usage and the commands, status 0"
+else not_ok "dltrain-topo --help (rc=$rc)"; echo "$h" | diag; fi
 exit 0
