@@ -48,6 +48,7 @@ static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict
     dlt_loader_destroy(l);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 /* The process's address space in bytes (VmSize), or 0. */
 static size_t _vm_size(void)
 {
@@ -61,6 +62,7 @@ static size_t _vm_size(void)
         fclose(f);
     return (size_t)kb * 1024;
 }
+#endif
 
 /* Workers that cannot be started (no address space for their stacks: the first threads of this
  * process, so no stack is cached) fail the start with pthread_create's own error, EAGAIN, which it
