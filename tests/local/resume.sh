@@ -17,7 +17,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 tap_plan 13
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
-run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout 60 "$@" 2>&1); _r=$?; }
+# Bounded: 60 s, or 240 s under the sanitizers (their runs are several times slower).
+RUN_BOUND=60
+[[ ${DLT_SANITIZED:-} ]] && RUN_BOUND=240
+run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout "$RUN_BOUND" "$@" 2>&1); _r=$?; }
 
 # ---- another configuration on resume
 "$DLTRAIN" train "${SYN[@]}" --batch 8 --epochs 1 --checkpoint-dir "$WORK/a" >/dev/null 2>&1
