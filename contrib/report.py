@@ -50,9 +50,10 @@ def load(path, skip):
     use, images, seconds = throughput(rows, skip)
     m = re.match(r"(.+?)-(\d+)\.jsonl$", os.path.basename(path))
     # The shares are weighted by each interval's time, as the images per second are.
-    weigh = lambda key: sum(r.get(key, 0) * s for r, s in use) / seconds
+    # ("wait" is named "allreduce" in files of earlier versions)
+    weigh = lambda share: sum(share(r) * s for r, s in use) / seconds
     return {"file": path, "group": m.group(1) if m else "run", "ranks": use[-1][0]["ranks"], "ips": images / seconds,
-            "data": weigh("data_wait"), "wait": sum(r.get("wait", r.get("allreduce", 0)) * s for r, s in use) / seconds,
+            "data": weigh(lambda r: r.get("data_wait", 0)), "wait": weigh(lambda r: r.get("wait", r.get("allreduce", 0))),
             "loss": use[-1][0].get("loss"), "evals": evals}
 
 

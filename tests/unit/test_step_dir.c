@@ -111,15 +111,23 @@ static void _victim_intact(const fixture *fx)
     assert_int_equal(st.st_size, 10);
 }
 
+/* The step folder of step with a one-line topology file, as slurmstepd makes it: file (PATH_MAX)
+ * receives the file's path, *stale whether a left-over folder was replaced, note (NOTE_LEN) what
+ * was said about it. */
+#define NOTE_LEN 512
+static int _create(const fixture *fx, const char *step, gid_t gid, char *file, int *stale, char *note, dlt_err *err)
+{
+    return dlt_step_dir_create(fx->top, step, "nccl_topo.xml", "<system/>", 9, gid, file, PATH_MAX, stale, note,
+                               NOTE_LEN, dlt_err_fresh(err));
+}
+
 static void test_user_tree_removed_links_not_followed(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 32], note[512];
+    char file[PATH_MAX], p[PATH_MAX + 32], note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     int stale = -1;
-    assert_int_equal(dlt_step_dir_create(fx->top, "7.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
-                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
-                     0);
+    assert_int_equal(_create(fx, "7.0", getgid(), file, &stale, note, &err), 0);
     assert_int_equal(stale, 0);
     _user_tree(fx, "7.0");
     assert_int_equal(dlt_step_dir_remove(fx->top, "7.0", dlt_err_fresh(&err)), 0);
@@ -131,16 +139,14 @@ static void test_user_tree_removed_links_not_followed(void **state)
 static void test_stale_directory_of_same_id_replaced(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 32], buf[16] = "", note[512];
+    char file[PATH_MAX], p[PATH_MAX + 32], buf[16] = "", note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     int stale = 0, fd;
     ssize_t n;
     snprintf(p, sizeof(p), "%s/9.1", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
     _user_tree(fx, "9.1");
-    assert_int_equal(dlt_step_dir_create(fx->top, "9.1", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
-                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
-                     0);
+    assert_int_equal(_create(fx, "9.1", getgid(), file, &stale, note, &err), 0);
     assert_int_equal(stale, 1);
     fd = open(file, O_RDONLY);
     assert_true(fd >= 0);
@@ -212,14 +218,13 @@ static void test_any_depth_removed(void **state)
 static void test_deep_stale_does_not_block(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 32], note[512];
+    char file[PATH_MAX], p[PATH_MAX + 32], note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     int stale = 0;
     snprintf(p, sizeof(p), "%s/6.0", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
     _deep_chain(fx, "6.0", 80);
-    if (dlt_step_dir_create(fx->top, "6.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file), &stale, note,
-                            sizeof(note), dlt_err_fresh(&err)) != 0)
+    if (_create(fx, "6.0", getgid(), file, &stale, note, &err) != 0)
         fail_msg("a stale folder with an 80-level tree blocks the step: %s", err.msg);
     assert_int_equal(stale, 1);
     assert_int_equal(dlt_step_dir_remove(fx->top, "6.0", dlt_err_fresh(&err)), 0);
@@ -243,14 +248,12 @@ static void test_deep_stale_does_not_block(void **state)
 static void test_step_dir_not_user_writable(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 32], note[512];
+    char file[PATH_MAX], p[PATH_MAX + 32], note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     struct stat st;
     int stale = 0;
     gid_t gid = getuid() == 0 ? 65534 : getgid();
-    assert_int_equal(dlt_step_dir_create(fx->top, "8.0", "nccl_topo.xml", "<system/>", 9, gid, file, sizeof(file),
-                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
-                     0);
+    assert_int_equal(_create(fx, "8.0", gid, file, &stale, note, &err), 0);
     snprintf(p, sizeof(p), "%s/8.0", fx->top);
     assert_int_equal(lstat(p, &st), 0);
     assert_int_equal(st.st_uid, getuid());
@@ -308,7 +311,7 @@ static void _mkdir_owned(const char *path, mode_t mode, uid_t uid)
 static void test_foreign_folder_in_stale_tree_kept(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 300], note[512];
+    char file[PATH_MAX], p[PATH_MAX + 300], note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     struct stat st;
     int stale = 0, works = 0;
@@ -329,9 +332,7 @@ static void test_foreign_folder_in_stale_tree_kept(void **state)
     snprintf(p, sizeof(p), "%s/4.0/mine/sticky/theirs/inner/secret", fx->top);
     _write_file(p, 3);
     assert_int_equal(chown(p, 65533, 65533), 0);
-    assert_int_equal(dlt_step_dir_create(fx->top, "4.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
-                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
-                     0);
+    assert_int_equal(_create(fx, "4.0", getgid(), file, &stale, note, &err), 0);
     assert_int_equal(stale, 1);
     if (!strstr(note, "at 'theirs'") || !strstr(note, "uid 65533") || !strstr(note, "never entered"))
         fail_msg("note: %s", note);
@@ -359,14 +360,12 @@ static void test_foreign_folder_in_stale_tree_kept(void **state)
 static void test_foreign_folder_in_root_step_dir_kept(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 64], note[512];
+    char file[PATH_MAX], p[PATH_MAX + 64], note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     int stale = 0;
     if (getuid() != 0)
         skip();
-    assert_int_equal(dlt_step_dir_create(fx->top, "4.1", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
-                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
-                     0);
+    assert_int_equal(_create(fx, "4.1", getgid(), file, &stale, note, &err), 0);
     snprintf(p, sizeof(p), "%s/4.1/theirs", fx->top);
     _mkdir_owned(p, 0700, 65533);
     snprintf(p, sizeof(p), "%s/4.1/theirs/secret", fx->top);
@@ -382,7 +381,7 @@ static void test_foreign_folder_in_root_step_dir_kept(void **state)
 static void test_lift_names_taken_in_advance(void **state)
 {
     fixture *fx = *state;
-    char file[PATH_MAX], p[PATH_MAX + 64], note[512];
+    char file[PATH_MAX], p[PATH_MAX + 64], note[NOTE_LEN];
     dlt_err err = DLT_ERR_INIT;
     int stale = 0;
     snprintf(p, sizeof(p), "%s/2.0", fx->top);
@@ -397,9 +396,7 @@ static void test_lift_names_taken_in_advance(void **state)
         snprintf(p, sizeof(p), "%s/2.0/lifted-%d/x", fx->top, i);
         assert_int_equal(mkdir(p, 0700), 0);
     }
-    assert_int_equal(dlt_step_dir_create(fx->top, "2.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, sizeof(file),
-                                         &stale, note, sizeof(note), dlt_err_fresh(&err)),
-                     0);
+    assert_int_equal(_create(fx, "2.0", getgid(), file, &stale, note, &err), 0);
     assert_int_equal(stale, 1);
     if (note[0])
         fail_msg("stale tree not removed: %s", note);

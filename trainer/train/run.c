@@ -217,13 +217,7 @@ static int _open_source(dlt_run *r, dlt_source *src, const char *path, const cha
     if (dlt_recordio_path(path)) {
         /* each rank opens the file itself: whether any rank failed, and the first one's words, are
          * agreed on before the data agreement that follows (a rank that failed would not reach it) */
-        dlt_agreement a = dlt_agreement_of_comm(r->comm);
-        char node[64];
-        rc = dlt_source_open_images(src, path, labels, lc, r->err);
-        if (r->comm->size < 2)
-            return rc;
-        dlt_node_name(node, sizeof(node));
-        return dlt_agree_first_failure(&a, rc, node, r->err);
+        return dlt_run_agree_first_failure(r, dlt_source_open_images(src, path, labels, lc, r->err));
     }
     if ((rc = dlt_shared_scan_open(r->comm, path, labels, &ds, &info, r->err)) != 0)
         return rc; /* an agreed failure (every rank has the same words: rank 0 says them for all) or a lost peer */
@@ -484,6 +478,17 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc)
                                "say why): every rank stops",
                                v.f.failed, r->comm->size, v.f.failed == 1 ? "" : "s", v.f.ranks);
     return dlt_fail_agreed(r->err, -ECANCELED, "%s", "");
+}
+
+int dlt_run_agree_first_failure(dlt_run *r, int rc)
+{
+    dlt_agreement a;
+    char node[64];
+    if (r->comm->size < 2)
+        return rc;
+    a = dlt_agreement_of_comm(r->comm);
+    dlt_node_name(node, sizeof(node));
+    return dlt_agree_first_failure(&a, rc, node, r->err);
 }
 
 int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_purpose purpose, dlt_err *err)

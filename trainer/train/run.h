@@ -67,6 +67,11 @@ int dlt_run_open(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dlt_run_
  * not fail itself, or 0 when no rank failed. */
 int dlt_run_agree_on_failure(dlt_run *r, int rc);
 
+/* The outcome of work each rank did alone (a rank's own file, rank 0's checkpoint), agreed on: when
+ * some rank failed, every rank returns the lowest failing rank's status with its words ("rank R on
+ * node N: ...", marked agreed, dlt_agree_first_failure); 0 when none did. One rank: rc itself. */
+int dlt_run_agree_first_failure(dlt_run *r, int rc);
+
 /* Training time over every incarnation so far (the checkpoint's and this run's since it started),
  * and wall time since the first incarnation started, in seconds. */
 double dlt_run_train_seconds(const dlt_run *r);

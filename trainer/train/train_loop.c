@@ -219,13 +219,7 @@ static void _log(dlt_run *r, loop_state *t, const dlt_step_plan *p, const dlt_st
  * rank 0's words (status 1, not 75: no new checkpoint was written). */
 static int _save_for_stop(dlt_run *r, loop_state *t)
 {
-    dlt_agreement a = dlt_agreement_of_comm(r->comm);
-    char node[64];
-    int rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd);
-    if (r->comm->size > 1) {
-        dlt_node_name(node, sizeof(node));
-        rc = dlt_agree_first_failure(&a, rc, node, r->err);
-    }
+    int rc = dlt_run_agree_first_failure(r, dlt_run_save(r, t->step, t->step / t->spe, &t->wd));
     if (rc != 0)
         return rc;
     dlt_log(&r->log, DLT_LOG_INFO,
