@@ -29,6 +29,14 @@ fi
 while IFS= read -r step; do [[ -n $step ]] && echo "failed CI step: $step"; done <<<"${DLT_FAILED_STEPS:-}"
 extra_pass=${DLT_EXTRA_PASS:-0} extra_fail=${DLT_EXTRA_FAIL:-0}
 pass=$((pass + extra_pass)); fail=$((fail + extra_fail))
+# Where the suite's time went: the slowest test scripts and programs (tests/timed_driver.sh).
+mapfile -t timed < <(find "$dir" -name '*.seconds' -not -path '*/_build/*' 2>/dev/null)
+if ((${#timed[@]})); then
+  for f in "${timed[@]}"; do printf '%s %s\n' "$(cat "$f" 2>/dev/null)" "${f#./}"; done |
+    awk '$1 ~ /^[0-9.]+$/ {sub(/\.seconds$/, "", $2); t += $1; a[n++] = sprintf("%8.1f s  %s", $1, $2)}
+         END {if (n) printf "=== test time: %.0f s in %d tests (summed; make -j runs them side by side); the slowest:\n", t, n;
+              for (i = 0; i < n; i++) print a[i]}' | { IFS= read -r head && echo "$head"; sort -rn | head -12; }
+fi
 ((skip)) && echo "($skip skipped; see the .log files for why)"
 echo "$pass passed, $fail failed"
 ((fail == 0 && pass > 0))
