@@ -73,7 +73,7 @@ known=$({ for c in train eval bench check info env "data pack"; do "$DLTRAIN" $c
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
   [--ranks]=tests/device/run.sh [--only]=tests/local/random_damage.sh
   [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch [--kill-on-bad-exit]=contrib/sbatch/resnet50-imagenet.sbatch
-  [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch)
+  [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch [--exclusive]=contrib/sbatch/pytorch-ddp.sbatch)
 # Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's.
 OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports "
 bad=() opts=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # dltrain check, train --preflight and the straggler detection on two slurmd (CPU backend, MPI):
-# the all-reduce sums are exact and busbw follows its definition for 1, 2 and 4 ranks; a rank
+# the all-reduce sums are exact and busbw follows its definition for 2 and 4 ranks, and one rank
+# reports its sums with no bandwidth (there is no all-reduce to measure); a rank
 # pinned to a CPU that busy loops occupy (started by this test, bounded) is named, with its host, by
 # check, a rank whose compute takes 3x as long (test hook) by a short training, and no other rank
 # is; a wrong GEMM (the test-only fault hook) is named by check and by --preflight, which stops
@@ -9,7 +10,7 @@
 # and contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 18
-tap_plan 13
+tap_plan 14
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
@@ -33,7 +34,8 @@ exit \$rc
 EOF
 chmod +x "$WORK/rank.sh"
 
-# 1-3: exact sums and busbw = algbw x 2(n-1)/n (from the JSON's figures) at 1, 2 and 4 ranks.
+# 1-3: exact sums and busbw = algbw x 2(n-1)/n (from the JSON's figures) at 2 and 4 ranks; at one
+# rank the same sizes with exact sums and no time or bandwidth (null), and the note saying why.
 for shape in "-N1 -n1" "-N2 -n2" "-N2 --ntasks-per-node=2"; do
   # shellcheck disable=SC2086
   out=$(timeout 120 "${SRUN[@]}" $shape "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 --json 2>&1); rc=$?
@@ -46,16 +48,33 @@ pts = d["allreduce"]
 assert [p["bytes"] for p in pts] == [8 << i for i in range(14)], [p["bytes"] for p in pts]
 for p in pts:
     assert p["wrong"] == 0, p
+    if n == 1:
+        assert p["time_us"] is None and p["algbw_gbs"] is None and p["busbw_gbs"] is None, p
+        assert d["allreduce_note"] == "one rank: no all-reduce to measure, sums checked", d
+        continue
+    assert "allreduce_note" not in d, d
     want = p["algbw_gbs"] * 2 * (n - 1) / n
     assert abs(p["busbw_gbs"] - want) <= 1e-5 * max(want, 1e-12), (p, want)
     assert n == 1 or abs(p["algbw_gbs"] - p["bytes"] / (p["time_us"] * 1e-6) / 1e9) <= 1e-3 * p["algbw_gbs"], p
 assert all(c["exact"] for c in d["compute"]) and len(d["compute"]) == n
 EOF
-  then ok "check with $(grep -o '"ranks":[0-9]*' <<<"$json"): 14 sizes 8 B..64 KiB, every sum exact, busbw = algbw x 2(n-1)/n"
+  then ok "check with $(grep -o '"ranks":[0-9]*' <<<"$json"): 14 sizes 8 B..64 KiB, every sum exact, $([[ $shape == "-N1 -n1" ]] && echo "no bandwidth on one rank (null)" || echo "busbw = algbw x 2(n-1)/n")"
   else not_ok "check sweep ($shape, rc=$rc)"; echo "$out" | tail -8 | diag; fi
 done
 
-# 4: the table for people, with the isolation steps and the verdict.
+# 4: one rank for people: the sums, no all-reduce figures, said why; --preflight's one line the same.
+out=$(timeout 120 "${SRUN[@]}" -N1 -n1 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 2>&1); rc=$?
+pre=$(timeout 120 "${SRUN[@]}" -N1 -n1 "$DLTRAIN" train --synthetic --arch resnet18 --width 0.25 --image-size 32 \
+  --classes 4 --batch 8 --synthetic-size 64 --steps 1 --preflight 2>&1); prc=$?
+if ((rc == 0 && prc == 0)) &&
+  grep -qx 'all-reduce: one rank, no all-reduce to measure (bandwidth needs two ranks or more); sums at 14 size(s), 8 to 65536 bytes: exact' <<<"$out" &&
+  ! grep -q 'GB/s' <<<"$out" && grep -q '^verdict: healthy (exit status 0)' <<<"$out" &&
+  grep -q '^dltrain: preflight healthy: GEMM .* TFLOP/s (fp32, 1 rank, every result exact); one rank: no all-reduce to measure$' <<<"$pre" &&
+  ! grep -q 'busbw' <<<"$pre"; then
+  ok "one rank: check and --preflight say there is no all-reduce to measure (sums exact), no GB/s figure"
+else not_ok "one rank (check rc=$rc, preflight rc=$prc)"; { echo "$out"; echo "$pre"; } | grep -v 'step [0-9]*/' | tail -12 | diag; fi
+
+# 5: the table for people, with the isolation steps and the verdict.
 out=$(timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 2>&1); rc=$?
 if ((rc == 0)) && grep -q '^compute:' <<<"$out" && grep -q '^all-reduce (4 ranks, mpi' <<<"$out" &&
   grep -q 'within n1 .*expected link: shared memory' <<<"$out" && grep -q 'across nodes .*busbw' <<<"$out" &&
@@ -63,7 +82,7 @@ if ((rc == 0)) && grep -q '^compute:' <<<"$out" && grep -q '^all-reduce (4 ranks
   ok "-N2 --ntasks-per-node=2: compute table, sweep, within-node and across-node figures, verdict healthy"
 else not_ok "check table (rc=$rc)"; echo "$out" | tail -12 | diag; fi
 
-# 5: site thresholds: every rank below --min-tflops, the sweep and the cross-node figure below
+# 6: site thresholds: every rank below --min-tflops, the sweep and the cross-node figure below
 # --min-busbw: degraded (3), each named.
 out=$(timeout 120 "${SRUN[@]}" -N2 -n2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 --min-tflops 1000 --min-busbw 1000 2>&1); rc=$?
 if ((rc == 3)) && grep -q 'verdict: degraded (exit status 3)' <<<"$out" &&
@@ -73,7 +92,7 @@ if ((rc == 3)) && grep -q 'verdict: degraded (exit status 3)' <<<"$out" &&
   ok "--min-tflops / --min-busbw: both ranks, the sweep and the cross-node figure named, exit 3"
 else not_ok "site thresholds (rc=$rc)"; echo "$out" | grep -v '^ *[0-9]* *3 ' | tail -8 | diag; fi
 
-# 6: a real straggler in check: rank 1 (on n2) shares CPU 1 with three busy loops.
+# 7: a real straggler in check: rank 1 (on n2) shares CPU 1 with three busy loops.
 rm -f "$WORK"/rc.*
 out=$(DLT_SLOW_RANK=1 timeout 120 "${SRUN[@]}" -N2 -n2 "$WORK/rank.sh" "$DLTRAIN" "${CHECK[@]}" 2>&1)
 if [[ $(cat "$WORK/rc.0" "$WORK/rc.1" 2>/dev/null | tr '\n' ' ') == "3 3 " ]] &&
@@ -82,7 +101,7 @@ if [[ $(cat "$WORK/rc.0" "$WORK/rc.1" 2>/dev/null | tr '\n' ' ') == "3 3 " ]] &&
   ok "check names the busy CPU's rank (rank 1, host n2, cpu 1) and only it; every rank exits 3 (degraded)"
 else not_ok "straggler in check"; echo "$out" | grep -v '^ *[0-9]* *20 ' | tail -10 | diag; cat "$WORK"/rc.* 2>/dev/null | diag; fi
 
-# 7: a straggler in a short training: named in the log, as a metrics event, in the summary. Rank 1's
+# 8: a straggler in a short training: named in the log, as a metrics event, in the summary. Rank 1's
 # compute takes 3x as long (the test hook sleeps the difference each step): busy loops as in 6 made
 # it only ~1.2x slower when other tests loaded the machine (the scheduler moves their threads off
 # the busy CPU, onto rank 0's), below the 1.15x bound for three intervals in a row.
@@ -100,14 +119,14 @@ else not_ok "straggler in training (rc=$rc)"; echo "$out" | grep -v 'step [0-9]*
 else ok "$NO_HOOKS: DLT_TEST_SLOW_COMPUTE"; fi
 
 if have_test_hooks; then
-# 8: a wrong GEMM on rank 2 (test-only fault hook): check names it and exits 4 (broken).
+# 9: a wrong GEMM on rank 2 (test-only fault hook): check names it and exits 4 (broken).
 out=$(DLT_TEST_FAULT_GEMM_RANK=2 timeout 120 "${SRUN[@]}" -N2 --ntasks-per-node=2 "$DLTRAIN" "${CHECK[@]}" --min-fraction 0 2>&1); rc=$?
 if ((rc == 4)) && grep -q 'verdict: broken (exit status 4)' <<<"$out" &&
   grep -q 'rank 2 (host n2, local rank 0, cpu [0-9,-]*): GEMM result wrong: C\[128\]\[85\] = .*, exact' <<<"$out"; then
   ok "wrong GEMM on rank 2: check names rank 2 on n2 with the entry and its exact value, exit 4"
 else not_ok "wrong GEMM in check (rc=$rc)"; echo "$out" | tail -6 | diag; fi
 
-# 9-10: --preflight with the wrong GEMM on rank 3: every rank stops with 4 before the first step,
+# 10-11: --preflight with the wrong GEMM on rank 3: every rank stops with 4 before the first step,
 # within seconds, and rank 3 says it in its own words.
 rm -f "$WORK"/rc.*
 start=$(date +%s.%N)
@@ -125,7 +144,7 @@ else not_ok "failing rank's own message"; echo "$out" | tail -6 | diag; fi
 else
   for _ in $(seq 3); do ok "$NO_HOOKS: DLT_TEST_FAULT_GEMM_RANK"; done
 fi
-# 12: progress and the time budget: rank 0 says up front what it will do and how long it may take,
+# 13: progress and the time budget: rank 0 says up front what it will do and how long it may take,
 # then a line per phase (and per size from 1 MiB); --seconds 4 stops the default sweep (to 256 MiB)
 # before a size it has no time for, isolation runs at a size that fits, and the whole check ends
 # in about that time (plus the launch).
@@ -142,7 +161,7 @@ if ((rc == 0 && took <= 30)) && grep -q '^dltrain check: \[ *0.0 s\] 4 rank(s) o
 else not_ok "check budget and progress (rc=$rc, ${took} s, last line at ${last:-?} s)"; echo "$out" | tail -12 | diag; fi
 
 if have_test_hooks; then
-# 11: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
+# 12: the sbatch template: the check names the node of rank 1 (wrong GEMM in the first run only),
 # the job excludes it and requeues itself (Slurm then holds it two minutes: cancelled here).
 cat > "$WORK/fault-once.sh" <<EOF
 #!/bin/sh
@@ -163,7 +182,7 @@ if [[ -n $node ]] && grep -q "excluding $node and requeueing" "$WORK/sb/job.out"
   grep -q 'Restarts=1' <<<"$show" && grep -q '"named_hosts":\["'"$node"'"\]' "$WORK/sb/check.json"; then
   ok "health-check-train.sbatch: the check names $node (rank 1's wrong GEMM), the job excludes it and requeues itself"
 else not_ok "sbatch exclude and requeue (node '$node')"; tail -6 "$WORK/sb/job.out" | diag; grep -o 'ExcNodeList=[^ ]*\|Restarts=[0-9]*' <<<"$show" | diag; fi
-# 13: the same on -N2 of this 2-node cluster: excluding the named node would leave 1 node for a job
+# 14: the same on -N2 of this 2-node cluster: excluding the named node would leave 1 node for a job
 # that needs 2, pending forever: the template says so and ends instead of requeueing.
 rm -rf "$WORK/sb2"; mkdir -p "$WORK/sb2"
 jid=$(sbatch --parsable -N2 --ntasks-per-node=1 --gpus-per-node=1 -o "$WORK/sb2/job.out" \

@@ -8,13 +8,16 @@
 # port (--resv-ports=0) works too; a user's own MASTER_PORT is used as given; two steps of one
 # allocation on the same nodes at the same time both finish, with reserved and with derived ports;
 # dltrain train on the CPU backend runs under gpus=none; the PyTorch job template runs through
-# sbatch, and so does a job script with a bare `#SBATCH --dl-train`; a step without GPUs and without
-# gpus=none is still refused. Needs DLT_TORCH_PYTHON with torch (contrib/install-torch.sh).
+# sbatch with no CPU count given (each task gets the node's CPUs / its tasks there), and so does a
+# job script with a bare `#SBATCH --dl-train`; a step without GPUs and without gpus=none is still
+# refused; doc/pytorch.md's torchrun recipe (one task per node, two workers each, gpus=step,bind=none)
+# trains, every worker on the task's whole CPU set, where the default binding would put both workers
+# on the first GPU's NUMA node. Needs DLT_TORCH_PYTHON with torch (contrib/install-torch.sh).
 . "$(dirname "$0")/lib.sh"
 PY=${DLT_TORCH_PYTHON:-/opt/torchvenv/bin/python}
 "$PY" -c 'import torch.distributed' 2>/dev/null || skip_all "no Python with torch (set DLT_TORCH_PYTHON; contrib/install-torch.sh)"
 cluster_up 2 12
-tap_plan 10
+tap_plan 12
 SCRIPT=$DLT_SRCDIR/tests/torch/ddp_contract.py
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 export GLOO_SOCKET_IFNAME=lo # every "node" is this machine; the plugin leaves gloo's interface to the user
@@ -77,14 +80,20 @@ else not_ok "dltrain train under gpus=none (rc=$rc)"; echo "$out" | tail -8 | di
 
 # The job template, as a user submits it (its sizes scaled to this cluster), with this program.
 rm -f "$WORK/ddp.out"
+# No CPU count on the command line: the template's own request must fit these small nodes, and
+# each task gets the node's CPUs (as slurm.conf gives them) over its 2 tasks.
+node_cpus=$(scontrol show node n1 | grep -o 'CPUTot=[0-9]*' | cut -d= -f2)
 job=$(cd "$WORK" && PATH=$DLT_BUILDDIR/trainer:$PATH PYTHON=$PY SCRIPT=$SCRIPT timeout 30 sbatch --parsable -N2 \
-  --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 --output="$WORK/ddp.out" \
+  --ntasks-per-node=2 --gpus-per-node=2 --output="$WORK/ddp.out" \
   "$DLT_SRCDIR/contrib/sbatch/pytorch-ddp.sbatch" 2>&1)
 for _ in $(seq 180); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 1; done
 out=$(cat "$WORK/ddp.out" 2>/dev/null)
-if why=$(ddp_ok "$out" 4) && [[ $out == *"the contract agrees with PMIx's ranks"* ]]; then
-  ok "contrib/sbatch/pytorch-ddp.sbatch through sbatch (2 nodes x 2 GPUs): dltrain env's contract check, then DDP: $why"
-else not_ok "pytorch-ddp.sbatch (job $job)"; echo "$out" | tail -20 | diag; fi
+cpt=$((${node_cpus:-0} / 2))
+if ((cpt >= 1)) && why=$(ddp_ok "$out" 4) && [[ $out == *"the contract agrees with PMIx's ranks"* ]] &&
+   [[ $out == *"pytorch-ddp.sbatch: 2 task(s) per node, $cpt CPU(s) each (the job holds $node_cpus on n1)"* ]] &&
+   [[ $(grep -c "^ddp .* cpt=$cpt\$" <<<"$out") == 4 ]]; then
+  ok "contrib/sbatch/pytorch-ddp.sbatch through sbatch (2 nodes x 2 GPUs, no --cpus-per-task given): $cpt of the node's $node_cpus CPUs per task, dltrain env's contract check, then DDP: $why"
+else not_ok "pytorch-ddp.sbatch (job $job, nodes of ${node_cpus:-?} CPUs)"; echo "$out" | tail -20 | diag; fi
 
 # `#SBATCH --dl-train` with no value: Slurm hands it to srun as "(null)", which must mean "no options".
 cat >"$WORK/bare.sbatch" <<'SH'
@@ -100,6 +109,41 @@ out=$(cat "$WORK/bare.out" 2>/dev/null)
 if [[ $(grep -c "opts=bind=closest,gpus=task,nccl=auto,nic=auto rank=[01]" <<<"$out") == 2 && $out != *"(null)"* ]]; then
   ok "#SBATCH --dl-train with no value: the job's steps get the site defaults and the contract"
 else not_ok "#SBATCH --dl-train with no value (job $job)"; echo "$out" | diag; fi
+
+# doc/pytorch.md's torchrun recipe, scaled to 2 GPUs and 2 workers per node. Reference: the CPUs a
+# task of the same shape gets from Slurm without --dl-train.
+cpus_of='import os; print(",".join(str(c) for c in sorted(os.sched_getaffinity(0))))'
+slurm_set=$(timeout 60 srun --quiet -N2 --ntasks-per-node=1 -c "${node_cpus:-1}" "$PY" -c "$cpus_of" 2>&1 | sort -u)
+TORCHRUN='exec '"$(dirname "$PY")"'/torchrun --nnodes=$SLURM_NNODES --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT '"$SCRIPT"
+# torchrun_ok OUTPUT: 4 workers (2 per node) with ranks 0..3, one weight checksum, the sum over 4.
+torchrun_ok() {
+  python3 - "$1" <<'PYEOF'
+import re, sys
+rows = [dict(re.findall(r"(\w+)=(\S+)", l)) for l in sys.argv[1].splitlines() if l.startswith("ddp ")]
+ok = (len(rows) == 4 and sorted(int(r["rank"]) for r in rows) == [0, 1, 2, 3] and all(int(r["world"]) == 4 and int(r["sum"]) == 6 for r in rows)
+      and sorted(r["local"] for r in rows) == ["0/2", "0/2", "1/2", "1/2"] and len({r["weights"] for r in rows}) == 1)
+print("workers %d, CPUs %s" % (len(rows), sorted({r.get("cpus") for r in rows})))
+sys.exit(0 if ok else 1)
+PYEOF
+}
+for bind in none closest; do
+  opts=gpus=step; [[ $bind == none ]] && opts=gpus=step,bind=none
+  out=$(timeout 240 srun --quiet -N2 --ntasks-per-node=1 -c "${node_cpus:-1}" --gpus-per-node=2 --mpi=pmix \
+    --dl-train=$opts bash -c "$TORCHRUN" 2>&1); rc=$?
+  why=$(torchrun_ok "$out"); tr_rc=$?
+  worker_sets=$(grep '^ddp ' <<<"$out" | grep -o 'cpus=[^ ]*' | cut -d= -f2 | sort -u)
+  if [[ $bind == none ]]; then
+    if ((rc == 0 && tr_rc == 0)) && [[ -n $slurm_set && $(wc -l <<<"$slurm_set") == 1 && $worker_sets == "$slurm_set" ]]; then
+      ok "torchrun recipe (--dl-train=gpus=step,bind=none, 2 nodes x 1 task x 2 workers): DDP trains, every worker on the task's whole CPU set ($slurm_set, as Slurm gives it): $why"
+    else not_ok "torchrun recipe with bind=none (rc=$rc, workers on '${worker_sets//$'\n'/ }', Slurm's set '${slurm_set//$'\n'/ }')"; echo "$out" | tail -20 | diag; fi
+  else
+    # What the recipe's bind=none is for: the default binding pins the one task, and with it both
+    # of its workers, to the first GPU's NUMA node (CPU 0 of the lab2 fixture).
+    if ((rc == 0 && tr_rc == 0)) && [[ $worker_sets == 0 && $slurm_set != 0 ]]; then
+      ok "the same recipe without bind=none: both workers of each node share the first GPU's NUMA CPUs ($worker_sets of $slurm_set), what the recipe's bind=none avoids"
+    else not_ok "torchrun with the default binding (rc=$rc, workers on '${worker_sets//$'\n'/ }')"; echo "$out" | tail -20 | diag; fi
+  fi
+done
 
 out=$(timeout 60 srun --quiet -N1 --mpi=pmix --dl-train true 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"needs GPUs"* && $out == *"--dl-train=gpus=none"* ]]; then

@@ -3,7 +3,8 @@
 """ddp_contract: a torch.distributed program with no launcher code: init_process_group from env://
 alone (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from srun --dl-train), three DDP steps of a small
 model on gloo, an all-reduce of the ranks. Prints one line per rank: its rank, the contract it was
-given, the reduced sum and a checksum of the weights (equal on every rank after DDP)."""
+given, the reduced sum, a checksum of the weights (equal on every rank after DDP), the CPUs it may
+run on (os.sched_getaffinity) and the CPUs per task Slurm gave (SLURM_CPUS_PER_TASK)."""
 import os
 import sys
 
@@ -27,9 +28,10 @@ def main():
     t = torch.tensor([float(rank)])
     dist.all_reduce(t)
     weights = sum(p.double().sum().item() for p in model.parameters())
-    print("ddp rank=%d world=%d procid=%s local=%s/%s group=%s sum=%d weights=%.12f master=%s:%s" % (
+    print("ddp rank=%d world=%d procid=%s local=%s/%s group=%s sum=%d weights=%.12f master=%s:%s cpus=%s cpt=%s" % (
         rank, world, os.environ.get("SLURM_PROCID"), os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE"),
-        os.environ.get("GROUP_RANK"), int(t.item()), weights, os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
+        os.environ.get("GROUP_RANK"), int(t.item()), weights, os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],
+        ",".join(str(c) for c in sorted(os.sched_getaffinity(0))), os.environ.get("SLURM_CPUS_PER_TASK", "-")),
         flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -453,9 +453,20 @@ static void _print_table(const dlt_check_config *cfg, const _rank_rec *all, int 
                 : all[i].wrong ? "WRONG"
                                : "exact");
     }
-    fprintf(out, "all-reduce (%d ranks, %s, float32 sum):\n  %12s %6s %12s %11s %11s %6s\n", n, comm_name, "bytes",
-            "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
-    for (int i = 0; i < np; i++)
+    if (n == 1) {
+        /* One rank exchanges nothing: a time would measure a local copy, not a link. */
+        long long wrong = 0;
+        for (int i = 0; i < np; i++)
+            wrong += pts[i].wrong;
+        fprintf(out, "all-reduce: one rank, no all-reduce to measure (bandwidth needs two ranks or more)");
+        if (np > 0)
+            fprintf(out, "; sums at %d size(s), %zu to %zu bytes: %s", np, pts[0].bytes, pts[np - 1].bytes,
+                    wrong ? "WRONG" : "exact");
+        fprintf(out, "\n");
+    } else
+        fprintf(out, "all-reduce (%d ranks, %s, float32 sum):\n  %12s %6s %12s %11s %11s %6s\n", n, comm_name, "bytes",
+                "iters", "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
+    for (int i = 0; n > 1 && i < np; i++)
         fprintf(out, "  %12zu %6d %12.1f %11.4g %11.4g %6lld\n", pts[i].bytes, pts[i].iters, pts[i].seconds * 1e6,
                 pts[i].algbw, pts[i].busbw, pts[i].wrong);
     if (iso) {
@@ -512,11 +523,18 @@ static void _print_json(const _rank_rec *all, int n, const char *comm_name, cons
                 all[i].seconds, !all[i].failed && !all[i].wrong ? "true" : "false");
     }
     fprintf(out, "],\"allreduce\":[");
-    for (int i = 0; i < np; i++)
+    /* One rank: the sums only, the times left out as null (a local copy, not a link). */
+    for (int i = 0; n == 1 && i < np; i++)
+        fprintf(out,
+                "%s{\"bytes\":%zu,\"iters\":%d,\"time_us\":null,\"algbw_gbs\":null,\"busbw_gbs\":null,\"wrong\":%lld}",
+                i ? "," : "", pts[i].bytes, pts[i].iters, pts[i].wrong);
+    for (int i = 0; n > 1 && i < np; i++)
         fprintf(
             out, "%s{\"bytes\":%zu,\"iters\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6g,\"busbw_gbs\":%.6g,\"wrong\":%lld}",
             i ? "," : "", pts[i].bytes, pts[i].iters, pts[i].seconds * 1e6, pts[i].algbw, pts[i].busbw, pts[i].wrong);
     fprintf(out, "]");
+    if (n == 1)
+        fprintf(out, ",\"allreduce_note\":\"one rank: no all-reduce to measure, sums checked\"");
     if (iso) {
         fprintf(out, ",\"isolation\":{\"bytes\":%zu,\"within_node\":[", iso->bytes);
         for (int i = 0, first = 1; i < iso->nodes; i++)
@@ -584,7 +602,12 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
     _nic_class(me.nic, sizeof(me.nic));
     _size_name(cfg->min_bytes, lo, sizeof(lo));
     _size_name(max_bytes, hi, sizeof(hi));
-    if (cfg->budget_s > 0)
+    if (n == 1)
+        _say(cfg, comm, 0,
+             "1 rank on 1 node: GEMM %d x %d; one rank: no all-reduce to measure (its sums are still checked, %s "
+             "to %s)",
+             gemm_n, gemm_n, lo, hi);
+    else if (cfg->budget_s > 0)
         _say(cfg, comm, 0,
              "%d rank(s) on %d node(s), %s: GEMM %d x %d per rank, all-reduce %s to %s%s; expect at most "
              "about %.0f s (--seconds)",
@@ -652,6 +675,11 @@ int dlt_check_run(const dlt_check_config *cfg, dltpmix_ctx *px, dlt_comm *comm, 
         else if (cfg->quiet && v.status != DLT_CHECK_HEALTHY)
             for (int i = 0; i < v.nlines; i++)
                 fprintf(out, "dltrain: preflight %s: %s\n", _status_name(v.status), v.lines[i]);
+        else if (cfg->quiet && n == 1)
+            fprintf(out,
+                    "dltrain: preflight healthy: GEMM %.4g TFLOP/s (%s, 1 rank, every result exact); one rank: no "
+                    "all-reduce to measure\n",
+                    all[0].tflops, all[0].dtype);
         else if (cfg->quiet)
             fprintf(out,
                     "dltrain: preflight healthy: GEMM %.4g TFLOP/s (%s, %d rank(s), every result exact), "

@@ -65,6 +65,11 @@ int dlt_cmd_info(int argc, char **argv)
     printf("%s: %d layers, %zu parameters, %.3g GFLOPs per image (forward multiply-adds, as torchvision counts) at "
            "%dx%d, %d classes\n",
            cfg.arch, m.nlayers, m.nparams, (double)m.macs * 1e-9, cfg.image, cfg.image, cfg.classes);
+    {
+        char note[256];
+        if (dlt_model_torchvision_note(&cfg, note, sizeof(note)))
+            printf("note: %s\n", note);
+    }
     dlt_model_free(&m);
     return 0;
 }

@@ -21,6 +21,17 @@ static const _depth_row g_depths[] = {
     {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
 };
 
+const char *dlt_model_torchvision_note(const dlt_model_config *cfg, char *buf, size_t len)
+{
+    if (cfg->width == 1.0f || !buf || len == 0)
+        return NULL;
+    snprintf(buf, len,
+             "a --width %g model: torchvision cannot load its checkpoints (torchvision's resnet%d() has no width "
+             "multiplier, so its channel counts differ); load them with dltrain (eval, --init, --resume)",
+             (double)cfg->width, cfg->depth);
+    return buf;
+}
+
 int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, dlt_err *err)
 {
     int depth = 0, v1 = 0;

@@ -72,6 +72,11 @@ typedef struct {
 int dlt_model_build(dlt_model *m, const dlt_model_config *cfg, dlt_err *err);
 void dlt_model_free(dlt_model *m);
 
+/* For a model of width other than 1: one sentence saying torchvision cannot load its checkpoints
+ * (torchvision's ResNets have no width multiplier: the channel counts differ), written to buf.
+ * NULL for width 1, whose checkpoints torchvision loads. */
+const char *dlt_model_torchvision_note(const dlt_model_config *cfg, char *buf, size_t len);
+
 /* Parses "resnet50", "resnet50-v1", "resnet18", ... into cfg->arch/depth/v1. */
 int dlt_model_parse_arch(const char *arch, dlt_model_config *cfg, dlt_err *err);
 

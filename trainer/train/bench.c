@@ -126,27 +126,120 @@ static int _measure_input(dlt_run *r, const dlt_bench_config *b, double *seconds
     return 0;
 }
 
+/* The one measured per-GPU rate: ResNet-50 (v1.5, width 1) at 224x224, 1000 classes, on an H200
+ * with this trainer (tests/device/go.sh --only ops,bench; doc/gpu.md), by precision. fp32 and tf32
+ * were not measured. */
+#define DLT_REF_FP16_IPS 7138.0
+#define DLT_REF_BF16_IPS 6588.0
+
+typedef enum { DLT_PER_GPU_NONE, DLT_PER_GPU_GIVEN, DLT_PER_GPU_MEASURED, DLT_PER_GPU_ESTIMATE } dlt_per_gpu_from;
+
+typedef struct {
+    dlt_per_gpu_from from;
+    double ips;              /* images/s one GPU trains at (0: none) */
+    double ref_ips;          /* the measured reference it comes from */
+    double ref_gflop, gflop; /* forward GFLOP per image of the reference and of the run's model */
+} dlt_per_gpu;
+
+/* The images/s per GPU that "feeds N GPUs" compares with: --per-gpu as given; else the measured
+ * reference for the run's precision, as measured for the reference model itself (any class count) and scaled by
+ * forward FLOPs per image for any other model or size (an estimate: small images run below the
+ * FLOPs ratio on a GPU); none for fp32 and tf32. */
+static dlt_per_gpu _per_gpu(const dlt_train_config *c, const dlt_bench_config *b)
+{
+    dlt_per_gpu g = {DLT_PER_GPU_NONE, 0, 0, 0, 0};
+    dlt_model_config ref, run = c->model;
+    dlt_model mr, mm;
+    dlt_err err = DLT_ERR_INIT;
+    if (b->per_gpu > 0) {
+        g.from = DLT_PER_GPU_GIVEN;
+        g.ips = b->per_gpu;
+        return g;
+    }
+    g.ref_ips = c->backend.precision == DLT_PREC_FP16   ? DLT_REF_FP16_IPS
+                : c->backend.precision == DLT_PREC_BF16 ? DLT_REF_BF16_IPS
+                                                        : 0;
+    if (g.ref_ips == 0)
+        return g;
+    memset(&ref, 0, sizeof(ref));
+    if (dlt_model_parse_arch("resnet50", &ref, &err) != 0)
+        return g;
+    ref.width = 1.0f;
+    ref.image = 224;
+    ref.classes = 1000;
+    ref.batch = run.batch = 1;
+    if (dlt_model_build(&mr, &ref, &err) != 0)
+        return g;
+    if (dlt_model_build(&mm, &run, &err) == 0) {
+        g.ref_gflop = (double)mr.macs * 1e-9;
+        g.gflop = (double)mm.macs * 1e-9;
+        /* The class count changes only the classifier (0.05% of ResNet-50's FLOPs at 1000). */
+        if (!run.v1 && run.depth == 50 && run.width == 1.0f && run.image == 224) {
+            g.from = DLT_PER_GPU_MEASURED;
+            g.ips = g.ref_ips;
+        } else if (mm.macs > 0) {
+            g.from = DLT_PER_GPU_ESTIMATE;
+            g.ips = g.ref_ips * (double)mr.macs / (double)mm.macs;
+        }
+        dlt_model_free(&mm);
+    }
+    dlt_model_free(&mr);
+    return g;
+}
+
+static const char *_per_gpu_from_name(dlt_per_gpu_from f)
+{
+    return f == DLT_PER_GPU_GIVEN      ? "given"
+           : f == DLT_PER_GPU_MEASURED ? "measured"
+           : f == DLT_PER_GPU_ESTIMATE ? "estimate"
+                                       : "none";
+}
+
 static void _report_input(const dlt_run *r, const dlt_bench_config *b, double el, int64_t bad)
 {
     const dlt_train_config *c = &r->cfg;
     double ips = (double)b->iters * c->model.batch * r->comm->size / el;
     int workers = c->workers > 0 ? c->workers : 1;
+    const char *prec = dlt_precision_name(c->backend.precision);
+    dlt_per_gpu g;
     if (r->comm->rank != 0)
         return;
+    g = _per_gpu(c, b);
     if (b->json) {
         printf("{\"mode\":\"input\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"workers\":%d,\"iters\":%d,"
-               "\"images_per_s\":%.3f,\"per_rank\":%.3f,\"per_worker\":%.3f,\"per_gpu\":%.1f,\"gpus_fed\":%.3f,"
-               "\"bad_images\":%lld,\"synthetic\":%s}\n",
+               "\"images_per_s\":%.3f,\"per_rank\":%.3f,\"per_worker\":%.3f,",
                c->model.image, c->model.batch, r->comm->size, workers, b->iters, ips, ips / r->comm->size,
-               ips / r->comm->size / workers, b->per_gpu, ips / b->per_gpu, (long long)bad, c->data ? "false" : "true");
+               ips / r->comm->size / workers);
+        if (g.ips > 0)
+            printf("\"per_gpu\":%.1f,\"gpus_fed\":%.3f,", g.ips, ips / g.ips);
+        else
+            printf("\"per_gpu\":null,\"gpus_fed\":null,");
+        printf("\"per_gpu_from\":\"%s\",\"precision\":\"%s\",\"bad_images\":%lld,\"synthetic\":%s}\n",
+               _per_gpu_from_name(g.from), prec, (long long)bad, c->data ? "false" : "true");
     } else {
         printf("dltrain: bench input path %dx%d%s, batch %d x %d rank(s), %d worker(s) per rank: %.1f images/s "
                "(%.1f per rank, %.1f per worker)\n",
                c->model.image, c->model.image, c->data ? "" : " (generated images, not decoded)", c->model.batch,
                r->comm->size, workers, ips, ips / r->comm->size, ips / r->comm->size / workers);
-        printf("dltrain: that feeds %.2f GPU(s) at %.0f images/s each (--per-gpu); %d worker(s) per GPU would "
-               "be needed\n",
-               ips / b->per_gpu, b->per_gpu, (int)(b->per_gpu / (ips / r->comm->size / workers) + 0.999));
+        if (g.from == DLT_PER_GPU_NONE)
+            printf("dltrain: no per-GPU rate is known for %s (one was measured for fp16 and bf16 only): pass "
+                   "--per-gpu N, the images/s one GPU trains %s %dx%d %s at (dltrain bench there), to see how many "
+                   "GPUs this input path feeds\n",
+                   prec, c->model.arch, c->model.image, c->model.image, prec);
+        else {
+            printf("dltrain: that feeds %.2f GPU(s) at %s%.0f images/s each (", ips / g.ips,
+                   g.from == DLT_PER_GPU_ESTIMATE ? "about " : "", g.ips);
+            if (g.from == DLT_PER_GPU_GIVEN)
+                printf("--per-gpu");
+            else if (g.from == DLT_PER_GPU_MEASURED)
+                printf("ResNet-50 224x224 %s on an H200, measured with this trainer; --per-gpu N for another GPU",
+                       prec);
+            else
+                printf("an estimate for %s %dx%d %s: ResNet-50 224x224 %s on an H200, %.0f images/s measured, scaled "
+                       "by forward GFLOP per image %.3g / %.3g; --per-gpu N for a measured rate",
+                       c->model.arch, c->model.image, c->model.image, prec, prec, g.ref_ips, g.ref_gflop, g.gflop);
+            printf("); %d worker(s) per GPU would be needed\n", (int)(g.ips / (ips / r->comm->size / workers) + 0.999));
+        }
         if (bad > 0)
             printf("dltrain: %lld unreadable image(s) were skipped: the figure counts the images read in their "
                    "place\n",

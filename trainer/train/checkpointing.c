@@ -219,7 +219,14 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err)) != 0)
         return dlt_fail_prefix(r->err, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
-    dlt_log(&r->log, DLT_LOG_INFO, "checkpoint %s (step %" PRId64 ")", path, step);
+    {
+        /* --verbose: the line also says when torchvision cannot load the file (a width multiplier). */
+        char note[256];
+        const char *tv =
+            r->log.level >= DLT_LOG_VERBOSE ? dlt_model_torchvision_note(&c->model, note, sizeof(note)) : NULL;
+        dlt_log(&r->log, DLT_LOG_INFO, "checkpoint %s (step %" PRId64 ")%s%s", path, step, tv ? "; " : "",
+                tv ? tv : "");
+    }
     if (c->keep_checkpoints > 0) {
         char said[512];
         dlt_err why = DLT_ERR_INIT;
