@@ -169,7 +169,7 @@ int dlt_cmd_env(int argc, char **argv)
     dlt_agreement a;
     char node[64];
     dlt_err err = DLT_ERR_INIT;
-    int opt, rc = 1, next, contract_bad;
+    int opt, rc = 1, next, contract_bad, topo_bad;
     long long sum;
 
     memset(&o, 0, sizeof(o));
@@ -262,7 +262,8 @@ int dlt_cmd_env(int argc, char **argv)
         }
     }
     /* Every rank holds every rank's report: each decides alike, rank 0 says why. */
-    contract_bad = _contract_check(all, info->size, info->rank == 0) + _topo_check(all, info->size, info->rank == 0);
+    contract_bad = _contract_check(all, info->size, info->rank == 0);
+    topo_bad = _topo_check(all, info->size, info->rank == 0);
     if (info->rank == 0 && contract_bad == 0)
         printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
                strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");
@@ -271,6 +272,11 @@ int dlt_cmd_env(int argc, char **argv)
                 "dltrain: the torch.distributed contract is wrong in %d place(s) (above): a program using "
                 "env:// would join the wrong ranks; exit status %d\n",
                 contract_bad, DLT_EXIT_FAILED);
+    if (info->rank == 0 && topo_bad)
+        fprintf(stderr,
+                "dltrain: %d rank(s) cannot read their NCCL_TOPO_FILE (above): NCCL would run on a topology of its "
+                "own guess; exit status %d\n",
+                topo_bad, DLT_EXIT_FAILED);
 
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
     {
@@ -296,7 +302,7 @@ int dlt_cmd_env(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    rc = contract_bad ? DLT_EXIT_FAILED : 0;
+    rc = contract_bad || topo_bad ? DLT_EXIT_FAILED : 0;
 out:
     dlt_comm_destroy(comm);
     free(claims);
