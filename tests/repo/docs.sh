@@ -74,8 +74,8 @@ declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py 
   [--ranks]=tests/device/run.sh [--only]=tests/local/random_damage.sh
   [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch [--kill-on-bad-exit]=contrib/sbatch/resnet50-imagenet.sbatch
   [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch)
-# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's.
-OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports "
+# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, Apptainer's.
+OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --contain --containall "
 bad=() opts=0
 for f in "${DOCS[@]}"; do
   while IFS= read -r o; do
