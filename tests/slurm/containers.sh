@@ -31,7 +31,7 @@ HIDE='mount -t tmpfs tmpfs /run'
 BIND="mkdir -p $WORK/stash.\$SLURMD_NODENAME && mount --bind $TOPO $WORK/stash.\$SLURMD_NODENAME && $HIDE && mkdir -p $TOPO && mount -o bind,ro $WORK/stash.\$SLURMD_NODENAME $TOPO"
 
 # 1. The host's namespace: the reference (the file is there and valid for this step).
-out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=2 --dl-train bash -c "echo \$NCCL_TOPO_FILE; $PARSE" 2>&1); rc=$?
+out=$(timeout 60 srun --quiet -w n1 -N1 -n1 --gpus-per-node=2 --dl-train bash -c "echo \$NCCL_TOPO_FILE; $PARSE" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == "$TOPO/n1/"*"/nccl_topo.xml"$'\nsystem 4 3' ]]; then ok "host namespace: NCCL_TOPO_FILE under topo_dir=$TOPO/%n parses (4 GPUs, 3 NICs)"
 else not_ok "host namespace reference (rc=$rc)"; echo "$out" | diag; fi
 
@@ -55,7 +55,7 @@ else not_ok "hidden /run with the bind (rc=$rc)"; echo "$out" | diag; fi
 
 # 4. dltrain's GPU startup says it once per node (train --backend cuda on a GPU-less machine stops
 # later, at the CUDA check; the line comes first).
-out=$(timeout 90 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train unshare -m bash -c \
+out=$(timeout 90 srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train unshare -m bash -c \
   "$HIDE && exec $DLTRAIN train --synthetic --steps 1 --backend cuda" 2>&1)
 if [[ $(grep -c "warning: NCCL_TOPO_FILE=$TOPO/n1/.*cannot be read here" <<<"$out") == 1 ]]; then
   ok "dltrain train (GPU run): one warning naming the unreadable NCCL_TOPO_FILE and the bind"

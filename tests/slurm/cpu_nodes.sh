@@ -57,14 +57,14 @@ out=$(timeout 60 srun -N1 -n1 --dl-train=gpus=task true 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"--dl-train=gpus=task needs GPUs but this step requests none"* && $out == *"leave gpus= out"* ]]; then
   ok "explicit gpus=task, no GPUs requested: refused in srun, naming the fix"
 else not_ok "explicit gpus=task without GPUs (rc=$rc)"; echo "$out" | diag; fi
-out=$(timeout 60 srun -N1 -n1 --gpus-per-node=1 --dl-train=gpus=task bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun -w n1 -N1 -n1 --gpus-per-node=1 --dl-train=gpus=task bash -c 'echo RAN' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"node n1: --dl-train=gpus=task asks for GPUs but this node has none (NVML counts 0)"* && $out != *RAN* ]]; then
   ok "explicit gpus=task on a node whose NVML counts no GPU: refused, naming the node and why"
 else not_ok "explicit gpus=task on a GPU-less node (rc=$rc)"; echo "$out" | diag; fi
 cp "$WORK/nvml.lab2" "$DIR/fixture/nvml.txt"
 
 # 4. A GPU node (lab2: 4 GPUs) and a step without GPUs: still refused, before the program runs.
-out=$(timeout 60 srun -N1 -n1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+out=$(timeout 60 srun -w n1 -N1 -n1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"node n1: --dl-train needs GPUs but this step requests none and this node has 4 GPU(s)"* &&
   $out == *"--dl-train=gpus=none"* && $out != *RAN* ]]; then
   ok "a GPU node and a step without GPUs: refused as before, naming the node's GPUs and gpus=none"
@@ -77,8 +77,8 @@ out=$(timeout 60 srun -p cpuq -N2 --ntasks-per-node=2 --dl-train=verbose bash -c
 if ((rc == 0)) && numa_ok "$(sort <<<"$out")" && [[ $(grep -c "partition cpuq is one of the site's cpu_partitions: gpus=none" <<<"$out") == 2 ]]; then
   ok "cpu_partitions=bigmem,cpuq: a step in cpuq on GPU nodes runs as gpus=none, verbose says why"
 else not_ok "cpu_partitions default (rc=$rc)"; echo "$out" | diag; fi
-out=$(timeout 60 srun -p debug -N1 -n1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
-out2=$(timeout 60 srun -p cpuq -N1 -n1 --gpus-per-node=1 --dl-train=gpus=task,verbose bash -c "$REPORT" 2>&1); rc2=$?
+out=$(timeout 60 srun -p debug -w n1 -N1 -n1 --dl-train bash -c 'echo RAN' 2>&1); rc=$?
+out2=$(timeout 60 srun -p cpuq -w n1 -N1 -n1 --gpus-per-node=1 --dl-train=gpus=task,verbose bash -c "$REPORT" 2>&1); rc2=$?
 if ((rc != 0 && rc2 == 0)) && [[ $out == *"requests none and this node has 4 GPU(s)"* && $out2 == *"opts=bind=closest,gpus=task,"* && $out2 == *"topo=$DIR/run/n1/dltrain/"* ]]; then
   ok "cpu_partitions: a partition not named still refuses; an explicit gpus=task in cpuq keeps its GPU"
 else not_ok "cpu_partitions scope (rc=$rc rc2=$rc2)"; { echo "$out"; echo "$out2"; } | diag; fi
