@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* topo_file: whether the task can read its NCCL_TOPO_FILE where it runs, and the bind to add. */
-#include "topo_file.h"
+#include "config.h"
+
+#include "common/topo_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
