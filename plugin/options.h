@@ -26,14 +26,15 @@ typedef struct {
     dlt_bind_mode default_bind;
     dlt_nccl_mode default_nccl;
     dlt_enable_mode enable;
-    int allow_bind_none;               /* site may forbid users turning binding off */
-    char topo_dir[DLT_PATH_MAX];       /* parent of step directories (root-owned, not user-writable) */
-    char nvml_lib[DLT_PATH_MAX];       /* dlopen name/path of NVML */
-    char sysfs_root[DLT_PATH_MAX];     /* where sys/ and proc/ are read ("/"); fixtures in tests */
-    dlt_gpus_mode default_gpus;        /* default_gpus=task|step */
-    char cpu_partitions[DLT_PATH_MAX]; /* partitions where a step without gpus= runs as gpus=none */
+    int allow_bind_none;           /* site may forbid users turning binding off */
+    char topo_dir[DLT_PATH_MAX];   /* parent of step directories (root-owned, not user-writable) */
+    char nvml_lib[DLT_PATH_MAX];   /* dlopen name/path of NVML */
+    char sysfs_root[DLT_PATH_MAX]; /* where sys/ and proc/ are read ("/"); fixtures in tests */
+    dlt_gpus_mode default_gpus;    /* default_gpus=task|step */
     char nccl_socket_ifname[DLT_NAME_MAX];
     char nccl_ib_hca[DLT_NAME_MAX];
+    /* cpu_partitions=: partitions where a step without gpus= runs as gpus=none ("" none) */
+    char cpu_partitions[DLT_PATH_MAX];
 } dlt_site_conf;
 
 /* What the user asked for with --dl-train=OPTS, after site defaults. */
