@@ -524,7 +524,7 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
                 st->opts.bind == DLT_BIND_NONE ? " (bind=none)"
                 : b.cpus_numa_local            ? " (NUMA-local)"
                 : b.gpu >= 0                   ? " (Slurm's set: GPU-local CPUs not allowed)"
-                                               : " (Slurm's set: no NUMA node's CPUs allowed)",
+                                               : " (Slurm's set: one NUMA node, or none of its own allowed)",
                 b.nic >= 0 ? st->topo.nics[b.nic].name : "none", dlt_distance_name(b.nic_distance));
     return 0;
 }
