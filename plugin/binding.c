@@ -249,3 +249,58 @@ int dlt_binding_numa_cpus(const dlt_topology *t, int local_rank, int local_count
     *out = both;
     return numa;
 }
+
+int dlt_partition_listed(const char *list, const char *partition)
+{
+    size_t n = partition ? strlen(partition) : 0;
+    for (const char *p = list; n && p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, partition, n) && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+int dlt_gpus_decide(const dlt_user_opts *opts, const dlt_site_conf *site, const char *partition, int step_has_gpus,
+                    int have_nvml, int node_gpus, dlt_gpus_mode *out, char *why, size_t len)
+{
+    const char *asked = opts->gpus == DLT_GPUS_STEP ? "step" : "task";
+    why[0] = '\0';
+    *out = opts->gpus;
+    if (opts->gpus_given) {
+        if (opts->gpus == DLT_GPUS_NONE)
+            return 0;
+        if (!step_has_gpus) {
+            snprintf(why, len,
+                     "--dl-train=gpus=%s asks for GPUs but this step has none on this node: add --gpus-per-node=N "
+                     "(or --gres=gpu:N, --gpus-per-task=1), or leave gpus= out (a node without GPUs then runs the "
+                     "step as gpus=none)",
+                     asked);
+            return -EINVAL;
+        }
+        if (have_nvml && node_gpus == 0) {
+            snprintf(why, len,
+                     "--dl-train=gpus=%s asks for GPUs but this node has none (NVML counts 0): run the step on GPU "
+                     "nodes, or use gpus=none",
+                     asked);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (partition && dlt_partition_listed(site->cpu_partitions, partition)) {
+        *out = DLT_GPUS_NONE;
+        snprintf(why, len, "partition %.64s is one of the site's cpu_partitions: gpus=none", partition);
+        return 0;
+    }
+    if (step_has_gpus)
+        return 0;
+    if (node_gpus == 0) {
+        *out = DLT_GPUS_NONE;
+        snprintf(why, len, "no GPU on this node: gpus=none (%s; the step requests no GPUs)",
+                 have_nvml ? "NVML counts 0 GPUs" : "no NVML: no GPU driver");
+        return 0;
+    }
+    snprintf(why, len,
+             "--dl-train needs GPUs but this step requests none and this node has %d GPU(s): add --gpus-per-node=N "
+             "(or --gres=gpu:N, --gpus-per-task=1); a CPU step says so with --dl-train=gpus=none",
+             node_gpus);
+    return -EINVAL;
+}

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "common/status.h"
+#include "options.h"
 #include "topology.h"
 
 /* The step's GPUs on this node, in Slurm's order. */
@@ -55,5 +56,18 @@ void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_
  * allowed (one NUMA node or none known, or none of its CPUs allowed). */
 int dlt_binding_numa_cpus(const dlt_topology *t, int local_rank, int local_count, const dlt_cpuset *allowed,
                           dlt_cpuset *out);
+
+/* Whether partition is one of a comma list (cpu_partitions=): 1 yes, 0 no (either empty: no). */
+int dlt_partition_listed(const char *list, const char *partition);
+
+/* What a step runs as on this node. The user's gpus= is kept; without one, gpus=none is the
+ * default in the site's cpu_partitions, and for a step without GPUs on a node with none
+ * (node_gpus 0: no NVML, or NVML counting none); a step without GPUs on a node with some is
+ * refused (a forgotten --gpus-per-node). partition: the job's (NULL or "" unknown); step_has_gpus:
+ * Slurm gave the step GPUs here; have_nvml: the driver's NVML was found. Returns 0 with *out and
+ * why (what was decided and why, "" when the user's or the site's choice stands), or -EINVAL with
+ * why saying what was wrong and the fix. */
+int dlt_gpus_decide(const dlt_user_opts *opts, const dlt_site_conf *site, const char *partition, int step_has_gpus,
+                    int have_nvml, int node_gpus, dlt_gpus_mode *out, char *why, size_t len);
 
 #endif

@@ -82,7 +82,7 @@ static int _parse_bool(const char *v, int *out)
 
 #define SITE_KEYS                                                                                                      \
     "default_bind, default_nccl, default_gpus, enable, allow_bind_none, topo_dir, nvml_lib, sysfs_root, "              \
-    "nccl_socket_ifname, nccl_ib_hca"
+    "nccl_socket_ifname, nccl_ib_hca, cpu_partitions"
 
 static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv[], dlt_err *err)
 {
@@ -133,6 +133,20 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
                 site->default_gpus = DLT_GPUS_STEP;
             else
                 return dlt_fail(err, -EINVAL, "plugstack.conf default_gpus='%.64s' invalid (task|step)", val);
+        } else if (!strcmp(key, "cpu_partitions")) {
+            /* Slurm's partition names: no spaces or commas; a list of them, none empty. */
+            size_t n = strlen(val);
+            char shown[80];
+            if (n == 0 || n >= sizeof(site->cpu_partitions) || val[0] == ',' || val[n - 1] == ',' ||
+                strstr(val, ",,") ||
+                strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-,") != n) {
+                dlt_name_escape(val, shown, sizeof(shown));
+                return dlt_fail(err, -EINVAL,
+                                "plugstack.conf cpu_partitions='%s' invalid (a comma list of partition names of "
+                                "[A-Za-z0-9_.:-], under %d bytes, e.g. cpu_partitions=cpu,debug)",
+                                shown, DLT_PATH_MAX);
+            }
+            snprintf(site->cpu_partitions, sizeof(site->cpu_partitions), "%s", val);
         } else if (!strcmp(key, "nccl_socket_ifname")) {
             if (!dlt_valid_name(val, 1))
                 return dlt_fail(err, -EINVAL, "plugstack.conf nccl_socket_ifname='%.64s' invalid", val);
@@ -178,6 +192,7 @@ static int _key_gpus(dlt_user_opts *opts, const dlt_site_conf *site, const char 
     if (strcmp(val, "task") && strcmp(val, "step") && strcmp(val, "none"))
         return -EINVAL;
     opts->gpus = !strcmp(val, "step") ? DLT_GPUS_STEP : !strcmp(val, "none") ? DLT_GPUS_NONE : DLT_GPUS_TASK;
+    opts->gpus_given = 1;
     return 0;
 }
 

@@ -33,6 +33,8 @@ typedef struct {
     dlt_gpus_mode default_gpus;    /* default_gpus=task|step */
     char nccl_socket_ifname[DLT_NAME_MAX];
     char nccl_ib_hca[DLT_NAME_MAX];
+    /* cpu_partitions=: partitions where a step without gpus= runs as gpus=none ("" none) */
+    char cpu_partitions[DLT_PATH_MAX];
 } dlt_site_conf;
 
 /* What the user asked for with --dl-train=OPTS, after site defaults. */
@@ -42,6 +44,7 @@ typedef struct {
     dlt_nccl_mode nccl;
     char nic[DLT_NAME_MAX]; /* "" = auto */
     dlt_gpus_mode gpus;     /* gpus=task|step|none */
+    int gpus_given;         /* gpus= was in OPTS (not the site default): the user asked for it */
     int verbose;
 } dlt_user_opts;
 

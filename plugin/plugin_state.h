@@ -22,6 +22,7 @@ typedef struct {
     int have_topology;    /* node discovery ran */
     int have_nvml;        /* NVML was found (GPU driver present) */
     dlt_topology topo;
+    char gpus_why[DLT_ERR_MAX];  /* what the node decided of gpus= and why ("" the user's or site's choice) */
     char topo_dir[DLT_PATH_MAX]; /* site topo_dir with %n expanded */
     char step_dir[DLT_PATH_MAX]; /* step-private directory, "" when none was made */
     char topo_file[DLT_PATH_MAX];

@@ -57,6 +57,7 @@ int dlt_srun_validate(spank_t sp, dlt_plugin_state *st)
 {
     char opts[256];
     const char *mpi = getenv("SLURM_MPI_TYPE");
+    int gpus;
     (void)sp;
     /* enable=always applies to every step; only an explicit --dl-train is refused. */
     if (!st->explicit_request)
@@ -67,12 +68,21 @@ int dlt_srun_validate(spank_t sp, dlt_plugin_state *st)
                     mpi);
         return -1;
     }
-    if (st->opts.gpus != DLT_GPUS_NONE && !_gpus_requested()) {
-        slurm_error("dltrain: --dl-train needs GPUs but this step requests none: add --gpus-per-node=N "
-                    "(or --gres=gpu:N, --gpus-per-task=1); a CPU step says so with --dl-train=gpus=none");
+    gpus = _gpus_requested();
+    /* Only an explicit gpus=task|step is refused here: whether a step without GPUs is a CPU step
+     * depends on its nodes (a node without GPUs, a cpu_partitions partition), which slurmstepd
+     * knows and srun does not; a GPU node refuses it there with the same words. */
+    if (st->opts.gpus_given && st->opts.gpus != DLT_GPUS_NONE && !gpus) {
+        slurm_error("dltrain: --dl-train=gpus=%s needs GPUs but this step requests none: add --gpus-per-node=N "
+                    "(or --gres=gpu:N, --gpus-per-task=1), or leave gpus= out (a node without GPUs then runs "
+                    "the step as gpus=none); a CPU step says so with --dl-train=gpus=none",
+                    st->opts.gpus == DLT_GPUS_STEP ? "step" : "task");
         return -1;
     }
     if (dlt_user_opts_format(&st->opts, opts, sizeof(opts)) == 0 && st->opts.verbose)
-        slurm_spank_log("dltrain: step options %s", opts);
+        slurm_spank_log("dltrain: step options %s%s", opts,
+                        !st->opts.gpus_given && !gpus ? " (no GPUs requested: gpus=none on nodes without a GPU and "
+                                                        "in the site's cpu_partitions, refused on GPU nodes)"
+                                                      : "");
     return 0;
 }

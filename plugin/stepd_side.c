@@ -24,6 +24,7 @@
 #include "binding.h"
 #include "common/env_contract.h"
 #include "common/node_name.h"
+#include "common/topo_file.h"
 #include "nccl_topo_xml.h"
 #include "nvml_loader.h"
 #include "rank_env.h"
@@ -136,14 +137,15 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
 {
     dlt_nvml nvml;
     dlt_err err = DLT_ERR_INIT;
-    char name[64], node[64] = "?", note[DLT_ERR_MAX];
+    char name[64], node[64] = "?", note[DLT_ERR_MAX], partition[128];
     static char xml[XML_MAX];
     int rc, has_gpus, stale = 0;
+    dlt_gpus_mode gpus;
     gid_t gid = 0;
 
     st->step_error = 0;
     st->have_topology = 0;
-    st->step_dir[0] = st->topo_file[0] = '\0';
+    st->step_dir[0] = st->topo_file[0] = st->gpus_why[0] = '\0';
     memset(&st->topo, 0, sizeof(st->topo));
     has_gpus = _step_has_gpus(sp);
     dlt_node_name(node, sizeof(node));
@@ -164,6 +166,16 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     } else {
         dlt_err_clear(&err); /* no driver and no GPU asked for: not a failure */
     }
+    /* A step without GPUs on a node without any is a CPU step; on a GPU node it is refused. */
+    if (spank_getenv(sp, "SLURM_JOB_PARTITION", partition, sizeof(partition)) != ESPANK_SUCCESS)
+        partition[0] = '\0';
+    if (dlt_gpus_decide(&st->opts, &st->site, partition, has_gpus, st->have_nvml, st->topo.ngpus, &gpus, st->gpus_why,
+                        sizeof(st->gpus_why)) == 0)
+        st->opts.gpus = gpus;
+    else if (st->explicit_request)
+        return _step_fail(st, "node %s: %s", node, st->gpus_why);
+    else
+        st->gpus_why[0] = '\0'; /* enable=always: a step that never asked for --dl-train is not refused */
     /* No driver and no GPUs: nothing to bind to a GPU, NICs are still worth choosing. */
     rc = dlt_topo_load_sysfs(&st->topo, st->site.sysfs_root, &err);
     if (rc != 0)
@@ -429,6 +441,8 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
     _rank_contract_task(sp, st, local_id);
     if (!st->have_topology)
         return 0;
+    if (local_id == 0 && st->opts.verbose && st->gpus_why[0])
+        fprintf(stderr, "dltrain: node %s: %s\n", node, st->gpus_why);
     if (local_id == 0 && st->opts.verbose) {
         /* Printed from the task, where stderr reaches the user and the node name is known. */
         static char report[16384];
@@ -492,13 +506,25 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
         _set_unless_user(sp, st, DLT_ENV_NCCL_SOCKET_IFNAME,
                          st->site.nccl_socket_ifname[0] ? st->site.nccl_socket_ifname : ifname, local_id);
         _set_unless_user(sp, st, DLT_ENV_NCCL_IB_HCA, st->site.nccl_ib_hca[0] ? st->site.nccl_ib_hca : hca, local_id);
+        /* The task may run in another mount namespace than slurmstepd's: a container entered by a
+         * plugin listed before this one in plugstack.conf (pyxis joins the container's namespaces
+         * in its own task_init). There the host's topo_dir may be missing and NCCL would ignore
+         * the file without a word at its default log level. Checked as the task's user. */
+        if (local_id == 0 && st->topo_file[0] &&
+            spank_getenv(sp, DLT_ENV_NCCL_TOPO_FILE, buf, sizeof(buf)) == ESPANK_SUCCESS &&
+            !strcmp(buf, st->topo_file)) {
+            char why[1024];
+            if (dlt_topo_file_check(st->topo_file, why, sizeof(why)) != 0)
+                fprintf(stderr, "dltrain: node %s: warning: %s\n", node, why);
+        }
     }
     if (st->opts.verbose)
         fprintf(stderr, "dltrain: node %s task %d: GPU %s (%s) cpus %s%s nic %s (%s)\n", node, local_id,
                 b.gpu >= 0 ? sg.label[b.gpu_pos] : "none", b.gpu >= 0 ? st->topo.gpus[b.gpu].busid : "-", cpus,
                 st->opts.bind == DLT_BIND_NONE ? " (bind=none)"
                 : b.cpus_numa_local            ? " (NUMA-local)"
-                                               : " (Slurm's set: GPU-local CPUs not allowed)",
+                : b.gpu >= 0                   ? " (Slurm's set: GPU-local CPUs not allowed)"
+                                               : " (Slurm's set: one NUMA node, or none of its own allowed)",
                 b.nic >= 0 ? st->topo.nics[b.nic].name : "none", dlt_distance_name(b.nic_distance));
     return 0;
 }

@@ -76,8 +76,8 @@ declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py 
   [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch [--exclusive]=contrib/sbatch/pytorch-ddp.sbatch
   [--installpath]=tests/repo/easybuild.sh [--sourcepath]=tests/repo/easybuild.sh [--robot]=tests/repo/easybuild.sh
   [--module-syntax]=tests/repo/easybuild.sh [--allow-use-as-root-and-accept-consequences]=tests/repo/easybuild.sh)
-# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, eb's, pkg-config's.
-OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --try-amend --inject-checksums --rebuild --cflags --libs "
+# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, eb's, pkg-config's, Apptainer's.
+OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --try-amend --inject-checksums --rebuild --cflags --libs --contain --containall "
 bad=() opts=0
 for f in "${DOCS[@]}"; do
   while IFS= read -r o; do

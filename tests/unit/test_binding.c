@@ -70,11 +70,79 @@ static void test_numa_spread(void **state)
     assert_int_equal(dlt_binding_numa_cpus(&t, 0, 2, &allowed, &out), -1);
 }
 
+/* cpu_partitions= membership: whole names only. */
+static void test_partition_listed(void **state)
+{
+    (void)state;
+    assert_int_equal(dlt_partition_listed("cpu,debug", "cpu"), 1);
+    assert_int_equal(dlt_partition_listed("cpu,debug", "debug"), 1);
+    assert_int_equal(dlt_partition_listed("cpu,debug", "deb"), 0);
+    assert_int_equal(dlt_partition_listed("cpu,debug", "cpu2"), 0);
+    assert_int_equal(dlt_partition_listed("cpu2,debug", "cpu"), 0);
+    assert_int_equal(dlt_partition_listed("", "cpu"), 0);
+    assert_int_equal(dlt_partition_listed("cpu", ""), 0);
+    assert_int_equal(dlt_partition_listed("cpu", NULL), 0);
+}
+
+/* gpus= on a node: the user's choice kept, or refused where it cannot hold; without one, gpus=none
+ * on a node without GPUs and in a cpu_partitions partition, refused on a GPU node (every case). */
+static void test_gpus_decide(void **state)
+{
+    dlt_site_conf site;
+    dlt_user_opts o;
+    dlt_gpus_mode m;
+    char why[512];
+    (void)state;
+    dlt_site_conf_defaults(&site);
+    snprintf(site.cpu_partitions, sizeof(site.cpu_partitions), "cpu,small");
+    memset(&o, 0, sizeof(o));
+    o.gpus = DLT_GPUS_TASK;
+
+    /* No gpus= given. */
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 0, 0, 0, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_NONE);
+    assert_non_null(strstr(why, "no GPU on this node: gpus=none"));
+    assert_non_null(strstr(why, "no NVML"));
+    assert_int_equal(dlt_gpus_decide(&o, &site, NULL, 0, 1, 0, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_NONE);
+    assert_non_null(strstr(why, "NVML counts 0 GPUs"));
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 0, 1, 4, &m, why, sizeof(why)), -EINVAL);
+    assert_non_null(strstr(why, "requests none and this node has 4 GPU(s)"));
+    assert_non_null(strstr(why, "--gpus-per-node=N"));
+    assert_non_null(strstr(why, "--dl-train=gpus=none"));
+    assert_int_equal(dlt_gpus_decide(&o, &site, "small", 0, 1, 4, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_NONE);
+    assert_non_null(strstr(why, "partition small is one of the site's cpu_partitions: gpus=none"));
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 1, 1, 4, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_TASK);
+    assert_string_equal(why, "");
+    o.gpus = DLT_GPUS_STEP; /* the site's default_gpus=step */
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 1, 1, 4, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_STEP);
+
+    /* gpus= given: kept, or refused naming why. */
+    o.gpus_given = 1;
+    o.gpus = DLT_GPUS_TASK;
+    assert_int_equal(dlt_gpus_decide(&o, &site, "cpu", 1, 1, 2, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_TASK);
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 0, 0, 0, &m, why, sizeof(why)), -EINVAL);
+    assert_non_null(strstr(why, "--dl-train=gpus=task asks for GPUs but this step has none on this node"));
+    assert_non_null(strstr(why, "leave gpus= out"));
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 1, 1, 0, &m, why, sizeof(why)), -EINVAL);
+    assert_non_null(strstr(why, "this node has none (NVML counts 0)"));
+    o.gpus = DLT_GPUS_NONE;
+    assert_int_equal(dlt_gpus_decide(&o, &site, "gpu", 1, 1, 4, &m, why, sizeof(why)), 0);
+    assert_int_equal(m, DLT_GPUS_NONE);
+    assert_string_equal(why, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_visible),
         cmocka_unit_test(test_numa_spread),
+        cmocka_unit_test(test_partition_listed),
+        cmocka_unit_test(test_gpus_decide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

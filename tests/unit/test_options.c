@@ -201,6 +201,50 @@ static void test_site_args(void **state)
     assert_string_equal(s.nvml_lib, "libnvidia-ml.so.1");
 }
 
+/* cpu_partitions=: a comma list of partition names, checked like every site key; gpus= given or
+ * not is told apart (a node without GPUs decides only for a step that did not say). */
+static void test_cpu_partitions_and_gpus_given(void **state)
+{
+    dlt_site_conf s;
+    dlt_user_opts o;
+    dlt_err err = DLT_ERR_INIT;
+    static const char *const bad[] = {"cpu_partitions=",     "cpu_partitions=cpu,,debug", "cpu_partitions=,cpu",
+                                      "cpu_partitions=cpu,", "cpu_partitions=cpu nodes",  "cpu_partitions=cpu\nX",
+                                      "cpu_partitions=a/b"};
+    char long_list[400];
+    (void)state;
+    {
+        char *a[] = {"cpu_partitions=cpu,debug-2,long.q"};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), 0);
+        assert_string_equal(s.cpu_partitions, "cpu,debug-2,long.q");
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *a[] = {(char *)bad[i]};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "cpu_partitions="));
+        assert_non_null(strstr(err.msg, "comma list of partition names"));
+        assert_null(strchr(err.msg, '\n'));
+        assert_string_equal(s.cpu_partitions, ""); /* the defaults: none */
+    }
+    memset(long_list, 'p', sizeof(long_list) - 1);
+    memcpy(long_list, "cpu_partitions=", 15);
+    long_list[sizeof(long_list) - 1] = '\0';
+    {
+        char *a[] = {long_list};
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
+    }
+    s = site_default();
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "verbose", dlt_err_fresh(&err)), 0);
+    assert_int_equal(o.gpus_given, 0);
+    assert_int_equal(o.gpus, DLT_GPUS_TASK);
+    assert_int_equal(dlt_user_opts_parse(&o, &s, "gpus=task", dlt_err_fresh(&err)), 0);
+    assert_int_equal(o.gpus_given, 1);
+    s.default_gpus = DLT_GPUS_STEP; /* the site's default is not the user asking */
+    assert_int_equal(dlt_user_opts_parse(&o, &s, NULL, dlt_err_fresh(&err)), 0);
+    assert_int_equal(o.gpus_given, 0);
+    assert_int_equal(o.gpus, DLT_GPUS_STEP);
+}
+
 static void test_valid_name(void **state)
 {
     (void)state;
@@ -296,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_site_forbids_bind_none),
         cmocka_unit_test(test_site_args),
         cmocka_unit_test(test_valid_name),
+        cmocka_unit_test(test_cpu_partitions_and_gpus_given),
         cmocka_unit_test(test_keys_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 #include "common/env_contract.h"
 #include "common/exit_status.h"
 #include "common/node_name.h"
+#include "common/topo_file.h"
 #include "pmix/dltpmix.h"
 #include "trainer/backend/backend.h"
 #include "trainer/backend/device_choice.h"
@@ -36,6 +37,7 @@ typedef struct {
     /* The torch.distributed contract the task was given (spank_dltrain(8)): "-" where unset. */
     char c_rank[12], c_world[12], c_local[12], c_local_world[12], c_group[12], c_port[8], c_port_from[12];
     char c_addr[128];
+    char topo_why[768]; /* NCCL_TOPO_FILE set but not readable here (a container without the bind), "" fine */
 } _rank_report;
 
 /* The contract against what PMIx says of the same rank, and MASTER_ADDR:PORT the same everywhere:
@@ -65,6 +67,27 @@ static int _contract_check(const _rank_report *all, int n, int say)
                         a->host, a->c_addr, a->c_port, all[0].c_addr, all[0].c_port);
             bad++;
         }
+    }
+    return bad;
+}
+
+/* Each rank's NCCL_TOPO_FILE readable where it runs: the ranks that cannot read it, each node's first
+ * said in full (the ranks of a node share its mount namespace), the rest by number. */
+static int _topo_check(const _rank_report *all, int n, int say)
+{
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        int first = 1;
+        if (!all[r].topo_why[0])
+            continue;
+        bad++;
+        for (int q = 0; q < r && first; q++)
+            first = !(all[q].topo_why[0] && !strcmp(all[q].host, all[r].host));
+        if (say && first)
+            fprintf(stderr, "dltrain: rank %d (host %s): %s\n", all[r].rank, all[r].host, all[r].topo_why);
+        else if (say)
+            fprintf(stderr, "dltrain: rank %d (host %s): cannot read its NCCL_TOPO_FILE either\n", all[r].rank,
+                    all[r].host);
     }
     return bad;
 }
@@ -146,7 +169,7 @@ int dlt_cmd_env(int argc, char **argv)
     dlt_agreement a;
     char node[64];
     dlt_err err = DLT_ERR_INIT;
-    int opt, rc = 1, next, contract_bad;
+    int opt, rc = 1, next, contract_bad, topo_bad;
     long long sum;
 
     memset(&o, 0, sizeof(o));
@@ -178,6 +201,7 @@ int dlt_cmd_env(int argc, char **argv)
     _env_copy(mine.c_addr, sizeof(mine.c_addr), DLT_ENV_MASTER_ADDR);
     _env_copy(mine.c_port, sizeof(mine.c_port), DLT_ENV_MASTER_PORT);
     _env_copy(mine.c_port_from, sizeof(mine.c_port_from), DLT_ENV_MASTER_PORT_FROM);
+    (void)dlt_topo_file_check(getenv(DLT_ENV_NCCL_TOPO_FILE), mine.topo_why, sizeof(mine.topo_why));
     mine.ncpus = dlt_affinity_list(mine.cpus, sizeof(mine.cpus));
     _device_report(&mine);
 
@@ -239,6 +263,7 @@ int dlt_cmd_env(int argc, char **argv)
     }
     /* Every rank holds every rank's report: each decides alike, rank 0 says why. */
     contract_bad = _contract_check(all, info->size, info->rank == 0);
+    topo_bad = _topo_check(all, info->size, info->rank == 0);
     if (info->rank == 0 && contract_bad == 0)
         printf("dltrain: the contract agrees with PMIx's ranks and names one MASTER_ADDR:PORT%s\n",
                strcmp(all[0].c_rank, "-") ? "" : " (not set: a step without --dl-train)");
@@ -247,6 +272,11 @@ int dlt_cmd_env(int argc, char **argv)
                 "dltrain: the torch.distributed contract is wrong in %d place(s) (above): a program using "
                 "env:// would join the wrong ranks; exit status %d\n",
                 contract_bad, DLT_EXIT_FAILED);
+    if (info->rank == 0 && topo_bad)
+        fprintf(stderr,
+                "dltrain: %d rank(s) cannot read their NCCL_TOPO_FILE (above): NCCL would run on a topology of its "
+                "own guess; exit status %d\n",
+                topo_bad, DLT_EXIT_FAILED);
 
     /* The GPU each rank would train on: no two ranks of a node on one (dltrain train refuses it). */
     {
@@ -272,7 +302,7 @@ int dlt_cmd_env(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    rc = contract_bad ? DLT_EXIT_FAILED : 0;
+    rc = contract_bad || topo_bad ? DLT_EXIT_FAILED : 0;
 out:
     dlt_comm_destroy(comm);
     free(claims);

@@ -14,6 +14,7 @@
 #include "common/env_contract.h"
 #include "common/exit_status.h"
 #include "common/status.h"
+#include "common/topo_file.h"
 #include "trainer/backend/device_choice.h"
 #include "trainer/train/trainer.h"
 
@@ -118,6 +119,12 @@ int dlt_cli_launch(dlt_comm_request *req, dlt_backend_config *backend, double ti
         dltpmix_finalize(*px);
         *px = NULL;
         return rc;
+    }
+    if (req->gpu && dltpmix_get_info(*px)->local_rank == 0) {
+        /* Said once per node: NCCL itself would only say it under NCCL_DEBUG=INFO. */
+        char why[1024];
+        if (dlt_topo_file_check(getenv(DLT_ENV_NCCL_TOPO_FILE), why, sizeof(why)) != 0)
+            fprintf(stderr, "dltrain: rank %d: warning: %s\n", dltpmix_get_info(*px)->rank, why);
     }
     if ((req->gpu && _choose_gpu(*px, req, backend, err) != 0) || dlt_comm_open(comm, req, *px, err) != 0) {
         dlt_rank_say(dltpmix_get_info(*px)->rank, "%s", err->msg);
