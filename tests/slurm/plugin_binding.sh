@@ -94,6 +94,9 @@ if id nobody >/dev/null 2>&1; then
     chown -R nobody "$old" && chmod 000 "$old/sub/deeper"
   out=$(timeout 60 runuser -u nobody -- srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c '
     d=$(dirname "$NCCL_TOPO_FILE"); mkdir "$d/sub" 2>/dev/null && echo WROTE; ls -A "$d"' 2>&1); rc=$?
+  # slurmstepd removes the step's folder after srun has returned: wait for it (bounded, 20 s; a
+  # loaded machine once saw it still there at the first look)
+  for _ in $(seq 200); do [[ -e $old || -n $(ls -A "$TOPO_DIR") ]] || break; sleep 0.1; done
   if ((rc == 0)) && [[ $out == nccl_topo.xml && ! -e $old && $(cat "$victim/keep.txt") == keep && $(ls -A "$victim") == keep.txt &&
     -z $(ls -A "$TOPO_DIR") ]]; then
     ok "a stale user's tree of the step's id (70 levels, 10 MB, links out, FIFO, mode 000, a newline name) is removed first, link targets untouched; the task cannot write there"
