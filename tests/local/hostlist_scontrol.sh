@@ -25,7 +25,22 @@ lists=(
   'n[3-1]' 'n[a]' 'n[]' 'n[1-2,]' 'n[-2]' 'n[1--2]' 'n[0x3]' 'n[1-2]]' 'n[0-65536]' 'a[0-65536]b[0-1]'
   'n[1-2' '[1-2' 'a]b[1,2]' 'n[a]x[1]y[2]' 'n[1-2]x[a]' 'n[0-4095]'
 )
-tap_plan $((${#lists[@]} + 1))
+# Generated lists (a fixed seed, so a failure reproduces): pieces of host names, brackets, ranges and
+# separators in random order, most of them malformed in some way. None starts with '-' (scontrol
+# would take it for an option).
+python3 - >"$WORK/generated" <<'PY'
+import random
+random.seed(7)
+pieces = ["n", "gpu", "r", "[", "]", "0", "7", "10", "007", "-", ",", "\t", " ", "[1-3]", "[08-10]", "[1,3-4]",
+          "[0-2,9]", "x", "-ib", "[001-2]", "[5]", "[2-1]", "[a]", "]["]
+n = 0
+while n < 200:
+    s = "".join(random.choice(pieces) for _ in range(random.randint(1, 12)))
+    if not s.startswith("-") and "\n" not in s:
+        print(s)
+        n += 1
+PY
+tap_plan $((${#lists[@]} + 2))
 diag <<<"scontrol of Slurm $version (SLURM_CONF=$SLURM_CONF)"
 hosts() { tr '\n' ' ' | sed 's/ $//'; }
 
@@ -37,6 +52,17 @@ for l in "${lists[@]}"; do
   if [[ $ref == "$mine" ]]; then ok "$shown: ${mine:0:60}"
   else not_ok "$shown: scontrol '${ref:0:200}', project '${mine:0:200}'"; cat "$WORK/err2" | diag; fi
 done
+same=0 first_diff=
+while IFS= read -r l; do
+  ref_out=$(timeout 10 scontrol show hostnames "$l" 2>"$WORK/err")
+  if grep -q '^Invalid hostlist' "$WORK/err"; then ref=INVALID; else ref=$(hosts <<<"$ref_out"); fi
+  if mine_out=$("$EXPAND" "$version" "$l" 2>/dev/null); then mine=$(hosts <<<"$mine_out"); else mine=INVALID; fi
+  if [[ $ref == "$mine" ]]; then same=$((same + 1))
+  elif [[ -z $first_diff ]]; then first_diff="'$l': scontrol '${ref:0:120}', project '${mine:0:120}'"; fi
+done <"$WORK/generated"
+total=$(wc -l <"$WORK/generated")
+if ((total == 200 && same == total)); then ok "$same generated lists (seed 7) expand as scontrol expands them"
+else not_ok "$same of $total generated lists agree; first difference: $first_diff"; fi
 # The comparison can fail: a project answer changed by one host is told apart from scontrol's.
 ref=$(timeout 10 scontrol show hostnames 'n[1-3]' | hosts)
 if [[ $ref == "n1 n2 n3" && $ref != "$("$EXPAND" "$version" 'n[1-2]' | hosts)" ]]; then ok "the comparison tells 'n[1-3]' from 'n[1-2]'"
