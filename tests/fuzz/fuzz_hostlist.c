@@ -18,7 +18,7 @@ static const unsigned versions[3] = {DLT_SLURM_VERSION(22, 5, 8), DLT_SLURM_VERS
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char list[129], why[256], a[1100], b[1100];
+    char list[129], why[256];
     dlt_hostlist *hl[3] = {NULL, NULL, NULL};
     int rc[3];
     if (size > sizeof(list) - 1)
@@ -33,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a refusal says why and returns nothing */
     }
     if (rc[1] == 0) {
+        char a[1100], b[1100];
         size_t n = dlt_hostlist_count(hl[1]);
         if (rc[0] != 0 || rc[2] != 0 || dlt_hostlist_count(hl[0]) != n || dlt_hostlist_count(hl[2]) != n)
             abort();
