@@ -14,6 +14,11 @@
 #define DLT_HOSTLIST_STRICT_BRACKET DLT_SLURM_VERSION(23, 2, 0)
 #define DLT_HOSTLIST_SUFFIX DLT_SLURM_VERSION(23, 2, 5)
 
+/* One place where this parser does not follow Slurm: numbers at or past 2^64 - 1 (20 digits and
+ * more). Slurm's arithmetic wraps there (a name "n" + 23 nines prints as n00018446744073709551615,
+ * a range ending at 2^64 - 1 prints nothing); here such a name stays as written and such a range
+ * holds its hosts. No node is named so; the comparison with scontrol leaves them out. */
+
 /* Slurm's own bounds: hosts in one bracket range, and values of the bracket groups before the last
  * one in one entry. This parser adds one: the ranges a list may hold (Slurm has none; an entry such
  * as "a[0-65535]b[0-65535]" is 65536 ranges). */
