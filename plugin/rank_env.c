@@ -10,51 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dlt_hostlist_first(const char *list, char *out, size_t outlen)
-{
-    const char *open, *end;
-    size_t pre, num;
-    int depth = 0;
-    if (!list || !*list || !outlen)
-        return -EINVAL;
-    /* The first entry ends at the first comma outside brackets. */
-    for (end = list; *end && !(*end == ',' && depth == 0); end++) {
-        depth += *end == '[';
-        depth -= *end == ']';
-        if (depth < 0 || depth > 1)
-            return -EINVAL;
-    }
-    if (depth != 0 || end == list)
-        return -EINVAL;
-    open = memchr(list, '[', (size_t)(end - list));
-    if (!open) {
-        if ((size_t)(end - list) >= outlen)
-            return -ENOSPC;
-        memcpy(out, list, (size_t)(end - list));
-        out[end - list] = '\0';
-        return 0;
-    }
-    /* prefix[NNN...]suffix: the range's first number as written (zero padding kept). */
-    pre = (size_t)(open - list);
-    for (num = 0; isdigit((unsigned char)open[1 + num]); num++)
-        ;
-    if (num == 0 || !strchr("-,]", open[1 + num]))
-        return -EINVAL;
-    {
-        const char *close = memchr(open, ']', (size_t)(end - open));
-        size_t suf = (size_t)(end - close - 1);
-        if (!close || pre + num + suf >= outlen)
-            return close ? -ENOSPC : -EINVAL;
-        if (memchr(close + 1, '[', suf))
-            return -EINVAL; /* several bracket groups (multi-dimensional names): not a plain list */
-        memcpy(out, list, pre);
-        memcpy(out + pre, open + 1, num);
-        memcpy(out + pre + num, close + 1, suf);
-        out[pre + num + suf] = '\0';
-    }
-    return 0;
-}
-
 int dlt_rank_port(const char *resv, uint32_t job, uint32_t step, int *port, int *reserved)
 {
     if (resv && *resv) {

@@ -13,11 +13,6 @@
 #define DLT_PORT_BASE 20000
 #define DLT_PORT_SPAN 10000
 
-/* The first host of a Slurm host list ("n[1-2]", "gpu[007-010,12],login1", "a1,b2"): its first
- * entry, with the first number of a bracket range and its zero padding. 0, or -EINVAL for a list
- * that is empty or malformed (unbalanced brackets, a range without a number), or -ENOSPC. */
-int dlt_hostlist_first(const char *list, char *out, size_t outlen);
-
 /* MASTER_PORT: the first of the step's reserved ports (SLURM_STEP_RESV_PORTS: "12000-12003" or
  * "12000,12005", *reserved 1) when resv names one, else the derived port (*reserved 0). -EINVAL
  * for a reserved list that does not start with a port (1..65535). */

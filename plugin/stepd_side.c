@@ -23,6 +23,7 @@
 
 #include "binding.h"
 #include "common/env_contract.h"
+#include "common/hostlist.h"
 #include "common/node_name.h"
 #include "common/topo_file.h"
 #include "nccl_topo_xml.h"
@@ -90,6 +91,36 @@ static int _slurm_node_addr(const char *node, char *out, size_t outlen)
     return -ENOENT;
 }
 
+/* The first host of the step's node list. Slurm gives the list only as SLURM_STEP_NODELIST (no
+ * spank item names the step's nodes), so the host is read with Slurm's own hostlist functions,
+ * found in the slurmstepd process this runs in (slurm.h's slurm_hostlist_*, exported by the
+ * libslurmfull slurmstepd links; dlsym, as for the NodeAddr above: linking libslurm.so into
+ * slurmstepd would load a second copy of Slurm's internals). Without them (another loader, a
+ * stripped build) the project's parser of the same grammar, for the release this plugin was built
+ * against (SPANK plugins are built per release), reads it. 0, or -EINVAL / -ENOSPC. */
+static int _first_node(const char *list, char *out, size_t outlen)
+{
+    void *(*create)(const char *) = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "slurm_hostlist_create");
+    char *(*shift)(void *) = (char *(*)(void *))dlsym(RTLD_DEFAULT, "slurm_hostlist_shift");
+    void (*destroy)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "slurm_hostlist_destroy");
+    void *hl;
+    char *host;
+    int rc;
+    if (!create || !shift || !destroy)
+        return dlt_hostlist_first(list, SLURM_VERSION_NUMBER, out, outlen);
+    hl = create(list);
+    if (!hl)
+        return -EINVAL;
+    host = shift(hl); /* malloc'd, the caller frees it (slurm.h) */
+    destroy(hl);
+    if (!host || !*host)
+        rc = -EINVAL;
+    else
+        rc = snprintf(out, outlen, "%s", host) < (int)outlen ? 0 : -ENOSPC;
+    free(host);
+    return rc;
+}
+
 /* The rank contract's step-wide part: rank 0's node and an address every task can reach for it,
  * and the port. MASTER_ADDR is the node's name when this node resolves it, else the NodeAddr Slurm
  * gives it (test clusters and sites whose node names are not in DNS); neither, and it is left
@@ -112,7 +143,7 @@ static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
         st->master_port = 0;
     }
     if (spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) != ESPANK_SUCCESS ||
-        dlt_hostlist_first(list, st->master_node, sizeof(st->master_node)) != 0) {
+        _first_node(list, st->master_node, sizeof(st->master_node)) != 0) {
         dlt_name_escape(list, shown, sizeof(shown));
         snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST='%s' gives no first node", shown);
         st->master_node[0] = '\0';

@@ -12,7 +12,7 @@ TOP=$(cd "$HERE/../.." && pwd)
 BUILD=${DLT_BUILDDIR:-$TOP}
 OUT=${FUZZ_OUT:-$BUILD/tests/tmp/fuzz}
 CC=${FUZZ_CC:-clang}
-TARGETS=(${@:-options safetensors topology sysfs recordio jpeg})
+TARGETS=(${@:-options safetensors topology sysfs recordio jpeg hostlist})
 [[ -f $BUILD/config.h ]] || { echo "run.sh: $BUILD/config.h missing: run ./configure first"; exit 2; }
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang libclang-rt-14-dev)"; exit 2; }
 mkdir -p "$OUT/crashes"
@@ -25,6 +25,7 @@ sources() {
     sysfs) echo "common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c common/status.c" ;;
     recordio) echo "trainer/data/dataset.c trainer/data/imagefolder.c trainer/data/recordio.c common/io.c common/status.c" ;;
     jpeg) echo "trainer/data/transform.c common/status.c -lturbojpeg -ljpeg -lstb -lm" ;;
+    hostlist) echo "common/hostlist.c" ;;
     *) return 1 ;;
   esac
 }
@@ -65,6 +66,8 @@ PY
       else
         printf '\xff\xd8\xff\xe0' > "$d/s1"
       fi ;;
+    hostlist) printf 'x[3-4]y[1-2],gpu[007-010,12] login1' > "$d/s1"; printf 'gpu-a[7,9-12]-ib,n[1-2' > "$d/s2"
+              printf 'n[1-2]x[3-4]z[5-6]\tn9,n10' > "$d/s3" ;;
     sysfs) printf '0|0-3,8|0x030200|16.0 GT/s PCIe|100 Gb/sec (4X EDR)|248a:0703:0049:d4f0|ib0|.' > "$d/s1"
            printf -- '-1|garbage|0x02|weird|abc|zz|eth0|x' > "$d/s2" ;;
   esac

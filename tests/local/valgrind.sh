@@ -10,7 +10,7 @@ export OMP_NUM_THREADS=1 ONEDNN_MAX_CPU_ISA=AVX2 CMOCKA_MESSAGE_OUTPUT=STDOUT
 VG=(valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite
     --suppressions="$DLT_SRCDIR/tests/local/valgrind.supp")
 U=$DLT_BUILDDIR/tests/unit
-tests=(test_options test_dltpmix_blob test_topology test_binding test_step_dir test_synthetic test_cpu_onednn test_transform test_dataset test_loader test_folder_list test_grad_reducer)
+tests=(test_options test_hostlist test_dltpmix_blob test_topology test_binding test_step_dir test_synthetic test_cpu_onednn test_transform test_dataset test_loader test_folder_list test_grad_reducer)
 tap_plan $((${#tests[@]} + 1))
 for t in "${tests[@]}"; do
   if [[ ! -x $U/$t ]]; then ok "# SKIP $t not built"; continue; fi

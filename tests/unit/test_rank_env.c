@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_rank_env: the rank contract's pure rules: the first host of Slurm host lists (ranges, zero
- * padding, several entries, suffixes; malformed lists refused), and MASTER_PORT from the step's
+/* test_rank_env: the rank contract's pure rules: MASTER_PORT from the step's
  * reserved ports or derived from job and step (concurrent steps of one job differ, the range
  * holds, consecutive jobs do not meet more often than chance: job J step 16 is not job J+1 step 0). */
 #include "config.h"
@@ -15,31 +14,6 @@
 #include <cmocka.h>
 
 #include "plugin/rank_env.h"
-
-static void test_hostlist_first(void **state)
-{
-    static const struct {
-        const char *list, *first;
-    } ok[] = {
-        {"n1", "n1"},     {"n[1-2]", "n1"},         {"gpu[007-010,12],login1", "gpu007"},
-        {"a1,b2", "a1"},  {"node[3,5-7]", "node3"}, {"rack1-n[10-11]-ib", "rack1-n10-ib"},
-        {"x[09]", "x09"}, {"n[1-2],m[3-4]", "n1"},
-    };
-    static const char *const bad[] = {"", "n[", "n]1", "n[-2]", "n[a-b]", ",n1", "n[1-2", "n[[1]]", "n[1]x[2]"};
-    char out[64];
-    (void)state;
-    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        if (dlt_hostlist_first(ok[i].list, out, sizeof(out)) != 0)
-            fail_msg("'%s' refused", ok[i].list);
-        if (strcmp(out, ok[i].first))
-            fail_msg("'%s': first host '%s', expected '%s'", ok[i].list, out, ok[i].first);
-    }
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if (dlt_hostlist_first(bad[i], out, sizeof(out)) != -EINVAL)
-            fail_msg("'%s' accepted as '%s'", bad[i], out);
-    assert_int_equal(dlt_hostlist_first("averyveryverylonghostname[1-2]", out, 8), -ENOSPC);
-    assert_int_equal(dlt_hostlist_first(NULL, out, sizeof(out)), -EINVAL);
-}
 
 static void test_port(void **state)
 {
@@ -154,7 +128,6 @@ static void test_env_record(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hostlist_first),
         cmocka_unit_test(test_port_across_jobs),
         cmocka_unit_test(test_env_record),
         cmocka_unit_test(test_port),
