@@ -45,7 +45,7 @@ export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
 export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
 export DLT_PLUGIN=$PLUGIN
 cd /tmp
-tap_plan 26
+tap_plan 27
 
 # The release series (major.minor, "22.05") of the installed Slurm, from its own daemon.
 SLURMD_V=$(slurmd -V 2>/dev/null | awk 'NR == 1 { print $NF }')
@@ -201,6 +201,28 @@ out=$(cc -o "$WORK/probe" "$WORK/probe.c" $(pkg-config --cflags --libs dltpmix) 
 if ((rc == 0)) && [[ $(pkg-config --modversion dltpmix) == "$(dpkg-query -W -f='${Version}' libdltpmix-dev | sed 's/-[^-]*$//')" ]]; then
   ok "libdltpmix-dev: a program builds with pkg-config dltpmix (version $(pkg-config --modversion dltpmix))"
 else not_ok "build against libdltpmix-dev (rc=$rc)"; echo "$out" | diag; fi
+
+# The RPM of the same build (make rpm, .ci/run builds it before this script): its requirement, and
+# its %pre run with a stand-in rpm on PATH answering for the slurm package (this machine's rpm
+# database holds no Slurm).
+RPMDIR=${DLT_RPMDIR:-$DLT_BUILDDIR/_rpm/RPMS}
+rpmf=$(ls "$RPMDIR"/*/slurm-spank-dltrain-[0-9]*.rpm 2>/dev/null | head -1)
+if [[ -z $rpmf ]] || ! command -v rpm >/dev/null; then
+  ok "# SKIP no slurm-spank-dltrain RPM in $RPMDIR (make rpm RPMBUILD_FLAGS=--nodeps builds it) or no rpm"
+else
+  req=$(rpm -qp --requires "$rpmf" 2>/dev/null | grep '^slurm ' | sort | tr '\n' ',')
+  rpm -qp --qf '%{PREIN}' "$rpmf" >"$WORK/rpm-pre.sh" 2>/dev/null
+  mkdir -p "$WORK/fakerpm"
+  printf '#!/bin/sh\n[ -n "$FAKE_SLURM" ] || { echo "package slurm is not installed"; exit 1; }\necho "$FAKE_SLURM"\n' >"$WORK/fakerpm/rpm"
+  chmod 755 "$WORK/fakerpm/rpm"
+  rlater=$(FAKE_SLURM=$LATER.0 PATH=$WORK/fakerpm:$PATH sh "$WORK/rpm-pre.sh" 2>&1); rlrc=$?
+  rsame=$(FAKE_SLURM=$SERIES.99 PATH=$WORK/fakerpm:$PATH sh "$WORK/rpm-pre.sh" 2>&1); rsrc=$?
+  if [[ $req == "slurm < $(printf '%d.%02d' "$S_MAJOR" $((S_MINOR + 1))),slurm >= $SERIES," ]] && ((rlrc != 0 && rsrc == 0)) &&
+    [[ $rlater == *"built against the headers of Slurm $SERIES, but the installed Slurm is $LATER (rpm package slurm $LATER.0)"* ]]; then
+    ok "the RPM requires slurm >= $SERIES, < the next series; its %pre refuses Slurm $LATER.0 naming both releases and passes $SERIES.99"
+  else not_ok "the RPM's Slurm bound and %pre (requires '$req', %pre rc $rlrc for $LATER.0, $rsrc for $SERIES.99)"; { echo "$rlater"; echo "$rsame"; } | diag; fi
+  rm -rf "$WORK/fakerpm" "$WORK/rpm-pre.sh"
+fi
 
 # The local cluster with the installed plugin: cluster.sh starts from a copy; plugstack.conf is then
 # rewritten to the shipped snippet's line, switched on, naming the installed path, with the test
