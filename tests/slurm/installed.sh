@@ -131,7 +131,8 @@ else not_ok "plugin_version of the installed plugin ($pv) against slurmd -V $SLU
 # the same preinst passes on the real database.
 adm=$WORK/admindir
 # (The copy's record of slurm-spank-dltrain is dropped by editing it: a dpkg --purge there would run
-# the package's scripts on the real files.)
+# the package's scripts on the real files. Should the preinst fail to refuse, dpkg unpacks into /
+# the same files apt just installed from the same .deb; the test then fails.)
 rm -rf "$adm" && cp -a /var/lib/dpkg "$adm" && rm -f "$adm"/info/slurm-spank-dltrain.*
 awk -v RS= -v ORS='\n\n' -v later="$LATER.0-1" '
   /(^|\n)Package: slurm-spank-dltrain\n/ { next }
