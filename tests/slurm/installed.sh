@@ -8,6 +8,12 @@
 # (not purged) with its line on, srun still works, and a reinstall restores the line. Then the
 # packages are purged:
 # nothing of theirs is left, and Slurm's configuration files are as they were before.
+# The coupling to Slurm's release (doc/site-install.md, "Which Slurm loads the plugin"): the
+# installed plugin's plugin_version is the installed Slurm's major.minor, the package depends on that
+# series only, its preinst refuses another (dpkg on a copy of the dpkg database), Slurm's loader
+# refuses a plugin_version of another series (srun on the local cluster), and apt, asked to upgrade
+# Slurm to a later series (stand-in packages, simulated: the real Slurm is never touched), removes
+# the plugin package (whose prerm switches the line off) instead of leaving it to be refused.
 # Needs root (apt-get, slurmd). Refuses to run where a dltrain package is already installed, since it
 # would remove it. The cluster's stand-in NVML is test scaffolding from the build tree.
 . "$(dirname "$0")/lib.sh"
@@ -39,7 +45,51 @@ export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
 export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
 export DLT_PLUGIN=$PLUGIN
 cd /tmp
-tap_plan 20
+tap_plan 27
+
+# The release series (major.minor, "22.05") of the installed Slurm, from its own daemon.
+SLURMD_V=$(slurmd -V 2>/dev/null | awk 'NR == 1 { print $NF }')
+SERIES=$(awk -F. '{ printf "%d.%02d", $1, $2 }' <<<"$SLURMD_V")
+[[ $SERIES =~ ^[0-9]+\.[0-9]{2}$ ]] || { echo "Bail out! cannot read the Slurm release from slurmd -V ($SLURMD_V)"; exit 1; }
+S_MAJOR=${SERIES%.*} S_MINOR=$((10#${SERIES#*.}))
+# A later release series for the stand-in packages (only its being another series matters).
+LATER=$((S_MAJOR + 1)).02
+# The file offset of the dynamic symbol plugin_version in $1 (what Slurm's loader reads through
+# dlsym), from the ELF tables: the plugin cannot be dlopened outside Slurm (-z now, Slurm's symbols).
+plugin_version_offset() {
+  local sym val ndx sec addr off
+  sym=$(readelf -W --dyn-syms "$1" | awk '$8 == "plugin_version" && $7 != "UND" { print $2, $7; exit }')
+  [[ -n $sym ]] || return 1
+  read -r val ndx <<<"$sym"
+  sec=$(readelf -SW "$1" | sed 's/\[ */[/' | awk -v n="[$ndx]" '$1 == n { print $4, $5; exit }')
+  [[ -n $sec ]] || return 1
+  read -r addr off <<<"$sec"
+  echo $((0x$val - 0x$addr + 0x$off))
+}
+plugin_version_of() {
+  local off
+  off=$(plugin_version_offset "$1") || return 1
+  printf '0x%06x\n' "0x$(od -An -tx4 -j "$off" -N4 "$1" | tr -d ' ')"
+}
+set_plugin_version() {
+  local off v=$(($2))
+  off=$(plugin_version_offset "$1") || return 1
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((v & 255)) $(((v >> 8) & 255)) $(((v >> 16) & 255)) $(((v >> 24) & 255)))" |
+    dd of="$1" bs=1 seek="$off" conv=notrunc status=none
+}
+# Stand-ins for every installed package of Slurm's source at version $1 (nothing inside): what apt
+# would do with a Slurm upgrade is asked with apt-get -s, which changes nothing.
+standin_debs() {
+  local dir=$WORK/standin-$1 p a
+  rm -rf "$dir" && mkdir -p "$dir"
+  for p in $(dpkg-query -W -f='${source:Package} ${Package} ${db:Status-Abbrev}\n' | awk '$1 == "slurm-wlm" && $3 ~ /^.i/ { print $2 }'); do
+    a=$(dpkg-query -W -f='${Architecture}' "$p")
+    mkdir -p "$dir/$p/DEBIAN"
+    printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: dltrain tests <tests@localhost>\nDescription: stand-in for a Slurm upgrade (simulated)\n' "$p" "$1" "$a" >"$dir/$p/DEBIAN/control"
+    dpkg-deb -Zgzip --build --root-owner-group "$dir/$p" "$dir/${p}_$1_$a.deb" >/dev/null || return 1
+    echo "$dir/${p}_$1_$a.deb"
+  done
+}
 
 # Slurm's configuration before anything happens (every file under /etc/slurm, by content).
 slurm_etc() { find /etc/slurm -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum; }
@@ -59,6 +109,46 @@ states=$(for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/nu
 if ((rc == 0)) && [[ $states == "install ok installed" ]]; then ok "apt-get install of ${PKGS[*]}"
 else not_ok "apt-get install (rc=$rc)"; echo "$out" | tail -15 | diag; echo "Bail out! packages did not install"; exit 1; fi
 for p in "${PKGS[@]}"; do dpkg -L "$p"; done | sort -u > "$WORK/files"
+
+# The package's bound, checked with dpkg's own comparison: the installed Slurm is inside it, the
+# next micro release too, a later series is not.
+deps=$(dpkg-query -W -f='${Depends}' slurm-spank-dltrain)
+lo=$(grep -o 'slurm-wlm-basic-plugins (>= [^)]*)' <<<"$deps" | sed 's/.*>= //; s/)//')
+hi=$(grep -o 'slurm-wlm-basic-plugins (<< [^)]*)' <<<"$deps" | sed 's/.*<< //; s/)//')
+have=$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins)
+inside() { dpkg --compare-versions "$1" ge "$lo" && dpkg --compare-versions "$1" lt "$hi"; }
+if [[ $lo == "$SERIES" ]] && inside "$have" && inside "$SERIES.99-1" && ! inside "$LATER.0-1" && ! inside "$S_MAJOR.$(printf %02d $((S_MINOR - 1))).9-1"; then
+  ok "slurm-spank-dltrain depends on Slurm $SERIES only (slurm-wlm-basic-plugins >= $lo, << $hi): the installed $have and $SERIES.99-1 satisfy it, $LATER.0-1 does not"
+else not_ok "the package's Slurm bound (slurmd -V $SLURMD_V, slurm-wlm-basic-plugins $have)"; echo "Depends: $deps" | diag; fi
+
+pv=$(plugin_version_of "$PLUGIN")
+if [[ -n $pv ]] && (((pv & 0xffff00) == ((S_MAJOR << 16) | (S_MINOR << 8)))); then
+  ok "the installed plugin's plugin_version $pv is the installed Slurm's release series $SERIES (slurmd -V: $SLURMD_V)"
+else not_ok "plugin_version of the installed plugin ($pv) against slurmd -V $SLURMD_V"; fi
+
+# The preinst through dpkg itself, on a copy of the dpkg database in which Slurm is at a later series
+# and the plugin package is not installed: dpkg -i must stop before unpacking, naming both releases;
+# the same preinst passes on the real database.
+adm=$WORK/admindir
+# (The copy's record of slurm-spank-dltrain is dropped by editing it: a dpkg --purge there would run
+# the package's scripts on the real files. Should the preinst fail to refuse, dpkg unpacks into /
+# the same files apt just installed from the same .deb; the test then fails.)
+rm -rf "$adm" && cp -a /var/lib/dpkg "$adm" && rm -f "$adm"/info/slurm-spank-dltrain.*
+awk -v RS= -v ORS='\n\n' -v later="$LATER.0-1" '
+  /(^|\n)Package: slurm-spank-dltrain\n/ { next }
+  /(^|\n)Package: slurm-wlm-basic-plugins\n/ { sub(/\nVersion: [^\n]*/, "\nVersion: " later) }
+  { print }' /var/lib/dpkg/status >"$adm/status"
+sum_before=$(sha256sum "$PLUGIN" "$SNIPPET")
+dout=$(timeout 120 dpkg --admindir="$adm" -i "${debs[0]}" 2>&1); drc=$?
+dstate=$(dpkg-query --admindir="$adm" -W -f='${db:Status-Abbrev}' slurm-spank-dltrain 2>/dev/null)
+rm -rf "$WORK/ctrl" && mkdir -p "$WORK/ctrl" && dpkg-deb -e "${debs[0]}" "$WORK/ctrl"
+pout=$(sh "$WORK/ctrl/preinst" install 2>&1); prc=$?
+if ((drc != 0 && prc == 0)) && [[ $dout == *"built against the headers of Slurm $SERIES, but the installed Slurm is $LATER (slurm-wlm-basic-plugins $LATER.0-1)"* &&
+  $dstate != ?i* && $(sha256sum "$PLUGIN" "$SNIPPET") == "$sum_before" ]]; then
+  ok "dpkg -i into a Slurm $LATER (a copy of the dpkg database) is refused by the preinst, naming both releases; it passes on this Slurm $SERIES"
+else not_ok "preinst refusal (dpkg rc=$drc, state '$dstate', preinst on this system rc=$prc)"; { echo "$dout"; echo "$pout"; } | tail -12 | diag; fi
+echo "$dout" | grep 'refusing' | diag
+rm -rf "$adm"
 
 if [[ $(dpkg -S "$PLUGIN" 2>/dev/null) == "slurm-spank-dltrain: $PLUGIN" && -f $(dirname "$PLUGIN")/mpi_pmix.so ]]; then
   ok "the plugin is in Slurm's plugin directory ($PLUGIN, beside mpi_pmix.so)"
@@ -113,6 +203,28 @@ if ((rc == 0)) && [[ $(pkg-config --modversion dltpmix) == "$(dpkg-query -W -f='
   ok "libdltpmix-dev: a program builds with pkg-config dltpmix (version $(pkg-config --modversion dltpmix))"
 else not_ok "build against libdltpmix-dev (rc=$rc)"; echo "$out" | diag; fi
 
+# The RPM of the same build (make rpm, .ci/run builds it before this script): its requirement, and
+# its %pre run with a stand-in rpm on PATH answering for the slurm package (this machine's rpm
+# database holds no Slurm).
+RPMDIR=${DLT_RPMDIR:-$DLT_BUILDDIR/_rpm/RPMS}
+rpmf=$(ls "$RPMDIR"/*/slurm-spank-dltrain-[0-9]*.rpm 2>/dev/null | head -1)
+if [[ -z $rpmf ]] || ! command -v rpm >/dev/null; then
+  ok "# SKIP no slurm-spank-dltrain RPM in $RPMDIR (make rpm RPMBUILD_FLAGS=--nodeps builds it) or no rpm"
+else
+  req=$(rpm -qp --requires "$rpmf" 2>/dev/null | grep '^slurm ' | sort | tr '\n' ',')
+  rpm -qp --qf '%{PREIN}' "$rpmf" >"$WORK/rpm-pre.sh" 2>/dev/null
+  mkdir -p "$WORK/fakerpm"
+  printf '#!/bin/sh\n[ -n "$FAKE_SLURM" ] || { echo "package slurm is not installed"; exit 1; }\necho "$FAKE_SLURM"\n' >"$WORK/fakerpm/rpm"
+  chmod 755 "$WORK/fakerpm/rpm"
+  rlater=$(FAKE_SLURM=$LATER.0 PATH=$WORK/fakerpm:$PATH sh "$WORK/rpm-pre.sh" 2>&1); rlrc=$?
+  rsame=$(FAKE_SLURM=$SERIES.99 PATH=$WORK/fakerpm:$PATH sh "$WORK/rpm-pre.sh" 2>&1); rsrc=$?
+  if [[ $req == "slurm < $(printf '%d.%02d' "$S_MAJOR" $((S_MINOR + 1))),slurm >= $SERIES," ]] && ((rlrc != 0 && rsrc == 0)) &&
+    [[ $rlater == *"built against the headers of Slurm $SERIES, but the installed Slurm is $LATER (rpm package slurm $LATER.0)"* ]]; then
+    ok "the RPM requires slurm >= $SERIES, < the next series; its %pre refuses Slurm $LATER.0 naming both releases and passes $SERIES.99"
+  else not_ok "the RPM's Slurm bound and %pre (requires '$req', %pre rc $rlrc for $LATER.0, $rsrc for $SERIES.99)"; { echo "$rlater"; echo "$rsame"; } | diag; fi
+  rm -rf "$WORK/fakerpm" "$WORK/rpm-pre.sh"
+fi
+
 # The local cluster with the installed plugin: cluster.sh starts from a copy; plugstack.conf is then
 # rewritten to the shipped snippet's line, switched on, naming the installed path, with the test
 # cluster's arguments after it (later keys win: per-node topo_dir, the stand-in NVML), and the copy
@@ -133,6 +245,24 @@ rm -f "$DLT_CLUSTER_DIR/lib/spank_dltrain.so"
 out=$(srun --help 2>&1)
 if [[ $(awk '{print $2}' <<<"$enabled") == "$PLUGIN" && $(wc -l <<<"$enabled") == 1 && $out == *--dl-train* ]]; then ok "plugstack.conf names the installed plugin only; srun offers --dl-train"
 else not_ok "cluster with the installed plugin"; { cat "$conf" "$SNIPPET"; echo "$out" | grep -i -e dl-train -e error; } | diag; fi
+
+# Slurm's own loader (srun) on the plugin with its plugin_version changed: another micro release of
+# the same series loads; another series is refused (src/common/plugin.c masks 0xffff00), and with
+# "required" srun fails. The installed snippet is put back afterwards.
+cp "$SNIPPET" "$WORK/snippet.on"
+cp "$PLUGIN" "$WORK/micro.so" && set_plugin_version "$WORK/micro.so" $(((pv & 0xffff00) | 0xfe))
+cp "$PLUGIN" "$WORK/later.so" && set_plugin_version "$WORK/later.so" $(((${LATER%.*} << 16) | (10#${LATER#*.} << 8)))
+sed "s|^required $PLUGIN |required $WORK/micro.so |" "$WORK/snippet.on" >"$SNIPPET"
+mout=$(timeout 60 srun --help 2>&1)
+sed "s|^required $PLUGIN |required $WORK/later.so |" "$WORK/snippet.on" >"$SNIPPET"
+lout=$(timeout 60 srun --quiet -N1 true 2>&1); lrc=$?
+cp "$WORK/snippet.on" "$SNIPPET"
+if [[ $(plugin_version_of "$WORK/micro.so") == $(printf '0x%06x' $(((pv & 0xffff00) | 0xfe))) && $mout == *--dl-train* ]] && ((lrc != 0)) &&
+  [[ $lout == *"Incompatible"* && $lout != *--dl-train* ]]; then
+  ok "Slurm $SLURMD_V's srun loads the plugin with plugin_version $SERIES.254 and refuses it with $LATER.0 (required: srun fails)"
+else not_ok "Slurm's version check on the plugin (later: srun rc=$lrc)"; { echo "$mout" | grep -i -e dl-train -e error; echo "$lout"; } | tail -8 | diag; fi
+echo "$lout" | grep -i incompatible | head -2 | diag
+rm -f "$WORK/micro.so" "$WORK/later.so" "$WORK/snippet.on"
 
 out=$(DLT_FAKE_NVML=$DLT_CLUSTER_DIR/fixture/nvml.txt timeout 60 dltrain-topo "$DLT_CLUSTER_DIR/lib/libfakenvml.so" "$DLT_CLUSTER_DIR/fixture" matrix 2>&1); rc=$?
 if ((rc == 0)) && [[ $(command -v dltrain-topo) == /usr/sbin/dltrain-topo && $out == *"4 GPU(s)"* ]]; then
@@ -162,6 +292,28 @@ echo "$out" | tail -4 | diag
 out=$(timeout 120 srun --quiet -N2 --ntasks-per-node=1 --mpi=pmix "$WORK/probe" 2>&1 | sort); rc=$?
 if ((rc == 0)) && [[ $out == $'probe 0/2 token 4242\nprobe 1/2 token 4242' ]]; then ok "the libdltpmix-dev program bootstraps 2 ranks under srun --mpi=pmix"
 else not_ok "libdltpmix-dev program under srun (rc=$rc)"; echo "$out" | diag; fi
+
+# A Slurm upgrade as apt sees it, with the plugin installed and its line on (stand-in packages of
+# every installed Slurm package, simulated with apt-get -s: nothing is installed). To a later series
+# apt removes slurm-spank-dltrain (and nothing else of ours), so its prerm switches the line off (the
+# removal test below); within the series it keeps the plugin.
+if later_debs=$(standin_debs "$LATER.0-1") && micro_debs=$(standin_debs "$SERIES.99-1"); then
+  # shellcheck disable=SC2086
+  uout=$(timeout 120 apt-get -s -q install $later_debs 2>&1); urc=$?
+  # shellcheck disable=SC2086
+  sout=$(timeout 120 apt-get -s -q install $micro_debs 2>&1); src=$?
+  removed=$(awk '$1 == "Remv" { print $2 }' <<<"$uout" | sort | tr '\n' ' ')
+  if ((urc == 0)) && [[ $removed == "slurm-spank-dltrain " ]] && grep -q "^Inst slurm-wlm-basic-plugins \[$have\] ($LATER.0-1 " <<<"$uout" &&
+    grep -q "^Inst slurmd .*($LATER.0-1 " <<<"$uout"; then
+    ok "apt upgrading Slurm to $LATER (simulated) removes slurm-spank-dltrain, nothing else of ours, instead of leaving a plugin Slurm refuses"
+  else not_ok "apt's plan for a Slurm upgrade to $LATER (rc=$urc, removes: $removed)"; echo "$uout" | grep -E '^(Inst|Remv|E:|W:)' | diag; fi
+  if ((src == 0)) && ! grep -q '^Remv' <<<"$sout" && grep -q "^Inst slurm-wlm-basic-plugins \[$have\] ($SERIES.99-1 " <<<"$sout"; then
+    ok "apt upgrading Slurm within $SERIES (to $SERIES.99-1, simulated) keeps slurm-spank-dltrain"
+  else not_ok "apt's plan for a Slurm $SERIES.99 upgrade (rc=$src)"; echo "$sout" | grep -E '^(Inst|Remv|E:|W:)' | diag; fi
+else
+  not_ok "building the stand-in Slurm packages"; not_ok "building the stand-in Slurm packages"
+fi
+rm -rf "$WORK"/standin-*
 
 # apt-get remove (not purge) with the line switched on: the plugin goes, the line goes off with it
 # (marked), srun keeps working; a reinstall switches the admin's line back on.
