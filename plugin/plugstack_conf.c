@@ -455,12 +455,12 @@ int dlt_plugstack_where(int argc, char *const argv[], const char *slurm_conf, co
     dlt_err err = DLT_ERR_INIT;
     int i;
     if (dlt_plugstack_default_path(slurm_conf, sysconfdir, file, sizeof(file), how, sizeof(how), &err) != 0) {
-        snprintf(out, outlen, "the plugstack line (not located: %s)", err.msg);
+        snprintf(out, outlen, "%s", err.msg);
         return -ENOENT;
     }
     dlt_name_escape(file, shown, sizeof(shown));
     if (!(s = malloc(sizeof(*s)))) {
-        snprintf(out, outlen, "the plugstack line (not located: out of memory)");
+        snprintf(out, outlen, "out of memory for the plugstack scan");
         return -ENOENT;
     }
     dlt_plugstack_scan_init(s, DLT_PS_PLUGIN_NAME, 1);
@@ -471,8 +471,7 @@ int dlt_plugstack_where(int argc, char *const argv[], const char *slurm_conf, co
         dlt_name_escape(s->hits[i].file, where, sizeof(where));
         snprintf(out, outlen, "%s:%d", where, s->hits[i].line);
     } else {
-        snprintf(out, outlen, "the plugstack line (no line with these arguments in %s, %s, or its includes)", shown,
-                 how);
+        snprintf(out, outlen, "no line with these arguments in %s (%s) or the files it includes", shown, how);
     }
     free(s);
     return i >= 0 ? 0 : -ENOENT;

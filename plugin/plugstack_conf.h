@@ -89,7 +89,8 @@ int dlt_plugstack_default_path(const char *slurm_conf, const char *sysconfdir, c
 
 /* Where the line this copy of the plugin was loaded from is (its arguments argv): "FILE:LINE" in
  * out, names escaped, and 0; or -ENOENT and out saying where it was looked for and why it was not
- * found. slurm_conf and sysconfdir as for dlt_plugstack_default_path. Reads files: for error paths. */
+ * found (configless Slurm, a node whose files differ). slurm_conf and sysconfdir as for dlt_plugstack_default_path.
+ * Reads files: for error paths. */
 int dlt_plugstack_where(int argc, char *const argv[], const char *slurm_conf, const char *sysconfdir, char *out,
                         size_t outlen);
 

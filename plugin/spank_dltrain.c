@@ -31,17 +31,24 @@ static dlt_plugin_state g_state;
  * plugstack files only now, on this error path), the refusal, and the fix. Worked out once. */
 static const char *_site_error_words(void)
 {
+    static const char fix[] = "The cluster administrator fixes that line and checks it with `dltrain-topo "
+                              "--check-plugstack`; steps without --dl-train are not affected";
     char where[640], words[1024];
+    int found;
     if (g_state.site_msg[0])
         return g_state.site_msg;
-    (void)dlt_plugstack_where(g_state.site_ac, g_state.site_av, getenv("SLURM_CONF"), DLT_SLURM_SYSCONFDIR, where,
-                              sizeof(where));
+    found = dlt_plugstack_where(g_state.site_ac, g_state.site_av, getenv("SLURM_CONF"), DLT_SLURM_SYSCONFDIR, where,
+                                sizeof(where)) == 0;
     dlt_name_escape(g_state.site_err.msg, words, sizeof(words));
-    snprintf(g_state.site_msg, sizeof(g_state.site_msg),
-             "--dl-train is unavailable on this cluster: %s, which loads spank_dltrain.so, is refused: %s. The "
-             "cluster administrator fixes that line and checks it with `dltrain-topo --check-plugstack`; steps "
-             "without --dl-train are not affected",
-             where, words);
+    if (found)
+        snprintf(g_state.site_msg, sizeof(g_state.site_msg),
+                 "--dl-train is unavailable on this cluster: %s, which loads spank_dltrain.so, is refused: %s. %s",
+                 where, words, fix);
+    else
+        snprintf(g_state.site_msg, sizeof(g_state.site_msg),
+                 "--dl-train is unavailable on this cluster: the plugstack line that loads spank_dltrain.so is "
+                 "refused: %s (the line itself was not found: %s). %s",
+                 words, where, fix);
     return g_state.site_msg;
 }
 
@@ -115,12 +122,12 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     if (dlt_site_conf_parse(&g_state.site, ac, av, &g_state.site_err) != 0) {
         /* A broken site line must not take down jobs that never asked for --dl-train: the site
          * defaults stand (enable=optin, whatever the line said), --dl-train is still registered and
-         * a step that gives it fails naming the line. slurmd's log says so once per job step; srun
-         * and sbatch stay quiet unless --dl-train is given. */
+         * a step that gives it fails naming the line. slurmd's log says so when slurmd starts and
+         * once per job step; srun and sbatch stay quiet unless --dl-train is given. */
         g_state.site_error = 1;
         g_state.site_ac = ac;
         g_state.site_av = av;
-        if (spank_context() == S_CTX_REMOTE && _is_job_step(sp)) {
+        if ((spank_context() == S_CTX_REMOTE && _is_job_step(sp)) || spank_context() == S_CTX_SLURMD) {
             int always = 0;
             for (int i = 0; i < ac; i++)
                 always |= av[i] && !strcmp(av[i], "enable=always");

@@ -32,7 +32,8 @@ out=$(timeout 60 srun --quiet -N1 --gpus-per-node=1 --dl-train bash -c 'echo tas
 if ((rc != 0)) && [[ $out == *"--dl-train is unavailable on this cluster: $WHERE, which loads spank_dltrain.so, is refused: $REFUSAL"* &&
   $out == *'dltrain-topo --check-plugstack'* && $out != *"task ran"* ]]; then
   ok "srun --dl-train is refused naming $WHERE, the refusal and dltrain-topo --check-plugstack"
-else not_ok "srun --dl-train with a bad site line (rc=$rc)"; echo "$out" | diag; fi
+else not_ok "srun --dl-train with a bad site line (rc=$rc)"; fi
+echo "$out" | diag
 
 out=$(timeout 60 sbatch --dl-train -N1 --gpus-per-node=1 -o /dev/null --wrap true 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"$WHERE"*"$REFUSAL"*'dltrain-topo --check-plugstack'* && $out != *"Submitted batch job"* ]]; then
@@ -45,7 +46,8 @@ echo "$GOOD_LINE" > "$WORK/good-plugstack.conf"
 out=$(SLURM_CONF=$WORK/slurm-good.conf timeout 60 srun --quiet -N1 --gpus-per-node=1 --dl-train bash -c 'echo task ran' 2>&1); rc=$?
 if ((rc != 0)) && [[ $out == *"dltrain: --dl-train is unavailable on this cluster: $WHERE"*"$REFUSAL"* && $out != *"task ran"* ]]; then
   ok "a node with the bad line fails a --dl-train step that srun let through, naming the node's $WHERE"
-else not_ok "node-side refusal (rc=$rc)"; echo "$out" | diag; fi
+else not_ok "node-side refusal (rc=$rc)"; fi
+echo "$out" | diag
 
 if grep -q "dltrain: --dl-train is unavailable on this cluster: $WHERE.*the line's enable=always is not applied: steps without --dl-train run without dltrain's setup" "$DIR/log/slurmd-n1.log"; then
   ok "slurmd's log names the line and says enable=always is not applied"
