@@ -8,8 +8,8 @@
  *    get_extra_conf_path("plugstack.conf") (read_config.c:6121): plugstack.conf in the directory of
  *    SLURM_CONF, or of Slurm's compiled-in slurm.conf.
  *  - _spank_stack_load (plugstack.c:553): a missing file is an empty one; any other failure to open
- *    it fails the whole stack. Each line is read with fgets into char buf[4096], so a longer line is
- *    read as several, and Slurm's own line counter counts those pieces.
+ *    it fails the whole stack; a read error (a directory) ends the file quietly. Each line is read with fgets into char
+ * buf[4096], so a longer line is read as several, and Slurm's own line counter counts those pieces.
  *  - _plugin_stack_parse_line (plugstack.c:299): everything from the first '#' on is dropped; words
  *    are split at " \t\n" only (a '\r' stays in the word); no word: an empty line. The first word
  *    must be exactly required, optional or include (_plugin_stack_line_type, plugstack.c:282), the
@@ -24,12 +24,15 @@
 #include "text_escape.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void _note(dlt_plugstack_scan *s, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -259,6 +262,28 @@ void dlt_plugstack_scan_text(dlt_plugstack_scan *s, const char *file, const char
     _scan_src(s, file, &in, 0);
 }
 
+/* The file opened for reading when it is a regular file: 0 with *f set; 1 when it is something else
+ * (a directory reads as empty to Slurm; a FIFO would block it, and is not opened here); or -errno.
+ * O_NONBLOCK keeps open(2) from waiting on a FIFO. */
+static int _open_regular(const char *path, FILE **f)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e;
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        e = errno;
+        close(fd);
+        return S_ISREG(st.st_mode) ? -e : 1;
+    }
+    if (!(*f = fdopen(fd, "r"))) {
+        e = errno;
+        close(fd);
+        return -e;
+    }
+    return 0;
+}
+
 static int _scan_file_at(dlt_plugstack_scan *s, const char *file, int depth)
 {
     _src in = {NULL, NULL, 0, 0};
@@ -268,25 +293,27 @@ static int _scan_file_at(dlt_plugstack_scan *s, const char *file, int depth)
         _note(s, file, 0, "not read: more than %d files included", DLT_PS_FILES_MAX);
         return -E2BIG;
     }
-    if (!(in.f = fopen(file, "re"))) {
-        rc = -errno;
-        if (rc == -ENOENT) {
-            _note(s, file, 0, "does not exist (Slurm reads a missing plugstack file as an empty one)");
-            return rc;
-        }
+    rc = _open_regular(file, &in.f);
+    if (rc == -ENOENT) {
+        _note(s, file, 0, "does not exist (Slurm reads a missing plugstack file as an empty one)");
+        return rc;
+    }
+    if (rc == 1) {
+        _note(s, file, 0, "not a regular file: not read (Slurm reads a directory as empty and waits on a FIFO)");
+        return 0;
+    }
+    if (rc < 0) { /* _spank_stack_load: any other open failure fails the stack */
         s->broken = 1;
-        _note(s, file, 0, "cannot be read: %s; Slurm then loads no plugin at all and every step fails", strerror(-rc));
+        _note(s, file, 0, "cannot be opened: %s; Slurm then loads no plugin at all and every step fails",
+              strerror(-rc));
         return rc;
     }
     s->nfiles++;
     _scan_src(s, file, &in, depth);
-    rc = ferror(in.f) ? -EIO : 0;
+    if (ferror(in.f)) /* fgets stops there and Slurm goes on with what it read */
+        _note(s, file, 0, "read error: Slurm uses the lines before it");
     fclose(in.f);
-    if (rc) {
-        s->broken = 1;
-        _note(s, file, 0, "read error: Slurm then loads no plugin at all and every step fails");
-    }
-    return rc;
+    return 0;
 }
 
 int dlt_plugstack_scan_file(dlt_plugstack_scan *s, const char *file)
@@ -374,11 +401,12 @@ int dlt_slurm_conf_plugstack(const char *text, size_t len, char *out, size_t out
 /* slurm.conf's text, at most 16 MiB of it. */
 static int _read_all(const char *path, char **text, size_t *len)
 {
-    FILE *f = fopen(path, "re");
+    FILE *f = NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf;
-    if (!f)
-        return -errno;
+    int rc = _open_regular(path, &f);
+    if (rc != 0)
+        return rc > 0 ? -EINVAL : rc;
     if (!(buf = malloc(cap))) {
         fclose(f);
         return -ENOMEM;

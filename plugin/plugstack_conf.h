@@ -69,8 +69,9 @@ void dlt_plugstack_scan_init(dlt_plugstack_scan *s, const char *plugin, int foll
  * is where relative include patterns start. */
 void dlt_plugstack_scan_text(dlt_plugstack_scan *s, const char *file, const char *text, size_t len);
 
-/* The file read and scanned. A missing file is an empty one to Slurm: noted, returns -ENOENT; any
- * other failure to read it makes the scan broken and returns its -errno. */
+/* The file read and scanned. A missing file is an empty one to Slurm: noted, returns -ENOENT; one
+ * that is not a regular file is noted and not read (0); any other failure to open it makes the scan
+ * broken (Slurm fails the whole stack) and returns its -errno. */
 int dlt_plugstack_scan_file(dlt_plugstack_scan *s, const char *file);
 
 /* The index in s->hits of the line whose arguments are exactly argv (the line this copy of the

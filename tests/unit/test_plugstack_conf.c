@@ -186,9 +186,21 @@ static void test_include_loop_and_missing(void **state)
     assert_non_null(strstr(s->notes, "does not exist"));
     free(s);
     s = _scan_new(1);
-    /* a directory cannot be read as a file: Slurm fails the whole stack */
-    assert_int_not_equal(dlt_plugstack_scan_file(s, g_dir), 0);
+    /* a directory is an empty file to Slurm (fgets fails at once); a FIFO is not opened (Slurm would wait) */
+    assert_int_equal(dlt_plugstack_scan_file(s, g_dir), 0);
+    snprintf(top, sizeof(top), "%s/fifo.conf", g_dir);
+    assert_int_equal(mkfifo(top, 0600), 0);
+    assert_int_equal(dlt_plugstack_scan_file(s, top), 0);
+    assert_int_equal(s->broken, 0);
+    assert_non_null(strstr(s->notes, "fifo.conf: not a regular file: not read"));
+    free(s);
+    s = _scan_new(1);
+    /* any other failure to open it: Slurm loads no plugin at all */
+    snprintf(top, sizeof(top), "%s/self.conf", g_dir);
+    assert_int_equal(symlink(top, top), 0);
+    assert_int_equal(dlt_plugstack_scan_file(s, top), -ELOOP);
     assert_int_equal(s->broken, 1);
+    assert_non_null(strstr(s->notes, "self.conf: cannot be opened"));
     free(s);
 }
 
