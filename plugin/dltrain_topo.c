@@ -44,7 +44,7 @@ static const char g_usage[] =
 /* One line that loads the plugin: its arguments through the plugin's own parser. 0 good, 1 bad. */
 static int _check_hit(const dlt_plugstack_hit *h)
 {
-    char file[256], path[256], words[DLT_ERR_MAX * 2], settings[1024];
+    char file[256], path[256], settings[1024];
     dlt_site_conf site;
     dlt_err err = DLT_ERR_INIT;
     dlt_name_escape(h->file, file, sizeof(file));
@@ -55,6 +55,7 @@ static int _check_hit(const dlt_plugstack_hit *h)
         return 1;
     }
     if (dlt_site_conf_parse(&site, h->argc, h->argv, &err) != 0) {
+        char words[DLT_ERR_MAX * 2];
         dlt_name_escape(err.msg, words, sizeof(words));
         printf("%s:%d: %s\n", file, h->line, words);
         return 1;
