@@ -54,6 +54,10 @@ void dlt_site_conf_defaults(dlt_site_conf *site);
  * a typo in a site file must not silently change every job. Returns 0 or -EINVAL with err filled. */
 int dlt_site_conf_parse(dlt_site_conf *site, int argc, char *const argv[], dlt_err *err);
 
+/* Every site setting as "key=value ..." in the order of the keys, unset names as (unset), for
+ * dltrain-topo --check-plugstack. Returns 0 or -ENOSPC. */
+int dlt_site_conf_format(const dlt_site_conf *site, char *buf, size_t buflen);
+
 /* Applies site defaults to opts, then parses OPTS (may be NULL or "" for plain --dl-train).
  * Returns 0 or -EINVAL with err naming the bad token and the valid ones. */
 int dlt_user_opts_parse(dlt_user_opts *opts, const dlt_site_conf *site, const char *optstr, dlt_err *err);

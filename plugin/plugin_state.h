@@ -18,9 +18,15 @@ typedef struct {
     int explicit_request; /* the user gave --dl-train (not only enable=always) */
     int step_error;       /* per-step setup failed; reported from task_init */
     int step_ending;      /* a task was killed and the step is being ended */
-    dlt_err err;          /* the first refusal or setup failure, with its words */
-    int have_topology;    /* node discovery ran */
-    int have_nvml;        /* NVML was found (GPU driver present) */
+    /* The plugstack line's arguments were refused: only --dl-train steps fail, with site_msg. */
+    int site_error;
+    int site_ac; /* that line's arguments, as Slurm passed them (to find the line: error path only) */
+    char *const *site_av;
+    dlt_err site_err;    /* the refusal */
+    char site_msg[2048]; /* the refusal with the file, line and fix; "" until worked out */
+    dlt_err err;         /* the first refusal or setup failure, with its words */
+    int have_topology;   /* node discovery ran */
+    int have_nvml;       /* NVML was found (GPU driver present) */
     dlt_topology topo;
     char gpus_why[DLT_ERR_MAX];  /* what the node decided of gpus= and why ("" the user's or site's choice) */
     char topo_dir[DLT_PATH_MAX]; /* site topo_dir with %n expanded */

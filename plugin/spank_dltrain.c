@@ -6,13 +6,16 @@
 #include <errno.h>
 #include <slurm/spank.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "options.h"
 #include "plugin_state.h"
+#include "plugstack_conf.h"
 #include "srun_side.h"
 #include "stepd_side.h"
+#include "text_escape.h"
 
 SPANK_PLUGIN(dltrain, 1);
 
@@ -24,9 +27,44 @@ SPANK_PLUGIN(dltrain, 1);
  * file-level struct; every other function takes it as a parameter. */
 static dlt_plugin_state g_state;
 
+/* What a --dl-train step is told when the site line was refused: which line (looked up in the
+ * plugstack files only now, on this error path), the refusal, and the fix. Worked out once. */
+static const char *_site_error_words(void)
+{
+    static const char fix[] = "The cluster administrator fixes that line and checks it with `dltrain-topo "
+                              "--check-plugstack`; steps without --dl-train are not affected";
+    char where[640], words[1024];
+    int found;
+    if (g_state.site_msg[0])
+        return g_state.site_msg;
+    found = dlt_plugstack_where(g_state.site_ac, g_state.site_av, getenv("SLURM_CONF"), DLT_SLURM_SYSCONFDIR, where,
+                                sizeof(where)) == 0;
+    dlt_name_escape(g_state.site_err.msg, words, sizeof(words));
+    if (found)
+        snprintf(g_state.site_msg, sizeof(g_state.site_msg),
+                 "--dl-train is unavailable on this cluster: %s, which loads spank_dltrain.so, is refused: %s. %s",
+                 where, words, fix);
+    else
+        snprintf(g_state.site_msg, sizeof(g_state.site_msg),
+                 "--dl-train is unavailable on this cluster: the plugstack line that loads spank_dltrain.so is "
+                 "refused: %s (the line itself was not found: %s). %s",
+                 words, where, fix);
+    return g_state.site_msg;
+}
+
 static int _opt_cb(int val, const char *optarg, int remote)
 {
     (void)val;
+    if (g_state.site_error) {
+        g_state.opts_error = 1;
+        if (!remote) {
+            slurm_error("dltrain: %s", _site_error_words());
+            return -1;
+        }
+        /* slurmstepd: init_post_opt fails the step and task_init says why (below). */
+        dlt_fail(dlt_err_fresh(&g_state.err), -EINVAL, "%s", _site_error_words());
+        return 0;
+    }
     /* `#SBATCH --dl-train` with no value reaches srun (through the job's environment) as the text
      * "(null)": Slurm printed a NULL argument. It means no value, never an option list. */
     if (optarg && !strcmp(optarg, "(null)"))
@@ -66,18 +104,39 @@ static struct spank_option g_option = {
 int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 #endif
 
+/* The batch script, the extern step and the interactive step are not training steps: binding the
+ * batch shell to one GPU would leak its settings into every srun it starts. */
+static int _is_job_step(spank_t sp)
+{
+    uint32_t step = 0;
+    if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+        return 0;
+    return step < 0xfffffff0u;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     spank_err_t rc;
 
     memset(&g_state, 0, sizeof(g_state));
-    if (dlt_site_conf_parse(&g_state.site, ac, av, &g_state.err) != 0) {
-        slurm_error("dltrain: %s", g_state.err.msg);
-        /* A broken site line must not take jobs down that never asked for --dl-train; the
-         * option stays unregistered so users see it is unavailable. */
-        return 0;
-    }
-    if (g_state.site.enable == DLT_ENABLE_ALWAYS) {
+    if (dlt_site_conf_parse(&g_state.site, ac, av, &g_state.site_err) != 0) {
+        /* A broken site line must not take down jobs that never asked for --dl-train: the site
+         * defaults stand (enable=optin, whatever the line said), --dl-train is still registered and
+         * a step that gives it fails naming the line. slurmd's log says so when slurmd starts and
+         * once per job step; srun and sbatch stay quiet unless --dl-train is given. */
+        g_state.site_error = 1;
+        g_state.site_ac = ac;
+        g_state.site_av = av;
+        if ((spank_context() == S_CTX_REMOTE && _is_job_step(sp)) || spank_context() == S_CTX_SLURMD) {
+            int always = 0;
+            for (int i = 0; i < ac; i++)
+                always |= av[i] && !strcmp(av[i], "enable=always");
+            slurm_error("dltrain: %s%s", _site_error_words(),
+                        always ? "; the line's enable=always is not applied: steps without --dl-train run without "
+                                 "dltrain's setup until the line is fixed"
+                               : "");
+        }
+    } else if (g_state.site.enable == DLT_ENABLE_ALWAYS) {
         g_state.opts.requested = 1;
         (void)dlt_user_opts_parse(&g_state.opts, &g_state.site, NULL, dlt_err_fresh(&g_state.err));
         dlt_err_clear(&g_state.err); /* the site defaults alone: a refusal here is said when --dl-train is parsed */
@@ -100,16 +159,6 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     }
 }
 
-/* The batch script, the extern step and the interactive step are not training steps: binding the
- * batch shell to one GPU would leak its settings into every srun it starts. */
-static int _is_job_step(spank_t sp)
-{
-    uint32_t step = 0;
-    if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
-        return 0;
-    return step < 0xfffffff0u;
-}
-
 /* A --dl-train value that reached srun only through its environment (the variable Slurm itself
  * uses to carry SPANK options to the remote side) never passed through the option callback: check
  * its words here so srun names a bad one before the step starts. Only the syntax is checked: the
@@ -120,6 +169,11 @@ static int _srun_env_option(void)
     const char *val = getenv(DLT_SPANK_OPTION_ENV);
     if (g_state.explicit_request || !val)
         return 0;
+    if (g_state.site_error) {
+        slurm_error("dltrain: %s (--dl-train given in the environment as %s)", _site_error_words(),
+                    DLT_SPANK_OPTION_ENV);
+        return -1;
+    }
     if (!strcmp(val, "(null)") || !*val)
         val = NULL;
     if (dlt_user_opts_parse(&opts, &g_state.site, val, dlt_err_fresh(&g_state.err)) == 0)

@@ -12,7 +12,7 @@ TOP=$(cd "$HERE/../.." && pwd)
 BUILD=${DLT_BUILDDIR:-$TOP}
 OUT=${FUZZ_OUT:-$BUILD/tests/tmp/fuzz}
 CC=${FUZZ_CC:-clang}
-TARGETS=(${@:-options safetensors topology sysfs recordio jpeg hostlist})
+TARGETS=(${@:-options plugstack safetensors topology sysfs recordio jpeg hostlist})
 [[ -f $BUILD/config.h ]] || { echo "run.sh: $BUILD/config.h missing: run ./configure first"; exit 2; }
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang libclang-rt-14-dev)"; exit 2; }
 mkdir -p "$OUT/crashes"
@@ -20,6 +20,7 @@ mkdir -p "$OUT/crashes"
 sources() {
   case $1 in
     options) echo "plugin/options.c plugin/text_escape.c common/status.c" ;;
+    plugstack) echo "plugin/plugstack_conf.c plugin/options.c plugin/text_escape.c common/status.c" ;;
     safetensors) echo "trainer/checkpoint/safetensors.c common/io.c common/status.c common/crc32.c -lz" ;;
     topology) echo "common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c common/status.c" ;;
     sysfs) echo "common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c common/status.c" ;;
@@ -38,6 +39,10 @@ seed() {  # target dir
       printf 'bind=none,nccl=off,nic=mlx5_0,verbose\0default_bind=closest\ntopo_dir=/run/%%n/dlt' > "$d/s1"
       printf 'gpus=step\0enable=always\nnccl_ib_hca=mlx5_0:1,mlx5_1' > "$d/s2"
       printf 'bind=numa\0frob=1' > "$d/s3" ;;
+    plugstack)
+      printf '# site\ninclude plugstack.conf.d/*.conf\nrequired /usr/lib/slurm/spank_dltrain.so default_bind=numa # typo\n' > "$d/s1"
+      printf 'optional\tspank_dltrain.so enable=always topo_dir=/run/%%n/d\r\nrequired x.so\nPlugStackConfig="/etc/slurm/p s.conf"\n' > "$d/s2"
+      printf 'Required spank_dltrain.so\nrequired\nrequired spank_dltrain.so a=1\nrequired spank_dltrain.so a=1\n' > "$d/s3" ;;
     safetensors)
       python3 - "$d/s1" <<'PY'
 import json, struct, sys

@@ -5,7 +5,8 @@
 # the plugin from the path the package installed (plugstack.conf holds the shipped snippet's line,
 # switched on) and runs the dltrain on PATH, no build tree: `srun --mpi=pmix --dl-train dltrain env`,
 # a short training, and a program built against libdltpmix-dev; slurm-spank-dltrain is removed
-# (not purged) with its line on, srun still works, and a reinstall restores the line. Then the
+# (not purged) with its line on, srun still works, and a reinstall restores the line, checking it
+# (dltrain-topo --check-plugstack from the postinst; a refused line warns, the install goes on). Then the
 # packages are purged:
 # nothing of theirs is left, and Slurm's configuration files are as they were before.
 # The coupling to Slurm's release (doc/site-install.md, "Which Slurm loads the plugin"): the
@@ -45,7 +46,7 @@ export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
 export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
 export DLT_PLUGIN=$PLUGIN
 cd /tmp
-tap_plan 27
+tap_plan 29
 
 # The release series (major.minor, "22.05") of the installed Slurm, from its own daemon.
 SLURMD_V=$(slurmd -V 2>/dev/null | awk 'NR == 1 { print $NF }')
@@ -328,6 +329,21 @@ hout=$(srun --help 2>&1)
 if ((rc == 0)) && [[ -e $PLUGIN && $(grep -v '^#' "$SNIPPET") == "$enabled" && $hout == *--dl-train* ]]; then
   ok "reinstalling slurm-spank-dltrain switches the admin's line back on as it was; srun offers --dl-train"
 else not_ok "reinstall after remove (rc=$rc)"; { echo "$out" | tail -4; cat "$SNIPPET"; } | diag; fi
+# The postinst checks an active line (the stack slurmd reads: SLURM_CONF reaches it through apt-get).
+lineno=$(grep -n -v '^#' "$SNIPPET" | cut -d: -f1)
+if [[ $out == *"slurm-spank-dltrain: $SNIPPET:$lineno: OK: required $PLUGIN: default_bind=closest"* ]]; then
+  ok "the reinstall checks the active line: $SNIPPET:$lineno: OK with its settings"
+else not_ok "postinst check of the good line"; echo "$out" | grep -i -e dltrain -e warn | tail -8 | diag; fi
+# A refused line: the install goes on, saying so loudly; srun without --dl-train keeps working.
+cp "$SNIPPET" "$WORK/snippet.good"
+sed -i 's/ default_bind=closest / default_bind=numa /' "$SNIPPET"
+out=$(timeout 300 dpkg-reconfigure slurm-spank-dltrain 2>&1); rc=$?
+sout=$(timeout 60 srun --quiet -N2 true 2>&1); src=$?
+if ((rc == 0 && src == 0)) && [[ $out == *"$SNIPPET:$lineno: plugstack.conf default_bind='numa' invalid (closest|none)"* &&
+  $out == *"WARNING: the dltrain plugstack line is refused"* && -z $sout ]]; then
+  ok "postinst with a refused line: succeeds, names $SNIPPET:$lineno and warns; srun without --dl-train still works"
+else not_ok "postinst with a refused line (rc=$rc, srun rc=$src)"; { echo "$out" | tail -12; echo "$sout"; } | diag; fi
+cp "$WORK/snippet.good" "$SNIPPET"
 
 sleep 1
 check "nodes idle after the steps (nothing drained)" bash -c '[[ $(sinfo -h -N -o "%t" | sort -u) == idle ]]'
