@@ -331,11 +331,12 @@ int dlt_site_conf_format(const dlt_site_conf *site, char *buf, size_t buflen)
     int n = snprintf(
         buf, buflen,
         "default_bind=%s default_nccl=%s default_gpus=%s enable=%s allow_bind_none=%s topo_dir=%s "
-        "nvml_lib=%s sysfs_root=%s nccl_socket_ifname=%s nccl_ib_hca=%s",
+        "nvml_lib=%s sysfs_root=%s nccl_socket_ifname=%s nccl_ib_hca=%s cpu_partitions=%s",
         site->default_bind == DLT_BIND_NONE ? "none" : "closest", site->default_nccl == DLT_NCCL_OFF ? "off" : "auto",
         site->default_gpus == DLT_GPUS_STEP ? "step" : "task", site->enable == DLT_ENABLE_ALWAYS ? "always" : "optin",
         site->allow_bind_none ? "yes" : "no", site->topo_dir, site->nvml_lib, site->sysfs_root,
         site->nccl_socket_ifname[0] ? site->nccl_socket_ifname : "(unset)",
-        site->nccl_ib_hca[0] ? site->nccl_ib_hca : "(unset)");
+        site->nccl_ib_hca[0] ? site->nccl_ib_hca : "(unset)",
+        site->cpu_partitions[0] ? site->cpu_partitions : "(unset)");
     return (n < 0 || (size_t)n >= buflen) ? -ENOSPC : 0;
 }

@@ -82,10 +82,13 @@ out2=$(timeout 60 srun -p cpuq -w n1 -N1 -n1 --gpus-per-node=1 --dl-train=gpus=t
 if ((rc != 0 && rc2 == 0)) && [[ $out == *"requests none and this node has 4 GPU(s)"* && $out2 == *"opts=bind=closest,gpus=task,"* && $out2 == *"topo=$DIR/run/n1/dltrain/"* ]]; then
   ok "cpu_partitions: a partition not named still refuses; an explicit gpus=task in cpuq keeps its GPU"
 else not_ok "cpu_partitions scope (rc=$rc rc2=$rc2)"; { echo "$out"; echo "$out2"; } | diag; fi
-# A bad list: the site line is refused as a whole (the option is not offered), slurmstepd says why.
+# A bad list: the site line is refused as a whole; --dl-train steps fail naming the file, the line
+# and the check to run; steps without --dl-train run untouched.
 plugstack "cpu_partitions=cpu,,x"
 out=$(timeout 60 srun -N1 -n1 --dl-train=gpus=none true 2>&1); rc=$?
-if ((rc != 0)) && [[ $out == *"unrecognized option"*"dl-train"* ]]; then
-  ok "cpu_partitions=cpu,,x: the site line is refused, --dl-train is not offered"
+out2=$(timeout 60 srun -N1 -n1 bash -c 'echo RAN' 2>&1); rc2=$?
+if ((rc != 0 && rc2 == 0)) && [[ $out == *"plugstack.conf:1, which loads spank_dltrain.so, is refused: plugstack.conf cpu_partitions='cpu,,x' invalid"* &&
+  $out == *"dltrain-topo --check-plugstack"* && $out2 == RAN ]]; then
+  ok "cpu_partitions=cpu,,x: the site line is refused; a --dl-train step fails naming file, line and the check, other steps run"
 else not_ok "bad cpu_partitions (rc=$rc)"; echo "$out" | diag; fi
 exit 0
