@@ -46,7 +46,7 @@ export DLT_CLUSTER_PORT=$((${DLT_TEST_PORT_BASE:-17800} + 100 * 9))
 export DLT_CLUSTER_DIR=/tmp/dltrain-test-installed-$$
 export DLT_PLUGIN=$PLUGIN
 cd /tmp
-tap_plan 29
+tap_plan 30
 
 # The release series (major.minor, "22.05") of the installed Slurm, from its own daemon.
 SLURMD_V=$(slurmd -V 2>/dev/null | awk 'NR == 1 { print $NF }')
@@ -312,8 +312,22 @@ if later_debs=$(standin_debs "$LATER.0-1") && micro_debs=$(standin_debs "$SERIES
   if ((src == 0)) && ! grep -q '^Remv' <<<"$sout" && grep -q "^Inst slurm-wlm-basic-plugins \[$have\] ($SERIES.99-1 " <<<"$sout"; then
     ok "apt upgrading Slurm within $SERIES (to $SERIES.99-1, simulated) keeps slurm-spank-dltrain"
   else not_ok "apt's plan for a Slurm $SERIES.99 upgrade (rc=$src)"; echo "$sout" | grep -E '^(Inst|Remv|E:|W:)' | diag; fi
+  # dpkg -i bypasses apt's plan: the package's Conflicts make dpkg refuse to unpack a later
+  # series of what loads the plugin (--no-act: nothing is unpacked either way); within the series
+  # it has nothing to say against it.
+  conf=$(dpkg-query -W -f='${Conflicts}' slurm-spank-dltrain)
+  refused=() let_in=()
+  for p in slurmd slurm-client slurm-wlm-basic-plugins; do
+    d=$(grep "/${p}_$LATER.0-1_" <<<"$later_debs"); m=$(grep "/${p}_$SERIES.99-1_" <<<"$micro_debs")
+    [[ -n $d ]] || continue
+    dout=$(timeout 60 dpkg --no-act -i "$d" 2>&1) || [[ $dout != *"slurm-spank-dltrain conflicts with $p (>= "* ]] || refused+=("$p")
+    timeout 60 dpkg --no-act -i "$m" >/dev/null 2>&1 && let_in+=("$p")
+  done
+  if [[ ${#refused[@]} -ge 2 && ${#refused[@]} == "${#let_in[@]}" && $conf == *"slurmd (>= $hi)"* && $conf == *"slurm-client (>= $hi)"* ]]; then
+    ok "dpkg -i of a later Slurm ($LATER.0-1: ${refused[*]}) is refused before unpacking (Conflicts: $conf); $SERIES.99-1 is let in"
+  else not_ok "dpkg -i of a later Slurm (refused: ${refused[*]:-none}; let in: ${let_in[*]:-none})"; { echo "Conflicts: $conf"; echo "$dout" | tail -5; } | diag; fi
 else
-  not_ok "building the stand-in Slurm packages"; not_ok "building the stand-in Slurm packages"
+  not_ok "building the stand-in Slurm packages"; not_ok "building the stand-in Slurm packages"; not_ok "building the stand-in Slurm packages"
 fi
 rm -rf "$WORK"/standin-*
 
