@@ -281,8 +281,9 @@ int dlt_cmd_data(int argc, char **argv)
            dlt_dataset_classes(ds) == 1 ? "" : "es", argv[first + 1], (long long)bad, bad == 1 ? "" : "s");
     if (renamed[0] + renamed[1] > 0)
         printf("dltrain: %lld image(s) were decoded by their content, not their name: %lld PNG named .jpg/.jpeg, "
-               "%lld JPEG named .png (first: %s)\n",
-               (long long)(renamed[0] + renamed[1]), (long long)renamed[0], (long long)renamed[1], first_renamed);
+               "%lld JPEG named .png (first: %s); %s\n",
+               (long long)(renamed[0] + renamed[1]), (long long)renamed[0], (long long)renamed[1], first_renamed,
+               side ? "re-encoded as JPEG (--resize)" : "stored as they are (readers go by content too)");
     rc = 0;
     goto out;
 drop: /* nothing of a failed pack takes a name; its temporary files go */
