@@ -292,6 +292,15 @@ static void test_format_by_content(void **state)
     assert_int_equal(dlt_decode_transform(d, png, 20, 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
     assert_non_null(strstr(err.msg, "PNG"));
     assert_int_equal(dlt_decode_transform(d, png, len, 32, 0, NULL, out, dlt_err_fresh(&err)), 0);
+    {
+        /* The signature and IHDR, then an IDAT chunk that claims 2 GiB: refused before stb_image
+         * would allocate them (what tests/fuzz found). */
+        uint8_t claim[33 + 12];
+        memcpy(claim, png, 33);
+        memcpy(claim + 33, "\x7f\xff\xff\xffIDATxxxx", 12);
+        assert_int_equal(dlt_decode_transform(d, claim, sizeof(claim), 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "the chunk at byte 33 claims 2147483647 bytes, 0 are left"));
+    }
     assert_int_equal(dlt_decode_transform(d, gif, sizeof(gif), 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
     assert_non_null(strstr(err.msg, "a GIF image, which is not read here (JPEG and PNG are)"));
     /* 20000 x 1: over the side limit, refused from the header before the pixels are allocated. */

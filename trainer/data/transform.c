@@ -212,6 +212,25 @@ static int _reserve(dlt_decoder *d, size_t need)
     return 0;
 }
 
+/* Whether every chunk of a PNG lies inside its len bytes, up to IEND. stb_image allocates an IDAT
+ * chunk's stated length before it reads it: a few bytes claiming a 2 GiB chunk would take 2 GiB
+ * (found by tests/fuzz). A file cut short is said so here, with where. */
+static int _png_chunks_fit(const uint8_t *p, size_t len, dlt_err *err)
+{
+    size_t at = 8; /* after the signature */
+    while (len - at >= 12) {
+        uint32_t n = (uint32_t)p[at] << 24 | (uint32_t)p[at + 1] << 16 | (uint32_t)p[at + 2] << 8 | p[at + 3];
+        if (n > len - at - 12)
+            return dlt_fail(err, -EINVAL,
+                            "corrupt PNG data: the chunk at byte %zu claims %u bytes, %zu are left (a cut file?)", at,
+                            n, len - at - 12);
+        if (!memcmp(p + at + 4, "IEND", 4))
+            return 0;
+        at += 12 + (size_t)n;
+    }
+    return dlt_fail(err, -EINVAL, "corrupt PNG data: no end chunk in its %zu bytes (a cut file?)", len);
+}
+
 /* A PNG, whole, into d->buf as 8-bit RGB (w x h): stb_image expands palettes and gray, reduces 16-bit
  * samples to their high byte (v >> 8) and drops alpha (req_comp 3), as PIL's convert("RGB") does.
  * The size is read first, so that an image over the limits is refused before any allocation. */
@@ -222,6 +241,8 @@ static int _decode_png(dlt_decoder *d, const uint8_t *png, size_t len, int *w, i
     *w = *h = 0;
     if (len > (size_t)INT32_MAX)
         return dlt_fail(err, -EINVAL, "%s", "file too large");
+    if (_png_chunks_fit(png, len, err) != 0)
+        return -EINVAL;
     if (!stbi_info_from_memory(png, (int)len, w, h, &comp))
         return dlt_fail(err, -EINVAL, "corrupt PNG data: %s", stbi_failure_reason() ? stbi_failure_reason() : "?");
     if (*w < 1 || *h < 1 || *w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE ||
