@@ -3,13 +3,15 @@
 # Images read by their content: an ImageFolder mixing JPEG and PNG (8-bit RGB, gray, palette,
 # RGBA, 16-bit RGB and gray, named .png) with a PNG named .JPEG and a JPEG named .png. The files'
 # first bytes, read here, are the reference: one epoch trains on every image with none bad, the
-# summary and the metrics count the renamed files as the bytes say, --verbose names each;
+# summary and the metrics count the renamed files as the bytes say, --verbose names each, and
+# `dltrain eval` says the same count;
 # `dltrain data pack` keeps PNG records as PNG (or re-encodes them with --resize) and training
 # reads the .rec back. PIL, where /opt/torchvenv has it, checks the PNGs the fixture wrote.
 . "$(dirname "$0")/../slurm/lib.sh"
-local_test_start 9
+local_test_start 10
 "$MK" folder "$WORK/ds" 3 8 48 40 png || { echo "Bail out! mkjpegs failed"; exit 1; }
-SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 8 --warmup-epochs 0 --workers 2 --epochs 1)
+MODEL=(--arch resnet18 --width 0.25 --image-size 32 --batch 8 --workers 2)
+SMALL=("${MODEL[@]}" --warmup-epochs 0 --epochs 1)
 
 # The reference: what each training file is, by its first bytes.
 png_sig=$(printf '\x89PNG\r\n\x1a\n' | od -An -tx1 | tr -d ' \n')
@@ -65,6 +67,9 @@ else not_ok "verbose lines ($named of ${#renamed[@]}) or metrics event"; { grep 
 out=$(timeout 120 "$DLTRAIN" train --data "$WORK/ds" "${SMALL[@]}" --checkpoint-dir "$WORK/ck2" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"$want"* && $out != *": its content is"* ]]; then ok "without --verbose: the count, no line per file"
 else not_ok "default level (rc=$rc)"; echo "$out" | tail -5 | diag; fi
+out=$(timeout 120 "$DLTRAIN" eval --data "$WORK/ds" --val-data "$WORK/ds/train" "${MODEL[@]}" --checkpoint "$WORK/ck/ckpt-00000003.safetensors" 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *": $all images, top-1"* && $out == *"${want#* }"* ]]; then ok "dltrain eval on the training folder: all $all scored, the same count"
+else not_ok "eval count (rc=$rc)"; echo "$out" | tail -5 | diag; fi
 
 # RecordIO: stored as read (PNG stays PNG), read back by content; --resize re-encodes as JPEG.
 count_png() { python3 -c 'import sys; print(open(sys.argv[1], "rb").read().count(b"\x89PNG\r\n\x1a\n"))' "$1"; }
