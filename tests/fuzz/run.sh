@@ -24,7 +24,7 @@ sources() {
     topology) echo "common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c common/status.c" ;;
     sysfs) echo "common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c common/status.c" ;;
     recordio) echo "trainer/data/dataset.c trainer/data/imagefolder.c trainer/data/recordio.c common/io.c common/status.c" ;;
-    jpeg) echo "trainer/data/transform.c common/status.c tests/fuzz/stb_image_impl.c -lturbojpeg -ljpeg -lstb -lm" ;;
+    jpeg) echo "trainer/data/transform.c common/status.c tests/fuzz/stb_image_impl.c -lturbojpeg -ljpeg -lstb -lz -lm" ;;
     *) return 1 ;;
   esac
 }

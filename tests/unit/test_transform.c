@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <turbojpeg.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -313,13 +314,81 @@ static void test_format_by_content(void **state)
     dlt_decoder_destroy(d);
 }
 
+/* A 1x1 gray PNG whose pixel data inflates to `zeros` bytes: *len bytes at the returned malloc'd
+ * pointer (signature, IHDR, one IDAT, IEND; CRCs by zlib). */
+static uint8_t *_png_bomb(size_t zeros, size_t *len)
+{
+    static const uint8_t head[33] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 'I', 'H', 'D', 'R', 0,
+                                     0,    0,   1,   0,   0,    0,    1,    8,    0, 0, 0, 0,  0,   0,   0,   0};
+    static uint8_t zero[1 << 20];
+    uLong cap = compressBound((uLong)zeros) / 512 + (1 << 16), crc;
+    uint8_t *o = malloc(33 + 12 + cap + 12);
+    z_stream zs;
+    size_t z;
+    assert_non_null(o);
+    memcpy(o, head, 33);
+    crc = crc32(0, o + 12, 17);
+    for (int k = 0; k < 4; k++)
+        o[29 + k] = (uint8_t)(crc >> (24 - 8 * k));
+    memset(&zs, 0, sizeof(zs));
+    assert_int_equal(deflateInit(&zs, 9), Z_OK);
+    zs.next_out = o + 41;
+    zs.avail_out = (uInt)cap;
+    for (size_t done = 0; done < zeros; done += sizeof(zero)) {
+        zs.next_in = zero;
+        zs.avail_in = sizeof(zero);
+        assert_int_equal(deflate(&zs, done + sizeof(zero) >= zeros ? Z_FINISH : Z_NO_FLUSH),
+                         done + sizeof(zero) >= zeros ? Z_STREAM_END : Z_OK);
+    }
+    z = zs.total_out;
+    deflateEnd(&zs);
+    for (int k = 0; k < 4; k++)
+        o[33 + k] = (uint8_t)(z >> (24 - 8 * k));
+    memcpy(o + 37, "IDAT", 4);
+    crc = crc32(0, o + 37, (uInt)(z + 4));
+    for (int k = 0; k < 4; k++)
+        o[41 + z + k] = (uint8_t)(crc >> (24 - 8 * k));
+    memcpy(o + 45 + z, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
+    *len = 57 + z;
+    return o;
+}
+
+/* Pixel data that inflates far past the image's size is refused before stb_image inflates it all;
+ * an incompressible photo-sized PNG, which the same count looks at first, decodes exactly. The
+ * slack is lowered to 1 MiB, so that a 96 MiB bomb (not 512 MiB) shows it. */
+static void test_png_inflate_bound(void **state)
+{
+    dlt_decoder *d = dlt_decoder_create();
+    dlt_err err = DLT_ERR_INIT;
+    static uint8_t expect[600 * 400 * 3], out[32 * 32 * 3];
+    uint8_t *png;
+    size_t len;
+    const uint8_t *rgb;
+    int w, h;
+    (void)state;
+    dlt_decoder_inflate_slack(d, 1u << 20);
+    png = _png_bomb((size_t)96 << 20, &len); /* 96 MiB of zeros for a 1x1 image: ~95 KB of IDAT */
+    assert_true(len > 70000 && len < 200000);
+    assert_int_equal(dlt_decode_transform(d, png, len, 32, 0, NULL, out, dlt_err_fresh(&err)), -EINVAL);
+    assert_non_null(
+        strstr(err.msg, "its pixel data inflates to more than 1028 bytes, twice what a 1x1 image of 8 bits"));
+    free(png);
+    _png_case(600, 400, DLT_PNG_RGB, 8, 11, &png, &len, expect);
+    assert_true(len * 1032 > (1u << 20) + 2 * 400 * (600 * 3 + 1)); /* the count runs */
+    assert_int_equal(dlt_decode_rgb(d, png, len, &rgb, &w, &h, dlt_err_fresh(&err)), 0);
+    assert_int_equal(w, 600);
+    assert_memory_equal(rgb, expect, sizeof(expect));
+    free(png);
+    dlt_decoder_destroy(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crop_parameters),   cmocka_unit_test(test_decode_transform),
         cmocka_unit_test(test_region_decode),     cmocka_unit_test(test_damaged_data),
         cmocka_unit_test(test_png_decode),        cmocka_unit_test(test_png_transform),
-        cmocka_unit_test(test_format_by_content),
+        cmocka_unit_test(test_format_by_content), cmocka_unit_test(test_png_inflate_bound),
     };
     int rc;
     dlt_test_dir_make("transform");

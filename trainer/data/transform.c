@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <turbojpeg.h>
+#include <zlib.h>
 
 #include <jpeglib.h>
 
@@ -27,6 +28,7 @@ struct dlt_decoder {
     int poisoned; /* the last call failed inside libjpeg-turbo */
     int full;     /* decode whole images even for a crop (tests and benchmarks compare) */
     dlt_image_format last_format;
+    uint64_t inflate_slack; /* dlt_decoder_inflate_slack */
 };
 
 dlt_image_format dlt_image_sniff(const uint8_t *p, size_t len)
@@ -171,6 +173,7 @@ dlt_decoder *dlt_decoder_create(void)
         return NULL;
     d->tj = tjInitDecompress();
     d->factors = tjGetScalingFactors(&d->nfactors);
+    d->inflate_slack = DLT_PNG_INFLATE_SLACK;
     if (!d->tj || !d->factors) {
         dlt_decoder_destroy(d);
         return NULL;
@@ -212,6 +215,11 @@ static int _reserve(dlt_decoder *d, size_t need)
     return 0;
 }
 
+static uint32_t _be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 /* Whether every chunk of a PNG lies inside its len bytes, up to IEND. stb_image allocates an IDAT
  * chunk's stated length before it reads it: a few bytes claiming a 2 GiB chunk would take 2 GiB
  * (found by tests/fuzz). A file cut short is said so here, with where. */
@@ -219,7 +227,7 @@ static int _png_chunks_fit(const uint8_t *p, size_t len, dlt_err *err)
 {
     size_t at = 8; /* after the signature */
     while (len - at >= 12) {
-        uint32_t n = (uint32_t)p[at] << 24 | (uint32_t)p[at + 1] << 16 | (uint32_t)p[at + 2] << 8 | p[at + 3];
+        uint32_t n = _be32(p + at);
         if (n > len - at - 12)
             return dlt_fail(err, -EINVAL,
                             "corrupt PNG data: the chunk at byte %zu claims %u bytes, %zu are left (a cut file?)", at,
@@ -229,6 +237,63 @@ static int _png_chunks_fit(const uint8_t *p, size_t len, dlt_err *err)
         at += 12 + (size_t)n;
     }
     return dlt_fail(err, -EINVAL, "corrupt PNG data: no end chunk in its %zu bytes (a cut file?)", len);
+}
+
+/* stb_image inflates a PNG's pixel data into a buffer it grows as long as the data goes on: deflate
+ * reaches 1032:1, so a crafted file of 64 MiB could take 66 GB. Where the IDAT bytes could inflate
+ * to more than twice the image's own size (every row's filter byte and Adam7's passes included)
+ * plus d->inflate_slack, they are inflated here first, into a small scratch buffer, counting, and
+ * the file is refused past that bound. The slack spares common photos the second inflate (it
+ * costs a third of a PNG's decode time): a 500x375 photo's 0.4 MB of IDAT stays under it. Called
+ * after _png_chunks_fit, with the size inside the limits; a header stb_image will refuse anyway
+ * is left to it. */
+static int _png_inflate_bound(const dlt_decoder *d, const uint8_t *p, size_t len, dlt_err *err)
+{
+    static const int channels[7] = {1, 0, 3, 1, 2, 0, 4}; /* by colour type */
+    uint64_t w, h, bits, limit, idat = 0, out = 0;
+    uint8_t scratch[32768];
+    z_stream zs;
+    size_t at = 8;
+    int zr = Z_OK;
+    if (len < 33 || _be32(p + 8) != 13 || memcmp(p + 12, "IHDR", 4) || p[25] > 6 || !channels[p[25]])
+        return 0;
+    w = _be32(p + 16);
+    h = _be32(p + 20);
+    bits = (uint64_t)channels[p[25]] * p[24];
+    limit = 2 * h * ((w * bits + 7) / 8 + 1) + 1024;
+    /* _png_chunks_fit saw every chunk up to IEND inside the file */
+    for (at = 8; memcmp(p + at + 4, "IEND", 4); at += 12 + (size_t)_be32(p + at))
+        if (!memcmp(p + at + 4, "IDAT", 4))
+            idat += _be32(p + at);
+    if (idat * 1032 <= limit + d->inflate_slack)
+        return 0;
+    memset(&zs, 0, sizeof(zs));
+    if (inflateInit(&zs) != Z_OK)
+        return dlt_fail(err, -ENOMEM, "%s", "out of memory decoding (zlib)");
+    for (at = 8; memcmp(p + at + 4, "IEND", 4) && zr == Z_OK; at += 12 + (size_t)_be32(p + at)) {
+        if (memcmp(p + at + 4, "IDAT", 4))
+            continue;
+        zs.next_in = (Bytef *)(uintptr_t)(p + at + 8);
+        zs.avail_in = (uInt)_be32(p + at);
+        while (zr == Z_OK && zs.avail_in > 0 && out <= limit) {
+            zs.next_out = scratch;
+            zs.avail_out = sizeof(scratch);
+            zr = inflate(&zs, Z_NO_FLUSH);
+            out += sizeof(scratch) - zs.avail_out;
+            if (zr == Z_BUF_ERROR) /* needs the next chunk */
+                zr = Z_OK;
+        }
+        if (out > limit)
+            break;
+    }
+    inflateEnd(&zs);
+    if (out > limit)
+        return dlt_fail(err, -EINVAL,
+                        "corrupt PNG data: its pixel data inflates to more than %llu bytes, twice what a %llux%llu "
+                        "image of %llu bits a pixel holds",
+                        (unsigned long long)limit, (unsigned long long)w, (unsigned long long)h,
+                        (unsigned long long)bits);
+    return 0; /* within the bound, or damaged: stb_image says what */
 }
 
 /* A PNG, whole, into d->buf as 8-bit RGB (w x h): stb_image expands palettes and gray, reduces 16-bit
@@ -249,6 +314,8 @@ static int _decode_png(dlt_decoder *d, const uint8_t *png, size_t len, int *w, i
         (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
         return dlt_fail(err, -EINVAL, "image of %dx%d pixels is over the limits (%d pixels a side, %u in all)", *w, *h,
                         DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
+    if (_png_inflate_bound(d, png, len, err) != 0)
+        return -EINVAL;
     img = stbi_load_from_memory(png, (int)len, w, h, &comp, 3);
     if (!img)
         return dlt_fail(err, -EINVAL, "corrupt PNG data: %s", stbi_failure_reason() ? stbi_failure_reason() : "?");
@@ -428,6 +495,11 @@ static int _decode_region(dlt_decoder *d, const uint8_t *jpeg, size_t len, int n
 void dlt_decoder_decode_whole(dlt_decoder *d, int on)
 {
     d->full = on;
+}
+
+void dlt_decoder_inflate_slack(dlt_decoder *d, uint64_t bytes)
+{
+    d->inflate_slack = bytes;
 }
 
 int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, dlt_err *err)

@@ -60,6 +60,13 @@ int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_
  * and benchmarks compare the two; the region is the default). */
 void dlt_decoder_decode_whole(dlt_decoder *d, int on);
 
+/* A PNG whose pixel data could inflate to more than twice its image's size plus this many bytes
+ * has it inflated and counted first, and is refused past that (stb_image would grow its buffer as
+ * far as the data goes). The default, DLT_PNG_INFLATE_SLACK, leaves common photos out of that
+ * second inflate; tests lower it. */
+#define DLT_PNG_INFLATE_SLACK (512ull << 20)
+void dlt_decoder_inflate_slack(dlt_decoder *d, uint64_t bytes);
+
 /* Last decode's DCT scale (numerator/denominator), for benchmarks (1/1 for PNG). */
 void dlt_decoder_last_scale(const dlt_decoder *d, int *num, int *denom);
 /* The format the last successful decode read (by content). */
