@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer target: JPEG decode + RandomResizedCrop/flip + resize, and the evaluation crop, on
- * arbitrary bytes: errors are fine, crashes, overflows and reads past the input are not. */
+/* libFuzzer target: image decode (JPEG or PNG, by content) + RandomResizedCrop/flip + resize, and
+ * the evaluation crop, on arbitrary bytes: errors are fine, crashes, overflows and reads past the
+ * input are not. The seeds hold JPEGs and PNGs of every kind (run.sh). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -25,7 +25,7 @@ sources() {
     topology) echo "common/pci_busid.c plugin/topology.c plugin/binding.c plugin/nccl_topo_xml.c plugin/topo_report.c common/status.c" ;;
     sysfs) echo "common/pci_busid.c plugin/topology.c plugin/nccl_topo_xml.c common/status.c" ;;
     recordio) echo "trainer/data/dataset.c trainer/data/imagefolder.c trainer/data/recordio.c common/io.c common/status.c" ;;
-    jpeg) echo "trainer/data/transform.c common/status.c -lturbojpeg -ljpeg -lstb -lm" ;;
+    jpeg) echo "trainer/data/transform.c common/status.c tests/fuzz/stb_image_impl.c -lturbojpeg -ljpeg -lstb -lz -lm" ;;
     hostlist) echo "common/hostlist.c" ;;
     *) return 1 ;;
   esac
@@ -67,7 +67,8 @@ PY
       if [[ -x $BUILD/tests/fixtures/mkjpegs ]]; then
         "$BUILD/tests/fixtures/mkjpegs" bench "$d" 2 40 30 80 >/dev/null
         "$BUILD/tests/fixtures/mkjpegs" folder "$d/f" 1 4 24 16 variants >/dev/null
-        find "$d/f" -type f -exec mv {} "$d" \; ; rm -rf "$d/f"
+        "$BUILD/tests/fixtures/mkjpegs" folder "$d/p" 2 12 20 14 png >/dev/null # PNG of every kind
+        n=0; for f in "$d"/f/*/*/* "$d"/p/*/*/*; do n=$((n + 1)); mv "$f" "$d/s$n"; done; rm -rf "$d/f" "$d/p"
       else
         printf '\xff\xd8\xff\xe0' > "$d/s1"
       fi ;;

@@ -21,7 +21,7 @@ if ((rc == 0)) && [[ $out == *"$WORK/ds/train: 130 images, 4 classes"* ]] && awk
   ok "ImageFolder ROOT/train: classes from the tree, the loss falls ($first -> $last)"
 else not_ok "ImageFolder training (rc=$rc)"; echo "$out" | tail -5 | diag; fi
 n=$(grep -c 'skipping bad image' <<<"$out")
-if [[ $n == 3 ]] && grep -q 'img_0000.JPEG: not a readable JPEG' <<<"$out" && grep -q 'empty.JPEG: empty or truncated file' <<<"$out" && grep -q 'notajpeg.jpg: not a readable JPEG: Not a JPEG file' <<<"$out"; then
+if [[ $n == 3 ]] && grep -q 'img_0000.JPEG: not a readable JPEG' <<<"$out" && grep -q 'empty.JPEG: empty or truncated file' <<<"$out" && grep -q 'notajpeg.jpg: corrupt PNG data' <<<"$out"; then
   ok "the 3 planted bad files are each reported once, with path and reason, and skipped"
 else not_ok "bad file reports ($n)"; grep -E 'bad image' <<<"$out" | diag; fi
 if grep -q 'bad image(s) were skipped and replaced' <<<"$out"; then ok "the run ends with the count of skipped images"; else not_ok "bad image count"; fi

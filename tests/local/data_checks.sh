@@ -4,7 +4,7 @@
 # pair (the .rec cut short, the .idx cut mid-line, a garbage or duplicated line) refused naming the
 # index line and why, never trained as fewer classes; a labels file's gaps (a line naming no file,
 # an image without a line) counted and said, every image scored once; an empty class folder
-# refused; nested folders, .png files and dangling links counted and said (refused by --strict);
+# refused; nested folders, .webp files and dangling links counted and said (refused by --strict);
 # a one-class data set and a 10-byte JPEG said in the user's terms; validation classes matched
 # by name to the checkpoint's class names (a subset allowed, unknown names and 1-based numbers
 # refused, 0-based numbers mapped), a resume on other classes refused, a checkpoint without names
@@ -60,16 +60,16 @@ else not_ok "labels-file gaps (rc=$rc)"; echo "$out" | tail -5 | diag; fi
 # An empty class folder.
 cp -r "$WORK/ds" "$WORK/empty"; rm -f "$WORK"/empty/train/c04/*
 out=$(train1 --data "$WORK/empty"); rc=$?
-if ((rc != 0 && rc != 124)) && [[ $out == *"class folder $WORK/empty/train/c04 holds no .JPEG/.jpg images"* ]]; then ok "an empty class folder is refused naming it"
+if ((rc != 0 && rc != 124)) && [[ $out == *"class folder $WORK/empty/train/c04 holds no .JPEG/.jpg/.png images"* ]]; then ok "an empty class folder is refused naming it"
 else not_ok "empty class folder (rc=$rc)"; echo "$out" | tail -4 | diag; fi
-# Nested folders, a .png, a dangling symbolic link: counted and said; --strict refuses them.
+# Nested folders, a .webp, a dangling symbolic link: counted and said; --strict refuses them.
 cp -r "$WORK/ds" "$WORK/odd"
 mkdir -p "$WORK/odd/train/c01/more"; cp "$WORK/odd/train/c01/img_0000.JPEG" "$WORK/odd/train/c01/more/"
-cp "$WORK/odd/train/c02/img_0000.JPEG" "$WORK/odd/train/c02/pic.png"
+cp "$WORK/odd/train/c02/img_0000.JPEG" "$WORK/odd/train/c02/pic.webp"
 ln -s /nonexistent/img.JPEG "$WORK/odd/train/c03/link.JPEG"
 out=$(train1 --data "$WORK/odd"); rc=$?
-if ((rc == 0)) && [[ $out == *"$WORK/odd/train: left out: 1 folder(s) inside class folders (only one level is read) (first: $WORK/odd/train/c01/more); 1 image file(s) not in .JPEG/.jpg"*"(first: $WORK/odd/train/c02/pic.png); 1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX (first: $WORK/odd/train/c03/link.JPEG)"* ]]; then
-  ok "a nested folder, a .png and a dangling link are counted and named"
+if ((rc == 0)) && [[ $out == *"$WORK/odd/train: left out: 1 folder(s) inside class folders (only one level is read) (first: $WORK/odd/train/c01/more); 1 image file(s) not in .JPEG/.jpg/.png"*"(first: $WORK/odd/train/c02/pic.webp); 1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX (first: $WORK/odd/train/c03/link.JPEG)"* ]]; then
+  ok "a nested folder, a .webp and a dangling link are counted and named"
 else not_ok "left-out entries (rc=$rc)"; echo "$out" | tail -4 | diag; fi
 out=$(train1 --data "$WORK/odd" --strict); rc=$?
 if ((rc != 0 && rc != 124)) && [[ $out == *"left out: 1 folder(s)"*"(--strict refuses a data set that leaves images out"* ]]; then ok "--strict refuses a data set that leaves images out"

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # `dltrain data index DIR` keeps an image folder's list in DIR/train/.dltrain-index (and val/):
 # a later run reads it instead of listing the folder, and says so; an image or a class folder
-# added since, an index damaged by one byte or cut short is never used silently: the run says why
-# and lists the folder (and sees the new images).
+# added since, an index damaged by one byte or cut short, or one of an earlier version (which
+# listed no .png) is never used silently: the run says why and lists the folder (and sees the new
+# images).
 . "$(dirname "$0")/../slurm/lib.sh"
-local_test_start 7
+local_test_start 8
 "$MK" folder "$WORK/d" 4 12 40 40 plain >/dev/null
 SMALL=(--arch resnet18 --width 0.25 --image-size 32 --batch 4 --workers 1 --log-every 0 --warmup-epochs 0 --steps 1)
 IDX=$WORK/d/train/.dltrain-index
@@ -53,4 +54,11 @@ rm -f "$IDX"
 if ((rc == 0)) && [[ $out == *"its index .dltrain-index is not used (cannot be read: "* && $out == *"50 images, 5 classes"* ]]; then
   ok "a FIFO under the index's name: refused at once, said, the folder listed (no wait)"
 else not_ok "FIFO index (rc=$rc)"; echo "$out" | diag; fi
+# An index of an earlier version (magic DLTIDX01), which listed no .png: stale, never used.
+"$DLTRAIN" data index "$WORK/d" >/dev/null 2>&1
+printf '1' | dd of="$IDX" bs=1 seek=7 conv=notrunc status=none
+out=$(run); rc=$?
+if ((rc == 0)) && [[ $(head -c 8 "$IDX") == DLTIDX01 && $out == *"its index .dltrain-index is not used (stale: made by an earlier dltrain, which listed no .png files; dltrain data index renews it): listing the folder instead"* && $out == *"50 images, 5 classes"* ]]; then
+  ok "an index of an earlier version (no .png listed): stale, said, the folder listed"
+else not_ok "earlier version's index (rc=$rc)"; echo "$out" | diag; fi
 exit 0

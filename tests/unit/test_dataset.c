@@ -307,7 +307,7 @@ static void test_folder_long_paths(void **state)
     free(root);
 }
 
-/* What a folder holds beyond its JPEGs is counted (nested folders, other images, dangling links,
+/* What a folder holds beyond its JPEGs and PNGs is counted (nested folders, other images, dangling links,
  * other files); an empty class folder is refused; labels-file lines naming no file and images
  * without a line are left out and counted, never read (a failed read is replaced by another image:
  * an evaluation would score that one twice). */
@@ -323,19 +323,21 @@ static void test_folder_left_out(void **state)
     dlt_test_make_folder(root, classes, 3, 2, 0); /* and c0/README.txt */
     snprintf(p, sizeof(p), "%s/c1/sub", root);
     mkdir(p, 0755);
-    snprintf(p, sizeof(p), "%s/c1/photo.png", root);
+    snprintf(p, sizeof(p), "%s/c1/photo.webp", root);
+    dlt_test_write(p, "webp", 4);
+    snprintf(p, sizeof(p), "%s/c1/shot.PNG", root); /* listed (any case): the reader goes by content */
     dlt_test_write(p, "png", 3);
     snprintf(p, sizeof(p), "%s/c2/gone.JPEG", root);
     assert_int_equal(symlink("/nonexistent/x.JPEG", p), 0);
     assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
-    assert_int_equal(dlt_dataset_count(ds), 6);
+    assert_int_equal(dlt_dataset_count(ds), 7);
     lo = dlt_dataset_left(ds);
     assert_non_null(lo);
     assert_int_equal(lo->nested, 1);
     assert_int_equal(lo->images, 1);
     assert_int_equal(lo->unreadable, 1);
     assert_int_equal(lo->other, 1);
-    assert_non_null(strstr(lo->first_images, "c1/photo.png"));
+    assert_non_null(strstr(lo->first_images, "c1/photo.webp"));
     assert_int_equal(dlt_dataset_describe_left_out(ds, what, sizeof(what)), 3); /* README.txt aside */
     assert_non_null(
         strstr(what, "1 dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX (first: "));
@@ -346,7 +348,7 @@ static void test_folder_left_out(void **state)
     mkdir(p, 0755);
     assert_int_not_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
     assert_non_null(strstr(err.msg, "class folder"));
-    assert_non_null(strstr(err.msg, "leftout/c3 holds no .JPEG/.jpg images"));
+    assert_non_null(strstr(err.msg, "leftout/c3 holds no .JPEG/.jpg/.png images"));
 
     /* A flat folder and a labels file: one line names a missing file, one image has no line. */
     snprintf(root, sizeof(root), "%s/flat", g_dir);

@@ -57,8 +57,8 @@ static int setup(void **state)
         }
     }
     snprintf(d, sizeof(d), "%s/apple", g_root);
-    _touch(d, "photo.png"); /* another image kind */
-    _touch(d, "notes.txt"); /* other */
+    _touch(d, "photo.webp"); /* another image kind */
+    _touch(d, "notes.txt");  /* other */
     snprintf(p, sizeof(p), "%s/nested", d);
     mkdir(p, 0755); /* nested folder */
     snprintf(p, sizeof(p), "%s/dangling.JPEG", d);

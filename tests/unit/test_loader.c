@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "tests/fixtures/png_write.h"
 #include "tests/unit/data_fixture.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
@@ -339,12 +340,72 @@ static void test_loader_bad_exchange(void **state)
     free(img);
 }
 
+/* Files whose content is not what their name says are counted once each, by kind, and travel to
+ * the other ranks tagged through the bad-file exchange: after it, both ranks know the run's count
+ * and neither counts them as bad. */
+static void test_loader_renamed_exchange(void **state)
+{
+    static const char *const classes[] = {"c0", "c1", "c2", "c3"};
+    char root[512], p[700];
+    dlt_err err = DLT_ERR_INIT;
+    dlt_dataset *ds;
+    dlt_loader *l[2];
+    uint8_t *img = calloc(3 * 32 * 32 * 3, 1), rgb[64 * 48 * 3], *png;
+    int32_t lab[3];
+    int64_t found[2][16], png_jpeg, jpeg_png;
+    int n[2];
+    size_t len;
+    unsigned long jlen;
+    unsigned char *j = dlt_test_jpeg(64, 48, 0, &jlen);
+    (void)state;
+    snprintf(root, sizeof(root), "%s/renamed", g_dir);
+    dlt_test_make_folder(root, classes, 4, 4, 0);
+    snprintf(p, sizeof(p), "%s/c1/zz.png", root); /* a JPEG named .png */
+    dlt_test_write(p, j, jlen);
+    for (size_t i = 0; i < sizeof(rgb); i++)
+        rgb[i] = (uint8_t)(i * 7);
+    assert_int_equal(dlt_png_encode(rgb, 64, 48, DLT_PNG_RGB, 8, NULL, 0, NULL, 0, &png, &len), 0);
+    snprintf(p, sizeof(p), "%s/c2/zz.JPEG", root); /* a PNG named .JPEG */
+    dlt_test_write(p, png, len);
+    assert_int_equal(dlt_dataset_open_folder(&ds, root, NULL, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_dataset_count(ds), 18);
+    /* 18 images on 2 ranks, 3 batches of 3 each: one epoch reads every image once. */
+    for (int r = 0; r < 2; r++) {
+        dlt_loader_config c = {.batch = 3, .out = 32, .train = 1, .seed = 5, .rank = r, .world = 2, .workers = 1};
+        assert_int_equal(dlt_loader_create(&l[r], ds, &c, dlt_err_fresh(&err)), 0);
+        assert_int_equal(dlt_loader_start(l[r], 0, 0), 0);
+        for (int s = 0; s < 3; s++)
+            assert_int_equal(dlt_loader_next(l[r], img, lab, dlt_err_fresh(&err)), 0);
+    }
+    for (int r = 0; r < 2; r++) {
+        n[r] = dlt_loader_bad_take(l[r], found[r], 16);
+        for (int i = 0; i < n[r]; i++)
+            assert_true(found[r][i] & DLT_LOADER_RENAMED);
+    }
+    assert_int_equal(n[0] + n[1], 2); /* each file met by exactly one rank */
+    for (int r = 0; r < 2; r++) {
+        dlt_loader_bad_merge(l[r], found[1 - r], n[1 - r]);
+        dlt_loader_bad_merge(l[r], found[r], n[r]); /* own indices again: no double count */
+        dlt_loader_renamed(l[r], &png_jpeg, &jpeg_png);
+        assert_int_equal(png_jpeg, 1);
+        assert_int_equal(jpeg_png, 1);
+        assert_int_equal(dlt_loader_bad_files(l[r]), 0);
+        assert_int_equal(dlt_loader_bad_images(l[r]), 0);
+    }
+    dlt_loader_destroy(l[0]);
+    dlt_loader_destroy(l[1]);
+    dlt_dataset_close(ds);
+    tjFree(j);
+    free(png);
+    free(img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_threads_refused), cmocka_unit_test(test_loader),
         cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
-        cmocka_unit_test(test_loader_bad_exchange),
+        cmocka_unit_test(test_loader_bad_exchange),    cmocka_unit_test(test_loader_renamed_exchange),
     };
     int rc;
     dlt_test_dir_make("loader");

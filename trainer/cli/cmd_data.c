@@ -141,7 +141,8 @@ int dlt_cmd_data(int argc, char **argv)
     tjhandle enc = NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    int64_t n = 0, written = 0, bad = 0;
+    int64_t n = 0, written = 0, bad = 0, renamed[2] = {0, 0}; /* PNG named .jpg/.jpeg, JPEG named .png */
+    char first_renamed[1024] = "";
     dlt_err err = DLT_ERR_INIT;
     char idx_path[PATH_MAX + 16], classes_path[PATH_MAX + 16], tmp_rec[PATH_MAX + 32], tmp_idx[PATH_MAX + 48],
         tmp_classes[PATH_MAX + 48];
@@ -244,6 +245,15 @@ int dlt_cmd_data(int argc, char **argv)
             bad++;
             continue;
         }
+        {
+            /* Stored as read (or re-encoded as JPEG with --resize): the reader goes by content too. */
+            dlt_image_format got = dlt_decoder_last_format(dec), named = dlt_image_format_of_name(name);
+            if (named != DLT_IMAGE_UNKNOWN && named != got) {
+                if (!first_renamed[0])
+                    snprintf(first_renamed, sizeof(first_renamed), "%.1000s", name);
+                renamed[got == DLT_IMAGE_PNG ? 0 : 1]++;
+            }
+        }
         if (dlt_recordio_append(&w, (uint64_t)written, (float)label, jpg ? jpg : buf, jpg ? jlen : len, &err) != 0) {
             dlt_progress_clear(&prog);
             fprintf(stderr, "dltrain: writing %s: %s\n", tmp_rec, err.msg);
@@ -269,6 +279,11 @@ int dlt_cmd_data(int argc, char **argv)
     printf("dltrain: packed %lld image%s of %d class%s into %s (%lld unreadable image%s left out)\n",
            (long long)written, written == 1 ? "" : "s", dlt_dataset_classes(ds),
            dlt_dataset_classes(ds) == 1 ? "" : "es", argv[first + 1], (long long)bad, bad == 1 ? "" : "s");
+    if (renamed[0] + renamed[1] > 0)
+        printf("dltrain: %lld image(s) were decoded by their content, not their name: %lld PNG named .jpg/.jpeg, "
+               "%lld JPEG named .png (first: %s); %s\n",
+               (long long)(renamed[0] + renamed[1]), (long long)renamed[0], (long long)renamed[1], first_renamed,
+               side ? "re-encoded as JPEG (--resize)" : "stored as they are (readers go by content too)");
     rc = 0;
     goto out;
 drop: /* nothing of a failed pack takes a name; its temporary files go */

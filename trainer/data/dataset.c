@@ -98,7 +98,7 @@ int64_t dlt_dataset_describe_left_out(const dlt_dataset *d, char *buf, size_t le
         {l->missing, "labels-file line(s) naming a file that is not there", l->first_missing},
         {l->unlisted, "image(s) without a line in the labels file", l->first_unlisted},
         {l->nested, "folder(s) inside class folders (only one level is read)", l->first_nested},
-        {l->images, "image file(s) not in .JPEG/.jpg (not decoded here: convert them to JPEG)", l->first_images},
+        {l->images, "image file(s) not in .JPEG/.jpg/.png (not decoded here: convert them to JPEG)", l->first_images},
         {l->special, "entr(y/ies) named as images that are not regular files (a FIFO, a device, a socket)",
          l->first_special},
         {l->unreadable, "dangling symbolic link(s), unreadable entries or paths longer than PATH_MAX",

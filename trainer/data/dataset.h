@@ -19,7 +19,7 @@ typedef struct {
     int64_t missing;    /* labels-file lines naming a file that is not there (or not a regular file) */
     int64_t unlisted;   /* images of a labels-file folder that no line names */
     int64_t nested;     /* folders inside class folders (ImageFolder reads one level) */
-    int64_t images;     /* other image files torchvision would read (.png, .bmp, ...): not decoded here */
+    int64_t images;     /* other image files torchvision would read (.bmp, .webp, ...): not decoded here */
     int64_t other;      /* other files (not images) */
     int64_t unreadable; /* dangling symbolic links and entries that cannot be looked at */
     int64_t special;    /* entries named as images that are no regular files (a FIFO, a device, a socket) */

@@ -20,7 +20,10 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/folder_list.h"
 
-static const char INDEX_MAGIC[8] = {'D', 'L', 'T', 'I', 'D', 'X', '0', '1'};
+static const char INDEX_MAGIC[8] = {'D', 'L', 'T', 'I', 'D', 'X', '0', '2'};
+/* An index of the versions that listed only .jpg/.jpeg: its folders' mtimes still match, but it
+ * leaves their .png files out, so it is stale, whatever else it holds. */
+static const char INDEX_MAGIC_JPEG_ONLY[8] = {'D', 'L', 'T', 'I', 'D', 'X', '0', '1'};
 
 /* A folder changed within this many seconds of the index being made may have changed again within
  * the same timestamp tick (filesystems with 1-second times): such an index is not trusted. */
@@ -202,6 +205,12 @@ int dlt_folder_index_read(const char *root, dlt_dataset **out, uint8_t **list, s
         return 1;
     if (rc != 0) {
         snprintf(why, whylen, "cannot be read: %s", strerror(-rc));
+        return -1;
+    }
+    if (n >= 8 && !memcmp(buf, INDEX_MAGIC_JPEG_ONLY, 8)) {
+        snprintf(why, whylen,
+                 "stale: made by an earlier dltrain, which listed no .png files; dltrain data index renews it");
+        free(buf);
         return -1;
     }
     if (n < 40 || memcmp(buf, INDEX_MAGIC, 8) || _get64(buf + n - 8) != dlt_fnv1a64(DLT_FNV_OFFSET, buf, n - 8)) {

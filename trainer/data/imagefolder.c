@@ -19,17 +19,19 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/dataset_internal.h"
 
+/* The names listed as images: .jpg, .jpeg, .png in any case. The decoder reads each by its content
+ * (transform.h), so a PNG named .JPEG (ImageNet has one) is read too, and counted by the loader. */
 static int _is_image(const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return name[0] != '.' && dot && (!strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".jpg"));
+    return name[0] != '.' && dot && (!strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".png"));
 }
 
 /* The other extensions torchvision's ImageFolder reads (IMG_EXTENSIONS): images a user expects to
  * be used, which this reader leaves out. */
 static int _is_other_image(const char *name)
 {
-    static const char *const ext[] = {".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+    static const char *const ext[] = {".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
     const char *dot = strrchr(name, '.');
     for (size_t i = 0; dot && i < sizeof(ext) / sizeof(ext[0]); i++)
         if (!strcasecmp(dot, ext[i]))
@@ -233,7 +235,7 @@ static int _read_class_folders(dlt_dataset *d, const char *root, int64_t *cap, c
                             PATH_MAX - 1);
         if (added < 1)
             return dlt_fail(err, -ENOENT,
-                            "class folder %s holds no .JPEG/.jpg images (as torchvision's ImageFolder, a class "
+                            "class folder %s holds no .JPEG/.jpg/.png images (as torchvision's ImageFolder, a class "
                             "without images is refused): add images or remove the folder",
                             dir);
     }
@@ -401,7 +403,7 @@ int dlt_dataset_open_folder(dlt_dataset **out, const char *root, const char *lab
     rc = labels_file ? _read_labels(d, root, labels_file, &cap, &classes, &ncls, err)
                      : _read_class_folders(d, root, &cap, &classes, &ncls, err);
     if (rc == 0 && d->n < 1)
-        rc = dlt_fail(err, -ENOENT, "%s holds no .JPEG/.jpg images", root);
+        rc = dlt_fail(err, -ENOENT, "%s holds no .JPEG/.jpg/.png images", root);
     if (rc != 0) {
         dlt_ds_free_list(classes, ncls);
         dlt_dataset_close(d);

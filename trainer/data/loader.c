@@ -44,7 +44,10 @@ struct dlt_loader {
     int64_t known;           /* bits set in reported */
     char first_bad[3][400];  /* the first unreadable files met here, with their causes */
     int nfirst;
-    int64_t *fresh; /* found bad here and not yet taken by dlt_loader_bad_take */
+    unsigned char *renamed; /* one bit per dataset index: read by content, its name says another format */
+    int64_t renamed_png;    /* of those, PNGs named .jpg/.jpeg */
+    int64_t renamed_jpeg;   /* JPEGs named .png */
+    int64_t *fresh;         /* found bad (or renamed, tagged) here and not yet taken by dlt_loader_bad_take */
     int nfresh, capfresh;
     /* With deferred reports (several ranks): the line each bad file found here would have printed,
      * said later by dlt_loader_bad_report when the ranks agree who says it. */
@@ -106,8 +109,9 @@ int dlt_loader_create(dlt_loader **out, dlt_dataset *ds, const dlt_loader_config
     }
     l->slots = calloc((size_t)l->cfg.depth, sizeof(_slot));
     l->reported = calloc((size_t)(dlt_dataset_count(ds) / 8 + 1), 1);
+    l->renamed = calloc((size_t)(dlt_dataset_count(ds) / 8 + 1), 1);
     l->threads = calloc((size_t)l->cfg.workers, sizeof(pthread_t));
-    if (!l->slots || !l->reported || !l->threads)
+    if (!l->slots || !l->reported || !l->renamed || !l->threads)
         goto oom;
     for (int s = 0; s < l->cfg.depth; s++) {
         l->slots[s].seq = -1;
@@ -237,12 +241,67 @@ static void _bad_bound(dlt_loader *l)
     pthread_cond_broadcast(&l->cv_done);
 }
 
+/* Records renamed file idx (tagged as in loader.h); 1 when it was not known (mu held). */
+static int _renamed_note(dlt_loader *l, int64_t tagged)
+{
+    int64_t idx = tagged & (DLT_LOADER_RENAMED_JPEG - 1);
+    if (idx >= dlt_dataset_count(l->ds) || (l->renamed[idx / 8] & (1u << (idx % 8))))
+        return 0;
+    l->renamed[idx / 8] |= (unsigned char)(1u << (idx % 8));
+    if (tagged & DLT_LOADER_RENAMED_JPEG)
+        l->renamed_jpeg++;
+    else
+        l->renamed_png++;
+    return 1;
+}
+
+/* Appends idx to the indices dlt_loader_bad_take hands out (mu held; dropped when out of memory:
+ * then only this rank counts it). */
+static void _fresh(dlt_loader *l, int64_t idx)
+{
+    if (l->nfresh == l->capfresh) {
+        int nc = l->capfresh ? 2 * l->capfresh : 64;
+        int64_t *nf = realloc(l->fresh, (size_t)nc * sizeof(*nf));
+        if (nf) {
+            l->fresh = nf;
+            l->capfresh = nc;
+        }
+    }
+    if (l->nfresh < l->capfresh)
+        l->fresh[l->nfresh++] = idx;
+}
+
+void dlt_loader_renamed(dlt_loader *l, int64_t *png_named_jpeg, int64_t *jpeg_named_png)
+{
+    pthread_mutex_lock(&l->mu);
+    *png_named_jpeg = l->renamed_png;
+    *jpeg_named_png = l->renamed_jpeg;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Image idx (name) was decoded as got although its name says named: counted once per file, said
+ * (with --verbose) when this loader first reads it. */
+static void _renamed(dlt_loader *l, int64_t idx, const char *name, dlt_image_format got, dlt_image_format named)
+{
+    int64_t tagged = idx | DLT_LOADER_RENAMED | (got == DLT_IMAGE_JPEG ? DLT_LOADER_RENAMED_JPEG : 0);
+    pthread_mutex_lock(&l->mu);
+    if (_renamed_note(l, tagged)) {
+        _fresh(l, tagged);
+        if (l->cfg.verbose)
+            fprintf(stderr, "dltrain: %s: its content is %s, its name says %s: decoded as %s\n", name,
+                    dlt_image_format_name(got), dlt_image_format_name(named), dlt_image_format_name(got));
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n)
 {
     const int64_t count = dlt_dataset_count(l->ds);
     pthread_mutex_lock(&l->mu);
     for (int i = 0; i < n; i++)
-        if (idx[i] >= 0 && idx[i] < count && !(l->reported[idx[i] / 8] & (1u << (idx[i] % 8)))) {
+        if (idx[i] >= 0 && (idx[i] & DLT_LOADER_RENAMED))
+            _renamed_note(l, idx[i]);
+        else if (idx[i] >= 0 && idx[i] < count && !(l->reported[idx[i] / 8] & (1u << (idx[i] % 8)))) {
             l->reported[idx[i] / 8] |= (unsigned char)(1u << (idx[i] % 8));
             l->known++;
         }
@@ -301,7 +360,10 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
         if (dlt_dataset_read(l->ds, idx, buf, cap, &len, &label, name, sizeof(name), &err) == 0 &&
             dlt_decode_transform(dec, *buf, len, l->cfg.out, l->cfg.train && !l->cfg.no_augment, &r,
                                  slot->images + (size_t)j * img, &err) == 0) {
+            dlt_image_format got = dlt_decoder_last_format(dec), named = dlt_image_format_of_name(name);
             slot->labels[j] = label;
+            if (named != DLT_IMAGE_UNKNOWN && named != got)
+                _renamed(l, idx, name, got, named);
             return;
         }
         if (!dlt_dataset_present(l->ds)) {
@@ -324,16 +386,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             l->known++;
             if (l->nfirst < 3)
                 snprintf(l->first_bad[l->nfirst++], sizeof(l->first_bad[0]), "%.250s: %.140s", name, err.msg);
-            if (l->nfresh == l->capfresh) {
-                int nc = l->capfresh ? 2 * l->capfresh : 64;
-                int64_t *nf = realloc(l->fresh, (size_t)nc * sizeof(*nf));
-                if (nf) {
-                    l->fresh = nf;
-                    l->capfresh = nc;
-                }
-            }
-            if (l->nfresh < l->capfresh)
-                l->fresh[l->nfresh++] = idx;
+            _fresh(l, idx);
             if (l->cfg.defer_reports) {
                 char line[2048];
                 snprintf(line, sizeof(line), "dltrain: %s image %s: %.900s\n", l->cfg.strict ? "bad" : "skipping bad",
@@ -369,7 +422,7 @@ static void _produce(dlt_loader *l, dlt_decoder *dec, uint8_t **buf, size_t *cap
             snprintf(l->fatal_msg, sizeof(l->fatal_msg),
                      "16 images in a row of %.300s could not be read for one place of a batch (%lld distinct "
                      "unreadable files so far; first: %.500s): the data set is mostly unreadable (permissions? "
-                     "not JPEG?)",
+                     "neither JPEG nor PNG?)",
                      dlt_dataset_root(l->ds), (long long)l->known, l->nfirst ? l->first_bad[0] : "?");
             pthread_cond_broadcast(&l->cv_done);
         }
@@ -519,6 +572,7 @@ void dlt_loader_destroy(dlt_loader *l)
     }
     free(l->slots);
     free(l->reported);
+    free(l->renamed);
     free(l->fresh);
     for (int i = 0; i < l->nheld; i++)
         free(l->held[i].line);

@@ -30,6 +30,8 @@ typedef struct {
                            * ends the run (0: no bound) */
     int defer_reports;    /* several ranks: a bad file's line waits for dlt_loader_bad_report (said once) */
     int no_augment;       /* training order, but the evaluation transform (no random crop or flip) */
+    int verbose;          /* a line for each file whose content is not what its name says, when this
+                           * loader first reads it */
     /* Where the ring's images live (NULL: malloc): the backend's host memory, pinned on a GPU, so
      * a batch is decoded once and copied to the device straight from its slot. */
     void *(*alloc)(void *arg, size_t bytes);
@@ -75,6 +77,12 @@ int64_t dlt_loader_bad_images(const dlt_loader *l);
 int dlt_loader_bad_take(dlt_loader *l, int64_t *idx, int max);
 void dlt_loader_bad_merge(dlt_loader *l, const int64_t *idx, int n);
 int64_t dlt_loader_bad_files(dlt_loader *l);
+/* Files read by their content although their name says another format (a PNG named .JPEG, a JPEG
+ * named .png), distinct files this rank knows of: found here, or by other ranks through the same
+ * take/merge exchange as bad files (their indices travel tagged with DLT_LOADER_RENAMED). */
+#define DLT_LOADER_RENAMED (1ll << 62)
+#define DLT_LOADER_RENAMED_JPEG (1ll << 61) /* with DLT_LOADER_RENAMED: the content is JPEG, else PNG */
+void dlt_loader_renamed(dlt_loader *l, int64_t *png_named_jpeg, int64_t *jpeg_named_png);
 /* With defer_reports: prints the line this rank holds for bad file idx (the ranks chose this one
  * to say it), or every line it still holds (a rank stopping on its own). */
 void dlt_loader_bad_report(dlt_loader *l, int64_t idx);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* transform: JPEG bytes -> uint8 RGB crop, with DCT-domain downscaling. */
+/* transform: JPEG or PNG bytes -> uint8 RGB crop, with DCT-domain downscaling for JPEG. */
 #include "config.h"
 
 #include "trainer/data/transform.h"
@@ -7,11 +7,14 @@
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <turbojpeg.h>
+#include <zlib.h>
 
 #include <jpeglib.h>
 
@@ -24,7 +27,57 @@ struct dlt_decoder {
     int last_num, last_denom;
     int poisoned; /* the last call failed inside libjpeg-turbo */
     int full;     /* decode whole images even for a crop (tests and benchmarks compare) */
+    dlt_image_format last_format;
+    uint64_t inflate_slack; /* dlt_decoder_inflate_slack */
 };
+
+dlt_image_format dlt_image_sniff(const uint8_t *p, size_t len)
+{
+    static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+    if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff)
+        return DLT_IMAGE_JPEG;
+    if (len >= sizeof(png) && !memcmp(p, png, sizeof(png)))
+        return DLT_IMAGE_PNG;
+    return DLT_IMAGE_UNKNOWN;
+}
+
+dlt_image_format dlt_image_format_of_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || strchr(dot, '/'))
+        return DLT_IMAGE_UNKNOWN;
+    if (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"))
+        return DLT_IMAGE_JPEG;
+    if (!strcasecmp(dot, ".png"))
+        return DLT_IMAGE_PNG;
+    return DLT_IMAGE_UNKNOWN;
+}
+
+const char *dlt_image_format_name(dlt_image_format f)
+{
+    return f == DLT_IMAGE_JPEG ? "JPEG" : f == DLT_IMAGE_PNG ? "PNG" : "unknown";
+}
+
+/* Formats other tools read that are not read here, named so that the message says what to convert
+ * (NULL: not one of them; such bytes go to the JPEG decoder, whose message says what they start with). */
+static const char *_other_format(const uint8_t *p, size_t len)
+{
+    if (len >= 6 && (!memcmp(p, "GIF87a", 6) || !memcmp(p, "GIF89a", 6)))
+        return "GIF";
+    if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
+        return "WebP";
+    if (len >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
+        return "TIFF";
+    if (len >= 14 && p[0] == 'B' && p[1] == 'M')
+        return "BMP";
+    if (len >= 12 && !memcmp(p + 4, "ftyp", 4) && (!memcmp(p + 8, "heic", 4) || !memcmp(p + 8, "avif", 4)))
+        return "HEIF/AVIF";
+    if (len >= 4 && !memcmp(p, "8BPS", 4))
+        return "Photoshop (PSD)";
+    if (len >= 2 && p[0] == 'P' && p[1] >= '1' && p[1] <= '7')
+        return "PNM (PPM/PGM)";
+    return NULL;
+}
 
 void dlt_crop_random_resized(dlt_rng *r, int w, int h, dlt_crop *c)
 {
@@ -120,6 +173,7 @@ dlt_decoder *dlt_decoder_create(void)
         return NULL;
     d->tj = tjInitDecompress();
     d->factors = tjGetScalingFactors(&d->nfactors);
+    d->inflate_slack = DLT_PNG_INFLATE_SLACK;
     if (!d->tj || !d->factors) {
         dlt_decoder_destroy(d);
         return NULL;
@@ -141,6 +195,149 @@ void dlt_decoder_last_scale(const dlt_decoder *d, int *num, int *denom)
 {
     *num = d->last_num;
     *denom = d->last_denom;
+}
+
+dlt_image_format dlt_decoder_last_format(const dlt_decoder *d)
+{
+    return d->last_format;
+}
+
+/* d->buf holds at least need bytes. */
+static int _reserve(dlt_decoder *d, size_t need)
+{
+    if (need > d->cap) {
+        uint8_t *nb = realloc(d->buf, need);
+        if (!nb)
+            return -ENOMEM;
+        d->buf = nb;
+        d->cap = need;
+    }
+    return 0;
+}
+
+static uint32_t _be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Whether every chunk of a PNG lies inside its len bytes, up to IEND. stb_image allocates an IDAT
+ * chunk's stated length before it reads it: a few bytes claiming a 2 GiB chunk would take 2 GiB
+ * (found by tests/fuzz). A file cut short is said so here, with where. */
+static int _png_chunks_fit(const uint8_t *p, size_t len, dlt_err *err)
+{
+    size_t at = 8; /* after the signature */
+    while (len - at >= 12) {
+        uint32_t n = _be32(p + at);
+        if (n > len - at - 12)
+            return dlt_fail(err, -EINVAL,
+                            "corrupt PNG data: the chunk at byte %zu claims %u bytes, %zu are left (a cut file?)", at,
+                            n, len - at - 12);
+        if (!memcmp(p + at + 4, "IEND", 4))
+            return 0;
+        at += 12 + (size_t)n;
+    }
+    return dlt_fail(err, -EINVAL, "corrupt PNG data: no end chunk in its %zu bytes (a cut file?)", len);
+}
+
+/* stb_image inflates a PNG's pixel data into a buffer it grows as long as the data goes on: deflate
+ * reaches 1032:1, so a crafted file of 64 MiB could take 66 GB. Where the IDAT bytes could inflate
+ * to more than twice the image's own size (every row's filter byte and Adam7's passes included)
+ * plus d->inflate_slack, they are inflated here first, into a small scratch buffer, counting, and
+ * the file is refused past that bound. The slack spares common photos the second inflate (it
+ * costs a third of a PNG's decode time): a 500x375 photo's 0.4 MB of IDAT stays under it. Called
+ * after _png_chunks_fit, with the size inside the limits; a header stb_image will refuse anyway
+ * is left to it. */
+static int _png_inflate_bound(const dlt_decoder *d, const uint8_t *p, size_t len, dlt_err *err)
+{
+    static const int channels[7] = {1, 0, 3, 1, 2, 0, 4}; /* by colour type */
+    uint64_t w, h, bits, limit, idat = 0, out = 0;
+    uint8_t scratch[32768];
+    z_stream zs;
+    size_t at = 8;
+    int zr = Z_OK;
+    if (len < 33 || _be32(p + 8) != 13 || memcmp(p + 12, "IHDR", 4) || p[25] > 6 || !channels[p[25]])
+        return 0;
+    w = _be32(p + 16);
+    h = _be32(p + 20);
+    bits = (uint64_t)channels[p[25]] * p[24];
+    limit = 2 * h * ((w * bits + 7) / 8 + 1) + 1024;
+    /* _png_chunks_fit saw every chunk up to IEND inside the file */
+    for (at = 8; memcmp(p + at + 4, "IEND", 4); at += 12 + (size_t)_be32(p + at))
+        if (!memcmp(p + at + 4, "IDAT", 4))
+            idat += _be32(p + at);
+    if (idat * 1032 <= limit + d->inflate_slack)
+        return 0;
+    memset(&zs, 0, sizeof(zs));
+    if (inflateInit(&zs) != Z_OK)
+        return dlt_fail(err, -ENOMEM, "%s", "out of memory decoding (zlib)");
+    for (at = 8; memcmp(p + at + 4, "IEND", 4) && zr == Z_OK; at += 12 + (size_t)_be32(p + at)) {
+        if (memcmp(p + at + 4, "IDAT", 4))
+            continue;
+        zs.next_in = (Bytef *)(uintptr_t)(p + at + 8);
+        zs.avail_in = (uInt)_be32(p + at);
+        while (zr == Z_OK && zs.avail_in > 0 && out <= limit) {
+            zs.next_out = scratch;
+            zs.avail_out = sizeof(scratch);
+            zr = inflate(&zs, Z_NO_FLUSH);
+            out += sizeof(scratch) - zs.avail_out;
+            if (zr == Z_BUF_ERROR) /* needs the next chunk */
+                zr = Z_OK;
+        }
+        if (out > limit)
+            break;
+    }
+    inflateEnd(&zs);
+    if (out > limit)
+        return dlt_fail(err, -EINVAL,
+                        "corrupt PNG data: its pixel data inflates to more than %llu bytes, twice what a %llux%llu "
+                        "image of %llu bits a pixel holds",
+                        (unsigned long long)limit, (unsigned long long)w, (unsigned long long)h,
+                        (unsigned long long)bits);
+    return 0; /* within the bound, or damaged: stb_image says what */
+}
+
+/* A PNG, whole, into d->buf as 8-bit RGB (w x h): stb_image expands palettes and gray, reduces 16-bit
+ * samples to their high byte (v >> 8) and drops alpha (req_comp 3), as PIL's convert("RGB") does.
+ * The size is read first, so that an image over the limits is refused before any allocation. */
+static int _decode_png(dlt_decoder *d, const uint8_t *png, size_t len, int *w, int *h, dlt_err *err)
+{
+    int comp = 0;
+    stbi_uc *img;
+    *w = *h = 0;
+    if (len > (size_t)INT32_MAX)
+        return dlt_fail(err, -EINVAL, "%s", "file too large");
+    if (_png_chunks_fit(png, len, err) != 0)
+        return -EINVAL;
+    if (!stbi_info_from_memory(png, (int)len, w, h, &comp))
+        return dlt_fail(err, -EINVAL, "corrupt PNG data: %s", stbi_failure_reason() ? stbi_failure_reason() : "?");
+    if (*w < 1 || *h < 1 || *w > DLT_IMAGE_MAX_SIDE || *h > DLT_IMAGE_MAX_SIDE ||
+        (uint64_t)*w * *h > DLT_IMAGE_MAX_PIXELS)
+        return dlt_fail(err, -EINVAL, "image of %dx%d pixels is over the limits (%d pixels a side, %u in all)", *w, *h,
+                        DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
+    if (_png_inflate_bound(d, png, len, err) != 0)
+        return -EINVAL;
+    img = stbi_load_from_memory(png, (int)len, w, h, &comp, 3);
+    if (!img)
+        return dlt_fail(err, -EINVAL, "corrupt PNG data: %s", stbi_failure_reason() ? stbi_failure_reason() : "?");
+    if (_reserve(d, (size_t)*w * *h * 3) != 0) {
+        stbi_image_free(img);
+        return dlt_fail(err, -EINVAL, "%s", "out of memory decoding");
+    }
+    memcpy(d->buf, img, (size_t)*w * *h * 3);
+    stbi_image_free(img);
+    d->last_num = d->last_denom = 1;
+    return 0;
+}
+
+/* The content's format, with an error for bytes that are an image of a format not read here. */
+static int _format(const uint8_t *p, size_t len, dlt_image_format *f, dlt_err *err)
+{
+    const char *other;
+    *f = dlt_image_sniff(p, len);
+    if (*f == DLT_IMAGE_UNKNOWN && (other = _other_format(p, len)) != NULL)
+        return dlt_fail(err, -EINVAL, "a %s image, which is not read here (JPEG and PNG are): convert it to JPEG",
+                        other);
+    return 0;
 }
 
 static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int *h, int *cmyk, dlt_err *err)
@@ -174,19 +371,6 @@ static int _header(dlt_decoder *d, const uint8_t *jpeg, size_t len, int *w, int 
                         DLT_IMAGE_MAX_SIDE, DLT_IMAGE_MAX_PIXELS);
     }
     *cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
-    return 0;
-}
-
-/* d->buf holds at least need bytes. */
-static int _reserve(dlt_decoder *d, size_t need)
-{
-    if (need > d->cap) {
-        uint8_t *nb = realloc(d->buf, need);
-        if (!nb)
-            return -ENOMEM;
-        d->buf = nb;
-        d->cap = need;
-    }
     return 0;
 }
 
@@ -313,12 +497,24 @@ void dlt_decoder_decode_whole(dlt_decoder *d, int on)
     d->full = on;
 }
 
+void dlt_decoder_inflate_slack(dlt_decoder *d, uint64_t bytes)
+{
+    d->inflate_slack = bytes;
+}
+
 int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_t **rgb, int *w, int *h, dlt_err *err)
 {
     int cmyk, sw, sh, rc;
-    if ((rc = _header(d, jpeg, len, w, h, &cmyk, err)) != 0 ||
-        (rc = _decode_scaled(d, jpeg, len, *w, *h, cmyk, 1, 1, &sw, &sh, err)) != 0)
+    dlt_image_format f;
+    if ((rc = _format(jpeg, len, &f, err)) != 0)
         return rc;
+    if (f == DLT_IMAGE_PNG)
+        rc = _decode_png(d, jpeg, len, w, h, err);
+    else if ((rc = _header(d, jpeg, len, w, h, &cmyk, err)) == 0)
+        rc = _decode_scaled(d, jpeg, len, *w, *h, cmyk, 1, 1, &sw, &sh, err);
+    if (rc != 0)
+        return rc;
+    d->last_format = f == DLT_IMAGE_PNG ? DLT_IMAGE_PNG : DLT_IMAGE_JPEG;
     *rgb = d->buf;
     return 0;
 }
@@ -326,11 +522,17 @@ int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_
 int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r, uint8_t *dst,
                          dlt_err *err)
 {
-    int w, h, sw = 0, sh = 0, num = 1, denom = 1, cmyk, rc;
+    int w, h, sw = 0, sh = 0, num = 1, denom = 1, cmyk = 0, rc;
     dlt_crop c;
     const uint8_t *src;
+    dlt_image_format f;
 
-    if ((rc = _header(d, jpeg, len, &w, &h, &cmyk, err)) != 0)
+    if ((rc = _format(jpeg, len, &f, err)) != 0)
+        return rc;
+    /* A PNG has no cheaper scale: decoded whole, once, before the crop is drawn (the crop depends
+     * only on the size, so the random draws are those of a JPEG of that size). */
+    if (f == DLT_IMAGE_PNG ? (rc = _decode_png(d, jpeg, len, &w, &h, err)) != 0
+                           : (rc = _header(d, jpeg, len, &w, &h, &cmyk, err)) != 0)
         return rc;
     if (train)
         dlt_crop_random_resized(r, w, h, &c);
@@ -338,19 +540,19 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
         dlt_crop_center(w, h, 0.875, &c);
     /* The smallest DCT scale whose crop still covers out x out, among 1/1, 1/2, 1/4, 1/8: the
      * scales libjpeg-turbo has SIMD code for (3/8, 5/8, ... run slower than a full decode). */
-    for (int i = 0; i < d->nfactors; i++) {
-        tjscalingfactor f = d->factors[i];
-        if (f.num != 1 || (f.denom != 1 && f.denom != 2 && f.denom != 4 && f.denom != 8))
+    for (int i = 0; i < d->nfactors && f != DLT_IMAGE_PNG; i++) {
+        tjscalingfactor sf = d->factors[i];
+        if (sf.num != 1 || (sf.denom != 1 && sf.denom != 2 && sf.denom != 4 && sf.denom != 8))
             continue;
-        if (TJSCALED(c.w, f) >= out && TJSCALED(c.h, f) >= out && (f.num * denom < num * f.denom)) {
-            num = f.num;
-            denom = f.denom;
+        if (TJSCALED(c.w, sf) >= out && TJSCALED(c.h, sf) >= out && (sf.num * denom < num * sf.denom)) {
+            num = sf.num;
+            denom = sf.denom;
         }
     }
     {
-        tjscalingfactor f = {num, denom};
-        sw = TJSCALED(w, f);
-        sh = TJSCALED(h, f);
+        tjscalingfactor sf = {num, denom};
+        sw = TJSCALED(w, sf);
+        sh = TJSCALED(h, sf);
     }
     {
         /* The crop in scaled pixels, kept inside the decoded image. */
@@ -364,7 +566,10 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
             x0 = sw - cw;
         if (y0 + ch > sh)
             y0 = sh - ch;
-        if (cmyk || d->full) {
+        if (f == DLT_IMAGE_PNG) {
+            src = d->buf + ((size_t)y0 * sw + (size_t)x0) * 3; /* decoded whole above, sw = w */
+            stride = sw * 3;
+        } else if (cmyk || d->full) {
             if ((rc = _decode_scaled(d, jpeg, len, w, h, cmyk, num, denom, &sw, &sh, err)) != 0)
                 return rc;
             src = d->buf + ((size_t)y0 * sw + (size_t)x0) * 3;
@@ -384,13 +589,14 @@ int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int ou
          * interpolation; no prefilter is needed below 2x). Shrinking more: a box (area-average)
          * filter, anti-aliased and much faster than stb's default Mitchell. stb's triangle filter
          * trips an internal assertion on some shrink ratios, so it is not used. */
-        stbir_filter f = (cw >= out && ch >= out) ? STBIR_FILTER_BOX : STBIR_FILTER_DEFAULT;
+        stbir_filter filt = (cw >= out && ch >= out) ? STBIR_FILTER_BOX : STBIR_FILTER_DEFAULT;
         if (cw < 2 * out && ch < 2 * out && cw >= 2 && ch >= 2 && out <= 1024)
             _resize_bilinear(src, cw, ch, stride, dst, out);
         else if (!stbir_resize_uint8_generic(src, cw, ch, stride, dst, out, out, out * 3, 3, STBIR_ALPHA_CHANNEL_NONE,
-                                             0, STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, NULL))
+                                             0, STBIR_EDGE_CLAMP, filt, STBIR_COLORSPACE_LINEAR, NULL))
             return dlt_fail(err, -EINVAL, "%s", "resize failed");
     }
+    d->last_format = f == DLT_IMAGE_PNG ? DLT_IMAGE_PNG : DLT_IMAGE_JPEG;
     if (c.flip)
         for (int y = 0; y < out; y++) {
             uint8_t *row = dst + (size_t)y * out * 3;

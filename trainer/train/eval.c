@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/agree.h"
+#include "trainer/data/loader.h"
 #include "trainer/train/run.h"
 #include "trainer/train/step_verbs.h"
 #include "trainer/train/trainer.h"
@@ -108,6 +109,22 @@ static int _score(dlt_run *r, const char *checkpoint)
     }
     dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
             counts[0] / counts[2], counts[1] / counts[2]);
+    if (r->src.loader) {
+        /* Files read by their content, not their name: each image is read by one rank once, so the
+         * sum over the ranks counts each file once. */
+        int64_t png, jpeg;
+        double ren[2];
+        dlt_loader_renamed(r->src.loader, &png, &jpeg);
+        ren[0] = (double)png;
+        ren[1] = (double)jpeg;
+        if ((rc = r->comm->ops->allreduce_sum(r->comm, ren, 2, DLT_DTYPE_F64)) != 0)
+            return dlt_fail_prefix(r->err, rc, "evaluation: summing the counts of renamed images");
+        if (ren[0] + ren[1] > 0)
+            dlt_log(&r->log, DLT_LOG_QUIET,
+                    "%.0f image(s) were decoded by their content, not their name: %.0f PNG named .jpg/.jpeg, %.0f "
+                    "JPEG named .png (--verbose names each)",
+                    ren[0] + ren[1], ren[0], ren[1]);
+    }
     return 0;
 }
 

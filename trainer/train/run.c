@@ -63,6 +63,7 @@ static void _loader_config(const dlt_run *r, int train, dlt_loader_config *lc)
     /* Several ranks training: a bad file's report waits for the exchange, which has one rank say
      * it, once per run (dlt_run_share_bad_images). */
     lc->defer_reports = train && r->comm->size > 1;
+    lc->verbose = c->log_level >= DLT_LOG_VERBOSE;
     lc->alloc = _host_alloc;
     lc->release = _host_free;
     lc->alloc_arg = r->be;

@@ -328,6 +328,27 @@ fail:
     return rc;
 }
 
+/* Images whose content is not what their name says (a PNG named .JPEG), read by their content: said
+ * once, with the run's distinct count (dlt_run_share_bad_images exchanged them), and in the
+ * metrics as an "images_by_content" event. */
+static void _renamed_summary(dlt_run *r)
+{
+    int64_t png = 0, jpeg = 0;
+    char value[32];
+    if (!r->src.loader)
+        return;
+    dlt_loader_renamed(r->src.loader, &png, &jpeg);
+    if (png + jpeg == 0)
+        return;
+    dlt_log(&r->log, DLT_LOG_QUIET,
+            "%lld image(s) were decoded by their content, not their name: %lld PNG named .jpg/.jpeg, %lld JPEG named "
+            ".png (distinct files, over all %d rank(s); --verbose names each)",
+            (long long)(png + jpeg), (long long)png, (long long)jpeg, r->comm->size);
+    snprintf(value, sizeof(value), "%lld", (long long)(png + jpeg));
+    dlt_run_log_event(&r->log, "images_by_content", "POINT_IN_TIME", value,
+                      "\"png_named_jpeg\":%lld,\"jpeg_named_png\":%lld", (long long)png, (long long)jpeg);
+}
+
 /* The final checkpoint and summary; a run that ended on non-finite losses writes none. */
 static int _finish(dlt_run *r, loop_state *t)
 {
@@ -340,6 +361,7 @@ static int _finish(dlt_run *r, loop_state *t)
     if (bad > 0 && r->comm->rank == 0)
         dlt_log_warn(&r->log, "%lld bad image(s) were skipped and replaced (distinct files, over all %d rank(s))",
                      (long long)bad, r->comm->size);
+    _renamed_summary(r);
     DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
     if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) !=
