@@ -127,29 +127,36 @@ if [[ -n $pv ]] && (((pv & 0xffff00) == ((S_MAJOR << 16) | (S_MINOR << 8)))); th
   ok "the installed plugin's plugin_version $pv is the installed Slurm's release series $SERIES (slurmd -V: $SLURMD_V)"
 else not_ok "plugin_version of the installed plugin ($pv) against slurmd -V $SLURMD_V"; fi
 
-# The preinst through dpkg itself, on a copy of the dpkg database in which Slurm is at a later series
-# and the plugin package is not installed: dpkg -i must stop before unpacking, naming both releases;
-# the same preinst passes on the real database.
-adm=$WORK/admindir
+# dpkg itself, on copies of the dpkg database in which Slurm is at another series and the plugin
+# package is not installed: at a later series the package's Conflicts stop dpkg -i before anything
+# runs; at an earlier one (which the Conflicts do not name, and a Depends does not stop dpkg -i) the
+# preinst refuses before unpacking, naming both releases; the same preinst passes on the real database.
+EARLIER=$((S_MAJOR - 1)).08
 # (The copy's record of slurm-spank-dltrain is dropped by editing it: a dpkg --purge there would run
-# the package's scripts on the real files. Should the preinst fail to refuse, dpkg unpacks into /
-# the same files apt just installed from the same .deb; the test then fails.)
-rm -rf "$adm" && cp -a /var/lib/dpkg "$adm" && rm -f "$adm"/info/slurm-spank-dltrain.*
-awk -v RS= -v ORS='\n\n' -v later="$LATER.0-1" '
-  /(^|\n)Package: slurm-spank-dltrain\n/ { next }
-  /(^|\n)Package: slurm-wlm-basic-plugins\n/ { sub(/\nVersion: [^\n]*/, "\nVersion: " later) }
-  { print }' /var/lib/dpkg/status >"$adm/status"
+# the package's scripts on the real files. Should dpkg not refuse, it unpacks into / the same files
+# apt just installed from the same .deb; the test then fails.)
+dpkg_into_slurm() {
+  local adm=$WORK/admindir-$1
+  rm -rf "$adm" && cp -a /var/lib/dpkg "$adm" && rm -f "$adm"/info/slurm-spank-dltrain.*
+  awk -v RS= -v ORS='\n\n' -v v="$1" '
+    /(^|\n)Package: slurm-spank-dltrain\n/ { next }
+    /(^|\n)Package: slurm-wlm-basic-plugins\n/ { sub(/\nVersion: [^\n]*/, "\nVersion: " v) }
+    { print }' /var/lib/dpkg/status >"$adm/status"
+  dout=$(timeout 120 dpkg --admindir="$adm" -i "${debs[0]}" 2>&1); drc=$?
+  dstate=$(dpkg-query --admindir="$adm" -W -f='${db:Status-Abbrev}' slurm-spank-dltrain 2>/dev/null)
+  rm -rf "$adm"
+}
 sum_before=$(sha256sum "$PLUGIN" "$SNIPPET")
-dout=$(timeout 120 dpkg --admindir="$adm" -i "${debs[0]}" 2>&1); drc=$?
-dstate=$(dpkg-query --admindir="$adm" -W -f='${db:Status-Abbrev}' slurm-spank-dltrain 2>/dev/null)
+dpkg_into_slurm "$LATER.0-1"; lout=$dout lrc=$drc lstate=$dstate
+dpkg_into_slurm "$EARLIER.8-1"
 rm -rf "$WORK/ctrl" && mkdir -p "$WORK/ctrl" && dpkg-deb -e "${debs[0]}" "$WORK/ctrl"
 pout=$(sh "$WORK/ctrl/preinst" install 2>&1); prc=$?
-if ((drc != 0 && prc == 0)) && [[ $dout == *"built against the headers of Slurm $SERIES, but the installed Slurm is $LATER (slurm-wlm-basic-plugins $LATER.0-1)"* &&
-  $dstate != ?i* && $(sha256sum "$PLUGIN" "$SNIPPET") == "$sum_before" ]]; then
-  ok "dpkg -i into a Slurm $LATER (a copy of the dpkg database) is refused by the preinst, naming both releases; it passes on this Slurm $SERIES"
-else not_ok "preinst refusal (dpkg rc=$drc, state '$dstate', preinst on this system rc=$prc)"; { echo "$dout"; echo "$pout"; } | tail -12 | diag; fi
+if ((lrc != 0 && drc != 0 && prc == 0)) && [[ $lout == *"slurm-spank-dltrain conflicts with slurm-wlm-basic-plugins (>= "*"conflicting packages - not installing slurm-spank-dltrain"* &&
+  $dout == *"built against the headers of Slurm $SERIES, but the installed Slurm is $EARLIER (slurm-wlm-basic-plugins $EARLIER.8-1)"* &&
+  $lstate != ?i* && $dstate != ?i* && $(sha256sum "$PLUGIN" "$SNIPPET") == "$sum_before" ]]; then
+  ok "dpkg -i into a Slurm $LATER (a copy of the dpkg database) is refused by the package's Conflicts, into a Slurm $EARLIER by the preinst naming both releases; the preinst passes on this Slurm $SERIES"
+else not_ok "dpkg -i into another Slurm (later: rc=$lrc state '$lstate'; earlier: rc=$drc state '$dstate'; preinst here rc=$prc)"; { echo "$lout" | tail -4; echo "$dout"; echo "$pout"; } | tail -14 | diag; fi
 echo "$dout" | grep 'refusing' | diag
-rm -rf "$adm"
 
 if [[ $(dpkg -S "$PLUGIN" 2>/dev/null) == "slurm-spank-dltrain: $PLUGIN" && -f $(dirname "$PLUGIN")/mpi_pmix.so ]]; then
   ok "the plugin is in Slurm's plugin directory ($PLUGIN, beside mpi_pmix.so)"
