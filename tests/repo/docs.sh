@@ -77,7 +77,7 @@ declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py 
   [--installpath]=tests/repo/easybuild.sh [--sourcepath]=tests/repo/easybuild.sh [--robot]=tests/repo/easybuild.sh
   [--module-syntax]=tests/repo/easybuild.sh [--allow-use-as-root-and-accept-consequences]=tests/repo/easybuild.sh)
 # Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, eb's, pkg-config's, Apptainer's.
-OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --try-amend --inject-checksums --rebuild --cflags --libs --contain --containall "
+OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --try-amend --inject-checksums --rebuild --cflags --libs --contain --containall --install --no-act "
 bad=() opts=0
 for f in "${DOCS[@]}"; do
   while IFS= read -r o; do
