@@ -16,12 +16,15 @@
 #                      fake NVML + fixture node below)
 #   DLT_CLUSTER_TOPO   fixture topology every node pretends to have (default lab2, see
 #                      tests/fixtures/mktopo.py); served by the stand-in NVML built in tests/fake_nvml
+#   DLT_CLUSTER_CRED_EXPIRE  AuthInfo cred_expire, seconds (default: Slurm's 120): also how long a
+#                      requeued job is held before it may start again (slurm.conf(5))
 set -euo pipefail
 
 DIR=${DLT_CLUSTER_DIR:-/tmp/dltrain-cluster-$(id -u)}
 NODES=${DLT_CLUSTER_NODES:-2}
 PORT=${DLT_CLUSTER_PORT:-17800}
 CPUS=${DLT_CLUSTER_CPUS:-4}
+CRED_EXPIRE=${DLT_CLUSTER_CRED_EXPIRE:-}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CONF=$DIR/etc/slurm.conf
 export SLURM_CONF=$CONF
@@ -32,6 +35,7 @@ log() { echo "cluster.sh: $*" >&2; }
 
 [[ $NODES =~ ^[2-4]$ ]] || die "DLT_CLUSTER_NODES=$NODES: must be 2, 3 or 4"
 [[ $PORT =~ ^[0-9]+$ ]] && ((PORT > 1024 && PORT < 65000)) || die "DLT_CLUSTER_PORT=$PORT: must be 1025..64999"
+[[ -z $CRED_EXPIRE || ($CRED_EXPIRE =~ ^[0-9]+$ && CRED_EXPIRE -ge 10) ]] || die "DLT_CLUSTER_CRED_EXPIRE=$CRED_EXPIRE: seconds, at least 10"
 
 find_fake_nvml() {
   local c
@@ -85,7 +89,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+AuthInfo=socket=$DIR/munge/munge.socket${CRED_EXPIRE:+,cred_expire=$CRED_EXPIRE}
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/run/slurmctld.pid

@@ -6,6 +6,10 @@
 # JSON lines into the speed-up table and an SVG plot; a stall (status 86) is requeued a bounded
 # number of times; a rank killed outright ends the job's step at once (the plugin ends it).
 . "$(dirname "$0")/lib.sh"
+# Slurm holds a requeued job cred_expire seconds (120 by default) before it may start again: 30 here,
+# so the requeue is not two idle minutes of the suite's time (a step's credential still lives 30 s,
+# far more than a launch on this machine takes).
+export DLT_CLUSTER_CRED_EXPIRE=30
 cluster_up 2 5
 tap_plan 9
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
@@ -33,9 +37,9 @@ if [[ $state == Restarts=1 ]] && grep -q 'requeueing' "$D/train.out" && [[ -n $s
   ok "SIGUSR1${slow_save:+ (rank 0 saving 6 s slower)}: every rank waits for the checkpoint of step $stopped, exits 75, the job requeues itself"
 else not_ok "requeue ($state, stop at step ${stopped:-?}, checkpoint ${saved##*/} $([[ -s $saved ]] && echo present || echo missing))"
   grep -v 'step [0-9]*/' "$D/train.out" | tail -8 | diag; ls "$D/ck" | diag; fi
-# Slurm holds a requeued job for two minutes before it may start again. Releasing it earlier
-# (scontrol update StartTime=now) raced with the first run's cleanup under load and lost the job,
-# so the test waits the hold out (bounded at 6 minutes).
+# Slurm holds a requeued job cred_expire seconds (30 here) before it may start again. Releasing it
+# earlier (scontrol update StartTime=now) raced with the first run's cleanup under load and lost the
+# job, so the test waits the hold out (bounded at 6 minutes).
 for _ in $(seq 1800); do
   grep -q 'done: 64 steps' "$D/train.out" 2>/dev/null && break
   sleep 0.2
