@@ -79,9 +79,13 @@ if [[ -n $victim ]] && ((rc != 0 && rc != 124 && el < 30)) && grep -q 'dltrain: 
 else not_ok "killed rank without --kill-on-bad-exit (victim=$victim rc=$rc ${el}s)"; grep -v '^dltrain: epoch' "$WORK/kill2.out" | tail -8 | diag; fi
 # Only deaths no peer hears of end the step: a rank killed outright does, a rank ended by the SIGTERM
 # Slurm sends to every task (scancel, time limit) does not (the others may be saving a checkpoint).
+# The four start together (each waits, bounded, for the others' marks: a loaded machine started
+# rank 3 seconds after its peers, whose 6 s had nearly run out when it died), then have 10 s.
 for sig in KILL TERM; do
   start=$SECONDS
-  out=$(timeout 60 "${SRUN[@]}" bash -c '[ "$SLURM_PROCID" = 3 ] && kill -'$sig' $$; sleep 6 && echo "rank $SLURM_PROCID lived"' 2>&1)
+  bar=$WORK/barrier-$sig; rm -rf "$bar"; mkdir -p "$bar"
+  out=$(timeout 90 "${SRUN[@]}" bash -c 'touch "'"$bar"'/$SLURM_PROCID"; for i in $(seq 300); do [ "$(ls "'"$bar"'" | wc -l)" -ge 4 ] && break; sleep 0.1; done
+    [ "$SLURM_PROCID" = 3 ] && kill -'$sig' $$; sleep 10 && echo "rank $SLURM_PROCID lived"' 2>&1)
   eval "el_$sig=\$((SECONDS - start)) lived_$sig=\$(grep -c 'lived' <<<\"\$out\")"
 done
 # Who lived to print is the measure (the step's end waits for the tasks' output to close, which
