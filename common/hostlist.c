@@ -37,7 +37,8 @@ struct dlt_parse {
     unsigned version;
     char *why;
     size_t whylen;
-    int status; /* first failure: -ENOMEM or -E2BIG (a refused list is -EINVAL, said where found) */
+    int status;               /* first failure: -ENOMEM or -E2BIG (a refused list is -EINVAL, said where found) */
+    unsigned long expansions; /* bracket values expanded so far, over every nesting level */
 };
 
 static int _is_sep(char c)
@@ -252,6 +253,15 @@ static int _push_ranges(struct dlt_parse *ps, char *prefix, const char *suffix, 
         }
         for (unsigned long v = groups[g].lo;; v++) {
             size_t len = strlen(prefix) + strlen(close + 1) + (size_t)groups[g].width + 24;
+            /* Nested groups multiply ([0-999][0-999][0-999]...), and a nested refusal is swallowed
+             * without a range pushed, so the ranges' bound alone does not stop the work. */
+            if (++ps->expansions > DLT_HOSTLIST_MAX_EXPANSIONS) {
+                free(groups);
+                if (ps->why && ps->whylen)
+                    snprintf(ps->why, ps->whylen, "more than %d bracket values to expand (nested brackets multiply)",
+                             DLT_HOSTLIST_MAX_EXPANSIONS);
+                return ps->status = -E2BIG;
+            }
             char *next = malloc(len);
             int r;
             if (!next) {
@@ -369,7 +379,7 @@ void dlt_hostlist_free(dlt_hostlist *hl)
 
 int dlt_hostlist_parse(const char *list, unsigned slurm_version, dlt_hostlist **out, char *why, size_t whylen)
 {
-    struct dlt_parse ps = {NULL, slurm_version ? slurm_version : UINT_MAX, why, whylen, 0};
+    struct dlt_parse ps = {NULL, slurm_version ? slurm_version : UINT_MAX, why, whylen, 0, 0};
     char *copy = NULL, *cursor, *tok;
     int rc = 0;
     *out = NULL;

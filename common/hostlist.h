@@ -25,6 +25,8 @@
 #define DLT_HOSTLIST_MAX_RANGE (64 * 1024)
 #define DLT_HOSTLIST_MAX_PREFIX_CNT (64 * 1024)
 #define DLT_HOSTLIST_MAX_RANGES (1024 * 1024)
+/* Bracket values expanded in all, over every nesting level: bounds the work of one list. */
+#define DLT_HOSTLIST_MAX_EXPANSIONS (2 * 1024 * 1024)
 
 typedef struct dlt_hostlist dlt_hostlist;
 
