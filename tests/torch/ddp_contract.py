@@ -28,11 +28,14 @@ def main():
     t = torch.tensor([float(rank)])
     dist.all_reduce(t)
     weights = sum(p.double().sum().item() for p in model.parameters())
-    print("ddp rank=%d world=%d procid=%s local=%s/%s group=%s sum=%d weights=%.12f master=%s:%s cpus=%s cpt=%s" % (
+    # One write(2) of the whole line: workers started by one torchrun share its stdout pipe, and
+    # print()'s separate writes of text and newline interleaved two workers' lines on a loaded machine.
+    line = ("ddp rank=%d world=%d procid=%s local=%s/%s group=%s sum=%d weights=%.12f master=%s:%s cpus=%s cpt=%s\n" % (
         rank, world, os.environ.get("SLURM_PROCID"), os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE"),
         os.environ.get("GROUP_RANK"), int(t.item()), weights, os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],
-        ",".join(str(c) for c in sorted(os.sched_getaffinity(0))), os.environ.get("SLURM_CPUS_PER_TASK", "-")),
-        flush=True)
+        ",".join(str(c) for c in sorted(os.sched_getaffinity(0))), os.environ.get("SLURM_CPUS_PER_TASK", "-")))
+    sys.stdout.flush()
+    os.write(1, line.encode())
     dist.barrier()
     dist.destroy_process_group()
     # Leave without C++ teardown: at interpreter exit PyTorch's gloo/store threads now and then end
