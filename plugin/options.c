@@ -20,18 +20,29 @@ void dlt_site_conf_defaults(dlt_site_conf *site)
     snprintf(site->sysfs_root, sizeof(site->sysfs_root), "%s", "/");
 }
 
+/* The characters of a NIC, HCA, interface or partition name: [A-Za-z0-9_.:-], and ',' in lists. */
+static int _name_char(char c, int allow_comma)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == ':' || c == '-' || (allow_comma && c == ',');
+}
+
+/* Whether every character of s is a name character or a comma. */
+static int _name_list_chars(const char *s)
+{
+    while (*s && _name_char(*s, 1))
+        s++;
+    return *s == '\0';
+}
+
 int dlt_valid_name(const char *s, int allow_comma)
 {
     size_t n = 0;
     if (!s || !*s)
         return 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-                 c == ':' || c == '-' || (allow_comma && c == ',');
-        if (!ok || n >= DLT_NAME_MAX - 1)
+    for (; s[n]; n++)
+        if (!_name_char(s[n], allow_comma) || n >= DLT_NAME_MAX - 1)
             return 0;
-    }
     return 1;
 }
 
@@ -137,9 +148,8 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
             /* Slurm's partition names: no spaces or commas; a list of them, none empty. */
             size_t n = strlen(val);
             char shown[80];
-            if (n == 0 || n >= sizeof(site->cpu_partitions) || val[0] == ',' || val[n - 1] == ',' ||
-                strstr(val, ",,") ||
-                strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-,") != n) {
+            if (!_name_list_chars(val) || n == 0 || n >= sizeof(site->cpu_partitions) || val[0] == ',' ||
+                val[n - 1] == ',' || strstr(val, ",,")) {
                 dlt_name_escape(val, shown, sizeof(shown));
                 return dlt_fail(err, -EINVAL,
                                 "plugstack.conf cpu_partitions='%s' invalid (a comma list of partition names of "
