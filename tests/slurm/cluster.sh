@@ -164,9 +164,13 @@ wait_idle() {
 }
 
 # Every "node" here is the same host: OpenMPI's shared-memory transport would map the same
-# segment names from two nodes and crash, so MPI traffic goes over TCP on loopback only.
+# segment names from two nodes and crash, so MPI traffic goes over TCP on loopback only. And every
+# node's ranks share the host's few CPUs (lab2 binds both GPUs of a NUMA node to one CPU, so a 2 x 2
+# step runs 4 ranks on CPU 0): a rank that busy-polls in MPI_Allreduce takes the CPU from the rank it
+# waits for. mpirun turns yielding on itself when it sees a node oversubscribed; srun does not, so it
+# is set here (48 steps of train_multinode.sh's run: 6.1 s polling, 1.3 s yielding).
 ompi_env() {
-  echo "export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo"
+  echo "export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_mpi_yield_when_idle=1"
 }
 
 up() {
