@@ -74,7 +74,9 @@ requeue() { # NAME METRICS: prints "rc resumed-step last-step-of-the-old-run wai
   local n=$1 m=$2 rc
   SLURM_JOB_ID=4343 bg "$n" --checkpoint-dir "$WORK/$n" --checkpoint-every 2 --keep-checkpoints 2 || return 1
   first=$PID
-  for _ in $(seq 300); do [[ -f $WORK/$n/ckpt-00000004.state.safetensors ]] && break; sleep 0.1; done
+  # Past step 6: checkpoints 2, 4 and 6 written and 2 pruned (a poll for one file lost the race
+  # with --keep-checkpoints on a fast machine and waited its whole 30 s bound).
+  for _ in $(seq 300); do grep -q '"step":6,' "$WORK/$n.jsonl" 2>/dev/null && break; sleep 0.1; done
   ( SLURM_JOB_ID=4343 SLURM_RESTART_COUNT=1 timeout 120 "$DLTRAIN" train "${SYN[@]}" --epochs 1000 --steps 100000 \
       --checkpoint-dir "$WORK/$n" --resume auto --metrics "$WORK/$m.jsonl" >"$WORK/$n.2.out" 2>&1 & echo $! >"$WORK/$n.2.pid"; wait $!; echo $? >"$WORK/$n.2.rc" ) &
   sleep 3

@@ -114,6 +114,9 @@ JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/builtin
+# A requeued job becomes eligible when its hold (cred_expire) ends, which is no scheduling event:
+# it waits for the main loop's periodic pass, every 60 s by default (up to a minute of idle suite).
+SchedulerParameters=sched_interval=1
 InactiveLimit=0
 KillWait=5
 MinJobAge=2

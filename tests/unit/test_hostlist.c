@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -131,8 +132,17 @@ static void test_first_and_bounds(void **state)
     /* the parser's own bound: more than DLT_HOSTLIST_MAX_RANGES runs */
     assert_int_equal(dlt_hostlist_parse("a[0-1023]b[0-1023]c[1,3]", V22, &hl, why, sizeof(why)), -E2BIG);
     assert_non_null(strstr(why, "ranges"));
+    /* a refusal names the entry, printable only */
+    assert_int_equal(dlt_hostlist_parse("ok1,bad\x1b[9-1]", V22, &hl, why, sizeof(why)), -EINVAL);
+    assert_non_null(strstr(why, "'bad?[9-1]'"));
     /* nested groups whose inner refusals are swallowed (as in Slurm) multiply without a run pushed:
-     * the work itself is bounded (a fuzzer's input took minutes before the bound) */
+     * the work itself is bounded (a fuzzer's input took minutes before the bound). 2M expansions
+     * are 0.2 s here and 15 s under memcheck, where the E2BIG path above has already been checked
+     * (tests/local/valgrind.sh sets DLT_TEST_UNDER_VALGRIND). */
+    if (getenv("DLT_TEST_UNDER_VALGRIND")) {
+        printf("# under valgrind: the 2M-expansion bound is left to the plain run of this test\n");
+        return;
+    }
     assert_int_equal(dlt_hostlist_parse("[\xd8"
                                         "39x-][2-6]\xd4\x98--\x85"
                                         "70[00-1011][2-6]\xd4n[2-6]\x85"
@@ -140,9 +150,6 @@ static void test_first_and_bounds(void **state)
                                         V2305, &hl, why, sizeof(why)),
                      -E2BIG);
     assert_non_null(strstr(why, "bracket values"));
-    /* a refusal names the entry, printable only */
-    assert_int_equal(dlt_hostlist_parse("ok1,bad\x1b[9-1]", V22, &hl, why, sizeof(why)), -EINVAL);
-    assert_non_null(strstr(why, "'bad?[9-1]'"));
 }
 
 int main(void)
