@@ -17,15 +17,22 @@ SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
 CHECK=(check --gemm-size 256 --gemm-seconds 0.3 --max-bytes 64K --iters 3)
 
 # Each rank's exit status into $WORK/rc.RANK; the rank $DLT_SLOW_RANK on CPU 1 beside three busy
-# loops of its own (killed when it ends, at most 90 s), the others on CPU 0 at nice -10, so that the
-# processes of the test make -j2 runs beside this one cannot slow rank 0 as the loops slow rank 1
-# (once, beside torch_contract.sh, the check found the two ranks alike: "healthy").
+# loops of its own (killed when it ends, at most 90 s), started before it: each says so from CPU 1
+# (a file) and the rank waits for the three (bounded 20 s); launched together, on a loaded machine
+# the loops could still be starting while the check timed its 0.3 s of GEMM (rank 1 at 0.86 of the
+# median, "healthy"). The others on CPU 0 at nice -10, so that the processes of the test make -j2
+# runs beside this one cannot slow rank 0 as the loops slow rank 1.
 cat > "$WORK/rank.sh" <<EOF
 #!/bin/sh
 loops=""
 if [ -n "\${DLT_SLOW_RANK:-}" ]; then
   if [ "\$SLURM_PROCID" = "\$DLT_SLOW_RANK" ]; then
-    for i in 1 2 3; do timeout 90 taskset -c 1 sh -c 'while :; do :; done' >/dev/null 2>&1 & loops="\$loops \$!"; done
+    rm -f "$WORK"/loop.*
+    for i in 1 2 3; do
+      timeout 90 taskset -c 1 sh -c ': > "\$1"; while :; do :; done' loop "$WORK/loop.\$i" >/dev/null 2>&1 & loops="\$loops \$!"
+    done
+    n=0
+    while [ "\$(ls "$WORK"/loop.* 2>/dev/null | wc -l)" -lt 3 ] && [ \$n -lt 200 ]; do sleep 0.1; n=\$((n + 1)); done
     cpu=1 nice=0
   else cpu=0 nice=-10; fi
   nice -n \$nice taskset -c \$cpu "\$@"; rc=\$?
