@@ -4,6 +4,7 @@
 
 #include "common/crash_report.h"
 
+#include <execinfo.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,14 @@ static void _on_fault(int sig)
     }
     _put(g_limit[0] ? g_limit : ": this is a bug in dltrain or a library it uses; please report it with this line");
     _put("\n");
+    /* where: glibc's backtrace writes the frames itself (no malloc; libgcc was loaded at install);
+     * dltrain is linked with --export-dynamic, so its own functions are named too */
+    {
+        void *frames[48];
+        int n = backtrace(frames, (int)(sizeof(frames) / sizeof(frames[0])));
+        _put("dltrain: the faulting thread's stack, innermost first:\n");
+        backtrace_symbols_fd(frames, n, STDERR_FILENO);
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -43,6 +52,8 @@ void dlt_crash_report_install(void)
     struct sigaction sa;
     struct rlimit as;
     stack_t st;
+    void *warm[1];
+    (void)backtrace(warm, 1); /* loads libgcc's unwinder now, not inside the handler */
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
         snprintf(g_limit, sizeof(g_limit),
                  "; the address-space limit is %llu MiB (ulimit -v): short of memory, "

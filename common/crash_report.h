@@ -3,6 +3,7 @@
  * SIGILL, SIGFPE), saying what it was doing and, when an address-space limit is set, that limit:
  * oneDNN's code generator, short of memory under `ulimit -v`, crashes inside dnnl_primitive_create
  * instead of returning an error, and a bare "Segmentation fault" leaves the user nothing to go on.
+ * The faulting thread's stack follows the line (glibc's backtrace_symbols_fd: no allocation).
  * The fault's default action follows (status 128 + signal, a core dump where enabled). The state
  * is the process's, as a signal handler's must be. */
 #ifndef DLT_CRASH_REPORT_H

@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Ctrl-C on one rank: SIGINT stops the run at the next step boundary with a checkpoint and status 75,
 # as SIGTERM/SIGUSR1 do (it used to end the process with 130, no word, nothing saved); a second
-# Ctrl-C quits at once saying so, status 130.
+# Ctrl-C quits at once saying so, status 130. A fault (SIGSEGV) is reported with the faulting
+# thread's stack, named frames included (the crash report), then the signal's own status.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 2
+tap_plan 3
 rm -rf "${WORK:?}" && mkdir -p "$WORK"
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --warmup-epochs 0 --log-every 1 --batch 8
      --synthetic-size 64 --epochs 1000 --steps 100000)
@@ -46,5 +47,18 @@ if [[ $rc == 130 ]] && grep -q "second interrupt (Ctrl-C): quitting now" "$WORK/
 else not_ok "second SIGINT (rc=$rc)"; tail -5 "$WORK/two.out" | diag; fi
 else
   ok "$NO_HOOKS: DLT_TEST_STALL"
+fi
+
+unset DLT_TEST_STALL
+if [[ ${DLT_SANITIZED:-} ]]; then
+  ok "# SKIP sanitizer build: the sanitizer's own fault report replaces dltrain's"
+else
+start three
+kill -SEGV "$PID"
+finish; rc=$RC
+if [[ $rc == 139 ]] && grep -q "dltrain: crashed with SIGSEGV: this is a bug" "$WORK/three.out" &&
+   grep -A48 "the faulting thread's stack, innermost first" "$WORK/three.out" | grep -q -E 'dltrain\(dlt_[a-z_]+\+0x[0-9a-f]+\)\[0x'; then
+  ok "SIGSEGV: the crash line, then the faulting thread's stack with named frames, exit 139"
+else not_ok "crash report (rc=$rc)"; tail -12 "$WORK/three.out" | diag; fi
 fi
 exit 0
