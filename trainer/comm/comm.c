@@ -43,17 +43,7 @@ int dlt_comm_open(dlt_comm **out, const dlt_comm_request *req, dltpmix_ctx *px, 
         rc = m ? m->comm_create(out, px, req->cuda_device, err) : -ENOTSUP;
     } else {
 #ifdef DLT_HAVE_MPI
-        rc = dlt_comm_mpi_create(out, info, err);
-        /* No rank sends before every rank has returned from MPI_Init: a PMIx barrier (not MPI).
-         * OpenMPI 4.1's TCP transport (Debian 12's 4.1.4) calls a NULL handler when a peer's first
-         * connection reaches a rank still inside MPI_Init, waiting in opal_progress for its last
-         * fence (SIGSEGV in mca_btl_tcp.so under ompi_mpi_init, seen at 4 ranks on a loaded 2-core
-         * machine once in a few hundred launches). On failure the communicator is left as it is:
-         * finalizing it would wait for the peers this barrier found missing. */
-        if (rc == 0 && info->size > 1 && dltpmix_barrier(px) != 0) {
-            *out = NULL;
-            rc = dlt_fail(err, -EIO, "the barrier after MPI_Init failed: %s", dltpmix_error(px));
-        }
+        rc = dlt_comm_mpi_create(out, px, err);
 #else
         dlt_fail(err, -ENOTSUP,
                  "%d ranks need the MPI host communicator, but dltrain was built without MPI "

@@ -93,7 +93,8 @@ void dlt_comm_destroy(dlt_comm *c);
 
 int dlt_comm_single_create(dlt_comm **out, dlt_err *err);
 #ifdef DLT_HAVE_MPI
-int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err);
+/* MPI_COMM_WORLD, checked against px's rank and size; returns once every rank has left MPI_Init. */
+int dlt_comm_mpi_create(dlt_comm **out, dltpmix_ctx *px, dlt_err *err);
 #endif
 #ifdef DLT_HAVE_CUDA_BACKEND
 /* NCCL between the ranks of the PMIx namespace (bootstrapped by dltpmix_nccl_comm_init) on CUDA

@@ -147,8 +147,9 @@ static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
     return 0;
 }
 
-int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err)
+int dlt_comm_mpi_create(dlt_comm **out, dltpmix_ctx *px, dlt_err *err)
 {
+    const dltpmix_info *pmix = dltpmix_get_info(px);
     dlt_comm *c;
     int provided = 0, rc;
 
@@ -168,13 +169,24 @@ int dlt_comm_mpi_create(dlt_comm **out, const dltpmix_info *pmix, dlt_err *err)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-    if (pmix && (pmix->rank != c->rank || pmix->size != c->size)) {
+    if (pmix->rank != c->rank || pmix->size != c->size) {
         dlt_fail(err, -EPROTO,
                  "MPI sees rank %d of %d but PMIx says %d of %d: MPI was not launched by this step's "
                  "PMIx server",
                  c->rank, c->size, pmix->rank, pmix->size);
         _destroy(c);
         return -EPROTO;
+    }
+    /* No rank sends before every rank has returned from MPI_Init: a PMIx barrier (not MPI).
+     * OpenMPI 4.1's TCP transport (Debian 12's 4.1.4) calls a NULL handler when a peer's first
+     * connection reaches a rank still inside MPI_Init, waiting in opal_progress for its last fence
+     * (SIGSEGV in mca_btl_tcp.so under ompi_mpi_init, seen at 4 ranks on a loaded 2-core machine
+     * once in a few hundred launches). On failure MPI is not finalized: MPI_Finalize would wait
+     * for the peers this barrier found missing. */
+    if (c->size > 1 && dltpmix_barrier(px) != 0) {
+        dlt_fail(err, -EIO, "the barrier after MPI_Init failed: %s", dltpmix_error(px));
+        free(c);
+        return -EIO;
     }
     *out = c;
     return 0;
