@@ -22,10 +22,38 @@ static void _put(const char *s)
     (void)w;
 }
 
+/* Decimal digits of v into buf (at least 21 bytes); async-signal-safe. */
+static const char *_decimal(char *buf, size_t size, unsigned long v)
+{
+    char *p = buf + size - 1;
+    *p = '\0';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && p > buf);
+    return p;
+}
+
 /* write and raise only: async-signal-safe. */
-static void _on_fault(int sig)
+static void _on_fault(int sig, siginfo_t *info, void *uctx)
 {
     const char *name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGILL ? "SIGILL" : "SIGFPE";
+    char num[24];
+    (void)uctx;
+    /* si_code <= 0 (SI_USER, SI_QUEUE, SI_TKILL): kill(2) or sigqueue(3) of another process sent it;
+     * no fault happened, and the thread the kernel chose to run this handler is not a faulting one */
+    if (info && info->si_code <= 0 && info->si_pid != getpid()) {
+        _put("dltrain: killed by ");
+        _put(name);
+        _put(" sent by process ");
+        _put(_decimal(num, sizeof(num), (unsigned long)info->si_pid));
+        _put(" (user id ");
+        _put(_decimal(num, sizeof(num), (unsigned long)info->si_uid));
+        _put("), not by a fault in dltrain\n");
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     _put("dltrain: crashed with ");
     _put(name);
     if (g_context[0]) {
@@ -64,8 +92,8 @@ void dlt_crash_report_install(void)
     st.ss_size = sizeof(g_altstack);
     sigaltstack(&st, NULL);
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = _on_fault;
-    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sa.sa_sigaction = _on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         sigaction(sigs[i], &sa, NULL);

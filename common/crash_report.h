@@ -5,7 +5,8 @@
  * instead of returning an error, and a bare "Segmentation fault" leaves the user nothing to go on.
  * The faulting thread's stack follows the line (glibc's backtrace_symbols_fd: no allocation).
  * The fault's default action follows (status 128 + signal, a core dump where enabled). The state
- * is the process's, as a signal handler's must be. */
+ * is the process's, as a signal handler's must be. A fault signal that another process sent (kill
+ * -SEGV: si_code SI_USER or SI_QUEUE) is said to be that, naming the sender, with no stack. */
 #ifndef DLT_CRASH_REPORT_H
 #define DLT_CRASH_REPORT_H
 

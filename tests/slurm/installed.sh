@@ -181,12 +181,12 @@ else not_ok "installed dltrain"; { command -v dltrain; echo "$ldd_out"; } | diag
 # A package is built without --enable-test-hooks: the fault-injection variables change nothing (with
 # the hooks the 30 s stall would pass the 10 s --stall-timeout; 2 s was passed by a real step on a loaded machine).
 rdv=$(mktemp -d /tmp/dlt-rdv-XXXXXX)
-stall=$(DLT_TEST_STALL=compute:2:30 DLT_TEST_SLOW_COMPUTE=50 timeout 60 dltrain train --synthetic --arch resnet18 --width 0.25 --image-size 32 \
+stall=$(DLT_TEST_STALL=compute:2:30 DLT_TEST_SLOW_COMPUTE=50 DLT_TEST_FAULT=2 timeout 60 dltrain train --synthetic --arch resnet18 --width 0.25 --image-size 32 \
   --batch 4 --synthetic-size 32 --steps 4 --stall-timeout 10 --log-every 0 2>&1); src=$?
 env_out=$(env -u SLURM_JOB_ID DLTPMIX_TEST_RENDEZVOUS="$rdv" DLTPMIX_TEST_RANK=1 DLTPMIX_TEST_SIZE=2 timeout 30 dltrain env 2>&1); erc=$?
 if ((src == 0 && erc == 0)) && [[ $stall == *"done: 4 steps"* && $env_out == *"1 rank(s) on 1 node(s), namespace singleton"* && -z $(ls -A "$rdv") ]] &&
-   ! grep -q -e DLT_TEST_STALL -e DLT_TEST_SLOW_COMPUTE -e DLT_TEST_ENV_ALLOC_FAIL_RANK /usr/bin/dltrain && ! grep -q DLTPMIX_TEST_RENDEZVOUS "/usr/lib/$ARCH/libdltpmix.so.0"; then
-  ok "the packages carry no test hooks: DLT_TEST_STALL, DLT_TEST_SLOW_COMPUTE and DLTPMIX_TEST_RENDEZVOUS change nothing, no such name (nor DLT_TEST_ENV_ALLOC_FAIL_RANK) is in the binaries"
+   ! grep -q -e DLT_TEST_STALL -e DLT_TEST_SLOW_COMPUTE -e DLT_TEST_FAULT -e DLT_TEST_ENV_ALLOC_FAIL_RANK /usr/bin/dltrain && ! grep -q DLTPMIX_TEST_RENDEZVOUS "/usr/lib/$ARCH/libdltpmix.so.0"; then
+  ok "the packages carry no test hooks: DLT_TEST_STALL, DLT_TEST_SLOW_COMPUTE, DLT_TEST_FAULT and DLTPMIX_TEST_RENDEZVOUS change nothing, no such name (nor DLT_TEST_ENV_ALLOC_FAIL_RANK) is in the binaries"
 else not_ok "test hooks in the packages (train rc=$src, env rc=$erc)"; { echo "$stall" | tail -3; echo "$env_out" | head -3; } | diag; fi
 rm -rf "$rdv"
 

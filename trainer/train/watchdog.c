@@ -124,6 +124,7 @@ static void _test_hooks_parse(dlt_watchdog *w)
                  {"checkpoint", DLT_PHASE_CHECKPOINT}};
     const char *spec = getenv("DLT_TEST_STALL"), *who = getenv("DLT_TEST_STALL_RANK");
     const char *slow = getenv("DLT_TEST_SLOW_COMPUTE"), *slow_who = getenv("DLT_TEST_SLOW_RANK");
+    const char *fault = getenv("DLT_TEST_FAULT");
     char p[16];
     long long step;
     unsigned secs;
@@ -133,6 +134,8 @@ static void _test_hooks_parse(dlt_watchdog *w)
         w->slow_factor = factor;
         w->slow_step = -1;
     }
+    if (fault && sscanf(fault, "%lld", &step) == 1 && step > 0)
+        w->fault_step = step;
     if (!spec || sscanf(spec, "%15[a-z]:%lld:%u", p, &step, &secs) != 3 || (who && atoi(who) != w->rank))
         return;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -219,6 +222,10 @@ void dlt_watchdog_phase(dlt_watchdog *w, dlt_phase phase, int64_t step)
 #ifdef DLT_TEST_HOOKS
     if (w->slow_factor > 1)
         _test_slow(w, phase, step);
+    if (w->fault_step > 0 && phase == DLT_PHASE_COMPUTE && step == w->fault_step) {
+        int *volatile nowhere = NULL; /* volatile: the compiler cannot see the null, the CPU faults */
+        *nowhere = 1;
+    }
 #endif
     /* STEP -1: the first time the phase is entered, whatever the step (a stop's checkpoint) */
     if (w->stall_s && phase == w->stall_phase && (step == w->stall_step || w->stall_step == -1)) {

@@ -45,6 +45,9 @@ typedef struct {
     double slow_factor;
     int64_t slow_step;
     double slow_since;
+    /* A real fault for the crash report's test (DLT_TEST_FAULT=STEP): entering the compute phase of
+     * that step writes through a null pointer, in the training thread. 0: none. */
+    int64_t fault_step;
 } dlt_watchdog;
 
 /* limit_s <= 0: no thread (phases are still marked for the fault injection). */
