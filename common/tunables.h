@@ -7,6 +7,9 @@
 
 /* Gradient all-reduce bucket size in MiB (--bucket-mib; PyTorch DDP's default is 25). */
 #define DLT_DEFAULT_BUCKET_MIB 25.0
+/* The bottom gradient bucket, MiB (at most --bucket-mib): its sum can start only once backward is
+ * over, so all of it is exposed (grad_buckets.h). */
+#define DLT_BOTTOM_BUCKET_MIB 1.0
 /* Bucket boundaries are aligned to this many elements (256 bytes of float). */
 #define DLT_BUCKET_ALIGN_ELEMS 64
 /* Largest cuDNN convolution workspace one algorithm may take. */

@@ -37,8 +37,8 @@ if [[ -z $bad ]]; then ok "--batch ' 8', '1e1', '+8', '8 ', '7.0' are not whole 
 else not_ok "strict numbers and choices:$bad"; fi
 
 bad=""
-run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --backend cpu --bucket-mib 4 --deterministic
-[[ $rc == 2 && $out == "dltrain: --bucket-mib, --deterministic: for the CUDA backend only, and this run uses the CPU backend (--backend cpu)"* ]] || bad+=" [CUDA options on the CPU: rc $rc: $out]"
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --backend cpu --loss-scale 1024 --deterministic
+[[ $rc == 2 && $out == "dltrain: --loss-scale, --deterministic: for the CUDA backend only, and this run uses the CPU backend (--backend cpu)"* ]] || bad+=" [CUDA options on the CPU: rc $rc: $out]"
 run out rc "$DLTRAIN" train "${SYN[@]}" --steps 1 --backend cpu --precision fp16
 [[ $rc == 2 && $out == "dltrain: --precision fp16 needs the CUDA backend"* ]] || bad+=" [fp16 on the CPU: rc $rc: $out]"
 run out rc env DLT_LOG=garbage "$DLTRAIN" train "${SYN[@]}" --steps 1

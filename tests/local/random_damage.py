@@ -434,7 +434,7 @@ def valclasses_case(ctx, rng, d):
 OPTION_VALUES = ["nan", "-nan", "inf", "-inf", "1e999", "1e-999", "", "abc", "0x10", "1.5", "-1", "0", "3", "0.5",
                  "1e3", "99999999999999999999", "2,3"]
 OPTIONS = ["lr", "momentum", "wd", "label-smoothing", "warmup-epochs", "checkpoint-minutes", "stall-timeout",
-           "loss-scale", "bucket-mib", "timeout", "log-every", "check-every", "max-bad-steps", "seed", "milestones",
+           "loss-scale", "bucket-mib", "bottom-bucket-mib", "timeout", "log-every", "check-every", "max-bad-steps", "seed", "milestones",
            "loss-scale-window", "workers"]
 
 

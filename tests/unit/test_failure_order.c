@@ -103,8 +103,8 @@ static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
     return 0;
 }
 
-static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy,
-                                        _abort, NULL,       NULL,   NULL,     _allgather};
+static const dlt_comm_ops g_twin_ops = {"twin", _allreduce, _bcast,     _barrier, _comm_destroy, _abort, NULL,
+                                        NULL,   NULL,       _allgather, NULL,     NULL,          NULL};
 
 /* ---- the backend's recording hooks */
 
@@ -362,7 +362,8 @@ static int _allgather_perturbed(dlt_comm *c, const void *mine, size_t bytes, voi
 }
 
 static const dlt_comm_ops g_perturbed_ops = {"twin", _allreduce, _bcast, _barrier, _comm_destroy,
-                                             _abort, NULL,       NULL,   NULL,     _allgather_perturbed};
+                                             _abort, NULL,       NULL,   NULL,     _allgather_perturbed,
+                                             NULL,   NULL,       NULL};
 
 /* A 3-step two-rank run with a replica check every step and the verbose log in a file; returns
  * how many checks said bit-identical and how many said not. */

@@ -4,9 +4,11 @@
  * state machine, the gradient bucket layout, the order in which backward hands finished buckets
  * to the communicator (checked on the CPU backend with a recording hook: whenever backward says
  * "everything >= lo is final", every gradient there must already hold its final value), the
- * reducer's paths and the low-precision reduction's scaling. */
+ * reducer's paths (the CPU's buckets through a stand-in non-blocking communicator) and the
+ * low-precision reduction's scaling. */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,60 +67,71 @@ static void test_loss_scaler(void **state)
     assert_int_equal(s.skipped, 0);
 }
 
-static void _check_plan(size_t n, size_t cap, size_t align)
+/* The plan against its rule, restated independently: from the bottom, the first bucket
+ * min(align_up(bottom), cap, n), each next one DLT_BUCKET_GROWTH times the previous up to the
+ * aligned cap, the top one what is left; stored top first, contiguous, covering [0, n). */
+static void _check_plan(size_t n, size_t cap, size_t bottom, size_t align)
 {
     dlt_grad_buckets bk;
-    size_t covered = 0;
+    size_t acap = cap < align ? align : cap / align * align;
+    size_t want = bottom > acap ? acap : (bottom + align - 1) / align * align, lo = 0;
     char msg[128];
-    snprintf(msg, sizeof(msg), "n=%zu cap=%zu align=%zu", n, cap, align);
-    assert_int_equal(dlt_grad_buckets_plan(&bk, n, cap, align), 0);
+    snprintf(msg, sizeof(msg), "n=%zu cap=%zu bottom=%zu align=%zu", n, cap, bottom, align);
+    assert_int_equal(dlt_grad_buckets_plan(&bk, n, cap, bottom, align), 0);
     assert_true(bk.n >= 1);
-    /* Top first, contiguous, no gaps or overlaps, within the cap, aligned inner boundaries. */
-    for (int i = 0; i < bk.n; i++) {
+    if (bk.b[0].hi != n)
+        fail_msg("%s: the top bucket ends at %zu", msg, bk.b[0].hi);
+    for (int i = bk.n - 1; i >= 0; i--) { /* bottom up */
         const dlt_grad_bucket *b = &bk.b[i];
-        if (i == 0 && b->hi != n)
-            fail_msg("%s: first bucket ends at %zu", msg, b->hi);
-        if (i > 0 && b->hi != bk.b[i - 1].lo)
-            fail_msg("%s: gap before bucket %d", msg, i);
-        if (b->lo >= b->hi || b->hi - b->lo > (cap > align ? cap : align))
-            fail_msg("%s: bucket %d is [%zu, %zu)", msg, i, b->lo, b->hi);
+        size_t expect_hi = n - lo <= want ? n : lo + want;
+        if (b->lo != lo || b->hi != expect_hi)
+            fail_msg("%s: bucket %d is [%zu, %zu), expected [%zu, %zu)", msg, i, b->lo, b->hi, lo, expect_hi);
         if (b->lo % align)
             fail_msg("%s: bucket %d starts at %zu, not aligned", msg, i, b->lo);
-        covered += b->hi - b->lo;
+        lo = b->hi;
+        want = want * DLT_BUCKET_GROWTH > acap ? acap : want * DLT_BUCKET_GROWTH;
     }
-    assert_int_equal(bk.b[bk.n - 1].lo, 0);
-    assert_int_equal(covered, n);
-    /* Bucket count: no more than the ceiling at the aligned cap, plus the unaligned top. */
-    assert_true((size_t)bk.n <= n / (cap > align ? cap - cap % align : align) + 2);
+    assert_int_equal(lo, n);
     dlt_grad_buckets_free(&bk);
 }
 
 static void test_bucket_layout(void **state)
 {
     dlt_grad_buckets bk;
+    static const double resnet50_mib[] = {1.4923400878906250, 25, 25, 25, 16, 4, 1}; /* top first */
     (void)state;
-    /* ResNet-50 at the default 25 MiB (6,553,600 floats): 4 buckets. */
-    _check_plan(25557032, 6553600, 64);
-    assert_int_equal(dlt_grad_buckets_plan(&bk, 25557032, 6553600, 64), 0);
-    assert_int_equal(bk.n, 4);
+    /* ResNet-50 (25,557,032 parameters) at the default 25 MiB (6,553,600 floats) and the 1 MiB
+     * bottom bucket: 7 buckets, the one that waits for the stem's backward 1 MiB (it was the 22.5
+     * MiB remainder when buckets were cut from the top). */
+    _check_plan(25557032, 6553600, 262144, 64);
+    assert_int_equal(dlt_grad_buckets_plan(&bk, 25557032, 6553600, 262144, 64), 0);
+    assert_int_equal(bk.n, 7);
+    for (int i = 0; i < bk.n; i++)
+        if (fabs((double)(bk.b[i].hi - bk.b[i].lo) * 4 / 1048576 - resnet50_mib[i]) > 1e-9)
+            fail_msg("ResNet-50 bucket %d: %zu floats, not %g MiB", i, bk.b[i].hi - bk.b[i].lo, resnet50_mib[i]);
     /* Take: nothing until the lowest offset done reaches a bucket's start, then in order. */
     assert_int_equal(dlt_grad_buckets_take(&bk, 25557032), 0);
     assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[0].lo + 1), 0);
     assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[0].lo), 1);
     assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[0].lo), 0);
     assert_int_equal(dlt_grad_buckets_take(&bk, bk.b[2].lo), 2);
+    assert_int_equal(dlt_grad_buckets_take(&bk, 1), 3);
     assert_int_equal(dlt_grad_buckets_take(&bk, 0), 1);
-    assert_int_equal(bk.launched, 4);
+    assert_int_equal(bk.launched, 7);
     dlt_grad_buckets_reset(&bk);
-    assert_int_equal(dlt_grad_buckets_take(&bk, 0), 4);
+    assert_int_equal(dlt_grad_buckets_take(&bk, 0), 7);
     dlt_grad_buckets_free(&bk);
     for (size_t n = 1; n < 700; n += 37)
         for (size_t cap = 1; cap < 300; cap += 29)
-            _check_plan(n, cap, 16);
-    _check_plan(1000, 1000, 64);
-    _check_plan(1000, 100000, 64);
-    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 10, 4, 3), 0); /* align not a power of two */
-    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 0, 4, 4), 0);
+            for (size_t bottom = 1; bottom < 400; bottom += 53)
+                _check_plan(n, cap, bottom, 16);
+    _check_plan(1000, 1000, 1000, 64);
+    _check_plan(1000, 100000, 64, 64);
+    _check_plan(1000, 100000, 100001, 64);
+    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 10, 4, 4, 3), 0); /* align not a power of two */
+    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 0, 4, 4, 4), 0);
+    assert_int_not_equal(dlt_grad_buckets_plan(&bk, 10, 4, 0, 4), 0);
+    assert_int_not_equal(dlt_grad_buckets_plan(&bk, (size_t)1 << 40, 1, 1, 1), 0); /* 2^40 launches */
 }
 
 /* Offsets from the model description vs a brute-force reading of the same. */
@@ -278,8 +291,8 @@ static void _noop_abort(dlt_comm *c, int code)
  * one staged round trip for a GPU behind a host communicator. */
 static void test_reducer_paths(void **state)
 {
-    static const dlt_comm_ops host_ops = {"stand-in",  _rec_allreduce, NULL, NULL, _noop_destroy,
-                                          _noop_abort, NULL,           NULL, NULL, NULL};
+    static const dlt_comm_ops host_ops = {"stand-in", _rec_allreduce, NULL, NULL, _noop_destroy, _noop_abort, NULL,
+                                          NULL,       NULL,           NULL, NULL, NULL,          NULL};
     const struct {
         int ranks, host_memory;
         const char *path;
@@ -347,6 +360,119 @@ static void test_reducer_paths(void **state)
     }
 }
 
+/* The CPU's bucketed path through a stand-in communicator with a non-blocking sum: every bucket's
+ * sum starts once backward has said its gradients are final, top first, each exactly once; later
+ * ready calls test the oldest in flight (the progress MPI needs); finish waits for the rest; a
+ * request that fails to start ends the call with its error, and the reducer's teardown frees what
+ * is still held (ASan and valgrind check). */
+static struct {
+    float *base;
+    size_t started_lo[16], started_n[16], ready_lo;
+    int starts, tests, waits, live, fail_start_at;
+} g_nb;
+
+static int _nb_start(dlt_comm *c, void *buf, size_t count, dlt_dtype type, void **req)
+{
+    size_t lo = (size_t)((float *)buf - g_nb.base);
+    (void)type;
+    if (g_nb.starts == g_nb.fail_start_at)
+        return dlt_fail(c->err, -EIO, "stand-in start failure");
+    if (lo < g_nb.ready_lo) /* started before backward said these gradients were final */
+        fail_msg("bucket at %zu started while backward had finished only >= %zu", lo, g_nb.ready_lo);
+    g_nb.started_lo[g_nb.starts] = lo;
+    g_nb.started_n[g_nb.starts++] = count;
+    *req = calloc(1, sizeof(int)); /* counts its tests: done at the second */
+    assert_non_null(*req);
+    g_nb.live++;
+    return 0;
+}
+
+static int _nb_test(dlt_comm *c, void **req, int *done)
+{
+    (void)c;
+    g_nb.tests++;
+    *done = ++*(int *)*req >= 2;
+    if (*done) {
+        free(*req);
+        *req = NULL;
+        g_nb.live--;
+    }
+    return 0;
+}
+
+static int _nb_wait(dlt_comm *c, void **req)
+{
+    (void)c;
+    if (*req) {
+        g_nb.waits++;
+        free(*req);
+        *req = NULL;
+        g_nb.live--;
+    }
+    return 0;
+}
+
+static void test_host_buckets(void **state)
+{
+    static const dlt_comm_ops nb_ops = {"stand-in-nb", _rec_allreduce, NULL,    NULL, _noop_destroy,
+                                        _noop_abort,   NULL,           NULL,    NULL, NULL,
+                                        _nb_start,     _nb_test,       _nb_wait};
+    const dlt_grad_reducer_config cfg = {.bucket_mib = 4.0}; /* 1,048,576 floats at most; the bottom 262,144 */
+    const size_t n = 3000000, steps[] = {2500000, 2000000, 1000000, 262144, 100, 0};
+    dlt_err err = DLT_ERR_INIT;
+    dlt_backend *be;
+    dlt_comm comm = {.ops = &nb_ops, .rank = 0, .size = 2, .err = &err};
+    dlt_grad_reducer *red;
+    dlt_grad_listener l;
+    float *grads;
+    (void)state;
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
+    grads = be->ops->alloc(be, n * sizeof(float));
+    assert_non_null(grads);
+    {
+        assert_int_equal(dlt_grad_reducer_create(&red, &cfg, &comm, be, grads, n, dlt_err_fresh(&err)), 0);
+        assert_string_equal(red->ops->name, "host-buckets");
+        assert_int_equal(dlt_grad_reducer_capturable(red), 0);
+        l = dlt_grad_reducer_listener(red);
+        for (int round = 0; round < 2; round++) { /* the second step reuses the plan */
+            memset(&g_nb, 0, sizeof(g_nb));
+            g_nb.base = grads;
+            g_nb.ready_lo = n;
+            g_nb.fail_start_at = -1;
+            for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+                g_nb.ready_lo = steps[k];
+                assert_int_equal(l.ready(l.arg, steps[k]), 0);
+            }
+            assert_int_equal(l.done(l.arg), 0);
+            assert_int_equal(dlt_grad_reducer_finish(red), 0);
+            /* From the bottom: 262,144, then 1,048,576 twice, the top 640,704; started top first. */
+            assert_int_equal(g_nb.starts, 4);
+            assert_int_equal(g_nb.started_lo[0], 2359296);
+            assert_int_equal(g_nb.started_n[0], 640704);
+            assert_int_equal(g_nb.started_lo[1], 1310720);
+            assert_int_equal(g_nb.started_lo[2], 262144);
+            assert_int_equal(g_nb.started_lo[3], 0);
+            assert_int_equal(g_nb.started_n[3], 262144);
+            assert_true(g_nb.tests >= 2);          /* progress was driven while backward went on */
+            assert_true(g_nb.waits < g_nb.starts); /* and some sums were done before finish */
+            assert_int_equal(g_nb.live, 0);
+        }
+        dlt_grad_reducer_destroy(red);
+    }
+    /* The second bucket cannot start: ready says so; teardown frees the first one's request. */
+    assert_int_equal(dlt_grad_reducer_create(&red, &cfg, &comm, be, grads, n, dlt_err_fresh(&err)), 0);
+    memset(&g_nb, 0, sizeof(g_nb));
+    g_nb.base = grads;
+    g_nb.fail_start_at = 1;
+    l = dlt_grad_reducer_listener(red);
+    assert_int_equal(l.ready(l.arg, 2500000), 0);
+    assert_int_equal(l.ready(l.arg, 1000000), -EIO);
+    assert_string_equal(err.msg, "stand-in start failure");
+    dlt_grad_reducer_destroy(red);
+    be->ops->release(be, grads);
+    be->ops->destroy(be);
+}
+
 /* --allreduce-lowp: each rank's scaled gradient goes through the cast (times the plan's premul,
  * rounded to fp16 once), the ranks' values are summed in fp16 as NCCL sums them, the sum comes back
  * to float and the optimizer multiplies by grad_scale (the loss scaler's unscale over the plan's
@@ -384,9 +510,10 @@ static void test_lowp_reduction_scale(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loss_scaler),   cmocka_unit_test(test_bucket_layout),
-        cmocka_unit_test(test_ready_offsets), cmocka_unit_test(test_backward_handoff),
-        cmocka_unit_test(test_reducer_paths), cmocka_unit_test(test_lowp_reduction_scale),
+        cmocka_unit_test(test_loss_scaler),          cmocka_unit_test(test_bucket_layout),
+        cmocka_unit_test(test_ready_offsets),        cmocka_unit_test(test_backward_handoff),
+        cmocka_unit_test(test_reducer_paths),        cmocka_unit_test(test_host_buckets),
+        cmocka_unit_test(test_lowp_reduction_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,8 +221,8 @@ static int _same_everywhere(dlt_comm *c, const void *mine, size_t bytes, void *a
     return 0;
 }
 
-static const dlt_comm_ops g_sub_ops = {"sub", _sub_allreduce, NULL, _sub_none,    _sub_destroy,
-                                       NULL,  NULL,           NULL, _sub_discard, _same_everywhere};
+static const dlt_comm_ops g_sub_ops = {"sub",        _sub_allreduce,   NULL, _sub_none, _sub_destroy, NULL, NULL, NULL,
+                                       _sub_discard, _same_everywhere, NULL, NULL,      NULL};
 
 static int _world_split(dlt_comm *c, int color, int key, dlt_comm **out)
 {
@@ -244,8 +244,8 @@ static int _world_allreduce(dlt_comm *c, void *buf, size_t count, dlt_dtype type
     return 0;
 }
 
-static const dlt_comm_ops g_world_ops = {"world", _world_allreduce, NULL, _sub_none,       NULL, NULL,
-                                         NULL,    _world_split,     NULL, _same_everywhere};
+static const dlt_comm_ops g_world_ops = {"world", _world_allreduce, NULL, _sub_none, NULL, NULL, NULL, _world_split,
+                                         NULL,    _same_everywhere, NULL, NULL,      NULL};
 
 static void test_group_point_discards_failed_sub(void **state)
 {

@@ -349,8 +349,10 @@ static const dlt_opt g_table[] = {
           "CUDA device among the visible ones (default: the one --dl-train bound\n"
           "the task to, else the local rank modulo the visible GPUs)"),
     NONE("tf32", 0, 0, _set_precision, RUNS, 0, S_COMPUTE, "same as --precision tf32"),
-    REAL("bucket-mib", "M", 0.0625, 4096, F(train.reduce.bucket_mib), _set_real, TRAIN | BENCH, CUDA, S_COMPUTE,
-         "CUDA: gradient all-reduce bucket size (default 25)"),
+    REAL("bucket-mib", "M", 0.0625, 4096, F(train.reduce.bucket_mib), _set_real, TRAIN | BENCH, 0, S_COMPUTE,
+         "largest gradient all-reduce bucket (default 25)"),
+    REAL("bottom-bucket-mib", "M", 0.0625, 4096, F(train.reduce.bottom_mib), _set_real, TRAIN | BENCH, 0, S_COMPUTE,
+         "the bottom bucket, reduced after backward (default 1; at most --bucket-mib)"),
     NONE("allreduce-lowp", F(train.reduce.lowp), 1, _set_int, TRAIN | BENCH, CUDA, S_COMPUTE,
          "CUDA fp16/bf16: all-reduce gradients in that type (default fp32)"),
     REAL("loss-scale", "S", 1, 16777216, F(train.loss_scale), _set_real, TRAIN | BENCH, CUDA, S_COMPUTE,

@@ -50,6 +50,14 @@ typedef struct {
     /* Each rank's bytes of mine into all (size * bytes), in rank order; the agreements
      * (agree.h) are built on it. */
     int (*allgather)(dlt_comm *c, const void *mine, size_t bytes, void *all);
+    /* A non-blocking in-place sum of host memory (count < 2^31), so that the gradient reducer's
+     * buckets cross while backward goes on: start returns a request in *req; test drives the
+     * communicator's progress and, when the sum is complete, sets *done and frees the request;
+     * wait blocks until it is (counted as waiting on the peers). A failed request is freed too.
+     * Every rank starts the same requests in the same order. NULL: the communicator has none. */
+    int (*iallreduce_start)(dlt_comm *c, void *buf, size_t count, dlt_dtype type, void **req);
+    int (*iallreduce_test)(dlt_comm *c, void **req, int *done);
+    int (*iallreduce_wait)(dlt_comm *c, void **req);
 } dlt_comm_ops;
 
 struct dlt_comm {

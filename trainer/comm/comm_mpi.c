@@ -116,8 +116,58 @@ static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
     return 0;
 }
 
-static const dlt_comm_ops g_mpi_ops = {"mpi",  _allreduce, _bcast, _barrier, _destroy,
-                                       _abort, NULL,       _split, NULL,     _allgather};
+/* The non-blocking sum: the MPI_Request lives in a small allocation the caller holds as void *. */
+static int _istart(dlt_comm *c, void *buf, size_t count, dlt_dtype type, void **req)
+{
+    MPI_Request *q;
+    int rc;
+    *req = NULL;
+    if (count > (size_t)1 << 30)
+        return dlt_fail(c->err, -E2BIG, "non-blocking all-reduce of %zu values: more than one MPI call carries", count);
+    if (!(q = malloc(sizeof(*q))))
+        return dlt_fail(c->err, -ENOMEM, "out of memory");
+    rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, _mpi_type(type), MPI_SUM, _mc(c), q);
+    if (rc != MPI_SUCCESS) {
+        free(q);
+        return _mpi_fail(c, "MPI_Iallreduce", rc);
+    }
+    *req = q;
+    return 0;
+}
+
+static int _itest(dlt_comm *c, void **req, int *done)
+{
+    MPI_Request *q = *req;
+    int rc, flag = 0;
+    *done = 0;
+    if (!q) {
+        *done = 1;
+        return 0;
+    }
+    rc = MPI_Test(q, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || flag) {
+        free(q);
+        *req = NULL;
+        *done = 1;
+    }
+    return rc == MPI_SUCCESS ? 0 : _mpi_fail(c, "MPI_Iallreduce (test)", rc);
+}
+
+static int _iwait(dlt_comm *c, void **req)
+{
+    MPI_Request *q = *req;
+    int rc;
+    if (!q)
+        return 0;
+    _enter(c);
+    rc = _leave(c, MPI_Wait(q, MPI_STATUS_IGNORE));
+    free(q);
+    *req = NULL;
+    return rc == MPI_SUCCESS ? 0 : _mpi_fail(c, "MPI_Iallreduce (wait)", rc);
+}
+
+static const dlt_comm_ops g_mpi_ops = {"mpi",  _allreduce, _bcast,     _barrier, _destroy, _abort, NULL,
+                                       _split, NULL,       _allgather, _istart,  _itest,   _iwait};
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)
 {

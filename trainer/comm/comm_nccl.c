@@ -152,8 +152,8 @@ static void *_handle(dlt_comm *c)
 
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out);
 
-static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast, _barrier, _destroy,
-                                        _abort, _handle,    _split, _discard, _allgather};
+static const dlt_comm_ops g_nccl_ops = {"nccl", _allreduce, _bcast,     _barrier, _destroy, _abort, _handle,
+                                        _split, _discard,   _allgather, NULL,     NULL,     NULL};
 
 /* ncclCommSplit (NCCL >= 2.18) on the parent's device; the child gets its own stream. */
 static int _split(dlt_comm *c, int color, int key, dlt_comm **out)

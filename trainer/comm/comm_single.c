@@ -59,8 +59,8 @@ static int _allgather(dlt_comm *c, const void *mine, size_t bytes, void *all)
     return 0;
 }
 
-static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast, _barrier, _destroy,
-                                          _abort,   NULL,       _split, NULL,     _allgather};
+static const dlt_comm_ops g_single_ops = {"single", _allreduce, _bcast,     _barrier, _destroy, _abort, NULL,
+                                          _split,   NULL,       _allgather, NULL,     NULL,     NULL};
 
 int dlt_comm_single_create(dlt_comm **out, dlt_err *err)
 {

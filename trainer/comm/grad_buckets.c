@@ -8,27 +8,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dlt_grad_buckets_plan(dlt_grad_buckets *bk, size_t n, size_t cap_elems, size_t align)
+int dlt_grad_buckets_plan(dlt_grad_buckets *bk, size_t n, size_t cap_elems, size_t bottom_elems, size_t align)
 {
-    size_t hi = n;
-    int count = 0;
+    size_t lo = 0, size;
+    int count = 0, most;
     memset(bk, 0, sizeof(*bk));
-    if (n == 0 || cap_elems == 0 || align == 0 || (align & (align - 1)))
+    if (n == 0 || cap_elems == 0 || bottom_elems == 0 || align == 0 || (align & (align - 1)))
         return -EINVAL;
-    if (cap_elems < align)
-        cap_elems = align;
-    bk->b = calloc(n / (cap_elems - cap_elems % align) + 2, sizeof(*bk->b));
+    cap_elems = cap_elems < align ? align : cap_elems & ~(align - 1);
+    size = bottom_elems > cap_elems ? cap_elems : (bottom_elems + align - 1) & ~(align - 1);
+    if (n / cap_elems >= (size_t)1 << 24)
+        return -EINVAL; /* a cap this small for this many gradients: millions of launches a step */
+    /* at most: the growing ones (a size_t quadruples fewer than 64 times), n / cap full ones, the top */
+    most = 64 + (int)(n / cap_elems) + 2;
+    bk->b = calloc((size_t)most, sizeof(*bk->b));
     if (!bk->b)
         return -ENOMEM;
-    while (hi > 0) {
-        size_t lo = hi > cap_elems ? hi - cap_elems : 0;
-        lo = (lo + align - 1) & ~(align - 1); /* round up: the bucket stays within cap */
-        if (lo >= hi)
-            lo = hi > align ? (hi - 1) & ~(align - 1) : 0;
+    while (lo < n) { /* bottom up; the array is reversed below so that b[0] is the top */
+        size_t hi = n - lo <= size ? n : lo + size;
         bk->b[count].lo = lo;
         bk->b[count].hi = hi;
         count++;
-        hi = lo;
+        lo = hi;
+        size = size > cap_elems / DLT_BUCKET_GROWTH ? cap_elems : size * DLT_BUCKET_GROWTH;
+    }
+    for (int i = 0; i < count / 2; i++) {
+        dlt_grad_bucket t = bk->b[i];
+        bk->b[i] = bk->b[count - 1 - i];
+        bk->b[count - 1 - i] = t;
     }
     bk->n = count;
     return 0;

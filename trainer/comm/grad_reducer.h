@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* grad_reducer: sums the flat gradient buffer over the ranks. Backward tells it which gradients
  * are final (ready) and when it is over (done); finish completes the sum. Behind it: nothing for
- * one rank, the host communicator (in place on the CPU, staged through host memory for a GPU),
- * or NCCL buckets on the GPU that overlap the rest of backward (grad_reducer_nccl.c). */
+ * one rank; on the CPU, buckets summed by the host communicator's non-blocking all-reduce while
+ * backward goes on (one blocking sum where the communicator has none); a GPU without NCCL, one
+ * sum staged through host memory; NCCL buckets on the GPU that overlap the rest of backward
+ * (grad_reducer_nccl.c). The buckets' layout is grad_buckets.h's. */
 #ifndef DLT_GRAD_REDUCER_H
 #define DLT_GRAD_REDUCER_H
 
@@ -14,7 +16,8 @@
 #include "trainer/comm/grad_listener.h"
 
 typedef struct dlt_grad_reducer_config {
-    double bucket_mib; /* NCCL path: bucket size (--bucket-mib) */
+    double bucket_mib; /* bucket size cap (--bucket-mib); <= 0: DLT_DEFAULT_BUCKET_MIB */
+    double bottom_mib; /* the bottom bucket (--bottom-bucket-mib, at most the cap); <= 0: DLT_BOTTOM_BUCKET_MIB */
     int lowp;          /* NCCL path, fp16/bf16 runs: reduce copies in that type (--allreduce-lowp) */
 } dlt_grad_reducer_config;
 
@@ -53,6 +56,11 @@ struct dlt_grad_reducer {
  * divides by the world size before its all-reduce likewise; here the product is taken in float
  * and rounded once. */
 void dlt_grad_lowp_plan(int world, float *premul, int *divisor);
+
+/* The buckets' sizes in floats from cfg (NULL: the defaults): the cap (--bucket-mib) and the bottom
+ * one's (--bottom-bucket-mib, at most the cap): the arguments of dlt_grad_buckets_plan for every
+ * path. */
+void dlt_grad_bucket_sizes(const dlt_grad_reducer_config *cfg, size_t *cap_elems, size_t *bottom_elems);
 
 /* The path follows from the communicator and the backend: NCCL buckets when the communicator is
  * NCCL and the backend a GPU (also for one rank, so the device check exercises it), else the

@@ -126,8 +126,7 @@ static const dlt_grad_reducer_ops g_nccl = {"nccl-buckets", 1, _ready, _done, _f
 int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_config *cfg, dlt_err *err)
 {
     nccl_path *p = calloc(1, sizeof(*p));
-    double mib = cfg && cfg->bucket_mib > 0 ? cfg->bucket_mib : DLT_DEFAULT_BUCKET_MIB;
-    size_t cap = (size_t)(mib * 1048576.0 / sizeof(float));
+    size_t cap, bottom;
     dlt_precision prec = dlt_backend_lowp(r->be);
     int rc;
     if (!p)
@@ -136,7 +135,8 @@ int dlt_grad_reducer_nccl_create(dlt_grad_reducer *r, const dlt_grad_reducer_con
     r->ops = &g_nccl;
     p->nccl = (ncclComm_t)r->comm->ops->nccl(r->comm);
     p->compute = (cudaStream_t)r->be->stream;
-    if ((rc = dlt_grad_buckets_plan(&p->bk, r->n, cap ? cap : 1, DLT_BUCKET_ALIGN_ELEMS)) != 0)
+    dlt_grad_bucket_sizes(cfg, &cap, &bottom);
+    if ((rc = dlt_grad_buckets_plan(&p->bk, r->n, cap, bottom, DLT_BUCKET_ALIGN_ELEMS)) != 0)
         return dlt_fail(err, rc, "gradient buckets: cannot plan %zu values", r->n);
     if (!(p->bucket_ready = calloc((size_t)p->bk.n, sizeof(cudaEvent_t))))
         return dlt_fail(err, -ENOMEM, "out of memory");

@@ -22,6 +22,7 @@ void dlt_train_config_defaults(dlt_train_config *c)
     c->model.batch = 32;
     dlt_backend_config_defaults(&c->backend);
     c->reduce.bucket_mib = DLT_DEFAULT_BUCKET_MIB;
+    c->reduce.bottom_mib = DLT_BOTTOM_BUCKET_MIB;
     c->loss_scale_window = DLT_DEFAULT_LOSS_SCALE_WINDOW;
     c->epochs = 90;
     c->base_lr = 0.1;
