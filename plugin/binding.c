@@ -220,20 +220,6 @@ int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int a
     return 0;
 }
 
-void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_hca, size_t hcalen, char *ifname,
-                          size_t iflen)
-{
-    ib_hca[0] = '\0';
-    ifname[0] = '\0';
-    if (b->nic < 0)
-        return;
-    /* "=" asks NCCL for an exact match: mlx5_1 must not also select mlx5_10. */
-    if (t->nics[b->nic].is_ib)
-        snprintf(ib_hca, hcalen, "=%s:%d", t->nics[b->nic].name, t->nics[b->nic].port);
-    if (t->nics[b->nic].netdev[0])
-        snprintf(ifname, iflen, "=%s", t->nics[b->nic].netdev);
-}
-
 int dlt_binding_numa_cpus(const dlt_topology *t, int local_rank, int local_count, const dlt_cpuset *allowed,
                           dlt_cpuset *out)
 {

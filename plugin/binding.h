@@ -46,10 +46,6 @@ int dlt_binding_choose(const dlt_topology *t, const dlt_step_gpus *s, int local_
  * with its own first (gpus=step: device 0 is still the task's GPU, CUDA IPC/P2P to peers works). */
 int dlt_binding_cuda_visible(const dlt_step_gpus *s, const dlt_binding *b, int all_step_gpus, char *buf, size_t buflen);
 
-/* NCCL_IB_HCA / NCCL_SOCKET_IFNAME values for the chosen NIC ("" when not applicable). */
-void dlt_binding_nccl_nic(const dlt_topology *t, const dlt_binding *b, char *ib_hca, size_t hcalen, char *ifname,
-                          size_t iflen);
-
 /* A CPU task's CPUs (no GPU to be near): task local_rank of local_count on the node takes NUMA node
  * local_rank * nnuma / local_count (the node's tasks spread evenly over its NUMA nodes), as far as
  * allowed holds its CPUs. Returns that NUMA node and *out its CPUs within allowed, or -1 and *out =

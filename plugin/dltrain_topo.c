@@ -182,8 +182,14 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[3], "xml")) {
         rc = dlt_nccl_topo_xml(&topo, out, sizeof(out));
-        if (rc < 0)
+        if (rc < 0) {
+            fprintf(stderr, "dltrain-topo: no NCCL topology file: %s\n",
+                    rc == -ENOTSUP   ? "NCCL models no CPU of this architecture; NCCL detects the topology itself"
+                    : rc == -ENODATA ? "/proc/cpuinfo names no CPU vendor, which NCCL requires on x86; NCCL "
+                                       "detects the topology itself"
+                                     : "larger than the plugin writes");
             return 1;
+        }
         fputs(out, stdout);
         return 0;
     }
@@ -204,7 +210,7 @@ int main(int argc, char **argv)
         dlt_step_gpus s;
         dlt_binding b;
         dlt_cpuset allowed;
-        char cpus[256], vis[128], hca[64], ifn[64];
+        char cpus[256], vis[128];
         if (dlt_step_gpus_resolve(&topo, argv[4], argv[5], &s, &err) || dlt_cpuset_parse(argv[7], &allowed) ||
             dlt_binding_choose(&topo, &s, atoi(argv[6]), &allowed, argc > 8 ? argv[8] : "", &b, &err)) {
             fprintf(stderr, "dltrain-topo: %s\n", err.msg);
@@ -213,11 +219,9 @@ int main(int argc, char **argv)
         dlt_cpuset_format(&b.cpus, cpus, sizeof(cpus));
         if (b.gpu_pos < 0 || dlt_binding_cuda_visible(&s, &b, 0, vis, sizeof(vis)))
             snprintf(vis, sizeof(vis), "-");
-        dlt_binding_nccl_nic(&topo, &b, hca, sizeof(hca), ifn, sizeof(ifn));
-        printf("gpu=%s pci=%s cpus=%s numa_local=%d nic=%s dist=%s hca=%s ifname=%s order=", vis,
+        printf("gpu=%s pci=%s cpus=%s numa_local=%d nic=%s dist=%s order=", vis,
                b.gpu >= 0 ? topo.gpus[b.gpu].busid : "-", cpus, b.cpus_numa_local,
-               b.nic >= 0 ? topo.nics[b.nic].name : "-", dlt_distance_name(b.nic_distance), hca[0] ? hca : "-",
-               ifn[0] ? ifn : "-");
+               b.nic >= 0 ? topo.nics[b.nic].name : "-", dlt_distance_name(b.nic_distance));
         for (int k = 0; k < s.n; k++)
             printf("%s%s", k ? "," : "", s.label[s.order[k]]);
         printf("\n");

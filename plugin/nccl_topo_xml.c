@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -60,44 +61,63 @@ static const char *_or(const char *s, const char *dflt)
     return (s && *s) ? s : dflt;
 }
 
+/* GT/s of one of NCCL's link speed strings ("16.0 GT/s PCIe"). */
+static double _gts(const char *speed)
+{
+    return atof(speed);
+}
+
+/* An optional PCI identity attribute, written only when sysfs gave it. */
+static void _emit_opt(_out *o, const char *key, const char *val)
+{
+    if (val && *val)
+        _emit(o, 0, " %s=\"%s\"", key, val);
+}
+
+/* One PCI function and what hangs below it. Written, and why (NCCL 2.28.9 / 2.30.7,
+ * src/graph/xml.cc and topo.cc): busid, class, link_speed and link_width are required on every
+ * <pci> (ncclTopoAddPci fails on a missing one), and NCCL fills a node itself only on the way up
+ * from its own GPU (ncclTopoGetXmlFromSys), never for a NIC's branch, whose values must therefore
+ * be here; the link is the slower of the function and its upstream port, as NCCL reads it
+ * (max_link_speed and ../max_link_speed). vendor, device and the subsystem ids are copied when
+ * sysfs had them (NCCL reads them verbatim), else left out, never a made-up value. A GPU is an
+ * empty <gpu/>: its dev, sm, gdr and NVLinks are NCCL's own (ncclTopoGetXmlFromGpu fills them only
+ * where the file leaves them out, and finds NVLinks only for a <gpu> without <nvlink>; a written
+ * gdr="1" would skip its GPUDirect RDMA check and fail at connection set-up on a node without
+ * nvidia-peermem or DMA-BUF; a written dev is slurmstepd's NVML index, not a container's). A NIC
+ * is its <net name>: speed, port, guid, maxconn, latency and gdr come from NCCL's net plugin
+ * (ncclTopoPopulateNics, the same on every rank); a written guid="0x0" made every Ethernet NIC
+ * one device to NCCL's search. */
 static void _emit_pci(const dlt_topology *t, _out *o, int idx, int indent, int depth)
 {
     const dlt_pci *p = &t->pci[idx];
+    const char *speed = _or(p->link_speed, "8.0 GT/s PCIe");
+    int width = p->link_width > 0 ? p->link_width : 16;
     int g = _gpu_at(t, idx), n = _nic_at(t, idx);
     int has_children = g >= 0 || n >= 0;
     for (int c = 0; c < t->npci && !has_children; c++)
         has_children = t->pci[c].parent == idx;
-    _emit(o, indent,
-          "<pci busid=\"%s\" class=\"%s\" vendor=\"%s\" device=\"%s\" subsystem_vendor=\"%s\" "
-          "subsystem_device=\"%s\" link_speed=\"%s\" link_width=\"%d\"%s\n",
-          p->busid, _or(p->cls, "0x060400"), _or(p->vendor, "0xffff"), _or(p->device, "0xffff"),
-          _or(p->subsys_vendor, "0xffff"), _or(p->subsys_device, "0xffff"), p->link_speed, p->link_width,
-          has_children ? ">" : "/>");
+    if (p->parent >= 0) { /* the upstream port's limits, as NCCL's min(device, ../) */
+        const dlt_pci *up = &t->pci[p->parent];
+        if (up->link_speed[0] && _gts(up->link_speed) < _gts(speed))
+            speed = up->link_speed;
+        if (up->link_width > 0 && up->link_width < width)
+            width = up->link_width;
+    }
+    _emit(o, indent, "<pci busid=\"%s\" class=\"%s\"", p->busid, _or(p->cls, "0x060400"));
+    _emit_opt(o, "vendor", p->vendor);
+    _emit_opt(o, "device", p->device);
+    _emit_opt(o, "subsystem_vendor", p->subsys_vendor);
+    _emit_opt(o, "subsystem_device", p->subsys_device);
+    _emit(o, 0, " link_speed=\"%s\" link_width=\"%d\"%s\n", speed, width, has_children ? ">" : "/>");
     if (!has_children)
         return;
-    if (g >= 0) {
-        const dlt_gpu *gpu = &t->gpus[g];
-        int links = gpu->nvlink_to_switch + gpu->nvlink_to_cpu;
-        for (int j = 0; j < t->ngpus; j++)
-            links += gpu->nvlink_to_gpu[j];
-        _emit(o, indent + 1, "<gpu dev=\"%d\" sm=\"%d\" gdr=\"1\"%s\n", g, gpu->sm, links ? ">" : "/>");
-        for (int j = 0; j < t->ngpus; j++)
-            if (gpu->nvlink_to_gpu[j])
-                _emit(o, indent + 2, "<nvlink target=\"%s\" count=\"%d\" tclass=\"0x030200\"/>\n", t->gpus[j].busid,
-                      gpu->nvlink_to_gpu[j]);
-        if (gpu->nvlink_to_switch)
-            _emit(o, indent + 2, "<nvlink target=\"%s\" count=\"%d\" tclass=\"0x068000\"/>\n", gpu->switch_busid,
-                  gpu->nvlink_to_switch);
-        if (links)
-            _emit(o, indent + 1, "</gpu>\n");
-    }
+    if (g >= 0)
+        _emit(o, indent + 1, "<gpu/>\n");
     if (n >= 0) {
         const dlt_nic *nic = &t->nics[n];
         _emit(o, indent + 1, "<nic>\n");
-        _emit(o, indent + 2,
-              "<net name=\"%s\" dev=\"%d\" speed=\"%d\" port=\"%d\" guid=\"%s\" maxconn=\"%d\" gdr=\"%d\"/>\n",
-              nic->is_ib ? nic->name : _or(nic->netdev, nic->name), n, nic->speed_mbps > 0 ? nic->speed_mbps : 10000,
-              nic->port, _or(nic->guid, "0x0"), nic->is_ib ? 131072 : 65536, nic->is_ib ? 1 : 0);
+        _emit(o, indent + 2, "<net name=\"%s\"/>\n", nic->is_ib ? nic->name : _or(nic->netdev, nic->name));
         _emit(o, indent + 1, "</nic>\n");
     }
     if (depth < 16)
@@ -124,12 +144,39 @@ static int _root_numa(const dlt_topology *t, int root)
     return 0;
 }
 
+/* NCCL's name for the architecture (kvDictCpuArch: x86_64, arm64, ppc64; it matches by prefix,
+ * so uname's "aarch64" would be no architecture at all), or NULL for one it does not model. */
+static const char *_nccl_arch(const char *machine)
+{
+    if (!strcmp(machine, "x86_64") || !strcmp(machine, "i686") || !strcmp(machine, "i386"))
+        return "x86_64";
+    if (!strcmp(machine, "aarch64") || !strcmp(machine, "arm64"))
+        return "arm64";
+    if (!strncmp(machine, "ppc64", 5))
+        return "ppc64";
+    return NULL;
+}
+
+/* NCCL's familyid is CPUID's family + (extended family << 4) (ncclTopoGetXmlFromCpu); Linux's "cpu
+ * family" adds the extended family to the base family 15 instead (AMD Zen: 23, NCCL 143). */
+int dlt_nccl_cpu_familyid(int linux_family)
+{
+    return linux_family >= 15 ? 15 + ((linux_family - 15) << 4) : linux_family;
+}
+
 int dlt_nccl_topo_xml(const dlt_topology *t, char *buf, size_t buflen)
 {
     _out o = {buf, 0, buflen, 0};
     int nnuma = t->nnuma > 0 ? t->nnuma : 1, ncpus = 0;
+    const char *arch = _nccl_arch(_or(t->arch, "x86_64"));
     if (!buf || !buflen)
         return -EINVAL;
+    /* Every <cpu> must name its architecture, and on x86 its vendor (ncclTopoAddCpu); NCCL fills
+     * them itself only for the CPU above its own GPU, so a CPU with NICs alone would fail. */
+    if (!arch)
+        return -ENOTSUP;
+    if (!strcmp(arch, "x86_64") && !t->cpu_vendor[0])
+        return -ENODATA;
     for (int n = 0; n < t->nnuma; n++)
         for (int c = DLT_MAX_CPUS - 1; c >= 0; c--)
             if ((t->numa_cpus[n].bits[c / 64] >> (c % 64)) & 1u) {
@@ -145,11 +192,17 @@ int dlt_nccl_topo_xml(const dlt_topology *t, char *buf, size_t buflen)
             any |= t->pci[r].parent < 0 && _root_numa(t, r) == numa;
         if (!any)
             continue;
-        if (numa < t->nnuma)
+        if (numa < t->nnuma && dlt_cpuset_count(&t->numa_cpus[numa]) > 0)
             dlt_cpuset_format_mask(&t->numa_cpus[numa], ncpus, mask, sizeof(mask));
-        _emit(&o, 1, "<cpu numaid=\"%d\" affinity=\"%s\" arch=\"%s\" vendor=\"%s\" familyid=\"%d\" modelid=\"%d\">\n",
-              numa, mask[0] ? mask : "00000000", _or(t->arch, "x86_64"), _or(t->cpu_vendor, "GenuineIntel"),
-              t->cpu_family, t->cpu_model);
+        /* affinity: the node's CPUs (NCCL reads nodeN/cpumap), left out when unknown rather than
+         * written empty; vendor, familyid and modelid are read by NCCL on x86 only */
+        _emit(&o, 1, "<cpu numaid=\"%d\"", numa);
+        _emit_opt(&o, "affinity", mask);
+        _emit(&o, 0, " arch=\"%s\"", arch);
+        if (!strcmp(arch, "x86_64"))
+            _emit(&o, 0, " vendor=\"%s\" familyid=\"%d\" modelid=\"%d\"", t->cpu_vendor,
+                  dlt_nccl_cpu_familyid(t->cpu_family), t->cpu_model);
+        _emit(&o, 0, ">\n");
         for (int r = 0; r < t->npci; r++)
             if (t->pci[r].parent < 0 && _root_numa(t, r) == numa)
                 _emit_pci(t, &o, r, 2, 0);

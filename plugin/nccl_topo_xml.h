@@ -8,7 +8,14 @@
 
 #include "topology.h"
 
-/* Writes the XML into buf. Returns its length, or -ENOSPC when buf is too small. */
+/* Writes the XML into buf: only what NCCL cannot find out itself or where the node knows better
+ * (the PCI tree with its links, where the GPUs and NICs hang, the CPUs; nccl_topo_xml.c says why
+ * for each attribute). Returns its length, -ENOSPC when buf is too small, -ENOTSUP for an
+ * architecture NCCL does not model, -ENODATA on x86 without the CPU vendor (NCCL requires it on
+ * every <cpu>): then no file is better than a wrong one. */
 int dlt_nccl_topo_xml(const dlt_topology *t, char *buf, size_t buflen);
+
+/* NCCL's familyid for Linux's "cpu family" of /proc/cpuinfo. */
+int dlt_nccl_cpu_familyid(int linux_family);
 
 #endif

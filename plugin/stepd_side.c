@@ -216,6 +216,11 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
     if (st->opts.nccl == DLT_NCCL_OFF || st->opts.gpus == DLT_GPUS_NONE || st->topo.ngpus == 0)
         return 0;
     rc = dlt_nccl_topo_xml(&st->topo, xml, sizeof(xml));
+    if (rc == -ENOTSUP || rc == -ENODATA) { /* no file: NCCL's own detection, said in slurmd's log */
+        slurm_info("dltrain: node %s: no NCCL topology file: %s; NCCL detects the topology itself", node,
+                   rc == -ENOTSUP ? "NCCL models no CPU of this architecture" : "/proc/cpuinfo names no CPU vendor");
+        return 0;
+    }
     if (rc < 0)
         return _step_fail(st, "node %s: NCCL topology larger than %d bytes", node, XML_MAX);
     if (spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
@@ -448,7 +453,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 
 static int _task_setup(spank_t sp, dlt_plugin_state *st)
 {
-    char vis[256] = "", gres[256] = "", buf[512], cpus[512], hca[96], ifname[96], node[64] = "?";
+    char vis[256] = "", gres[256] = "", buf[512], cpus[512], node[64] = "?";
     dlt_err err = DLT_ERR_INIT;
     dlt_step_gpus sg;
     dlt_binding b;
@@ -532,11 +537,25 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
     if (b.nic >= 0)
         _set(sp, st, DLT_ENV_NIC, st->topo.nics[b.nic].name);
     if (st->opts.nccl == DLT_NCCL_AUTO && st->opts.gpus != DLT_GPUS_NONE) {
-        dlt_binding_nccl_nic(&st->topo, &b, hca, sizeof(hca), ifname, sizeof(ifname));
         _set_unless_user(sp, st, DLT_ENV_NCCL_TOPO_FILE, st->topo_file, local_id);
-        _set_unless_user(sp, st, DLT_ENV_NCCL_SOCKET_IFNAME,
-                         st->site.nccl_socket_ifname[0] ? st->site.nccl_socket_ifname : ifname, local_id);
-        _set_unless_user(sp, st, DLT_ENV_NCCL_IB_HCA, st->site.nccl_ib_hca[0] ? st->site.nccl_ib_hca : hca, local_id);
+        /* The NICs are NCCL's to choose per GPU, from the topology file (ncclTopoGetLocalNet): the
+         * interface and HCA lists must be the same on every rank. A task's own nearest netdev as
+         * NCCL_SOCKET_IFNAME made its bootstrap listen there, unreachable from ranks on other rails
+         * where each rail is its own subnet; a per-rank NCCL_IB_HCA gives every rank a different
+         * device 0 (NVIDIA/nccl#1478: "You should not set NCCL_IB_HCA differently on each rank").
+         * Exported: the NIC the user named (nic=NAME: one for the whole step), else the site's
+         * node-wide lists, else nothing. "=" asks NCCL for an exact match (mlx5_1, not mlx5_10). */
+        char hca[96] = "", ifname[96] = "";
+        if (st->opts.nic[0] && b.nic >= 0) {
+            const dlt_nic *nic = &st->topo.nics[b.nic];
+            if (nic->is_ib)
+                snprintf(hca, sizeof(hca), "=%s:%d", nic->name, nic->port);
+            if (nic->netdev[0])
+                snprintf(ifname, sizeof(ifname), "=%s", nic->netdev);
+        }
+        _set_unless_user(sp, st, DLT_ENV_NCCL_SOCKET_IFNAME, st->opts.nic[0] ? ifname : st->site.nccl_socket_ifname,
+                         local_id);
+        _set_unless_user(sp, st, DLT_ENV_NCCL_IB_HCA, st->opts.nic[0] ? hca : st->site.nccl_ib_hca, local_id);
         /* The task may run in another mount namespace than slurmstepd's: a container entered by a
          * plugin listed before this one in plugstack.conf (pyxis joins the container's namespaces
          * in its own task_init). There the host's topo_dir may be missing and NCCL would ignore

@@ -546,20 +546,26 @@ static void _load_cpuinfo(dlt_topology *t, const char *root)
         char *val;
         if (!colon)
             continue;
+        colon[strcspn(colon, "\n")] = '\0';
+        if (!strncmp(line, "vendor_id", 9)) {
+            /* CPUID's vendor string as it is ("vendor_id\t: %s"): NCCL compares it whole, and
+             * Zhaoxin's is "  Shanghai  "; one that could break the XML is no vendor at all */
+            val = colon[1] == ' ' ? colon + 2 : colon + 1;
+            snprintf(t->cpu_vendor, sizeof(t->cpu_vendor), "%.31s", val);
+            for (const char *c = t->cpu_vendor; *c; c++)
+                if (!isprint((unsigned char)*c) || *c == '"' || *c == '<' || *c == '>' || *c == '&') {
+                    t->cpu_vendor[0] = '\0';
+                    break;
+                }
+            continue;
+        }
         val = colon + 1;
         while (*val == ' ' || *val == '\t')
             val++;
-        val[strcspn(val, "\n")] = '\0';
-        if (!strncmp(line, "vendor_id", 9)) {
-            snprintf(t->cpu_vendor, sizeof(t->cpu_vendor), "%.31s", val);
-            for (char *c = t->cpu_vendor; *c; c++)
-                if (!isalnum((unsigned char)*c))
-                    *c = '_';
-        } else if (!strncmp(line, "cpu family", 10)) {
+        if (!strncmp(line, "cpu family", 10))
             t->cpu_family = atoi(val);
-        } else if (!strncmp(line, "model", 5) && strncmp(line, "model name", 10)) {
+        else if (!strncmp(line, "model", 5) && strncmp(line, "model name", 10))
             t->cpu_model = atoi(val);
-        }
     }
     fclose(f);
 }

@@ -14,9 +14,9 @@ cd /tmp
 REPORT='echo "$SLURMD_NODENAME $SLURM_LOCALID vis=$CUDA_VISIBLE_DEVICES cpus=$(sed -n "s/^Cpus_allowed_list:\s*//p" /proc/self/status) gpu=${DLT_LOCAL_GPU:-} pci=${DLT_GPU_PCI:-} nic=${DLT_NIC:-} hca=${NCCL_IB_HCA:-} if=${NCCL_SOCKET_IFNAME:-} topo=${NCCL_TOPO_FILE:-}"'
 
 out=$(timeout 60 srun --quiet -N2 --ntasks-per-node=4 --gpus-per-node=4 --dl-train bash -c "$REPORT" 2>&1 | sort)
-exp_n1=$'n1 0 vis=0 cpus=0 gpu=0 pci=0000:04:00.0 nic=mlx5_0 hca==mlx5_0:1 if==ib0\nn1 1 vis=1 cpus=0 gpu=1 pci=0000:05:00.0 nic=mlx5_0 hca==mlx5_0:1 if==ib0\nn1 2 vis=3 cpus=1 gpu=3 pci=0000:85:00.0 nic=mlx5_1 hca==mlx5_1:1 if==ib1\nn1 3 vis=2 cpus=1 gpu=2 pci=0000:84:00.0 nic=mlx5_1 hca==mlx5_1:1 if==ib1'
+exp_n1=$'n1 0 vis=0 cpus=0 gpu=0 pci=0000:04:00.0 nic=mlx5_0 hca= if=\nn1 1 vis=1 cpus=0 gpu=1 pci=0000:05:00.0 nic=mlx5_0 hca= if=\nn1 2 vis=3 cpus=1 gpu=3 pci=0000:85:00.0 nic=mlx5_1 hca= if=\nn1 3 vis=2 cpus=1 gpu=2 pci=0000:84:00.0 nic=mlx5_1 hca= if='
 got_n1=$(grep '^n1' <<<"$out" | sed 's/ topo=.*//')
-if [[ $got_n1 == "$exp_n1" ]]; then ok "4 tasks/node: one GPU each, kernel affinity = the GPU's NUMA CPUs, nearest HCA"; else not_ok "binding per task"; { echo "expected:"; echo "$exp_n1"; echo "got:"; echo "$out"; } | diag; fi
+if [[ $got_n1 == "$exp_n1" ]]; then ok "4 tasks/node: one GPU each, kernel affinity = the GPU's NUMA CPUs, nearest HCA as DLT_NIC, no per-task NCCL_IB_HCA or NCCL_SOCKET_IFNAME"; else not_ok "binding per task"; { echo "expected:"; echo "$exp_n1"; echo "got:"; echo "$out"; } | diag; fi
 if [[ $(grep '^n2' <<<"$out" | sed 's/^n2/n1/; s/ topo=.*//') == "$exp_n1" ]]; then ok "the second node binds the same way"; else not_ok "node 2 binding"; echo "$out" | diag; fi
 topo=$(grep -o 'topo=[^ ]*' <<<"$out" | sort -u)
 if [[ $(wc -l <<<"$topo") -eq 2 && $topo == *"$DIR/run/n1/dltrain/"*"/nccl_topo.xml"* && $topo == *"$DIR/run/n2/dltrain/"*"/nccl_topo.xml"* ]]; then ok "NCCL_TOPO_FILE: one step-private file per node under topo_dir (%n expanded)"; else not_ok "NCCL_TOPO_FILE"; echo "$topo" | diag; fi
@@ -42,8 +42,8 @@ plain=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-task=1 bash -c 'echo "$SLURM_
 out=$(timeout 60 srun --quiet -N1 -n2 --gpus-per-task=1 --dl-train bash -c 'echo "$SLURM_LOCALID $CUDA_VISIBLE_DEVICES"' 2>&1 | sort)
 if [[ -n $plain && $out == "$plain" ]]; then ok "--gpus-per-task=1: each task keeps the GPU Slurm gave it ($(tr '\n' ';' <<<"$out"))"; else not_ok "--gpus-per-task"; { echo "plain: $plain"; echo "dl-train: $out"; } | diag; fi
 
-out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train=verbose --export=ALL,NCCL_SOCKET_IFNAME=eth7 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=$NCCL_IB_HCA"' 2>&1)
-if [[ $out == *"if=eth7 hca==mlx5_0:1"* && $out == *"keeping your NCCL_SOCKET_IFNAME=eth7"* ]]; then ok "the user's NCCL_SOCKET_IFNAME wins, and verbose says so"; else not_ok "user setting wins"; echo "$out" | diag; fi
+out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train=verbose,nic=mlx5_0 --export=ALL,NCCL_SOCKET_IFNAME=eth7 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=$NCCL_IB_HCA"' 2>&1)
+if [[ $out == *"if=eth7 hca==mlx5_0:1"* && $out == *"keeping your NCCL_SOCKET_IFNAME=eth7"* ]]; then ok "nic=mlx5_0 exports its HCA; the user's NCCL_SOCKET_IFNAME wins, and verbose says so"; else not_ok "user setting wins"; echo "$out" | diag; fi
 
 out=$(timeout 60 srun --quiet -N1 -n1 --gpus-per-node=1 --dl-train=nic=eth0 bash -c 'echo "if=$NCCL_SOCKET_IFNAME hca=${NCCL_IB_HCA:-none} nic=$DLT_NIC"' 2>&1)
 if [[ $out == "if==eth0 hca=none nic=eth0" ]]; then ok "nic=eth0: NCCL told to use that interface, no HCA"; else not_ok "nic=eth0"; echo "$out" | diag; fi
