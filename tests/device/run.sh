@@ -26,6 +26,23 @@
 #                 NCCL of whichever two-rank phase passed, same-host first
 #   train         one rank: fp32 through NCCL buckets and as a CUDA graph repeat the plain losses
 #                 bit for bit; the loss falls in fp16 (CUDA graph) and bf16
+#   slurm-up      a one-node Slurm from the pack (tests/device/slurm_node.sh: munged, slurmctld,
+#                 slurmd with the machine's GPUs as gres and the pack's dltrain plugin), node idle
+#   slurm-env     srun -n1 --gpus=1 --mpi=pmix --dl-train=verbose dltrain env, and a step that shows
+#                 the task's environment and its NCCL topology file: the plugin's GPU (PCI bus id),
+#                 its NUMA node, the CPUs near it and those the task is bound to, each against
+#                 nvidia-smi -q, nvidia-smi topo -m and sysfs, every side printed
+#   slurm-train   dltrain train fp16 on one rank under srun --dl-train, NCCL bootstrapped through
+#                 Slurm's PMIx server: the loss falls
+#   slurm-two     srun -n2 --gpus=1: the plugin binds both tasks to the one GPU (local rank modulo
+#                 the step's GPUs) and dltrain env refuses the sharing, naming it; then two ranks
+#                 train on it through the carried NCCL 2.30.7 with NCCL_MULTI_RANK_GPU_ENABLE=1,
+#                 their weights bit-identical at every step
+#   slurm-ddp     tests/torch/ddp_contract.py --backend nccl: PyTorch DDP on the GPU, 2 ranks from
+#                 the plugin's env:// contract alone (PyTorch's own NCCL, NCCL_HOSTID per rank)
+#   slurm-down    every daemon stopped and checked gone; runs once slurm-up ran, also past the
+#                 deadline and when the run is interrupted. Without a carried Slurm (or as
+#                 another user than root) the slurm phases say NOT TESTED (counted as cut)
 #   bench         dltrain bench vs torchvision ResNet-50 in PyTorch eager (channels_last, AMP), same
 #                 GPU and batch, as a ratio; the fp16 row is the verdict (PASS at >= DLT_BENCH_MIN_RATIO,
 #                 default 1.0); further rows while time is left
@@ -54,25 +71,33 @@ OUT=${OUT:-/tmp/dlt-device}
 DEADLINE=${DLT_DEVICE_DEADLINE:-400}
 KILL_AFTER=5
 # Phases in order of importance: name, the seconds it needs at least to be worth starting, its cap.
-# The caps add up to the 400 s deadline (doc/gpu.md "The budget").
+# The caps add up to 390 s, within the 400 s deadline (doc/gpu.md "The budget"). A phase that
+# needs 0 s (the Slurm teardown) is never skipped and always has its whole cap.
 PHASES=(
-  "unpack 5 15" "ops 20 45" "nccl-hostid 20 30" "nccl-samehost 20 40" "multi-rank 30 80"
-  "train 25 60" "bench 40 130"
+  "unpack 5 15" "ops 20 30" "nccl-hostid 15 20" "nccl-samehost 15 25" "multi-rank 30 50"
+  "train 25 35" "slurm-up 10 20" "slurm-env 10 30" "slurm-train 20 30" "slurm-two 20 35"
+  "slurm-ddp 20 35" "slurm-down 0 15" "bench 40 50"
 )
 for p in "${PHASES[@]}"; do read -r n _ _ <<<"$p"; ALL="${ALL:-} $n"; done
 if [ -n "$ONLY" ]; then
   for n in ${ONLY//,/ }; do [[ " $ALL " == *" $n "* ]] || { echo "run.sh: --only: no phase '$n' (phases:$ALL)" >&2; exit 2; }; done
 fi
-wanted() { [ -z "$ONLY" ] || [ "$1" = unpack ] || [[ $ONLY == *",$1,"* ]]; }
+# With --only, unpack always runs, and any slurm phase brings slurm-up and slurm-down with it.
+wanted() {
+  [ -z "$ONLY" ] || [ "$1" = unpack ] || [[ $ONLY == *",$1,"* ]] && return 0
+  [[ ($1 == slurm-up || $1 == slurm-down) && $ONLY == *",slurm-"* ]]
+}
 
 echo "device: deadline ${DEADLINE} s for all phases; ranks ${RANKS}${ONLY:+; only${ONLY//,/ }}"
 if [ "$DRY" = 1 ]; then
   for p in "${PHASES[@]}"; do
     read -r n lo hi <<<"$p"
-    wanted "$n" && echo "device: phase $n (starts with >= ${lo} s left, at most ${hi} s)"
+    if [ "$lo" = 0 ]; then wanted "$n" && echo "device: phase $n (never skipped once slurm-up ran, at most ${hi} s)"
+    else wanted "$n" && echo "device: phase $n (starts with >= ${lo} s left, at most ${hi} s)"; fi
   done
   if [ "$RANKS" -gt 1 ]; then echo "device: two-rank phases: $RANKS ranks, one per GPU, through ${DLT_LAUNCH:-srun -n $RANKS --mpi=pmix}"
   else echo "device: two-rank phases: two NCCL ranks on one GPU (tests/device/two_ranks.sh): nccl-hostid with the machine's NCCL (NCCL_HOSTID per rank, socket transport), nccl-samehost with NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1); without NCCL >= 2.30: nccl-samehost NOT TESTED, counted as cut"; fi
+  echo "device: slurm phases: a one-node Slurm 22.05 from the pack (tests/device/slurm_node.sh up \$DLT_SLURM_PACK: munged, slurmctld, slurmd, gres /dev/nvidia*, the pack's plugin); without a carried Slurm or root: NOT TESTED, counted as cut; slurm-down runs whenever slurm-up ran, past the deadline and on interruption too"
   echo "device: every command ends at its phase's cap: timeout -k ${KILL_AFTER} (TERM, then KILL); leftover ranks are killed within 2 s"
   # The budget (doc/gpu.md "The budget"): one lease of GPU-machine time holds this call and a rerun.
   LEASE=900 STARTUP=90 UNPACK=15 RETURN=20 MIN_START=240
@@ -97,6 +122,11 @@ LOG=$OUT/device-run.log
 exec 3>&1 4>&2
 exec > >(tee "$LOG") 2>&1
 TEE_PID=$!
+# A signal from outside (timeout's, sent to the whole process group) may end tee first: a write to
+# its pipe must then fail, not end this shell before the interruption's trap has stopped the
+# one-node Slurm and saved the results. A caught signal is not inherited: the programs started
+# here keep SIGPIPE's default.
+trap : PIPE
 START=$SECONDS
 if [ -n "$ONLY" ]; then
   # A rerun: the words of NCCL and cuDNN on what went wrong.
@@ -125,6 +155,8 @@ table() {
 }
 # The programs of this run (the pack's, else the build's): what reap looks for.
 PROGS_RE=
+# Whether a one-node Slurm was started (slurm-up), so that it is stopped whatever happens.
+SLURM_UP=0
 # Kills whatever this run's programs left running (ranks in sessions of their own outlive their
 # launcher): KILL to each, then waits up to 2 s for them to go; says what it killed.
 reap() {
@@ -142,6 +174,8 @@ reap() {
 # Everything under W into one archive, the log and the table beside it: three files in $OUT.
 finish() {
   local rc=0
+  # The one-node Slurm never outlives the run (a deadline passed, an interruption).
+  [ "$SLURM_UP" != 1 ] || slurm_stop
   table | tee "$W/table.txt"
   [ "$failed" -gt 0 ] && rc=1 || { [ "$cut" -gt 0 ] && rc=2; }
   echo "device: log $LOG, table $OUT/device-table.txt, everything else $OUT/device-results.tar.gz"
@@ -158,19 +192,20 @@ run_phase() {
   local name=$1 fn=$2 lo hi t0 f0=$failed
   wanted "$name" || return 0
   for p in "${PHASES[@]}"; do read -r n l h <<<"$p"; [ "$n" = "$name" ] && lo=$l hi=$h; done
-  if [ "$(left)" -lt "$lo" ]; then
+  if [ "$lo" -gt 0 ] && [ "$(left)" -lt "$lo" ]; then
     STATUS[$name]="cut: deadline"; cut=$((cut + 1)); echo "device: $name not started: $(left) s left"; return
   fi
-  echo "device: --- $name (cap $(cap "$hi") s)"
+  [ "$lo" = 0 ] || hi=$(cap "$hi")
+  echo "device: --- $name (cap $hi s)"
   t0=$SECONDS
-  PHASE_END=$((SECONDS + $(cap "$hi")))
-  PHASE_TIMED_OUT=0 PHASE_CUT=0
+  PHASE_END=$((SECONDS + hi))
+  PHASE_TIMED_OUT=0 PHASE_CUT=0 PHASE_STATUS=
   "$fn"
   reap "$name" || bad "processes of phase $name survive KILL"
   ELAPSED[$name]=$((SECONDS - t0))
   if [ "$failed" -gt "$f0" ]; then STATUS[$name]=FAIL
   elif [ "$PHASE_CUT" = 1 ]; then STATUS[$name]=cut
-  else STATUS[$name]=ok; fi
+  else STATUS[$name]=${PHASE_STATUS:-ok}; fi
 }
 # What a command may still take in this phase (timeout's argument; its KILL comes KILL_AFTER later).
 tmo() { local t=$((PHASE_END - SECONDS - KILL_AFTER)); echo $((t > 1 ? t : 1)); }
@@ -457,6 +492,262 @@ EOF
   esac
 }
 
+# ------------------------------------------------------------------ the one-node Slurm
+# tests/device/slurm_node.sh runs the Slurm of the pack (DLT_SLURM_PACK, unpacked by go.sh): its
+# state, configuration and logs in /tmp/dlt-slurm-node, copied into the results at the teardown.
+SLURM_NODE=tests/device/slurm_node.sh SLURM_STATE=/tmp/dlt-slurm-node SRUN=() SL1=() SLURM_CONF_FILE=
+slurm_ready() {
+  [ "$SLURM_UP" = 1 ] && [ "${STATUS[slurm-up]:-}" = ok ] && return 0
+  not_tested "$1: no one-node Slurm (slurm-up did not pass)"; return 1
+}
+phase_slurm_up() {
+  local node
+  if [ -z "${DLT_SLURM_PACK:-}" ] || [ ! -x "$DLT_SLURM_PACK/libexec/slurmd" ]; then
+    not_tested "slurm-up: no Slurm carried (tests/device/pack.sh packs this machine's Slurm 22.05 when its packages are installed)"; return
+  fi
+  [ "$(id -u)" = 0 ] || { not_tested "slurm-up: not root (slurmd starts the tasks as their users)"; return; }
+  SLURM_UP=1
+  # The daemons must not hold this run's output open (fds 3 and 4 keep the caller's): whoever
+  # reads it would wait for them, past the end of the run.
+  if tm env DLT_SLURM_NODE_DIR="$SLURM_STATE" bash "$SLURM_NODE" up "$DLT_SLURM_PACK" </dev/null >"$W/slurm-up.log" 2>&1 3>&- 4>&-; then
+    SLURM_CONF_FILE=$(env DLT_SLURM_NODE_DIR="$SLURM_STATE" bash "$SLURM_NODE" env "$DLT_SLURM_PACK" | sed -n 's/^export SLURM_CONF=\([^ ]*\).*/\1/p')
+    # The tasks' PMIx (the pack's libpmix, the same release) loads the server's components.
+    SRUN=(env SLURM_CONF="$SLURM_CONF_FILE" PMIX_MCA_mca_base_component_path="$DLT_SLURM_PACK/pmix2/lib/pmix" "$DLT_SLURM_PACK/bin/srun")
+    SL1=("${SRUN[@]}" -n1 --gpus=1 --mpi=pmix --dl-train)
+    node=$(env SLURM_CONF="$SLURM_CONF_FILE" "$DLT_SLURM_PACK/bin/sinfo" -h -N -o '%N %t %G CPUs=%c' 2>&1 | tr '\n' ' ')
+    if [[ $node == *" idle gpu:"* ]]; then ok "slurm-up: a one-node Slurm from the pack ($(head -1 "$DLT_SLURM_PACK/VERSIONS")): $node"
+    else bad "slurm-up: the node has no GPU gres ($node): no /dev/nvidia0 character device here?"; fi
+  else
+    bad "slurm-up: the one-node Slurm did not start"; tail -15 "$W/slurm-up.log"
+    for f in "$SLURM_STATE"/log/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -8 "$f"; }; done
+  fi
+}
+# The teardown, bounded (slurm_node.sh down: scancel, TERM, KILL, every process of the pack checked
+# gone); the daemons' logs and the configuration go into the results.
+slurm_stop() {
+  local out rc
+  SLURM_UP=0
+  out=$(DLT_SLURM_NODE_DIR=$SLURM_STATE timeout -k 2 10 bash "$SLURM_NODE" down "$DLT_SLURM_PACK" 2>&1); rc=$?
+  [ "$rc" = 0 ] || out+=$'\n'"device: slurm-down: down ended with $rc; KILL to every process of the pack"$'\n'$(DLT_SLURM_NODE_DIR=$SLURM_STATE timeout 3 bash "$SLURM_NODE" kill "$DLT_SLURM_PACK" 2>&1)
+  echo "$out"
+  mkdir -p "$W/slurm-logs"; cp -r "$SLURM_STATE/log/." "$SLURM_STATE/etc/." "$W/slurm-logs/" 2>/dev/null
+  if [ "$rc" = 0 ]; then ok "slurm-down: $(tail -1 <<<"$out")"
+  else bad "slurm-down: the one-node Slurm did not stop cleanly (exit $rc)"; fi
+}
+phase_slurm_down() {
+  if [ "$SLURM_UP" = 1 ]; then slurm_stop; else echo "device: slurm-down: no Slurm was started"; PHASE_STATUS=-; fi
+}
+
+# The plugin's view of the task's GPU against the machine's own words, one check per line: OK or
+# FAIL, a tab, what each side says.
+slurm_env_compare() {
+  python3 - "$@" <<'EOF'
+import os, re, sys
+env_log, task_log, smi_q, smi_topo = [open(f, errors="replace").read() if os.path.exists(f) else "" for f in sys.argv[1:5]]
+topo_root = sys.argv[5]
+
+
+def bus(b):
+    m = re.match(r"^(?:([0-9a-fA-F]+):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$", (b or "").strip())
+    return "%04x:%s:%s.%s" % (int(m.group(1) or "0", 16), m.group(2).lower(), m.group(3).lower(), m.group(4)) if m else None
+
+
+def cpus(text):
+    if text is None or not re.match(r"^[0-9][0-9,-]*$", text.strip()):
+        return None
+    out = set()
+    for part in text.strip().split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def cpu_text(s):
+    if s is None:
+        return None
+    runs = []
+    for c in sorted(s):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in runs) or "(none)"
+
+
+def numa(v):
+    v = (v or "").strip()
+    return "none" if v in ("-1", "N/A") else (v if re.match(r"^\d+$", v) else None)
+
+
+def sysfs(b, name):
+    try:
+        return open("/sys/bus/pci/devices/%s/%s" % (b, name)).read().strip()
+    except (OSError, TypeError):
+        return None
+
+
+def check(what, sides, refs):
+    """OK when the plugin's side (the first) and every side read agree, and at least one of the
+    machine's own (the last refs) was read."""
+    known = {v for _, v in sides if v is not None}
+    agree = sides[0][1] is not None and len(known) == 1 and any(v is not None for _, v in sides[-refs:])
+    said = "; ".join("%s: %s" % (n, v if v is not None else "(not read)") for n, v in sides)
+    print("%s\t%s: %s" % ("OK" if agree else "FAIL", what, said))
+
+
+# The plugin: its line for task 0 and its topology report (verbose); the task's own environment.
+m = re.search(r"dltrain: node \S+ task 0: GPU (\S+) \((\S+)\) cpus (\S+)", env_log)
+p_bus, p_cpus = (bus(m.group(2)), m.group(3)) if m else (None, None)
+p_idx = next((g for g, b in re.findall(r"^dltrain: GPU(\d+) = (\S+) ", env_log, re.M) if bus(b) == p_bus), None)
+row = re.search(r"^dltrain: GPU%s +([^=].*)$" % p_idx, env_log, re.M) if p_idx is not None else None
+p_near, p_numa = (row.group(1).split()[-2], row.group(1).split()[-1]) if row else (None, None)
+task = re.search(r"^task (.*)$", task_log, re.M)
+t_env = dict(re.findall(r"(\w+)=(\S*)", task.group(1))) if task else {}
+t_allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", task_log)
+d = re.search(r"DLT_GPU_PCI (\S+) is device (\d+) \((\S+)\): the same GPU", env_log)
+cols = next((f for f in (l.split() for l in env_log.splitlines())
+             if len(f) >= 8 and f[0] == "0" and not f[1].isdigit() and f[2].isdigit()), None)
+# The machine: nvidia-smi -q (the GPU of minor 0 is /dev/nvidia0, gres.conf's first), its topo -m, sysfs.
+q_gpus = []
+for sec in re.split(r"^(?=GPU [0-9A-Fa-f]+:)", smi_q, flags=re.M):
+    mb = re.search(r"^\s+Bus Id\s+:\s+(\S+)", sec, re.M)
+    mm = re.search(r"^\s+Minor Number\s+:\s+(\d+)", sec, re.M)
+    if mb:
+        q_gpus.append((bus(mb.group(1)), mm.group(1) if mm else None))
+q_bus = next((b for b, mi in q_gpus if mi == "0"), None)
+q_idx = next((i for i, (b, _) in enumerate(q_gpus) if b == p_bus), None)
+t_near = t_numa = None
+lines = smi_topo.splitlines()
+head = next((l for l in lines if "CPU Affinity" in l), None)
+r = next((l for l in lines if q_idx is not None and l.split("\t")[0].strip() == "GPU%d" % q_idx), None)
+if head is not None and r is not None:
+    hc, rc = [c.strip() for c in head.split("\t")], [c.strip() for c in r.split("\t")]
+    if "CPU Affinity" in hc and hc.index("CPU Affinity") < len(rc):
+        t_near = rc[hc.index("CPU Affinity")]
+    if "NUMA Affinity" in hc and hc.index("NUMA Affinity") < len(rc):
+        t_numa = rc[hc.index("NUMA Affinity")]
+vendor = sysfs(p_bus, "vendor")
+allowed = os.sched_getaffinity(0)
+near = cpus(sysfs(p_bus, "local_cpulist"))
+want = None if near is None else (near & allowed or allowed)
+
+check("the task's GPU, PCI bus id", [
+    ("plugin (task 0)", p_bus), ("DLT_GPU_PCI in the task", bus(t_env.get("DLT_GPU_PCI"))),
+    ("dltrain env, CUDA device %s" % (d.group(2) if d else "?"), bus(d.group(3)) if d else None),
+    ("nvidia-smi -q, minor 0 (/dev/nvidia0)", q_bus),
+    ("sysfs", p_bus if vendor == "0x10de" else (None if vendor is None else "vendor " + vendor))], 2)
+check("its NUMA node", [("plugin", numa(p_numa)), ("nvidia-smi topo -m", numa(t_numa)),
+                        ("sysfs numa_node", numa(sysfs(p_bus, "numa_node")))], 2)
+check("the CPUs near it", [("plugin", cpu_text(cpus(p_near))), ("nvidia-smi topo -m", cpu_text(cpus(t_near))),
+                           ("sysfs local_cpulist", cpu_text(near))], 2)
+check("the CPUs task 0 is bound to", [
+    ("plugin", cpu_text(cpus(p_cpus))), ("DLT_CPUS", cpu_text(cpus(t_env.get("DLT_CPUS")))),
+    ("the task's Cpus_allowed_list", cpu_text(cpus(t_allowed.group(1))) if t_allowed else None),
+    ("dltrain env", cpu_text(cpus(cols[6])) if cols else None),
+    ("sysfs local_cpulist within the CPUs allowed here", cpu_text(want))], 1)
+topo = t_env.get("NCCL_TOPO_FILE", "")
+nbytes = int((re.search(r"^topo-file-bytes (\d+)", task_log, re.M) or [None, "0"])[1])
+named = p_bus is not None and ('busid="%s"' % p_bus) in task_log
+inside = topo.startswith(topo_root + "/")
+print("%s\tNCCL_TOPO_FILE %s: %d bytes, readable in the task, %s the GPU's bus id, %s the plugin's topo_dir (%s/...)" % (
+    "OK" if nbytes > 0 and named and inside else "FAIL", topo or "(unset)", nbytes, "names" if named else "does NOT name",
+    "inside" if inside else "NOT inside", topo_root))
+ns = re.search(r"namespace (\S+), host communicator (\S+)", env_log)
+print("%s\tdltrain env: %s" % ("OK" if ns and ns.group(1).startswith("slurm.pmix.") else "FAIL",
+      "a PMIx client of slurmstepd, namespace %s, host communicator %s" % ns.groups() if ns else "no PMIx namespace said"))
+EOF
+}
+phase_slurm_env() {
+  local rc verdict line
+  slurm_ready slurm-env || return
+  tm "${SRUN[@]}" -n1 --gpus=1 --mpi=pmix --dl-train=verbose "$DLT" env >"$W/slurm-env.log" 2>&1; rc=$?
+  [ "$rc" = 0 ] || { bad "slurm-env: dltrain env under srun --dl-train exited $rc"; tail -8 "$W/slurm-env.log"; }
+  # The task's environment and its topology file (removed at the end of the step), read in the step.
+  tm "${SL1[@]}" bash -c 'echo "task CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} DLT_GPU_PCI=${DLT_GPU_PCI:-} DLT_CPUS=${DLT_CPUS:-} NCCL_TOPO_FILE=${NCCL_TOPO_FILE:-}"
+    grep Cpus_allowed_list /proc/self/status
+    if [ -r "${NCCL_TOPO_FILE:-/nonexistent}" ]; then echo "topo-file-bytes $(wc -c <"$NCCL_TOPO_FILE")"; cat "$NCCL_TOPO_FILE"; fi' \
+    >"$W/slurm-env-task.log" 2>&1 || { bad "slurm-env: the step showing the task's environment failed"; tail -5 "$W/slurm-env-task.log"; }
+  tm nvidia-smi -q >"$W/nvidia-smi-q.txt" 2>&1
+  tm nvidia-smi topo -m >"$W/nvidia-smi-topo.txt" 2>&1
+  while IFS=$'\t' read -r verdict line; do
+    if [ "$verdict" = OK ]; then ok "slurm-env: $line"; else bad "slurm-env: $line"; fi
+  done < <(slurm_env_compare "$W/slurm-env.log" "$W/slurm-env-task.log" "$W/nvidia-smi-q.txt" "$W/nvidia-smi-topo.txt" "$SLURM_STATE/run")
+  # The plugin's topology file read by a real NCCL: one rank of nccl_check in the step with the
+  # file (NCCL_TOPO_DUMP_FILE: the merged result) and without it (NCCL's own detection); NCCL
+  # must take the file without a warning, and the dumps must agree with what the file claims
+  # (tests/device/topo_compare.py prints each side of each difference).
+  tm "${SL1[@]}" bash -c 'cp "$NCCL_TOPO_FILE" "$0/topo-ours.xml" || exit 1
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH NCCL_TOPO_DUMP_FILE="$0/topo-merged.xml" "$1" >"$0/nccl-topo-merged.log" 2>&1 || exit 2
+    env -u NCCL_TOPO_FILE NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH NCCL_TOPO_DUMP_FILE="$0/topo-own.xml" "$1" >"$0/nccl-topo-own.log" 2>&1 || exit 3' \
+    "$W" "$NCCLCHK" >"$W/slurm-env-nccl.log" 2>&1; rc=$?
+  if [ "$rc" != 0 ]; then
+    bad "slurm-env: nccl_check with and without the plugin's NCCL_TOPO_FILE (step exit $rc: 1 no file, 2 with it, 3 without)"
+    tail -5 "$W/slurm-env-nccl.log"; grep -h "NCCL WARN" "$W"/nccl-topo-*.log 2>/dev/null | head -5
+  elif grep -q "NCCL WARN" "$W/nccl-topo-merged.log"; then
+    bad "slurm-env: NCCL warned reading the plugin's topology file"; grep "NCCL WARN" "$W/nccl-topo-merged.log" | head -5
+  else
+    ok "slurm-env: NCCL $(grep -o 'NCCL version [0-9.]*' "$W/nccl-topo-merged.log" | head -1 | cut -d' ' -f3) took the plugin's topology file without a warning"
+    if tm python3 tests/device/topo_compare.py "$W/topo-ours.xml" "$W/topo-own.xml" "$W/topo-merged.xml" >"$W/topo-compare.txt" 2>&1; then
+      ok "slurm-env: the file agrees with NCCL's own detection and NCCL filled the rest alike ($(tail -1 "$W/topo-compare.txt"))"
+    else bad "slurm-env: the file and NCCL's dumps differ"; grep -v "note:" "$W/topo-compare.txt" | head -12; fi
+  fi
+}
+phase_slurm_train() {
+  local L
+  slurm_ready slurm-train || return
+  if train SL1 fp16 nccl 12 "$W/slurm-train.jsonl" --verbose >"$W/slurm-train.log" 2>&1; then
+    read -r -a L <<<"$(losses "$W/slurm-train.jsonl")"
+    if python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if b < 0.7*a else 1)" "${L[0]}" "${L[-1]}" &&
+       grep -q 'gradient reduction: .* over nccl' "$W/slurm-train.log"; then
+      ok "slurm-train: srun --dl-train dltrain train fp16, $(grep -o 'gradient reduction: .*' "$W/slurm-train.log" | head -1) bootstrapped through Slurm's PMIx: loss ${L[0]} -> ${L[-1]} in 12 steps"
+    else bad "slurm-train: the loss did not fall, or the gradients did not go through NCCL (${L[*]}; slurm-train.log)"; fi
+  else bad "slurm-train: the run under srun --dl-train failed"; tail -8 "$W/slurm-train.log"; fi
+}
+phase_slurm_two() {
+  local out rc a b L2
+  slurm_ready slurm-two || return
+  # Fewer GPUs than tasks: what the plugin binds, and dltrain's refusal of a shared GPU.
+  out=$(tm env -u NCCL_MULTI_RANK_GPU_ENABLE "${SRUN[@]}" -n2 --gpus=1 --mpi=pmix --dl-train=verbose "$DLT" env 2>&1); rc=$?
+  echo "$out" >"$W/slurm-two-env.log"
+  a=$(grep -o 'task 0: GPU [^ ]* ([^)]*)' <<<"$out" | head -1) b=$(grep -o 'task 1: GPU [^ ]* ([^)]*)' <<<"$out" | head -1)
+  if [ "$rc" != 0 ] && [ -n "$a" ] && [ "${a#task 0: }" = "${b#task 1: }" ] && grep -q 'would both train on GPU' <<<"$out"; then
+    ok "slurm-two: 2 tasks, 1 GPU: the plugin binds both to it (${a#task 0: }: local rank modulo the step's GPUs); dltrain env refuses: $(grep -o 'ranks 0 and 1 .* would both train on GPU [^:]*' <<<"$out" | head -1)"
+  else bad "slurm-two: 2 tasks on 1 GPU under --dl-train (exit $rc): expected both bound to the one GPU and dltrain env refusing"; tail -8 <<<"$out"; fi
+  if [ "${CARRIED_NCCL:-0}" -lt 23000 ]; then
+    not_tested "slurm-two: two ranks training on the one GPU need NCCL >= 2.30 (none carried)"; return
+  fi
+  L2=(env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_MAX_CTAS=2 LD_LIBRARY_PATH="$DLT_NCCL230:$LD_LIBRARY_PATH" "${SRUN[@]}" -n2 --gpus=1 --mpi=pmix --dl-train)
+  if train L2 fp16 nccl 8 "$W/slurm-two.jsonl" --synthetic-size 128 --check-every 1 --verbose >"$W/slurm-two.log" 2>&1; then
+    if grep -q 'ranks share a GPU, as NCCL_MULTI_RANK_GPU_ENABLE=1 asks' "$W/slurm-two.log" &&
+       [ "$(grep -c 'bit-identical across' "$W/slurm-two.log")" -ge 8 ] && ! grep -q 'not bit-identical' "$W/slurm-two.log"; then
+      ok "slurm-two: 2 ranks on the one GPU train through NCCL $(ver_text "$CARRIED_NCCL") (NCCL_MULTI_RANK_GPU_ENABLE=1), weights bit-identical at every step; losses $(losses "$W/slurm-two.jsonl")"
+    else bad "slurm-two: the 2-rank run did not show the shared GPU allowed and the weights bit-identical at every step (slurm-two.log)"; fi
+  else bad "slurm-two: 2 ranks on the one GPU failed"; tail -8 "$W/slurm-two.log"; fi
+}
+phase_slurm_ddp() {
+  local out rc PY=${DLT_TORCH_PYTHON:-python3}
+  slurm_ready slurm-ddp || return
+  "$PY" -c 'import torch.distributed' 2>/dev/null || { not_tested "slurm-ddp: no Python with torch ($PY)"; return; }
+  # PyTorch's own NCCL (2.28 in its wheels): each rank a host of its own, as in nccl-hostid.
+  out=$(tm env NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_MAX_CTAS=2 "${SRUN[@]}" -n2 --gpus=1 --mpi=pmix --dl-train bash -c \
+        'NCCL_HOSTID=dlt-rank-$SLURM_PROCID exec "$@"' ddp "$PY" tests/torch/ddp_contract.py --backend nccl 2>&1); rc=$?
+  echo "$out" >"$W/slurm-ddp.log"
+  if [ "$rc" = 0 ] && python3 - "$out" <<'EOF'
+import re, sys
+rows = [dict(re.findall(r"(\w+)=(\S+)", l)) for l in sys.argv[1].splitlines() if l.startswith("ddp ")]
+good = (len(rows) == 2 and sorted(r["rank"] for r in rows) == ["0", "1"] and all(r["rank"] == r["procid"] for r in rows)
+        and all(r.get("sum") == "1" and r.get("backend") == "nccl" and r.get("device", "").startswith("cuda") for r in rows)
+        and all(r.get("gpu") in ("-", r.get("dlt_gpu")) for r in rows)
+        and len({r["weights"] for r in rows}) == 1 and len({r["master"] for r in rows}) == 1)
+print("device: DDP ranks %s, weights %s, master %s, GPUs %s (DLT_GPU_PCI %s)" % ([r.get("rank") for r in rows],
+      sorted({r.get("weights") for r in rows}), sorted({r.get("master") for r in rows}), sorted({r.get("gpu") for r in rows}),
+      sorted({r.get("dlt_gpu") for r in rows})))
+sys.exit(0 if good else 1)
+EOF
+  then ok "slurm-ddp: PyTorch DDP, backend nccl on the GPU, 2 ranks from --dl-train's env:// contract alone: one weight checksum, the all-reduce sum right"
+  else bad "slurm-ddp: PyTorch DDP under srun --dl-train (exit $rc)"; grep -v '^ddp ' <<<"$out" | tail -8; fi
+}
+
 run_phase unpack phase_unpack
 if [ "${STATUS[unpack]:-}" != ok ]; then cut=$((cut + ${#PHASES[@]} - 1)); finish; fi
 run_phase ops phase_ops
@@ -464,5 +755,11 @@ run_phase nccl-hostid phase_nccl_hostid
 run_phase nccl-samehost phase_nccl_samehost
 run_phase multi-rank phase_multi_rank
 run_phase train phase_train
+run_phase slurm-up phase_slurm_up
+run_phase slurm-env phase_slurm_env
+run_phase slurm-train phase_slurm_train
+run_phase slurm-two phase_slurm_two
+run_phase slurm-ddp phase_slurm_ddp
+run_phase slurm-down phase_slurm_down
 run_phase bench phase_bench
 finish

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The GPU check script without a GPU: its dry run lists every phase (the two-rank phases right after
-# the op checks), the 400 s deadline, the kill rule and the budget arithmetic (this call and a rerun
-# inside one 900 s lease); --only narrows it and refuses an unknown phase; with no GPU it skips
-# saying so; with a stand-in nvidia-smi and a deadline too short for any phase it starts nothing,
-# prints the table and returns exactly three files (the device tool returns at most 8). The
-# two-rank launcher gives each rank its rendezvous (and, asked, an NCCL_HOSTID of its own), ends the
-# others when one fails, and leaves no rank behind when it is stopped. A pack made by
-# tests/device/pack.sh fits one carry with room to spare and matches its checksums.
+# the op checks, the one-node Slurm's after the training, its teardown before the benchmark), the
+# 400 s deadline, the kill rule and the budget arithmetic (the caps within the deadline with room,
+# this call and a rerun inside one 900 s lease); --only narrows it, brings the Slurm start and
+# teardown with any Slurm phase, and refuses an unknown phase; with no GPU it skips saying so; with
+# a stand-in nvidia-smi and a deadline too short for any phase it starts nothing, prints the table
+# and returns exactly three files (the device tool returns at most 8). The two-rank launcher gives
+# each rank its rendezvous (and, asked, an NCCL_HOSTID of its own), ends the others when one fails,
+# and leaves no rank behind when it is stopped. A pack made by tests/device/pack.sh fits one carry
+# with room to spare, matches its checksums and, where Slurm is installed, carries it
+# (tests/slurm/pack_slurm.sh starts it).
 . "$(dirname "$0")/../slurm/lib.sh"
 tap_plan 8
 RUN=$DLT_SRCDIR/tests/device/run.sh
@@ -25,25 +28,30 @@ chmod +x "$WORK/bin/nvidia-smi"
 out=$(OUT=$WORK/dry bash "$RUN" --dry-run 2>&1); rc=$?
 phases=$(grep -c '^device: phase ' <<<"$out")
 order=$(grep '^device: phase ' <<<"$out" | awk '{print $3}' | tr '\n' ' ')
-if ((rc == 0 && phases == 7)) && [[ $out == *"deadline 400 s"* && $order == "unpack ops nccl-hostid nccl-samehost multi-rank train bench " &&
+ORDER="unpack ops nccl-hostid nccl-samehost multi-rank train slurm-up slurm-env slurm-train slurm-two slurm-ddp slurm-down bench "
+if ((rc == 0 && phases == 13)) && [[ $out == *"deadline 400 s"* && $order == "$ORDER" &&
       $out == *"nccl-samehost NOT TESTED, counted as cut"* && $out == *"timeout -k 5"* && $out == *"killed within 2 s"* &&
+      $out == *"slurm phases: a one-node Slurm 22.05 from the pack (tests/device/slurm_node.sh"*"NOT TESTED, counted as cut"* &&
+      $out == *"phase slurm-down (never skipped once slurm-up ran, at most 15 s)"* &&
       $out == *'command "bash tests/device/go.sh"'* ]]; then
   ok "dry run: $phases phases ($order), the 400 s deadline, timeout -k, the one command"
 else not_ok "dry run (rc=$rc, $phases phases: $order)"; echo "$out" | diag; fi
-# The budget: the caps fit the deadline, and this call plus a rerun call fit one 900 s lease with
-# each machine start >= 240 s before the lease ends.
+# The budget: the caps fit the deadline with room, and this call plus a rerun call fit one 900 s
+# lease with each machine start >= 240 s before the lease ends.
 b=$(grep '^device: budget: lease' <<<"$out")
 read -r lease su un dl ret first rest rr caps < <(sed -E 's/.*lease ([0-9]+) s = this call \(start-up ([0-9]+) \+ unpack ([0-9]+) \+ deadline ([0-9]+) \+ return ([0-9]+) = ([0-9]+) s\) \+ ([0-9]+) s left.*DLT_DEVICE_DEADLINE=([0-9]+).*add up to ([0-9]+) s/\1 \2 \3 \4 \5 \6 \7 \8 \9/' <<<"$b")
-if [[ -n $b && $caps -le $dl && $((su + un + dl + ret)) -eq $first && $((first + rest)) -eq $lease && $lease -le 900 &&
+if [[ -n $b && $caps -lt $dl && $((su + un + dl + ret)) -eq $first && $((first + rest)) -eq $lease && $lease -le 900 &&
       $rest -ge 240 && $((su + un + rr + ret)) -le $rest && $rr -ge 60 && $su -ge 90 ]]; then
-  ok "budget: caps $caps <= deadline $dl; first call $first s + rerun call $((su + un + rr + ret)) s <= lease $lease s; the rerun starts with $rest s >= 240 s left"
+  ok "budget: caps $caps < deadline $dl ($((dl - caps)) s of room); first call $first s + rerun call $((su + un + rr + ret)) s <= lease $lease s; the rerun starts with $rest s >= 240 s left"
 else not_ok "budget arithmetic ($b)"; fi
 o1=$(bash "$RUN" --dry-run --only multi-rank,bench 2>&1); r1=$?
 o2=$(bash "$RUN" --dry-run --only multi-rnak 2>&1); r2=$?
-if ((r1 == 0 && r2 == 2)) && [[ $(grep '^device: phase ' <<<"$o1" | awk '{print $3}' | tr '\n' ' ') == "unpack multi-rank bench " &&
+o3=$(bash "$RUN" --dry-run --only slurm-ddp,ops 2>&1); r3=$?
+if ((r1 == 0 && r2 == 2 && r3 == 0)) && [[ $(grep '^device: phase ' <<<"$o1" | awk '{print $3}' | tr '\n' ' ') == "unpack multi-rank bench " &&
+      $(grep '^device: phase ' <<<"$o3" | awk '{print $3}' | tr '\n' ' ') == "unpack ops slurm-up slurm-ddp slurm-down " &&
       $o2 == *"no phase 'multi-rnak'"* ]]; then
-  ok "--only: the named phases after unpack; an unknown phase refused, naming the phases"
-else not_ok "--only (r1=$r1 r2=$r2)"; { echo "$o1"; echo "$o2"; } | diag; fi
+  ok "--only: the named phases after unpack, a Slurm phase with the Slurm start and teardown; an unknown phase refused, naming the phases"
+else not_ok "--only (r1=$r1 r2=$r2 r3=$r3)"; { echo "$o1"; echo "$o2"; echo "$o3"; } | diag; fi
 
 out=$(PATH=$WORK/nogpu:/usr/bin:/bin OUT=$WORK/nogpu-out bash "$RUN" 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"SKIP: no GPU visible"* ]]; then ok "no GPU: skipped, saying so"; else not_ok "no GPU (rc=$rc)"; echo "$out" | diag; fi
@@ -76,8 +84,12 @@ else not_ok "two_ranks.sh left $left ranks running"; pkill -KILL -f "^$marker"; 
 P=$DLT_SRCDIR/.devpack
 if [[ -f $P/SHA256SUMS ]]; then
   total=$(du -cb "$P"/* | tail -1 | cut -f1)
-  if ((total <= 56 * 1048576)) && (cd "$P" && sha256sum -c --quiet SHA256SUMS) && ls "$P"/libnccl.so.*-sm90.xz >/dev/null 2>&1; then
-    ok "the pack: $((total / 1048576)) MiB <= 56 MiB (the carry limit is 64 MiB), checksums match, the sm_90 NCCL inside"
-  else not_ok "the pack: $total bytes, or its checksums or the NCCL are off"; fi
+  # pack.sh carries Slurm when this machine has it (where it takes the files from).
+  slurm="the Slurm part inside"
+  [[ -x /usr/sbin/slurmd ]] || slurm="no Slurm here to carry"
+  if ((total <= 56 * 1048576)) && (cd "$P" && sha256sum -c --quiet SHA256SUMS) && ls "$P"/libnccl.so.*-sm90.xz >/dev/null 2>&1 &&
+     { [[ ! -x /usr/sbin/slurmd ]] || [[ -f $P/dltrain-slurm.tar.xz ]]; }; then
+    ok "the pack: $((total / 1048576)) MiB <= 56 MiB (the carry limit is 64 MiB), checksums match, the sm_90 NCCL inside, $slurm"
+  else not_ok "the pack: $total bytes, or its checksums, the NCCL or the Slurm part are off"; ls -l "$P" | diag; fi
 else ok "# SKIP no .devpack here (tests/device/pack.sh makes it; .ci/run packs when nvcc and ../shared/device are present)"; fi
 exit 0

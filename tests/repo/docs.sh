@@ -71,13 +71,15 @@ else not_ok "commands dltrain does not have: ${bad[*]} (it has: $cmds)"; fi
 known=$({ for c in train eval bench check info env "data pack"; do "$DLTRAIN" $c --help 2>&1; done
   sed 's/\\//g' man/*.[1-8]; ./configure --help 2>/dev/null || true; } | grep -o -E -- '--[a-z][a-z0-9-]*' | sort -u)
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
+  [--slurm-only]=tests/device/pack.sh
   [--ranks]=tests/device/run.sh [--only]=tests/local/random_damage.sh
   [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch [--kill-on-bad-exit]=contrib/sbatch/resnet50-imagenet.sbatch
   [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch [--exclusive]=contrib/sbatch/pytorch-ddp.sbatch
   [--installpath]=tests/repo/easybuild.sh [--sourcepath]=tests/repo/easybuild.sh [--robot]=tests/repo/easybuild.sh
   [--module-syntax]=tests/repo/easybuild.sh [--allow-use-as-root-and-accept-consequences]=tests/repo/easybuild.sh)
-# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, eb's, pkg-config's, Apptainer's.
-OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --try-amend --inject-checksums --rebuild --cflags --libs --contain --containall --install --no-act "
+# Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, eb's, pkg-config's, Apptainer's,
+# the dynamic loader's.
+OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --gpus --try-amend --inject-checksums --rebuild --cflags --libs --contain --containall --install --no-act --library-path "
 bad=() opts=0
 for f in "${DOCS[@]}"; do
   while IFS= read -r o; do

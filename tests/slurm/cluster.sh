@@ -2,20 +2,27 @@
 # SPDX-License-Identifier: Apache-2.0
 # cluster.sh up|down|status|env|install-plugin PATH
 # A real Slurm cluster on this one machine for dltrain's tests: a private munged, slurmctld and
-# 2-4 slurmd on loopback addresses (127.0.0.x, slurmd -N), private config/spool/log/state dirs,
-# fake GPU gres, and the dltrain plugin in its plugstack.conf. Needs root (slurmd runs jobs as
-# their users). `down` stops only the daemons `up` started, by the pids it recorded.
+# 1-4 slurmd on loopback addresses (127.0.0.x, slurmd -N), private config/spool/log/state dirs,
+# fake GPU gres (or the machine's own GPUs), and the dltrain plugin in its plugstack.conf. Needs
+# root (slurmd runs jobs as their users). `down` stops only the daemons `up` started, by the pids
+# it recorded. The daemons and commands are the first on PATH (tests/device/slurm_node.sh puts a
+# carried Slurm there).
 #
 # Environment:
 #   DLT_CLUSTER_DIR    state directory (default /tmp/dltrain-cluster-$UID)
-#   DLT_CLUSTER_NODES  number of slurmd, 2..4 (default 2)
+#   DLT_CLUSTER_NODES  number of slurmd, 1..4 (default 2)
+#   DLT_CLUSTER_GPUS   fake (default): 4 stand-in GPUs per node, served by the stand-in NVML below;
+#                      N (0..8): the machine's own /dev/nvidia0..N-1 (character devices) with its
+#                      NVML and sysfs, one node only when N > 0; 0: no GPU gres at all
+#   DLT_CLUSTER_PLUGIN_DIR  Slurm's plugins (PluginDir), when not where Slurm was built to look
+#   DLT_CLUSTER_STEPD  slurmstepd for slurmd -d, when not where slurmd was built to look
 #   DLT_CLUSTER_PORT   first TCP port; slurmctld uses it, node i uses PORT+i (default 17800)
 #   DLT_CLUSTER_CPUS   CPUs each node claims (default 4)
 #   DLT_PLUGIN         spank_dltrain.so to load (default: the build tree's, then LIBDIR/slurm)
-#   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run/%n/dltrain, and the
-#                      fake NVML + fixture node below)
-#   DLT_CLUSTER_TOPO   fixture topology every node pretends to have (default lab2, see
-#                      tests/fixtures/mktopo.py); served by the stand-in NVML built in tests/fake_nvml
+#   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run/%n/dltrain, and,
+#                      with fake GPUs, the fake NVML + fixture node below)
+#   DLT_CLUSTER_TOPO   fixture topology every node pretends to have with fake GPUs (default lab2,
+#                      see tests/fixtures/mktopo.py); served by the stand-in NVML built in tests/fake_nvml
 #   DLT_CLUSTER_CRED_EXPIRE  AuthInfo cred_expire, seconds (default: Slurm's 120): also how long a
 #                      requeued job is held before it may start again (slurm.conf(5))
 set -euo pipefail
@@ -25,6 +32,9 @@ NODES=${DLT_CLUSTER_NODES:-2}
 PORT=${DLT_CLUSTER_PORT:-17800}
 CPUS=${DLT_CLUSTER_CPUS:-4}
 CRED_EXPIRE=${DLT_CLUSTER_CRED_EXPIRE:-}
+GPUS=${DLT_CLUSTER_GPUS:-fake}
+PLUGIN_DIR=${DLT_CLUSTER_PLUGIN_DIR:-}
+STEPD=${DLT_CLUSTER_STEPD:-}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CONF=$DIR/etc/slurm.conf
 export SLURM_CONF=$CONF
@@ -33,7 +43,10 @@ export PATH=$PATH:/usr/sbin:/sbin
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "cluster.sh: $*" >&2; }
 
-[[ $NODES =~ ^[2-4]$ ]] || die "DLT_CLUSTER_NODES=$NODES: must be 2, 3 or 4"
+[[ $NODES =~ ^[1-4]$ ]] || die "DLT_CLUSTER_NODES=$NODES: must be 1, 2, 3 or 4"
+[[ $GPUS == fake || $GPUS =~ ^[0-8]$ ]] || die "DLT_CLUSTER_GPUS=$GPUS: fake, or the number of this machine's GPUs to use (0..8)"
+# Every node of this cluster is this machine: two nodes would both hand out its one GPU.
+[[ $GPUS == fake || $GPUS == 0 || $NODES == 1 ]] || die "DLT_CLUSTER_GPUS=$GPUS: the machine's own GPUs need DLT_CLUSTER_NODES=1 (it is $NODES)"
 [[ $PORT =~ ^[0-9]+$ ]] && ((PORT > 1024 && PORT < 65000)) || die "DLT_CLUSTER_PORT=$PORT: must be 1025..64999"
 [[ -z $CRED_EXPIRE || ($CRED_EXPIRE =~ ^[0-9]+$ && CRED_EXPIRE -ge 10) ]] || die "DLT_CLUSTER_CRED_EXPIRE=$CRED_EXPIRE: seconds, at least 10"
 
@@ -75,10 +88,16 @@ write_config() {
   # 0755: the socket must be reachable by the unprivileged users some tests run srun as.
   chmod 755 "$DIR/munge"
   for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/tmp/n$i" "$DIR/spool/n$i" "$DIR/run/n$i"; done
-  # Fake GPUs: character devices when we may create them, plain files otherwise.
-  for i in 0 1 2 3; do
-    [[ -e $DIR/dev/nvidia$i ]] || mknod "$DIR/dev/nvidia$i" c 195 "$i" 2>/dev/null || : > "$DIR/dev/nvidia$i"
-  done
+  if [[ $GPUS == fake ]]; then
+    # Fake GPUs: character devices when we may create them, plain files otherwise.
+    for i in 0 1 2 3; do
+      [[ -e $DIR/dev/nvidia$i ]] || mknod "$DIR/dev/nvidia$i" c 195 "$i" 2>/dev/null || : > "$DIR/dev/nvidia$i"
+    done
+  else
+    for ((i = 0; i < GPUS; i++)); do
+      [[ -c /dev/nvidia$i ]] || die "DLT_CLUSTER_GPUS=$GPUS: /dev/nvidia$i is not a character device here"
+    done
+  fi
   cat > "$CONF" <<CONF
 # Generated by tests/slurm/cluster.sh: a private test cluster; do not edit.
 ClusterName=dlttest
@@ -123,20 +142,34 @@ MinJobAge=2
 MessageTimeout=20
 SlurmdTimeout=60
 CONF
+  [[ -z $PLUGIN_DIR ]] || echo "PluginDir=$PLUGIN_DIR" >> "$CONF"
+  local gres="Gres=gpu:4 " files="$DIR/dev/nvidia[0-3]"
+  if [[ $GPUS == 0 ]]; then gres="" files=""
+  elif [[ $GPUS != fake ]]; then
+    gres="Gres=gpu:$GPUS " files=/dev/nvidia0
+    ((GPUS == 1)) || files="/dev/nvidia[0-$((GPUS - 1))]"
+  fi
   for i in $(seq 1 "$NODES"); do
-    echo "NodeName=n$i NodeAddr=127.0.0.$((10 + i)) NodeHostname=n$i Port=$((PORT + i)) CPUs=$CPUS RealMemory=4000 Gres=gpu:4 State=UNKNOWN" >> "$CONF"
+    echo "NodeName=n$i NodeAddr=127.0.0.$((10 + i)) NodeHostname=n$i Port=$((PORT + i)) CPUs=$CPUS RealMemory=4000 ${gres}State=UNKNOWN" >> "$CONF"
     nodes_line+="${nodes_line:+,}n$i"
   done
   echo "PartitionName=debug Nodes=$nodes_line Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES" >> "$CONF"
-  cat > "$DIR/etc/gres.conf" <<GRES
-AutoDetect=off
-NodeName=n[1-$NODES] Name=gpu File=$DIR/dev/nvidia[0-3]
-GRES
+  echo "AutoDetect=off" > "$DIR/etc/gres.conf"
+  # No plugin here uses cgroups (proctrack/linuxproc, task/none, jobacct_gather/none), but slurmd
+  # 22.05 loads a cgroup plugin at start and fails without one; autodetection would pick cgroup/v2
+  # on a cgroup2 host, whose start wants a delegated, writable cgroup tree (and systemd's D-Bus).
+  # cgroup/v1 starts touching nothing.
+  echo "CgroupPlugin=cgroup/v1" > "$DIR/etc/cgroup.conf"
+  local names="n[1-$NODES]"
+  ((NODES > 1)) || names=n1
+  [[ -z $files ]] || echo "NodeName=$names Name=gpu File=$files" >> "$DIR/etc/gres.conf"
   local args=${DLT_PLUGIN_ARGS:-}
   if [[ -z $args ]]; then
     args="topo_dir=$DIR/run/%n/dltrain"
-    # No GPU driver here: every node is the fixture node, served by the stand-in NVML.
-    if fake=$(find_fake_nvml); then
+    # No GPU driver here: every node is the fixture node, served by the stand-in NVML. With the
+    # machine's own GPUs (or none) the plugin reads the driver's NVML and the real sysfs.
+    if [[ $GPUS != fake ]]; then :
+    elif fake=$(find_fake_nvml); then
       python3 "$HERE/../fixtures/mktopo.py" "${DLT_CLUSTER_TOPO:-lab2}" "$DIR/fixture" >/dev/null
       cp "$fake" "$DIR/lib/libfakenvml.so"
       args+=" nvml_lib=$DIR/lib/libfakenvml.so sysfs_root=$DIR/fixture"
@@ -190,12 +223,12 @@ up() {
   install_plugin "$plugin"
   start_munge
   # The stand-in NVML reads its fixture from the environment slurmstepd inherits from slurmd.
-  export DLT_FAKE_NVML=${DLT_FAKE_NVML:-$DIR/fixture/nvml.txt}
+  [[ $GPUS != fake ]] || export DLT_FAKE_NVML=${DLT_FAKE_NVML:-$DIR/fixture/nvml.txt}
   slurmctld -c -f "$CONF" || { down; die "slurmctld failed; see $DIR/log/slurmctld.log"; }
   for _ in $(seq 50); do [[ -s $DIR/run/slurmctld.pid ]] && break; sleep 0.1; done
   echo "slurmctld $(cat "$DIR/run/slurmctld.pid")" >> "$DIR/pids"
   for i in $(seq 1 "$NODES"); do
-    slurmd -f "$CONF" -N "n$i" || { down; die "slurmd n$i failed; see $DIR/log/slurmd-n$i.log"; }
+    slurmd -f "$CONF" -N "n$i" ${STEPD:+-d "$STEPD"} || { down; die "slurmd n$i failed; see $DIR/log/slurmd-n$i.log"; }
   done
   for i in $(seq 1 "$NODES"); do
     for _ in $(seq 50); do [[ -s $DIR/run/slurmd-n$i.pid ]] && break; sleep 0.1; done
