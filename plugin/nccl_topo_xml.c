@@ -159,7 +159,7 @@ static const char *_nccl_arch(const char *machine)
 
 /* NCCL's familyid is CPUID's family + (extended family << 4) (ncclTopoGetXmlFromCpu); Linux's "cpu
  * family" adds the extended family to the base family 15 instead (AMD Zen: 23, NCCL 143). */
-int dlt_nccl_cpu_familyid(int linux_family)
+static int _nccl_familyid(int linux_family)
 {
     return linux_family >= 15 ? 15 + ((linux_family - 15) << 4) : linux_family;
 }
@@ -200,8 +200,8 @@ int dlt_nccl_topo_xml(const dlt_topology *t, char *buf, size_t buflen)
         _emit_opt(&o, "affinity", mask);
         _emit(&o, 0, " arch=\"%s\"", arch);
         if (!strcmp(arch, "x86_64"))
-            _emit(&o, 0, " vendor=\"%s\" familyid=\"%d\" modelid=\"%d\"", t->cpu_vendor,
-                  dlt_nccl_cpu_familyid(t->cpu_family), t->cpu_model);
+            _emit(&o, 0, " vendor=\"%s\" familyid=\"%d\" modelid=\"%d\"", t->cpu_vendor, _nccl_familyid(t->cpu_family),
+                  t->cpu_model);
         _emit(&o, 0, ">\n");
         for (int r = 0; r < t->npci; r++)
             if (t->pci[r].parent < 0 && _root_numa(t, r) == numa)

@@ -15,7 +15,4 @@
  * every <cpu>): then no file is better than a wrong one. */
 int dlt_nccl_topo_xml(const dlt_topology *t, char *buf, size_t buflen);
 
-/* NCCL's familyid for Linux's "cpu family" of /proc/cpuinfo. */
-int dlt_nccl_cpu_familyid(int linux_family);
-
 #endif

@@ -54,27 +54,27 @@ def up_busid(parent, e):
     return p.get("busid") if p.tag == "pci" else "cpu%s" % p.get("numaid")
 
 
+def match(kind, ours, theirs, keys, name, bad, notes):
+    """Nodes of OURS by key against THEIRS: each in keys that OURS writes must have THEIRS's value.
+    Yields each pair found, for the checks of its kind."""
+    for key, e in sorted(ours.items()):
+        t = theirs.get(key)
+        if t is None:
+            notes.append("%s %s: not in %s" % (kind, key, name))
+            continue
+        for k in keys:
+            if k in e.attrib and e.get(k) != t.get(k):
+                bad.append("%s %s %s: ours %r, %s %r" % (kind.split()[0], key, k, e.get(k), name, t.get(k)))
+        yield key, e, t
+
+
 def compare(ours, theirs, name, bad, notes):
     op, opci, ocpu, onet = ours
     tp, tpci, tcpu, tnet = theirs
-    for busid, e in sorted(opci.items()):
-        t = tpci.get(busid)
-        if t is None:
-            notes.append("pci %s: not in %s" % (busid, name))
-            continue
-        for k in PCI_KEYS:
-            if k in e.attrib and e.get(k) != t.get(k):
-                bad.append("pci %s %s: ours %r, %s %r" % (busid, k, e.get(k), name, t.get(k)))
+    for busid, e, t in match("pci", opci, tpci, PCI_KEYS, name, bad, notes):
         if up_busid(op, e) != up_busid(tp, t):
             bad.append("pci %s hangs from %s in ours, from %s in %s" % (busid, up_busid(op, e), up_busid(tp, t), name))
-    for numa, e in sorted(ocpu.items()):
-        t = tcpu.get(numa)
-        if t is None:
-            notes.append("cpu numaid %s: not in %s" % (numa, name))
-            continue
-        for k in CPU_KEYS:
-            if k in e.attrib and e.get(k) != t.get(k):
-                bad.append("cpu %s %s: ours %r, %s %r" % (numa, k, e.get(k), name, t.get(k)))
+    for numa, e, t in match("cpu numaid", ocpu, tcpu, CPU_KEYS, name, bad, notes):
         if "affinity" in e.attrib and cpuset(e.get("affinity")) != cpuset(t.get("affinity")):
             bad.append("cpu %s affinity: ours %s, %s %s" % (numa, e.get("affinity"), name, t.get("affinity")))
     for n, e in sorted(onet.items()):
