@@ -5,7 +5,7 @@
 # Checks .devpack/ (made here by tests/device/pack.sh) against its SHA256SUMS, unpacks the programs,
 # the carried Slurm (for tests/device/slurm_node.sh) and the carried sm_90 NCCL 2.30.7 into /tmp,
 # prints the GPUs, then runs tests/device/run.sh with the arguments given (a rerun: --only
-# PHASE,...). Exit status: run.sh's.
+# PHASE,...; a machine of N GPUs: --ranks N, doc/gpu.md "Several GPUs"). Exit status: run.sh's.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 t0=$SECONDS

@@ -50,8 +50,24 @@
 # per run of this script, not once per launch.
 # Options: --dry-run (the phases, their caps and the deadline; runs nothing), --only P1,P2 (only those
 # phases, with NCCL_DEBUG=INFO and cuDNN's error log on: the rerun of what failed or was cut),
-# --ranks N (a machine with N GPUs: the two-rank phases run N ranks, one per GPU, through
-# $DLT_LAUNCH, default "srun -n N --mpi=pmix").
+# --ranks N (a machine with N GPUs, one rank each; its own plan, one call of at most 480 s, deadline
+# 440 s):
+#   topology      nvidia-smi topo -m (the link between every pair of the N GPUs), the fabric state
+#                 of each GPU (nvidia-smi -q: an NVSwitch machine's NVLinks work only once
+#                 nvidia-fabricmanager has set them up), NVLink status
+#   nccl          nccl_check on N ranks (exact sums, busbw), then dltrain check's all-reduce sweep
+#   multi-rank    as above with N ranks: 1 rank x B against N ranks x B/N (B = 128, or 32 N when
+#                 that is more: 1 x 256 against 8 x 32), on a synthetic set of B images
+#   scaling       weak scaling in fp16, batch 256 per GPU, as a CUDA graph: 1, 2, 4, ... N ranks, each
+#                 run's images/s per rank against the one-rank run's (dltrain's --baseline)
+#   kill-rank     N ranks training, the last one killed with SIGKILL: every other rank must end by
+#                 itself (the launcher leaves them be), within its stall timeout and a margin, each
+#                 naming a lost peer
+#   then train, the Slurm phases with the machine's N GPUs (slurm-env compares NCCL's own detection
+#   with the plugin's XML; no slurm-two: every task has a GPU of its own), bench.
+#   The ranks start through tests/device/two_ranks.sh (no srun or PMIx server needed: libdltpmix's
+#   test rendezvous; rank R uses GPU R), or through $DLT_LAUNCH, a command with %n for the number
+#   of ranks (e.g. "srun -n %n --gpus-per-task=1 --mpi=pmix --dl-train").
 # Results: $OUT (default /tmp/dlt-device) receives three files, the log, the table and one archive
 # of everything else (the device tool returns at most 8 files); the work happens in a private folder.
 # Without a GPU it says so and exits 0 (skipped). Exit: 0 all passed, 1 a failure, 2 something cut.
@@ -61,14 +77,20 @@ DRY=0 RANKS=1 ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
-    --ranks) RANKS=${2:?--ranks N}; shift ;;
+    --ranks) RANKS=${2:?--ranks N}; shift
+      [[ $RANKS =~ ^[1-9][0-9]?$ ]] || { echo "run.sh: --ranks $RANKS: give the number of GPUs, 1 to 99" >&2; exit 2; } ;;
     --only) ONLY=,${2:?--only PHASE[,PHASE...]},; shift ;;
     *) echo "usage: tests/device/run.sh [--dry-run] [--only PHASE[,PHASE...]] [--ranks N]" >&2; exit 2 ;;
   esac
   shift
 done
+if [ "$RANKS" -gt 1 ] && [ -n "${DLT_LAUNCH:-}" ] && [[ $DLT_LAUNCH != *%n* ]]; then
+  echo "run.sh: DLT_LAUNCH='$DLT_LAUNCH' does not say where the number of ranks goes: write it as %n (e.g. 'srun -n %n --gpus-per-task=1 --mpi=pmix --dl-train'); the scaling phase launches 1, 2, 4 ... ranks" >&2
+  exit 2
+fi
 OUT=${OUT:-/tmp/dlt-device}
 DEADLINE=${DLT_DEVICE_DEADLINE:-400}
+[ "$RANKS" -gt 1 ] && DEADLINE=${DLT_DEVICE_DEADLINE:-440}
 KILL_AFTER=5
 # Phases in order of importance: name, the seconds it needs at least to be worth starting, its cap.
 # The caps add up to 390 s, within the 400 s deadline (doc/gpu.md "The budget"). A phase that
@@ -78,6 +100,15 @@ PHASES=(
   "train 25 35" "slurm-up 10 20" "slurm-env 10 30" "slurm-train 20 30" "slurm-two 20 35"
   "slurm-ddp 20 35" "slurm-down 0 15" "bench 40 50"
 )
+# A machine of N GPUs (--ranks N): one call of at most 480 s (8 minutes; unpack 15 + deadline 440 +
+# 25 s to return). The caps add up to 430 s.
+if [ "$RANKS" -gt 1 ]; then
+  PHASES=(
+    "unpack 5 15" "topology 5 10" "ops 20 25" "nccl 15 30" "multi-rank 30 60" "scaling 30 60"
+    "kill-rank 30 45" "train 25 25" "slurm-up 10 20" "slurm-env 10 30" "slurm-train 20 30"
+    "slurm-ddp 20 30" "slurm-down 0 15" "bench 35 35"
+  )
+fi
 for p in "${PHASES[@]}"; do read -r n _ _ <<<"$p"; ALL="${ALL:-} $n"; done
 if [ -n "$ONLY" ]; then
   for n in ${ONLY//,/ }; do [[ " $ALL " == *" $n "* ]] || { echo "run.sh: --only: no phase '$n' (phases:$ALL)" >&2; exit 2; }; done
@@ -88,6 +119,28 @@ wanted() {
   [[ ($1 == slurm-up || $1 == slurm-down) && $ONLY == *",slurm-"* ]]
 }
 
+# ranks_launch K: the command that starts K ranks, one per GPU, into LAUNCH_K: $DLT_LAUNCH with %n
+# replaced by K, else tests/device/two_ranks.sh K (libdltpmix's test rendezvous: no srun or PMIx
+# server needed; rank R is local rank R, so dltrain and nccl_check open GPU R).
+LAUNCH_K=()
+ranks_launch() {
+  if [ -n "${DLT_LAUNCH:-}" ]; then read -r -a LAUNCH_K <<<"${DLT_LAUNCH//%n/$1}"
+  else LAUNCH_K=(env DLTPMIX_TIMEOUT=60 bash tests/device/two_ranks.sh "$1"); fi
+}
+# mr_sizes N: the multi-rank comparison's sizes: MR_PER images per rank (64 with 2 ranks, at least
+# 32), MR_TOTAL = N x MR_PER, the one rank's batch and the synthetic set.
+mr_sizes() {
+  MR_PER=$((128 / $1)); [ "$MR_PER" -ge 32 ] || MR_PER=32
+  MR_TOTAL=$(($1 * MR_PER))
+}
+# scaling_counts N: 1, 2, 4, ... up to N, and N itself.
+scaling_counts() {
+  local k=1 out=
+  while [ "$k" -lt "$1" ]; do out+="$k "; k=$((k * 2)); done
+  echo "$out$1"
+}
+# kill-rank: the survivors' stall timeout, and the margin past it within which they must have ended.
+KILL_STALL=10 KILL_MARGIN=10
 echo "device: deadline ${DEADLINE} s for all phases; ranks ${RANKS}${ONLY:+; only${ONLY//,/ }}"
 if [ "$DRY" = 1 ]; then
   for p in "${PHASES[@]}"; do
@@ -95,15 +148,33 @@ if [ "$DRY" = 1 ]; then
     if [ "$lo" = 0 ]; then wanted "$n" && echo "device: phase $n (never skipped once slurm-up ran, at most ${hi} s)"
     else wanted "$n" && echo "device: phase $n (starts with >= ${lo} s left, at most ${hi} s)"; fi
   done
-  if [ "$RANKS" -gt 1 ]; then echo "device: two-rank phases: $RANKS ranks, one per GPU, through ${DLT_LAUNCH:-srun -n $RANKS --mpi=pmix}"
+  if [ "$RANKS" -gt 1 ]; then
+    ranks_launch "$RANKS"
+    echo "device: $RANKS ranks, one per GPU (rank R on GPU R), through ${LAUNCH_K[*]}"
+    echo "device: topology: nvidia-smi topo -m (the link between every pair of the $RANKS GPUs), each GPU's fabric state (nvidia-smi -q: NVSwitch NVLinks need nvidia-fabricmanager), nvidia-smi nvlink -s"
+    echo "device: nccl: nccl_check on $RANKS ranks (exact sums in float/double/half, busbw), then dltrain check's all-reduce sweep up to 256 MiB"
+    echo "device: slurm-env: the plugin's view of the task's GPU against nvidia-smi and sysfs, and NCCL's own detection against the plugin's topology XML (NCCL_TOPO_DUMP_FILE both ways, tests/device/topo_compare.py)"
+    mr_sizes "$RANKS"
+    echo "device: multi-rank: 1 rank x $MR_TOTAL images against $RANKS ranks x $MR_PER (synthetic set of $MR_TOTAL), plain and as a CUDA graph (bit for bit), the ranks' weights bit-identical at every step"
+    echo "device: scaling: fp16, batch 256 per rank, CUDA graph, at $(scaling_counts "$RANKS" | tr ' ' ',') ranks, images/s per rank against one rank's"
+    echo "device: kill-rank: $RANKS ranks, rank $((RANKS - 1)) killed with SIGKILL after step 3; the others must end by themselves within their stall timeout (${KILL_STALL} s) + ${KILL_MARGIN} s, naming a lost peer"
   else echo "device: two-rank phases: two NCCL ranks on one GPU (tests/device/two_ranks.sh): nccl-hostid with the machine's NCCL (NCCL_HOSTID per rank, socket transport), nccl-samehost with NCCL >= 2.30 (NCCL_MULTI_RANK_GPU_ENABLE=1); without NCCL >= 2.30: nccl-samehost NOT TESTED, counted as cut"; fi
   echo "device: slurm phases: a one-node Slurm 22.05 from the pack (tests/device/slurm_node.sh up \$DLT_SLURM_PACK: munged, slurmctld, slurmd, gres /dev/nvidia*, the pack's plugin); without a carried Slurm or root: NOT TESTED, counted as cut; slurm-down runs whenever slurm-up ran, past the deadline and on interruption too"
   echo "device: every command ends at its phase's cap: timeout -k ${KILL_AFTER} (TERM, then KILL); leftover ranks are killed within 2 s"
+  caps=0; for p in "${PHASES[@]}"; do read -r n _ hi <<<"$p"; wanted "$n" && caps=$((caps + hi)); done
+  if [ "$RANKS" -gt 1 ]; then
+    # An N-GPU machine: the whole plan in one call of at most 8 minutes (doc/gpu.md "Several GPUs").
+    call=$((15 + DEADLINE + 25))
+    echo "device: budget: one call of $call s (unpack 15 + deadline ${DEADLINE} + 25 s to return) <= 480 s (8 minutes); the phases' caps add up to ${caps} s"
+    if [ "$caps" -gt "$DEADLINE" ] || [ "$call" -gt 480 ]; then echo "device: budget: DOES NOT FIT (caps over the deadline, or the call over 480 s)"; exit 1; fi
+    echo "device: tool call: run(carry [\".devpack\"], command \"bash tests/device/go.sh --ranks $RANKS\", timeout_s $call)"
+    echo "device: dry run: nothing run"
+    exit 0
+  fi
   # The budget (doc/gpu.md "The budget"): one lease of GPU-machine time holds this call and a rerun.
   LEASE=900 STARTUP=90 UNPACK=15 RETURN=20 MIN_START=240
   first=$((STARTUP + UNPACK + DEADLINE + RETURN)) rest=$((LEASE - STARTUP - UNPACK - DEADLINE - RETURN))
   rerun=$((rest - STARTUP - UNPACK - RETURN))
-  caps=0; for p in "${PHASES[@]}"; do read -r n _ hi <<<"$p"; wanted "$n" && caps=$((caps + hi)); done
   echo "device: budget: lease ${LEASE} s = this call (start-up ${STARTUP} + unpack ${UNPACK} + deadline ${DEADLINE} + return ${RETURN} = ${first} s) + ${rest} s left: a rerun call (start-up ${STARTUP} + unpack ${UNPACK} + --only phases with DLT_DEVICE_DEADLINE=${rerun} + return ${RETURN}); the phases' caps add up to ${caps} s"
   if [ "$caps" -gt "$DEADLINE" ] || [ "$rest" -lt "$MIN_START" ] || [ "$rerun" -lt 60 ]; then
     echo "device: budget: DOES NOT FIT (caps over the deadline, or no room for a rerun: a machine starts only with >= ${MIN_START} s left)"; exit 1
@@ -190,6 +261,7 @@ trap 'echo "device: interrupted"; reap interrupt; finish' TERM INT
 # run_phase NAME FUNCTION: runs it when asked for and enough time is left; records status and seconds.
 run_phase() {
   local name=$1 fn=$2 lo hi t0 f0=$failed
+  [[ " $ALL " == *" $name "* ]] || return 0 # not a phase of this plan (--ranks)
   wanted "$name" || return 0
   for p in "${PHASES[@]}"; do read -r n l h <<<"$p"; [ "$n" = "$name" ] && lo=$l hi=$h; done
   if [ "$lo" -gt 0 ] && [ "$(left)" -lt "$lo" ]; then
@@ -285,10 +357,10 @@ nccl_pair() {
   local name=$1; shift
   if tm "$@" env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P,SHM "$NCCLCHK" >"$W/nccl-$name.log" 2>&1 &&
      grep -q "all exact" "$W/nccl-$name.log" && grep -q "all-reduce correct" "$W/nccl-$name.log"; then
-    ok "nccl_check on 2 ranks ($name): $(grep -o 'NCCL [0-9][0-9.]*' "$W/nccl-$name.log" | head -1), exact sums in float/double/half across the bucket boundaries; $(grep -o 'algbw.*' "$W/nccl-$name.log" | head -1); transport: $(grep -oE 'via (NET/[A-Za-z]+|P2P/[A-Za-z]+|SHM[A-Za-z/]*)' "$W/nccl-$name.log" | sort -u | tr '\n' ' ')"
+    ok "nccl_check on $(grep -o 'communicator of [0-9]* ranks' "$W/nccl-$name.log" | head -1 | awk '{print $3}') ranks ($name): $(grep -o 'NCCL [0-9][0-9.]*' "$W/nccl-$name.log" | head -1), exact sums in float/double/half across the bucket boundaries; $(grep -o 'algbw.*' "$W/nccl-$name.log" | head -1); transport: $(grep -oE 'via (NET/[A-Za-z]+|P2P/[A-Za-z]+|SHM[A-Za-z/]*)' "$W/nccl-$name.log" | sort -u | tr '\n' ' ')"
     return 0
   fi
-  bad "nccl_check on 2 ranks ($name)"; grep -v "NCCL INFO" "$W/nccl-$name.log" | tail -8; grep "NCCL WARN" "$W/nccl-$name.log" | head -5
+  bad "nccl_check ($name)"; grep -v "NCCL INFO" "$W/nccl-$name.log" | tail -8; grep "NCCL WARN" "$W/nccl-$name.log" | head -5
   return 1
 }
 shm_room() {
@@ -297,15 +369,12 @@ shm_room() {
   [ -z "$kib" ] || [ "$kib" -ge 131072 ] || echo "device: warning: /dev/shm has under 128 MiB free: NCCL may fail 'failed to extend /dev/shm/nccl-...'"
 }
 phase_nccl_hostid() {
-  if [ "$RANKS" -gt 1 ]; then read -r -a TRAIN_LAUNCH <<<"${DLT_LAUNCH:-srun -n $RANKS --mpi=pmix}"; TRAIN_NCCL="$RANKS GPUs"
-    nccl_pair "$RANKS-gpus" "${TRAIN_LAUNCH[@]}"; return; fi
   hostid_launch
   shm_room
   echo "device: NCCL $(ver_text "$MACHINE_NCCL") (the machine's), NCCL_HOSTID per rank"
   nccl_pair hostid "${HOSTID_LAUNCH[@]}" && [ -z "$TRAIN_NCCL" ] && TRAIN_LAUNCH=("${HOSTID_LAUNCH[@]}") && TRAIN_NCCL="machine's NCCL, NCCL_HOSTID per rank"
 }
 phase_nccl_samehost() {
-  [ "$RANKS" -gt 1 ] && { echo "device: nccl-samehost: covered by nccl-hostid's $RANKS GPUs"; return; }
   if [ "${CARRIED_NCCL:-0}" -lt 23000 ]; then
     not_tested "nccl-samehost: no NCCL >= 2.30 carried (two ranks of one host on one GPU need it; tests/device/pack.sh packs 2.30.7)"; return
   fi
@@ -318,6 +387,107 @@ phase_nccl_samehost() {
      bus=$(sed -n 's/^\(\[rank 0\] \)\{0,1\}\({"verdict".*\)/\2/p' "$W/check-2.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); assert d["ranks"] == 2 and all(p["wrong"] == 0 for p in d["allreduce"]); print(d["allreduce"][-1]["busbw_gbs"])'); then
     ok "dltrain check on 2 ranks: all-reduce sums exact, busbw ${bus} GB/s at 64 MiB"
   else bad "dltrain check on 2 ranks"; tail -5 "$W/check-2.log"; fi
+}
+
+# ------------------------------------------------------------------ a machine of N GPUs (--ranks N)
+phase_topology() {
+  local n verdict line fm
+  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  tm nvidia-smi topo -m >"$W/nvidia-smi-topo.txt" 2>&1
+  tm nvidia-smi -q >"$W/nvidia-smi-q.txt" 2>&1
+  tm nvidia-smi nvlink -s >"$W/nvidia-smi-nvlink.txt" 2>&1
+  cat "$W/nvidia-smi-topo.txt"
+  fm=$(systemctl is-active nvidia-fabricmanager 2>/dev/null) || fm="${fm:-unknown} (systemctl)"
+  pgrep -x nv-fabricmanager >/dev/null 2>&1 && fm="$fm, nv-fabricmanager running"
+  echo "device: nvidia-fabricmanager: $fm; NVLink status: $(grep -c 'Link [0-9]*: [0-9.]* GB/s' "$W/nvidia-smi-nvlink.txt") links up"
+  if [ "$n" -ge "$RANKS" ]; then ok "topology: $n GPUs (nvidia-smi -L) for --ranks $RANKS"
+  else bad "topology: $n GPU(s) here, --ranks $RANKS asks for more: run with --ranks $n"; fi
+  while IFS=$'\t' read -r verdict line; do
+    if [ "$verdict" = OK ]; then ok "topology: $line"; else bad "topology: $line"; fi
+  done < <(python3 tests/device/gpu_links.py "$RANKS" "$W/nvidia-smi-topo.txt" "$W/nvidia-smi-q.txt")
+}
+# nccl: N ranks, one per GPU: nccl_check's exact sums and busbw, then dltrain check's sweep.
+phase_nccl() {
+  local bus
+  ranks_launch "$RANKS"
+  echo "device: NCCL $(ver_text "$MACHINE_NCCL") (the machine's), $RANKS ranks through ${LAUNCH_K[*]}"
+  nccl_pair "$RANKS-gpus" "${LAUNCH_K[@]}" && TRAIN_LAUNCH=("${LAUNCH_K[@]}") && TRAIN_NCCL="$RANKS GPUs"
+  if tm "${LAUNCH_K[@]}" "$DLT" check --backend cuda --gemm-size 1024 --max-bytes 256M --no-isolate --min-fraction 0 --json >"$W/check-n.log" 2>&1 &&
+     bus=$(sed -n 's/^\(\[rank 0\] \)\{0,1\}\({"verdict".*\)/\2/p' "$W/check-n.log" | python3 -c 'import json, sys
+d = json.loads(sys.stdin.readline())
+assert d["ranks"] == int(sys.argv[1]) and all(p["wrong"] == 0 for p in d["allreduce"])
+print(" ".join("%s:%s" % (p.get("bytes"), p["busbw_gbs"]) for p in d["allreduce"][-3:]))' "$RANKS"); then
+    ok "dltrain check on $RANKS ranks: all-reduce sums exact at every size; busbw at the largest sizes (bytes:GB/s) $bus"
+  else bad "dltrain check on $RANKS ranks"; tail -5 "$W/check-n.log"; fi
+}
+# scaling: weak scaling in fp16, 256 images per rank, CUDA graph, at 1, 2, 4 ... N ranks; each
+# run's images/s per rank against the one-rank run's (its --metrics file as --baseline).
+SC_LAUNCH=()
+phase_scaling() {
+  local k eff row extra worst=100 base=$W/scale-1.jsonl
+  : >"$W/scaling.txt"
+  for k in $(scaling_counts "$RANKS"); do
+    if [ $((PHASE_END - SECONDS - KILL_AFTER)) -lt 15 ]; then not_tested "scaling at $k ranks: not started (under 15 s of the cap left)"; continue; fi
+    SC_LAUNCH=() extra=()
+    if [ "$k" -gt 1 ]; then ranks_launch "$k"; SC_LAUNCH=("${LAUNCH_K[@]}"); extra=(--baseline "$base"); fi
+    if train SC_LAUNCH fp16 nccl 40 "$W/scale-$k.jsonl" --batch 256 --synthetic-size $((256 * k)) --lr 0.1 --cuda-graphs \
+         --log-every 10 "${extra[@]}" >"$W/scale-$k.log" 2>&1 &&
+       row=$(grep -o 'summary: [0-9.]* images/s, [0-9.]* per rank, [0-9]* rank(s)\(, scaling efficiency [0-9.]*%\)\{0,1\}' "$W/scale-$k.log" | tail -1) &&
+       [ -n "$row" ]; then
+      echo "device: scaling: $row" | tee -a "$W/scaling.txt"
+      eff=$(grep -o 'efficiency [0-9.]*' <<<"$row" | awk '{print $2}')
+      [ -z "$eff" ] || worst=$(python3 -c 'import sys; print(min(float(sys.argv[1]), float(sys.argv[2])))' "$worst" "$eff")
+    else
+      bad "scaling: the $k-rank run failed"; tail -5 "$W/scale-$k.log"
+      [ "$k" = 1 ] && return
+    fi
+  done
+  if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 90 else 1)' "$worst"; then
+    ok "scaling: fp16 ResNet-50, 256 images per GPU: the worst efficiency $worst% (images/s per rank against one rank's; at least 90%)"
+  else bad "scaling: the efficiency fell to $worst% (below 90%: scaling.txt; NCCL_DEBUG=INFO in a rerun shows the transport)"; fi
+}
+# rank_pid R: the dltrain process of rank R (two_ranks.sh's DLTPMIX_TEST_RANK, or Slurm's SLURM_PROCID).
+rank_pid() {
+  local p
+  for p in $(pgrep -f "^$DLT "); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx -e "DLTPMIX_TEST_RANK=$1" -e "SLURM_PROCID=$1" && { echo "$p"; return 0; }
+  done
+  return 1
+}
+# steps_in METRICS: how many step lines the metrics file has (0 before it exists).
+steps_in() { local c; c=$(grep -c '"step":' "$1" 2>/dev/null); echo "${c:-0}"; }
+# kill-rank: N ranks training; the last one killed with SIGKILL after step 3. With two_ranks.sh
+# (DLT_RANKS_KEEP=1: it leaves the others be) every other rank must end by itself, naming a lost
+# peer (NCCL's asynchronous error, or dltrain's watchdog), within its stall timeout + KILL_MARGIN.
+# With DLT_LAUNCH (srun) the launcher's own ending of the step is what is timed.
+phase_kill_rank() {
+  local victim lp t0 el st r named=0 keep=1 m=$W/kill.jsonl bound=$((KILL_STALL + KILL_MARGIN))
+  ranks_launch "$RANKS"
+  [ -n "${DLT_LAUNCH:-}" ] && keep=0
+  rm -f "$m"
+  DLT_RANKS_KEEP=$keep timeout -k "$KILL_AFTER" "$(tmo)" "${LAUNCH_K[@]}" "$DLT" train --backend cuda --precision fp16 --comm nccl \
+    --arch resnet50 --batch 64 --synthetic-size $((64 * RANKS)) --steps 100000 --log-every 1 --check-every 0 --lr 0.1 \
+    --stall-timeout "$KILL_STALL" --cudnn-cache "$CACHE" --metrics "$m" >"$W/kill.log" 2>&1 &
+  lp=$!
+  while kill -0 "$lp" 2>/dev/null && [ "$(steps_in "$m")" -lt 3 ] &&
+        [ $((PHASE_END - SECONDS)) -gt $((bound + KILL_AFTER)) ]; do sleep 0.5; done
+  victim=$(rank_pid $((RANKS - 1)))
+  if [ -z "$victim" ] || ! kill -0 "$lp" 2>/dev/null || [ "$(steps_in "$m")" -lt 3 ]; then
+    kill -TERM "$lp" 2>/dev/null; wait "$lp"
+    bad "kill-rank: the $RANKS ranks did not reach step 3 in time (or rank $((RANKS - 1)) was not found)"; tail -8 "$W/kill.log"; return
+  fi
+  kill -KILL "$victim"; t0=$SECONDS
+  echo "device: kill-rank: rank $((RANKS - 1)) (pid $victim) killed with SIGKILL at step $(steps_in "$m")"
+  wait "$lp"; st=$?; el=$((SECONDS - t0))
+  if [ "$keep" = 1 ]; then
+    for ((r = 0; r < RANKS - 1; r++)); do grep -q "^\[rank $r\] .*peer" "$W/kill.log" && named=$((named + 1)); done
+    if [ "$st" != 0 ] && [ "$el" -le "$bound" ] && [ "$named" = $((RANKS - 1)) ] &&
+       [ "$(grep -c '^two_ranks: rank [0-9]* exited [1-9]' "$W/kill.log")" = "$RANKS" ]; then
+      ok "kill-rank: rank $((RANKS - 1)) killed (SIGKILL): the $((RANKS - 1)) others ended by themselves in ${el} s (stall timeout ${KILL_STALL} s), each naming a lost peer: $(grep -o '\] dltrain: .*peer[^:]*' "$W/kill.log" | head -1 | cut -c3-)"
+    else bad "kill-rank: after SIGKILL to rank $((RANKS - 1)): launcher exit $st in ${el} s (bound ${bound} s), $named of $((RANKS - 1)) others named a lost peer"; grep -E 'exited|peer|error' "$W/kill.log" | head -12; fi
+  elif [ "$st" != 0 ] && [ "$el" -le "$bound" ]; then
+    ok "kill-rank: rank $((RANKS - 1)) killed (SIGKILL): $DLT_LAUNCH ended the step in ${el} s, exit $st"
+  else bad "kill-rank: after SIGKILL to rank $((RANKS - 1)): $DLT_LAUNCH exit $st in ${el} s (bound ${bound} s)"; tail -8 "$W/kill.log"; fi
 }
 
 phase_ops() {
@@ -367,21 +537,27 @@ EOF
 }
 
 phase_multi_rank() {
-  local a b g lo hi
-  if [ "${#TRAIN_LAUNCH[@]}" = 0 ]; then
+  local a b g lo hi n=2
+  if [ "$RANKS" -gt 1 ]; then
+    n=$RANKS
+    [ "${#TRAIN_LAUNCH[@]}" -gt 0 ] || { ranks_launch "$RANKS"; TRAIN_LAUNCH=("${LAUNCH_K[@]}"); TRAIN_NCCL="$RANKS GPUs (untried: nccl did not pass or run)"; }
+  elif [ "${#TRAIN_LAUNCH[@]}" = 0 ]; then
     # Neither pair phase passed (or ran): try the machine's NCCL, as nccl-hostid would.
     hostid_launch; TRAIN_LAUNCH=("${HOSTID_LAUNCH[@]}"); TRAIN_NCCL="machine's NCCL, NCCL_HOSTID per rank (untried)"
   fi
-  echo "device: two ranks through $TRAIN_NCCL"
-  local per=64 common=(--deterministic --synthetic-size 128 --lr 0.1)
-  if train ONE fp32 single 6 "$W/mr-one.jsonl" "${common[@]}" --batch 128 >"$W/mr-one.log" 2>&1 &&
+  echo "device: $n ranks through $TRAIN_NCCL"
+  mr_sizes "$n"
+  # 1 rank x MR_TOTAL against n ranks x MR_PER: the same images each step (the synthetic set is
+  # MR_TOTAL images, split between the ranks).
+  local per=$MR_PER common=(--deterministic --synthetic-size "$MR_TOTAL" --lr 0.1)
+  if train ONE fp32 single 6 "$W/mr-one.jsonl" "${common[@]}" --batch "$MR_TOTAL" >"$W/mr-one.log" 2>&1 &&
      train TRAIN_LAUNCH fp32 nccl 6 "$W/mr-plain.jsonl" "${common[@]}" --batch "$per" --check-every 1 --verbose >"$W/mr-plain.log" 2>&1 &&
      train TRAIN_LAUNCH fp32 nccl 6 "$W/mr-graph.jsonl" "${common[@]}" --batch "$per" --check-every 1 --verbose --cuda-graphs >"$W/mr-graph.log" 2>&1; then
     a=$(losses "$W/mr-one.jsonl") b=$(losses "$W/mr-plain.jsonl") g=$(losses "$W/mr-graph.jsonl")
-    if within2 "$a" "$b"; then ok "2 ranks x 64 through NCCL train like 1 rank x 128 (losses within 2%)"
-    else bad "2-rank losses ($b) not within 2% of one rank at the doubled batch ($a)"; fi
-    if [ "$b" = "$g" ]; then ok "2 ranks replayed as a CUDA graph repeat the plain losses bit for bit"
-    else bad "2-rank CUDA-graph losses ($g) differ from plain ($b)"; fi
+    if within2 "$a" "$b"; then ok "$n ranks x $per through NCCL train like 1 rank x $MR_TOTAL (losses within 2%)"
+    else bad "$n-rank losses ($b) not within 2% of one rank at the whole batch ($a)"; fi
+    if [ "$b" = "$g" ]; then ok "$n ranks replayed as a CUDA graph repeat the plain losses bit for bit"
+    else bad "$n-rank CUDA-graph losses ($g) differ from plain ($b)"; fi
     if [ "$(cat "$W/mr-plain.log" "$W/mr-graph.log" | grep -c 'bit-identical across')" -ge 12 ] &&
        ! grep -q 'not bit-identical' "$W/mr-plain.log" "$W/mr-graph.log"; then
       ok "the ranks' weights are bit-identical at every step (plain and CUDA graph)"
@@ -393,8 +569,8 @@ phase_multi_rank() {
   if train TRAIN_LAUNCH fp16 nccl 6 "$W/lowp-off.jsonl" "${common[@]}" --batch "$per" >"$W/lowp-off.log" 2>&1 &&
      train TRAIN_LAUNCH fp16 nccl 6 "$W/lowp-on.jsonl" "${common[@]}" --batch "$per" --allreduce-lowp >"$W/lowp-on.log" 2>&1; then
     lo=$(losses "$W/lowp-off.jsonl") hi=$(losses "$W/lowp-on.jsonl")
-    if within2 "$lo" "$hi" differ; then ok "fp16 --allreduce-lowp on 2 ranks: losses differ from the fp32-reduced run, each within 2%"
-    else bad "fp16 --allreduce-lowp on 2 ranks ($hi) against fp32-reduced ($lo): identical means the reduced copy was not read, far off a wrong sum"; fi
+    if within2 "$lo" "$hi" differ; then ok "fp16 --allreduce-lowp on $n ranks: losses differ from the fp32-reduced run, each within 2%"
+    else bad "fp16 --allreduce-lowp on $n ranks ($hi) against fp32-reduced ($lo): identical means the reduced copy was not read, far off a wrong sum"; fi
   else bad "--allreduce-lowp runs failed"; tail -6 "$W"/lowp-*.log; fi
 }
 
@@ -692,14 +868,17 @@ phase_slurm_env() {
     else bad "slurm-env: the file and NCCL's dumps differ"; grep -v "note:" "$W/topo-compare.txt" | head -12; fi
   fi
 }
+SLN=()
 phase_slurm_train() {
   local L
   slurm_ready slurm-train || return
-  if train SL1 fp16 nccl 12 "$W/slurm-train.jsonl" --verbose >"$W/slurm-train.log" 2>&1; then
+  # One task per GPU: 1 on the one-GPU machine, N with --ranks N.
+  SLN=("${SRUN[@]}" -n "$RANKS" --gpus="$RANKS" --mpi=pmix --dl-train)
+  if train SLN fp16 nccl 12 "$W/slurm-train.jsonl" --verbose --synthetic-size $((64 * RANKS)) >"$W/slurm-train.log" 2>&1; then
     read -r -a L <<<"$(losses "$W/slurm-train.jsonl")"
     if python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if b < 0.7*a else 1)" "${L[0]}" "${L[-1]}" &&
        grep -q 'gradient reduction: .* over nccl' "$W/slurm-train.log"; then
-      ok "slurm-train: srun --dl-train dltrain train fp16, $(grep -o 'gradient reduction: .*' "$W/slurm-train.log" | head -1) bootstrapped through Slurm's PMIx: loss ${L[0]} -> ${L[-1]} in 12 steps"
+      ok "slurm-train: srun -n $RANKS --gpus=$RANKS --dl-train dltrain train fp16, $(grep -o 'gradient reduction: .*' "$W/slurm-train.log" | head -1) bootstrapped through Slurm's PMIx: loss ${L[0]} -> ${L[-1]} in 12 steps"
     else bad "slurm-train: the loss did not fall, or the gradients did not go through NCCL (${L[*]}; slurm-train.log)"; fi
   else bad "slurm-train: the run under srun --dl-train failed"; tail -8 "$W/slurm-train.log"; fi
 }
@@ -750,10 +929,14 @@ EOF
 
 run_phase unpack phase_unpack
 if [ "${STATUS[unpack]:-}" != ok ]; then cut=$((cut + ${#PHASES[@]} - 1)); finish; fi
+run_phase topology phase_topology
 run_phase ops phase_ops
+run_phase nccl phase_nccl
 run_phase nccl-hostid phase_nccl_hostid
 run_phase nccl-samehost phase_nccl_samehost
 run_phase multi-rank phase_multi_rank
+run_phase scaling phase_scaling
+run_phase kill-rank phase_kill_rank
 run_phase train phase_train
 run_phase slurm-up phase_slurm_up
 run_phase slurm-env phase_slurm_env

@@ -12,6 +12,8 @@
 # for separate hosts and lets them share the GPU over its network (socket) transport: NCCL's host
 # hash is taken from NCCL_HOSTID when set, and its duplicate-GPU refusal compares host hashes
 # (doc/gpu.md "Two ranks on one GPU").
+# DLT_RANKS_KEEP=1: a failing rank does not end the others (each rank's exit is said as it comes):
+# the kill-rank phase checks that the ranks end by themselves when a peer dies.
 set -u
 n=${1:?usage: two_ranks.sh N CMD [ARGS...]}; shift
 [ $# -gt 0 ] || { echo "usage: two_ranks.sh N CMD [ARGS...]" >&2; exit 2; }
@@ -39,7 +41,10 @@ while [ "${#running[@]}" -gt 0 ] && [ "$rc" != 143 ]; do
   wait -n -p done_pid "${running[@]}"; st=$?
   [ -n "${done_pid:-}" ] || break
   rest=(); for p in "${running[@]}"; do [ "$p" = "$done_pid" ] || rest+=("$p"); done; running=("${rest[@]}")
-  if [ "$st" -ne 0 ]; then
+  if [ "$st" -ne 0 ] && [ "${DLT_RANKS_KEEP:-0}" = 1 ]; then
+    for ((r = 0; r < n; r++)); do [ "${pids[$r]}" = "$done_pid" ] && echo "two_ranks: rank $r exited $st"; done
+    [ "$rc" != 0 ] || rc=$st
+  elif [ "$st" -ne 0 ]; then
     rc=$st
     for ((r = 0; r < n; r++)); do [ "${pids[$r]}" = "$done_pid" ] && echo "two_ranks: rank $r exited $st: ending the others"; done
     stop

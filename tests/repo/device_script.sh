@@ -8,11 +8,16 @@
 # a stand-in nvidia-smi and a deadline too short for any phase it starts nothing, prints the table
 # and returns exactly three files (the device tool returns at most 8). The two-rank launcher gives
 # each rank its rendezvous (and, asked, an NCCL_HOSTID of its own), ends the others when one fails,
-# and leaves no rank behind when it is stopped. A pack made by tests/device/pack.sh fits one carry
+# and leaves no rank behind when it is stopped; told to keep them (DLT_RANKS_KEEP=1, the kill-rank
+# phase), it leaves the others be and says each rank's exit. The plan of an 8-GPU machine (--ranks
+# 8): its 14 phases (topology, nccl, scaling and kill-rank among them, no same-GPU phase), 1 x 256
+# against 8 x 32, weak scaling at 1, 2, 4, 8 ranks, rank 7 killed, launched without srun through
+# two_ranks.sh, in one call of at most 480 s; a launcher command without %n and --ranks 0 are
+# refused, naming the fix. A pack made by tests/device/pack.sh fits one carry
 # with room to spare, matches its checksums and, where Slurm is installed, carries it
 # (tests/slurm/pack_slurm.sh starts it).
 . "$(dirname "$0")/../slurm/lib.sh"
-tap_plan 8
+tap_plan 11
 RUN=$DLT_SRCDIR/tests/device/run.sh
 rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/nogpu"
@@ -80,6 +85,31 @@ sleep 1.5
 left=$(pgrep -f "^$marker" | wc -l)
 if ((left == 0)); then ok "two_ranks.sh stopped by timeout -k: no rank left 2 s after (ranks that ignore TERM included)"
 else not_ok "two_ranks.sh left $left ranks running"; pkill -KILL -f "^$marker"; fi
+
+out=$(DLT_RANKS_KEEP=1 timeout 20 bash "$TWO" 3 sh -c 'if [ "$DLTPMIX_TEST_RANK" = 2 ]; then kill -KILL $$; fi; sleep 1; exit 4' 2>&1); rc=$?
+if ((rc == 137)) && [[ $out == *"two_ranks: rank 2 exited 137"* && $out == *"two_ranks: rank 0 exited 4"* &&
+      $out == *"two_ranks: rank 1 exited 4"* && $out != *"ending the others"* ]]; then
+  ok "two_ranks.sh DLT_RANKS_KEEP=1: a killed rank leaves the others be; each rank's exit said, the first failure's status returned"
+else not_ok "two_ranks.sh keep mode (rc=$rc)"; echo "$out" | diag; fi
+
+out=$(OUT=$WORK/dry8 bash "$RUN" --dry-run --ranks 8 2>&1); rc=$?
+order=$(grep '^device: phase ' <<<"$out" | awk '{print $3}' | tr '\n' ' ')
+ORDER8="unpack topology ops nccl multi-rank scaling kill-rank train slurm-up slurm-env slurm-train slurm-ddp slurm-down bench "
+read -r call caps < <(sed -nE 's/^device: budget: one call of ([0-9]+) s .* add up to ([0-9]+) s$/\1 \2/p' <<<"$out")
+if ((rc == 0)) && [[ $order == "$ORDER8" && $out == *"deadline 440 s"* && $out == *"through env DLTPMIX_TIMEOUT=60 bash tests/device/two_ranks.sh 8"* &&
+      $out == *"1 rank x 256 images against 8 ranks x 32"* && $out == *"at 1,2,4,8 ranks"* && $out == *"rank 7 killed with SIGKILL"* &&
+      $out == *"nvidia-smi topo -m"*"fabric"* && $out == *"NCCL's own detection against the plugin's topology XML"* &&
+      $out == *'command "bash tests/device/go.sh --ranks 8", timeout_s 480'* && -n $call && $call -le 480 && $caps -le 440 ]]; then
+  ok "--dry-run --ranks 8: ${order% }; 1 x 256 against 8 x 32, scaling at 1,2,4,8, rank 7 killed; two_ranks.sh, no srun; one call of $call s (caps $caps s)"
+else not_ok "--dry-run --ranks 8 (rc=$rc: $order; call ${call:-?} s, caps ${caps:-?} s)"; echo "$out" | diag; fi
+
+o1=$(DLT_LAUNCH="srun -n 8 --mpi=pmix" bash "$RUN" --dry-run --ranks 8 2>&1); r1=$?
+o2=$(bash "$RUN" --dry-run --ranks 0 2>&1); r2=$?
+o3=$(DLT_LAUNCH="srun -n %n --gpus-per-task=1 --mpi=pmix" bash "$RUN" --dry-run --ranks 3 2>&1); r3=$?
+if ((r1 == 2 && r2 == 2 && r3 == 0)) && [[ $o1 == *"write it as %n"* && $o2 == *"give the number of GPUs"* &&
+      $o3 == *"through srun -n 3 --gpus-per-task=1 --mpi=pmix"* && $o3 == *"at 1,2,3 ranks"* && $o3 == *"1 rank x 126 images against 3 ranks x 42"* ]]; then
+  ok "DLT_LAUNCH without %n and --ranks 0 refused, naming the fix; DLT_LAUNCH with %n used (3 GPUs: scaling at 1,2,3)"
+else not_ok "launcher and --ranks checks (r1=$r1 r2=$r2 r3=$r3)"; { echo "$o1"; echo "$o2"; echo "$o3"; } | diag; fi
 
 P=$DLT_SRCDIR/.devpack
 if [[ -f $P/SHA256SUMS ]]; then
