@@ -33,8 +33,9 @@ pass=$((pass + extra_pass)); fail=$((fail + extra_fail))
 mapfile -t timed < <(find "$dir" -name '*.seconds' -not -path '*/_build/*' 2>/dev/null)
 if ((${#timed[@]})); then
   for f in "${timed[@]}"; do printf '%s %s\n' "$(cat "$f" 2>/dev/null)" "${f#./}"; done |
-    awk '$1 ~ /^[0-9.]+$/ {sub(/\.seconds$/, "", $2); t += $1; a[n++] = sprintf("%8.1f s  %s", $1, $2)}
-         END {if (n) printf "=== test time: %.0f s in %d tests (summed; make -j runs them side by side); the slowest:\n", t, n;
+    awk '$1 ~ /^[0-9.]+$/ {name = $NF; sub(/\.seconds$/, "", name); cpu = (NF >= 3 && $2 ~ /^[0-9.]+$/) ? $2 : 0;
+                           t += $1; c += cpu; a[n++] = sprintf("%8.1f s %8.1f s CPU  %s", $1, cpu, name)}
+         END {if (n) printf "=== test time: %.0f s wall, %.0f s CPU in %d tests (summed; make -j runs them side by side; CPU: the processes each test waited for); the slowest:\n", t, c, n;
               for (i = 0; i < n; i++) print a[i]}' | { IFS= read -r head && echo "$head"; sort -rn | head -12; }
 fi
 ((skip)) && echo "($skip skipped; see the .log files for why)"
