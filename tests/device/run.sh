@@ -606,7 +606,8 @@ phase_train() {
 phase_bench() {
   local configs prec batch variant extra ours peer PY=${DLT_TORCH_PYTHON:-python3} left verdict t0 launch
   # Most important first: the fp16 row is the verdict; the rest while time is left.
-  configs="fp16:256 bf16:256 fp16:256:graphs tf32:256 fp16:256:feed"
+  # fp16:256:profile: where the fp16 step's time goes, class by class (dltrain bench --profile).
+  configs="fp16:256 fp16:256:profile bf16:256 fp16:256:graphs tf32:256 fp16:256:feed"
   : >"$W/bench.jsonl"
   for cfg in $configs; do
     IFS=: read -r prec batch variant <<<"$cfg"
@@ -615,11 +616,16 @@ phase_bench() {
       cut=$((cut + 1)); echo "device: bench $cfg not started: ${left} s left (counted as cut)"; continue
     fi
     extra=()
-    case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; feed) extra=(--feed) ;; esac
+    case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; feed) extra=(--feed) ;; profile) extra=(--profile) ;; esac
     t0=$(date +%s.%N)
     ours=$(timeout -k "$KILL_AFTER" "$left" "$DLT" bench --backend cuda --precision "$prec" --arch resnet50 --batch "$batch" \
            --warmup 30 --iters 60 --json --cudnn-cache "$CACHE" "${extra[@]}" 2>>"$W/bench.err" | tail -1)
     case $ours in '{'*'"images_per_s"'*) ;; *) ours=null ;; esac
+    [ "$variant" = profile ] && [ "$ours" != null ] && python3 -c 'import json, sys
+p = json.loads(sys.argv[1])["profile"]
+print("device: where the fp16 step goes (%d steps, %.2f ms each, CUDA events):" % (p["steps"], p["step_ms"]))
+for k, v in sorted(p["classes"].items(), key=lambda kv: -kv[1]["ms"]):
+    print("device:   %-16s %8.3f ms %6.1f%% %8s calls" % (k, v["ms"], 100 * v["share"], v.get("calls", "-")))' "$ours" | tee "$W/bench-profile.txt"
     launch=$(python3 -c 'import sys, time; print("%.1f" % (time.time() - float(sys.argv[1])))' "$t0")
     peer=null
     left=$((PHASE_END - SECONDS - KILL_AFTER))

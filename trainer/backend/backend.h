@@ -246,9 +246,20 @@ typedef struct {
     void (*release_async)(dlt_backend *be);
 } dlt_graph_ops;
 
+/* A timeline of the backend's own, for timing its queued work op by op (trainer/backend/op_profile.c):
+ * mark records point `slot` (0 .. slots-1) behind everything queued before it; elapsed_ms, called
+ * with b > a, waits until mark b has passed and gives the milliseconds from a to b. NULL on a
+ * backend whose ops have finished when they return (the CPU): the host clock serves there. */
+typedef struct {
+    int slots;
+    int (*mark)(dlt_backend *be, int slot);
+    int (*elapsed_ms)(dlt_backend *be, int a, int b, float *ms);
+} dlt_timer_ops;
+
 struct dlt_backend {
     const dlt_backend_ops *ops;
     const dlt_graph_ops *graphs; /* NULL: no CUDA graphs */
+    const dlt_timer_ops *timer;  /* NULL: the host clock times the ops */
     dlt_precision precision;
     size_t act_size; /* bytes per activation element */
     int host_memory; /* backend memory is host memory: no copies between the two */

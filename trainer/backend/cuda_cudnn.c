@@ -609,6 +609,7 @@ static void _destroy(dlt_backend *be)
     }
     if (c->labels_free)
         cudaEventDestroy(c->labels_free);
+    dlt_cu_timer_release(c);
     cudaFree(c->ws);
     cudaFree(c->d_labels);
     cudaFree(c->d_results);
@@ -746,6 +747,7 @@ static void _init(cuda_backend *c, const dlt_backend_config *cfg, int dev, const
     c->base.ops = &c->ops;
     c->base.precision = cfg->precision;
     c->base.graphs = &dlt_cu_graph_ops;
+    c->base.timer = &dlt_cu_timer_ops;
     c->base.host_memory = 0;
     c->base.err = err;
     c->cfg = *cfg;

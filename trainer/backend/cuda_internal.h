@@ -126,7 +126,8 @@ typedef struct {
      * graph_mu orders the two, graph_closed refuses replays after a release_async. */
     pthread_mutex_t graph_mu;
     int graph_closed;
-    void *blas_ws; /* cuBLAS must not allocate while a graph is captured */
+    void *blas_ws;             /* cuBLAS must not allocate while a graph is captured */
+    cudaEvent_t *timer_events; /* be->timer's marks (DLT_CU_TIMER_SLOTS, made as first used) */
 } cuda_backend;
 
 struct dlt_op {
@@ -194,5 +195,9 @@ void dlt_cu_conv_free_descriptors(dlt_op *op);
 /* cuda_step.c: the input, loss, results and optimizer entries of the ops table, and the graph ops. */
 void dlt_cu_step_ops(dlt_backend_ops *ops);
 extern const dlt_graph_ops dlt_cu_graph_ops;
+/* be->timer: timing events on the compute stream (op_profile); released with the backend. */
+#define DLT_CU_TIMER_SLOTS 8192
+extern const dlt_timer_ops dlt_cu_timer_ops;
+void dlt_cu_timer_release(cuda_backend *c);
 
 #endif

@@ -430,3 +430,45 @@ const dlt_graph_ops dlt_cu_graph_ops = {
     .release = _graph_release,
     .release_async = _graph_release_async,
 };
+
+/* ------------------------------------------------------------------ the timeline (op_profile)
+ * Timing events on the compute stream, made as the marks first use them (the same slots serve
+ * every step): a mark is one cudaEventRecord, so a timed op's two marks bracket exactly its own
+ * kernels, and the gaps between them (the compute stream waiting for the all-reduce, the host
+ * launching late) fall outside every op. Not inside a graph capture: a captured record is a graph
+ * node, replayed with the graph, not a point of this step. */
+static int _timer_mark(dlt_backend *be, int slot)
+{
+    cuda_backend *c = (cuda_backend *)be;
+    if (slot < 0 || slot >= DLT_CU_TIMER_SLOTS)
+        return dlt_fail(be->err, -EINVAL, "op timing: mark %d outside 0..%d", slot, DLT_CU_TIMER_SLOTS - 1);
+    if (c->capturing)
+        return dlt_fail(be->err, -EBUSY, "op timing: ops cannot be timed one by one inside a CUDA graph capture");
+    if (!c->timer_events && !(c->timer_events = calloc(DLT_CU_TIMER_SLOTS, sizeof(cudaEvent_t))))
+        return dlt_fail(be->err, -ENOMEM, "op timing: cannot allocate %d event handles", DLT_CU_TIMER_SLOTS);
+    if (!c->timer_events[slot])
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventCreate(&c->timer_events[slot])));
+    return DLT_CUDA_CHECK(be->err, cudaEventRecord(c->timer_events[slot], c->s));
+}
+
+static int _timer_elapsed(dlt_backend *be, int a, int b, float *ms)
+{
+    cuda_backend *c = (cuda_backend *)be;
+    if (!c->timer_events || a < 0 || b <= a || b >= DLT_CU_TIMER_SLOTS || !c->timer_events[a] || !c->timer_events[b])
+        return dlt_fail(be->err, -EINVAL, "op timing: marks %d and %d were not both recorded", a, b);
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventSynchronize(c->timer_events[b])));
+    return DLT_CUDA_CHECK(be->err, cudaEventElapsedTime(ms, c->timer_events[a], c->timer_events[b]));
+}
+
+void dlt_cu_timer_release(cuda_backend *c)
+{
+    if (!c->timer_events)
+        return;
+    for (int i = 0; i < DLT_CU_TIMER_SLOTS; i++)
+        if (c->timer_events[i])
+            cudaEventDestroy(c->timer_events[i]);
+    free(c->timer_events);
+    c->timer_events = NULL;
+}
+
+const dlt_timer_ops dlt_cu_timer_ops = {DLT_CU_TIMER_SLOTS, _timer_mark, _timer_elapsed};

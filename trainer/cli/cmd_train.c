@@ -433,7 +433,7 @@ int dlt_cmd_train(int argc, char **argv)
         dlt_stop_signal_install();
     memset(&o, 0, sizeof(o));
     dlt_train_config_defaults(&o.train);
-    o.bench = (dlt_bench_config){3, 10, 0, 0, 0, 0, 0}; /* per_gpu 0: by precision and model (bench.c) */
+    o.bench = (dlt_bench_config){.warmup = 3, .iters = 10}; /* per_gpu 0: by precision and model (bench.c) */
     o.comm = "auto";
     if (!strcmp(cmd, "bench"))
         o.train.learnable = 0;

@@ -338,6 +338,11 @@ static const dlt_opt g_table[] = {
          "(default: ResNet-50 224x224 on an H200 as measured, 7138 fp16,\n"
          "6588 bf16, scaled by FLOPs for other models and sizes; none for\n"
          "fp32 and tf32)"),
+    NONE("profile", F(bench.profile), 1, _set_int, BENCH, 0, S_BENCH,
+         "after the timed steps, as many again with each backend call timed\n"
+         "(CUDA events on a GPU, the host clock on the CPU): the share of\n"
+         "convolutions, batch norm, element-wise, SGD, ... in a step; not\n"
+         "with --cuda-graphs"),
     NONE("json", F(bench.json), 1, _set_int, BENCH, 0, S_BENCH, "one JSON line"),
     TEXT("checkpoint", "PATH", F(checkpoint), _set_text, EVAL | DLT_CMD_INFO, 0, S_EVAL,
          "model file (checked against its state file, if beside it)"),

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "trainer/backend/op_profile.h"
 #include "trainer/comm/agree.h"
 #include "trainer/train/run.h"
 #include "trainer/train/step.h"
@@ -19,11 +20,48 @@
 /* Images/s of training steps (or forward passes). Without feed, one batch is loaded once; with
  * feed, every step takes a new batch through the training's input path: read (decoded from --data,
  * or generated) into the backend's host memory, its copy queued while the step before runs. */
-static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
+/* One step of the benchmark (i counts from 0 over warm-up and timed steps alike). */
+static int _bench_step(dlt_run *r, const dlt_bench_config *b, dlt_step_state *st, int i, int n, int64_t spe)
+{
+    double res[DLT_RES_COUNT], agree_s;
+    int64_t next = i + 1;
+    int rc;
+    if (b->feed && i > 0 && (rc = dlt_run_load_batch(r, i / spe, i % spe)) != 0)
+        return dlt_fail_prefix(r->err, rc, "input");
+    if (b->inference) {
+        if ((rc = dlt_net_forward(&r->net, 0)) != 0)
+            return dlt_fail_prefix(r->err, rc, "forward");
+        if (b->feed && next < n)
+            dlt_run_prefetch(r, next / spe, next % spe);
+        if ((b->feed || b->profile) && (rc = r->be->ops->sync(r->be)) != 0)
+            return dlt_fail_prefix(r->err, rc, "device");
+        if (b->feed)
+            dlt_run_release_batches(r);
+        return 0;
+    }
+    /* The training step as the loop queues it, with its one wait. */
+    if ((rc = dlt_step_queue(r, st, 0.01, 0, &agree_s)) != 0)
+        return rc;
+    if (b->feed && next < n)
+        dlt_run_prefetch(r, next / spe, next % spe);
+    if ((rc = dlt_run_read_results(r, res)) != 0)
+        return rc;
+    if (b->feed)
+        dlt_run_release_batches(r);
+    return 0;
+}
+
+/* Images/s of training steps (or forward passes). Without feed, one batch is loaded once; with
+ * feed, every step takes a new batch through the training's input path: read (decoded from --data,
+ * or generated) into the backend's host memory, its copy queued while the step before runs. With
+ * profile, as many steps again follow the timed ones with every backend call timed (prof): the
+ * images/s come from steps that ran unwrapped. */
+static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds, dlt_op_profile *prof)
 {
     int64_t spe;
-    double t0 = 0, agree_s;
+    double t0 = 0;
     dlt_step_state st = {0};
+    const int n = b->warmup + b->iters, total = n + (b->profile ? b->iters : 0);
     int rc;
     dlt_net_init_params(&r->net, r->cfg.seed, 1);
     if ((rc = dlt_net_upload(&r->net)) != 0 || (rc = dlt_source_start(&r->src, 0, 0, r->err)) != 0 ||
@@ -31,58 +69,53 @@ static int _measure(dlt_run *r, const dlt_bench_config *b, double *seconds)
         return dlt_fail_prefix(r->err, rc, "setup");
     spe = dlt_source_steps_per_epoch(&r->src);
     spe = spe > 0 ? spe : 1;
-    for (int i = 0; i < b->warmup + b->iters; i++) {
-        double res[DLT_RES_COUNT];
-        int64_t next = i + 1;
+    for (int i = 0; i < n; i++) {
         if (i == b->warmup)
             t0 = dlt_now();
-        if (b->feed && i > 0 && (rc = dlt_run_load_batch(r, i / spe, i % spe)) != 0)
-            return dlt_fail_prefix(r->err, rc, "input");
-        if (b->inference) {
-            if ((rc = dlt_net_forward(&r->net, 0)) != 0)
-                return dlt_fail_prefix(r->err, rc, "forward");
-            if (b->feed && next < b->warmup + b->iters)
-                dlt_run_prefetch(r, next / spe, next % spe);
-            if (b->feed && (rc = r->be->ops->sync(r->be)) != 0)
-                return dlt_fail_prefix(r->err, rc, "device");
-            if (b->feed)
-                dlt_run_release_batches(r);
-            continue;
-        }
-        /* The training step as the loop queues it, with its one wait. */
-        if ((rc = dlt_step_queue(r, &st, 0.01, 0, &agree_s)) != 0)
+        if ((rc = _bench_step(r, b, &st, i, total, spe)) != 0)
             return rc;
-        if (b->feed && next < b->warmup + b->iters)
-            dlt_run_prefetch(r, next / spe, next % spe);
-        if ((rc = dlt_run_read_results(r, res)) != 0)
-            return rc;
-        if (b->feed)
-            dlt_run_release_batches(r);
     }
     if ((rc = r->be->ops->sync(r->be)) != 0)
         return dlt_fail_prefix(r->err, rc, "device");
     *seconds = dlt_now() - t0;
-    return 0;
+    if (!b->profile)
+        return 0;
+    dlt_op_profile_attach(prof, r->be);
+    for (int i = n; i < total && rc == 0; i++)
+        if ((rc = dlt_op_profile_step_begin(prof)) == 0 && (rc = _bench_step(r, b, &st, i, total, spe)) == 0)
+            rc = dlt_op_profile_step_end(prof);
+    dlt_op_profile_detach(prof);
+    return rc ? dlt_fail_prefix(r->err, rc, "profiled steps") : 0;
 }
 
-static void _report(const dlt_run *r, const dlt_bench_config *b, double el)
+static void _report(const dlt_run *r, const dlt_bench_config *b, double el, const dlt_op_profile *prof)
 {
     const dlt_train_config *c = &r->cfg;
     double ips = (double)b->iters * c->model.batch * r->comm->size / el;
     double flops = (double)r->net.model.macs * 2 * (b->inference ? 1 : 3);
     if (r->comm->rank != 0)
         return;
-    if (b->json)
+    if (b->json) {
         printf("{\"arch\":\"%s\",\"image\":%d,\"batch\":%d,\"ranks\":%d,\"precision\":\"%s\",\"mode\":\"%s\","
-               "\"feed\":%s,\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f}\n",
+               "\"feed\":%s,\"iters\":%d,\"images_per_s\":%.3f,\"tflops\":%.4f",
                c->model.arch, c->model.image, c->model.batch, r->comm->size, dlt_precision_name(c->backend.precision),
                b->inference ? "inference" : "train", b->feed ? "true" : "false", b->iters, ips, ips * flops * 1e-12);
-    else
+        if (b->profile) {
+            printf(",");
+            dlt_op_profile_json(prof, stdout);
+        }
+        printf("}\n");
+    } else {
         printf("dltrain: bench %s %dx%d batch %d x %d rank(s) %s %s%s: %.2f images/s (%.3f TFLOP/s at %.3g GFLOP "
                "per image)\n",
                c->model.arch, c->model.image, c->model.image, c->model.batch, r->comm->size,
                dlt_precision_name(c->backend.precision), b->inference ? "inference" : "training",
                b->feed ? ", a new batch every step" : "", ips, ips * flops * 1e-12, flops * 1e-9);
+        if (b->profile)
+            dlt_op_profile_print(prof, stdout,
+                                 r->be->timer ? "on the GPU's stream with CUDA events"
+                                              : "on the host clock, the CPU's ops being finished when they return");
+    }
     fflush(stdout);
 }
 
@@ -253,11 +286,20 @@ int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm
     dlt_run r;
     double el = 0;
     int64_t bad = 0;
-    int rc = dlt_run_open(&r, c, comm, b->input_only ? DLT_RUN_INPUT : DLT_RUN_BENCH, err);
+    dlt_op_profile *prof = NULL;
+    int rc;
+    if (b->profile && (b->input_only || c->cuda_graphs))
+        return dlt_fail(err, -EINVAL, "bench --profile times each backend call of a step: %s",
+                        b->input_only ? "--input-only runs none (leave out one of the two)"
+                                      : "inside a CUDA graph there are none to time (leave out --cuda-graphs)");
+    if (b->profile && !(prof = calloc(1, sizeof(*prof))))
+        return dlt_fail(err, -ENOMEM, "bench --profile: cannot allocate the profile (%zu bytes)", sizeof(*prof));
+    rc = dlt_run_open(&r, c, comm, b->input_only ? DLT_RUN_INPUT : DLT_RUN_BENCH, err);
     if (rc == 0 && b->input_only && (rc = _measure_input(&r, b, &el, &bad)) == 0)
         _report_input(&r, b, el, bad);
-    else if (rc == 0 && !b->input_only && (rc = _measure(&r, b, &el)) == 0)
-        _report(&r, b, el);
+    else if (rc == 0 && !b->input_only && (rc = _measure(&r, b, &el, prof)) == 0)
+        _report(&r, b, el, prof);
     dlt_run_close(&r, rc != 0);
+    free(prof);
     return rc;
 }

@@ -103,6 +103,7 @@ typedef struct {
     int feed;       /* a new batch every step (decoded or generated, copied ahead), not one loaded once */
     int input_only; /* the training input path alone: batches read, decoded, cropped, into the ring */
     double per_gpu; /* images/s one GPU trains at, for "feeds N GPUs" (input_only); 0: from the precision */
+    int profile;    /* iters more steps with every backend call timed (trainer/backend/op_profile.h) */
 } dlt_bench_config;
 
 int dlt_bench_run(const dlt_train_config *c, const dlt_bench_config *b, dlt_comm *comm, dlt_err *err);
