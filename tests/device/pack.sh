@@ -6,7 +6,9 @@
 #   .devpack/dltrain-device.tar.xz  dltrain and its CUDA module, cuda_ops_check, nccl_check, libdltpmix and the shared
 #                                   libraries a bare GPU machine lacks (oneDNN, PMIx, libjpeg-turbo,
 #                                   hwloc, ...); CUDA's runtime, cuDNN and cuBLAS are not packed (the
-#                                   machine's CUDA 13 toolkit and PyTorch's nvidia-* wheels serve)
+#                                   machine's CUDA 13 toolkit and PyTorch's nvidia-* wheels serve);
+#                                   photos/: two real photographs (scikit-learn's sample images, 0.2
+#                                   MB) for the fed-training rows
 #   .devpack/dltrain-slurm.tar.xz   slurm/: this machine's Slurm 22.05 (Debian's packages) for a
 #                                   one-node cluster there (tests/device/slurm_node.sh): slurmctld,
 #                                   slurmd, slurmstepd, munged, srun, sinfo, squeue, scontrol, scancel,
@@ -193,6 +195,15 @@ done
 # PMIx loads its components from its install prefix; a singleton needs none, but keep them.
 [ -d /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix ] && cp -r /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix "$P/lib/pmix-mca"
 strip --strip-debug "$P"/bin/* "$P"/lib/*.so* 2>/dev/null || true
+# Two real photographs for the fed-training rows (run.sh's photos phase makes ILSVRC-sized JPEGs
+# of them with tests/bench/make_photos.py): scikit-learn's sample images (china.jpg, flower.jpg,
+# 640x427; see their README.txt there), taken from the Python that has scikit-learn here.
+mkdir -p "$P/photos"
+for py in "${DLT_TORCH_PYTHON:-/opt/torchvenv/bin/python}" python3; do
+  imgs=$("$py" -c 'import os, sklearn.datasets; print(os.path.join(os.path.dirname(sklearn.datasets.__file__), "images"))' 2>/dev/null) &&
+    [ -f "$imgs/china.jpg" ] && [ -f "$imgs/flower.jpg" ] && cp "$imgs/china.jpg" "$imgs/flower.jpg" "$imgs/README.txt" "$P/photos/" && break
+done
+[ -f "$P/photos/china.jpg" ] || echo "pack: no scikit-learn here: no photographs carried (the photos phase will say NOT TESTED)"
 git -C "$SRC" rev-parse HEAD >"$P/COMMIT" 2>/dev/null || true
 git -C "$SRC" status --short | grep -q . && echo "(with uncommitted changes)" >>"$P/COMMIT"
 rm -rf "$SRC/.devpack"; mkdir -p "$SRC/.devpack"

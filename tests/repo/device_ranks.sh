@@ -11,7 +11,7 @@
 . "$(dirname "$0")/../slurm/lib.sh"
 RUN=$DLT_SRCDIR/tests/device/run.sh
 command -v python3 >/dev/null || skip_all "python3 missing"
-tap_plan 4
+tap_plan 5
 rm -rf "$WORK"; mkdir -p "$WORK/bin" "$WORK/pack/bin"
 cat >"$WORK/bin/nvidia-smi" <<'SH'
 #!/bin/bash
@@ -37,11 +37,16 @@ SH
 cat >"$WORK/pack/bin/dltrain" <<'SH'
 #!/bin/bash
 [ -n "${FAKE_ARGV0:-}" ] || FAKE_ARGV0=1 exec -a "$0" bash "$0" "$@"
-rank=${DLTPMIX_TEST_RANK:-0} size=${DLTPMIX_TEST_SIZE:-1} dir=${DLTPMIX_TEST_RENDEZVOUS:-} steps=0 metrics= base=
+rank=${DLTPMIX_TEST_RANK:-0} size=${DLTPMIX_TEST_SIZE:-1} dir=${DLTPMIX_TEST_RENDEZVOUS:-} steps=0 metrics= base= workers=1
 while [ $# -gt 0 ]; do
-  case $1 in --steps) steps=$2; shift ;; --metrics) metrics=$2; shift ;; --baseline) base=$2; shift ;; esac
+  case $1 in --steps) steps=$2; shift ;; --metrics) metrics=$2; shift ;; --baseline) base=$2; shift ;;
+    --workers) workers=$2; shift ;; --input-only) FAKE_ARGV_ALL=input ;; esac
   shift
 done
+if [ "${FAKE_ARGV_ALL:-}" = input ]; then
+  echo '{"mode":"input","image":224,"batch":256,"ranks":1,"workers":'"$workers"',"iters":8,"images_per_s":'"$((900 * workers))"'.0,"per_rank":1.0,"per_worker":900.0,"per_gpu":7138.0,"gpus_fed":'"$(awk -v w="$workers" 'BEGIN { printf "%.3f", 900 * w / 7138 }')"'}'
+  exit 0
+fi
 if [ "$steps" -le 100 ]; then
   eff=${DLT_FAKE_EFF:-$((100 - 3 * (size - 1)))}
   [ "$rank" = 0 ] && echo "dltrain: summary: $((2000 * size * eff / 100)).0 images/s, $((2000 * eff / 100)).0 per rank, $size rank(s)${base:+, scaling efficiency $eff.0% against 2000.0 images/s per rank in $base}"
@@ -86,6 +91,22 @@ out=$(rehearse silent DLT_FAKE_SILENT=1); rc=$?
 if ((rc == 1)) && [[ $out == *"FAIL kill-rank: after SIGKILL to rank 3"*"0 of 3 others named a lost peer"* ]]; then
   ok "ranks that end without naming the lost peer fail kill-rank"
 else not_ok "silent survivors (rc=$rc)"; echo "$out" | grep -E 'kill-rank|two_ranks' | diag; fi
+# The photos phase of the one-GPU plan: the carried photographs into an ILSVRC-shaped set (40
+# images here), then the input path at 15 and 7 workers.
+PY=${DLT_TORCH_PYTHON:-/opt/torchvenv/bin/python}
+IMGS=$("$PY" -c 'import os, sklearn.datasets; print(os.path.join(os.path.dirname(sklearn.datasets.__file__), "images"))' 2>/dev/null)
+if [[ -f $IMGS/china.jpg && -f $IMGS/flower.jpg ]] && "$PY" -c 'import PIL' 2>/dev/null; then
+  mkdir -p "$WORK/pack/photos" && cp "$IMGS/china.jpg" "$IMGS/flower.jpg" "$WORK/pack/photos/"
+  out=$(cd "$DLT_SRCDIR" && PATH="$WORK/bin:$PATH" DLT_PACK="$WORK/pack" OUT="$WORK/photos" DLT_TORCH_PYTHON="$PY" DLT_PHOTOS=40 \
+        DLT_DEVICE_DEADLINE=120 timeout 150 bash "$RUN" --only photos 2>&1); rc=$?
+  tar -xzf "$WORK/photos/device-results.tar.gz" -C "$WORK/photos" ./photos 2>/dev/null
+  n=$(find "$WORK/photos/photos/train" -name '*.JPEG' 2>/dev/null | wc -l)
+  size=$("$PY" -c 'import sys; from PIL import Image; print(sorted({Image.open(f).size for f in sys.argv[1:]}))' $(find "$WORK/photos/photos/train" -name '*.JPEG' | head -8) 2>&1)
+  if ((rc == 0 && n == 40)) && [[ $out == *"ok   photos: 40 photos in"*"1000 class folder(s)"* && $size == *"(500, 375)"* &&
+        $out == *"ok   photos: the training input path, 15 workers: 13500 images/s"*"feeds 1.89 GPU(s)"* && $out == *"7 workers: 6300 images/s"* ]]; then
+    ok "photos phase: 40 ILSVRC-sized JPEGs ($size) of the carried photographs in 1000 folders; the input path at 15 and 7 workers read"
+  else not_ok "photos phase (rc=$rc, $n images, sizes $size)"; echo "$out" | grep -E 'photos|FAIL' | diag; fi
+else ok "# SKIP photos phase: no Python with Pillow and scikit-learn's sample images ($PY)"; fi
 out=$(rehearse slow DLT_FAKE_EFF=85); rc=$?
 if ((rc == 1)) && [[ $out == *"FAIL scaling: the efficiency fell to 85.0%"* ]]; then ok "an efficiency of 85% fails the scaling phase"
 else not_ok "low efficiency (rc=$rc)"; echo "$out" | grep -E 'scaling' | diag; fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The GPU check script without a GPU: its dry run lists every phase (the two-rank phases right after
-# the op checks, the one-node Slurm's after the training, its teardown before the benchmark), the
+# the op checks, the one-node Slurm's after the training, its teardown and the photos for the fed
+# rows before the benchmark), the
 # 400 s deadline, the kill rule and the budget arithmetic (the caps within the deadline with room,
 # this call and a rerun inside one 900 s lease); --only narrows it, brings the Slurm start and
 # teardown with any Slurm phase, and refuses an unknown phase; with no GPU it skips saying so; with
@@ -33,8 +34,8 @@ chmod +x "$WORK/bin/nvidia-smi"
 out=$(OUT=$WORK/dry bash "$RUN" --dry-run 2>&1); rc=$?
 phases=$(grep -c '^device: phase ' <<<"$out")
 order=$(grep '^device: phase ' <<<"$out" | awk '{print $3}' | tr '\n' ' ')
-ORDER="unpack ops nccl-hostid nccl-samehost multi-rank train slurm-up slurm-env slurm-train slurm-two slurm-ddp slurm-down bench "
-if ((rc == 0 && phases == 13)) && [[ $out == *"deadline 400 s"* && $order == "$ORDER" &&
+ORDER="unpack ops nccl-hostid nccl-samehost multi-rank train slurm-up slurm-env slurm-train slurm-two slurm-ddp slurm-down photos bench "
+if ((rc == 0 && phases == 14)) && [[ $out == *"deadline 400 s"* && $order == "$ORDER" &&
       $out == *"nccl-samehost NOT TESTED, counted as cut"* && $out == *"timeout -k 5"* && $out == *"killed within 2 s"* &&
       $out == *"slurm phases: a one-node Slurm 22.05 from the pack (tests/device/slurm_node.sh"*"NOT TESTED, counted as cut"* &&
       $out == *"phase slurm-down (never skipped once slurm-up ran, at most 15 s)"* &&
