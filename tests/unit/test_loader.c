@@ -23,6 +23,7 @@
 #include "tests/unit/data_fixture.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
+#include "trainer/data/source.h"
 #include "trainer/data/transform.h"
 
 static void _epoch(dlt_dataset *ds, int workers, int rank, int world, int strict, uint8_t *images, int32_t *labels,
@@ -400,12 +401,48 @@ static void test_loader_renamed_exchange(void **state)
     free(img);
 }
 
+/* Generated images with dlt_source_reuse_generated (bench --feed without --data): each ring slot is
+ * generated once, then handed out as it is; without it every step is generated anew. */
+static void test_source_reuse_generated(void **state)
+{
+    dlt_source a, b;
+    dlt_err err = DLT_ERR_INIT;
+    const size_t bytes = 2 * 32 * 32 * 3;
+    uint8_t first[DLT_SOURCE_RING][2 * 32 * 32 * 3];
+    (void)state;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    assert_int_equal(dlt_source_open_synthetic(&a, 2, 32, 10, 64, 7, 1, 1, 0, 1, 0, &err), 0);
+    assert_int_equal(dlt_source_open_synthetic(&b, 2, 32, 10, 64, 7, 1, 1, 0, 1, 0, &err), 0);
+    dlt_source_reuse_generated(&b);
+    assert_int_equal(dlt_source_start(&a, 0, 0, &err), 0);
+    assert_int_equal(dlt_source_start(&b, 0, 0, &err), 0);
+    for (int step = 0; step < 3 * DLT_SOURCE_RING; step++) {
+        const uint8_t *ia, *ib;
+        const int32_t *la, *lb;
+        assert_int_equal(dlt_source_acquire(&a, 0, step, &ia, &la, &err), 0);
+        assert_int_equal(dlt_source_acquire(&b, 0, step, &ib, &lb, &err), 0);
+        if (step < DLT_SOURCE_RING) { /* the first pass: both generate (epoch 0, step) */
+            assert_memory_equal(ia, ib, bytes);
+            memcpy(first[step], ib, bytes);
+        } else { /* then b hands out its ring as it is, a goes on generating */
+            assert_memory_equal(ib, first[step % DLT_SOURCE_RING], bytes);
+            assert_memory_not_equal(ia, ib, bytes);
+        }
+        dlt_source_release(&a);
+        dlt_source_release(&b);
+    }
+    dlt_source_close(&a);
+    dlt_source_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loader_threads_refused), cmocka_unit_test(test_loader),
-        cmocka_unit_test(test_loader_acquire),         cmocka_unit_test(test_loader_eval_exact),
-        cmocka_unit_test(test_loader_bad_exchange),    cmocka_unit_test(test_loader_renamed_exchange),
+        cmocka_unit_test(test_loader_threads_refused),  cmocka_unit_test(test_loader),
+        cmocka_unit_test(test_loader_acquire),          cmocka_unit_test(test_loader_eval_exact),
+        cmocka_unit_test(test_source_reuse_generated),  cmocka_unit_test(test_loader_bad_exchange),
+        cmocka_unit_test(test_loader_renamed_exchange),
     };
     int rc;
     dlt_test_dir_make("loader");

@@ -122,12 +122,19 @@ int dlt_source_acquire(dlt_source *s, int64_t epoch, int64_t step, const uint8_t
         if (!s->ring_images[i] || !s->ring_labels[i])
             return dlt_fail(err, -ENOMEM, "out of memory for a batch of %d generated images", s->batch);
     }
-    dlt_synthetic_batch(&s->synth, epoch, step, s->batch, s->ring_images[i], s->ring_labels[i]);
+    if (!s->reuse || !s->generated[i])
+        dlt_synthetic_batch(&s->synth, epoch, step, s->batch, s->ring_images[i], s->ring_labels[i]);
+    s->generated[i] = 1;
     s->last_step = step;
     s->acquired++;
     *images = s->ring_images[i];
     *labels = s->ring_labels[i];
     return 0;
+}
+
+void dlt_source_reuse_generated(dlt_source *s)
+{
+    s->reuse = 1;
 }
 
 void dlt_source_release(dlt_source *s)

@@ -29,6 +29,9 @@ typedef struct {
     uint8_t *ring_images[DLT_SOURCE_RING];
     int32_t *ring_labels[DLT_SOURCE_RING];
     int64_t acquired, released;
+    /* Generated images made once per ring slot and handed out again (dlt_source_reuse_generated). */
+    int reuse;
+    unsigned char generated[DLT_SOURCE_RING];
 } dlt_source;
 
 /* Real images at path: an ImageFolder root (labels: a "FILENAME CLASS" file for a flat folder,
@@ -48,6 +51,11 @@ int dlt_source_open_synthetic(dlt_source *s, int batch, int image, int classes, 
 void dlt_source_set_allocator(dlt_source *s, void *(*alloc)(void *arg, size_t bytes),
                               void (*release)(void *arg, void *p), void *arg);
 void dlt_source_close(dlt_source *s);
+/* Generated images only: each ring slot is generated once, the first time it is used, and handed
+ * out as it is after that (DLT_SOURCE_RING different batches in turn), so that a throughput
+ * measurement of the input path (bench --feed without --data) measures the path, not the
+ * generator on the training thread. Not for training: the batches repeat. */
+void dlt_source_reuse_generated(dlt_source *s);
 
 /* Classes of a real data set; 0 for generated images (the model's count applies). */
 int dlt_source_classes(const dlt_source *s);
