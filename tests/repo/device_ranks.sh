@@ -52,11 +52,11 @@ if [ "$steps" -le 100 ]; then
   [ "$rank" = 0 ] && echo "dltrain: summary: $((2000 * size * eff / 100)).0 images/s, $((2000 * eff / 100)).0 per rank, $size rank(s)${base:+, scaling efficiency $eff.0% against 2000.0 images/s per rank in $base}"
   exit 0
 fi
-echo $$ >"$dir/fake.$rank"
+echo $$ >"$dir/.fake.$rank" && mv "$dir/.fake.$rank" "$dir/fake.$rank" # whole, or not there
 for ((i = 1; i <= 300; i++)); do
   [ "$rank" = 0 ] && echo "{\"step\":$i}" >>"$metrics"
   for ((r = 0; r < size; r++)); do
-    p=$(cat "$dir/fake.$r" 2>/dev/null) || continue
+    p=$(cat "$dir/fake.$r" 2>/dev/null) && [ -n "$p" ] || continue
     if ! kill -0 "$p" 2>/dev/null; then
       [ "${DLT_FAKE_SILENT:-0}" = 1 ] && exit 0
       echo "dltrain: watchdog: rank $rank has waited for its peers in a collective: a peer stopped responding (not this rank)" >&2
