@@ -382,11 +382,20 @@ phase_nccl_samehost() {
   echo "device: NCCL $(ver_text "$CARRIED_NCCL") (carried), one host, NCCL_MULTI_RANK_GPU_ENABLE=1"
   nccl_pair samehost "${SAMEHOST_LAUNCH[@]}" && TRAIN_LAUNCH=("${SAMEHOST_LAUNCH[@]}") && TRAIN_NCCL="NCCL $(ver_text "$CARRIED_NCCL"), one host"
   # The all-reduce sweep as users see it, from dltrain check, on the same pair.
-  if [ "${#TRAIN_LAUNCH[@]}" -gt 0 ] &&
-     tm "${TRAIN_LAUNCH[@]}" "$DLT" check --backend cuda --gemm-size 1024 --max-bytes 64M --no-isolate --min-fraction 0 --json >"$W/check-2.log" 2>&1 &&
-     bus=$(sed -n 's/^\(\[rank 0\] \)\{0,1\}\({"verdict".*\)/\2/p' "$W/check-2.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); assert d["ranks"] == 2 and all(p["wrong"] == 0 for p in d["allreduce"]); print(d["allreduce"][-1]["busbw_gbs"])'); then
-    ok "dltrain check on 2 ranks: all-reduce sums exact, busbw ${bus} GB/s at 64 MiB"
-  else bad "dltrain check on 2 ranks"; tail -5 "$W/check-2.log"; fi
+  if [ "${#TRAIN_LAUNCH[@]}" -gt 0 ]; then allreduce_sweep check-2 2 64M "${TRAIN_LAUNCH[@]}"
+  else bad "dltrain check on 2 ranks: no pair of ranks passed nccl_check"; fi
+}
+# allreduce_sweep NAME RANKS MAX-BYTES LAUNCHER...: dltrain check's all-reduce sweep on RANKS ranks up
+# to MAX-BYTES (its log NAME.log): every sum exact, the busbw of the largest sizes.
+allreduce_sweep() {
+  local name=$1 n=$2 max=$3 bus; shift 3
+  if tm "$@" "$DLT" check --backend cuda --gemm-size 1024 --max-bytes "$max" --no-isolate --min-fraction 0 --json >"$W/$name.log" 2>&1 &&
+     bus=$(sed -n 's/^\(\[rank 0\] \)\{0,1\}\({"verdict".*\)/\2/p' "$W/$name.log" | python3 -c 'import json, sys
+d = json.loads(sys.stdin.readline())
+assert d["ranks"] == int(sys.argv[1]) and all(p["wrong"] == 0 for p in d["allreduce"])
+print(" ".join("%s:%s" % (p.get("bytes"), p["busbw_gbs"]) for p in d["allreduce"][-3:]))' "$n"); then
+    ok "dltrain check on $n ranks: all-reduce sums exact at every size up to $max; busbw at the largest sizes (bytes:GB/s) $bus"
+  else bad "dltrain check on $n ranks"; tail -5 "$W/$name.log"; fi
 }
 
 # ------------------------------------------------------------------ a machine of N GPUs (--ranks N)
@@ -408,17 +417,10 @@ phase_topology() {
 }
 # nccl: N ranks, one per GPU: nccl_check's exact sums and busbw, then dltrain check's sweep.
 phase_nccl() {
-  local bus
   ranks_launch "$RANKS"
   echo "device: NCCL $(ver_text "$MACHINE_NCCL") (the machine's), $RANKS ranks through ${LAUNCH_K[*]}"
   nccl_pair "$RANKS-gpus" "${LAUNCH_K[@]}" && TRAIN_LAUNCH=("${LAUNCH_K[@]}") && TRAIN_NCCL="$RANKS GPUs"
-  if tm "${LAUNCH_K[@]}" "$DLT" check --backend cuda --gemm-size 1024 --max-bytes 256M --no-isolate --min-fraction 0 --json >"$W/check-n.log" 2>&1 &&
-     bus=$(sed -n 's/^\(\[rank 0\] \)\{0,1\}\({"verdict".*\)/\2/p' "$W/check-n.log" | python3 -c 'import json, sys
-d = json.loads(sys.stdin.readline())
-assert d["ranks"] == int(sys.argv[1]) and all(p["wrong"] == 0 for p in d["allreduce"])
-print(" ".join("%s:%s" % (p.get("bytes"), p["busbw_gbs"]) for p in d["allreduce"][-3:]))' "$RANKS"); then
-    ok "dltrain check on $RANKS ranks: all-reduce sums exact at every size; busbw at the largest sizes (bytes:GB/s) $bus"
-  else bad "dltrain check on $RANKS ranks"; tail -5 "$W/check-n.log"; fi
+  allreduce_sweep check-n "$RANKS" 256M "${LAUNCH_K[@]}"
 }
 # scaling: weak scaling in fp16, 256 images per rank, CUDA graph, at 1, 2, 4 ... N ranks; each
 # run's images/s per rank against the one-rank run's (its --metrics file as --baseline).

@@ -20,16 +20,6 @@ static const char *const g_keys[DLT_OPC_COUNT] = {
     "fc",       "loss",          "input",           "sgd",        "copy",
 };
 
-const char *dlt_op_class_name(dlt_op_class k)
-{
-    return (unsigned)k < DLT_OPC_COUNT ? g_names[k] : "?";
-}
-
-const char *dlt_op_class_key(dlt_op_class k)
-{
-    return (unsigned)k < DLT_OPC_COUNT ? g_keys[k] : "?";
-}
-
 /* The profile whose table be->ops is (while attached, be->ops == &p->ops). */
 static dlt_op_profile *_of(dlt_backend *be)
 {

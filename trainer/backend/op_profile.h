@@ -44,19 +44,16 @@ typedef struct {
     double step_ms; /* first mark to last, summed */
 } dlt_op_profile;
 
-const char *dlt_op_class_name(dlt_op_class k);
-/* The JSON key of class k ("conv_fwd" ...). */
-const char *dlt_op_class_key(dlt_op_class k);
-
 /* Wraps be's ops table (be->ops points to p->ops until detach). */
 void dlt_op_profile_attach(dlt_op_profile *p, dlt_backend *be);
 void dlt_op_profile_detach(dlt_op_profile *p);
 /* A step starts: its first mark. */
 int dlt_op_profile_step_begin(dlt_op_profile *p);
-/* The step's one wait has returned: its last mark, then every pair read into the sums. */
+/* After the step's calls: its last mark, then (on a GPU, once that mark has passed) every pair read
+ * into the sums. */
 int dlt_op_profile_step_end(dlt_op_profile *p);
 
-/* The table (text) or the JSON object's members ("op_ms": {...}, ...) of the steps read: per
+/* The table (text) or the JSON member "profile": {...} of the steps read: per
  * class the milliseconds per step, the share of the step and the calls per step; "other" is the
  * step's time outside the timed calls (waits for the all-reduce, host gaps between launches). */
 void dlt_op_profile_print(const dlt_op_profile *p, FILE *f, const char *timeline);

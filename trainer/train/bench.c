@@ -17,9 +17,6 @@
 #include "trainer/train/step_verbs.h"
 #include "trainer/train/trainer.h"
 
-/* Images/s of training steps (or forward passes). Without feed, one batch is loaded once; with
- * feed, every step takes a new batch through the training's input path: read (decoded from --data,
- * or generated) into the backend's host memory, its copy queued while the step before runs. */
 /* One step of the benchmark (i counts from 0 over warm-up and timed steps alike). */
 static int _bench_step(dlt_run *r, const dlt_bench_config *b, dlt_step_state *st, int i, int n, int64_t spe)
 {
@@ -33,7 +30,7 @@ static int _bench_step(dlt_run *r, const dlt_bench_config *b, dlt_step_state *st
             return dlt_fail_prefix(r->err, rc, "forward");
         if (b->feed && next < n)
             dlt_run_prefetch(r, next / spe, next % spe);
-        if ((b->feed || b->profile) && (rc = r->be->ops->sync(r->be)) != 0)
+        if (b->feed && (rc = r->be->ops->sync(r->be)) != 0)
             return dlt_fail_prefix(r->err, rc, "device");
         if (b->feed)
             dlt_run_release_batches(r);
