@@ -190,6 +190,18 @@ static void _conv(ctx *c, int n, int h, int w, int ch, int k, int r, int stride,
         _cmp(c, name, gdx, dx, xn, 1, _mm_tol(c, (long)k * r * r));
     snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-weights (KRSC)", r, r, stride, ch, k);
     _cmp(c, name, gdw, dw, wn, 0, _mm_tol(c, (long)n * s.oh * s.ow));
+    if (ch != 3 && c->gpu->ops->conv_bwd_data_add) {
+        /* A residual join added in place (cuDNN's beta = 1) onto a gradient already there: the
+         * CPU's data gradient plus that gradient, its own bound widened by the addend's rounding. */
+        float *prior = _rand(c, xn, 1), *sum = _zeros(xn);
+        for (size_t i = 0; i < xn; i++)
+            sum[i] = dx[i] + prior[i];
+        GPU_OK(c, c->gpu->ops->act_from_float(c->gpu, gdx, prior, xn));
+        GPU_OK(c, c->gpu->ops->conv_bwd_data_add(c->gpu, go, gdy, gdx));
+        snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-data added (beta 1)", r, r, stride, ch, k);
+        _cmp(c, name, gdx, sum, xn, 1, _mm_tol(c, (long)k * r * r) + c->tol);
+        free(prior), free(sum);
+    }
 
     /* One optimizer step with the CPU's gradient on both sides, then the forward again. */
     GPU_OK(c, c->gpu->ops->upload(c->gpu, gdw, dw, wn * sizeof(float)));
@@ -267,6 +279,31 @@ static void _batchnorm(ctx *c)
     GPU_OK(c, c->gpu->ops->bn_stats_update(c->gpu, grm, grv, gm, gv, 64, 0.1f, 1.01f));
     _cmp(c, "batchnorm running mean update", grm, rm, 64, 0, 1e-6);
     _cmp(c, "batchnorm running var update", grv, rv, 64, 0, 1e-6);
+    if (c->gpu->ops->bn_bind_running) {
+        /* Running statistics inside cuDNN's forward (bn_bind_running, momentum 0.1): against the
+         * CPU's bn_stats_update with the CPU's batch statistics and PyTorch's unbias m/(m-1),
+         * m = 8*7*7 = 392, after a plain and then a fused (BN + add + ReLU) forward. The bound is
+         * the batch statistics' own (a tenth of each enters). */
+        const float unbias = 392.f / 391.f;
+        dlt_op *bo = NULL;
+        GPU_OK(c, c->gpu->ops->bn_plan(c->gpu, &s, 1e-5f, &bo));
+        GPU_OK(c, c->gpu->ops->upload(c->gpu, grm, rm, 64 * 4));
+        GPU_OK(c, c->gpu->ops->upload(c->gpu, grv, rv, 64 * 4));
+        GPU_OK(c, c->gpu->ops->bn_bind_running(c->gpu, bo, grm, grv, 0.1f));
+        CPU_OK(c, c->cpu->ops->bn_fwd_train(c->cpu, co, x, g, b, y, m, v));
+        CPU_OK(c, c->cpu->ops->bn_stats_update(c->cpu, rm, rv, m, v, 64, 0.1f, unbias));
+        GPU_OK(c, c->gpu->ops->bn_fwd_train(c->gpu, bo, gx, gg, gb, gy, NULL, NULL));
+        _cmp(c, "batchnorm fwd with running stats: y", gy, y, n, 1, tol);
+        _cmp(c, "running mean inside cuDNN's forward", grm, rm, 64, 0, tol);
+        _cmp(c, "running var inside cuDNN's forward", grv, rv, 64, 0, tol);
+        if (c->gpu->ops->bn_fwd_train_relu) {
+            CPU_OK(c, c->cpu->ops->bn_stats_update(c->cpu, rm, rv, m, v, 64, 0.1f, unbias));
+            GPU_OK(c, c->gpu->ops->bn_fwd_train_relu(c->gpu, bo, gx, gz, gg, gb, gy, NULL, NULL));
+            _cmp(c, "running mean inside fused bn+add+relu", grm, rm, 64, 0, tol);
+            _cmp(c, "running var inside fused bn+add+relu", grv, rv, 64, 0, tol);
+        }
+        c->gpu->ops->op_destroy(c->gpu, bo);
+    }
     c->cpu->ops->op_destroy(c->cpu, co);
     c->gpu->ops->op_destroy(c->gpu, go);
     free(x), free(z), free(dy), free(g), free(b), free(y), free(dx), free(dg), free(db), free(m), free(v), free(yi),

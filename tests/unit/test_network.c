@@ -2,9 +2,11 @@
 /* The whole network's backward against central finite differences of its forward loss, on a
  * small ResNet-18 and a small bottleneck ResNet-50 (every layer kind, residual adds, downsample):
  * once along the whole gradient, then entry by entry in every parameter tensor, so a backward that
- * drops or mis-scales one layer's gradient fails here without PyTorch. */
+ * drops or mis-scales one layer's gradient fails here without PyTorch. Then the network's routing
+ * of the two optional in-place ops of the CUDA backend, emulated on the CPU (test_inplace_ops). */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -344,12 +346,187 @@ static void test_bn_state_verbs(void **state)
     be->ops->destroy(be);
 }
 
+/* The network's use of the two optional in-place ops (conv_bwd_data_add, bn_bind_running), which
+ * only the CUDA backend has: here a CPU backend is given both, each built from the CPU's own ops
+ * exactly as the network would otherwise call them (data gradient into a temporary, then
+ * accumulate; the forward, then bn_stats_update with PyTorch's unbias), so a network that routes
+ * them right gives the same bits as the plain one. It must: call conv_bwd_data_add at every
+ * residual join (16 in a ResNet-50: one per block) and nowhere else, bind every BN layer's own
+ * running statistics, and skip its own bn_stats_update. */
+#define EMU_MAX_BN 64
+static struct {
+    const dlt_backend_ops *real;
+    dlt_backend_ops ops;
+    struct {
+        dlt_op *op;
+        dlt_act_shape s;
+        float *rm, *rv, mom;
+    } bn[EMU_MAX_BN];
+    int nbn, add_calls, bind_calls, stats_calls, accumulate_calls;
+    float *tmp;
+} emu;
+
+static int _emu_bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op **op)
+{
+    int rc = emu.real->bn_plan(be, s, eps, op);
+    if (rc == 0 && emu.nbn < EMU_MAX_BN) {
+        emu.bn[emu.nbn].op = *op;
+        emu.bn[emu.nbn++].s = *s;
+    }
+    return rc;
+}
+
+static int _emu_bind(dlt_backend *be, dlt_op *op, float *rm, float *rv, float mom)
+{
+    (void)be;
+    emu.bind_calls++;
+    for (int i = 0; i < emu.nbn; i++)
+        if (emu.bn[i].op == op) {
+            emu.bn[i].rm = rm, emu.bn[i].rv = rv, emu.bn[i].mom = mom;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+static int _emu_bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *g, const float *b, float *y,
+                             float *m, float *v)
+{
+    int rc = emu.real->bn_fwd_train(be, op, x, g, b, y, m, v);
+    for (int i = 0; i < emu.nbn && rc == 0; i++)
+        if (emu.bn[i].op == op) {
+            const dlt_act_shape *s = &emu.bn[i].s;
+            double count = (double)s->n * s->h * s->w;
+            if (!emu.bn[i].rm)
+                return -EPROTO; /* a BN forward whose statistics were never bound */
+            return emu.real->bn_stats_update(be, emu.bn[i].rm, emu.bn[i].rv, m, v, s->c, emu.bn[i].mom,
+                                             (float)(count / (count - 1)));
+        }
+    return rc;
+}
+
+static int _emu_stats(dlt_backend *be, float *rm, float *rv, const float *m, const float *v, int c, float mom,
+                      float unbias)
+{
+    emu.stats_calls++;
+    return emu.real->bn_stats_update(be, rm, rv, m, v, c, mom, unbias);
+}
+
+static int _emu_accumulate(dlt_backend *be, float *d, const float *s, size_t n)
+{
+    emu.accumulate_calls++;
+    return emu.real->accumulate(be, d, s, n);
+}
+
+/* dx += the data gradient: into a temporary, then the CPU's accumulate over the op's input size. */
+static dlt_net *g_emu_net;
+static int _emu_add(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    const dlt_model *m = &g_emu_net->model;
+    size_t n = 0;
+    int rc;
+    emu.add_calls++;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].op == op)
+            n = m->tensors[m->layers[i].in].size;
+    if (!n)
+        return -EPROTO;
+    if ((rc = emu.real->conv_bwd_data(be, op, dy, emu.tmp)) != 0)
+        return rc;
+    return emu.real->accumulate(be, dx, emu.tmp, n);
+}
+
+/* One training forward and backward of a small ResNet-50 from seed 7 on one batch: the gradients
+ * (host layout) and the running statistics. emulate: the optional ops given as above. */
+static void _inplace_run(int emulate, float *grads, float *stats)
+{
+    dlt_backend *be;
+    dlt_net net;
+    dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = 5, .batch = 4};
+    dlt_synthetic syn;
+    uint8_t img[4 * 32 * 32 * 3];
+    int32_t labels[4];
+    dlt_err e = DLT_ERR_INIT;
+    const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
+    assert_int_equal(dlt_model_parse_arch("resnet50", &cfg, dlt_err_fresh(&e)), 0);
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&e)), 0);
+    memset(&emu, 0, sizeof(emu));
+    emu.real = be->ops;
+    emu.ops = *be->ops;
+    emu.ops.bn_stats_update = _emu_stats;
+    emu.ops.accumulate = _emu_accumulate;
+    if (emulate) {
+        assert_null(be->ops->conv_bwd_data_add); /* the CPU has neither: what this test stands in for */
+        assert_null(be->ops->bn_bind_running);
+        emu.ops.bn_plan = _emu_bn_plan;
+        emu.ops.bn_bind_running = _emu_bind;
+        emu.ops.bn_fwd_train = _emu_bn_fwd_train;
+        emu.ops.conv_bwd_data_add = _emu_add;
+    }
+    be->ops = &emu.ops;
+    assert_int_equal(dlt_net_create(&net, &cfg, be, dlt_err_fresh(&e)), 0);
+    g_emu_net = &net;
+    {
+        size_t most = 0;
+        for (int t = 0; t < net.model.ntensors; t++)
+            most = net.model.tensors[t].size > most ? net.model.tensors[t].size : most;
+        assert_non_null(emu.tmp = be->ops->alloc(be, most * sizeof(float)));
+    }
+    dlt_net_init_params(&net, 7, 0);
+    assert_int_equal(dlt_net_upload(&net), 0);
+    assert_int_equal(dlt_synthetic_init(&syn, 32, 5, 16, 3, 3, 1, 0, 1), 0);
+    assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 4, img, labels), 0);
+    assert_int_equal(be->ops->input_stage(be, img, 4 * 32 * 32), 0);
+    assert_int_equal(be->ops->normalize_input(be, dlt_net_input(&net), 4 * 32 * 32, mean, inv), 0);
+    (void)_loss(&net, labels);
+    assert_int_equal(dlt_net_backward(&net, NULL), 0);
+    assert_int_equal(dlt_net_grads_to_host(&net, grads), 0);
+    memcpy(stats, net.d_stats, net.model.nstats * sizeof(float)); /* host memory on the CPU */
+    if (emulate) {
+        assert_int_equal(emu.bind_calls, net.model.nbn);
+        assert_int_equal(emu.stats_calls, 0);
+        assert_int_equal(emu.add_calls, 16);
+    } else {
+        assert_int_equal(emu.stats_calls, net.model.nbn);
+        assert_int_equal(emu.add_calls, 0);
+    }
+    be->ops->release(be, emu.tmp);
+    dlt_net_destroy(&net);
+    be->ops = emu.real;
+    be->ops->destroy(be);
+}
+
+static void test_inplace_ops(void **state)
+{
+    dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = 5, .batch = 4};
+    dlt_model m;
+    dlt_err e = DLT_ERR_INIT;
+    float *g[2], *st[2];
+    int acc[2];
+    (void)state;
+    assert_int_equal(dlt_model_parse_arch("resnet50", &cfg, dlt_err_fresh(&e)), 0);
+    assert_int_equal(dlt_model_build(&m, &cfg, dlt_err_fresh(&e)), 0);
+    for (int k = 0; k < 2; k++) {
+        g[k] = calloc(m.nparams, sizeof(float));
+        st[k] = calloc(m.nstats, sizeof(float));
+        assert_true(g[k] && st[k]);
+        _inplace_run(k, g[k], st[k]);
+        acc[k] = emu.accumulate_calls;
+    }
+    assert_memory_equal(g[0], g[1], m.nparams * sizeof(float));
+    assert_memory_equal(st[0], st[1], m.nstats * sizeof(float));
+    assert_int_equal(acc[0] - acc[1], 16); /* the joins' accumulates, now inside the op */
+    for (int k = 0; k < 2; k++)
+        free(g[k]), free(st[k]);
+    dlt_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet18_gradients),
         cmocka_unit_test(test_resnet50_gradients),
         cmocka_unit_test(test_bn_state_verbs),
+        cmocka_unit_test(test_inplace_ops),
     };
     /* Small tensors, thousands of forwards: one thread each is faster than waking a team for
      * every layer (and the machine running the suite is shared). */

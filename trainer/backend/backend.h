@@ -116,6 +116,10 @@ typedef struct {
     int (*conv_fwd)(dlt_backend *be, dlt_op *op, const float *x, float *y);
     int (*conv_bwd_data)(dlt_backend *be, dlt_op *op, const float *dy, float *dx);
     int (*conv_bwd_weights)(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw_krsc);
+    /* Optional (NULL: the network runs conv_bwd_data into a scratch buffer, then accumulate):
+     * dx += the data gradient, in one call, where dx already holds a gradient (a residual join:
+     * 16 in a ResNet-50 backward). cuDNN's blend, beta = 1. */
+    int (*conv_bwd_data_add)(dlt_backend *be, dlt_op *op, const float *dy, float *dx);
 
     /* Batch normalization over n*h*w per channel. Training writes the batch mean and biased
      * variance; the caller keeps the running statistics. */
@@ -130,6 +134,14 @@ typedef struct {
     /* Running statistics as PyTorch keeps them: r = (1-m) r + m batch (variance times unbias). */
     int (*bn_stats_update)(dlt_backend *be, float *run_mean, float *run_var, const float *mean, const float *var, int c,
                            float momentum, float unbias);
+    /* Optional (NULL: the network calls bn_stats_update after each training forward). Called once
+     * per BN op, after bn_plan: from then on every training forward of op (bn_fwd_train,
+     * bn_fwd_train_relu) also updates the running statistics at run_mean and run_var (c floats
+     * each, backend memory that stays put for op's life) in the same call, as bn_stats_update would
+     * with this momentum and an unbias of m / (m - 1), m = n*h*w. Those forwards may then leave
+     * their mean and var outputs unwritten: only a backend whose bn_bwd does not read them offers
+     * this (cuDNN: its own saved statistics serve the backward). */
+    int (*bn_bind_running)(dlt_backend *be, dlt_op *op, float *run_mean, float *run_var, float momentum);
 
     /* Optional (NULL: the network runs bn_fwd_train + add_relu and relu_bwd + bn_bwd): training
      * forward y = relu(bn(x) + z) (z may be NULL) in one pass, and its backward from y, which

@@ -468,7 +468,8 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
     return 0;
 }
 
-static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+/* dx = beta dx + the data gradient (beta 0 or 1: cuDNN's blend, in the convolution's own epilogue). */
+static int _conv_bwd_data_blend(dlt_backend *be, dlt_op *op, const float *dy, float *dx, const float *beta)
 {
     cuda_backend *c = _cu(be);
     int rc;
@@ -485,8 +486,18 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
         return rc;
     CONV_RUN(be, op, DIR_DATA,
              cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,
-                                          op->algo->bwd_data, c->ws, c->ws_size, &g_zero, op->xd, dx));
+                                          op->algo->bwd_data, c->ws, c->ws_size, beta, op->xd, dx));
     return 0;
+}
+
+static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    return _conv_bwd_data_blend(be, op, dy, dx, &g_zero);
+}
+
+static int _conv_bwd_data_add(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
+{
+    return _conv_bwd_data_blend(be, op, dy, dx, &g_one);
 }
 
 /* dw is KRSC float like the weights: cuDNN writes it directly in fp32/tf32; otherwise it writes
@@ -521,5 +532,6 @@ void dlt_cu_conv_ops(dlt_backend_ops *ops)
     ops->conv_bind_weights = _conv_bind_weights;
     ops->conv_fwd = _conv_fwd;
     ops->conv_bwd_data = _conv_bwd_data;
+    ops->conv_bwd_data_add = _conv_bwd_data_add;
     ops->conv_bwd_weights = _conv_bwd_weights;
 }

@@ -182,11 +182,11 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
     if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&z, bytes) != cudaSuccess ||
         cudaMalloc(&y, bytes) != cudaSuccess || cudaMalloc(&dx, bytes) != cudaSuccess ||
         cudaMalloc(&dz, bytes) != cudaSuccess ||
-        cudaMalloc((void **)&p, 4 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&p, 6 * (size_t)s.c * sizeof(float)) != cudaSuccess ||
         (op->reserve_size && cudaMalloc(&reserve, op->reserve_size) != cudaSuccess) ||
         cudaMemsetAsync(x, 0, bytes, c->s) != cudaSuccess || cudaMemsetAsync(z, 0, bytes, c->s) != cudaSuccess ||
         cudaMemsetAsync(dz, 0, bytes, c->s) != cudaSuccess ||
-        cudaMemsetAsync(p, 0, 4 * (size_t)s.c * sizeof(float), c->s) != cudaSuccess) {
+        cudaMemsetAsync(p, 0, 6 * (size_t)s.c * sizeof(float), c->s) != cudaSuccess) {
         rc = dlt_cuda_fail(be->err, __FILE__, __LINE__, "batch-norm probe buffers",
                            cudaGetErrorString(cudaGetLastError()));
         goto out;
@@ -197,10 +197,11 @@ static int _bn_try(dlt_backend *be, dlt_op *op, cudnnBatchNormMode_t mode, int f
                                               : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
         int add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
         cudnnActivationDescriptor_t act = fused ? op->act : NULL;
+        /* With running statistics, as every training forward passes them (bn_bind_running). */
         *st = cudnnBatchNormalizationForwardTrainingEx(c->dnn, mode, ops, &g_one, &g_zero, op->xd, x,
                                                        add ? op->xd : NULL, add ? z : NULL, op->xd, y, op->pd, p,
-                                                       p + s.c, 0.0, NULL, NULL, op->eps, op->save_mean, op->save_inv,
-                                                       act, c->ws, c->ws_size, reserve, op->reserve_size);
+                                                       p + s.c, 0.1, p + 4 * s.c, p + 5 * s.c, op->eps, op->save_mean,
+                                                       op->save_inv, act, c->ws, c->ws_size, reserve, op->reserve_size);
         if (dlt_cudnn_ok(*st))
             *st = cudnnBatchNormalizationBackwardEx(
                 c->dnn, mode, ops, &g_one, &g_zero, &g_one, &g_zero, op->xd, x, fused ? op->xd : NULL, fused ? y : NULL,
@@ -326,17 +327,39 @@ static int _bn_report(dlt_backend *be, dlt_op *op, float *mean, float *var)
     return 0;
 }
 
+/* The running statistics live in the network's buffer; cuDNN updates them inside the forward
+ * (exponentialAverageFactor = PyTorch's momentum, the variance unbiased by m/(m-1): PyTorch hands
+ * its running_var to cuDNN the same way, aten/src/ATen/native/cudnn/BatchNorm.cpp), instead of two
+ * kernels per layer after it (the saved statistics' conversion and bn_stats_update: 106 launches a
+ * ResNet-50 step). cuda_ops_check compares the result with the CPU's bn_stats_update. */
+static int _bn_bind_running(dlt_backend *be, dlt_op *op, float *run_mean, float *run_var, float momentum)
+{
+    if (!run_mean || !run_var || !(momentum >= 0.f && momentum <= 1.f))
+        return dlt_fail(be->err, -EINVAL, "batch-norm running statistics: no buffer, or momentum %g outside [0, 1]",
+                        (double)momentum);
+    op->run_mean = run_mean;
+    op->run_var = run_var;
+    op->run_factor = momentum;
+    return 0;
+}
+
+/* After a training forward: the batch statistics for the caller where it keeps the running ones
+ * itself (none bound); else nothing, as bn_bwd reads cuDNN's own saved statistics. */
+static int _bn_after_forward(dlt_backend *be, dlt_op *op, float *mean, float *var)
+{
+    return op->run_mean ? 0 : _bn_report(be, op, mean, var);
+}
+
 static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta, float *y,
                          float *mean, float *var)
 {
     cuda_backend *c = _cu(be);
-    /* Running statistics are the network's business (bn_stats_update): cuDNN keeps none here. */
-    DLT_TRY(be->err,
-            DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardTrainingEx(
-                                         c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, op->xd, x, NULL,
-                                         NULL, op->xd, y, op->pd, gamma, beta, 0.0, NULL, NULL, op->eps, op->save_mean,
-                                         op->save_inv, NULL, c->ws, c->ws_size, op->reserve, op->reserve_size)));
-    return _bn_report(be, op, mean, var);
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardTrainingEx(
+                                                  c->dnn, op->bn_mode, CUDNN_BATCHNORM_OPS_BN, &g_one, &g_zero, op->xd,
+                                                  x, NULL, NULL, op->xd, y, op->pd, gamma, beta, op->run_factor,
+                                                  op->run_mean, op->run_var, op->eps, op->save_mean, op->save_inv, NULL,
+                                                  c->ws, c->ws_size, op->reserve, op->reserve_size)));
+    return _bn_after_forward(be, op, mean, var);
 }
 
 static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta,
@@ -377,12 +400,12 @@ static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const
         DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_add_relu(y, z, c->dt, _bn_count(op), (dlt_stream)c->s)));
         return 0;
     }
-    DLT_TRY(be->err,
-            DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardTrainingEx(
-                                         c->dnn, op->bn_mode, ops, &g_one, &g_zero, op->xd, x, z ? op->xd : NULL, z,
-                                         op->xd, y, op->pd, gamma, beta, 0.0, NULL, NULL, op->eps, op->save_mean,
-                                         op->save_inv, op->act, c->ws, c->ws_size, op->reserve, op->reserve_size)));
-    return _bn_report(be, op, mean, var);
+    DLT_TRY(be->err, DLT_CUDNN_CHECK(be->err, cudnnBatchNormalizationForwardTrainingEx(
+                                                  c->dnn, op->bn_mode, ops, &g_one, &g_zero, op->xd, x,
+                                                  z ? op->xd : NULL, z, op->xd, y, op->pd, gamma, beta, op->run_factor,
+                                                  op->run_mean, op->run_var, op->eps, op->save_mean, op->save_inv,
+                                                  op->act, c->ws, c->ws_size, op->reserve, op->reserve_size)));
+    return _bn_after_forward(be, op, mean, var);
 }
 
 static int _bn_bwd_relu(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy,
@@ -647,6 +670,7 @@ static const dlt_backend_ops g_cuda_ops = {
     .bn_fwd_infer = _bn_fwd_infer,
     .bn_bwd = _bn_bwd,
     .bn_stats_update = _bn_stats_update,
+    .bn_bind_running = _bn_bind_running,
     .maxpool_plan = _maxpool_plan,
     .maxpool_fwd = _maxpool_fwd,
     .maxpool_bwd = _maxpool_bwd,

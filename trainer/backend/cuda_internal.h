@@ -153,6 +153,8 @@ struct dlt_op {
     int bn_fused;
     void *reserve;
     size_t reserve_size;
+    float *run_mean, *run_var; /* bn_bind_running's: cuDNN updates them in the forward (NULL: none) */
+    double run_factor;         /* its momentum, cuDNN's exponentialAverageFactor */
     /* pool */
     cudnnPoolingDescriptor_t pool;
     const void *px, *py;

@@ -75,6 +75,8 @@ static int _close(dlt_op_profile *p, int s, int rc)
 TIMED(conv_fwd, DLT_OPC_CONV_FWD, (dlt_backend * be, dlt_op *op, const float *x, float *y), (be, op, x, y))
 TIMED(conv_bwd_data, DLT_OPC_CONV_BWD_DATA, (dlt_backend * be, dlt_op *op, const float *dy, float *dx),
       (be, op, dy, dx))
+TIMED(conv_bwd_data_add, DLT_OPC_CONV_BWD_DATA, (dlt_backend * be, dlt_op *op, const float *dy, float *dx),
+      (be, op, dy, dx))
 TIMED(conv_bwd_weights, DLT_OPC_CONV_BWD_FILTER,
       (dlt_backend * be, dlt_op *op, const float *x, const float *dy, float *dw), (be, op, x, dy, dw))
 TIMED(bn_fwd_train, DLT_OPC_BN,
@@ -145,6 +147,7 @@ void dlt_op_profile_attach(dlt_op_profile *p, dlt_backend *be)
     p->ops.name = _t_##name
     WRAP(conv_fwd);
     WRAP(conv_bwd_data);
+    WRAP(conv_bwd_data_add);
     WRAP(conv_bwd_weights);
     WRAP(bn_fwd_train);
     WRAP(bn_fwd_infer);

@@ -120,6 +120,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, d
     if (be->ops->bn_bwd_relu && !(net->scratch2 = _balloc(be, maxt * as)))
         goto oom;
     DLT_TRY_GOTO(be->err, rc, _plan_optimizer(net), fail, "planning the optimizer");
+    net->bn_running_bound = be->ops->bn_bind_running != NULL; /* every BN layer's, or none */
     for (int i = 0; i < m->nlayers; i++) {
         dlt_layer *l = &m->layers[i];
         dlt_act_shape ash = {l->cs.n, l->cs.c, l->cs.h, l->cs.w};
@@ -127,8 +128,10 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, d
         dlt_crash_context("planning layer %s", l->name); /* crash_report.h: oneDNN may fault, short of memory */
         if (l->kind == DLT_LAYER_CONV && (rc = be->ops->conv_plan(be, &l->cs, &l->op)) == 0)
             rc = be->ops->conv_bind_weights(be, l->op, net->d_params + l->w_off);
-        else if (l->kind == DLT_LAYER_BN)
-            rc = be->ops->bn_plan(be, &ash, net->bn_eps, &l->op);
+        else if (l->kind == DLT_LAYER_BN && (rc = be->ops->bn_plan(be, &ash, net->bn_eps, &l->op)) == 0 &&
+                 net->bn_running_bound)
+            rc = be->ops->bn_bind_running(be, l->op, net->d_stats + l->stat_off, net->d_stats + l->stat_off + l->cs.c,
+                                          net->bn_momentum);
         else if (l->kind == DLT_LAYER_MAXPOOL)
             rc = be->ops->maxpool_plan(be, &ash, l->cs.r, l->cs.stride, l->cs.pad, &l->op);
         if (rc != 0) {
@@ -391,7 +394,7 @@ int dlt_net_forward(dlt_net *net, int training)
                 } else {
                     rc = o->bn_fwd_train(be, l->op, x, g, bta, y, bm, bv);
                 }
-                if (rc == 0)
+                if (rc == 0 && !net->bn_running_bound) /* else the forward did it */
                     rc = o->bn_stats_update(be, rm, rv, bm, bv, l->cs.c, net->bn_momentum, unbias);
                 net->bn_batches[bn_i]++;
             } else {
@@ -507,9 +510,13 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
         case DLT_LAYER_CONV:
             rc = o->conv_bwd_weights(be, l->op, x, dy, net->grads + l->w_off);
             acc = 0;
-            if (rc == 0 && l->in != m->input_tensor) { /* no gradient wanted for the images */
-                acc = _route(net, l->in, &dx);
-                rc = o->conv_bwd_data(be, l->op, dy, dx);
+            if (rc == 0 && l->in != m->input_tensor) {               /* no gradient wanted for the images */
+                if (o->conv_bwd_data_add && net->dact_live[l->in]) { /* a residual join, added in place */
+                    rc = o->conv_bwd_data_add(be, l->op, dy, net->dact[l->in]);
+                } else {
+                    acc = _route(net, l->in, &dx);
+                    rc = o->conv_bwd_data(be, l->op, dy, dx);
+                }
             }
             break;
         default: acc = 0; dx = NULL;

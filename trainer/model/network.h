@@ -34,6 +34,7 @@ typedef struct {
     size_t *grad_ready_lo;         /* per layer: backward done down to it, gradients >= this are final */
     size_t act_bytes;
     float bn_momentum, bn_eps;
+    int bn_running_bound; /* the backend's BN forwards update the running statistics (bn_bind_running) */
 } dlt_net;
 
 int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err);
