@@ -37,6 +37,11 @@ typedef struct {
      * tree: cpu_onednn.c creates the backend and takes cpu_loops.c's entries), and called directly,
      * not through the ops table, so a step makes exactly the table calls it counts. */
     int (*refresh_bound)(dlt_backend *be);
+    /* Two staging buffers for the convolutions that run in oneDNN's blocked activation layout
+     * (cpu_onednn.c, staged_arg): each call reorders its NHWC inputs in and its outputs out, so
+     * only one call's copies exist at a time; sized for the largest at planning. */
+    void *stage[2];
+    size_t stage_size[2];
 } cpu_backend;
 
 static inline cpu_backend *_cpu(dlt_backend *be)
