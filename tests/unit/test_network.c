@@ -281,16 +281,26 @@ static size_t _bn_state(dlt_net *net, float *stats, int64_t *counts)
     return nf;
 }
 
+/* The small nets' batch: 4 synthetic 32x32 images of 5 classes, normalised into the input tensor. */
+static void _small_batch(dlt_net *net, int32_t labels[4])
+{
+    dlt_synthetic syn;
+    uint8_t img[4 * 32 * 32 * 3];
+    const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
+    assert_int_equal(dlt_synthetic_init(&syn, 32, 5, 16, 3, 3, 1, 0, 1), 0);
+    assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 4, img, labels), 0);
+    assert_int_equal(net->be->ops->input_stage(net->be, img, 4 * 32 * 32), 0);
+    assert_int_equal(net->be->ops->normalize_input(net->be, dlt_net_input(net), 4 * 32 * 32, mean, inv), 0);
+    dlt_synthetic_free(&syn);
+}
+
 static void test_bn_state_verbs(void **state)
 {
     dlt_backend *be;
     dlt_net net;
     dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = 5, .batch = 4};
-    dlt_synthetic syn;
-    uint8_t img[4 * 32 * 32 * 3];
     int32_t labels[4];
     dlt_err e = DLT_ERR_INIT;
-    const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
     float *a, *b;
     int64_t ca[64], cb[64];
     size_t n;
@@ -303,10 +313,7 @@ static void test_bn_state_verbs(void **state)
     assert_true(nbn > 0 && nbn <= 64);
     dlt_net_init_params(&net, 7, 0);
     assert_int_equal(dlt_net_upload(&net), 0);
-    assert_int_equal(dlt_synthetic_init(&syn, 32, 5, 16, 3, 3, 1, 0, 1), 0);
-    assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 4, img, labels), 0);
-    assert_int_equal(be->ops->input_stage(be, img, 4 * 32 * 32), 0);
-    assert_int_equal(be->ops->normalize_input(be, dlt_net_input(&net), 4 * 32 * 32, mean, inv), 0);
+    _small_batch(&net, labels);
     a = calloc(net.model.nstats + 1, sizeof(float));
     b = calloc(net.model.nstats + 1, sizeof(float));
     assert_true(a && b);
@@ -341,7 +348,6 @@ static void test_bn_state_verbs(void **state)
         assert_int_equal(cb[i], ca[i] + 1);
     free(a);
     free(b);
-    dlt_synthetic_free(&syn);
     dlt_net_destroy(&net);
     be->ops->destroy(be);
 }
@@ -442,11 +448,8 @@ static void _inplace_run(int emulate, float *grads, float *stats)
     dlt_backend *be;
     dlt_net net;
     dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = 5, .batch = 4};
-    dlt_synthetic syn;
-    uint8_t img[4 * 32 * 32 * 3];
     int32_t labels[4];
     dlt_err e = DLT_ERR_INIT;
-    const float mean[3] = {128, 128, 128}, inv[3] = {1 / 64.f, 1 / 64.f, 1 / 64.f};
     assert_int_equal(dlt_model_parse_arch("resnet50", &cfg, dlt_err_fresh(&e)), 0);
     assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&e)), 0);
     memset(&emu, 0, sizeof(emu));
@@ -473,10 +476,7 @@ static void _inplace_run(int emulate, float *grads, float *stats)
     }
     dlt_net_init_params(&net, 7, 0);
     assert_int_equal(dlt_net_upload(&net), 0);
-    assert_int_equal(dlt_synthetic_init(&syn, 32, 5, 16, 3, 3, 1, 0, 1), 0);
-    assert_int_equal(dlt_synthetic_batch(&syn, 0, 0, 4, img, labels), 0);
-    assert_int_equal(be->ops->input_stage(be, img, 4 * 32 * 32), 0);
-    assert_int_equal(be->ops->normalize_input(be, dlt_net_input(&net), 4 * 32 * 32, mean, inv), 0);
+    _small_batch(&net, labels);
     (void)_loss(&net, labels);
     assert_int_equal(dlt_net_backward(&net, NULL), 0);
     assert_int_equal(dlt_net_grads_to_host(&net, grads), 0);
