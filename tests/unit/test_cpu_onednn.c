@@ -111,9 +111,11 @@ static const dlt_conv_shape g_conv_cases[] = {
     {1, 3, 15, 15, 4, 7, 7, 2, 3, 0, 0},
     {3, 32, 6, 6, 64, 1, 1, 1, 0, 0, 0},
     {2, 5, 8, 8, 7, 3, 3, 1, 0, 0, 0},
-    /* fp32: staged through oneDNN's blocked layout (3x3, channels in blocks of 8) */
+    /* 3x3, channels in blocks of 8, outputs of 56x56 or more: fp32 staged through oneDNN's blocked
+     * layout; then one below 56x56 (NHWC) */
+    {1, 16, 56, 56, 8, 3, 3, 1, 1, 0, 0},
+    {1, 8, 113, 113, 16, 3, 3, 2, 1, 0, 0},
     {2, 16, 9, 9, 32, 3, 3, 1, 1, 0, 0},
-    {3, 64, 7, 7, 24, 3, 3, 2, 1, 0, 0},
 };
 
 static void test_conv_fp32(void **state)

@@ -198,15 +198,17 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     const dnnl_memory_desc_t *w_fmt, *dw_fmt, *wb_fmt;
     int lp = be->precision == DLT_PREC_BF16;
     dnnl_data_type_t act = lp ? dnnl_bf16 : dnnl_f32;
-    /* fp32 convolutions wider than 1x1, channels in whole blocks of 8, run in the activation layout
-     * oneDNN picks for them (x_any, y_any: blocked), their NHWC activations reordered in and out
-     * through the staging buffers (6 reorders a step). Measured per shape on an AMD EPYC (AVX2, 2
-     * threads, batch 16, oneDNN 2.6): 3x3 64->64 at 56x56 forward 1.8x, backward data 1.4x,
-     * backward weights 4.1x faster than on NHWC; 128 at 28x28 1.45x, 1.29x, 1.47x; 256 at 14x14
-     * 1.22x, 1.23x, 1.15x; 512 at 7x7 1.18x, 1.17x, 1.09x; a reorder of the largest activation
-     * (56x56x64) takes 4.5 ms against 287 ms saved. 1x1 convolutions gain too little to pay for
-     * their reorders (64->256 at 56x56: 27.7 ms saved, 51 MB to reorder) and keep NHWC. */
-    int staged = !lp && (s->r > 1 || s->s > 1) && s->c % 8 == 0 && s->k % 8 == 0;
+    /* fp32 convolutions wider than 1x1, channels in whole blocks of 8, with outputs of at least
+     * 56x56 (ResNet-50's layer1 at 224x224) run in the activation layout oneDNN picks for them
+     * (x_any, y_any: blocked), their NHWC activations reordered in and out through the staging
+     * buffers (6 reorders a step). Measured on an AMD EPYC (AVX2, 2 threads, oneDNN 2.6), per shape
+     * at batch 16: 3x3 64->64 at 56x56 forward 1.8x, backward data 1.4x, backward weights 4.1x
+     * faster than on NHWC, a reorder of its activation 4.5 ms against 287 ms saved. Smaller outputs
+     * gain less per call than the reorders cost (they run at 0.5-2 GB/s there): every 3x3 layer
+     * staged made ResNet-50 at 112x112 slower (about 8%) and the half-width ResNet-18 at 32x32 10%
+     * slower, while at 224x224 it was 1.18x faster. 1x1 convolutions keep NHWC (64->256 at 56x56:
+     * 27.7 ms to gain, 51 MB to reorder). */
+    int staged = !lp && (s->r > 1 || s->s > 1) && s->c % 8 == 0 && s->k % 8 == 0 && s->oh * s->ow >= 56 * 56;
     dnnl_memory_desc_t x_any, y_any;
     dlt_op *op = calloc(1, sizeof(*op));
     int rc;
