@@ -45,9 +45,9 @@ struct dlt_op {
     /* bf16: which f32 buffers the low-precision copies were made from in this step (the forward's
      * x is still the same data in backward; backward-weights converts dy for backward-data). */
     const float *x_lp_from, *dy_lp_from;
-    /* fp32 3x3 convolutions run in the layout oneDNN picks for them (blocked: nChw8c with AVX2,
-     * nChw16c with AVX-512), their activations staged: fwd x in, y out; bwd-data dy in, dx out;
-     * bwd-weights x and dy in (_conv_plan's rule, measured there). */
+    /* fp32 convolutions wider than 1x1 with outputs of 56x56 or more run in the layout oneDNN
+     * picks for them (blocked: nChw8c with AVX2, nChw16c with AVX-512), their activations staged: fwd x in, y out;
+     * bwd-data dy in, dx out; bwd-weights x and dy in (_conv_plan's rule, measured there). */
     int staged;
     staged_arg f_x, f_y, d_dy, d_dx, w_x, w_dy;
     /* bn */
@@ -126,34 +126,19 @@ static int _stage_reserve(dlt_backend *be, int slot, size_t bytes)
     return 0;
 }
 
-static int _reorder(dlt_backend *be, dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to);
-
 /* a: the caller's NHWC `user` layout against the primitive's `prim`; in: the caller's buffer is read. */
 static int _stage_plan(dlt_backend *be, staged_arg *a, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim,
                        int slot, int in)
 {
     int rc;
     a->slot = slot;
-    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_create(&a->user, user, _cpu(be)->engine, DNNL_MEMORY_NONE)));
-    if (dnnl_memory_desc_equal(user, prim))
-        return 0;
-    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_create(&a->prim, prim, _cpu(be)->engine, DNNL_MEMORY_NONE)));
-    if ((rc = _stage_reserve(be, slot, dnnl_memory_desc_get_size(prim))) != 0)
+    if ((rc = _mem(be, &a->user, user, DNNL_MEMORY_NONE)) != 0 || dnnl_memory_desc_equal(user, prim))
+        return rc;
+    if ((rc = _mem(be, &a->prim, prim, DNNL_MEMORY_NONE)) != 0 ||
+        (rc = _stage_reserve(be, slot, dnnl_memory_desc_get_size(prim))) != 0)
         return rc;
     return in ? _reorder(be, &a->reorder, user, prim) : _reorder(be, &a->reorder, prim, user);
 }
-
-static void _stage_free(staged_arg *a)
-{
-    if (a->reorder)
-        dnnl_primitive_destroy(a->reorder);
-    if (a->user)
-        dnnl_memory_destroy(a->user);
-    if (a->prim)
-        dnnl_memory_destroy(a->prim);
-}
-
-static int _exec(dlt_backend *be, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args);
 
 /* The memory the primitive reads for the caller's input at src: the caller's own, or its copy
  * reordered into the staging buffer. */
@@ -257,17 +242,16 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
     dw_fmt = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_weights, wpd)));
     if (staged) {
-        dnnl_memory_desc_t x_user, y_user;
+        dnnl_memory_desc_t y_user; /* y_md became y_any; x_f32 is still the caller's NHWC */
         op->staged = 1;
-        if ((rc = _md(be, &x_user, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) ||
-            (rc = _md(be, &y_user, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
-            (rc = _stage_plan(be, &op->f_x, &x_user, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0), 0, 1)) ||
+        if ((rc = _md(be, &y_user, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
+            (rc = _stage_plan(be, &op->f_x, &x_f32, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0), 0, 1)) ||
             (rc = _stage_plan(be, &op->f_y, &y_user, dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0)) ||
             (rc = _stage_plan(be, &op->d_dy, &y_user, dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_dst_md, 0), 0,
                               1)) ||
-            (rc = _stage_plan(be, &op->d_dx, &x_user, dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_src_md, 0), 1,
+            (rc = _stage_plan(be, &op->d_dx, &x_f32, dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_src_md, 0), 1,
                               0)) ||
-            (rc = _stage_plan(be, &op->w_x, &x_user, dnnl_primitive_desc_query_md(wpd, dnnl_query_src_md, 0), 0, 1)) ||
+            (rc = _stage_plan(be, &op->w_x, &x_f32, dnnl_primitive_desc_query_md(wpd, dnnl_query_src_md, 0), 0, 1)) ||
             (rc = _stage_plan(be, &op->w_dy, &y_user, dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_dst_md, 0), 1,
                               1))) {
             dnnl_primitive_desc_destroy(fpd);
@@ -693,6 +677,13 @@ static void _free_prim(dnnl_primitive_t p)
 {
     if (p)
         dnnl_primitive_destroy(p);
+}
+
+static void _stage_free(staged_arg *a)
+{
+    _free_prim(a->reorder);
+    _free_mem(a->user);
+    _free_mem(a->prim);
 }
 
 static void _op_destroy(dlt_backend *be, dlt_op *op)
