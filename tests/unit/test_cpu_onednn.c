@@ -50,6 +50,23 @@ static double _rel_err(const float *got, const double *ref, size_t n)
     return num / den;
 }
 
+/* n activations of be's type (float, or bf16 under --precision bf16), poisoned with NaN. */
+static float *_act(dlt_backend *be, size_t n)
+{
+    float *nan = _poisoned(n), *a = malloc(n * be->act_size);
+    assert_int_equal(be->ops->act_from_float(be, a, nan, n), 0);
+    free(nan);
+    return a;
+}
+
+/* x in be's activation type. */
+static float *_to_act(dlt_backend *be, const float *x, size_t n)
+{
+    float *a = malloc(n * be->act_size);
+    assert_int_equal(be->ops->act_from_float(be, a, x, n), 0);
+    return a;
+}
+
 #define X(n, h, w, c, C, H, W) ((((size_t)(n) * (H) + (h)) * (W) + (w)) * (C) + (c))
 
 static void _conv_case(dlt_backend *be, dlt_conv_shape s, double tol)
@@ -91,9 +108,16 @@ static void _conv_case(dlt_backend *be, dlt_conv_shape s, double tol)
                                 rdw[wi] += (double)x[X(n, h, ww, c, s.c, s.h, s.w)] * dy[yi];
                             }
     assert_int_equal(be->ops->conv_bind_weights(be, op, w), 0);
-    assert_int_equal(be->ops->conv_fwd(be, op, x, y), 0);
-    assert_int_equal(be->ops->conv_bwd_weights(be, op, x, dy, dw), 0);
-    assert_int_equal(be->ops->conv_bwd_data(be, op, dy, dx), 0);
+    {
+        /* activations in the backend's type (bf16 ones rounded there), weights float */
+        float *ax = _to_act(be, x, xn), *ady = _to_act(be, dy, yn), *ay = _act(be, yn), *adx = _act(be, xn);
+        assert_int_equal(be->ops->conv_fwd(be, op, ax, ay), 0);
+        assert_int_equal(be->ops->conv_bwd_weights(be, op, ax, ady, dw), 0);
+        assert_int_equal(be->ops->conv_bwd_data(be, op, ady, adx), 0);
+        assert_int_equal(be->ops->act_to_float(be, y, ay, yn), 0);
+        assert_int_equal(be->ops->act_to_float(be, dx, adx, xn), 0);
+        free(ax), free(ady), free(ay), free(adx);
+    }
     if (_rel_err(y, ry, yn) > tol)
         fail_msg("%s forward: relative error %g > %g", msg, _rel_err(y, ry, yn), tol);
     if (_rel_err(dx, rdx, xn) > tol)
@@ -505,6 +529,249 @@ static void test_checksum(void **state)
     be->ops->destroy(be);
 }
 
+/* ---------------------------------------------------------------- bf16 activations */
+
+/* The nearest bfloat16 of f as a float, ties to even, from the two neighbours' distances in
+ * double: the reference for the backend's rounding, written another way. */
+static float _bf16_ref(float f)
+{
+    uint32_t u, lo_u, hi_u;
+    float lo, hi;
+    double dl, dh;
+    memcpy(&u, &f, 4);
+    if (isnan(f) || isinf(f))
+        return f;
+    lo_u = u & 0xffff0000u;
+    hi_u = lo_u + 0x10000u; /* away from zero; past the largest finite value: infinity */
+    memcpy(&lo, &lo_u, 4);
+    memcpy(&hi, &hi_u, 4);
+    dl = fabs((double)f - lo);
+    /* infinity counts as 2^128 there (IEEE 754's overflow: past the largest finite value plus half
+     * its unit in the last place, rounding gives infinity) */
+    dh = fabs((double)f - (isinf(hi) ? copysign(ldexp(1.0, 128), hi) : hi));
+    if (dl < dh || (dl == dh && !(lo_u & 0x10000u)))
+        return lo;
+    return hi;
+}
+
+/* The bf16 backend's values of x (rounded once into its type and widened back). */
+static float *_via_bf16(dlt_backend *h, const float *x, size_t n)
+{
+    float *a = _to_act(h, x, n), *back = malloc(n * sizeof(float));
+    assert_int_equal(h->ops->act_to_float(h, back, a, n), 0);
+    free(a);
+    return back;
+}
+
+/* max |got - ref| / max |ref| (both float); NaN in got fails. */
+static double _rel_err_ff(const float *got, const float *ref, size_t n)
+{
+    double num = 0, den = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]))
+            return INFINITY;
+        num = fmax(num, fabs((double)got[i] - ref[i]));
+        den = fmax(den, fabs((double)ref[i]));
+    }
+    return num / den;
+}
+
+static int _bf16_backend(dlt_backend **h)
+{
+    dlt_err err = DLT_ERR_INIT;
+    if (!dlt_backend_cpu_has_bf16())
+        return 0;
+    assert_int_equal(dlt_backend_cpu_create(h, DLT_PREC_BF16, dlt_err_fresh(&err)), 0);
+    assert_int_equal((int)(*h)->act_size, 2);
+    return 1;
+}
+
+/* act_from_float rounds to nearest even, keeps NaN a NaN and infinities infinite; act_to_float
+ * widens exactly. */
+static void test_bf16_rounding(void **state)
+{
+    dlt_backend *h;
+    const size_t n = 4096;
+    float *x = _rand(n, 3.f), *got;
+    uint32_t special[] = {
+        0x3f808000u, /* tie, even below: 1.0 */
+        0x3f818000u, /* tie, odd below: up */
+        0x3f808001u, 0x7f7fffffu /* rounds to infinity */, 0x7f800001u /* NaN whose carry would make infinity */,
+        0xff800000u, 0x00000001u /* denormal: to zero */,  0x80000000u};
+    (void)state;
+    if (!_bf16_backend(&h))
+        skip();
+    for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+        memcpy(&x[i], &special[i], 4);
+    x[100] = 1e30f, x[101] = -1e-30f;
+    got = _via_bf16(h, x, n);
+    for (size_t i = 0; i < n; i++) {
+        float r = _bf16_ref(x[i]);
+        if (isnan(x[i]))
+            assert_true(isnan(got[i]));
+        else if (memcmp(&got[i], &r, 4) != 0)
+            fail_msg("element %zu: %a rounded to %a, nearest-even bf16 is %a", i, (double)x[i], (double)got[i],
+                     (double)r);
+    }
+    free(x), free(got);
+    h->ops->destroy(h);
+}
+
+/* Every activation op of the bf16 backend against the fp32 backend on the same bf16-exact inputs:
+ * outputs within bf16's rounding (2^-8 relative to their scale, a few roundings deep), the
+ * float-side outputs (BN statistics, parameter gradients, the loss) within float rounding of
+ * fp32's, and the ops that only select (ReLU, its backward, max pooling forward) bit for bit. */
+static void test_bf16_ops(void **state)
+{
+    dlt_backend *f, *h;
+    dlt_err err = DLT_ERR_INIT;
+    dlt_op *bf, *bh, *pf, *ph;
+    const dlt_act_shape s = {2, 16, 7, 6};
+    const size_t n = (size_t)s.n * s.h * s.w * s.c, pn = (size_t)s.n * 4 * 3 * s.c, gn = (size_t)s.n * s.c;
+    const int fn = 3, fc = 16, fk = 10;
+    float *x, *dy, *g = _rand(s.c, 1.f), *b = _rand(s.c, 1.f), *ref, *got, *hx, *hdy;
+    float mf[16], vf[16], mh[16], vh[16], dgf[16], dbf[16], dgh[16], dbh[16];
+    (void)state;
+    if (!_bf16_backend(&h))
+        skip();
+    assert_int_equal(dlt_backend_cpu_create(&f, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
+    {
+        float *rx = _rand(n, 2.f), *rdy = _rand(n, 1.f);
+        x = _via_bf16(h, rx, n), dy = _via_bf16(h, rdy, n); /* inputs both backends hold exactly */
+        free(rx), free(rdy);
+    }
+    hx = _to_act(h, x, n), hdy = _to_act(h, dy, n);
+    ref = _poisoned(n), got = _poisoned(n);
+
+    /* batch norm, forward and backward */
+    {
+        float *hy = _act(h, n), *hdx = _act(h, n);
+        assert_int_equal(f->ops->bn_plan(f, &s, 1e-5f, &bf), 0);
+        assert_int_equal(h->ops->bn_plan(h, &s, 1e-5f, &bh), 0);
+        assert_int_equal(f->ops->bn_fwd_train(f, bf, x, g, b, ref, mf, vf), 0);
+        assert_int_equal(h->ops->bn_fwd_train(h, bh, hx, g, b, hy, mh, vh), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, n), 0);
+        assert_true(_rel_err_ff(got, ref, n) < 8e-3);
+        assert_true(_rel_err_ff(mh, mf, 16) < 1e-5 && _rel_err_ff(vh, vf, 16) < 1e-5);
+        assert_int_equal(f->ops->bn_bwd(f, bf, x, dy, g, b, mf, vf, ref, dgf, dbf), 0);
+        assert_int_equal(h->ops->bn_bwd(h, bh, hx, hdy, g, b, mh, vh, hdx, dgh, dbh), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hdx, n), 0);
+        assert_true(_rel_err_ff(got, ref, n) < 8e-3);
+        assert_true(_rel_err_ff(dgh, dgf, 16) < 1e-4 && _rel_err_ff(dbh, dbf, 16) < 1e-4);
+        f->ops->op_destroy(f, bf), h->ops->op_destroy(h, bh);
+        free(hy), free(hdx);
+    }
+    /* max pooling 3x3/2 pad 1: the same maxima, bit for bit; its backward sums overlapping windows */
+    {
+        float *hy = _act(h, pn), *hdx = _act(h, n), *hpd = _to_act(h, dy, pn);
+        assert_int_equal(f->ops->maxpool_plan(f, &s, 3, 2, 1, &pf), 0);
+        assert_int_equal(h->ops->maxpool_plan(h, &s, 3, 2, 1, &ph), 0);
+        assert_int_equal(f->ops->maxpool_fwd(f, pf, x, ref), 0);
+        assert_int_equal(h->ops->maxpool_fwd(h, ph, hx, hy), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, pn), 0);
+        assert_memory_equal(got, ref, pn * sizeof(float));
+        assert_int_equal(f->ops->maxpool_bwd(f, pf, dy, ref), 0);
+        assert_int_equal(h->ops->maxpool_bwd(h, ph, hpd, hdx), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hdx, n), 0);
+        assert_true(_rel_err_ff(got, ref, n) < 8e-3);
+        f->ops->op_destroy(f, pf), h->ops->op_destroy(h, ph);
+        free(hy), free(hdx), free(hpd);
+    }
+    /* element-wise: relu(y + add), relu alone and relu's backward select; accumulate rounds once */
+    {
+        float *fy = malloc(n * 4), *hy = _to_act(h, x, n), *hz = _act(h, n);
+        memcpy(fy, x, n * 4);
+        assert_int_equal(f->ops->add_relu(f, fy, dy, n), 0);
+        assert_int_equal(h->ops->add_relu(h, hy, hdy, n), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, n), 0);
+        for (size_t i = 0; i < n; i++)
+            assert_true(got[i] == _bf16_ref(fy[i]));
+        assert_int_equal(f->ops->relu_bwd(f, fy, dy, ref, n), 0);
+        assert_int_equal(h->ops->relu_bwd(h, hy, hdy, hz, n), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hz, n), 0);
+        assert_memory_equal(got, ref, n * 4);
+        memcpy(fy, x, n * 4);
+        free(hy), hy = _to_act(h, x, n);
+        assert_int_equal(f->ops->add_relu(f, fy, NULL, n), 0);
+        assert_int_equal(h->ops->add_relu(h, hy, NULL, n), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, n), 0);
+        assert_memory_equal(got, fy, n * 4);
+        memcpy(fy, x, n * 4);
+        free(hy), hy = _to_act(h, x, n);
+        assert_int_equal(f->ops->accumulate(f, fy, dy, n), 0);
+        assert_int_equal(h->ops->accumulate(h, hy, hdy, n), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, n), 0);
+        for (size_t i = 0; i < n; i++)
+            assert_true(got[i] == _bf16_ref(fy[i]));
+        free(fy), free(hy), free(hz);
+    }
+    /* global average pooling and its backward */
+    {
+        float *hy = _act(h, gn), *hdx = _act(h, n), *hg = _to_act(h, dy, gn);
+        assert_int_equal(f->ops->avgpool_fwd(f, &s, x, ref), 0);
+        assert_int_equal(h->ops->avgpool_fwd(h, &s, hx, hy), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, gn), 0);
+        for (size_t i = 0; i < gn; i++) /* sums in float, one rounding */
+            assert_true(fabsf(got[i] - ref[i]) <= fabsf(ref[i]) * 0x1p-8f + 1e-6f);
+        assert_int_equal(f->ops->avgpool_bwd(f, &s, dy, ref), 0);
+        assert_int_equal(h->ops->avgpool_bwd(h, &s, hg, hdx), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hdx, n), 0);
+        assert_true(_rel_err_ff(got, ref, n) < 4e-3);
+        free(hy), free(hdx), free(hg);
+    }
+    /* the FC layer: float weights and gradients, bf16 activations in and out */
+    {
+        float *w = _rand((size_t)fk * fc, 1.f), *bias = _rand(fk, 1.f), *dwf = _poisoned((size_t)fk * fc),
+              *dwh = _poisoned((size_t)fk * fc), dbf2[10], dbh2[10];
+        float *hy = _act(h, (size_t)fn * fk), *hdx = _act(h, (size_t)fn * fc), *hg = _to_act(h, dy, (size_t)fn * fk);
+        assert_int_equal(f->ops->fc_fwd(f, x, w, bias, ref, fn, fc, fk), 0);
+        assert_int_equal(h->ops->fc_fwd(h, hx, w, bias, hy, fn, fc, fk), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hy, (size_t)fn * fk), 0);
+        assert_true(_rel_err_ff(got, ref, (size_t)fn * fk) < 4e-3);
+        assert_int_equal(f->ops->fc_bwd(f, x, w, dy, ref, dwf, dbf2, fn, fc, fk), 0);
+        assert_int_equal(h->ops->fc_bwd(h, hx, w, hg, hdx, dwh, dbh2, fn, fc, fk), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hdx, (size_t)fn * fc), 0);
+        assert_true(_rel_err_ff(got, ref, (size_t)fn * fc) < 4e-3);
+        assert_true(_rel_err_ff(dwh, dwf, (size_t)fk * fc) < 1e-5 && _rel_err_ff(dbh2, dbf2, 10) < 1e-5);
+        free(w), free(bias), free(dwf), free(dwh), free(hy), free(hdx), free(hg);
+    }
+    /* loss: the same from the same logits; dlogits rounded once */
+    {
+        const int32_t labels[3] = {1, 7, 42}; /* 42: outside 0..9, counted */
+        float *hz = _act(h, (size_t)fn * fk);
+        assert_int_equal(f->ops->results_reset(f), 0);
+        assert_int_equal(h->ops->results_reset(h), 0);
+        assert_int_equal(f->ops->softmax_xent(f, x, labels, fn, fk, 0.1f, 128.f, ref), 0);
+        assert_int_equal(h->ops->softmax_xent(h, hx, labels, fn, fk, 0.1f, 128.f, hz), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hz, (size_t)fn * fk), 0);
+        for (int i = 0; i < fn * fk; i++)
+            assert_true(got[i] == _bf16_ref(ref[i]));
+        for (int slot = 0; slot < DLT_RES_COUNT; slot++)
+            assert_true(fabs(h->results[slot] - f->results[slot]) <= 1e-9 * fmax(1.0, fabs(f->results[slot])));
+        assert_true(h->results[DLT_RES_BAD_LABELS] == 1);
+        free(hz);
+    }
+    /* the input's normalization, rounded once */
+    {
+        uint8_t px[5 * 3];
+        const float mean[3] = {123.675f, 116.28f, 103.53f}, inv[3] = {1 / 58.395f, 1 / 57.12f, 1 / 57.375f};
+        float *hn = _act(h, 15);
+        for (int i = 0; i < 15; i++)
+            px[i] = (uint8_t)(i * 17);
+        assert_int_equal(f->ops->input_stage(f, px, 5), 0);
+        assert_int_equal(h->ops->input_stage(h, px, 5), 0);
+        assert_int_equal(f->ops->normalize_input(f, ref, 5, mean, inv), 0);
+        assert_int_equal(h->ops->normalize_input(h, hn, 5, mean, inv), 0);
+        assert_int_equal(h->ops->act_to_float(h, got, hn, 15), 0);
+        for (int i = 0; i < 15; i++)
+            assert_true(got[i] == _bf16_ref(ref[i]));
+        free(hn);
+    }
+    free(x), free(dy), free(g), free(b), free(ref), free(got), free(hx), free(hdy);
+    f->ops->destroy(f);
+    h->ops->destroy(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +784,8 @@ int main(void)
         cmocka_unit_test(test_checksum),
         cmocka_unit_test(test_sgd_and_input),
         cmocka_unit_test(test_fc_stats_finite),
+        cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_bf16_ops),
     };
     dlt_rng_seed(&g_rng, 12345, 1);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "common/status.h"
 #include "trainer/backend/backend.h"
@@ -42,7 +44,36 @@ typedef struct {
      * only one call's copies exist at a time; sized for the largest at planning. */
     void *stage[2];
     size_t stage_size[2];
+    /* --precision bf16: activations (and their gradients) are bfloat16 between every op, as
+     * PyTorch's CPU autocast keeps them; parameters, their gradients, BN statistics and the
+     * optimizer stay float. The FC layer and the loss widen their few activations to float in
+     * fc_scratch (grown as needed). */
+    int bf16;
+    float *fc_scratch;
+    size_t fc_scratch_n;
 } cpu_backend;
+
+/* bfloat16 as the CPU backend stores it: the top half of an IEEE float. Widening is exact. */
+typedef uint16_t dlt_bf16;
+
+static inline float _bf16_to_f32(dlt_bf16 h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* Round to nearest, ties to even (oneDNN's and PyTorch's rounding); a NaN stays a NaN (quiet),
+ * where the rounding carry would otherwise turn some into infinities. */
+static inline dlt_bf16 _f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (dlt_bf16)((u >> 16) | 0x40u);
+    return (dlt_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
 
 static inline cpu_backend *_cpu(dlt_backend *be)
 {

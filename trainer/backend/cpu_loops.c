@@ -15,9 +15,26 @@
 #include "trainer/backend/backend.h"
 #include "trainer/backend/cpu_internal.h"
 
+/* Activations are float, or bf16 under --precision bf16 (cpu_internal.h): each element-wise op
+ * computes in float either way and rounds once where it stores bf16. */
 static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
 {
-    (void)be;
+    if (_cpu(be)->bf16) {
+        dlt_bf16 *h = (dlt_bf16 *)y;
+        const dlt_bf16 *a = (const dlt_bf16 *)add;
+        if (a) {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++) {
+                float v = _bf16_to_f32(h[i]) + _bf16_to_f32(a[i]);
+                h[i] = v > 0.f ? _f32_to_bf16(v) : 0;
+            }
+        } else {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++) /* exact: a value kept or zero */
+                h[i] = _bf16_to_f32(h[i]) > 0.f ? h[i] : 0;
+        }
+        return 0;
+    }
     if (add) {
 #pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) {
@@ -34,7 +51,16 @@ static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
 
 static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
 {
-    (void)be;
+    if (_cpu(be)->bf16) {
+        const dlt_bf16 *hy = (const dlt_bf16 *)y, *hg = (const dlt_bf16 *)dy;
+        dlt_bf16 *hz = (dlt_bf16 *)dz;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            dlt_bf16 g = hg[i];
+            hz[i] = _bf16_to_f32(hy[i]) > 0.f ? g : 0;
+        }
+        return 0;
+    }
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = dy[i]; /* loaded unconditionally: a select, which vectorises */
@@ -45,29 +71,72 @@ static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz
 
 static int _accumulate(dlt_backend *be, float *dst, const float *src, size_t n)
 {
-    (void)be;
+    if (_cpu(be)->bf16) {
+        dlt_bf16 *d = (dlt_bf16 *)dst;
+        const dlt_bf16 *a = (const dlt_bf16 *)src;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            d[i] = _f32_to_bf16(_bf16_to_f32(d[i]) + _bf16_to_f32(a[i]));
+        return 0;
+    }
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
     return 0;
 }
 
+/* Element i of an activation buffer as a float, and a float stored into one. */
+static inline float _act_ld(int bf16, const float *p, size_t i)
+{
+    return bf16 ? _bf16_to_f32(((const dlt_bf16 *)p)[i]) : p[i];
+}
+
+static inline void _act_st(int bf16, float *p, size_t i, float v)
+{
+    if (bf16)
+        ((dlt_bf16 *)p)[i] = _f32_to_bf16(v);
+    else
+        p[i] = v;
+}
+
+/* n floats of the backend's scratch for the few activations widened to float (bf16: the pooled
+ * features, the FC layer's, the logits); kept across calls. */
+static float *_scratch(dlt_backend *be, size_t n)
+{
+    cpu_backend *c = _cpu(be);
+    void *p = NULL;
+    if (n <= c->fc_scratch_n)
+        return c->fc_scratch;
+    if (posix_memalign(&p, 64, n * sizeof(float)) != 0) {
+        dlt_fail(be->err, -ENOMEM, "out of memory (%zu floats of scratch; a smaller --batch needs less)", n);
+        return NULL;
+    }
+    free(c->fc_scratch);
+    c->fc_scratch = p;
+    c->fc_scratch_n = n;
+    return p;
+}
+
 static int _avgpool_fwd(dlt_backend *be, const dlt_act_shape *s, const float *x, float *y)
 {
     const size_t hw = (size_t)s->h * s->w;
     const float inv = 1.0f / (float)hw;
-    (void)be;
+    const int bf16 = _cpu(be)->bf16;
+    /* bf16: sums in float (scratch), one rounding each */
+    float *sum = bf16 ? _scratch(be, (size_t)s->n * s->c) : y;
+    if (!sum)
+        return -ENOMEM;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < s->n; n++) {
-        float *out = y + (size_t)n * s->c;
-        const float *in = x + (size_t)n * hw * s->c;
+        float *out = sum + (size_t)n * s->c;
+        const size_t in = (size_t)n * hw * s->c;
         for (int c = 0; c < s->c; c++)
             out[c] = 0.f;
         for (size_t p = 0; p < hw; p++)
             for (int c = 0; c < s->c; c++)
-                out[c] += in[p * s->c + c];
+                out[c] += _act_ld(bf16, x, in + p * s->c + c);
         for (int c = 0; c < s->c; c++)
-            out[c] *= inv;
+            _act_st(bf16, y, (size_t)n * s->c + c, out[c] * inv);
     }
     return 0;
 }
@@ -76,15 +145,19 @@ static int _avgpool_bwd(dlt_backend *be, const dlt_act_shape *s, const float *dy
 {
     const size_t hw = (size_t)s->h * s->w;
     const float inv = 1.0f / (float)hw;
-    (void)be;
+    const int bf16 = _cpu(be)->bf16;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < s->n; n++)
         for (size_t p = 0; p < hw; p++) {
-            float *o = dx + ((size_t)n * hw + p) * s->c;
-            const float *g = dy + (size_t)n * s->c;
+            const size_t o = ((size_t)n * hw + p) * s->c, g = (size_t)n * s->c;
+            if (bf16) {
+                for (int c = 0; c < s->c; c++)
+                    _act_st(1, dx, o + c, _act_ld(1, dy, g + c) * inv);
+                continue;
+            }
 #pragma omp simd
             for (int c = 0; c < s->c; c++)
-                o[c] = g[c] * inv;
+                dx[o + c] = dy[g + c] * inv;
         }
     return 0;
 }
@@ -112,6 +185,14 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
     }
     src = c->staged[0].src;
     memmove(&c->staged[0], &c->staged[1], sizeof(c->staged[0]) * (size_t)(--c->nstaged));
+    if (c->bf16) {
+        dlt_bf16 *h = (dlt_bf16 *)dst;
+#pragma omp parallel for schedule(static)
+        for (size_t p = 0; p < pixels; p++)
+            for (int ch = 0; ch < 3; ch++)
+                h[p * 3 + ch] = _f32_to_bf16(((float)src[p * 3 + ch] - mean[ch]) * inv_std[ch]);
+        return 0;
+    }
 #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < pixels; p++)
         for (int ch = 0; ch < 3; ch++)
@@ -119,8 +200,8 @@ static int _normalize_input(dlt_backend *be, float *dst, size_t pixels, const fl
     return 0;
 }
 
-static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
-                         float loss_scale, float *dlogits)
+static void _softmax_xent_f32(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k,
+                              float smoothing, float loss_scale, float *dlogits)
 {
     double total = 0, *res = _cpu(be)->results;
     int hit1 = 0, hit5 = 0, bad = 0;
@@ -161,6 +242,27 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
     res[DLT_RES_TOP1] += hit1;
     res[DLT_RES_TOP5] += hit5;
     res[DLT_RES_BAD_LABELS] += bad;
+}
+
+/* bf16: the logits widened to float, the loss and its gradient computed as in fp32, the gradient
+ * rounded once into dlogits (as PyTorch's autocast runs cross-entropy in float). */
+static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,
+                         float loss_scale, float *dlogits)
+{
+    size_t nk = (size_t)n * k;
+    float *z;
+    if (!_cpu(be)->bf16) {
+        _softmax_xent_f32(be, logits, labels, n, k, smoothing, loss_scale, dlogits);
+        return 0;
+    }
+    if (!(z = _scratch(be, 2 * nk)))
+        return -ENOMEM;
+    for (size_t i = 0; i < nk; i++)
+        z[i] = _act_ld(1, logits, i);
+    _softmax_xent_f32(be, z, labels, n, k, smoothing, loss_scale, dlogits ? z + nk : NULL);
+    if (dlogits)
+        for (size_t i = 0; i < nk; i++)
+            _act_st(1, dlogits, i, z[nk + i]);
     return 0;
 }
 
@@ -244,7 +346,7 @@ int dlt_backend_cpu_gemm(dlt_backend *be, int ta, int tb, int m, int n, int k, f
     return 0;
 }
 
-static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
+static int _fc_fwd_f32(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
 {
     /* y[n,k] = x[n,c] W[k,c]^T + b */
     for (int i = 0; i < n; i++)
@@ -252,8 +354,8 @@ static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float 
     return dlt_backend_cpu_gemm(be, 0, 1, n, k, c, 1.f, x, c, w, c, 1.f, y, k);
 }
 
-static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                   int n, int c, int k)
+static int _fc_bwd_f32(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                       float *db, int n, int c, int k)
 {
     /* dW[k,c] = dy^T x; db = sum_n dy; dx[n,c] = dy W */
     int rc = dlt_backend_cpu_gemm(be, 1, 0, k, c, n, 1.f, dy, k, x, c, 0.f, dw, c);
@@ -264,6 +366,52 @@ static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float 
         db[j] = s;
     }
     return rc ? rc : dlt_backend_cpu_gemm(be, 0, 0, n, c, k, 1.f, dy, k, w, c, 0.f, dx, c);
+}
+
+/* bf16: the layer's activations (n x c in, n x k out, a few MB) widened to float in scratch, the
+ * float GEMMs on them, the outputs rounded once. */
+static void _widen(const float *act, float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        f[i] = _act_ld(1, act, i);
+}
+
+static void _narrow(const float *f, float *act, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        _act_st(1, act, i, f[i]);
+}
+
+static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
+{
+    size_t nc = (size_t)n * c, nk = (size_t)n * k;
+    float *xf;
+    int rc;
+    if (!_cpu(be)->bf16)
+        return _fc_fwd_f32(be, x, w, b, y, n, c, k);
+    if (!(xf = _scratch(be, nc + nk)))
+        return -ENOMEM;
+    _widen(x, xf, nc);
+    if ((rc = _fc_fwd_f32(be, xf, w, b, xf + nc, n, c, k)) == 0)
+        _narrow(xf + nc, y, nk);
+    return rc;
+}
+
+static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                   int n, int c, int k)
+{
+    size_t nc = (size_t)n * c, nk = (size_t)n * k;
+    float *xf;
+    int rc;
+    if (!_cpu(be)->bf16)
+        return _fc_bwd_f32(be, x, w, dy, dx, dw, db, n, c, k);
+    if (!(xf = _scratch(be, 2 * nc + nk)))
+        return -ENOMEM;
+    _widen(x, xf, nc);
+    _widen(dy, xf + nc, nk);
+    if ((rc = _fc_bwd_f32(be, xf, w, xf + nc, xf + nc + nk, dw, db, n, c, k)) == 0)
+        _narrow(xf + nc + nk, dx, nc);
+    return rc;
 }
 
 static int _bn_stats_update(dlt_backend *be, float *rm, float *rv, const float *bm, const float *bv, int c,

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_onednn: the ops table on the CPU: oneDNN primitives (created once per shape and reused) for
  * convolutions, batch norm and max pooling here; OpenMP loops for the rest in cpu_loops.c. With
- * bf16, convolutions read bf16 activations and weights and accumulate in fp32; everything else
- * stays fp32. */
+ * bf16, activations and their gradients are bf16 from the input's normalization to the logits
+ * (convolutions, batch norm, pooling and the element-wise ops read and write them as they lie, so
+ * no reorder runs between layers); convolutions take bf16 copies of the float weights and
+ * accumulate in f32; weight gradients, BN statistics and the optimizer stay float. */
 #include "config.h"
 
 #include <errno.h>
@@ -38,13 +40,9 @@ struct dlt_op {
     dnnl_primitive_t wb_reorder; /* ohwi f32 -> bwd-data weights layout, when it differs */
     dnnl_memory_t m_wb;
     void *wb_buf;
-    dnnl_primitive_t dw_reorder;        /* bwd-weights layout -> ohwi f32 */
-    dnnl_primitive_t x_to_lp, dy_to_lp; /* f32 -> bf16 activations (bf16 only) */
-    dnnl_memory_t m_x, m_y, m_w_user, m_w, m_dy, m_dx, m_dw, m_dw_user, m_x_lp, m_dy_lp, m_x_f32, m_dy_f32;
-    void *w_buf, *dw_buf, *x_lp_buf, *dy_lp_buf;
-    /* bf16: which f32 buffers the low-precision copies were made from in this step (the forward's
-     * x is still the same data in backward; backward-weights converts dy for backward-data). */
-    const float *x_lp_from, *dy_lp_from;
+    dnnl_primitive_t dw_reorder; /* bwd-weights layout -> ohwi f32 */
+    dnnl_memory_t m_x, m_y, m_w_user, m_w, m_dy, m_dx, m_dw, m_dw_user;
+    void *w_buf, *dw_buf;
     /* fp32 convolutions wider than 1x1 with outputs of 56x56 or more run in the layout oneDNN
      * picks for them (blocked: nChw8c with AVX2, nChw16c with AVX-512), their activations staged: fwd x in, y out;
      * bwd-data dy in, dx out; bwd-weights x and dy in (_conv_plan's rule, measured there). */
@@ -106,6 +104,12 @@ static void *_alloc_md(const dnnl_memory_desc_t *md)
     if (posix_memalign(&p, 64, sz ? sz : 64) != 0)
         return NULL;
     return p;
+}
+
+/* The type activations have between ops: bf16 under --precision bf16, else f32. */
+static dnnl_data_type_t _act_dt(dlt_backend *be)
+{
+    return _cpu(be)->bf16 ? dnnl_bf16 : dnnl_f32;
 }
 
 #define SET(m, ptr) dnnl_memory_set_data_handle((m), (void *)(ptr))
@@ -175,14 +179,15 @@ static int _stage_out_done(dlt_backend *be, staged_arg *a)
 
 static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
 {
-    dnnl_memory_desc_t x_md, y_md, w_any, w_user, x_lp, y_lp, x_f32;
+    dnnl_memory_desc_t x_md, y_md, w_any, w_user, x_user, y_user;
     dnnl_convolution_desc_t fd, bd, wd;
     dnnl_primitive_desc_t fpd, bpd, wpd;
     dnnl_dims_t strides = {s->stride, s->stride}, pad = {s->pad, s->pad};
     dnnl_dims_t wdims = {s->k, s->c, s->r, s->s};
     const dnnl_memory_desc_t *w_fmt, *dw_fmt, *wb_fmt;
-    int lp = be->precision == DLT_PREC_BF16;
-    dnnl_data_type_t act = lp ? dnnl_bf16 : dnnl_f32;
+    int lp = _cpu(be)->bf16;
+    /* The activation type between layers: bf16 activations are read and written as they lie. */
+    dnnl_data_type_t act = _act_dt(be);
     /* fp32 convolutions wider than 1x1, channels in whole blocks of 8, with outputs of at least
      * 56x56 (ResNet-50's layer1 at 224x224) run in the activation layout oneDNN picks for them
      * (x_any, y_any: blocked), their NHWC activations reordered in and out through the staging
@@ -194,30 +199,22 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
      * slower, while at 224x224 it was 1.18x faster. 1x1 convolutions keep NHWC (64->256 at 56x56:
      * 27.7 ms to gain, 51 MB to reorder). */
     int staged = !lp && (s->r > 1 || s->s > 1) && s->c % 8 == 0 && s->k % 8 == 0 && s->oh * s->ow >= 56 * 56;
-    dnnl_memory_desc_t x_any, y_any;
     dlt_op *op = calloc(1, sizeof(*op));
     int rc;
     if (!op)
         return _oom(be);
     op->cs = *s;
-    if ((rc = _md(be, &x_f32, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)) ||
-        (rc = _md(be, &x_lp, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
-        (rc = _md(be, &y_md, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
-        (rc = _md(be, &y_lp, s->n, s->k, s->oh, s->ow, act, dnnl_nhwc)) ||
-        (rc = _md(be, &x_any, s->n, s->c, s->h, s->w, dnnl_f32, staged ? dnnl_format_tag_any : dnnl_nhwc)) ||
-        (rc = _md(be, &y_any, s->n, s->k, s->oh, s->ow, dnnl_f32, staged ? dnnl_format_tag_any : dnnl_nhwc)))
+    if ((rc = _md(be, &x_user, s->n, s->c, s->h, s->w, act, dnnl_nhwc)) ||
+        (rc = _md(be, &y_user, s->n, s->k, s->oh, s->ow, act, dnnl_nhwc)) ||
+        (rc = _md(be, &x_md, s->n, s->c, s->h, s->w, act, staged ? dnnl_format_tag_any : dnnl_nhwc)) ||
+        (rc = _md(be, &y_md, s->n, s->k, s->oh, s->ow, act, staged ? dnnl_format_tag_any : dnnl_nhwc)))
         goto fail;
-    x_md = x_f32;
-    if (staged) { /* every primitive below on the any-layout descriptors (fp32: the same types) */
-        x_md = x_lp = x_any;
-        y_md = y_lp = y_any;
-    }
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(&w_any, 4, wdims, act, dnnl_format_tag_any)));
     /* The parameter buffer keeps conv weights KRSC (OHWI), as the GPU backend's kernels read them. */
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(&w_user, 4, wdims, dnnl_f32, dnnl_ohwi)));
-    /* Forward: bf16 or f32 in, f32 out. */
+    /* Forward: activations and weights of the activation type (bf16: accumulated in f32). */
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                                                dnnl_convolution_direct, &x_lp, &w_any,
+                                                                                dnnl_convolution_direct, &x_md, &w_any,
                                                                                 NULL, &y_md, strides, pad, pad)));
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL)));
     w_fmt = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
@@ -226,32 +223,31 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
      * kernel); a second reorder per step is far cheaper than that. */
     DLT_TRY(be->err,
             DLT_DNNL_CHECK(be->err, dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_md,
-                                                                             &w_any, &y_lp, strides, pad, pad)));
+                                                                             &w_any, &y_md, strides, pad, pad)));
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd)));
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_data, bpd)));
     wb_fmt = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0);
     {
+        /* Weight gradients are float whatever the activations (the optimizer's type). */
         dnnl_memory_desc_t dw_any;
         DLT_TRY(be->err, DLT_DNNL_CHECK(
                              be->err, dnnl_memory_desc_init_by_tag(&dw_any, 4, wdims, dnnl_f32, dnnl_format_tag_any)));
         DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_convolution_backward_weights_desc_init(
-                                                     &wd, dnnl_convolution_direct, &x_lp, &dw_any, NULL, &y_lp, strides,
+                                                     &wd, dnnl_convolution_direct, &x_md, &dw_any, NULL, &y_md, strides,
                                                      pad, pad)));
     }
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_desc_create(&wpd, &wd, NULL, _cpu(be)->engine, fpd)));
     dw_fmt = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bwd_weights, wpd)));
     if (staged) {
-        dnnl_memory_desc_t y_user; /* y_md became y_any; x_f32 is still the caller's NHWC */
         op->staged = 1;
-        if ((rc = _md(be, &y_user, s->n, s->k, s->oh, s->ow, dnnl_f32, dnnl_nhwc)) ||
-            (rc = _stage_plan(be, &op->f_x, &x_f32, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0), 0, 1)) ||
+        if ((rc = _stage_plan(be, &op->f_x, &x_user, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0), 0, 1)) ||
             (rc = _stage_plan(be, &op->f_y, &y_user, dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0)) ||
             (rc = _stage_plan(be, &op->d_dy, &y_user, dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_dst_md, 0), 0,
                               1)) ||
-            (rc = _stage_plan(be, &op->d_dx, &x_f32, dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_src_md, 0), 1,
+            (rc = _stage_plan(be, &op->d_dx, &x_user, dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_src_md, 0), 1,
                               0)) ||
-            (rc = _stage_plan(be, &op->w_x, &x_f32, dnnl_primitive_desc_query_md(wpd, dnnl_query_src_md, 0), 0, 1)) ||
+            (rc = _stage_plan(be, &op->w_x, &x_user, dnnl_primitive_desc_query_md(wpd, dnnl_query_src_md, 0), 0, 1)) ||
             (rc = _stage_plan(be, &op->w_dy, &y_user, dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_dst_md, 0), 1,
                               1))) {
             dnnl_primitive_desc_destroy(fpd);
@@ -282,23 +278,10 @@ static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
         goto fail;
     /* The caller's NHWC activations, read and written in place (a staged op has its staged_args). */
     if (!staged &&
-        ((rc = _mem(be, &op->m_x, &x_lp, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_y, &y_md, DNNL_MEMORY_NONE)) ||
-         (rc = _mem(be, &op->m_dy, &y_lp, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_dx, &x_md, DNNL_MEMORY_NONE))))
+        ((rc = _mem(be, &op->m_x, &x_user, DNNL_MEMORY_NONE)) || (rc = _mem(be, &op->m_y, &y_user, DNNL_MEMORY_NONE)) ||
+         (rc = _mem(be, &op->m_dy, &y_user, DNNL_MEMORY_NONE)) ||
+         (rc = _mem(be, &op->m_dx, &x_user, DNNL_MEMORY_NONE))))
         goto fail;
-    if (lp) {
-        op->x_lp_buf = _alloc_md(&x_lp);
-        op->dy_lp_buf = _alloc_md(&y_lp);
-        if (!op->x_lp_buf || !op->dy_lp_buf) {
-            rc = _oom(be);
-            goto fail;
-        }
-        if ((rc = _reorder(be, &op->x_to_lp, &x_f32, &x_lp)) || (rc = _reorder(be, &op->dy_to_lp, &y_md, &y_lp)) ||
-            (rc = _mem(be, &op->m_x_f32, &x_f32, DNNL_MEMORY_NONE)) ||
-            (rc = _mem(be, &op->m_dy_f32, &y_md, DNNL_MEMORY_NONE)))
-            goto fail;
-        SET(op->m_x, op->x_lp_buf);
-        SET(op->m_dy, op->dy_lp_buf);
-    }
     dnnl_primitive_desc_destroy(fpd);
     dnnl_primitive_desc_destroy(bpd);
     dnnl_primitive_desc_destroy(wpd);
@@ -353,14 +336,6 @@ static int _params_loaded(dlt_backend *be)
     return 0;
 }
 
-/* bf16: convert an f32 NHWC activation into the op's bf16 buffer. */
-static int _to_lp(dlt_backend *be, dnnl_primitive_t r, dnnl_memory_t from, const float *src, dnnl_memory_t to)
-{
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    SET(from, src);
-    return _exec(be, r, 2, a);
-}
-
 /* A staged convolution (op->staged): its inputs reordered in, the primitive, its output reordered out. */
 static int _conv_fwd_staged(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
@@ -405,17 +380,9 @@ static int _conv_bwd_weights_staged(dlt_backend *be, dlt_op *op, const float *x,
 static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_x}, {DNNL_ARG_WEIGHTS, op->m_w}, {DNNL_ARG_DST, op->m_y}};
-    int rc;
     if (op->staged)
         return _conv_fwd_staged(be, op, x, y);
-    if (op->x_to_lp) {
-        if ((rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x)))
-            return rc;
-        op->x_lp_from = x;
-        op->dy_lp_from = NULL;
-    } else {
-        SET(op->m_x, x);
-    }
+    SET(op->m_x, x);
     SET(op->m_y, y);
     return _exec(be, op->fwd, 3, a);
 }
@@ -425,13 +392,9 @@ static int _conv_bwd_data(dlt_backend *be, dlt_op *op, const float *dy, float *d
     dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, op->m_dy},
                            {DNNL_ARG_WEIGHTS, op->wb_reorder ? op->m_wb : op->m_w},
                            {DNNL_ARG_DIFF_SRC, op->m_dx}};
-    int rc;
     if (op->staged)
         return _conv_bwd_data_staged(be, op, dy, dx);
-    if (!op->dy_to_lp)
-        SET(op->m_dy, dy);
-    else if (op->dy_lp_from != dy && (rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
-        return rc;
+    SET(op->m_dy, dy);
     SET(op->m_dx, dx);
     return _exec(be, op->bwd_data, 3, a);
 }
@@ -443,16 +406,8 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
     int rc;
     if (op->staged)
         return _conv_bwd_weights_staged(be, op, x, dy, dw);
-    if (op->x_to_lp) {
-        if ((op->x_lp_from != x && (rc = _to_lp(be, op->x_to_lp, op->m_x_f32, x, op->m_x))) ||
-            (rc = _to_lp(be, op->dy_to_lp, op->m_dy_f32, dy, op->m_dy)))
-            return rc;
-        op->x_lp_from = x;
-        op->dy_lp_from = dy;
-    } else {
-        SET(op->m_x, x);
-        SET(op->m_dy, dy);
-    }
+    SET(op->m_x, x);
+    SET(op->m_dy, dy);
     if ((rc = _exec(be, op->bwd_weights, 3, a)))
         return rc;
     SET(op->m_dw_user, dw);
@@ -473,7 +428,8 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     if (!op)
         return _oom(be);
     op->as = *s;
-    if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, dnnl_f32, dnnl_nhwc)))
+    /* Activations of the activation type; mean, variance, scale and shift float. */
+    if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, _act_dt(be), dnnl_nhwc)))
         goto fail;
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_memory_desc_init_by_tag(&cmd, 1, cdims, dnnl_f32, dnnl_a)));
     DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &md,
@@ -569,8 +525,8 @@ static int _maxpool_plan(dlt_backend *be, const dlt_act_shape *in, int k, int st
     int rc;
     if (!op)
         return _oom(be);
-    if ((rc = _md(be, &x_md, in->n, in->c, in->h, in->w, dnnl_f32, dnnl_nhwc)) ||
-        (rc = _md(be, &y_md, in->n, in->c, oh, ow, dnnl_f32, dnnl_nhwc)))
+    if ((rc = _md(be, &x_md, in->n, in->c, in->h, in->w, _act_dt(be), dnnl_nhwc)) ||
+        (rc = _md(be, &y_md, in->n, in->c, oh, ow, _act_dt(be), dnnl_nhwc)))
         goto fail;
     DLT_TRY(be->err,
             DLT_DNNL_CHECK(be->err, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &x_md,
@@ -660,9 +616,26 @@ static int _sync(dlt_backend *be)
     return 0;
 }
 
-static int _act_copy(dlt_backend *be, float *dst, const float *src, size_t n)
+static int _act_from_float(dlt_backend *be, float *act, const float *host, size_t n)
 {
-    return _copy(be, dst, src, n * sizeof(float));
+    dlt_bf16 *h = (dlt_bf16 *)act;
+    if (!_cpu(be)->bf16)
+        return _copy(be, act, host, n * sizeof(float));
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        h[i] = _f32_to_bf16(host[i]);
+    return 0;
+}
+
+static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t n)
+{
+    const dlt_bf16 *h = (const dlt_bf16 *)act;
+    if (!_cpu(be)->bf16)
+        return _copy(be, host, act, n * sizeof(float));
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        host[i] = _bf16_to_f32(h[i]);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ lifetime */
@@ -704,21 +677,17 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
     _free_mem(op->m_wb);
     free(op->wb_buf);
     _free_prim(op->dw_reorder);
-    _free_prim(op->x_to_lp);
-    _free_prim(op->dy_to_lp);
     _free_prim(op->bn_infer);
     _stage_free(&op->f_x), _stage_free(&op->f_y), _stage_free(&op->d_dy), _stage_free(&op->d_dx);
     _stage_free(&op->w_x), _stage_free(&op->w_dy);
-    dnnl_memory_t mems[] = {op->m_x,    op->m_y,       op->m_w_user, op->m_w,     op->m_dy,     op->m_dx,
-                            op->m_dw,   op->m_dw_user, op->m_x_lp,   op->m_dy_lp, op->m_x_f32,  op->m_dy_f32,
-                            op->m_mean, op->m_var,     op->m_scale,  op->m_shift, op->m_dscale, op->m_dshift,
-                            op->m_src,  op->m_dst,     op->m_dsrc,   op->m_ddst,  op->m_ws};
+    dnnl_memory_t mems[] = {op->m_x,     op->m_y,     op->m_w_user,  op->m_w,      op->m_dy,
+                            op->m_dx,    op->m_dw,    op->m_dw_user, op->m_mean,   op->m_var,
+                            op->m_scale, op->m_shift, op->m_dscale,  op->m_dshift, op->m_src,
+                            op->m_dst,   op->m_dsrc,  op->m_ddst,    op->m_ws};
     for (size_t i = 0; i < sizeof(mems) / sizeof(mems[0]); i++)
         _free_mem(mems[i]);
     free(op->w_buf);
     free(op->dw_buf);
-    free(op->x_lp_buf);
-    free(op->dy_lp_buf);
     free(op->ws_buf);
     free(op);
 }
@@ -736,6 +705,7 @@ static void _destroy(dlt_backend *be)
     free(c->bound);
     free(c->stage[0]);
     free(c->stage[1]);
+    free(c->fc_scratch);
     free(c);
 }
 
@@ -750,8 +720,8 @@ static const dlt_backend_ops g_cpu_ops = {
     .download = _copy,
     .copy = _copy,
     .sync = _sync,
-    .act_from_float = _act_copy,
-    .act_to_float = _act_copy,
+    .act_from_float = _act_from_float,
+    .act_to_float = _act_to_float,
     .host_alloc = _host_alloc,
     .host_free = _host_free,
     .params_loaded = _params_loaded,
@@ -788,7 +758,8 @@ int dlt_backend_cpu_create(dlt_backend **out, dlt_precision prec, dlt_err *err)
     c->refresh_bound = _params_loaded;
     c->base.ops = &c->ops;
     c->base.precision = prec;
-    c->base.act_size = sizeof(float);
+    c->bf16 = prec == DLT_PREC_BF16;
+    c->base.act_size = c->bf16 ? sizeof(dlt_bf16) : sizeof(float);
     c->base.host_memory = 1;
     c->base.results = c->results;
     c->base.err = err;
