@@ -18,7 +18,15 @@ constant, momentum 0.9, weight decay 1e-4 except on BN parameters and biases, la
 the same PyTorch training with the batch reordered each step (as dltrain's loader does) sets a
 noise floor, and ours must stay within 3x it, or within 1.5x PyTorch's
 distance to itself with its own convolution loops instead of oneDNN's (another implementation, as
-dltrain is), whichever is larger (at least 1e-3 for losses, 1e-4 for weights)."""
+dltrain is), whichever is larger (at least 1e-3 for losses, 1e-4 for weights).
+
+train-bf16 DLTRAIN WORKDIR: the same 20 steps with dltrain's --precision bf16 on the CPU
+(activations bf16 between every layer) against PyTorch's CPU autocast in bf16 (which keeps its
+activations bf16 too), from the same weights and batch. bf16 rounding is the noise here: the bound
+is 3x PyTorch bf16 against itself with the batch reordered, or 1.5x PyTorch bf16 against PyTorch
+fp32 (what autocast itself moves the training by), whichever is larger: ours in bf16 must be no
+further from PyTorch's bf16 than that. Prints "ok 1 # SKIP" lines where dltrain refuses bf16 (a CPU
+without AVX512-BF16 or AMX)."""
 import json
 import os
 import subprocess
@@ -73,7 +81,7 @@ def _images(root, classes, per_class, size, seed):
                                                        subsampling=0)
 
 
-def train(dltrain, work):
+def train(dltrain, work, bf16=False):
     torch.manual_seed(1)
     classes, per_class, steps, batch = 4, 4, 20, 16
     data = os.path.join(work, "data")
@@ -83,7 +91,14 @@ def train(dltrain, work):
     from safetensors.torch import save_file
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, init)
     metrics = os.path.join(work, "ours.jsonl")
-    subprocess.run([dltrain, "train", "--data", data, "--arch", "resnet18", "--image-size", "112", "--batch", str(batch),
+    if bf16:
+        probe = subprocess.run([dltrain, "bench", "--arch", "resnet18", "--image-size", "32", "--batch", "2",
+                                "--iters", "1", "--warmup", "0", "--precision", "bf16"], capture_output=True, text=True)
+        if probe.returncode != 0 and "AVX512-BF16" in probe.stderr:
+            for i in (1, 2):
+                print("ok %d # SKIP dltrain --precision bf16 needs a CPU with AVX512-BF16 or AMX: not this one" % i)
+            return True
+    subprocess.run([dltrain, "train"] + (["--precision", "bf16"] if bf16 else []) + [ "--data", data, "--arch", "resnet18", "--image-size", "112", "--batch", str(batch),
                     "--steps", str(steps), "--epochs", str(steps), "--init", init, "--augment", "none",
                     "--lr", "0.1", "--warmup-epochs", "0", "--milestones", "1000", "--momentum", "0.9", "--wd", "1e-4",
                     "--label-smoothing", "0.1", "--log-every", "1", "--eval-every", "0", "--workers", "1",
@@ -100,9 +115,10 @@ def train(dltrain, work):
     y = torch.from_numpy(raw[px:].view(np.int32).astype(np.int64))
     mean = torch.tensor([123.675, 116.28, 103.53]); std = torch.tensor([58.395, 57.12, 57.375])
     x = ((imgs - mean) / std).permute(0, 3, 1, 2).contiguous()
-    def run(order_seed, mkldnn=True):
+    def run(order_seed, mkldnn=True, autocast=False):
         """PyTorch's 20 steps from the initial weights; order_seed: permute the batch each step;
-        mkldnn False: PyTorch's own convolution loops instead of oneDNN's."""
+        mkldnn False: PyTorch's own convolution loops instead of oneDNN's; autocast: CPU autocast
+        in bf16."""
         m = torchvision.models.resnet18(num_classes=classes)
         m.load_state_dict(load_file(init))
         decay = [p for n, p in m.named_parameters() if p.ndim > 1]
@@ -117,7 +133,8 @@ def train(dltrain, work):
             for _ in range(steps):
                 perm = torch.randperm(batch, generator=g) if order_seed else torch.arange(batch)
                 opt.zero_grad()
-                loss = loss_fn(m(x[perm]), y[perm])
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    loss = loss_fn(m(x[perm]), y[perm])
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
@@ -132,6 +149,8 @@ def train(dltrain, work):
         den = sum(float((sd_b[k].float() ** 2).sum()) for k in keys)
         return (num / den) ** 0.5
 
+    if bf16:
+        return _judge_bf16(run, dist, wdist, ours, load_file(os.path.join(work, "ck", "ckpt-%08d.safetensors" % steps)))
     ref, ref_sd = run(0)
     # The noise floor: the same PyTorch training with only the order within the batch changed (as
     # dltrain's loader shuffles it each epoch): float sums in another order, amplified by training.
@@ -164,15 +183,43 @@ def train(dltrain, work):
     return ok1 and ok2
 
 
+def _judge_bf16(run, dist, wdist, ours, final):
+    ref, ref_sd = run(0, autocast=True)
+    perm, perm_sd = run(3, autocast=True)
+    fp32, fp32_sd = run(0)
+    floor_l, floor_w = dist(perm, ref), wdist(perm_sd, ref_sd)
+    prec_l, prec_w = dist(fp32, ref), wdist(fp32_sd, ref_sd)
+    ours_l, ours_w = dist(ours, ref), wdist(final, ref_sd)
+    bound_l, bound_w = max(3 * floor_l, 1.5 * prec_l, 1e-3), max(3 * floor_w, 1.5 * prec_w, 1e-4)
+    ok1 = ours_l <= bound_l
+    print("%s 1 - bf16: 20 SGD steps from the same weights on the same batch: losses %.5f -> %.5f (ours, "
+          "--precision bf16) vs %.5f -> %.5f (PyTorch autocast bf16); worst step %.2e relative, bound %.2e (PyTorch "
+          "bf16 against itself: 3x the batch reordered %.2e, 1.5x against its fp32 %.2e)"
+          % ("ok" if ok1 else "not ok", ours[0] if ours else float("nan"), ours[-1] if ours else float("nan"), ref[0],
+             ref[-1], ours_l, bound_l, floor_l, prec_l))
+    if not ok1:
+        print("# ours    " + " ".join("%.5f" % v for v in ours))
+        print("# pytorch " + " ".join("%.5f" % v for v in ref))
+    # The first loss: both from bf16 activations of the same weights and batch; rounded in other
+    # places, so within bf16's resolution (2^-8), not bit for bit.
+    ok2 = ours_w <= bound_w and bool(ours) and abs(ours[0] - ref[0]) <= 2 ** -8 * abs(ref[0])
+    print("%s 2 - bf16: the first loss within bf16's rounding (%.6f vs %.6f); final weights and BN statistics "
+          "||ours - PyTorch|| / ||PyTorch|| = %.2e, bound %.2e (3x PyTorch bf16 reordered %.2e; 1.5x against its "
+          "fp32 %.2e)" % ("ok" if ok2 else "not ok", ours[0] if ours else float("nan"), ref[0], ours_w, bound_w,
+                          floor_w, prec_w))
+    return ok1 and ok2
+
+
 def main():
     if len(sys.argv) >= 5 and sys.argv[1] == "forward":
         print("1..2")
         forward(sys.argv[2], sys.argv[3], sys.argv[4])
-    elif len(sys.argv) >= 4 and sys.argv[1] == "train":
+    elif len(sys.argv) >= 4 and sys.argv[1] in ("train", "train-bf16"):
         print("1..2")
-        train(sys.argv[2], sys.argv[3])
+        train(sys.argv[2], sys.argv[3], bf16=sys.argv[1] == "train-bf16")
     else:
-        sys.exit("usage: parity.py forward DLTRAIN FORWARD_DUMP WORKDIR | train DLTRAIN WORKDIR")
+        sys.exit("usage: parity.py forward DLTRAIN FORWARD_DUMP WORKDIR | train DLTRAIN WORKDIR | "
+                 "train-bf16 DLTRAIN WORKDIR")
 
 
 if __name__ == "__main__":
