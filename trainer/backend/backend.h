@@ -15,9 +15,10 @@
  * Memory: every pointer handed to an op is backend memory (host memory for the CPU backend,
  * device memory for CUDA), obtained from alloc. Parameter-side buffers (weights, gradients,
  * momentum, BN statistics, logits' gradient scale) are float. Activation buffers hold the
- * backend's activation type, act_size bytes per element (float on the CPU; half or bfloat16
- * under mixed precision on a GPU): callers size them with act_size and treat them as opaque;
- * they are typed float * below for the CPU's sake. Above this table a d_ prefix (d_params,
+ * backend's activation type, act_size bytes per element (float; half or bfloat16 under mixed
+ * precision on a GPU, bfloat16 under bf16 on the CPU): callers size them with act_size and treat
+ * them as opaque (act_from_float / act_to_float cross to floats); they are typed float * below
+ * for fp32's sake. Above this table a d_ prefix (d_params,
  * d_stats) names such backend (device) memory; dx, dy, dw name derivatives. */
 #ifndef DLT_BACKEND_H
 #define DLT_BACKEND_H
