@@ -75,6 +75,25 @@ static inline dlt_bf16 _f32_to_bf16(float f)
     return (dlt_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* n bf16 activations at act widened into floats, and n floats rounded into bf16 activations:
+ * act_to_float / act_from_float, and the few activations the FC layer and the loss compute on in
+ * float. */
+static inline void _bf16_widen(const void *act, float *f, size_t n)
+{
+    const dlt_bf16 *h = act;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        f[i] = _bf16_to_f32(h[i]);
+}
+
+static inline void _bf16_narrow(const float *f, void *act, size_t n)
+{
+    dlt_bf16 *h = act;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        h[i] = _f32_to_bf16(f[i]);
+}
+
 static inline cpu_backend *_cpu(dlt_backend *be)
 {
     return (cpu_backend *)be;

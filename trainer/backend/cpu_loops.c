@@ -257,12 +257,10 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
     }
     if (!(z = _scratch(be, 2 * nk)))
         return -ENOMEM;
-    for (size_t i = 0; i < nk; i++)
-        z[i] = _act_ld(1, logits, i);
+    _bf16_widen(logits, z, nk);
     _softmax_xent_f32(be, z, labels, n, k, smoothing, loss_scale, dlogits ? z + nk : NULL);
     if (dlogits)
-        for (size_t i = 0; i < nk; i++)
-            _act_st(1, dlogits, i, z[nk + i]);
+        _bf16_narrow(z + nk, dlogits, nk);
     return 0;
 }
 
@@ -370,18 +368,6 @@ static int _fc_bwd_f32(dlt_backend *be, const float *x, const float *w, const fl
 
 /* bf16: the layer's activations (n x c in, n x k out, a few MB) widened to float in scratch, the
  * float GEMMs on them, the outputs rounded once. */
-static void _widen(const float *act, float *f, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        f[i] = _act_ld(1, act, i);
-}
-
-static void _narrow(const float *f, float *act, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        _act_st(1, act, i, f[i]);
-}
-
 static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float *b, float *y, int n, int c, int k)
 {
     size_t nc = (size_t)n * c, nk = (size_t)n * k;
@@ -391,9 +377,9 @@ static int _fc_fwd(dlt_backend *be, const float *x, const float *w, const float 
         return _fc_fwd_f32(be, x, w, b, y, n, c, k);
     if (!(xf = _scratch(be, nc + nk)))
         return -ENOMEM;
-    _widen(x, xf, nc);
+    _bf16_widen(x, xf, nc);
     if ((rc = _fc_fwd_f32(be, xf, w, b, xf + nc, n, c, k)) == 0)
-        _narrow(xf + nc, y, nk);
+        _bf16_narrow(xf + nc, y, nk);
     return rc;
 }
 
@@ -407,10 +393,10 @@ static int _fc_bwd(dlt_backend *be, const float *x, const float *w, const float 
         return _fc_bwd_f32(be, x, w, dy, dx, dw, db, n, c, k);
     if (!(xf = _scratch(be, 2 * nc + nk)))
         return -ENOMEM;
-    _widen(x, xf, nc);
-    _widen(dy, xf + nc, nk);
+    _bf16_widen(x, xf, nc);
+    _bf16_widen(dy, xf + nc, nk);
     if ((rc = _fc_bwd_f32(be, xf, w, xf + nc, xf + nc + nk, dw, db, n, c, k)) == 0)
-        _narrow(xf + nc + nk, dx, nc);
+        _bf16_narrow(xf + nc + nk, dx, nc);
     return rc;
 }
 

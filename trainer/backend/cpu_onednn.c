@@ -618,23 +618,17 @@ static int _sync(dlt_backend *be)
 
 static int _act_from_float(dlt_backend *be, float *act, const float *host, size_t n)
 {
-    dlt_bf16 *h = (dlt_bf16 *)act;
     if (!_cpu(be)->bf16)
         return _copy(be, act, host, n * sizeof(float));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++)
-        h[i] = _f32_to_bf16(host[i]);
+    _bf16_narrow(host, act, n);
     return 0;
 }
 
 static int _act_to_float(dlt_backend *be, float *host, const float *act, size_t n)
 {
-    const dlt_bf16 *h = (const dlt_bf16 *)act;
     if (!_cpu(be)->bf16)
         return _copy(be, host, act, n * sizeof(float));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++)
-        host[i] = _bf16_to_f32(h[i]);
+    _bf16_widen(act, host, n);
     return 0;
 }
 
