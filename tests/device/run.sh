@@ -474,7 +474,8 @@ phase_kill_rank() {
     --arch resnet50 --batch 64 --synthetic-size $((64 * RANKS)) --steps 100000 --log-every 1 --check-every 0 --lr 0.1 \
     --stall-timeout "$KILL_STALL" --cudnn-cache "$CACHE" --metrics "$m" >"$W/kill.log" 2>&1 &
   lp=$!
-  while kill -0 "$lp" 2>/dev/null && [ "$(steps_in "$m")" -lt 3 ] &&
+  # Step 3 reached and the victim found: a rank still starting is not yet a rank to kill.
+  while kill -0 "$lp" 2>/dev/null && { [ "$(steps_in "$m")" -lt 3 ] || ! rank_pid $((RANKS - 1)) >/dev/null; } &&
         [ $((PHASE_END - SECONDS)) -gt $((bound + KILL_AFTER)) ]; do sleep 0.5; done
   victim=$(rank_pid $((RANKS - 1)))
   if [ -z "$victim" ] || ! kill -0 "$lp" 2>/dev/null || [ "$(steps_in "$m")" -lt 3 ]; then

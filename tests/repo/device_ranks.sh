@@ -32,8 +32,8 @@ esac
 SH
 # The stand-in dltrain: started as "$DLT train ..." (its command line as the real one's), rank R of
 # DLTPMIX_TEST_SIZE. Short runs print the summary (efficiency 100 - 3 x (ranks - 1) %, or
-# DLT_FAKE_EFF); a long run writes a step a tick on rank 0 and ends when a peer's process is gone,
-# saying so, or silently with DLT_FAKE_SILENT=1.
+# DLT_FAKE_EFF); a long run writes a step a tick on rank 0 once every rank is up, and ends when a
+# peer's process is gone, saying so, or silently with DLT_FAKE_SILENT=1.
 cat >"$WORK/pack/bin/dltrain" <<'SH'
 #!/bin/bash
 [ -n "${FAKE_ARGV0:-}" ] || FAKE_ARGV0=1 exec -a "$0" bash "$0" "$@"
@@ -53,8 +53,10 @@ if [ "$steps" -le 100 ]; then
   exit 0
 fi
 echo $$ >"$dir/.fake.$rank" && mv "$dir/.fake.$rank" "$dir/fake.$rank" # whole, or not there
-for ((i = 1; i <= 300; i++)); do
-  [ "$rank" = 0 ] && echo "{\"step\":$i}" >>"$metrics"
+for ((i = 1, step = 0; i <= 300; i++)); do
+  # Rank 0 counts a step only once every rank is up, as a collective would wait for them.
+  up=0; for ((r = 0; r < size; r++)); do [ -e "$dir/fake.$r" ] && up=$((up + 1)); done
+  [ "$rank" = 0 ] && [ "$up" = "$size" ] && step=$((step + 1)) && echo "{\"step\":$step}" >>"$metrics"
   for ((r = 0; r < size; r++)); do
     p=$(cat "$dir/fake.$r" 2>/dev/null) && [ -n "$p" ] || continue
     if ! kill -0 "$p" 2>/dev/null; then
