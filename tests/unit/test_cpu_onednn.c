@@ -4,6 +4,7 @@
  * (NaN) before each call so an op that skips part of its output fails. */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -586,6 +587,83 @@ static int _bf16_backend(dlt_backend **h)
     return 1;
 }
 
+/* The batch norm's ReLU forms (bn_fwd_train_relu, bn_bwd_relu) on backend be against the plain ops
+ * the network would otherwise call (bn_fwd_train then add_relu; relu_bwd then bn_bwd), which
+ * test_batchnorm and the element-wise tests check against double loops: the same bits, with and
+ * without a residual z, through oneDNN's fused ReLU (no z) and through the loops (z, or a backward
+ * whose forward had a z: its ReLU gradient into dx, then the batch norm's backward in place); dy
+ * is left as it is; a backward before any forward is refused. 24 channels: not a multiple of the
+ * vector width. */
+static void _bn_relu_case(dlt_backend *be)
+{
+    dlt_op *op, *fresh;
+    const dlt_act_shape s = {3, 24, 5, 7};
+    const size_t n = (size_t)s.n * s.h * s.w * s.c, nb = n * be->act_size, cb = (size_t)s.c * sizeof(float);
+    float *xf = _rand(n, 2.f), *zf = _rand(n, 1.f), *dyf = _rand(n, 1.f), *g = _rand(s.c, 1.f), *b = _rand(s.c, 0.5f);
+    float *x = _to_act(be, xf, n), *z = _to_act(be, zf, n), *dy = _to_act(be, dyf, n), *dy0 = _to_act(be, dyf, n);
+    float *y[2], *dx[2], *dz[2], *m[2], *v[2], *dg[2], *db[2];
+    for (int k = 0; k < 2; k++) {
+        y[k] = _act(be, n), dx[k] = _act(be, n), dz[k] = _act(be, n);
+        m[k] = _poisoned(s.c), v[k] = _poisoned(s.c), dg[k] = _poisoned(s.c), db[k] = _poisoned(s.c);
+    }
+    assert_int_equal(be->ops->bn_plan(be, &s, 1e-5f, &op), 0);
+    assert_int_equal(be->ops->bn_plan(be, &s, 1e-5f, &fresh), 0);
+    assert_int_equal(be->ops->bn_bwd_relu(be, fresh, x, y[0], dy, g, b, dx[0], NULL, dg[0], db[0]), -EPROTO);
+    for (int res = 0; res < 2; res++) {
+        const float *zz = res ? z : NULL;
+        /* 0: the plain ops */
+        assert_int_equal(be->ops->bn_fwd_train(be, op, x, g, b, y[0], m[0], v[0]), 0);
+        assert_int_equal(be->ops->add_relu(be, y[0], zz, n), 0);
+        memcpy(dz[0], dy, nb);
+        assert_int_equal(be->ops->relu_bwd(be, y[0], dz[0], dz[0], n), 0);
+        assert_int_equal(be->ops->bn_bwd(be, op, x, dz[0], g, b, m[0], v[0], dx[0], dg[0], db[0]), 0);
+        /* 1: the ReLU forms */
+        assert_int_equal(be->ops->bn_fwd_train_relu(be, op, x, zz, g, b, y[1], m[1], v[1]), 0);
+        assert_int_equal(be->ops->bn_bwd_relu(be, op, x, y[1], dy, g, b, dx[1], res ? dz[1] : NULL, dg[1], db[1]), 0);
+        assert_memory_equal(y[0], y[1], nb);
+        assert_memory_equal(m[0], m[1], cb);
+        assert_memory_equal(v[0], v[1], cb);
+        assert_memory_equal(dx[0], dx[1], nb);
+        assert_memory_equal(dg[0], dg[1], cb);
+        assert_memory_equal(db[0], db[1], cb);
+        if (res)
+            assert_memory_equal(dz[0], dz[1], nb);
+        assert_memory_equal(dy, dy0, nb);
+    }
+    /* The residual forward left no mask: a backward without dz takes the loops, in place. */
+    memset(dx[1], 0xff, nb);
+    assert_int_equal(be->ops->bn_fwd_train(be, op, x, g, b, y[0], m[0], v[0]), 0);
+    assert_int_equal(be->ops->add_relu(be, y[0], z, n), 0);
+    memcpy(dz[0], dy, nb);
+    assert_int_equal(be->ops->relu_bwd(be, y[0], dz[0], dz[0], n), 0);
+    assert_int_equal(be->ops->bn_bwd(be, op, x, dz[0], g, b, m[0], v[0], dx[0], dg[0], db[0]), 0);
+    assert_int_equal(be->ops->bn_fwd_train_relu(be, op, x, z, g, b, y[1], NULL, NULL), 0);
+    assert_int_equal(be->ops->bn_bwd_relu(be, op, x, y[1], dy, g, b, dx[1], NULL, dg[1], db[1]), 0);
+    assert_memory_equal(dx[0], dx[1], nb);
+    assert_memory_equal(dg[0], dg[1], cb);
+    assert_memory_equal(db[0], db[1], cb);
+    assert_memory_equal(dy, dy0, nb);
+    be->ops->op_destroy(be, op);
+    be->ops->op_destroy(be, fresh);
+    for (int k = 0; k < 2; k++)
+        free(y[k]), free(dx[k]), free(dz[k]), free(m[k]), free(v[k]), free(dg[k]), free(db[k]);
+    free(xf), free(zf), free(dyf), free(g), free(b), free(x), free(z), free(dy), free(dy0);
+}
+
+static void test_bn_relu_forms(void **state)
+{
+    dlt_backend *be;
+    dlt_err err = DLT_ERR_INIT;
+    (void)state;
+    assert_int_equal(dlt_backend_cpu_create(&be, DLT_PREC_FP32, dlt_err_fresh(&err)), 0);
+    _bn_relu_case(be);
+    be->ops->destroy(be);
+    if (_bf16_backend(&be)) {
+        _bn_relu_case(be);
+        be->ops->destroy(be);
+    }
+}
+
 /* act_from_float rounds to nearest even, keeps NaN a NaN and infinities infinite; act_to_float
  * widens exactly. */
 static void test_bf16_rounding(void **state)
@@ -788,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_fc_stats_finite),
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_bf16_ops),
+        cmocka_unit_test(test_bn_relu_forms),
     };
     dlt_rng_seed(&g_rng, 12345, 1);
     return cmocka_run_group_tests(tests, NULL, NULL);

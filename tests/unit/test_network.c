@@ -410,6 +410,22 @@ static int _emu_bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const 
     return rc;
 }
 
+static int _emu_bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *g,
+                                  const float *b, float *y, float *m, float *v)
+{
+    int rc = emu.real->bn_fwd_train_relu(be, op, x, z, g, b, y, m, v);
+    for (int i = 0; i < emu.nbn && rc == 0; i++)
+        if (emu.bn[i].op == op) {
+            const dlt_act_shape *s = &emu.bn[i].s;
+            double count = (double)s->n * s->h * s->w;
+            if (!emu.bn[i].rm)
+                return -EPROTO;
+            return emu.real->bn_stats_update(be, emu.bn[i].rm, emu.bn[i].rv, m, v, s->c, emu.bn[i].mom,
+                                             (float)(count / (count - 1)));
+        }
+    return rc;
+}
+
 static int _emu_stats(dlt_backend *be, float *rm, float *rv, const float *m, const float *v, int c, float mom,
                       float unbias)
 {
@@ -443,7 +459,7 @@ static int _emu_add(dlt_backend *be, dlt_op *op, const float *dy, float *dx)
 
 /* One training forward and backward of a small ResNet-50 from seed 7 on one batch: the gradients
  * (host layout) and the running statistics. emulate: the optional ops given as above. */
-static void _inplace_run(int emulate, float *grads, float *stats)
+static void _inplace_run(int emulate, int relu_forms, float *grads, float *stats)
 {
     dlt_backend *be;
     dlt_net net;
@@ -457,7 +473,14 @@ static void _inplace_run(int emulate, float *grads, float *stats)
     emu.ops = *be->ops;
     emu.ops.bn_stats_update = _emu_stats;
     emu.ops.accumulate = _emu_accumulate;
+    /* The batch norm's ReLU forms are test_bn_relu_forms' (they would bypass the emulated forward). */
+    if (!relu_forms) {
+        emu.ops.bn_fwd_train_relu = NULL;
+        emu.ops.bn_bwd_relu = NULL;
+    }
     if (emulate) {
+        if (relu_forms)
+            emu.ops.bn_fwd_train_relu = _emu_bn_fwd_train_relu;
         assert_null(be->ops->conv_bwd_data_add); /* the CPU has neither: what this test stands in for */
         assert_null(be->ops->bn_bind_running);
         emu.ops.bn_plan = _emu_bn_plan;
@@ -500,22 +523,29 @@ static void test_inplace_ops(void **state)
     dlt_model_config cfg = {.width = 0.125f, .image = 32, .classes = 5, .batch = 4};
     dlt_model m;
     dlt_err e = DLT_ERR_INIT;
-    float *g[2], *st[2];
-    int acc[2];
+    float *g[4], *st[4];
+    int acc[4];
     (void)state;
     assert_int_equal(dlt_model_parse_arch("resnet50", &cfg, dlt_err_fresh(&e)), 0);
     assert_int_equal(dlt_model_build(&m, &cfg, dlt_err_fresh(&e)), 0);
-    for (int k = 0; k < 2; k++) {
+    /* k: bit 0 the in-place ops emulated, bit 1 the batch norm's ReLU forms offered (as the CUDA
+     * backend offers all four in fp16). */
+    for (int k = 0; k < 4; k++) {
         g[k] = calloc(m.nparams, sizeof(float));
         st[k] = calloc(m.nstats, sizeof(float));
         assert_true(g[k] && st[k]);
-        _inplace_run(k, g[k], st[k]);
+        _inplace_run(k & 1, k >> 1, g[k], st[k]);
         acc[k] = emu.accumulate_calls;
     }
-    assert_memory_equal(g[0], g[1], m.nparams * sizeof(float));
-    assert_memory_equal(st[0], st[1], m.nstats * sizeof(float));
-    assert_int_equal(acc[0] - acc[1], 16); /* the joins' accumulates, now inside the op */
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 4; k += 2) {
+        assert_memory_equal(g[k], g[k + 1], m.nparams * sizeof(float));
+        assert_memory_equal(st[k], st[k + 1], m.nstats * sizeof(float));
+        assert_int_equal(acc[k] - acc[k + 1], 16); /* the joins' accumulates, now inside the op */
+    }
+    /* The ReLU forms (oneDNN's fused ReLU where no residual is added) give the plain path's bits. */
+    assert_memory_equal(g[0], g[2], m.nparams * sizeof(float));
+    assert_memory_equal(st[0], st[2], m.nstats * sizeof(float));
+    for (int k = 0; k < 4; k++)
         free(g[k]), free(st[k]);
     dlt_model_free(&m);
 }
@@ -535,9 +565,11 @@ static void _bf16_cfg(dlt_model_config *cfg)
  * prec, from the same weights and the same batch of uniformly random pixels (a photograph's
  * statistics do not matter here; flat synthetic images would leave channels with almost no
  * variance, where any rounding of the activations is of the order of their spread). */
-static double _step_in(dlt_precision prec, float *grads, float *stats)
+static double _step_in(dlt_precision prec, int relu_forms, float *grads, float *stats)
 {
     dlt_backend *be;
+    const dlt_backend_ops *real;
+    dlt_backend_ops plain;
     dlt_net net;
     dlt_model_config cfg;
     const size_t px = (size_t)BF16_BATCH * BF16_IMAGE * BF16_IMAGE;
@@ -554,6 +586,13 @@ static double _step_in(dlt_precision prec, float *grads, float *stats)
     for (int i = 0; i < BF16_BATCH; i++)
         labels[i] = i % 5;
     assert_int_equal(dlt_backend_cpu_create(&be, prec, dlt_err_fresh(&e)), 0);
+    real = be->ops;
+    plain = *real;
+    if (!relu_forms) { /* the network's own add_relu and relu_bwd around the batch norm */
+        plain.bn_fwd_train_relu = NULL;
+        plain.bn_bwd_relu = NULL;
+    }
+    be->ops = &plain;
     assert_int_equal(dlt_net_create(&net, &cfg, be, dlt_err_fresh(&e)), 0);
     dlt_net_init_params(&net, 7, 0);
     assert_int_equal(dlt_net_upload(&net), 0);
@@ -564,6 +603,7 @@ static double _step_in(dlt_precision prec, float *grads, float *stats)
     assert_int_equal(dlt_net_grads_to_host(&net, grads), 0);
     memcpy(stats, net.d_stats, net.model.nstats * sizeof(float));
     dlt_net_destroy(&net);
+    be->ops = real;
     be->ops->destroy(be);
     free(img);
     return loss;
@@ -595,20 +635,24 @@ static void test_bf16_step(void **state)
     dlt_model_config cfg;
     dlt_model m;
     dlt_err e = DLT_ERR_INIT;
-    float *g[2], *st[2];
-    double loss[2], worst = 0, whole, fc = 0;
+    float *g[3], *st[3];
+    double loss[3], worst = 0, whole, fc = 0;
     const char *worst_name = "";
     (void)state;
     if (!dlt_backend_cpu_has_bf16())
         skip(); /* test_cpu_onednn checks the refusal */
     _bf16_cfg(&cfg);
     assert_int_equal(dlt_model_build(&m, &cfg, dlt_err_fresh(&e)), 0);
-    for (int k = 0; k < 2; k++) {
+    /* 0: fp32; 1: bf16; 2: bf16 without the batch norm's ReLU forms (oneDNN's fused ReLU), which
+     * must give 1's bits: the ReLU's sign test is the same on the fp32 value and its bf16 rounding. */
+    for (int k = 0; k < 3; k++) {
         g[k] = calloc(m.nparams, sizeof(float));
         st[k] = calloc(m.nstats, sizeof(float));
         assert_true(g[k] && st[k]);
-        loss[k] = _step_in(k ? DLT_PREC_BF16 : DLT_PREC_FP32, g[k], st[k]);
+        loss[k] = _step_in(k ? DLT_PREC_BF16 : DLT_PREC_FP32, k < 2, g[k], st[k]);
     }
+    assert_memory_equal(g[1], g[2], m.nparams * sizeof(float));
+    assert_memory_equal(st[1], st[2], m.nstats * sizeof(float));
     whole = _rel_l2(g[1], g[0], 0, m.nparams);
     for (int i = 0; i < m.nlayers; i++) {
         const dlt_layer *l = &m.layers[i];
@@ -626,7 +670,7 @@ static void test_bf16_step(void **state)
     assert_true(fc < 0.1);
     assert_true(whole < 0.6);
     assert_true(worst < 0.8);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         free(g[k]), free(st[k]);
     dlt_model_free(&m);
 }

@@ -123,5 +123,9 @@ static inline int _dnnl_check_at(dlt_err *err, dnnl_status_t s, const char *file
 
 /* cpu_loops.c: its entries of the ops table (and dlt_backend_cpu_gemm, the FC layer's). */
 void dlt_cpu_loop_ops(dlt_backend_ops *ops);
+/* Two of them, which the batch norm's ReLU forms (cpu_onednn.c) call directly where oneDNN cannot
+ * fuse the ReLU (after a residual add): the ops table's add_relu and relu_bwd. */
+int dlt_cpu_add_relu(dlt_backend *be, float *y, const float *add, size_t n);
+int dlt_cpu_relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n);
 
 #endif

@@ -17,7 +17,7 @@
 
 /* Activations are float, or bf16 under --precision bf16 (cpu_internal.h): each element-wise op
  * computes in float either way and rounds once where it stores bf16. */
-static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
+int dlt_cpu_add_relu(dlt_backend *be, float *y, const float *add, size_t n)
 {
     if (_cpu(be)->bf16) {
         dlt_bf16 *h = (dlt_bf16 *)y;
@@ -49,7 +49,7 @@ static int _add_relu(dlt_backend *be, float *y, const float *add, size_t n)
     return 0;
 }
 
-static int _relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
+int dlt_cpu_relu_bwd(dlt_backend *be, const float *y, const float *dy, float *dz, size_t n)
 {
     if (_cpu(be)->bf16) {
         const dlt_bf16 *hy = (const dlt_bf16 *)y, *hg = (const dlt_bf16 *)dy;
@@ -423,8 +423,8 @@ static int _count_nonfinite(dlt_backend *be, const float *x, size_t n)
 
 void dlt_cpu_loop_ops(dlt_backend_ops *ops)
 {
-    ops->add_relu = _add_relu;
-    ops->relu_bwd = _relu_bwd;
+    ops->add_relu = dlt_cpu_add_relu;
+    ops->relu_bwd = dlt_cpu_relu_bwd;
     ops->accumulate = _accumulate;
     ops->avgpool_fwd = _avgpool_fwd;
     ops->avgpool_bwd = _avgpool_bwd;

@@ -50,9 +50,19 @@ struct dlt_op {
     staged_arg f_x, f_y, d_dy, d_dx, w_x, w_dy;
     /* bn */
     dlt_act_shape as;
+    float eps;
     dnnl_memory_t m_mean, m_var, m_scale, m_shift, m_dscale, m_dshift, m_src, m_dst, m_dsrc, m_ddst;
     dnnl_primitive_t bn_infer;
-    /* pool */
+    /* bn with oneDNN's fused ReLU (_bn_relu_make), made at the op's first forward that has a ReLU
+     * and no residual: relu_state 0 not tried yet, 1 made, -1 oneDNN has none here (the loops run);
+     * relu_mask: the workspace holds the ReLU mask of a training forward (its backward reads it). */
+    dnnl_primitive_t bn_fwd_relu, bn_bwd_relu;
+    int relu_state, relu_mask;
+    /* the statistics the last training forward of the ReLU form wrote, which its backward reads:
+     * the caller's, or stat_buf (2c floats) when it asked for none */
+    const float *fwd_mean, *fwd_var;
+    float *stat_buf;
+    /* pool's workspace, and the fused bn's ReLU mask */
     dnnl_memory_t m_ws;
     void *ws_buf;
 };
@@ -428,6 +438,11 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     if (!op)
         return _oom(be);
     op->as = *s;
+    op->eps = eps;
+    if (!(op->stat_buf = calloc(2 * (size_t)s->c, sizeof(float)))) {
+        free(op);
+        return _oom(be);
+    }
     /* Activations of the activation type; mean, variance, scale and shift float. */
     if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, _act_dt(be), dnnl_nhwc)))
         goto fail;
@@ -464,40 +479,44 @@ fail:
 }
 
 /* Training and inference forward take the same six arguments; only the primitive differs (training
- * writes mean/var, inference reads them). */
-static int _bn_fwd(dlt_backend *be, dlt_op *op, dnnl_primitive_t prim, const float *x, const float *gamma,
+ * writes mean/var, inference reads them); ws: bind the ReLU mask too (the fused ReLU's training). */
+static int _bn_fwd(dlt_backend *be, dlt_op *op, dnnl_primitive_t prim, int ws, const float *x, const float *gamma,
                    const float *beta, const float *mean, const float *var, float *y)
 {
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},     {DNNL_ARG_DST, op->m_dst},   {DNNL_ARG_SCALE, op->m_scale},
-                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean}, {DNNL_ARG_VARIANCE, op->m_var}};
+                           {DNNL_ARG_SHIFT, op->m_shift}, {DNNL_ARG_MEAN, op->m_mean}, {DNNL_ARG_VARIANCE, op->m_var},
+                           {DNNL_ARG_WORKSPACE, op->m_ws}};
     SET(op->m_src, x);
     SET(op->m_dst, y);
     SET(op->m_scale, gamma);
     SET(op->m_shift, beta);
     SET(op->m_mean, mean);
     SET(op->m_var, var);
-    return _exec(be, prim, 6, a);
+    return _exec(be, prim, ws ? 7 : 6, a);
 }
 
 static int _bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta, float *y,
                          float *mean, float *var)
 {
-    return _bn_fwd(be, op, op->fwd, x, gamma, beta, mean, var, y);
+    return _bn_fwd(be, op, op->fwd, 0, x, gamma, beta, mean, var, y);
 }
 
 static int _bn_fwd_infer(dlt_backend *be, dlt_op *op, const float *x, const float *gamma, const float *beta,
                          const float *mean, const float *var, float *y)
 {
-    return _bn_fwd(be, op, op->bn_infer, x, gamma, beta, mean, var, y);
+    return _bn_fwd(be, op, op->bn_infer, 0, x, gamma, beta, mean, var, y);
 }
 
-static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
-                   const float *mean, const float *var, float *dx, float *dgamma, float *dbeta)
+/* The backward through primitive prim; ws: bind the ReLU mask too (the fused ReLU's). */
+static int _bn_bwd_exec(dlt_backend *be, dlt_op *op, dnnl_primitive_t prim, int ws, const float *x, const float *dy,
+                        const float *gamma, const float *beta, const float *mean, const float *var, float *dx,
+                        float *dgamma, float *dbeta)
 {
-    dnnl_exec_arg_t a[] = {
-        {DNNL_ARG_SRC, op->m_src},           {DNNL_ARG_DIFF_DST, op->m_ddst},     {DNNL_ARG_SCALE, op->m_scale},
-        {DNNL_ARG_MEAN, op->m_mean},         {DNNL_ARG_VARIANCE, op->m_var},      {DNNL_ARG_DIFF_SRC, op->m_dsrc},
-        {DNNL_ARG_DIFF_SCALE, op->m_dscale}, {DNNL_ARG_DIFF_SHIFT, op->m_dshift}, {DNNL_ARG_SHIFT, op->m_shift}};
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, op->m_src},           {DNNL_ARG_DIFF_DST, op->m_ddst},
+                           {DNNL_ARG_SCALE, op->m_scale},       {DNNL_ARG_MEAN, op->m_mean},
+                           {DNNL_ARG_VARIANCE, op->m_var},      {DNNL_ARG_DIFF_SRC, op->m_dsrc},
+                           {DNNL_ARG_DIFF_SCALE, op->m_dscale}, {DNNL_ARG_DIFF_SHIFT, op->m_dshift},
+                           {DNNL_ARG_SHIFT, op->m_shift},       {DNNL_ARG_WORKSPACE, op->m_ws}};
     /* oneDNN 2.x checks that the shift is bound in backward too, though it does not read it. */
     SET(op->m_src, x);
     SET(op->m_ddst, dy);
@@ -508,7 +527,96 @@ static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy,
     SET(op->m_dsrc, dx);
     SET(op->m_dscale, dgamma);
     SET(op->m_dshift, dbeta);
-    return _exec(be, op->bwd_data, 9, a);
+    return _exec(be, prim, ws ? 10 : 9, a);
+}
+
+static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy, const float *gamma, const float *beta,
+                   const float *mean, const float *var, float *dx, float *dgamma, float *dbeta)
+{
+    return _bn_bwd_exec(be, op, op->bwd_data, 0, x, dy, gamma, beta, mean, var, dx, dgamma, dbeta);
+}
+
+/* The batch norm with its ReLU fused by oneDNN (dnnl_fuse_norm_relu): the training forward writes
+ * y = relu(bn(x)) and the ReLU's mask (a workspace), which the backward reads to pass dy through the
+ * ReLU inside its own pass: one read and one write of y fewer in the forward, and in the backward the
+ * ReLU loop's pass over y and dy gone. Made once per op, at its first forward that asks for it; where
+ * oneDNN has no such kernel for the shape and type, the op's ReLU stays the loops' (the same values:
+ * the ReLU's sign test is the same before and after the rounding to bf16). */
+static int _bn_relu_make(dlt_backend *be, dlt_op *op)
+{
+    dnnl_memory_desc_t md;
+    dnnl_batch_normalization_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
+    const dnnl_memory_desc_t *ws_md;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
+    const dlt_act_shape *s = &op->as;
+    int rc;
+    op->relu_state = -1;
+    if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, _act_dt(be), dnnl_nhwc)))
+        return rc;
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &md,
+                                                                                        op->eps, flags)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &md, &md,
+                                                                                         op->eps, flags)));
+    if (dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd) != dnnl_success) {
+        if (fpd)
+            dnnl_primitive_desc_destroy(fpd);
+        return 0; /* no fused kernel: the loops */
+    }
+    ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
+    if (!ws_md || !(op->ws_buf = _alloc_md(ws_md)))
+        rc = ws_md ? _oom(be) : dlt_fail(be->err, -EIO, "oneDNN's batch norm with a fused ReLU has no workspace");
+    else if ((rc = _mem(be, &op->m_ws, ws_md, op->ws_buf)) == 0 &&
+             (rc = DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_fwd_relu, fpd))) == 0 &&
+             (rc = DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_bwd_relu, bpd))) == 0)
+        op->relu_state = 1;
+    dnnl_primitive_desc_destroy(fpd);
+    dnnl_primitive_desc_destroy(bpd);
+    return rc;
+}
+
+/* y = relu(bn(x) + z), training: oneDNN's fused ReLU without a residual (z NULL), else the batch
+ * norm and then the add+ReLU loop (the ReLU comes after the add, which oneDNN 2.6 cannot fuse). */
+static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *gamma,
+                              const float *beta, float *y, float *mean, float *var)
+{
+    const dlt_act_shape *s = &op->as;
+    int rc;
+    op->fwd_mean = mean ? mean : op->stat_buf;
+    op->fwd_var = var ? var : op->stat_buf + s->c;
+    op->relu_mask = 0;
+    if (!z && op->relu_state == 0 && (rc = _bn_relu_make(be, op)))
+        return rc;
+    if (z || op->relu_state != 1) {
+        if ((rc = _bn_fwd(be, op, op->fwd, 0, x, gamma, beta, op->fwd_mean, op->fwd_var, y)))
+            return rc;
+        return dlt_cpu_add_relu(be, y, z, (size_t)s->n * s->c * s->h * s->w);
+    }
+    if ((rc = _bn_fwd(be, op, op->bn_fwd_relu, 1, x, gamma, beta, op->fwd_mean, op->fwd_var, y)))
+        return rc;
+    op->relu_mask = 1;
+    return 0;
+}
+
+/* The backward of _bn_fwd_train_relu from y (dy unchanged): with the fused forward's mask, oneDNN's
+ * fused backward; else dz = relu'(y) dy (into dx when there is no residual: oneDNN's batch-norm
+ * backward runs in place), then the batch norm's backward from it. The statistics are those its
+ * forward wrote (fwd_mean, fwd_var). */
+static int _bn_bwd_relu(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy,
+                        const float *gamma, const float *beta, float *dx, float *dz, float *dgamma, float *dbeta)
+{
+    const dlt_act_shape *s = &op->as;
+    float *g = dz ? dz : dx;
+    int rc;
+    if (!op->fwd_mean)
+        return dlt_fail(be->err, -EPROTO, "batch norm + ReLU backward before its training forward");
+    if (!dz && op->relu_mask)
+        return _bn_bwd_exec(be, op, op->bn_bwd_relu, 1, x, dy, gamma, beta, op->fwd_mean, op->fwd_var, dx, dgamma,
+                            dbeta);
+    if ((rc = dlt_cpu_relu_bwd(be, y, dy, g, (size_t)s->n * s->c * s->h * s->w)))
+        return rc;
+    return _bn_bwd(be, op, x, g, gamma, beta, op->fwd_mean, op->fwd_var, dx, dgamma, dbeta);
 }
 
 /* ------------------------------------------------------------------ max pooling */
@@ -672,6 +780,8 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
     free(op->wb_buf);
     _free_prim(op->dw_reorder);
     _free_prim(op->bn_infer);
+    _free_prim(op->bn_fwd_relu);
+    _free_prim(op->bn_bwd_relu);
     _stage_free(&op->f_x), _stage_free(&op->f_y), _stage_free(&op->d_dy), _stage_free(&op->d_dx);
     _stage_free(&op->w_x), _stage_free(&op->w_dy);
     dnnl_memory_t mems[] = {op->m_x,     op->m_y,     op->m_w_user,  op->m_w,      op->m_dy,
@@ -683,6 +793,7 @@ static void _op_destroy(dlt_backend *be, dlt_op *op)
     free(op->w_buf);
     free(op->dw_buf);
     free(op->ws_buf);
+    free(op->stat_buf);
     free(op);
 }
 
@@ -728,6 +839,8 @@ static const dlt_backend_ops g_cpu_ops = {
     .bn_fwd_train = _bn_fwd_train,
     .bn_fwd_infer = _bn_fwd_infer,
     .bn_bwd = _bn_bwd,
+    .bn_fwd_train_relu = _bn_fwd_train_relu,
+    .bn_bwd_relu = _bn_bwd_relu,
     .maxpool_plan = _maxpool_plan,
     .maxpool_fwd = _maxpool_fwd,
     .maxpool_bwd = _maxpool_bwd,
