@@ -3,8 +3,9 @@
 # tests/device/pack.sh: builds, here, what tests/device/run.sh runs on a lent GPU machine and puts
 # everything that machine lacks into .devpack/ (ignored by git), ONE folder to name in the device
 # tool's carry, under its 64 MiB limit:
-#   .devpack/dltrain-device.tar.xz  dltrain and its CUDA module, cuda_ops_check, nccl_check, libdltpmix and the shared
-#                                   libraries a bare GPU machine lacks (oneDNN, PMIx, libjpeg-turbo,
+#   .devpack/dltrain-device.tar.xz  dltrain and its CUDA module, cuda_ops_check, nccl_check,
+#                                   fusion_probe, libdltpmix and the shared libraries a bare GPU
+#                                   machine lacks (oneDNN, PMIx, libjpeg-turbo,
 #                                   hwloc, ...); CUDA's runtime, cuDNN and cuBLAS are not packed (the
 #                                   machine's CUDA 13 toolkit and PyTorch's nvidia-* wheels serve);
 #                                   photos/: two real photographs (scikit-learn's sample images, 0.2
@@ -172,11 +173,11 @@ git ls-files -co --exclude-standard | grep -v -e '^\.devbuild/' -e '^\.devpack/'
   fi
   grep -q "CUDA backend *yes" configure.log || { echo "pack: configure did not enable the CUDA backend"; exit 1; }
   make -j"$(nproc)" >make.log 2>&1 || { tail -20 make.log; exit 1; }
-  make -j"$(nproc)" tests/device/cuda_ops_check tests/device/nccl_check >>make.log 2>&1 || { tail -20 make.log; exit 1; }
+  make -j"$(nproc)" tests/device/cuda_ops_check tests/device/nccl_check tests/device/fusion_probe >>make.log 2>&1 || { tail -20 make.log; exit 1; }
 )
 P=$(mktemp -d /tmp/dlt-devpack.XXXXXX); TMPS+=("$P")
 mkdir -p "$P/bin" "$P/lib"
-for t in trainer/dltrain tests/device/cuda_ops_check tests/device/nccl_check; do
+for t in trainer/dltrain tests/device/cuda_ops_check tests/device/nccl_check tests/device/fusion_probe; do
   d=$(dirname "$t") n=$(basename "$t")
   if [ -x "$B/$d/.libs/$n" ]; then cp "$B/$d/.libs/$n" "$P/bin/"; else cp "$B/$t" "$P/bin/"; fi
 done

@@ -3,7 +3,7 @@
 # The GPU check script without a GPU: its dry run lists every phase (the two-rank phases right after
 # the op checks, the one-node Slurm's after the training, its teardown and the photos for the fed
 # rows before the benchmark), the
-# 400 s deadline, the kill rule and the budget arithmetic (the caps within the deadline with room,
+# 420 s deadline, the kill rule and the budget arithmetic (the caps within the deadline with room,
 # this call and a rerun inside one 900 s lease); --only narrows it, brings the Slurm start and
 # teardown with any Slurm phase, and refuses an unknown phase; with no GPU it skips saying so; with
 # a stand-in nvidia-smi and a deadline too short for any phase it starts nothing, prints the table
@@ -14,11 +14,12 @@
 # 8): its 14 phases (topology, nccl, scaling and kill-rank among them, no same-GPU phase), 1 x 256
 # against 8 x 32, weak scaling at 1, 2, 4, 8 ranks, rank 7 killed, launched without srun through
 # two_ranks.sh, in one call of at most 480 s; a launcher command without %n and --ranks 0 are
-# refused, naming the fix. A pack made by tests/device/pack.sh fits one carry
+# refused, naming the fix. The fusion phase reads the probe's lines (stand-in), and the probe checks
+# its host fp16 conversions without a GPU. A pack made by tests/device/pack.sh fits one carry
 # with room to spare, matches its checksums and, where Slurm is installed, carries it
 # (tests/slurm/pack_slurm.sh starts it).
 . "$(dirname "$0")/../slurm/lib.sh"
-tap_plan 11
+tap_plan 13
 RUN=$DLT_SRCDIR/tests/device/run.sh
 rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/nogpu"
@@ -34,13 +35,13 @@ chmod +x "$WORK/bin/nvidia-smi"
 out=$(OUT=$WORK/dry bash "$RUN" --dry-run 2>&1); rc=$?
 phases=$(grep -c '^device: phase ' <<<"$out")
 order=$(grep '^device: phase ' <<<"$out" | awk '{print $3}' | tr '\n' ' ')
-ORDER="unpack ops nccl-hostid nccl-samehost multi-rank train slurm-up slurm-env slurm-train slurm-two slurm-ddp slurm-down photos bench "
-if ((rc == 0 && phases == 14)) && [[ $out == *"deadline 400 s"* && $order == "$ORDER" &&
+ORDER="unpack ops fusion nccl-hostid nccl-samehost multi-rank train slurm-up slurm-env slurm-train slurm-two slurm-ddp slurm-down photos bench "
+if ((rc == 0 && phases == 15)) && [[ $out == *"deadline 420 s"* && $order == "$ORDER" &&
       $out == *"nccl-samehost NOT TESTED, counted as cut"* && $out == *"timeout -k 5"* && $out == *"killed within 2 s"* &&
       $out == *"slurm phases: a one-node Slurm 22.05 from the pack (tests/device/slurm_node.sh"*"NOT TESTED, counted as cut"* &&
       $out == *"phase slurm-down (never skipped once slurm-up ran, at most 15 s)"* &&
       $out == *'command "bash tests/device/go.sh"'* ]]; then
-  ok "dry run: $phases phases ($order), the 400 s deadline, timeout -k, the one command"
+  ok "dry run: $phases phases ($order), the 420 s deadline, timeout -k, the one command"
 else not_ok "dry run (rc=$rc, $phases phases: $order)"; echo "$out" | diag; fi
 # The budget: the caps fit the deadline with room, and this call plus a rerun call fit one 900 s
 # lease with each machine start >= 240 s before the lease ends.
@@ -70,6 +71,43 @@ if ((rc == 2 && SECONDS - start < 30)) && [[ $out == *"unpack not started"* && $
    grep -q "0 passed, 0 failed" "$WORK/short/device-run.log" && tar -tzf "$WORK/short/device-results.tar.gz" | grep -q table.txt; then
   ok "a deadline too short for any phase: nothing started, the table printed, exit 2; \$OUT holds 3 files ($files)"
 else not_ok "deadline handling (rc=$rc, files: $files)"; echo "$out" | diag; fi
+
+# The fusion phase with a stand-in pack whose fusion_probe answers as the real one prints: graphs
+# cuDNN refuses are findings (ok), a graph that disagrees with the unfused ops is a FAIL.
+mkdir -p "$WORK/fpack/bin"
+for t in dltrain cuda_ops_check nccl_check; do printf '#!/bin/sh\nexit 0\n' >"$WORK/fpack/bin/$t"; done
+cat >"$WORK/fpack/bin/fusion_probe" <<'SH'
+#!/bin/sh
+echo "fusion: Stand-in H200 (sm_90), cuDNN 91900, batch 256, fp16 NHWC, fp32 statistics"
+echo "fusion: layer1 1x1 64->64                 unfused      0.210 ms conv (algo 1), 0.150 ms batch norm (training forward)"
+echo "fusion: layer1 1x1 64->64                 conv+gs      ok   engine 12 of 3 proposed, 0.230 ms, Y 1.0e-03, sums 2.0e-05"
+echo "fusion: layer1 1x1 64->64                 sbr+conv+gs  refused: 0 engine configuration(s) proposed, none finalized: heuristics mode fallback proposed no engine"
+[ "${FAKE_FUSION_BAD:-0}" = 1 ] && echo "fusion: layer1 3x3 64->64                 conv+gs      FAIL engine 7: Y 3.0e-01 (bound 1e-2), sums 1.0e-05, 0.300 ms"
+echo "fusion: total over the shapes probed: conv 0.210 + batch norm 0.150 ms unfused; conv+gs 0.230 ms where its conv alone took 0.210; sbr+conv+gs 0.000 ms where conv + batch norm took 0.000"
+if [ "${FAKE_FUSION_BAD:-0}" = 1 ]; then echo "1 passed, 1 failed"; exit 1; fi
+echo "1 passed, 0 failed"
+SH
+chmod +x "$WORK/fpack/bin/"*
+f1=$(PATH=$WORK/bin:$PATH DLT_PACK=$WORK/fpack OUT=$WORK/fusion1 bash "$RUN" --only fusion 2>&1); r1=$?
+f2=$(PATH=$WORK/bin:$PATH DLT_PACK=$WORK/fpack FAKE_FUSION_BAD=1 OUT=$WORK/fusion2 bash "$RUN" --only fusion 2>&1); r2=$?
+if ((r1 == 0 && r2 == 1)) && [[ $f1 == *"ok   fusion: 1 fused graph(s) ran and matched the unfused ops, 1 refused by cuDNN; total over the shapes probed: conv 0.210"* &&
+      $f1 == *"sbr+conv+gs  refused: 0 engine configuration(s) proposed"* &&
+      $f2 == *"FAIL fusion: fusion_probe exit 1 (1 passed, 1 failed)"* && $f2 == *"conv+gs      FAIL engine 7: Y 3.0e-01"* ]]; then
+  ok "fusion phase: the probe's lines shown; refused graphs counted as findings, a disagreeing graph a FAIL"
+else not_ok "fusion phase (r1=$r1 r2=$r2)"; { echo "$f1"; echo "$f2"; } | grep -E 'fusion|FAIL' | diag; fi
+
+# The probe itself without a GPU: its host fp16 conversions (the references its checks compare
+# with) against their definition over every half, a skip that says so, a bad option refused.
+FP=$DLT_BUILDDIR/tests/device/fusion_probe
+if [[ -x $FP ]]; then
+  s1=$("$FP" --self-test 2>&1); q1=$?
+  s2=$("$FP" 2>&1); q2=$?
+  s3=$("$FP" --batch 0 2>&1); q3=$?
+  if ((q1 == 0 && q2 == 0 && q3 == 2)) && [[ $s1 == *"host fp16 conversions: ok (0 disagreements"* &&
+        $s2 == *"SKIP: the CUDA runtime sees no GPU"* && $s3 == *"--batch must be 1..4096"* ]]; then
+    ok "fusion_probe: host fp16 conversions exact over every half and midpoint; no GPU: skipped, saying so; --batch 0 refused"
+  else not_ok "fusion_probe without a GPU (q1=$q1 q2=$q2 q3=$q3)"; { echo "$s1"; echo "$s2"; echo "$s3"; } | diag; fi
+else ok "# SKIP fusion_probe not built (no CUDA backend in this build)"; fi
 
 TWO=$DLT_SRCDIR/tests/device/two_ranks.sh
 out=$(DLT_RANK_HOSTID=1 bash "$TWO" 2 sh -c 'echo "rank $DLTPMIX_TEST_RANK of $DLTPMIX_TEST_SIZE dir=${DLTPMIX_TEST_RENDEZVOUS:+set} host=${NCCL_HOSTID:-}"' 2>&1); rc=$?

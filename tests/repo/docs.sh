@@ -71,7 +71,7 @@ else not_ok "commands dltrain does not have: ${bad[*]} (it has: $cmds)"; fi
 known=$({ for c in train eval bench check info env "data pack"; do "$DLTRAIN" $c --help 2>&1; done
   sed 's/\\//g' man/*.[1-8]; ./configure --help 2>/dev/null || true; } | grep -o -E -- '--[a-z][a-z0-9-]*' | sort -u)
 declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py [--dry-run]=tests/device/run.sh
-  [--slurm-only]=tests/device/pack.sh
+  [--slurm-only]=tests/device/pack.sh [--all]=tests/device/fusion_probe.c
   [--ranks]=tests/device/run.sh [--only]=tests/local/random_damage.sh [--peer]=tests/device/torch_bench.py [--self-check]=tests/device/torch_bench.py
   [--requeue]=contrib/sbatch/resnet50-imagenet.sbatch [--kill-on-bad-exit]=contrib/sbatch/resnet50-imagenet.sbatch
   [--cpus-per-task]=contrib/sbatch/resnet50-imagenet.sbatch [--exclusive]=contrib/sbatch/pytorch-ddp.sbatch
