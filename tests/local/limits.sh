@@ -4,8 +4,10 @@
 # ResNet-18 at 224 px used to fail with "planning layer layer2.1.conv2: ^@X\xe6k..." (an
 # allocation failure that set no message), an empty reason, or a bare segfault inside oneDNN's
 # code generator. A sweep of address-space limits: every run trains, or fails naming the memory
-# limit, or (oneDNN's crash) says what it was doing and the limit. OMP_NUM_THREADS above the
-# task's CPUs (100000 crashed libgomp; 8 on 2 CPUs ran at 2 images/s) is capped, said once.
+# limit, or (oneDNN's crash) says what it was doing (planning a layer, or the first forward or
+# backward of one: oneDNN generates its GEMM's kernels at their first call) and the limit.
+# OMP_NUM_THREADS above the task's CPUs (100000 crashed libgomp; 8 on 2 CPUs ran at 2 images/s) is
+# capped, said once.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
@@ -22,7 +24,7 @@ for v in $(seq 400000 50000 2500000); do
   last=$(grep '^dltrain: ' <<<"$out" | tail -1)
   if [[ $rc == 0 ]]; then kind=trained
   elif [[ $rc == 1 && $last =~ (out of (host )?memory|lower --batch) ]] && LC_ALL=C grep -qv '[^[:print:]]' <<<"$last"; then kind=oom
-  elif [[ $rc == 139 && $out == *"crashed with SIGSEGV while planning layer "*"the address-space limit is "*"MiB (ulimit -v)"* ]]; then kind=crash-said
+  elif [[ $rc == 139 && $out =~ "crashed with SIGSEGV while "("planning layer "|"the first forward of layer "|"the first backward of layer ")[^\ ]+"; the address-space limit is "[0-9]+" MiB (ulimit -v)" ]]; then kind=crash-said
   else kind=BAD; bad=$((bad + 1)); echo "ulimit -v $v: rc=$rc: $(tail -c 300 <<<"$out")" | diag; fi
   said="$said $((v / 1000))M:$kind"
   [[ $kind == trained ]] && break

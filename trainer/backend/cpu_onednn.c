@@ -53,9 +53,9 @@ struct dlt_op {
     float eps;
     dnnl_memory_t m_mean, m_var, m_scale, m_shift, m_dscale, m_dshift, m_src, m_dst, m_dsrc, m_ddst;
     dnnl_primitive_t bn_infer;
-    /* bn with oneDNN's fused ReLU (_bn_relu_make), made at the op's first forward that has a ReLU
-     * and no residual: relu_state 0 not tried yet, 1 made, -1 oneDNN has none here (the loops run);
-     * relu_mask: the workspace holds the ReLU mask of a training forward (its backward reads it). */
+    /* bn with oneDNN's fused ReLU (_bn_relu_make, at planning): relu_state 1 made, -1 oneDNN has
+     * none here (the loops run); relu_mask: the workspace holds the ReLU mask of a training forward
+     * (its backward reads it). */
     dnnl_primitive_t bn_fwd_relu, bn_bwd_relu;
     int relu_state, relu_mask;
     /* the statistics the last training forward of the ReLU form wrote, which its backward reads:
@@ -426,6 +426,8 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
 
 /* ------------------------------------------------------------------ batch normalization */
 
+static int _bn_relu_make(dlt_backend *be, dlt_op *op);
+
 static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op **out)
 {
     dnnl_memory_desc_t md, cmd;
@@ -469,7 +471,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
         (rc = _mem(be, &op->m_scale, &cmd, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_shift, &cmd, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_dscale, &cmd, DNNL_MEMORY_NONE)) ||
-        (rc = _mem(be, &op->m_dshift, &cmd, DNNL_MEMORY_NONE)))
+        (rc = _mem(be, &op->m_dshift, &cmd, DNNL_MEMORY_NONE)) || (rc = _bn_relu_make(be, op)))
         goto fail;
     *out = op;
     return 0;
@@ -539,7 +541,8 @@ static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy,
 /* The batch norm with its ReLU fused by oneDNN (dnnl_fuse_norm_relu): the training forward writes
  * y = relu(bn(x)) and the ReLU's mask (a workspace), which the backward reads to pass dy through the
  * ReLU inside its own pass: one read and one write of y fewer in the forward, and in the backward the
- * ReLU loop's pass over y and dy gone. Made once per op, at its first forward that asks for it; where
+ * ReLU loop's pass over y and dy gone. Made with the op, at planning (oneDNN's code generator may
+ * fault when memory is short, and a fault while planning is said as such: crash_report.h); where
  * oneDNN has no such kernel for the shape and type, the op's ReLU stays the loops' (the same values:
  * the ReLU's sign test is the same before and after the rounding to bf16). */
 static int _bn_relu_make(dlt_backend *be, dlt_op *op)
@@ -586,8 +589,6 @@ static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const
     op->fwd_mean = mean ? mean : op->stat_buf;
     op->fwd_var = var ? var : op->stat_buf + s->c;
     op->relu_mask = 0;
-    if (!z && op->relu_state == 0 && (rc = _bn_relu_make(be, op)))
-        return rc;
     if (z || op->relu_state != 1) {
         if ((rc = _bn_fwd(be, op, op->fwd, 0, x, gamma, beta, op->fwd_mean, op->fwd_var, y)))
             return rc;

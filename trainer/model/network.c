@@ -372,10 +372,12 @@ int dlt_net_forward(dlt_net *net, int training)
     const dlt_backend_ops *o = net->be->ops;
     dlt_backend *be = net->be;
     size_t bn_c = 0;
-    int bn_i = 0, rc = 0;
+    int bn_i = 0, rc = 0, first = !net->passed[0];
     for (int i = 0; i < m->nlayers && rc == 0; i++) {
         dlt_layer *l = &m->layers[i];
         float *x = net->act[l->in], *y = net->act[l->out];
+        if (first) /* oneDNN generates some kernels at their first call (its GEMM): crash_report.h */
+            dlt_crash_context("the first forward of layer %s", l->name);
         switch (l->kind) {
         case DLT_LAYER_CONV: rc = o->conv_fwd(be, l->op, x, y); break;
         case DLT_LAYER_BN: {
@@ -419,6 +421,10 @@ int dlt_net_forward(dlt_net *net, int training)
         if (rc)
             dlt_fail_suffix(be->err, rc, " (layer %s)", l->name);
     }
+    if (first) {
+        dlt_crash_context(NULL);
+        net->passed[0] = rc == 0;
+    }
     return rc;
 }
 
@@ -457,6 +463,8 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
         float *x = net->act[l->in], *dy = net->dact[l->out], *dx;
         size_t xn = m->tensors[l->in].size;
         int acc;
+        if (!net->passed[1])
+            dlt_crash_context("the first backward of layer %s", l->name);
         switch (l->kind) {
         case DLT_LAYER_FC:
             acc = _route(net, l->in, &dx);
@@ -530,6 +538,10 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
         }
         if (rc)
             dlt_fail_suffix(be->err, rc, " (layer %s, backward)", l->name);
+    }
+    if (!net->passed[1]) {
+        dlt_crash_context(NULL);
+        net->passed[1] = rc == 0;
     }
     if (rc == 0 && listen && listen->done)
         rc = listen->done(listen->arg);

@@ -35,6 +35,7 @@ typedef struct {
     size_t act_bytes;
     float bn_momentum, bn_eps;
     int bn_running_bound; /* the backend's BN forwards update the running statistics (bn_bind_running) */
+    int passed[2];        /* a forward, a backward has run through (before: a fault names the layer) */
 } dlt_net;
 
 int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err);
