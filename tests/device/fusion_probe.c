@@ -8,6 +8,8 @@
  *   conv+gs   graph: Y = conv(X, W) with per-channel sum and sum of squares of Y (genstats)
  *   sbr+conv+gs graph: X' = relu(X * scale + bias) (the previous layer's batch norm applied in
  *             this convolution's prologue), Y = conv(X', W), genstats(Y): cuDNN's ConvBNfprop
+ *   wgrad-f32 graph: the filter gradient written in fp32 from fp16 X and dY, against the legacy
+ *             fp16 one (which the trainer then casts to its fp32 gradient: a pass the graph saves)
  * Each graph is built as cuDNN's documentation names the pattern (virtual fp32 intermediates,
  * fp32 statistics [1,C,1,1]); its engines come from heuristics mode A, then the fallback list; the
  * first execution plan that finalizes is run. A graph cuDNN refuses is printed as refused with
@@ -199,16 +201,34 @@ static cudnnBackendDescriptor_t _pointwise(probe *p, desc_pool *pool, cudnnPoint
 }
 
 /* The tensors' unique ids, which the variant pack binds pointers to. */
-enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_BIAS, UID_V1, UID_V2, UID_V3 };
+enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_BIAS, UID_V1, UID_V2, UID_V3, UID_DW };
+
+/* The shape's convolution: 2-d cross-correlation, fp32 accumulation, "same" padding, its stride. */
+static cudnnBackendDescriptor_t _conv_desc(probe *p, desc_pool *pool, const conv_shape *s)
+{
+    int64_t pad = s->r / 2, one = 1, str = s->stride, two = 2;
+    int64_t pads[2] = {pad, pad}, strides[2] = {str, str}, dil[2] = {one, one};
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    cudnnBackendDescriptor_t conv = _new(p, pool, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    if (!conv || SET(p, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two) ||
+        SET(p, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32) ||
+        SET(p, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) ||
+        SET(p, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads) ||
+        SET(p, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads) ||
+        SET(p, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil) ||
+        SET(p, conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides) ||
+        DNN(p, cudnnBackendFinalize(conv)))
+        return NULL;
+    return conv;
+}
 
 /* The shape's graph: [prologue X' = relu(X * scale + bias)] conv(X', W) -> Y, genstats(Y). */
 static cudnnBackendDescriptor_t _graph(probe *p, desc_pool *pool, const conv_shape *s, int64_t n, int prologue)
 {
-    int64_t oh = (s->h + 2 * (s->r / 2) - s->r) / s->stride + 1, pad = s->r / 2, one = 1, str = s->stride, two = 2;
+    int64_t oh = (s->h + 2 * (s->r / 2) - s->r) / s->stride + 1;
     cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     cudnnGenStatsMode_t gs = CUDNN_GENSTATS_SUM_SQSUM;
-    int64_t pads[2] = {pad, pad}, strides[2] = {str, str}, dil[2] = {one, one};
     float alpha = 1.f, beta = 0.f;
     cudnnBackendDescriptor_t x, w, y, sum, sq, conv, cop, gop, ops[5], g, xin;
     int nops = 0;
@@ -232,15 +252,7 @@ static cudnnBackendDescriptor_t _graph(probe *p, desc_pool *pool, const conv_sha
             return NULL;
         xin = v3;
     }
-    conv = _new(p, pool, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-    if (!conv || SET(p, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides) ||
-        DNN(p, cudnnBackendFinalize(conv)))
+    if (!(conv = _conv_desc(p, pool, s)))
         return NULL;
     cop = _new(p, pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
     if (!cop || SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xin) ||
@@ -263,6 +275,34 @@ static cudnnBackendDescriptor_t _graph(probe *p, desc_pool *pool, const conv_sha
     ops[nops++] = gop;
     g = _new(p, pool, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     if (!g || SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops) ||
+        SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &p->h) || DNN(p, cudnnBackendFinalize(g)))
+        return NULL;
+    return g;
+}
+
+/* The shape's filter gradient written in fp32 straight from fp16 X and dY: dW = conv_bwd_filter(X,
+ * dY), dW float KRSC (the trainer's legacy call writes fp16 and casts it to its fp32 gradient). */
+static cudnnBackendDescriptor_t _wgrad_graph(probe *p, desc_pool *pool, const conv_shape *s, int64_t n)
+{
+    int64_t oh = (s->h + 2 * (s->r / 2) - s->r) / s->stride + 1;
+    float alpha = 1.f, beta = 0.f;
+    cudnnBackendDescriptor_t x, dy, dw, conv, op, g;
+    x = _tensor(p, pool, UID_X, CUDNN_DATA_HALF, n, s->c, s->h, s->h, false);
+    dy = _tensor(p, pool, UID_Y, CUDNN_DATA_HALF, n, s->k, oh, oh, false);
+    dw = _tensor(p, pool, UID_DW, CUDNN_DATA_FLOAT, s->k, s->c, s->r, s->r, false);
+    if (!x || !dy || !dw || !(conv = _conv_desc(p, pool, s)))
+        return NULL;
+    op = _new(p, pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+    if (!op || SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
+        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy) ||
+        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw) ||
+        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv) ||
+        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha) ||
+        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta) ||
+        DNN(p, cudnnBackendFinalize(op)))
+        return NULL;
+    g = _new(p, pool, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    if (!g || SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op) ||
         SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &p->h) || DNN(p, cudnnBackendFinalize(g)))
         return NULL;
     return g;
@@ -320,7 +360,8 @@ static cudnnBackendDescriptor_t _plan(probe *p, desc_pool *pool, cudnnBackendDes
 /* ------------------------------------------------------------------ one shape */
 
 typedef struct {
-    void *x, *xp, *w, *y, *yref, *scale, *bias, *ws;
+    void *x, *xp, *w, *y, *yref, *scale, *bias, *ws, *dwh; /* dwh: the legacy fp16 filter gradient */
+    float *dw;                                             /* the graph's fp32 one */
     float *sum, *sq, *bn_mean, *bn_inv, *gamma, *beta;
     size_t ws_size;
 } buffers;
@@ -396,11 +437,53 @@ static int _graph_exec(probe *p, void *arg)
 
 /* Runs one graph (prologue or not) on the shape, checks it, prints its line. Returns its ms, or
  * -1 when cuDNN refused it (said) or it failed (counted). */
+/* Graph g made ready and run once: its plan (printed as refused when cuDNN has none: returns 1),
+ * its workspace within the probe's, its variant pack over the cnt tensors; 0 with *r set, or -1
+ * after printing and counting the failure. */
+static int _ready(probe *p, desc_pool *pool, cudnnBackendDescriptor_t g, const char *name, const char *label,
+                  const int64_t *uids, void **ptrs, int64_t cnt, buffers *b, graph_run *r, int64_t *engine,
+                  int *proposed)
+{
+    int64_t ws = 0, cnt_ws = 0;
+    cudnnBackendDescriptor_t plan, pack;
+    if (!(plan = _plan(p, pool, g, engine, proposed))) {
+        printf("fusion: %-30s %-12s refused: %d engine configuration(s) proposed, none finalized: %s\n", name, label,
+               *proposed, p->err);
+        return 1;
+    }
+    if (DNN(p, cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt_ws,
+                                        &ws)) ||
+        (size_t)ws > b->ws_size) {
+        printf("fusion: %-30s %-12s FAIL workspace %lld bytes (have %zu): %s\n", name, label, (long long)ws, b->ws_size,
+               p->err);
+        p->failed++;
+        return -1;
+    }
+    pack = _new(p, pool, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    if (!pack || SET(p, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, cnt, uids) ||
+        SET(p, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, cnt, ptrs) ||
+        SET(p, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &b->ws) ||
+        DNN(p, cudnnBackendFinalize(pack))) {
+        printf("fusion: %-30s %-12s FAIL variant pack: %s\n", name, label, p->err);
+        p->failed++;
+        return -1;
+    }
+    r->plan = plan, r->pack = pack;
+    if (_graph_exec(p, r) || CU(p, cudaStreamSynchronize(p->s))) {
+        printf("fusion: %-30s %-12s FAIL run (engine %lld): %s\n", name, label, (long long)*engine, p->err);
+        p->failed++;
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs one graph (prologue or not) on the shape, checks it, prints its line. Returns its ms, or
+ * -1 when cuDNN refused it (said) or it failed (counted). */
 static double _probe_graph(probe *p, const conv_shape *s, int n, int prologue, buffers *b, legacy *ref, size_t ysz)
 {
     desc_pool pool = {.n = 0};
-    cudnnBackendDescriptor_t g, plan, pack;
-    int64_t engine = -1, ws = 0, cnt_ws = 0;
+    cudnnBackendDescriptor_t g;
+    int64_t engine = -1;
     int proposed = 0;
     double ms = -1;
     const char *label = prologue ? "sbr+conv+gs" : "conv+gs";
@@ -408,39 +491,12 @@ static double _probe_graph(probe *p, const conv_shape *s, int n, int prologue, b
         printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, label, p->err);
         goto out;
     }
-    if (!(plan = _plan(p, &pool, g, &engine, &proposed))) {
-        printf("fusion: %-30s %-12s refused: %d engine configuration(s) proposed, none finalized: %s\n", s->name, label,
-               proposed, p->err);
-        goto out;
-    }
-    if (DNN(p, cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt_ws,
-                                        &ws)) ||
-        (size_t)ws > b->ws_size) {
-        printf("fusion: %-30s %-12s FAIL workspace %lld bytes (have %zu): %s\n", s->name, label, (long long)ws,
-               b->ws_size, p->err);
-        p->failed++;
-        goto out;
-    }
     {
         int64_t uids[] = {UID_X, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_BIAS};
         void *ptrs[] = {b->x, b->w, b->y, b->sum, b->sq, b->scale, b->bias};
-        int64_t cnt = prologue ? 7 : 5;
         graph_run r;
-        pack = _new(p, &pool, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-        if (!pack || SET(p, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, cnt, uids) ||
-            SET(p, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, cnt, ptrs) ||
-            SET(p, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &b->ws) ||
-            DNN(p, cudnnBackendFinalize(pack))) {
-            printf("fusion: %-30s %-12s FAIL variant pack: %s\n", s->name, label, p->err);
-            p->failed++;
+        if (_ready(p, &pool, g, s->name, label, uids, ptrs, prologue ? 7 : 5, b, &r, &engine, &proposed))
             goto out;
-        }
-        r.plan = plan, r.pack = pack;
-        if (_graph_exec(p, &r) || CU(p, cudaStreamSynchronize(p->s))) {
-            printf("fusion: %-30s %-12s FAIL run (engine %lld): %s\n", s->name, label, (long long)engine, p->err);
-            p->failed++;
-            goto out;
-        }
         /* The check: Y against the legacy convolution of the same input (X, or X' prepared on the
          * host for the prologue), the sums against double sums of this Y. */
         {
@@ -518,6 +574,86 @@ static int _self_test(void)
     return bad;
 }
 
+typedef struct {
+    legacy *l;
+    cudnnConvolutionBwdFilterAlgo_t algo;
+} legacy_wgrad;
+
+static int _legacy_wgrad(probe *p, void *arg)
+{
+    legacy_wgrad *lw = arg;
+    legacy *l = lw->l;
+    float one = 1.f, zero = 0.f;
+    return DNN(p, cudnnConvolutionBackwardFilter(p->h, &one, l->xd, l->b->x, l->yd, l->b->y, l->cd, lw->algo, l->b->ws,
+                                                 l->b->ws_size, &zero, l->wd, l->b->dwh));
+}
+
+/* The filter gradient in fp32 from the graph (wgrad-f32) against the legacy fp16 one the trainer
+ * computes and then casts, on the same X and dY (Y's buffer, refilled): max |d| / max |ref| <= 1e-2
+ * (the legacy side rounds to fp16). Prints its line; *t_legacy gets the legacy call's ms. */
+static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, legacy *l, size_t nw, double *t_legacy)
+{
+    desc_pool pool = {.n = 0};
+    cudnnBackendDescriptor_t g;
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+    legacy_wgrad lw = {l, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
+    int64_t engine = -1, uids[] = {UID_X, UID_Y, UID_DW};
+    void *ptrs[] = {b->x, b->y, b->dw};
+    int proposed = 0, algos = 0;
+    double ms = -1;
+    graph_run r;
+    *t_legacy = -1;
+    if (DNN(p, cudnnGetConvolutionBackwardFilterAlgorithm_v7(p->h, l->xd, l->yd, l->cd, l->wd, 8, &algos, perf))) {
+        printf("fusion: %-30s %-12s FAIL the legacy ranking: %s\n", s->name, "wgrad-f32", p->err);
+        p->failed++;
+        return -1;
+    }
+    for (int i = 0; i < algos; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->ws_size) {
+            lw.algo = perf[i].algo;
+            break;
+        }
+    if (!(g = _wgrad_graph(p, &pool, s, n))) {
+        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, "wgrad-f32", p->err);
+        goto out;
+    }
+    if (_ready(p, &pool, g, s->name, "wgrad-f32", uids, ptrs, 3, b, &r, &engine, &proposed))
+        goto out;
+    {
+        uint16_t *hr = malloc(nw * 2);
+        float *hg = malloc(nw * 4);
+        double dmax = 0, rmax = 1e-30;
+        if (!hr || !hg || _legacy_wgrad(p, &lw) || CU(p, cudaMemcpy(hr, b->dwh, nw * 2, cudaMemcpyDeviceToHost)) ||
+            CU(p, cudaMemcpy(hg, b->dw, nw * 4, cudaMemcpyDeviceToHost))) {
+            printf("fusion: %-30s %-12s FAIL its check: %s\n", s->name, "wgrad-f32",
+                   p->err[0] ? p->err : "out of memory");
+            p->failed++;
+        } else {
+            for (size_t i = 0; i < nw; i++) {
+                dmax = fmax(dmax, fabs((double)hg[i] - _h2f(hr[i])));
+                rmax = fmax(rmax, fabs((double)_h2f(hr[i])));
+            }
+            ms = _time(p, _graph_exec, &r, 20);
+            *t_legacy = _time(p, _legacy_wgrad, &lw, 20);
+            if (dmax / rmax <= 1e-2 && ms > 0 && *t_legacy > 0) {
+                printf("fusion: %-30s %-12s ok   engine %lld of %d proposed, %.3f ms (fp16 dW %.3f ms, then its "
+                       "cast), dW %.1e\n",
+                       s->name, "wgrad-f32", (long long)engine, proposed, ms, *t_legacy, dmax / rmax);
+                p->passed++;
+            } else {
+                printf("fusion: %-30s %-12s FAIL engine %lld: dW %.1e (bound 1e-2), %.3f ms\n", s->name, "wgrad-f32",
+                       (long long)engine, dmax / rmax, ms);
+                p->failed++;
+                ms = -1;
+            }
+        }
+        free(hr), free(hg);
+    }
+out:
+    _pool_free(&pool);
+    return ms;
+}
+
 static double _now(void)
 {
     struct timespec t;
@@ -550,7 +686,7 @@ static int _shape(probe *p, const conv_shape *s, int n, double *tot)
     legacy l;
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     uint16_t *hx = malloc(nx * 2), *hsc = malloc((size_t)s->c * 2), *hbi = malloc((size_t)s->c * 2);
-    double t_conv = -1, t_bn = -1, t_gs = -1, t_sbr = -1;
+    double t_conv = -1, t_bn = -1, t_gs = -1, t_sbr = -1, t_wg = -1, t_wl = -1;
     int rc = -1;
     memset(&b, 0, sizeof(b));
     memset(&l, 0, sizeof(l));
@@ -558,6 +694,7 @@ static int _shape(probe *p, const conv_shape *s, int n, double *tot)
     b.ws_size = (size_t)512 << 20;
     if (!hx || !hsc || !hbi || CU(p, cudaMalloc(&b.x, nx * 2)) || CU(p, cudaMalloc(&b.xp, nx * 2)) ||
         CU(p, cudaMalloc(&b.w, nw * 2)) || CU(p, cudaMalloc(&b.y, ny * 2)) || CU(p, cudaMalloc(&b.yref, ny * 2)) ||
+        CU(p, cudaMalloc(&b.dwh, nw * 2)) || CU(p, cudaMalloc((void **)&b.dw, nw * 4)) ||
         CU(p, cudaMalloc(&b.scale, (size_t)s->c * 2)) || CU(p, cudaMalloc(&b.bias, (size_t)s->c * 2)) ||
         CU(p, cudaMalloc(&b.ws, b.ws_size)) || CU(p, cudaMalloc((void **)&b.sum, (size_t)s->k * 4)) ||
         CU(p, cudaMalloc((void **)&b.sq, (size_t)s->k * 4)) ||
@@ -607,11 +744,16 @@ static int _shape(probe *p, const conv_shape *s, int n, double *tot)
     t_gs = _probe_graph(p, s, n, 0, &b, &l, ny * 2);
     if (s->prologue)
         t_sbr = _probe_graph(p, s, n, 1, &b, &l, ny * 2);
+    if (_fill(p, b.y, ny, 1.f, 5u, NULL)) /* dY for the filter gradient */
+        goto out;
+    t_wg = _probe_wgrad(p, s, n, &b, &l, nw, &t_wl);
     tot[0] += t_conv, tot[1] += t_bn;
     if (t_gs > 0)
         tot[2] += t_gs, tot[3] += t_conv;
     if (t_sbr > 0)
         tot[4] += t_sbr, tot[5] += t_conv + t_bn;
+    if (t_wg > 0)
+        tot[6] += t_wg, tot[7] += t_wl;
     rc = 0;
 out:
     if (rc) {
@@ -620,8 +762,8 @@ out:
     }
     cudnnDestroyTensorDescriptor(l.xd), cudnnDestroyTensorDescriptor(l.yd), cudnnDestroyTensorDescriptor(l.bnd);
     cudnnDestroyFilterDescriptor(l.wd), cudnnDestroyConvolutionDescriptor(l.cd);
-    void *dev[] = {b.x,  b.xp,  b.w,  b.y,       b.yref,   b.scale, b.bias,
-                   b.ws, b.sum, b.sq, b.bn_mean, b.bn_inv, b.gamma, b.beta};
+    void *dev[] = {b.x,   b.xp, b.w,       b.y,      b.yref,  b.scale, b.bias, b.ws,
+                   b.sum, b.sq, b.bn_mean, b.bn_inv, b.gamma, b.beta,  b.dwh,  b.dw};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     free(hx), free(hsc), free(hbi);
@@ -632,7 +774,7 @@ int main(int argc, char **argv)
 {
     probe p = {0};
     int n = 256, nshapes = DEFAULT_SHAPES, devs = 0;
-    double budget = 60, t0 = _now(), tot[6] = {0};
+    double budget = 60, t0 = _now(), tot[8] = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             n = atoi(argv[++i]);
@@ -676,8 +818,9 @@ int main(int argc, char **argv)
         _shape(&p, &g_shapes[i], n, tot);
     }
     printf("fusion: total over the shapes probed: conv %.3f + batch norm %.3f ms unfused; conv+gs %.3f ms where "
-           "its conv alone took %.3f; sbr+conv+gs %.3f ms where conv + batch norm took %.3f\n",
-           tot[0], tot[1], tot[2], tot[3], tot[4], tot[5]);
+           "its conv alone took %.3f; sbr+conv+gs %.3f ms where conv + batch norm took %.3f; wgrad-f32 %.3f ms "
+           "where the fp16 filter gradient took %.3f before its cast\n",
+           tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[6], tot[7]);
     printf("%d passed, %d failed\n", p.passed, p.failed);
     cudnnDestroy(p.h);
     cudaStreamDestroy(p.s);

@@ -15,8 +15,9 @@
 #                 then dltrain check's GEMM (fp16 8192^2, exact) against torch.matmul (cuBLAS)
 #   fusion        tests/device/fusion_probe: which convolution + batch-norm fusions cuDNN's graph
 #                 API runs here in fp16 (conv + statistics; the previous batch norm + ReLU in the
-#                 convolution's prologue: ConvBNfprop) on ResNet-50's shapes at batch 256, each
-#                 against the unfused ops' results and times; a graph cuDNN refuses is a finding
+#                 convolution's prologue: ConvBNfprop; the filter gradient written in fp32) on
+#                 ResNet-50's shapes at batch 256, each against the unfused ops' results and times;
+#                 a graph cuDNN refuses is a finding
 #   nccl-hostid   two ranks on the one GPU with the machine's own NCCL: each rank a host of its own
 #                 to NCCL (NCCL_HOSTID differs, so its duplicate-GPU check passes) talking over the
 #                 socket transport on loopback: nccl_check's exact sums over sizes across the bucket

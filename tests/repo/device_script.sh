@@ -82,17 +82,18 @@ echo "fusion: Stand-in H200 (sm_90), cuDNN 91900, batch 256, fp16 NHWC, fp32 sta
 echo "fusion: layer1 1x1 64->64                 unfused      0.210 ms conv (algo 1), 0.150 ms batch norm (training forward)"
 echo "fusion: layer1 1x1 64->64                 conv+gs      ok   engine 12 of 3 proposed, 0.230 ms, Y 1.0e-03, sums 2.0e-05"
 echo "fusion: layer1 1x1 64->64                 sbr+conv+gs  refused: 0 engine configuration(s) proposed, none finalized: heuristics mode fallback proposed no engine"
+echo "fusion: layer1 1x1 64->64                 wgrad-f32    ok   engine 5 of 8 proposed, 0.400 ms (fp16 dW 0.380 ms, then its cast), dW 2.0e-04"
 [ "${FAKE_FUSION_BAD:-0}" = 1 ] && echo "fusion: layer1 3x3 64->64                 conv+gs      FAIL engine 7: Y 3.0e-01 (bound 1e-2), sums 1.0e-05, 0.300 ms"
 echo "fusion: total over the shapes probed: conv 0.210 + batch norm 0.150 ms unfused; conv+gs 0.230 ms where its conv alone took 0.210; sbr+conv+gs 0.000 ms where conv + batch norm took 0.000"
-if [ "${FAKE_FUSION_BAD:-0}" = 1 ]; then echo "1 passed, 1 failed"; exit 1; fi
-echo "1 passed, 0 failed"
+if [ "${FAKE_FUSION_BAD:-0}" = 1 ]; then echo "2 passed, 1 failed"; exit 1; fi
+echo "2 passed, 0 failed"
 SH
 chmod +x "$WORK/fpack/bin/"*
 f1=$(PATH=$WORK/bin:$PATH DLT_PACK=$WORK/fpack OUT=$WORK/fusion1 bash "$RUN" --only fusion 2>&1); r1=$?
 f2=$(PATH=$WORK/bin:$PATH DLT_PACK=$WORK/fpack FAKE_FUSION_BAD=1 OUT=$WORK/fusion2 bash "$RUN" --only fusion 2>&1); r2=$?
-if ((r1 == 0 && r2 == 1)) && [[ $f1 == *"ok   fusion: 1 fused graph(s) ran and matched the unfused ops, 1 refused by cuDNN; total over the shapes probed: conv 0.210"* &&
+if ((r1 == 0 && r2 == 1)) && [[ $f1 == *"ok   fusion: 2 fused graph(s) ran and matched the unfused ops, 1 refused by cuDNN; total over the shapes probed: conv 0.210"* &&
       $f1 == *"sbr+conv+gs  refused: 0 engine configuration(s) proposed"* &&
-      $f2 == *"FAIL fusion: fusion_probe exit 1 (1 passed, 1 failed)"* && $f2 == *"conv+gs      FAIL engine 7: Y 3.0e-01"* ]]; then
+      $f2 == *"FAIL fusion: fusion_probe exit 1 (2 passed, 1 failed)"* && $f2 == *"conv+gs      FAIL engine 7: Y 3.0e-01"* ]]; then
   ok "fusion phase: the probe's lines shown; refused graphs counted as findings, a disagreeing graph a FAIL"
 else not_ok "fusion phase (r1=$r1 r2=$r2)"; { echo "$f1"; echo "$f2"; } | grep -E 'fusion|FAIL' | diag; fi
 
