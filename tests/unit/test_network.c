@@ -394,10 +394,10 @@ static int _emu_bind(dlt_backend *be, dlt_op *op, float *rm, float *rv, float mo
     return -EINVAL;
 }
 
-static int _emu_bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *g, const float *b, float *y,
-                             float *m, float *v)
+/* After a real training forward of op (rc its result): the running statistics bound to op updated
+ * from the batch's m and v, as cuDNN's forward does inside. */
+static int _emu_bound_update(dlt_backend *be, dlt_op *op, int rc, const float *m, const float *v)
 {
-    int rc = emu.real->bn_fwd_train(be, op, x, g, b, y, m, v);
     for (int i = 0; i < emu.nbn && rc == 0; i++)
         if (emu.bn[i].op == op) {
             const dlt_act_shape *s = &emu.bn[i].s;
@@ -410,20 +410,16 @@ static int _emu_bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const 
     return rc;
 }
 
+static int _emu_bn_fwd_train(dlt_backend *be, dlt_op *op, const float *x, const float *g, const float *b, float *y,
+                             float *m, float *v)
+{
+    return _emu_bound_update(be, op, emu.real->bn_fwd_train(be, op, x, g, b, y, m, v), m, v);
+}
+
 static int _emu_bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *g,
                                   const float *b, float *y, float *m, float *v)
 {
-    int rc = emu.real->bn_fwd_train_relu(be, op, x, z, g, b, y, m, v);
-    for (int i = 0; i < emu.nbn && rc == 0; i++)
-        if (emu.bn[i].op == op) {
-            const dlt_act_shape *s = &emu.bn[i].s;
-            double count = (double)s->n * s->h * s->w;
-            if (!emu.bn[i].rm)
-                return -EPROTO;
-            return emu.real->bn_stats_update(be, emu.bn[i].rm, emu.bn[i].rv, m, v, s->c, emu.bn[i].mom,
-                                             (float)(count / (count - 1)));
-        }
-    return rc;
+    return _emu_bound_update(be, op, emu.real->bn_fwd_train_relu(be, op, x, z, g, b, y, m, v), m, v);
 }
 
 static int _emu_stats(dlt_backend *be, float *rm, float *rv, const float *m, const float *v, int c, float mom,

@@ -53,11 +53,11 @@ struct dlt_op {
     float eps;
     dnnl_memory_t m_mean, m_var, m_scale, m_shift, m_dscale, m_dshift, m_src, m_dst, m_dsrc, m_ddst;
     dnnl_primitive_t bn_infer;
-    /* bn with oneDNN's fused ReLU (_bn_relu_make, at planning): relu_state 1 made, -1 oneDNN has
-     * none here (the loops run); relu_mask: the workspace holds the ReLU mask of a training forward
-     * (its backward reads it). */
+    /* bn with oneDNN's fused ReLU (_bn_relu_make, at planning; NULL where oneDNN has none here: the
+     * loops run); relu_mask: the workspace holds the ReLU mask of a training forward (its backward
+     * reads it). */
     dnnl_primitive_t bn_fwd_relu, bn_bwd_relu;
-    int relu_state, relu_mask;
+    int relu_mask;
     /* the statistics the last training forward of the ReLU form wrote, which its backward reads:
      * the caller's, or stat_buf (2c floats) when it asked for none */
     const float *fwd_mean, *fwd_var;
@@ -426,7 +426,40 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
 
 /* ------------------------------------------------------------------ batch normalization */
 
-static int _bn_relu_make(dlt_backend *be, dlt_op *op);
+/* The batch norm with its ReLU fused by oneDNN (dnnl_fuse_norm_relu): the training forward writes
+ * y = relu(bn(x)) and the ReLU's mask (a workspace), which the backward reads to pass dy through the
+ * ReLU inside its own pass: one read and one write of y fewer in the forward, and in the backward the
+ * ReLU loop's pass over y and dy gone. Made with the op, at planning (oneDNN's code generator may
+ * fault when memory is short, and a fault while planning is said as such: crash_report.h); where
+ * oneDNN has no such kernel for the shape and type, the op's ReLU stays the loops' (the same values:
+ * the ReLU's sign test is the same before and after the rounding to bf16). */
+static int _bn_relu_make(dlt_backend *be, dlt_op *op, const dnnl_memory_desc_t *md)
+{
+    dnnl_batch_normalization_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
+    const dnnl_memory_desc_t *ws_md;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
+    int rc = 0;
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, md,
+                                                                                        op->eps, flags)));
+    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, md, md,
+                                                                                         op->eps, flags)));
+    if (dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd) != dnnl_success) {
+        if (fpd)
+            dnnl_primitive_desc_destroy(fpd);
+        return 0; /* no fused kernel: the loops */
+    }
+    ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
+    if (!ws_md || !(op->ws_buf = _alloc_md(ws_md)))
+        rc = ws_md ? _oom(be) : dlt_fail(be->err, -EIO, "oneDNN's batch norm with a fused ReLU has no workspace");
+    else if ((rc = _mem(be, &op->m_ws, ws_md, op->ws_buf)) == 0 &&
+             (rc = DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_fwd_relu, fpd))) == 0)
+        rc = DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_bwd_relu, bpd));
+    dnnl_primitive_desc_destroy(fpd);
+    dnnl_primitive_desc_destroy(bpd);
+    return rc;
+}
 
 static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op **out)
 {
@@ -471,7 +504,7 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
         (rc = _mem(be, &op->m_scale, &cmd, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_shift, &cmd, DNNL_MEMORY_NONE)) ||
         (rc = _mem(be, &op->m_dscale, &cmd, DNNL_MEMORY_NONE)) ||
-        (rc = _mem(be, &op->m_dshift, &cmd, DNNL_MEMORY_NONE)) || (rc = _bn_relu_make(be, op)))
+        (rc = _mem(be, &op->m_dshift, &cmd, DNNL_MEMORY_NONE)) || (rc = _bn_relu_make(be, op, &md)))
         goto fail;
     *out = op;
     return 0;
@@ -538,47 +571,6 @@ static int _bn_bwd(dlt_backend *be, dlt_op *op, const float *x, const float *dy,
     return _bn_bwd_exec(be, op, op->bwd_data, 0, x, dy, gamma, beta, mean, var, dx, dgamma, dbeta);
 }
 
-/* The batch norm with its ReLU fused by oneDNN (dnnl_fuse_norm_relu): the training forward writes
- * y = relu(bn(x)) and the ReLU's mask (a workspace), which the backward reads to pass dy through the
- * ReLU inside its own pass: one read and one write of y fewer in the forward, and in the backward the
- * ReLU loop's pass over y and dy gone. Made with the op, at planning (oneDNN's code generator may
- * fault when memory is short, and a fault while planning is said as such: crash_report.h); where
- * oneDNN has no such kernel for the shape and type, the op's ReLU stays the loops' (the same values:
- * the ReLU's sign test is the same before and after the rounding to bf16). */
-static int _bn_relu_make(dlt_backend *be, dlt_op *op)
-{
-    dnnl_memory_desc_t md;
-    dnnl_batch_normalization_desc_t fd, bd;
-    dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
-    const dnnl_memory_desc_t *ws_md;
-    unsigned flags = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
-    const dlt_act_shape *s = &op->as;
-    int rc;
-    op->relu_state = -1;
-    if ((rc = _md(be, &md, s->n, s->c, s->h, s->w, _act_dt(be), dnnl_nhwc)))
-        return rc;
-    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &md,
-                                                                                        op->eps, flags)));
-    DLT_TRY(be->err, DLT_DNNL_CHECK(be->err, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &md, &md,
-                                                                                         op->eps, flags)));
-    if (dnnl_primitive_desc_create(&fpd, &fd, NULL, _cpu(be)->engine, NULL) != dnnl_success ||
-        dnnl_primitive_desc_create(&bpd, &bd, NULL, _cpu(be)->engine, fpd) != dnnl_success) {
-        if (fpd)
-            dnnl_primitive_desc_destroy(fpd);
-        return 0; /* no fused kernel: the loops */
-    }
-    ws_md = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
-    if (!ws_md || !(op->ws_buf = _alloc_md(ws_md)))
-        rc = ws_md ? _oom(be) : dlt_fail(be->err, -EIO, "oneDNN's batch norm with a fused ReLU has no workspace");
-    else if ((rc = _mem(be, &op->m_ws, ws_md, op->ws_buf)) == 0 &&
-             (rc = DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_fwd_relu, fpd))) == 0 &&
-             (rc = DLT_DNNL_CHECK(be->err, dnnl_primitive_create(&op->bn_bwd_relu, bpd))) == 0)
-        op->relu_state = 1;
-    dnnl_primitive_desc_destroy(fpd);
-    dnnl_primitive_desc_destroy(bpd);
-    return rc;
-}
-
 /* y = relu(bn(x) + z), training: oneDNN's fused ReLU without a residual (z NULL), else the batch
  * norm and then the add+ReLU loop (the ReLU comes after the add, which oneDNN 2.6 cannot fuse). */
 static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const float *z, const float *gamma,
@@ -589,7 +581,7 @@ static int _bn_fwd_train_relu(dlt_backend *be, dlt_op *op, const float *x, const
     op->fwd_mean = mean ? mean : op->stat_buf;
     op->fwd_var = var ? var : op->stat_buf + s->c;
     op->relu_mask = 0;
-    if (z || op->relu_state != 1) {
+    if (z || !op->bn_fwd_relu) {
         if ((rc = _bn_fwd(be, op, op->fwd, 0, x, gamma, beta, op->fwd_mean, op->fwd_var, y)))
             return rc;
         return dlt_cpu_add_relu(be, y, z, (size_t)s->n * s->c * s->h * s->w);

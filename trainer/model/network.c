@@ -452,7 +452,7 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
     const dlt_backend_ops *o = net->be->ops;
     dlt_backend *be = net->be;
     size_t bn_c = 0, ready_lo = m->nparams;
-    int rc = 0;
+    int rc = 0, first = !net->passed[1];
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].kind == DLT_LAYER_BN)
             bn_c += (size_t)m->layers[i].cs.c;
@@ -463,7 +463,7 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
         float *x = net->act[l->in], *dy = net->dact[l->out], *dx;
         size_t xn = m->tensors[l->in].size;
         int acc;
-        if (!net->passed[1])
+        if (first) /* as in the forward */
             dlt_crash_context("the first backward of layer %s", l->name);
         switch (l->kind) {
         case DLT_LAYER_FC:
@@ -539,7 +539,7 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
         if (rc)
             dlt_fail_suffix(be->err, rc, " (layer %s, backward)", l->name);
     }
-    if (!net->passed[1]) {
+    if (first) {
         dlt_crash_context(NULL);
         net->passed[1] = rc == 0;
     }
