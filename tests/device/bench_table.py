@@ -54,7 +54,8 @@ def table(rows):
             "torch eager: autocast + GradScaler, foreach SGD; strongest: SGD(fused=True), static loss scale 128 (fp16),",
             "the whole step one torch.cuda.graph (tests/device/torch_bench.py --peer strong, checked against eager first)",
             "launch s: the whole dltrain bench process (CUDA start, cuDNN algorithms from --cudnn-cache or searched, "
-            "25 steps); fp16 graphs reuses the fp16 row's cached choices"]
+            "25 steps); fp16 graphs reuses the fp16 row's cached choices",
+            "nowgrad: --wgrad-fp32 off (fp16 filter gradients and their cast) against the fp16 row's auto"]
     return out
 
 

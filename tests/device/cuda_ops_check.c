@@ -22,6 +22,7 @@
 typedef struct {
     dlt_backend *cpu, *gpu;
     const char *prec;
+    int wgrad_fp32; /* the GPU backend's --wgrad-fp32 */
     double tol;
     int passed, failed;
     dlt_rng rng;
@@ -188,7 +189,12 @@ static void _conv(ctx *c, int n, int h, int w, int ch, int k, int r, int stride,
     snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-data", r, r, stride, ch, k);
     if (ch != 3)
         _cmp(c, name, gdx, dx, xn, 1, _mm_tol(c, (long)k * r * r));
-    snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-weights (KRSC)", r, r, stride, ch, k);
+    snprintf(name, sizeof(name), "conv%dx%d/%d c%d->%d bwd-weights (KRSC%s)", r, r, stride, ch, k,
+             dlt_backend_cuda_wgrad_fp32(c->gpu, go) ? ", fp32 from cuDNN's graph API" : "");
+    if (c->wgrad_fp32 == 1 && ch != 3 && !dlt_backend_cuda_wgrad_fp32(c->gpu, go))
+        printf("note %-6s conv%dx%d/%d c%d->%d: cuDNN offers no fp32 filter-gradient engine (said above); "
+               "the legacy path was checked\n",
+               c->prec, r, r, stride, ch, k);
     _cmp(c, name, gdw, dw, wn, 0, _mm_tol(c, (long)n * s.oh * s.ow));
     if (ch != 3 && c->gpu->ops->conv_bwd_data_add) {
         /* A residual join added in place (cuDNN's beta = 1) onto a gradient already there: the
@@ -643,6 +649,7 @@ int main(int argc, char **argv)
             return 2;
         }
         cfg.precision = (dlt_precision)dlt_precision_parse(precs[p]);
+        cfg.wgrad_fp32 = 0; /* the legacy filter gradient first; the graph's below */
         c.prec = precs[p];
         c.tol = cfg.precision == DLT_PREC_FP32   ? 1e-5
                 : cfg.precision == DLT_PREC_TF32 ? 3e-4
@@ -663,6 +670,24 @@ int main(int argc, char **argv)
         _conv(&c, 4, 14, 14, 128, 256, 1, 1, 0);
         _conv(&c, 4, 14, 14, 64, 128, 1, 2, 0);
         _conv(&c, 2, 32, 32, 3, 64, 7, 2, 3);
+        if (cfg.precision == DLT_PREC_FP16 || cfg.precision == DLT_PREC_BF16) {
+            /* The filter gradient both ways (--wgrad-fp32 off above, on here: wherever cuDNN offers
+             * an engine, whichever is faster), the convolutions again on a backend of their own. */
+            dlt_backend *legacy = c.gpu;
+            dlt_err wg_err = DLT_ERR_INIT;
+            cfg.wgrad_fp32 = c.wgrad_fp32 = 1;
+            if (dlt_backend_cuda_create(&c.gpu, &cfg, &wg_err) != 0) {
+                printf("FAIL %-6s backend with --wgrad-fp32 on: %s\n", c.prec, wg_err.msg);
+                c.failed++;
+            } else {
+                _conv(&c, 4, 14, 14, 64, 64, 3, 1, 1);
+                _conv(&c, 4, 14, 14, 128, 256, 1, 1, 0);
+                _conv(&c, 4, 14, 14, 64, 128, 1, 2, 0);
+                c.gpu->ops->destroy(c.gpu);
+            }
+            c.gpu = legacy;
+            cfg.wgrad_fp32 = c.wgrad_fp32 = 0;
+        }
         _batchnorm(&c);
         _pooling_eltwise(&c);
         _fc_loss(&c);

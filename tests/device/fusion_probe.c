@@ -32,6 +32,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "trainer/backend/cudnn_graph.h"
+
 typedef struct {
     const char *name;
     int c, k, h, r, stride; /* input channels, output channels, input size, filter size, stride */
@@ -145,223 +147,14 @@ static double _worst(double w, double d)
     return (d > w || isnan(d)) ? d : w;
 }
 
-/* ------------------------------------------------------------------ graph API descriptors */
+/* ------------------------------------------------------------------ graph API (cudnn_graph.h) */
 
-#define MAX_DESC 64
-typedef struct {
-    cudnnBackendDescriptor_t d[MAX_DESC];
-    int n;
-} desc_pool;
-
-static cudnnBackendDescriptor_t _new(probe *p, desc_pool *pool, cudnnBackendDescriptorType_t type)
+/* The probe's shape as the trainer's convolution shape ("same" padding, square). */
+static dlt_conv_shape _cs(const conv_shape *s, int n)
 {
-    cudnnBackendDescriptor_t d = NULL;
-    if (pool->n == MAX_DESC || DNN(p, cudnnBackendCreateDescriptor(type, &d)))
-        return NULL;
-    pool->d[pool->n++] = d;
-    return d;
-}
-
-static void _pool_free(desc_pool *pool)
-{
-    while (pool->n > 0)
-        cudnnBackendDestroyDescriptor(pool->d[--pool->n]);
-}
-
-#define SET(p, d, attr, type, n, val) DNN(p, cudnnBackendSetAttribute((d), (attr), (type), (n), (val)))
-
-/* A 4-d tensor [n, c, h, w] in NHWC order (or [1, c, 1, 1] per-channel), of type dt; virtual:
- * an intermediate no pointer is given for. */
-static cudnnBackendDescriptor_t _tensor(probe *p, desc_pool *pool, int64_t uid, cudnnDataType_t dt, int64_t n,
-                                        int64_t c, int64_t h, int64_t w, bool virt)
-{
-    cudnnBackendDescriptor_t d = _new(p, pool, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    int64_t dims[4] = {n, c, h, w}, str[4] = {c * h * w, 1, w * c, c}, align = 16;
-    if (!d || SET(p, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt) ||
-        SET(p, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims) ||
-        SET(p, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str) ||
-        SET(p, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) ||
-        SET(p, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) ||
-        SET(p, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt) || DNN(p, cudnnBackendFinalize(d)))
-        return NULL;
-    return d;
-}
-
-/* A pointwise operation y = mode(x[, b]) computed in fp32. */
-static cudnnBackendDescriptor_t _pointwise(probe *p, desc_pool *pool, cudnnPointwiseMode_t mode,
-                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
-                                           cudnnBackendDescriptor_t y)
-{
-    cudnnBackendDescriptor_t pw = _new(p, pool, CUDNN_BACKEND_POINTWISE_DESCRIPTOR), op;
-    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    if (!pw || SET(p, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) ||
-        SET(p, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) || DNN(p, cudnnBackendFinalize(pw)))
-        return NULL;
-    op = _new(p, pool, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    if (!op || SET(p, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
-        (b && SET(p, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
-        DNN(p, cudnnBackendFinalize(op)))
-        return NULL;
-    return op;
-}
-
-/* The tensors' unique ids, which the variant pack binds pointers to. */
-enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_BIAS, UID_V1, UID_V2, UID_V3, UID_DW };
-
-/* The shape's convolution: 2-d cross-correlation, fp32 accumulation, "same" padding, its stride. */
-static cudnnBackendDescriptor_t _conv_desc(probe *p, desc_pool *pool, const conv_shape *s)
-{
-    int64_t pad = s->r / 2, one = 1, str = s->stride, two = 2;
-    int64_t pads[2] = {pad, pad}, strides[2] = {str, str}, dil[2] = {one, one};
-    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    cudnnBackendDescriptor_t conv = _new(p, pool, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-    if (!conv || SET(p, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil) ||
-        SET(p, conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides) ||
-        DNN(p, cudnnBackendFinalize(conv)))
-        return NULL;
-    return conv;
-}
-
-/* The shape's graph: [prologue X' = relu(X * scale + bias)] conv(X', W) -> Y, genstats(Y). */
-static cudnnBackendDescriptor_t _graph(probe *p, desc_pool *pool, const conv_shape *s, int64_t n, int prologue)
-{
-    int64_t oh = (s->h + 2 * (s->r / 2) - s->r) / s->stride + 1;
-    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    cudnnGenStatsMode_t gs = CUDNN_GENSTATS_SUM_SQSUM;
-    float alpha = 1.f, beta = 0.f;
-    cudnnBackendDescriptor_t x, w, y, sum, sq, conv, cop, gop, ops[5], g, xin;
-    int nops = 0;
-    x = _tensor(p, pool, UID_X, CUDNN_DATA_HALF, n, s->c, s->h, s->h, false);
-    w = _tensor(p, pool, UID_W, CUDNN_DATA_HALF, s->k, s->c, s->r, s->r, false);
-    y = _tensor(p, pool, UID_Y, CUDNN_DATA_HALF, n, s->k, oh, oh, false);
-    sum = _tensor(p, pool, UID_SUM, CUDNN_DATA_FLOAT, 1, s->k, 1, 1, false);
-    sq = _tensor(p, pool, UID_SQSUM, CUDNN_DATA_FLOAT, 1, s->k, 1, 1, false);
-    if (!x || !w || !y || !sum || !sq)
-        return NULL;
-    xin = x;
-    if (prologue) {
-        cudnnBackendDescriptor_t sc = _tensor(p, pool, UID_SCALE, CUDNN_DATA_HALF, 1, s->c, 1, 1, false),
-                                 bi = _tensor(p, pool, UID_BIAS, CUDNN_DATA_HALF, 1, s->c, 1, 1, false),
-                                 v1 = _tensor(p, pool, UID_V1, CUDNN_DATA_FLOAT, n, s->c, s->h, s->h, true),
-                                 v2 = _tensor(p, pool, UID_V2, CUDNN_DATA_FLOAT, n, s->c, s->h, s->h, true),
-                                 v3 = _tensor(p, pool, UID_V3, CUDNN_DATA_FLOAT, n, s->c, s->h, s->h, true);
-        if (!sc || !bi || !v1 || !v2 || !v3 || !(ops[nops++] = _pointwise(p, pool, CUDNN_POINTWISE_MUL, x, sc, v1)) ||
-            !(ops[nops++] = _pointwise(p, pool, CUDNN_POINTWISE_ADD, v1, bi, v2)) ||
-            !(ops[nops++] = _pointwise(p, pool, CUDNN_POINTWISE_RELU_FWD, v2, NULL, v3)))
-            return NULL;
-        xin = v3;
-    }
-    if (!(conv = _conv_desc(p, pool, s)))
-        return NULL;
-    cop = _new(p, pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-    if (!cop || SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xin) ||
-        SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w) ||
-        SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
-        SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv) ||
-        SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha) ||
-        SET(p, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta) ||
-        DNN(p, cudnnBackendFinalize(cop)))
-        return NULL;
-    ops[nops++] = cop;
-    gop = _new(p, pool, CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
-    if (!gop || SET(p, gop, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &gs) ||
-        SET(p, gop, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32) ||
-        SET(p, gop, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
-        SET(p, gop, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sum) ||
-        SET(p, gop, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sq) ||
-        DNN(p, cudnnBackendFinalize(gop)))
-        return NULL;
-    ops[nops++] = gop;
-    g = _new(p, pool, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    if (!g || SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops) ||
-        SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &p->h) || DNN(p, cudnnBackendFinalize(g)))
-        return NULL;
-    return g;
-}
-
-/* The shape's filter gradient written in fp32 straight from fp16 X and dY: dW = conv_bwd_filter(X,
- * dY), dW float KRSC (the trainer's legacy call writes fp16 and casts it to its fp32 gradient). */
-static cudnnBackendDescriptor_t _wgrad_graph(probe *p, desc_pool *pool, const conv_shape *s, int64_t n)
-{
-    int64_t oh = (s->h + 2 * (s->r / 2) - s->r) / s->stride + 1;
-    float alpha = 1.f, beta = 0.f;
-    cudnnBackendDescriptor_t x, dy, dw, conv, op, g;
-    x = _tensor(p, pool, UID_X, CUDNN_DATA_HALF, n, s->c, s->h, s->h, false);
-    dy = _tensor(p, pool, UID_Y, CUDNN_DATA_HALF, n, s->k, oh, oh, false);
-    dw = _tensor(p, pool, UID_DW, CUDNN_DATA_FLOAT, s->k, s->c, s->r, s->r, false);
-    if (!x || !dy || !dw || !(conv = _conv_desc(p, pool, s)))
-        return NULL;
-    op = _new(p, pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-    if (!op || SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha) ||
-        SET(p, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta) ||
-        DNN(p, cudnnBackendFinalize(op)))
-        return NULL;
-    g = _new(p, pool, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    if (!g || SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op) ||
-        SET(p, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &p->h) || DNN(p, cudnnBackendFinalize(g)))
-        return NULL;
-    return g;
-}
-
-/* The first execution plan that finalizes among the engine configurations heuristics mode A
- * proposes, then the fallback list's; NULL with p->err saying why (none proposed, or the last
- * refusal). *engine: the engine's global index. */
-static cudnnBackendDescriptor_t _plan(probe *p, desc_pool *pool, cudnnBackendDescriptor_t g, int64_t *engine,
-                                      int *proposed)
-{
-    cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    *proposed = 0;
-    for (int m = 0; m < 2; m++) {
-        /* The configurations stay in the pool until the plan is released: the plan refers to its own. */
-        cudnnBackendDescriptor_t heur = _new(p, pool, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[8];
-        int64_t got = 0;
-        if (!heur || SET(p, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g) ||
-            SET(p, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]) ||
-            DNN(p, cudnnBackendFinalize(heur)))
-            continue;
-        for (int i = 0; i < 8; i++)
-            if (!(cfg[i] = _new(p, pool, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)))
-                return NULL;
-        if (DNN(p, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &got,
-                                            cfg)))
-            continue;
-        if (got > 8) /* the attribute's whole count; only the 8 asked for were written */
-            got = 8;
-        *proposed += (int)got;
-        for (int64_t i = 0; i < got; i++) {
-            cudnnBackendDescriptor_t plan = _new(p, pool, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), eng = NULL;
-            int64_t cnt = 0;
-            if (!plan)
-                return NULL;
-            if (SET(p, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &p->h) ||
-                SET(p, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
-                DNN(p, cudnnBackendFinalize(plan)))
-                continue; /* this engine refuses the graph; the next may not */
-            *engine = -1;
-            if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) == CUDNN_STATUS_SUCCESS) {
-                if (cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                             &cnt, &eng) == CUDNN_STATUS_SUCCESS)
-                    cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, engine);
-                cudnnBackendDestroyDescriptor(eng);
-            }
-            return plan;
-        }
-    }
-    if (*proposed == 0)
-        snprintf(p->err, sizeof(p->err), "heuristics (mode A, then fallback) proposed no engine");
-    return NULL;
+    dlt_conv_shape cs = {n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->r / 2, 0, 0};
+    cs.oh = cs.ow = dlt_out_size(s->h, s->r, s->stride, s->r / 2);
+    return cs;
 }
 
 /* ------------------------------------------------------------------ one shape */
@@ -433,49 +226,37 @@ static int _legacy_bn(probe *p, void *arg)
 }
 
 typedef struct {
-    cudnnBackendDescriptor_t plan, pack;
+    dlt_cg_pool *pool;
+    cudnnBackendDescriptor_t plan;
+    const int64_t *uids;
+    void **ptrs;
+    int n;
+    void *ws;
 } graph_run;
 
 static int _graph_exec(probe *p, void *arg)
 {
     graph_run *r = arg;
-    return DNN(p, cudnnBackendExecute(p->h, r->plan, r->pack));
+    if (dlt_cg_execute(r->pool, p->h, r->plan, r->n, r->uids, r->ptrs, r->ws) == CUDNN_STATUS_SUCCESS)
+        return 0;
+    snprintf(p->err, sizeof(p->err), "%s", r->pool->err);
+    return -1;
 }
 
-/* Runs one graph (prologue or not) on the shape, checks it, prints its line. Returns its ms, or
- * -1 when cuDNN refused it (said) or it failed (counted). */
-/* Graph g made ready and run once: its plan (printed as refused when cuDNN has none: returns 1),
- * its workspace within the probe's, its variant pack over the cnt tensors; 0 with *r set, or -1
- * after printing and counting the failure. */
-static int _ready(probe *p, desc_pool *pool, cudnnBackendDescriptor_t g, const char *name, const char *label,
-                  const int64_t *uids, void **ptrs, int64_t cnt, buffers *b, graph_run *r, int64_t *engine,
-                  int *proposed)
+/* Graph g made ready and run once: its plan (printed as refused when cuDNN has none: returns 1)
+ * within the probe's workspace, over the cnt tensors; 0 with *r set, or -1 after printing and
+ * counting the failure. */
+static int _ready(probe *p, dlt_cg_pool *pool, cudnnBackendDescriptor_t g, const char *name, const char *label,
+                  const int64_t *uids, void **ptrs, int cnt, buffers *b, graph_run *r, int64_t *engine, int *proposed)
 {
-    int64_t ws = 0, cnt_ws = 0;
-    cudnnBackendDescriptor_t plan, pack;
-    if (!(plan = _plan(p, pool, g, engine, proposed))) {
+    dlt_cg_plan plan;
+    if (dlt_cg_plans(pool, p->h, g, b->ws_size, 0, &plan, 1, proposed) != 1) {
         printf("fusion: %-30s %-12s refused: %d engine configuration(s) proposed, none finalized: %s\n", name, label,
-               *proposed, p->err);
+               *proposed, pool->err);
         return 1;
     }
-    if (DNN(p, cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt_ws,
-                                        &ws)) ||
-        (size_t)ws > b->ws_size) {
-        printf("fusion: %-30s %-12s FAIL workspace %lld bytes (have %zu): %s\n", name, label, (long long)ws, b->ws_size,
-               p->err);
-        p->failed++;
-        return -1;
-    }
-    pack = _new(p, pool, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    if (!pack || SET(p, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, cnt, uids) ||
-        SET(p, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, cnt, ptrs) ||
-        SET(p, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &b->ws) ||
-        DNN(p, cudnnBackendFinalize(pack))) {
-        printf("fusion: %-30s %-12s FAIL variant pack: %s\n", name, label, p->err);
-        p->failed++;
-        return -1;
-    }
-    r->plan = plan, r->pack = pack;
+    *engine = plan.engine;
+    r->pool = pool, r->plan = plan.plan, r->uids = uids, r->ptrs = ptrs, r->n = cnt, r->ws = b->ws;
     if (_graph_exec(p, r) || CU(p, cudaStreamSynchronize(p->s))) {
         printf("fusion: %-30s %-12s FAIL run (engine %lld): %s\n", name, label, (long long)*engine, p->err);
         p->failed++;
@@ -488,18 +269,19 @@ static int _ready(probe *p, desc_pool *pool, cudnnBackendDescriptor_t g, const c
  * -1 when cuDNN refused it (said) or it failed (counted). */
 static double _probe_graph(probe *p, const conv_shape *s, int n, int prologue, buffers *b, legacy *ref, size_t ysz)
 {
-    desc_pool pool = {.n = 0};
+    dlt_cg_pool pool = {.n = 0};
+    dlt_conv_shape cs = _cs(s, n);
     cudnnBackendDescriptor_t g;
     int64_t engine = -1;
     int proposed = 0;
     double ms = -1;
     const char *label = prologue ? "sbr+conv+gs" : "conv+gs";
-    if (!(g = _graph(p, &pool, s, n, prologue))) {
-        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, label, p->err);
+    if (!(g = dlt_cg_fprop_stats_graph(&pool, p->h, &cs, CUDNN_DATA_HALF, prologue))) {
+        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, label, pool.err);
         goto out;
     }
     {
-        int64_t uids[] = {UID_X, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_BIAS};
+        int64_t uids[] = {DLT_CG_X, DLT_CG_W, DLT_CG_Y, DLT_CG_SUM, DLT_CG_SQSUM, DLT_CG_SCALE, DLT_CG_BIAS};
         void *ptrs[] = {b->x, b->w, b->y, b->sum, b->sq, b->scale, b->bias};
         graph_run r;
         if (_ready(p, &pool, g, s->name, label, uids, ptrs, prologue ? 7 : 5, b, &r, &engine, &proposed))
@@ -551,7 +333,7 @@ static double _probe_graph(probe *p, const conv_shape *s, int n, int prologue, b
         }
     }
 out:
-    _pool_free(&pool);
+    dlt_cg_pool_free(&pool);
     return ms;
 }
 
@@ -600,11 +382,12 @@ static int _legacy_wgrad(probe *p, void *arg)
  * (the legacy side rounds to fp16). Prints its line; *t_legacy gets the legacy call's ms. */
 static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, legacy *l, size_t nw, double *t_legacy)
 {
-    desc_pool pool = {.n = 0};
+    dlt_cg_pool pool = {.n = 0};
+    dlt_conv_shape cs = _cs(s, n);
     cudnnBackendDescriptor_t g;
     cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
     legacy_wgrad lw = {l, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
-    int64_t engine = -1, uids[] = {UID_X, UID_Y, UID_DW};
+    int64_t engine = -1, uids[] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
     void *ptrs[] = {b->x, b->y, b->dw};
     int proposed = 0, algos = 0;
     double ms = -1;
@@ -625,8 +408,8 @@ static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, leg
             }
             break;
         }
-    if (!(g = _wgrad_graph(p, &pool, s, n))) {
-        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, "wgrad-f32", p->err);
+    if (!(g = dlt_cg_wgrad_graph(&pool, p->h, &cs, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT))) {
+        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, "wgrad-f32", pool.err);
         goto out;
     }
     if (_ready(p, &pool, g, s->name, "wgrad-f32", uids, ptrs, 3, b, &r, &engine, &proposed))
@@ -662,7 +445,7 @@ static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, leg
         free(hr), free(hg);
     }
 out:
-    _pool_free(&pool);
+    dlt_cg_pool_free(&pool);
     return ms;
 }
 

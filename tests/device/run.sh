@@ -650,9 +650,11 @@ phase_bench() {
   # (its cuDNN choices cached); against that row: the goal is within 5%.
   # fp16:256:profile: where the fp16 step's time goes, class by class (dltrain bench --profile).
   # fp32:256: strict fp32 (no TF32), the denominator of the fp16 speed-up.
+  # fp16:256:nowgrad: --wgrad-fp32 off (the fp16 filter gradient and its cast) against the fp16 row's
+  # auto (the fp32 gradient from cuDNN's graph API where it timed faster): that choice's gain.
   # Each plain and feed row has two PyTorch peers (tests/device/torch_bench.py): eager AMP, and the
   # strongest (fused SGD, static loss scale, the whole step one CUDA graph; --self-check first).
-  configs="fp16:256 fp16:256:data bf16:256 fp16:256:profile fp16:256:graphs fp32:256 tf32:256 fp16:256:feed"
+  configs="fp16:256 fp16:256:data bf16:256 fp16:256:profile fp16:256:graphs fp32:256 tf32:256 fp16:256:feed fp16:256:nowgrad"
   : >"$W/bench.jsonl"
   for cfg in $configs; do
     IFS=: read -r prec batch variant <<<"$cfg"
@@ -661,7 +663,7 @@ phase_bench() {
       cut=$((cut + 1)); echo "device: bench $cfg not started: ${left} s left (counted as cut)"; continue
     fi
     extra=()
-    case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; feed) extra=(--feed) ;; profile) extra=(--profile) ;;
+    case $variant in graphs) extra=(--cuda-graphs) ;; nopad) extra=(--stem-pad off) ;; nowgrad) extra=(--wgrad-fp32 off) ;; feed) extra=(--feed) ;; profile) extra=(--profile) ;;
       data) if [ -z "$PHOTOS_DIR" ]; then echo "device: bench $cfg not run: no photos (the photos phase did not pass)"; continue; fi
             extra=(--feed --data "$PHOTOS_DIR" --workers 15) ;;
     esac
@@ -683,6 +685,8 @@ for k, v in sorted(p["classes"].items(), key=lambda kv: -kv[1]["ms"]):
     echo "{\"precision\":\"$prec\",\"batch\":$batch,\"variant\":\"${variant:-plain}\",\"launch_s\":$launch,\"ours\":${ours:-null},\"pytorch\":${peer:-null},\"pytorch_strong\":${strong:-null}}" >>"$W/bench.jsonl"
   done
   python3 tests/device/bench_table.py table "$W/bench.jsonl" | tee "$W/bench-table.txt"
+  # The planning's own words on the filter gradients (--wgrad-fp32 auto), per precision run.
+  grep -m3 -e 'filter gradients:' -e 'no fp32 filter gradient' "$W/bench.err" | sed 's/^/device: bench: /' 
   if [ ! -s "$W/bench.jsonl" ] || grep -q '"ours":null' "$W/bench.jsonl"; then bad "some dltrain benchmarks failed or none ran"; tail -5 "$W/bench.err"; fi
   if grep -q 'the strong step does not train like the eager one' "$W/bench.err"; then
     bad "bench: the strongest PyTorch peer failed its --self-check (its figures are left out)"; grep -m2 'strong step' "$W/bench.err"

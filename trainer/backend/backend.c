@@ -114,6 +114,7 @@ void dlt_backend_config_defaults(dlt_backend_config *c)
     c->precision = DLT_PREC_FP32;
     c->device = -1;
     c->stem_pad = -1;
+    c->wgrad_fp32 = -1;
 }
 
 int dlt_backend_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err)

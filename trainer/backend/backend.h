@@ -302,6 +302,9 @@ typedef struct {
     int stem_pad;           /* CUDA: pad the 3-channel input to 4 for tensor cores (-1 auto: all but fp32) */
     int progress;           /* CUDA: a line now and then while the cuDNN algorithm search takes long */
     const char *algo_cache; /* CUDA: --cudnn-cache FILE, the algorithm choices kept across runs (NULL: none) */
+    int wgrad_fp32;         /* CUDA fp16/bf16: filter gradients written in fp32 by cuDNN's graph API instead of
+                             * in the run's type and cast (-1 auto: where timed faster at planning; 1: wherever
+                             * cuDNN has an engine; 0: never) */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

@@ -12,6 +12,10 @@
 
 int dlt_backend_cuda_create(dlt_backend **out, const dlt_backend_config *cfg, dlt_err *err);
 
+/* 1 when convolution op (planned by be) writes its filter gradient in fp32 through cuDNN's graph
+ * API (--wgrad-fp32), 0 when it runs the legacy call (and, in fp16/bf16, its cast). */
+int dlt_backend_cuda_wgrad_fp32(const dlt_backend *be, const dlt_op *op);
+
 /* The low-precision gradient copy of the NCCL reduction (--allreduce-lowp), in be's 16-bit type
  * (dlt_backend_lowp): src times mul cast into dst, and back to float, queued on stream (a
  * cudaStream_t). Return the launch's cudaError_t (0: queued). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "trainer/backend/algo_cache.h"
+#include "trainer/backend/cuda_backend.h"
 #include "trainer/backend/cuda_internal.h"
 #include "trainer/backend/cuda_kernels.h"
 
@@ -215,6 +216,147 @@ void dlt_cu_conv_free_descriptors(dlt_op *op)
     op->conv_fwd = op->conv_bwd_data = op->conv_bwd_filter = NULL;
 }
 
+/* --wgrad-fp32: in fp16/bf16 the legacy filter gradient is written in the run's type into the
+ * shared scratch and cast to the float gradient by a kernel of its own; cuDNN's graph API can write
+ * it in fp32 directly (cudnn-frontend's conv_wgrad node takes the output type apart from the
+ * inputs'). Which one a geometry runs is decided once, at planning, by timing both on buffers of its
+ * shape: the heuristics' first WG_PLANS plans (mode A, then the fallback list) against the legacy
+ * algorithm the search chose plus its cast, WG_REPS calls each after one warm call. The padded stem
+ * keeps the legacy path (its gradient is unpadded as it is cast), and so does --deterministic
+ * unless --wgrad-fp32 on (then only engines without cuDNN's non-deterministic note). The choice
+ * is not kept by --cudnn-cache: it is timed again by each run. */
+#define WG_PLANS 2
+#define WG_REPS 5
+
+typedef struct {
+    dlt_backend *be;
+    dlt_op *op;
+    const void *x, *dy;
+    float *dw;
+    cudnnBackendDescriptor_t plan; /* NULL: the legacy call and its cast */
+} wg_run;
+
+static int _wgrad_legacy(dlt_backend *be, dlt_op *op, const void *x, const void *dy, float *dw);
+
+static int _wg_once(wg_run *r)
+{
+    cuda_backend *c = _cu(r->be);
+    if (!r->plan)
+        return _wgrad_legacy(r->be, r->op, r->x, r->dy, r->dw);
+    int64_t uids[3] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
+    void *ptrs[3] = {(void *)r->x, (void *)r->dy, r->dw};
+    cudnnStatus_t st = dlt_cg_execute(r->op->algo->wg_pool, c->dnn, r->plan, 3, uids, ptrs, c->ws);
+    return dlt_cudnn_ok(st) ? 0 : -1;
+}
+
+/* ms per call of r (after one warm call), or a negative value when a call failed. */
+static float _wg_time(wg_run *r, cudaEvent_t a, cudaEvent_t b)
+{
+    cuda_backend *c = _cu(r->be);
+    float ms = -1;
+    if (_wg_once(r) != 0 || cudaEventRecord(a, c->s) != cudaSuccess)
+        return -1;
+    for (int i = 0; i < WG_REPS; i++)
+        if (_wg_once(r) != 0)
+            return -1;
+    if (cudaEventRecord(b, c->s) != cudaSuccess || cudaEventSynchronize(b) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
+        return -1;
+    return ms / WG_REPS;
+}
+
+/* A geometry kept on the legacy path for a reason worth saying (cuDNN refused, a call failed): said
+ * for the first such geometry of the run, or for each under --wgrad-fp32 on. */
+static void _wg_refused(cuda_backend *c, const dlt_op *op, const char *why)
+{
+    if (c->cfg.wgrad_fp32 != 1 && c->wg_said)
+        return;
+    c->wg_said = 1;
+    fprintf(stderr,
+            "dltrain: convolution %d->%d %dx%d/%d on %dx%d: no fp32 filter gradient from cuDNN's graph API (%s); "
+            "the %s gradient and its cast%s\n",
+            op->cs.c, op->cs.k, op->cs.r, op->cs.s, op->cs.stride, op->cs.h, op->cs.w, why,
+            c->dt == DLT_DT_BF16 ? "bf16" : "fp16", c->cfg.wgrad_fp32 == 1 ? "" : " (said once)");
+}
+
+/* e's filter-gradient path for op's geometry (the legacy algorithm already chosen). Never an error
+ * of the run: whatever goes wrong keeps the legacy path. */
+static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
+{
+    cuda_backend *c = _cu(be);
+    const dlt_conv_shape *s = &op->cs;
+    dlt_cg_plan plans[WG_PLANS];
+    cudnnBackendDescriptor_t g;
+    cudaEvent_t a = NULL, b = NULL;
+    void *x = NULL, *dy = NULL;
+    float *dw = NULL, best, t;
+    int n, proposed = 0, had = be->err->code != 0;
+    size_t xn = (size_t)s->n * s->h * s->w * s->c, yn = (size_t)s->n * s->oh * s->ow * s->k,
+           wn = (size_t)s->k * s->r * s->s * s->c;
+    if (c->dt == DLT_DT_F32 || op->cp != s->c || c->cfg.wgrad_fp32 == 0 ||
+        (c->cfg.deterministic && c->cfg.wgrad_fp32 != 1))
+        return;
+    c->wg_planned++;
+    if (!(e->wg_pool = calloc(1, sizeof(*e->wg_pool)))) {
+        _wg_refused(c, op, "out of host memory");
+        return;
+    }
+    if (!(g = dlt_cg_wgrad_graph(e->wg_pool, c->dnn, s, c->cdt, CUDNN_DATA_FLOAT)) ||
+        (n = dlt_cg_plans(e->wg_pool, c->dnn, g, c->ws_limit, c->cfg.deterministic, plans, WG_PLANS, &proposed)) == 0) {
+        char why[600];
+        snprintf(why, sizeof(why), "%d engine configuration(s) proposed, none usable: %s", proposed, e->wg_pool->err);
+        _wg_refused(c, op, why);
+        goto out;
+    }
+    /* Each plan's workspace within the shared one, grown here (planning time) up to the limit. */
+    for (int i = 0; i < n; i++)
+        if (dlt_cu_workspace(be, plans[i].workspace) != 0) {
+            _wg_refused(c, op, "the workspace could not grow");
+            goto out;
+        }
+    if (c->cfg.wgrad_fp32 == 1) { /* on: the heuristics' first, untimed */
+        e->wg_plan = plans[0].plan, e->wg_engine = plans[0].engine;
+        goto out;
+    }
+    /* Timing buffers of the shape (a 16-bit pattern of moderate values; every byte 0x3c), freed
+     * after: a geometry that cannot have them keeps the legacy path. */
+    if (cudaMalloc(&x, xn * 2) != cudaSuccess || cudaMalloc(&dy, yn * 2) != cudaSuccess ||
+        cudaMalloc((void **)&dw, wn * sizeof(float)) != cudaSuccess || cudaMemsetAsync(x, 0x3c, xn * 2, c->s) ||
+        cudaMemsetAsync(dy, 0x3c, yn * 2, c->s) || cudaEventCreate(&a) != cudaSuccess ||
+        cudaEventCreate(&b) != cudaSuccess) {
+        cudaGetLastError();
+        _wg_refused(c, op, "no device memory to time it");
+        goto out;
+    }
+    {
+        wg_run r = {be, op, x, dy, dw, NULL};
+        best = _wg_time(&r, a, b);
+        if (best < 0) { /* the legacy path itself failed: its own run will say why */
+            cudaGetLastError();
+            goto out;
+        }
+        for (int i = 0; i < n; i++) {
+            r.plan = plans[i].plan;
+            if ((t = _wg_time(&r, a, b)) >= 0 && t < best) {
+                best = t;
+                e->wg_plan = plans[i].plan, e->wg_engine = plans[i].engine;
+            }
+        }
+    }
+out:
+    if (e->wg_plan)
+        c->wg_graph++;
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    if (x || dy || dw)
+        cudaStreamSynchronize(c->s); /* the timing calls are done with the buffers */
+    cudaFree(x), cudaFree(dy), cudaFree(dw);
+    if (!had)
+        dlt_err_clear(be->err); /* a failure here is handled here */
+}
+
 /* The algorithms of op's geometry: from the cache, or searched and cached. */
 static int _find_algos(dlt_backend *be, dlt_op *op)
 {
@@ -249,7 +391,10 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
             if (_direction_descriptors(be, op) == 0 && _exact_ws(be, op, e) == 0) {
                 e->next = c->algos;
                 c->algos = e;
-                return dlt_cu_workspace(be, e->ws);
+                if ((rc = dlt_cu_workspace(be, e->ws)) != 0)
+                    return rc;
+                _wg_decide(be, op, e);
+                return 0;
             }
             dlt_cu_conv_free_descriptors(op);
             memset(e, 0, sizeof(*e));
@@ -274,7 +419,23 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
         return rc;
     if (c->cfg.algo_cache)
         _cache_store(be, op, e);
-    return dlt_cu_workspace(be, e->ws);
+    if ((rc = dlt_cu_workspace(be, e->ws)) != 0)
+        return rc;
+    _wg_decide(be, op, e);
+    return 0;
+}
+
+void dlt_cu_conv_free_algos(cuda_backend *c)
+{
+    while (c->algos) {
+        algo_entry *n = c->algos->next;
+        if (c->algos->wg_pool) {
+            dlt_cg_pool_free(c->algos->wg_pool);
+            free(c->algos->wg_pool);
+        }
+        free(c->algos);
+        c->algos = n;
+    }
 }
 
 static int _conv_plan(dlt_backend *be, const dlt_conv_shape *s, dlt_op **out)
@@ -503,14 +664,12 @@ static int _conv_bwd_data_add(dlt_backend *be, dlt_op *op, const float *dy, floa
 /* dw is KRSC float like the weights: cuDNN writes it directly in fp32/tf32; otherwise it writes
  * its own type (and the stem's 4 channels) into the scratch, and one contiguous cast (or
  * cast-and-unpad) makes the float gradient: no re-layout. */
-static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw)
+static int _wgrad_legacy(dlt_backend *be, dlt_op *op, const void *x, const void *dy, float *dw)
 {
     cuda_backend *c = _cu(be);
     const dlt_conv_shape *s = &op->cs;
     const int direct = c->dt == DLT_DT_F32 && op->cp == s->c;
     size_t pixels = (size_t)s->k * s->r * s->s;
-    if (op->x_pad)
-        x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
     CONV_RUN(be, op, DIR_FILTER,
              cudnnConvolutionBackwardFilter(c->dnn, &g_one, op->xd, x, op->yd, dy, op->conv_bwd_filter,
                                             op->algo->bwd_filter, c->ws, c->ws_size, &g_zero, op->wd,
@@ -524,6 +683,39 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
         DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_unpad_to_f32(c->dw_scratch, c->dt, dw, pixels, op->cp, s->c,
                                                                     (dlt_stream)c->s)));
     return 0;
+}
+
+/* The geometry's graph plan when planning chose it (--wgrad-fp32): dw written in fp32 by cuDNN. A
+ * refusal when it runs (outside a capture) puts the geometry back on the legacy path, said. */
+static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const float *dy, float *dw)
+{
+    cuda_backend *c = _cu(be);
+    algo_entry *e = (algo_entry *)op->algo; /* the shape's entry in c->algos, owned by the backend */
+    if (op->x_pad)
+        x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
+    if (e->wg_plan) {
+        int64_t uids[3] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
+        void *ptrs[3] = {(void *)x, (void *)dy, dw};
+        cudnnStatus_t st = dlt_cg_execute(e->wg_pool, c->dnn, e->wg_plan, 3, uids, ptrs, c->ws);
+        if (dlt_cudnn_ok(st))
+            return 0;
+        if (dlt_cudnn_probe_answer(st) != 1 || c->capturing)
+            return dlt_fail(be->err, -EIO, "convolution %d->%d %dx%d: the fp32 filter gradient (cuDNN engine %lld): %s",
+                            op->cs.c, op->cs.k, op->cs.r, op->cs.s, (long long)e->wg_engine, e->wg_pool->err);
+        fprintf(stderr,
+                "dltrain: convolution %d->%d %dx%d: cuDNN refused its fp32 filter-gradient engine %lld when it ran "
+                "(%s); the legacy gradient and its cast from now on\n",
+                op->cs.c, op->cs.k, op->cs.r, op->cs.s, (long long)e->wg_engine, e->wg_pool->err);
+        e->wg_plan = NULL;
+        c->wg_graph--;
+    }
+    return _wgrad_legacy(be, op, x, dy, dw);
+}
+
+int dlt_backend_cuda_wgrad_fp32(const dlt_backend *be, const dlt_op *op)
+{
+    (void)be;
+    return op && op->algo && op->algo->wg_plan ? 1 : 0;
 }
 
 void dlt_cu_conv_ops(dlt_backend_ops *ops)

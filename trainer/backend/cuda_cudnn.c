@@ -606,11 +606,7 @@ static void _destroy(dlt_backend *be)
     dlt_cu_graph_ops.release(&c->base); /* a capture left open would fail the synchronize below */
     if (c->s)
         cudaStreamSynchronize(c->s);
-    while (c->algos) {
-        algo_entry *n = c->algos->next;
-        free(c->algos);
-        c->algos = n;
-    }
+    dlt_cu_conv_free_algos(c);
     while (c->bn_choices) {
         bn_choice *n = c->bn_choices->next;
         free(c->bn_choices);

@@ -18,6 +18,7 @@
 #include "common/progress.h"
 #include "trainer/backend/backend.h"
 #include "trainer/backend/cuda_kernels.h"
+#include "trainer/backend/cudnn_graph.h"
 
 /* One convolution geometry's chosen algorithms (many ResNet layers share a geometry), each with
  * the math type cudnnFind timed it with: cuDNN's Find returns (algo, mathType, memory) and the
@@ -41,6 +42,12 @@ typedef struct algo_entry {
     cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
     int bwd_data_ok; /* the image-input convolution needs no data gradient; cuDNN may have none */
     size_t ws;
+    /* fp16/bf16: the filter gradient written in fp32 by a cuDNN graph (cudnn_graph.h) where it beat
+     * the legacy call and its cast when timed at planning (--wgrad-fp32): its plan, NULL for the
+     * legacy path; the descriptors live in wg_pool. */
+    dlt_cg_pool *wg_pool;
+    cudnnBackendDescriptor_t wg_plan;
+    int64_t wg_engine;
     struct algo_entry *next;
 } algo_entry;
 
@@ -118,6 +125,8 @@ typedef struct {
      * padded stem), shared: convolutions run one after another on one stream */
     void *dw_scratch;
     size_t dw_scratch_size;
+    /* --wgrad-fp32: geometries planned with a choice to make, and those that took the graph */
+    int wg_planned, wg_graph, wg_said, wg_reported;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */
     int capturing;
     cudaGraph_t graph;
@@ -191,6 +200,8 @@ int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *w
 
 /* cuda_conv.c: the convolution entries of the ops table. */
 void dlt_cu_conv_ops(dlt_backend_ops *ops);
+/* Frees the backend's per-geometry algorithm entries (their graph plans with them). */
+void dlt_cu_conv_free_algos(cuda_backend *c);
 /* Destroys op's three per-direction convolution descriptors (NULL after). */
 void dlt_cu_conv_free_descriptors(dlt_op *op);
 

@@ -187,6 +187,15 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
     int rc = 0;
     if ((rc = dlt_param_segments_check(segs, nsegs, n, be->err)) != 0)
         return rc;
+    /* The convolutions are planned by now: their filter-gradient paths (--wgrad-fp32) said once. */
+    if (c->wg_planned > c->wg_reported) {
+        fprintf(stderr,
+                "dltrain: filter gradients: %d of %d convolution geometries written in fp32 by cuDNN's graph API, "
+                "the rest in %s and cast (--wgrad-fp32 %s)\n",
+                c->wg_graph, c->wg_planned, c->dt == DLT_DT_BF16 ? "bf16" : "fp16",
+                c->cfg.wgrad_fp32 == 1 ? "on" : "auto: the faster of the two, timed at planning");
+        c->wg_reported = c->wg_planned;
+    }
     for (int i = 0; i < nsegs; i++)
         count += (segs[i].len + DLT_SGD_CHUNK - 1) / DLT_SGD_CHUNK;
     if (count > (size_t)INT32_MAX) {

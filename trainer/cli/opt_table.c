@@ -120,6 +120,13 @@ static int _set_stem_pad(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg 
     return 0;
 }
 
+static int _set_wgrad_fp32(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
+{
+    UNUSED_SETTER_ARGS;
+    o->train.backend.wgrad_fp32 = a->whole == 0 ? -1 : a->whole == 1; /* auto|on|off */
+    return 0;
+}
+
 static int _set_augment(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
@@ -373,6 +380,9 @@ static const dlt_opt g_table[] = {
          "shape searched once per GPU model, cuDNN version and precision)"),
     CHOICE("stem-pad", "auto|on|off", "auto|on|off", 0, _set_stem_pad, RUNS, CUDA, S_COMPUTE,
            "CUDA: pad the 3-channel input to 4 for tensor cores (auto: all but fp32)"),
+    CHOICE("wgrad-fp32", "auto|on|off", "auto|on|off", 0, _set_wgrad_fp32, RUNS, CUDA, S_COMPUTE,
+           "CUDA fp16/bf16: filter gradients written in fp32 by cuDNN's graph\n"
+           "API, not in fp16/bf16 and cast (auto: where faster at planning)"),
     WHOLE("eval-every", "N", 0, 1000000, F(train.eval_every), _set_int, TRAIN, 0, S_TRAIN,
           "validate every N epochs on ROOT/val or --val-data (default 1 when\n"
           "there are validation images, 0 = off; generated data: 0)"),
