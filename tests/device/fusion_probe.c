@@ -9,7 +9,11 @@
  *   sbr+conv+gs graph: X' = relu(X * scale + bias) (the previous layer's batch norm applied in
  *             this convolution's prologue), Y = conv(X', W), genstats(Y): cuDNN's ConvBNfprop
  *   wgrad-f32 graph: the filter gradient written in fp32 from fp16 X and dY, against the legacy
- *             fp16 one (which the trainer then casts to its fp32 gradient: a pass the graph saves)
+ *             fp16 one (which the trainer then casts to its fp32 gradient: a pass the graph saves;
+ *             the trainer's --wgrad-fp32 runs this graph)
+ *   sbr+wgrad-f32 graph: the same with X' = relu(X * scale + bias) applied in its prologue (cuDNN's
+ *             ConvBNwgrad: with sbr+conv+gs, the batch norm's output is never stored), on the
+ *             prologue shapes, against the legacy one on X' prepared on the host
  * Each graph is built as cuDNN's documentation names the pattern (virtual fp32 intermediates,
  * fp32 statistics [1,C,1,1]); its engines come from heuristics mode A, then the fallback list; the
  * first execution plan that finalizes is run. A graph cuDNN refuses is printed as refused with
@@ -366,6 +370,7 @@ static int _self_test(void)
 typedef struct {
     legacy *l;
     cudnnConvolutionBwdFilterAlgo_t algo;
+    const void *x; /* X, or X' prepared on the host for the prologue's reference */
 } legacy_wgrad;
 
 static int _legacy_wgrad(probe *p, void *arg)
@@ -373,28 +378,32 @@ static int _legacy_wgrad(probe *p, void *arg)
     legacy_wgrad *lw = arg;
     legacy *l = lw->l;
     float one = 1.f, zero = 0.f;
-    return DNN(p, cudnnConvolutionBackwardFilter(p->h, &one, l->xd, l->b->x, l->yd, l->b->y, l->cd, lw->algo, l->b->ws,
+    return DNN(p, cudnnConvolutionBackwardFilter(p->h, &one, l->xd, lw->x, l->yd, l->b->y, l->cd, lw->algo, l->b->ws,
                                                  l->b->ws_size, &zero, l->wd, l->b->dwh));
 }
 
 /* The filter gradient in fp32 from the graph (wgrad-f32) against the legacy fp16 one the trainer
  * computes and then casts, on the same X and dY (Y's buffer, refilled): max |d| / max |ref| <= 1e-2
- * (the legacy side rounds to fp16). Prints its line; *t_legacy gets the legacy call's ms. */
-static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, legacy *l, size_t nw, double *t_legacy)
+ * (the legacy side rounds to fp16). With prologue (sbr+wgrad-f32, cuDNN's ConvBNwgrad) the graph
+ * reads X and applies relu(X * scale + bias) itself; the legacy reference reads X' prepared on the
+ * host. Prints its line; *t_legacy gets the legacy call's ms. */
+static double _probe_wgrad(probe *p, const conv_shape *s, int n, int prologue, buffers *b, legacy *l, size_t nw,
+                           double *t_legacy)
 {
+    const char *label = prologue ? "sbr+wgrad-f32" : "wgrad-f32";
     dlt_cg_pool pool = {.n = 0};
     dlt_conv_shape cs = _cs(s, n);
     cudnnBackendDescriptor_t g;
     cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-    legacy_wgrad lw = {l, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
-    int64_t engine = -1, uids[] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
-    void *ptrs[] = {b->x, b->y, b->dw};
+    legacy_wgrad lw = {l, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, prologue ? b->xp : b->x};
+    int64_t engine = -1, uids[] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW, DLT_CG_SCALE, DLT_CG_BIAS};
+    void *ptrs[] = {b->x, b->y, b->dw, b->scale, b->bias};
     int proposed = 0, algos = 0;
     double ms = -1;
     graph_run r;
     *t_legacy = -1;
     if (DNN(p, cudnnGetConvolutionBackwardFilterAlgorithm_v7(p->h, l->xd, l->yd, l->cd, l->wd, 8, &algos, perf))) {
-        printf("fusion: %-30s %-12s FAIL the legacy ranking: %s\n", s->name, "wgrad-f32", p->err);
+        printf("fusion: %-30s %-12s FAIL the legacy ranking: %s\n", s->name, label, p->err);
         p->failed++;
         return -1;
     }
@@ -402,17 +411,17 @@ static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, leg
         if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->ws_size) {
             lw.algo = perf[i].algo; /* with its own math type, as the trainer's per-direction descriptors */
             if (DNN(p, cudnnSetConvolutionMathType(l->cd, perf[i].mathType))) {
-                printf("fusion: %-30s %-12s FAIL the legacy math type: %s\n", s->name, "wgrad-f32", p->err);
+                printf("fusion: %-30s %-12s FAIL the legacy math type: %s\n", s->name, label, p->err);
                 p->failed++;
                 return -1;
             }
             break;
         }
-    if (!(g = dlt_cg_wgrad_graph(&pool, p->h, &cs, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT))) {
-        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, "wgrad-f32", pool.err);
+    if (!(g = dlt_cg_wgrad_graph(&pool, p->h, &cs, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, prologue))) {
+        printf("fusion: %-30s %-12s refused at its graph: %s\n", s->name, label, pool.err);
         goto out;
     }
-    if (_ready(p, &pool, g, s->name, "wgrad-f32", uids, ptrs, 3, b, &r, &engine, &proposed))
+    if (_ready(p, &pool, g, s->name, label, uids, ptrs, prologue ? 5 : 3, b, &r, &engine, &proposed))
         goto out;
     {
         uint16_t *hr = malloc(nw * 2);
@@ -420,8 +429,7 @@ static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, leg
         double dmax = 0, rmax = 1e-30;
         if (!hr || !hg || _legacy_wgrad(p, &lw) || CU(p, cudaMemcpy(hr, b->dwh, nw * 2, cudaMemcpyDeviceToHost)) ||
             CU(p, cudaMemcpy(hg, b->dw, nw * 4, cudaMemcpyDeviceToHost))) {
-            printf("fusion: %-30s %-12s FAIL its check: %s\n", s->name, "wgrad-f32",
-                   p->err[0] ? p->err : "out of memory");
+            printf("fusion: %-30s %-12s FAIL its check: %s\n", s->name, label, p->err[0] ? p->err : "out of memory");
             p->failed++;
         } else {
             for (size_t i = 0; i < nw; i++) {
@@ -433,10 +441,10 @@ static double _probe_wgrad(probe *p, const conv_shape *s, int n, buffers *b, leg
             if (dmax / rmax <= 1e-2 && ms > 0 && *t_legacy > 0) {
                 printf("fusion: %-30s %-12s ok   engine %lld of %d proposed, %.3f ms (fp16 dW %.3f ms, then its "
                        "cast), dW %.1e\n",
-                       s->name, "wgrad-f32", (long long)engine, proposed, ms, *t_legacy, dmax / rmax);
+                       s->name, label, (long long)engine, proposed, ms, *t_legacy, dmax / rmax);
                 p->passed++;
             } else {
-                printf("fusion: %-30s %-12s FAIL engine %lld: dW %.1e (bound 1e-2), %.3f ms\n", s->name, "wgrad-f32",
+                printf("fusion: %-30s %-12s FAIL engine %lld: dW %.1e (bound 1e-2), %.3f ms\n", s->name, label,
                        (long long)engine, dmax / rmax, ms);
                 p->failed++;
                 ms = -1;
@@ -481,7 +489,7 @@ static int _shape(probe *p, const conv_shape *s, int n, double *tot)
     legacy l;
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     uint16_t *hx = malloc(nx * 2), *hsc = malloc((size_t)s->c * 2), *hbi = malloc((size_t)s->c * 2);
-    double t_conv = -1, t_bn = -1, t_gs = -1, t_sbr = -1, t_wg = -1, t_wl = -1;
+    double t_conv = -1, t_bn = -1, t_gs = -1, t_sbr = -1, t_wg = -1, t_wl = -1, t_swg = -1, t_swl = -1;
     int rc = -1;
     memset(&b, 0, sizeof(b));
     memset(&l, 0, sizeof(l));
@@ -541,7 +549,9 @@ static int _shape(probe *p, const conv_shape *s, int n, double *tot)
         t_sbr = _probe_graph(p, s, n, 1, &b, &l, ny * 2);
     if (_fill(p, b.y, ny, 1.f, 5u, NULL)) /* dY for the filter gradient */
         goto out;
-    t_wg = _probe_wgrad(p, s, n, &b, &l, nw, &t_wl);
+    t_wg = _probe_wgrad(p, s, n, 0, &b, &l, nw, &t_wl);
+    if (s->prologue)
+        t_swg = _probe_wgrad(p, s, n, 1, &b, &l, nw, &t_swl);
     tot[0] += t_conv, tot[1] += t_bn;
     if (t_gs > 0)
         tot[2] += t_gs, tot[3] += t_conv;
@@ -549,6 +559,8 @@ static int _shape(probe *p, const conv_shape *s, int n, double *tot)
         tot[4] += t_sbr, tot[5] += t_conv + t_bn;
     if (t_wg > 0)
         tot[6] += t_wg, tot[7] += t_wl;
+    if (t_swg > 0)
+        tot[8] += t_swg, tot[9] += t_swl;
     rc = 0;
 out:
     if (rc) {
@@ -569,7 +581,7 @@ int main(int argc, char **argv)
 {
     probe p = {0};
     int n = 256, nshapes = DEFAULT_SHAPES, devs = 0;
-    double budget = 60, t0 = _now(), tot[8] = {0};
+    double budget = 60, t0 = _now(), tot[10] = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             n = atoi(argv[++i]);
@@ -614,8 +626,9 @@ int main(int argc, char **argv)
     }
     printf("fusion: total over the shapes probed: conv %.3f + batch norm %.3f ms unfused; conv+gs %.3f ms where "
            "its conv alone took %.3f; sbr+conv+gs %.3f ms where conv + batch norm took %.3f; wgrad-f32 %.3f ms "
-           "where the fp16 filter gradient took %.3f before its cast\n",
-           tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[6], tot[7]);
+           "where the fp16 filter gradient took %.3f before its cast; sbr+wgrad-f32 %.3f ms where the fp16 one on a "
+           "stored X' took %.3f\n",
+           tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[6], tot[7], tot[8], tot[9]);
     printf("%d passed, %d failed\n", p.passed, p.failed);
     cudnnDestroy(p.h);
     cudaStreamDestroy(p.s);

@@ -52,9 +52,14 @@ static void test_resnet50_geometries(void **state)
             dlt_cg_pool pool = {.n = 0};
             /* x, dy, dw, the convolution, the operation; then the graph */
             snprintf(what, sizeof(what), "%s wgrad (type %d)", l->name, (int)types[t]);
-            _accepted_up_to_handle(&pool, dlt_cg_wgrad_graph(&pool, NULL, &cs, types[t], CUDNN_DATA_FLOAT), 6, what);
+            _accepted_up_to_handle(&pool, dlt_cg_wgrad_graph(&pool, NULL, &cs, types[t], CUDNN_DATA_FLOAT, 0), 6, what);
             dlt_cg_pool_free(&pool);
             assert_int_equal(pool.n, 0);
+            /* and scale, bias, three virtual intermediates, three pointwise ops (2 descriptors each) */
+            snprintf(what, sizeof(what), "%s scale/bias/relu+wgrad (type %d)", l->name, (int)types[t]);
+            _accepted_up_to_handle(&pool, dlt_cg_wgrad_graph(&pool, NULL, &cs, types[t], CUDNN_DATA_FLOAT, 1), 17,
+                                   what);
+            dlt_cg_pool_free(&pool);
             /* x, w, y, sum, sqsum, the convolution, its operation, genstats; then the graph */
             snprintf(what, sizeof(what), "%s conv+genstats (type %d)", l->name, (int)types[t]);
             _accepted_up_to_handle(&pool, dlt_cg_fprop_stats_graph(&pool, NULL, &cs, types[t], 0), 9, what);
@@ -76,7 +81,7 @@ static void test_bad_geometry_refused(void **state)
     dlt_conv_shape s = {8, 64, 14, 14, 128, 3, 3, 1, 1, 13, 14};
     dlt_cg_pool pool = {.n = 0};
     (void)state;
-    assert_null(dlt_cg_wgrad_graph(&pool, NULL, &s, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT));
+    assert_null(dlt_cg_wgrad_graph(&pool, NULL, &s, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, 0));
     assert_non_null(strstr(pool.err, "cudnnBackendFinalize(op)"));
     assert_non_null(strstr(pool.err, "CUDNN_STATUS_BAD_PARAM"));
     dlt_cg_pool_free(&pool);
@@ -93,7 +98,7 @@ static void test_pool_bound(void **state)
     int builds = 0;
     (void)state;
     while (builds < 100) {
-        dlt_cg_wgrad_graph(&pool, NULL, &s, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT);
+        dlt_cg_wgrad_graph(&pool, NULL, &s, CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, 0);
         builds++;
         if (strstr(pool.err, "more than"))
             break;

@@ -301,7 +301,7 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
         _wg_refused(c, op, "out of host memory");
         return;
     }
-    if (!(g = dlt_cg_wgrad_graph(e->wg_pool, c->dnn, s, c->cdt, CUDNN_DATA_FLOAT)) ||
+    if (!(g = dlt_cg_wgrad_graph(e->wg_pool, c->dnn, s, c->cdt, CUDNN_DATA_FLOAT, 0)) ||
         (n = dlt_cg_plans(e->wg_pool, c->dnn, g, c->ws_limit, c->cfg.deterministic, plans, WG_PLANS, &proposed)) == 0) {
         char why[600];
         snprintf(why, sizeof(why), "%d engine configuration(s) proposed, none usable: %s", proposed, e->wg_pool->err);

@@ -111,6 +111,24 @@ static cudnnBackendDescriptor_t _graph(dlt_cg_pool *pool, cudnnHandle_t h, cudnn
     return g;
 }
 
+/* X' = relu(X * scale + bias) into three virtual fp32 intermediates of X's shape, its three
+ * operations appended to ops; NULL with pool->err on a refusal. */
+static cudnnBackendDescriptor_t _prologue(dlt_cg_pool *pool, cudnnBackendDescriptor_t x, const dlt_conv_shape *s,
+                                          cudnnDataType_t t, cudnnBackendDescriptor_t *ops, int *nops)
+{
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    cudnnBackendDescriptor_t sc = _tensor(pool, DLT_CG_SCALE, t, 1, s->c, 1, 1, false),
+                             bi = _tensor(pool, DLT_CG_BIAS, t, 1, s->c, 1, 1, false),
+                             v1 = _tensor(pool, DLT_CG_VIRTUAL, f32, s->n, s->c, s->h, s->w, true),
+                             v2 = _tensor(pool, DLT_CG_VIRTUAL + 1, f32, s->n, s->c, s->h, s->w, true),
+                             v3 = _tensor(pool, DLT_CG_VIRTUAL + 2, f32, s->n, s->c, s->h, s->w, true);
+    if (!sc || !bi || !v1 || !v2 || !v3 || !(ops[(*nops)++] = _pointwise(pool, CUDNN_POINTWISE_MUL, x, sc, v1)) ||
+        !(ops[(*nops)++] = _pointwise(pool, CUDNN_POINTWISE_ADD, v1, bi, v2)) ||
+        !(ops[(*nops)++] = _pointwise(pool, CUDNN_POINTWISE_RELU_FWD, v2, NULL, v3)))
+        return NULL;
+    return v3;
+}
+
 cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
                                                   cudnnDataType_t t, int prologue)
 {
@@ -126,20 +144,8 @@ cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle
     sq = _tensor(pool, DLT_CG_SQSUM, f32, 1, s->k, 1, 1, false);
     if (!x || !w || !y || !sum || !sq)
         return NULL;
-    xin = x;
-    if (prologue) {
-        cudnnBackendDescriptor_t sc = _tensor(pool, DLT_CG_SCALE, t, 1, s->c, 1, 1, false),
-                                 bi = _tensor(pool, DLT_CG_BIAS, t, 1, s->c, 1, 1, false),
-                                 v1 = _tensor(pool, DLT_CG_VIRTUAL, f32, s->n, s->c, s->h, s->w, true),
-                                 v2 = _tensor(pool, DLT_CG_VIRTUAL + 1, f32, s->n, s->c, s->h, s->w, true),
-                                 v3 = _tensor(pool, DLT_CG_VIRTUAL + 2, f32, s->n, s->c, s->h, s->w, true);
-        if (!sc || !bi || !v1 || !v2 || !v3 || !(ops[nops++] = _pointwise(pool, CUDNN_POINTWISE_MUL, x, sc, v1)) ||
-            !(ops[nops++] = _pointwise(pool, CUDNN_POINTWISE_ADD, v1, bi, v2)) ||
-            !(ops[nops++] = _pointwise(pool, CUDNN_POINTWISE_RELU_FWD, v2, NULL, v3)))
-            return NULL;
-        xin = v3;
-    }
-    if (!(conv = _conv(pool, s)))
+    xin = prologue ? _prologue(pool, x, s, t, ops, &nops) : x;
+    if (!xin || !(conv = _conv(pool, s)))
         return NULL;
     cop = _new(pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
     if (!cop || SET(pool, cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xin) ||
@@ -164,17 +170,21 @@ cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle
 }
 
 cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
-                                            cudnnDataType_t t, cudnnDataType_t dwt)
+                                            cudnnDataType_t t, cudnnDataType_t dwt, int prologue)
 {
     float alpha = 1.f, beta = 0.f;
-    cudnnBackendDescriptor_t x, dy, dw, conv, op;
+    cudnnBackendDescriptor_t x, dy, dw, conv, op, ops[4], xin;
+    int nops = 0;
     x = _tensor(pool, DLT_CG_X, t, s->n, s->c, s->h, s->w, false);
     dy = _tensor(pool, DLT_CG_Y, t, s->n, s->k, s->oh, s->ow, false);
     dw = _tensor(pool, DLT_CG_DW, dwt, s->k, s->c, s->r, s->s, false);
-    if (!x || !dy || !dw || !(conv = _conv(pool, s)))
+    if (!x || !dy || !dw)
+        return NULL;
+    xin = prologue ? _prologue(pool, x, s, t, ops, &nops) : x;
+    if (!xin || !(conv = _conv(pool, s)))
         return NULL;
     op = _new(pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-    if (!op || SET(pool, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
+    if (!op || SET(pool, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xin) ||
         SET(pool, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy) ||
         SET(pool, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw) ||
         SET(pool, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv) ||
@@ -182,7 +192,8 @@ cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, 
         SET(pool, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta) ||
         DNN(pool, cudnnBackendFinalize(op)))
         return NULL;
-    return _graph(pool, h, &op, 1);
+    ops[nops++] = op;
+    return _graph(pool, h, ops, nops);
 }
 
 /* Whether engine config cfg's engine carries cuDNN's non-deterministic numerical note (1), not (0),

@@ -50,10 +50,11 @@ enum {
 cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
                                                   cudnnDataType_t t, int prologue);
 
-/* dW = the filter gradient of conv(X, W) from X and dY of type t, written as type dwt (fp32: no
- * half-precision copy to cast afterwards). */
+/* dW = the filter gradient of conv(X', W) from X and dY of type t, written as type dwt (fp32: no
+ * half-precision copy to cast afterwards), where X' = X, or with prologue X' = relu(X * scale +
+ * bias) (cuDNN's ConvBNwgrad: the previous batch norm applied on the fly, never stored). */
 cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
-                                            cudnnDataType_t t, cudnnDataType_t dwt);
+                                            cudnnDataType_t t, cudnnDataType_t dwt, int prologue);
 
 /* One finalized execution plan: its engine's global index and workspace. */
 typedef struct {
