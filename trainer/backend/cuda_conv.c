@@ -221,11 +221,12 @@ void dlt_cu_conv_free_descriptors(dlt_op *op)
  * it in fp32 directly (cudnn-frontend's conv_wgrad node takes the output type apart from the
  * inputs'). Which one a geometry runs is decided once, at planning, by timing both on buffers of its
  * shape: the heuristics' first WG_PLANS plans (mode A, then the fallback list) against the legacy
- * algorithm the search chose plus its cast, WG_REPS calls each after one warm call. The padded stem
- * keeps the legacy path (its gradient is unpadded as it is cast), and so does --deterministic
- * unless --wgrad-fp32 on (then only engines without cuDNN's non-deterministic note). The choice
- * is not kept by --cudnn-cache: it is timed again by each run. */
-#define WG_PLANS 2
+ * algorithm the search chose plus its cast, WG_REPS calls each after one warm call; engines whose
+ * numerical notes say reduced precision or down-converted inputs are never taken (the point is an
+ * fp32 gradient). The padded stem keeps the legacy path (its gradient is unpadded as it is cast),
+ * and so does --deterministic unless --wgrad-fp32 on (then only engines without cuDNN's
+ * non-deterministic note). The choice is not kept by --cudnn-cache: each run times it again. */
+#define WG_PLANS 3
 #define WG_REPS 5
 
 typedef struct {
@@ -280,7 +281,11 @@ static void _wg_refused(cuda_backend *c, const dlt_op *op, const char *why)
 }
 
 /* e's filter-gradient path for op's geometry (the legacy algorithm already chosen). Never an error
- * of the run: whatever goes wrong keeps the legacy path. */
+ * of the run: whatever goes wrong keeps the legacy path. Each plan runs on timing buffers of the
+ * shape before it is kept, so a plan cuDNN finalizes but will not run is found here, not in a step;
+ * the workspace grows for a plan only when that plan is tried. Under auto, as PICK does for the
+ * legacy algorithms, a deterministic plan within DLT_CUDNN_DETERMINISTIC_SLACK of a faster
+ * non-deterministic one is preferred, and the graph must beat the legacy call and its cast. */
 static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
 {
     cuda_backend *c = _cu(be);
@@ -289,8 +294,9 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
     cudnnBackendDescriptor_t g;
     cudaEvent_t a = NULL, b = NULL;
     void *x = NULL, *dy = NULL;
-    float *dw = NULL, best, t;
-    int n, proposed = 0, had = be->err->code != 0;
+    float *dw = NULL, legacy = -1, t[WG_PLANS] = {0};
+    int n = 0, proposed = 0, had = be->err->code != 0, pick = -1;
+    unsigned need = DLT_CG_FULL_PRECISION | (c->cfg.deterministic ? DLT_CG_DETERMINISTIC : 0);
     size_t xn = (size_t)s->n * s->h * s->w * s->c, yn = (size_t)s->n * s->oh * s->ow * s->k,
            wn = (size_t)s->k * s->r * s->s * s->c;
     if (c->dt == DLT_DT_F32 || op->cp != s->c || c->cfg.wgrad_fp32 == 0 ||
@@ -302,46 +308,56 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
         return;
     }
     if (!(g = dlt_cg_wgrad_graph(e->wg_pool, c->dnn, s, c->cdt, CUDNN_DATA_FLOAT, 0)) ||
-        (n = dlt_cg_plans(e->wg_pool, c->dnn, g, c->ws_limit, c->cfg.deterministic, plans, WG_PLANS, &proposed)) == 0) {
+        (n = dlt_cg_plans(e->wg_pool, c->dnn, g, c->ws_limit, need, plans, WG_PLANS, &proposed)) == 0) {
         char why[600];
         snprintf(why, sizeof(why), "%d engine configuration(s) proposed, none usable: %s", proposed, e->wg_pool->err);
         _wg_refused(c, op, why);
         goto out;
     }
-    /* Each plan's workspace within the shared one, grown here (planning time) up to the limit. */
-    for (int i = 0; i < n; i++)
-        if (dlt_cu_workspace(be, plans[i].workspace) != 0) {
-            _wg_refused(c, op, "the workspace could not grow");
-            goto out;
-        }
-    if (c->cfg.wgrad_fp32 == 1) { /* on: the heuristics' first, untimed */
-        e->wg_plan = plans[0].plan, e->wg_engine = plans[0].engine;
-        goto out;
-    }
-    /* Timing buffers of the shape (a 16-bit pattern of moderate values; every byte 0x3c), freed
-     * after: a geometry that cannot have them keeps the legacy path. */
+    /* Buffers of the shape (a 16-bit pattern of moderate values: every byte 0x3c), freed after: a
+     * geometry that cannot have them keeps the legacy path. */
     if (cudaMalloc(&x, xn * 2) != cudaSuccess || cudaMalloc(&dy, yn * 2) != cudaSuccess ||
         cudaMalloc((void **)&dw, wn * sizeof(float)) != cudaSuccess || cudaMemsetAsync(x, 0x3c, xn * 2, c->s) ||
         cudaMemsetAsync(dy, 0x3c, yn * 2, c->s) || cudaEventCreate(&a) != cudaSuccess ||
         cudaEventCreate(&b) != cudaSuccess) {
         cudaGetLastError();
-        _wg_refused(c, op, "no device memory to time it");
+        _wg_refused(c, op, "no device memory to try it");
         goto out;
     }
     {
         wg_run r = {be, op, x, dy, dw, NULL};
-        best = _wg_time(&r, a, b);
-        if (best < 0) { /* the legacy path itself failed: its own run will say why */
-            cudaGetLastError();
+        if (c->cfg.wgrad_fp32 != 1 && (legacy = _wg_time(&r, a, b)) < 0) {
+            cudaGetLastError(); /* the legacy path itself failed: its own run will say why */
             goto out;
         }
         for (int i = 0; i < n; i++) {
+            t[i] = -1;
+            if (dlt_cu_workspace(be, plans[i].workspace) != 0)
+                continue;
             r.plan = plans[i].plan;
-            if ((t = _wg_time(&r, a, b)) >= 0 && t < best) {
-                best = t;
-                e->wg_plan = plans[i].plan, e->wg_engine = plans[i].engine;
+            if (c->cfg.wgrad_fp32 == 1) { /* on: the first plan that runs */
+                if (_wg_once(&r) == 0 && cudaStreamSynchronize(c->s) == cudaSuccess) {
+                    pick = i;
+                    break;
+                }
+                continue;
             }
+            if ((t[i] = _wg_time(&r, a, b)) < 0)
+                continue;
+            if (pick < 0 || t[i] < t[pick])
+                pick = i;
         }
+        cudaGetLastError();
+        if (pick >= 0 && c->cfg.wgrad_fp32 != 1 && !plans[pick].deterministic)
+            for (int i = 0; i < n; i++)
+                if (t[i] >= 0 && plans[i].deterministic && t[i] <= t[pick] * DLT_CUDNN_DETERMINISTIC_SLACK) {
+                    pick = i;
+                    break;
+                }
+        if (pick < 0)
+            _wg_refused(c, op, e->wg_pool->err[0] ? e->wg_pool->err : "no plan ran");
+        else if (c->cfg.wgrad_fp32 == 1 || t[pick] < legacy)
+            e->wg_plan = plans[pick].plan, e->wg_engine = plans[pick].engine;
     }
 out:
     if (e->wg_plan)
@@ -351,7 +367,7 @@ out:
     if (b)
         cudaEventDestroy(b);
     if (x || dy || dw)
-        cudaStreamSynchronize(c->s); /* the timing calls are done with the buffers */
+        cudaStreamSynchronize(c->s); /* the calls on the buffers are done */
     cudaFree(x), cudaFree(dy), cudaFree(dw);
     if (!had)
         dlt_err_clear(be->err); /* a failure here is handled here */
@@ -693,7 +709,8 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
     algo_entry *e = (algo_entry *)op->algo; /* the shape's entry in c->algos, owned by the backend */
     if (op->x_pad)
         x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
-    if (e->wg_plan) {
+    /* The graph's tensors were declared 16-byte aligned: any other pointer takes the legacy path. */
+    if (e->wg_plan && !(((uintptr_t)x | (uintptr_t)dy | (uintptr_t)dw) & 15)) {
         int64_t uids[3] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
         void *ptrs[3] = {(void *)x, (void *)dy, dw};
         cudnnStatus_t st = dlt_cg_execute(e->wg_pool, c->dnn, e->wg_plan, 3, uids, ptrs, c->ws);

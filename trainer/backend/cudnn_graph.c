@@ -196,35 +196,37 @@ cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, 
     return _graph(pool, h, ops, nops);
 }
 
-/* Whether engine config cfg's engine carries cuDNN's non-deterministic numerical note (1), not (0),
- * or cannot be asked (-1: treated as non-deterministic by a caller that needs determinism). */
-static int _nondeterministic(cudnnBackendDescriptor_t cfg, int64_t *engine)
+/* The notes of engine config cfg's engine that a caller may refuse (DLT_CG_* bits: nondeterministic,
+ * reduced precision), and its global index. A note list that cannot be read counts as every note
+ * (the caller that needs a guarantee does not get an engine it cannot vouch for). */
+static unsigned _notes(cudnnBackendDescriptor_t cfg, int64_t *engine)
 {
     cudnnBackendDescriptor_t eng = NULL;
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     int64_t cnt = 0, nnotes = 0;
-    int rc = -1;
+    unsigned found = DLT_CG_DETERMINISTIC | DLT_CG_FULL_PRECISION;
     *engine = -1;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS)
-        return -1;
+        return found;
     if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng) ==
         CUDNN_STATUS_SUCCESS) {
         cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, engine);
         if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                      CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nnotes, notes) == CUDNN_STATUS_SUCCESS) {
-            rc = 0;
+            found = 0;
             for (int64_t i = 0; i < nnotes && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
                 if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
-                    rc = 1;
+                    found |= DLT_CG_DETERMINISTIC;
+                else if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+                         notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)
+                    found |= DLT_CG_FULL_PRECISION;
         }
     }
     cudnnBackendDestroyDescriptor(eng);
-    return rc;
+    return found;
 }
 
-#define HEUR_RESULTS 8
-
-int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g, size_t ws_limit, int deterministic,
+int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g, size_t ws_limit, unsigned need,
                  dlt_cg_plan *out, int max, int *proposed)
 {
     cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
@@ -232,28 +234,43 @@ int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g,
     *proposed = 0;
     pool->err[0] = 0;
     for (int m = 0; m < 2 && found < max; m++) {
-        /* The configurations stay in the pool as long as the plans: a plan refers to its own. */
-        cudnnBackendDescriptor_t heur = _new(pool, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[HEUR_RESULTS];
-        int64_t got = 0;
+        /* The configurations stay in the pool as long as the plans: a plan refers to its own. The
+         * heuristics' whole count first (cudnn-frontend's Heuristics.h asks it the same way), then
+         * at most DLT_CG_HEUR_RESULTS of them: the ones ranked best. */
+        cudnnBackendDescriptor_t heur = _new(pool, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), cfg[DLT_CG_HEUR_RESULTS];
+        int64_t got = 0, count = 0;
         if (!heur || SET(pool, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g) ||
             SET(pool, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]) ||
-            DNN(pool, cudnnBackendFinalize(heur)))
+            DNN(pool, cudnnBackendFinalize(heur)) ||
+            DNN(pool, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                               &count, NULL)))
             continue;
-        for (int i = 0; i < HEUR_RESULTS; i++)
+        if (count > DLT_CG_HEUR_RESULTS)
+            count = DLT_CG_HEUR_RESULTS;
+        if (count <= 0)
+            continue;
+        for (int64_t i = 0; i < count; i++)
             if (!(cfg[i] = _new(pool, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)))
                 return found;
         if (DNN(pool, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                               HEUR_RESULTS, &got, cfg)))
+                                               count, &got, cfg)))
             continue;
-        if (got > HEUR_RESULTS) /* the attribute's whole count; only the ones asked for were written */
-            got = HEUR_RESULTS;
+        if (got > count) /* the attribute's whole count; only the ones asked for were written */
+            got = count;
         *proposed += (int)got;
         for (int64_t i = 0; i < got && found < max; i++) {
             int64_t engine = -1, ws = 0, cnt = 0;
-            int nondet = _nondeterministic(cfg[i], &engine);
+            unsigned notes = _notes(cfg[i], &engine), refused = notes & need;
+            int seen = 0;
             cudnnBackendDescriptor_t plan;
-            if (deterministic && nondet != 0) {
-                snprintf(pool->err, sizeof(pool->err), "engine %lld is not deterministic", (long long)engine);
+            for (int j = 0; j < found; j++)
+                seen |= out[j].engine == engine && engine >= 0; /* the fallback list repeats mode A's */
+            if (seen)
+                continue;
+            if (refused) {
+                snprintf(pool->err, sizeof(pool->err), "engine %lld is %s", (long long)engine,
+                         refused & DLT_CG_DETERMINISTIC ? "not deterministic"
+                                                        : "of reduced precision (cuDNN's numerical notes)");
                 continue;
             }
             if (!(plan = _new(pool, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)))
@@ -272,6 +289,7 @@ int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g,
             out[found].plan = plan;
             out[found].engine = engine;
             out[found].workspace = (size_t)ws;
+            out[found].deterministic = !(notes & DLT_CG_DETERMINISTIC);
             found++;
         }
     }
@@ -284,19 +302,30 @@ cudnnStatus_t dlt_cg_execute(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDes
                              const int64_t *uids, void *const *ptrs, void *ws)
 {
     cudnnBackendDescriptor_t pack = NULL;
+    const char *step = "cudnnBackendCreateDescriptor(VARIANT_PACK)";
     cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-    if (st == CUDNN_STATUS_SUCCESS)
+    if (st == CUDNN_STATUS_SUCCESS) {
+        step = "the variant pack's unique ids";
         st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    if (st == CUDNN_STATUS_SUCCESS)
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        step = "the variant pack's pointers";
         st =
             cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, (void *)ptrs);
-    if (st == CUDNN_STATUS_SUCCESS)
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        step = "the variant pack's workspace";
         st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    if (st == CUDNN_STATUS_SUCCESS)
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        step = "cudnnBackendFinalize(variant pack)";
         st = cudnnBackendFinalize(pack);
-    if (st == CUDNN_STATUS_SUCCESS)
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        step = "cudnnBackendExecute";
         st = cudnnBackendExecute(h, plan, pack);
-    _dnn(pool, st, "cudnnBackendExecute");
+    }
+    _dnn(pool, st, step);
     if (pack)
         cudnnBackendDestroyDescriptor(pack);
     return st;

@@ -18,7 +18,9 @@
 
 #include "trainer/backend/backend.h"
 
-#define DLT_CG_MAX_DESC 96
+#define DLT_CG_MAX_DESC 160
+/* Engine configurations taken from each heuristics mode at most (the best ranked). */
+#define DLT_CG_HEUR_RESULTS 24
 
 /* The descriptors of one or more graphs and their plans, destroyed together. err: the last
  * failure, with cuDNN's own message (cudnnGetLastErrorString, which names the rule a graph
@@ -56,18 +58,24 @@ cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle
 cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
                                             cudnnDataType_t t, cudnnDataType_t dwt, int prologue);
 
-/* One finalized execution plan: its engine's global index and workspace. */
+/* One finalized execution plan: its engine's global index, workspace, and whether cuDNN's notes
+ * call the engine deterministic. */
 typedef struct {
     cudnnBackendDescriptor_t plan;
     int64_t engine;
     size_t workspace;
+    int deterministic;
 } dlt_cg_plan;
 
-/* Plans for graph g, in the heuristics' order (mode A, then the fallback list), at most max of
- * them, each within ws_limit bytes of workspace; deterministic: only engines without cuDNN's
- * non-deterministic numerical note. Returns how many (0: none, pool->err saying why: none
- * proposed, or the last refusal); *proposed: the engine configurations the heuristics offered. */
-int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g, size_t ws_limit, int deterministic,
+/* What dlt_cg_plans may require of an engine (cuDNN's numerical notes): no non-deterministic note;
+ * neither a reduced-precision reduction nor inputs converted down. */
+enum { DLT_CG_DETERMINISTIC = 1, DLT_CG_FULL_PRECISION = 2 };
+
+/* Plans for graph g, in the heuristics' order (mode A, then the fallback list, an engine once),
+ * at most max of them, each within ws_limit bytes of workspace and with every property in need
+ * (DLT_CG_* bits). Returns how many (0: none, pool->err saying why: none proposed, or the last
+ * refusal); *proposed: the engine configurations the heuristics offered. */
+int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g, size_t ws_limit, unsigned need,
                  dlt_cg_plan *out, int max, int *proposed);
 
 /* Runs plan on h's stream with the n tensors uids[i] at ptrs[i] and the workspace ws. The variant
