@@ -304,7 +304,8 @@ typedef struct {
     const char *algo_cache; /* CUDA: --cudnn-cache FILE, the algorithm choices kept across runs (NULL: none) */
     int wgrad_fp32;         /* CUDA fp16/bf16: filter gradients written in fp32 by cuDNN's graph API instead of
                              * in the run's type and cast (-1 auto: where timed faster at planning; 1: wherever
-                             * cuDNN has an engine; 0: never) */
+                             * cuDNN has an engine; 0: never; 2, for checks: wherever auto has a candidate,
+                             * untimed) */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

@@ -223,8 +223,10 @@ void dlt_cu_conv_free_descriptors(dlt_op *op)
  * shape: the heuristics' first WG_PLANS plans (mode A, then the fallback list) against the legacy
  * algorithm the search chose plus its cast, WG_REPS calls each after one warm call; engines whose
  * numerical notes say reduced precision or down-converted inputs are never taken (the point is an
- * fp32 gradient). The padded stem keeps the legacy path (its gradient is unpadded as it is cast),
- * and so does --deterministic unless --wgrad-fp32 on (then only engines without cuDNN's
+ * fp32 gradient), and auto tries only engines shipped compiled: one compiled at run time (NVRTC)
+ * costs seconds per plan at finalize, every run, which the few microseconds a step saved here
+ * would not pay back in a benchmark's launch; on takes those too. The padded stem keeps the legacy path (its gradient
+ * is unpadded as it is cast), and so does --deterministic unless --wgrad-fp32 on (then only engines without cuDNN's
  * non-deterministic note). The choice is not kept by --cudnn-cache: each run times it again. */
 #define WG_PLANS 3
 #define WG_REPS 5
@@ -270,14 +272,14 @@ static float _wg_time(wg_run *r, cudaEvent_t a, cudaEvent_t b)
  * for the first such geometry of the run, or for each under --wgrad-fp32 on. */
 static void _wg_refused(cuda_backend *c, const dlt_op *op, const char *why)
 {
-    if (c->cfg.wgrad_fp32 != 1 && c->wg_said)
+    if (c->cfg.wgrad_fp32 < 1 && c->wg_said)
         return;
     c->wg_said = 1;
     fprintf(stderr,
             "dltrain: convolution %d->%d %dx%d/%d on %dx%d: no fp32 filter gradient from cuDNN's graph API (%s); "
             "the %s gradient and its cast%s\n",
             op->cs.c, op->cs.k, op->cs.r, op->cs.s, op->cs.stride, op->cs.h, op->cs.w, why,
-            c->dt == DLT_DT_BF16 ? "bf16" : "fp16", c->cfg.wgrad_fp32 == 1 ? "" : " (said once)");
+            c->dt == DLT_DT_BF16 ? "bf16" : "fp16", c->cfg.wgrad_fp32 >= 1 ? "" : " (said once)");
 }
 
 /* e's filter-gradient path for op's geometry (the legacy algorithm already chosen). Never an error
@@ -296,11 +298,13 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
     void *x = NULL, *dy = NULL;
     float *dw = NULL, legacy = -1, t[WG_PLANS] = {0};
     int n = 0, proposed = 0, had = be->err->code != 0, pick = -1;
-    unsigned need = DLT_CG_FULL_PRECISION | (c->cfg.deterministic ? DLT_CG_DETERMINISTIC : 0);
+    /* on (1) and the checks' mode (2) take the first plan that runs, untimed; 2 among auto's candidates */
+    const int untimed = c->cfg.wgrad_fp32 == 1 || c->cfg.wgrad_fp32 == 2;
+    unsigned need = DLT_CG_FULL_PRECISION | (c->cfg.deterministic ? DLT_CG_DETERMINISTIC : 0) |
+                    (c->cfg.wgrad_fp32 == 1 ? 0 : DLT_CG_PRECOMPILED);
     size_t xn = (size_t)s->n * s->h * s->w * s->c, yn = (size_t)s->n * s->oh * s->ow * s->k,
            wn = (size_t)s->k * s->r * s->s * s->c;
-    if (c->dt == DLT_DT_F32 || op->cp != s->c || c->cfg.wgrad_fp32 == 0 ||
-        (c->cfg.deterministic && c->cfg.wgrad_fp32 != 1))
+    if (c->dt == DLT_DT_F32 || op->cp != s->c || c->cfg.wgrad_fp32 == 0 || (c->cfg.deterministic && !untimed))
         return;
     c->wg_planned++;
     if (!(e->wg_pool = calloc(1, sizeof(*e->wg_pool)))) {
@@ -308,7 +312,7 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
         return;
     }
     if (!(g = dlt_cg_wgrad_graph(e->wg_pool, c->dnn, s, c->cdt, CUDNN_DATA_FLOAT, 0)) ||
-        (n = dlt_cg_plans(e->wg_pool, c->dnn, g, c->ws_limit, need, plans, WG_PLANS, &proposed)) == 0) {
+        (n = dlt_cg_plans(e->wg_pool, c->dnn, g, c->ws_limit, need, plans, untimed ? 1 : WG_PLANS, &proposed)) == 0) {
         char why[600];
         snprintf(why, sizeof(why), "%d engine configuration(s) proposed, none usable: %s", proposed, e->wg_pool->err);
         _wg_refused(c, op, why);
@@ -326,7 +330,7 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
     }
     {
         wg_run r = {be, op, x, dy, dw, NULL};
-        if (c->cfg.wgrad_fp32 != 1 && (legacy = _wg_time(&r, a, b)) < 0) {
+        if (!untimed && (legacy = _wg_time(&r, a, b)) < 0) {
             cudaGetLastError(); /* the legacy path itself failed: its own run will say why */
             goto out;
         }
@@ -335,7 +339,7 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
             if (dlt_cu_workspace(be, plans[i].workspace) != 0)
                 continue;
             r.plan = plans[i].plan;
-            if (c->cfg.wgrad_fp32 == 1) { /* on: the first plan that runs */
+            if (untimed) {
                 if (_wg_once(&r) == 0 && cudaStreamSynchronize(c->s) == cudaSuccess) {
                     pick = i;
                     break;
@@ -348,7 +352,7 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
                 pick = i;
         }
         cudaGetLastError();
-        if (pick >= 0 && c->cfg.wgrad_fp32 != 1 && !plans[pick].deterministic)
+        if (pick >= 0 && !untimed && !plans[pick].deterministic)
             for (int i = 0; i < n; i++)
                 if (t[i] >= 0 && plans[i].deterministic && t[i] <= t[pick] * DLT_CUDNN_DETERMINISTIC_SLACK) {
                     pick = i;
@@ -356,7 +360,7 @@ static void _wg_decide(dlt_backend *be, dlt_op *op, algo_entry *e)
                 }
         if (pick < 0)
             _wg_refused(c, op, e->wg_pool->err[0] ? e->wg_pool->err : "no plan ran");
-        else if (c->cfg.wgrad_fp32 == 1 || t[pick] < legacy)
+        else if (untimed || t[pick] < legacy)
             e->wg_plan = plans[pick].plan, e->wg_engine = plans[pick].engine;
     }
 out:

@@ -193,7 +193,9 @@ static int _sgd_plan(dlt_backend *be, float *params, size_t n, const dlt_param_s
                 "dltrain: filter gradients: %d of %d convolution geometries written in fp32 by cuDNN's graph API, "
                 "the rest in %s and cast (--wgrad-fp32 %s)\n",
                 c->wg_graph, c->wg_planned, c->dt == DLT_DT_BF16 ? "bf16" : "fp16",
-                c->cfg.wgrad_fp32 == 1 ? "on" : "auto: the faster of the two, timed at planning");
+                c->cfg.wgrad_fp32 == 1   ? "on"
+                : c->cfg.wgrad_fp32 == 2 ? "the checks' mode: auto's candidates, untimed"
+                                         : "auto: the faster of the two, timed at planning");
         c->wg_reported = c->wg_planned;
     }
     for (int i = 0; i < nsegs; i++)

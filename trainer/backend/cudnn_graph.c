@@ -197,14 +197,15 @@ cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, 
 }
 
 /* The notes of engine config cfg's engine that a caller may refuse (DLT_CG_* bits: nondeterministic,
- * reduced precision), and its global index. A note list that cannot be read counts as every note
+ * reduced precision, compiled at run time), and its global index. A note list that cannot be read counts as every note
  * (the caller that needs a guarantee does not get an engine it cannot vouch for). */
 static unsigned _notes(cudnnBackendDescriptor_t cfg, int64_t *engine)
 {
     cudnnBackendDescriptor_t eng = NULL;
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     int64_t cnt = 0, nnotes = 0;
-    unsigned found = DLT_CG_DETERMINISTIC | DLT_CG_FULL_PRECISION;
+    cudnnBackendBehaviorNote_t behaviour[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    unsigned found = DLT_CG_DETERMINISTIC | DLT_CG_FULL_PRECISION | DLT_CG_PRECOMPILED;
     *engine = -1;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS)
         return found;
@@ -213,13 +214,20 @@ static unsigned _notes(cudnnBackendDescriptor_t cfg, int64_t *engine)
         cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, engine);
         if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                      CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nnotes, notes) == CUDNN_STATUS_SUCCESS) {
-            found = 0;
+            found &= DLT_CG_PRECOMPILED;
             for (int64_t i = 0; i < nnotes && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
                 if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
                     found |= DLT_CG_DETERMINISTIC;
                 else if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
                          notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)
                     found |= DLT_CG_FULL_PRECISION;
+        }
+        if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                     CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nnotes, behaviour) == CUDNN_STATUS_SUCCESS) {
+            found &= ~(unsigned)DLT_CG_PRECOMPILED;
+            for (int64_t i = 0; i < nnotes && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+                if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)
+                    found |= DLT_CG_PRECOMPILED;
         }
     }
     cudnnBackendDestroyDescriptor(eng);
@@ -268,9 +276,11 @@ int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g,
             if (seen)
                 continue;
             if (refused) {
-                snprintf(pool->err, sizeof(pool->err), "engine %lld is %s", (long long)engine,
-                         refused & DLT_CG_DETERMINISTIC ? "not deterministic"
-                                                        : "of reduced precision (cuDNN's numerical notes)");
+                snprintf(pool->err, sizeof(pool->err), "engine %lld %s", (long long)engine,
+                         refused & DLT_CG_DETERMINISTIC ? "is not deterministic"
+                         : refused & DLT_CG_FULL_PRECISION
+                             ? "is of reduced precision (cuDNN's numerical notes)"
+                             : "compiles its kernel at run time (cuDNN's behaviour notes)");
                 continue;
             }
             if (!(plan = _new(pool, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)))

@@ -67,9 +67,10 @@ typedef struct {
     int deterministic;
 } dlt_cg_plan;
 
-/* What dlt_cg_plans may require of an engine (cuDNN's numerical notes): no non-deterministic note;
- * neither a reduced-precision reduction nor inputs converted down. */
-enum { DLT_CG_DETERMINISTIC = 1, DLT_CG_FULL_PRECISION = 2 };
+/* What dlt_cg_plans may require of an engine (cuDNN's notes): no non-deterministic note; neither a
+ * reduced-precision reduction nor inputs converted down; kernels shipped compiled (no runtime
+ * compilation, which costs seconds per plan at finalize: NVRTC). */
+enum { DLT_CG_DETERMINISTIC = 1, DLT_CG_FULL_PRECISION = 2, DLT_CG_PRECOMPILED = 4 };
 
 /* Plans for graph g, in the heuristics' order (mode A, then the fallback list, an engine once),
  * at most max of them, each within ws_limit bytes of workspace and with every property in need
