@@ -247,12 +247,20 @@ static int _graph_exec(probe *p, void *arg)
     return -1;
 }
 
+static double _now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* Graph g made ready and run once: its plan (printed as refused when cuDNN has none: returns 1)
  * within the probe's workspace, over the cnt tensors; 0 with *r set, or -1 after printing and
  * counting the failure. */
 static int _ready(probe *p, dlt_cg_pool *pool, cudnnBackendDescriptor_t g, const char *name, const char *label,
                   const int64_t *uids, void **ptrs, int cnt, buffers *b, graph_run *r, int64_t *engine, int *proposed)
 {
+    double t0 = _now();
     dlt_cg_plan plan;
     if (dlt_cg_plans(pool, p->h, g, b->ws_size, 0, &plan, 1, proposed) != 1) {
         printf("fusion: %-30s %-12s refused: %d engine configuration(s) proposed, none finalized: %s\n", name, label,
@@ -260,6 +268,11 @@ static int _ready(probe *p, dlt_cg_pool *pool, cudnnBackendDescriptor_t g, const
         return 1;
     }
     *engine = plan.engine;
+    /* What the trainer's --wgrad-fp32 auto would make of this engine, and the plan's cost to make. */
+    printf("fusion: %-30s %-12s engine %lld%s%s%s, plan made in %.2f s\n", name, label, (long long)plan.engine,
+           plan.lacks & DLT_CG_PRECOMPILED ? ", compiled at run time" : ", shipped compiled",
+           plan.lacks & DLT_CG_DETERMINISTIC ? ", non-deterministic" : "",
+           plan.lacks & DLT_CG_FULL_PRECISION ? ", reduced precision" : "", _now() - t0);
     r->pool = pool, r->plan = plan.plan, r->uids = uids, r->ptrs = ptrs, r->n = cnt, r->ws = b->ws;
     if (_graph_exec(p, r) || CU(p, cudaStreamSynchronize(p->s))) {
         printf("fusion: %-30s %-12s FAIL run (engine %lld): %s\n", name, label, (long long)*engine, p->err);
@@ -455,13 +468,6 @@ static double _probe_wgrad(probe *p, const conv_shape *s, int n, int prologue, b
 out:
     dlt_cg_pool_free(&pool);
     return ms;
-}
-
-static double _now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Fills n halves with uniform values in [-a, a) from a small LCG (reproducible). */

@@ -300,6 +300,7 @@ int dlt_cg_plans(dlt_cg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t g,
             out[found].engine = engine;
             out[found].workspace = (size_t)ws;
             out[found].deterministic = !(notes & DLT_CG_DETERMINISTIC);
+            out[found].lacks = notes;
             found++;
         }
     }

@@ -58,19 +58,20 @@ cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle
 cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
                                             cudnnDataType_t t, cudnnDataType_t dwt, int prologue);
 
-/* One finalized execution plan: its engine's global index, workspace, and whether cuDNN's notes
- * call the engine deterministic. */
+/* What dlt_cg_plans may require of an engine (cuDNN's notes): no non-deterministic note; neither a
+ * reduced-precision reduction nor inputs converted down; kernels shipped compiled (no runtime
+ * compilation, which costs seconds per plan at finalize: NVRTC). */
+enum { DLT_CG_DETERMINISTIC = 1, DLT_CG_FULL_PRECISION = 2, DLT_CG_PRECOMPILED = 4 };
+
+/* One finalized execution plan: its engine's global index, workspace, and what cuDNN's notes say of
+ * the engine. */
 typedef struct {
     cudnnBackendDescriptor_t plan;
     int64_t engine;
     size_t workspace;
     int deterministic;
+    unsigned lacks; /* the DLT_CG_* properties the engine does not have (by cuDNN's notes) */
 } dlt_cg_plan;
-
-/* What dlt_cg_plans may require of an engine (cuDNN's notes): no non-deterministic note; neither a
- * reduced-precision reduction nor inputs converted down; kernels shipped compiled (no runtime
- * compilation, which costs seconds per plan at finalize: NVRTC). */
-enum { DLT_CG_DETERMINISTIC = 1, DLT_CG_FULL_PRECISION = 2, DLT_CG_PRECOMPILED = 4 };
 
 /* Plans for graph g, in the heuristics' order (mode A, then the fallback list, an engine once),
  * at most max of them, each within ws_limit bytes of workspace and with every property in need
