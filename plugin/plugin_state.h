@@ -31,6 +31,7 @@ typedef struct {
     char gpus_why[DLT_ERR_MAX];  /* what the node decided of gpus= and why ("" the user's or site's choice) */
     char topo_dir[DLT_PATH_MAX]; /* site topo_dir with %n expanded */
     char step_dir[DLT_PATH_MAX]; /* step-private directory, "" when none was made */
+    int step_lock;               /* with step_dir: its lock, held for the step (step_dir.h) */
     char topo_file[DLT_PATH_MAX];
     /* The rank contract's step-wide part (rank_env.h), worked out once per step as root. */
     char master_node[DLT_PATH_MAX]; /* rank 0's node (first of SLURM_STEP_NODELIST), "" unknown */

@@ -271,10 +271,14 @@ static int _open_regular(const char *path, FILE **f)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e;
     if (fd < 0)
         return -errno;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         e = errno;
         close(fd);
-        return S_ISREG(st.st_mode) ? -e : 1;
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return 1;
     }
     if (!(*f = fdopen(fd, "r"))) {
         e = errno;

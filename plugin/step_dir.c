@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,18 +343,38 @@ out:
     return rc;
 }
 
-int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents, size_t len,
-                        gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen, dlt_err *err)
+/* Whether the step folder name of top is held by a live slurmstepd: its lock file opened and
+ * flock'ed (LOCK_EX, not waiting). 1 held (someone else has the lock), 0 not (no folder, no lock
+ * file: a leftover, or the lock taken and dropped at once). Only root can open the lock file (0600,
+ * root's, in a folder tasks cannot write), so no task can hold it and make a folder look live. */
+static int _held_by_live_step(int top, const char *name)
 {
-    int top = -1, dfd = -1, fd = -1, rc = 0, r, made = 0;
+    int dfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), lfd, held = 0;
+    if (dfd < 0)
+        return 0;
+    lfd = openat(dfd, DLT_STEP_DIR_LOCK, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (lfd >= 0) {
+        held = flock(lfd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        close(lfd); /* a lock taken here goes with the descriptor */
+    }
+    close(dfd);
+    return held;
+}
+
+int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents, size_t len,
+                        gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen, int *held,
+                        dlt_err *err)
+{
+    int top = -1, dfd = -1, fd = -1, lfd = -1, rc = 0, r, made = 0;
     size_t done = 0;
     char aside[192] = "", work[192];
     rm_walk w;
 
     *stale = 0;
+    *held = -1;
     if (notelen)
         note[0] = '\0';
-    if (!_valid_component(name) || !_valid_component(file_name)) {
+    if (!_valid_component(name) || !_valid_component(file_name) || !strcmp(file_name, DLT_STEP_DIR_LOCK)) {
         return dlt_fail(err, -EINVAL, "invalid step directory name");
     }
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -368,6 +389,15 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
         if (errno != EEXIST) {
             rc = _os_fail(err, errno, "cannot create step directory under", topo_dir);
             goto out;
+        }
+        /* Unless a live slurmstepd holds it: the same job.step on this host from another slurmd
+         * (several slurmd on one host sharing a topo_dir without %n). Its folder is never taken. */
+        if (_held_by_live_step(top, name)) {
+            close(top);
+            return dlt_fail(err, -EBUSY,
+                            "%s/%s is the folder of a live step of the same id on this host (its slurmstepd holds "
+                            "it): several slurmd on one host need their own topo_dir (put %%n in topo_dir=)",
+                            topo_dir, name);
         }
         *stale = 1;
         if ((r = _remove_at(top, name, &w, aside, sizeof(aside))) != 0) {
@@ -390,6 +420,12 @@ int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file
     dfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         rc = _os_fail(err, errno, "cannot open step directory under", topo_dir);
+        goto out;
+    }
+    /* The lock that says this folder is a live step's, held until the step's removal: root's, 0600. */
+    lfd = openat(dfd, DLT_STEP_DIR_LOCK, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+        rc = _os_fail(err, errno, "cannot make the step directory's lock under", topo_dir);
         goto out;
     }
     /* Written while the directory is 0700: nobody else can be in it. */
@@ -432,6 +468,10 @@ out:
         close(fd);
     if (dfd >= 0)
         close(dfd);
+    if (rc == 0)
+        *held = lfd;
+    else if (lfd >= 0)
+        close(lfd);
     /* A failed step leaves nothing: the folder it made goes, even when it could not be opened. */
     if (rc != 0 && made) {
         if ((r = _remove_at(top, name, &w, work, sizeof(work))) != 0)
@@ -443,17 +483,40 @@ out:
     return rc;
 }
 
-int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err)
+int dlt_step_dir_remove(const char *topo_dir, const char *name, int held, dlt_err *err)
 {
     char work[192];
-    int top, rc;
+    int top, rc, dfd;
+    struct stat mine, there;
     rm_walk w;
     if (!_valid_component(name)) {
+        if (held >= 0)
+            close(held);
         return dlt_fail(err, -EINVAL, "invalid step directory name");
     }
     top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (top < 0)
-        return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
+    if (top < 0) {
+        rc = errno;
+        if (held >= 0)
+            close(held);
+        return _os_fail(err, rc, "cannot open topo_dir", topo_dir);
+    }
+    /* Only the folder this step made (its lock is the one held): anything else at the name is left. */
+    if (held >= 0) {
+        dfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        rc = dfd < 0 || fstat(held, &mine) != 0 || fstatat(dfd, DLT_STEP_DIR_LOCK, &there, AT_SYMLINK_NOFOLLOW) != 0 ||
+             mine.st_dev != there.st_dev || mine.st_ino != there.st_ino;
+        if (dfd >= 0)
+            close(dfd);
+        close(held);
+        if (rc) {
+            close(top);
+            return dlt_fail(err, -ESTALE,
+                            "%s/%s is no longer the folder this step made (replaced by another slurmstepd sharing "
+                            "topo_dir?): left as it is",
+                            topo_dir, name);
+        }
+    }
     rc = _remove_at(top, name, &w, work, sizeof(work));
     close(top);
     if (rc != 0)

@@ -24,6 +24,10 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
  * entries cannot hold slurmstepd. */
 #define DLT_STEP_DIR_MAX_ENTRIES (1ul << 20)
 
+/* The lock file in every step folder (root's, 0600): flock'ed by the slurmstepd that made the folder
+ * for the step's life, so a folder of the same name is told live (its lock held: never touched)
+ * from left over (no lock, or a lock nobody holds: a crashed node, job ids that wrapped). */
+#define DLT_STEP_DIR_LOCK ".stepd.lock"
 /* Creates topo_dir/name, writes file_name with contents inside it (O_EXCL|O_NOFOLLOW), then makes
  * the folder 0750 and the file 0640 with group gid; the owner stays the caller (root in slurmstepd),
  * so a task reads the file and can write nothing there. path_out receives the file's full path. A
@@ -31,15 +35,20 @@ int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
  * the caller's (0700) in topo_dir and removed there, never blocking the step (*stale set to 1); when
  * its removal stops (a mount point, a folder of another owner than the stale folder's, the entry
  * limit), what is left stays in that work folder, note says where and at which entry (escaped), and
- * the step goes on. On failure nothing of the step is left (a failed cleanup is added to err). */
+ * the step goes on; a folder of the same name whose lock a live slurmstepd holds (several slurmd on
+ * one host sharing a topo_dir without %n) is refused (-EBUSY) and left. *held receives the lock's
+ * descriptor, flock'ed, for the step's life (dlt_step_dir_remove closes it; -1 on failure). On
+ * failure nothing of the step is left (a failed cleanup is added to err). */
 int dlt_step_dir_create(const char *topo_dir, const char *name, const char *file_name, const char *contents, size_t len,
-                        gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen,
+                        gid_t gid, char *path_out, size_t pathlen, int *stale, char *note, size_t notelen, int *held,
                         dlt_err *err);
 
 /* Removes topo_dir/name and everything in it, at any depth, never following a link, never entering
  * another filesystem nor a folder of another owner than topo_dir/name's; it is first moved into a
  * fresh work folder of the caller's (0700) in topo_dir, where what cannot be removed stays, named
- * (escaped) in err with the work folder. */
-int dlt_step_dir_remove(const char *topo_dir, const char *name, dlt_err *err);
+ * (escaped) in err with the work folder. held: the lock dlt_step_dir_create gave (closed here), and
+ * then only the folder holding that lock is removed (anything else at the name: -ESTALE, left); -1
+ * removes whatever is at the name. */
+int dlt_step_dir_remove(const char *topo_dir, const char *name, int held, dlt_err *err);
 
 #endif

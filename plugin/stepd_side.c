@@ -34,6 +34,10 @@
 
 #define TOPO_FILE_NAME "nccl_topo.xml"
 #define XML_MAX (256 * 1024)
+/* SLURM_STEP_NODELIST at its longest read (1 MiB: a list of tens of thousands of scattered nodes) */
+#define NODELIST_MAX (1 << 20)
+/* DLT_CPUS at its longest: every other CPU of 1024 listed one by one ("0,2,4,...") */
+#define DLT_CPUS_TEXT_MAX 4096
 
 static int _step_fail(dlt_plugin_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -61,12 +65,15 @@ static int _step_has_gpus(spank_t sp)
     return 0;
 }
 
-static void _step_name(spank_t sp, char *name, size_t len)
+/* "JOB.STEP", or -1 when Slurm cannot say either (a made-up "0.0" would take another step's name). */
+static int _step_name(spank_t sp, char *name, size_t len)
 {
     uint32_t job = 0, step = 0;
-    (void)spank_get_item(sp, S_JOB_ID, &job);
-    (void)spank_get_item(sp, S_JOB_STEPID, &step);
+    if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+        return -1;
     snprintf(name, len, "%u.%u", job, step);
+    return 0;
 }
 
 /* node's address as slurmstepd's own configuration has it (NodeAddr of slurm.conf, "as Slurm
@@ -128,7 +135,9 @@ static int _first_node(const char *list, char *out, size_t outlen)
  * arbitrary (block, cyclic, plane all place task 0 there). */
 static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
 {
-    char list[4096] = "", resv[256] = "", shown[72];
+    char list[4096] = "", resv[256] = "", shown[72], *big = NULL;
+    const char *text = list;
+    spank_err_t r;
     uint32_t job = 0, step = 0;
     struct addrinfo hints, *res = NULL;
     st->master_node[0] = st->master_addr[0] = st->master_why[0] = '\0';
@@ -142,13 +151,25 @@ static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
         snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_RESV_PORTS='%s' names no port", shown);
         st->master_port = 0;
     }
-    if (spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) != ESPANK_SUCCESS ||
-        _first_node(list, st->master_node, sizeof(st->master_node)) != 0) {
-        dlt_name_escape(list, shown, sizeof(shown));
-        snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST='%s' gives no first node", shown);
+    /* A list of thousands of nodes outgrows the stack buffer: once more on the heap, bounded. */
+    r = spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list));
+    if (r == ESPANK_NOSPACE && (big = malloc(NODELIST_MAX)) != NULL &&
+        (r = spank_getenv(sp, "SLURM_STEP_NODELIST", big, NODELIST_MAX)) == ESPANK_SUCCESS)
+        text = big;
+    if (r != ESPANK_SUCCESS || _first_node(text, st->master_node, sizeof(st->master_node)) != 0 ||
+        !dlt_valid_name(st->master_node, 0)) {
+        dlt_name_escape(r == ESPANK_SUCCESS ? text : "", shown, sizeof(shown));
+        if (r == ESPANK_NOSPACE)
+            snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST is longer than %d bytes",
+                     NODELIST_MAX - 1);
+        else
+            snprintf(st->master_why, sizeof(st->master_why), "SLURM_STEP_NODELIST='%s' gives no first node%s", shown,
+                     st->master_node[0] ? " that is a host name" : "");
         st->master_node[0] = '\0';
+        free(big);
         return;
     }
+    free(big);
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -229,9 +250,10 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
         return _step_fail(st, "node %s: topo_dir %s is too long once %%n is expanded", node, st->site.topo_dir);
     if (dlt_topo_dir_check(st->topo_dir, &err) != 0)
         return _step_fail(st, "node %s: %s (fix topo_dir= in plugstack.conf)", node, err.msg);
-    _step_name(sp, name, sizeof(name));
+    if (_step_name(sp, name, sizeof(name)) != 0)
+        return _step_fail(st, "node %s: Slurm gives no job or step id (spank_get_item)", node);
     if (dlt_step_dir_create(st->topo_dir, name, TOPO_FILE_NAME, xml, (size_t)rc, gid, st->topo_file,
-                            sizeof(st->topo_file), &stale, note, sizeof(note), &err) != 0)
+                            sizeof(st->topo_file), &stale, note, sizeof(note), &st->step_lock, &err) != 0)
         return _step_fail(st, "node %s: %s", node, err.msg);
     if (stale && note[0])
         slurm_error("dltrain: node %s: %s", node, note);
@@ -334,8 +356,12 @@ void dlt_stepd_task_clear_inherited(spank_t sp)
                         spank_strerror(err));
         }
     }
-    (void)spank_unsetenv(sp, DLT_ENV_SET);
-    (void)spank_unsetenv(sp, DLT_ENV_STEP);
+    if ((err = spank_unsetenv(sp, DLT_ENV_SET)) != ESPANK_SUCCESS ||
+        (err = spank_unsetenv(sp, DLT_ENV_STEP)) != ESPANK_SUCCESS) {
+        _list_add(failed, sizeof(failed), "the outer step's record (" DLT_ENV_SET ", " DLT_ENV_STEP ")");
+        slurm_error("dltrain: cannot clear the outer step's record in the task: spank_unsetenv: %s",
+                    spank_strerror(err));
+    }
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS || rank != 0)
         return;                                 /* said once per step */
     dlt_name_escape(was, shown, sizeof(shown)); /* the user's environment: any bytes */
@@ -453,7 +479,7 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 
 static int _task_setup(spank_t sp, dlt_plugin_state *st)
 {
-    char vis[256] = "", gres[256] = "", buf[512], cpus[512], node[64] = "?";
+    char vis[256] = "", gres[256] = "", buf[512], cpus[DLT_CPUS_TEXT_MAX], node[64] = "?";
     dlt_err err = DLT_ERR_INIT;
     dlt_step_gpus sg;
     dlt_binding b;
@@ -534,6 +560,9 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
     }
     if (dlt_cpuset_format(st->opts.bind == DLT_BIND_CLOSEST ? &b.cpus : &allowed, cpus, sizeof(cpus)) == 0)
         _set(sp, st, DLT_ENV_CPUS, cpus);
+    else
+        fprintf(stderr, "dltrain: node %s task %d: %s not set: the CPU list is longer than %d characters\n", node,
+                local_id, DLT_ENV_CPUS, DLT_CPUS_TEXT_MAX - 1);
     if (b.nic >= 0)
         _set(sp, st, DLT_ENV_NIC, st->topo.nics[b.nic].name);
     if (st->opts.nccl == DLT_NCCL_AUTO && st->opts.gpus != DLT_GPUS_NONE) {
@@ -585,9 +614,10 @@ void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
     (void)sp;
     if (!st->step_dir[0])
         return;
-    if (dlt_step_dir_remove(st->topo_dir, st->step_dir, &err) != 0)
+    if (dlt_step_dir_remove(st->topo_dir, st->step_dir, st->step_lock, &err) != 0)
         slurm_error("dltrain: %s", err.msg);
     st->step_dir[0] = '\0';
+    st->step_lock = -1;
 }
 
 /* A task of a multi-task step killed by a signal (the OOM killer, kill -9, a crash) cannot tell its

@@ -94,19 +94,20 @@ if id nobody >/dev/null 2>&1; then
     (cd "$old" && for i in $(seq 70); do mkdir "$(printf 'l%.0s' $(seq 100))" && cd l* || exit 1; done) &&
     chown -R nobody "$old" && chmod 000 "$old/sub/deeper"
   out=$(timeout 60 runuser -u nobody -- srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c '
-    d=$(dirname "$NCCL_TOPO_FILE"); mkdir "$d/sub" 2>/dev/null && echo WROTE; ls -A "$d"' 2>&1); rc=$?
+    d=$(dirname "$NCCL_TOPO_FILE"); mkdir "$d/sub" 2>/dev/null && echo WROTE; LC_ALL=C ls -A "$d"' 2>&1); rc=$?
   # slurmstepd removes the step's folder after srun has returned: wait for it (bounded, 20 s; a
   # loaded machine once saw it still there at the first look)
   for _ in $(seq 200); do [[ -e $old || -n $(ls -A "$TOPO_DIR") ]] || break; sleep 0.1; done
-  if ((rc == 0)) && [[ $out == nccl_topo.xml && ! -e $old && $(cat "$victim/keep.txt") == keep && $(ls -A "$victim") == keep.txt &&
+  # the folder holds the topology file and slurmstepd's lock (root's, 0600), nothing the task made
+  if ((rc == 0)) && [[ $out == $'.stepd.lock\nnccl_topo.xml' && ! -e $old && $(cat "$victim/keep.txt") == keep && $(ls -A "$victim") == keep.txt &&
     -z $(ls -A "$TOPO_DIR") ]]; then
     ok "a stale user's tree of the step's id (70 levels, 10 MB, links out, FIFO, mode 000, a newline name) is removed first, link targets untouched; the task cannot write there"
   else not_ok "user's tree in a stale step directory (rc=$rc)"; { echo "$out"; ls -la "$TOPO_DIR" "$victim"; } 2>&1 | head -30 | diag; fi
 else ok "# SKIP no 'nobody' user"; fi
 next=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
 mkdir -p "$TOPO_DIR/$next.0/old/nested"; echo old > "$TOPO_DIR/$next.0/old/nested/file"
-out=$(timeout 60 srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'ls -A "$(dirname "$NCCL_TOPO_FILE")"' 2>&1); rc=$?
-if ((rc == 0)) && [[ $out == nccl_topo.xml && ! -e $TOPO_DIR/$next.0 ]] && grep -q "removed a stale $TOPO_DIR/$next.0 left by an earlier step of the same id" "$DIR/log/slurmd-n1.log"; then
+out=$(timeout 60 srun --quiet -w n1 -N1 -n1 --gpus-per-node=1 --dl-train bash -c 'LC_ALL=C ls -A "$(dirname "$NCCL_TOPO_FILE")"' 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == $'.stepd.lock\nnccl_topo.xml' && ! -e $TOPO_DIR/$next.0 ]] && grep -q "removed a stale $TOPO_DIR/$next.0 left by an earlier step of the same id" "$DIR/log/slurmd-n1.log"; then
   ok "a stale step directory of the same id (nested) is replaced, and slurmd's log says so"
 else not_ok "stale step directory (rc=$rc)"; { echo "$out"; ls -laR "$TOPO_DIR"; grep dltrain "$DIR/log/slurmd-n1.log" | tail -3; } 2>&1 | head -30 | diag; fi
 

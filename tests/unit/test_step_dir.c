@@ -117,8 +117,11 @@ static void _victim_intact(const fixture *fx)
 #define NOTE_LEN 512
 static int _create(const fixture *fx, const char *step, gid_t gid, char *file, int *stale, char *note, dlt_err *err)
 {
-    return dlt_step_dir_create(fx->top, step, "nccl_topo.xml", "<system/>", 9, gid, file, PATH_MAX, stale, note,
-                               NOTE_LEN, dlt_err_fresh(err));
+    int held = -1, rc = dlt_step_dir_create(fx->top, step, "nccl_topo.xml", "<system/>", 9, gid, file, PATH_MAX, stale,
+                                            note, NOTE_LEN, &held, dlt_err_fresh(err));
+    if (held >= 0)
+        close(held); /* these tests remove by name (-1); the lock's own tests keep it */
+    return rc;
 }
 
 static void test_user_tree_removed_links_not_followed(void **state)
@@ -130,7 +133,7 @@ static void test_user_tree_removed_links_not_followed(void **state)
     assert_int_equal(_create(fx, "7.0", getgid(), file, &stale, note, &err), 0);
     assert_int_equal(stale, 0);
     _user_tree(fx, "7.0");
-    assert_int_equal(dlt_step_dir_remove(fx->top, "7.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "7.0", -1, dlt_err_fresh(&err)), 0);
     snprintf(p, sizeof(p), "%s/7.0", fx->top);
     assert_false(_exists(p));
     _victim_intact(fx);
@@ -157,7 +160,7 @@ static void test_stale_directory_of_same_id_replaced(void **state)
     snprintf(p, sizeof(p), "%s/9.1/a", fx->top);
     assert_false(_exists(p)); /* nothing of the old tree is left */
     _victim_intact(fx);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "9.1", dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "9.1", -1, dlt_err_fresh(&err)), 0);
 }
 
 static void test_link_at_step_path_removed_not_followed(void **state)
@@ -167,7 +170,7 @@ static void test_link_at_step_path_removed_not_followed(void **state)
     char p[PATH_MAX + 32];
     snprintf(p, sizeof(p), "%s/3.0", fx->top);
     assert_int_equal(symlink(fx->victim, p), 0);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "3.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "3.0", -1, dlt_err_fresh(&err)), 0);
     assert_false(_exists(p));
     _victim_intact(fx);
 }
@@ -207,7 +210,7 @@ static void test_any_depth_removed(void **state)
     snprintf(p, sizeof(p), "%s/5.0", fx->top);
     assert_int_equal(mkdir(p, 0700), 0);
     _deep_chain(fx, "5.0", 200); /* 200 levels: 20 kB of path */
-    if (dlt_step_dir_remove(fx->top, "5.0", dlt_err_fresh(&err)) != 0)
+    if (dlt_step_dir_remove(fx->top, "5.0", -1, dlt_err_fresh(&err)) != 0)
         fail_msg("a 200-level tree not removed: %s", err.msg);
     assert_false(_exists(p));
     _victim_intact(fx);
@@ -227,7 +230,7 @@ static void test_deep_stale_does_not_block(void **state)
     if (_create(fx, "6.0", getgid(), file, &stale, note, &err) != 0)
         fail_msg("a stale folder with an 80-level tree blocks the step: %s", err.msg);
     assert_int_equal(stale, 1);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "6.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "6.0", -1, dlt_err_fresh(&err)), 0);
     _victim_intact(fx);
     /* Nothing else left in topo_dir (no renamed-aside remains). */
     snprintf(p, sizeof(p), "%s", fx->top);
@@ -263,7 +266,7 @@ static void test_step_dir_not_user_writable(void **state)
     assert_int_equal(st.st_uid, getuid());
     assert_int_equal(st.st_gid, gid);
     assert_int_equal(st.st_mode & 07777, 0640);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "8.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "8.0", -1, dlt_err_fresh(&err)), 0);
 }
 
 static int _entries(const char *path)
@@ -353,7 +356,7 @@ static void test_foreign_folder_in_stale_tree_kept(void **state)
     closedir(d);
     assert_int_equal(works, 1);
     assert_int_equal(_entries(fx->top), 2);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "4.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "4.0", -1, dlt_err_fresh(&err)), 0);
 }
 
 /* Root's own step folder is walked the same way: a folder of another owner in it is never entered. */
@@ -370,7 +373,7 @@ static void test_foreign_folder_in_root_step_dir_kept(void **state)
     _mkdir_owned(p, 0700, 65533);
     snprintf(p, sizeof(p), "%s/4.1/theirs/secret", fx->top);
     _write_file(p, 3);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "4.1", dlt_err_fresh(&err)), -EPERM);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "4.1", -1, dlt_err_fresh(&err)), -EPERM);
     if (!strstr(err.msg, "at 'theirs'") || !strstr(err.msg, "what is left is in"))
         fail_msg("message: %s", err.msg);
     assert_int_equal(_count_named(fx->top, "secret"), 1);
@@ -402,8 +405,8 @@ static void test_lift_names_taken_in_advance(void **state)
         fail_msg("stale tree not removed: %s", note);
     assert_int_equal(_entries(fx->top), 1);
     snprintf(p, sizeof(p), "%s/2.0", fx->top);
-    assert_int_equal(_entries(p), 1);
-    assert_int_equal(dlt_step_dir_remove(fx->top, "2.0", dlt_err_fresh(&err)), 0);
+    assert_int_equal(_entries(p), 2); /* the topology file and the step's lock */
+    assert_int_equal(dlt_step_dir_remove(fx->top, "2.0", -1, dlt_err_fresh(&err)), 0);
     assert_int_equal(_entries(fx->top), 0);
 }
 
@@ -470,9 +473,72 @@ static void test_expand_node(void **state)
     assert_int_equal(dlt_expand_node("/a/very/long/path/%n", "node-name-that-is-long-enough", out, 20), -1);
 }
 
+/* A folder of the same id whose lock a live slurmstepd holds (the same job.step from another slurmd
+ * of this host, topo_dir without %n) is refused and left whole; once its holder is gone (a crash),
+ * the same folder is a leftover and is replaced. The lock file is root's alone (0600). */
+static void test_live_step_folder_not_taken(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], file2[PATH_MAX], p[PATH_MAX + 32], note[NOTE_LEN];
+    dlt_err err = DLT_ERR_INIT;
+    int stale = -1, held = -1, held2 = -1;
+    struct stat st;
+    assert_int_equal(dlt_step_dir_create(fx->top, "11.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &held, dlt_err_fresh(&err)),
+                     0);
+    assert_true(held >= 0);
+    snprintf(p, sizeof(p), "%s/11.0/" DLT_STEP_DIR_LOCK, fx->top);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(dlt_step_dir_create(fx->top, "11.0", "nccl_topo.xml", "<other/>", 8, getgid(), file2, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &held2, dlt_err_fresh(&err)),
+                     -EBUSY);
+    assert_int_equal(held2, -1);
+    assert_non_null(strstr(err.msg, "a live step of the same id"));
+    assert_non_null(strstr(err.msg, "%n"));
+    assert_int_equal(stat(file, &st), 0); /* the live step's file is still its own */
+    assert_int_equal(st.st_size, 9);
+    close(held); /* its slurmstepd is gone: the folder is a leftover now */
+    assert_int_equal(dlt_step_dir_create(fx->top, "11.0", "nccl_topo.xml", "<other/>", 8, getgid(), file2, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &held2, dlt_err_fresh(&err)),
+                     0);
+    assert_int_equal(stale, 1);
+    assert_int_equal(stat(file2, &st), 0);
+    assert_int_equal(st.st_size, 8);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "11.0", held2, dlt_err_fresh(&err)), 0);
+    snprintf(p, sizeof(p), "%s/11.0", fx->top);
+    assert_false(_exists(p));
+}
+
+/* At the step's end only the folder holding this step's lock is removed: another one put at the name
+ * meanwhile is left, said (-ESTALE). */
+static void test_remove_only_own_folder(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 32], q[PATH_MAX + 32], note[NOTE_LEN];
+    dlt_err err = DLT_ERR_INIT;
+    int stale = -1, held = -1;
+    assert_int_equal(dlt_step_dir_create(fx->top, "13.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &held, dlt_err_fresh(&err)),
+                     0);
+    snprintf(p, sizeof(p), "%s/13.0", fx->top);
+    snprintf(q, sizeof(q), "%s/13.0-mine", fx->top);
+    assert_int_equal(rename(p, q), 0);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "13.0", held, dlt_err_fresh(&err)), -ESTALE);
+    assert_non_null(strstr(err.msg, "no longer the folder this step made"));
+    assert_true(_exists(p));
+    assert_int_equal(dlt_step_dir_remove(fx->top, "13.0", -1, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_remove(fx->top, "13.0-mine", -1, dlt_err_fresh(&err)), 0);
+    assert_false(_exists(p));
+    assert_false(_exists(q));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_live_step_folder_not_taken, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_only_own_folder, setup, teardown),
         cmocka_unit_test(test_expand_node),
         cmocka_unit_test_setup_teardown(test_user_tree_removed_links_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_directory_of_same_id_replaced, setup, teardown),
