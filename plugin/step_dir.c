@@ -44,9 +44,108 @@ int dlt_expand_node(const char *pattern, const char *node, char *out, size_t out
     return 0;
 }
 
+/* A directory above topo_dir that no user can change: root's, and writable by neither group nor
+ * others, unless sticky (/tmp: the sticky bit keeps others from renaming or removing root's entries,
+ * and an entry a user made first is theirs, which this refuses). */
+static int _trusted_dir(const struct stat *st)
+{
+    return S_ISDIR(st->st_mode) && st->st_uid == 0 && (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+#define TOPO_DIR_MAX_LINKS 40
+
+/* Every directory above topo_dir, from /, checked on the descriptor opened for it (openat with
+ * O_NOFOLLOW, so nothing is swapped between the check and the next step): _trusted_dir. A link on
+ * the way is followed only when it is root's (its directory being trusted already, nobody else can
+ * change it): /var/run -> /run stays usable. Without this, topo_dir=/tmp/%n/dltrain on a node where
+ * a user made /tmp/n1 first would let that user point root's step folders anywhere. */
+static int _parents_trusted(const char *topo_dir, dlt_err *err)
+{
+    char path[2 * 4096], next[2 * 4096], link[4096], shown[160];
+    struct stat st;
+    int fd, links = 0;
+    const char *last = strrchr(topo_dir, '/');
+    if (topo_dir[0] != '/' || !last)
+        return dlt_fail(err, -EINVAL, "topo_dir %s is not an absolute path", topo_dir);
+    if (snprintf(path, sizeof(path), "%.*s", (int)(last - topo_dir), topo_dir) >= (int)sizeof(path))
+        return dlt_fail(err, -ENAMETOOLONG, "topo_dir %s is too long", topo_dir);
+    fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || !_trusted_dir(&st)) {
+        if (fd >= 0)
+            close(fd);
+        return dlt_fail(err, -EPERM, "topo_dir %s: / is not root's or is writable by others", topo_dir);
+    }
+    for (char *p = path; *p;) {
+        char *slash, *comp = p;
+        int nfd;
+        while (*comp == '/')
+            comp++;
+        if (!*comp)
+            break;
+        slash = strchr(comp, '/');
+        if (slash)
+            *slash = '\0';
+        p = slash ? slash + 1 : comp + strlen(comp);
+        if (!strcmp(comp, "."))
+            continue;
+        dlt_name_escape(comp, shown, sizeof(shown));
+        if (!strcmp(comp, "..")) {
+            close(fd);
+            return dlt_fail(err, -EINVAL, "topo_dir %s has a '..' in it: give the plain path", topo_dir);
+        }
+        nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0 && (errno == ELOOP || errno == ENOTDIR) && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            ssize_t n;
+            if (st.st_uid != 0 || ++links > TOPO_DIR_MAX_LINKS) {
+                close(fd);
+                return dlt_fail(err, -EPERM, "topo_dir %s: the link '%s' on its way %s", topo_dir, shown,
+                                st.st_uid != 0 ? "is not root's (a user could point it anywhere)"
+                                               : "is one of too many links");
+            }
+            n = readlinkat(fd, comp, link, sizeof(link) - 1);
+            if (n <= 0 || snprintf(next, sizeof(next), "%.*s/%s", (int)n, link, p) >= (int)sizeof(next)) {
+                close(fd);
+                return dlt_fail(err, -ENAMETOOLONG, "topo_dir %s: cannot follow the link '%s' on its way", topo_dir,
+                                shown);
+            }
+            if (link[0] == '/') { /* an absolute target: from / again */
+                close(fd);
+                fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                    return _os_fail(err, errno, "cannot open / for topo_dir", topo_dir);
+            }
+            memcpy(path, next, strlen(next) + 1);
+            p = path;
+            continue;
+        }
+        if (nfd < 0) {
+            int code = errno;
+            close(fd);
+            return dlt_fail(err, -code, "topo_dir %s: cannot open '%s' on its way: %s", topo_dir, shown,
+                            strerror(code));
+        }
+        close(fd);
+        fd = nfd;
+        if (fstat(fd, &st) != 0 || !_trusted_dir(&st)) {
+            close(fd);
+            return dlt_fail(err, -EPERM,
+                            "topo_dir %s: the folder '%s' on its way is not root's, or others can write it (uid %lu, "
+                            "mode %04o): a user could swap what lies below it; put topo_dir under root's folders "
+                            "only (default /run/dltrain)",
+                            topo_dir, shown, (unsigned long)st.st_uid, (unsigned)(st.st_mode & 07777));
+        }
+    }
+    close(fd);
+    return 0;
+}
+
 int dlt_topo_dir_check(const char *topo_dir, dlt_err *err)
 {
     struct stat st;
+    int rc;
+    if ((rc = _parents_trusted(topo_dir, err)) != 0)
+        return rc;
     if (lstat(topo_dir, &st) != 0) {
         if (errno != ENOENT)
             return _os_fail(err, errno, "cannot stat topo_dir", topo_dir);

@@ -15,7 +15,8 @@ int dlt_expand_node(const char *pattern, const char *node, char *out, size_t out
 
 /* Checks topo_dir (creating it 0755, whatever the umask, if absent): a root-owned directory that
  * group and others cannot write, so nothing in it can be swapped by a user, and that others can
- * search, so tasks reach their topology file. */
+ * search, so tasks reach their topology file; every directory above it root's and writable by no
+ * one else unless sticky, and every link on its way root's (checked from / on open descriptors). */
 int dlt_topo_dir_check(const char *topo_dir, dlt_err *err);
 
 /* How many entries one removal (a step folder at step end, or a stale one) handles at most, in all (a

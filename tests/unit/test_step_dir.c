@@ -440,6 +440,53 @@ static void test_topo_dir_searchable_by_tasks(void **state)
     }
 }
 
+/* Above topo_dir, every folder is root's and writable by nobody else unless sticky, and every link
+ * on the way is root's: a user who made /tmp/n1 first (topo_dir=/tmp/%n/dltrain) cannot point
+ * root's step folders anywhere. Needs root (chown). */
+static void test_topo_dir_parents_trusted(void **state)
+{
+    fixture *fx = *state;
+    char p[PATH_MAX + 64], q[PATH_MAX + 64], l[PATH_MAX + 64];
+    dlt_err err = DLT_ERR_INIT;
+    if (getuid() != 0)
+        skip();
+    /* a user's folder on the way */
+    snprintf(p, sizeof(p), "%s/users", fx->base);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(chown(p, 65534, 65534), 0);
+    snprintf(q, sizeof(q), "%s/users/dltrain", fx->base);
+    assert_int_equal(dlt_topo_dir_check(q, dlt_err_fresh(&err)), -EPERM);
+    if (!strstr(err.msg, "'users' on its way is not root's") || !strstr(err.msg, "uid 65534"))
+        fail_msg("message: %s", err.msg);
+    assert_false(_exists(q)); /* nothing made inside it */
+    /* root's, group-writable: refused; sticky and world-writable (as /tmp): accepted */
+    snprintf(p, sizeof(p), "%s/shared", fx->base);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(chmod(p, 0775), 0);
+    snprintf(q, sizeof(q), "%s/shared/dltrain", fx->base);
+    assert_int_equal(dlt_topo_dir_check(q, dlt_err_fresh(&err)), -EPERM);
+    assert_non_null(strstr(err.msg, "mode 0775"));
+    assert_int_equal(chmod(p, 01777), 0);
+    assert_int_equal(dlt_topo_dir_check(q, dlt_err_fresh(&err)), 0);
+    /* a root's link on the way is followed; a user's is refused */
+    snprintf(l, sizeof(l), "%s/via", fx->base);
+    assert_int_equal(symlink(p, l), 0);
+    snprintf(q, sizeof(q), "%s/via/dltrain", fx->base);
+    if (dlt_topo_dir_check(q, dlt_err_fresh(&err)) != 0)
+        fail_msg("a root's link on the way: %s", err.msg);
+    assert_int_equal(lchown(l, 65534, 65534), 0);
+    assert_int_equal(dlt_topo_dir_check(q, dlt_err_fresh(&err)), -EPERM);
+    assert_non_null(strstr(err.msg, "the link 'via' on its way is not root's"));
+    /* a relative link, root's */
+    snprintf(l, sizeof(l), "%s/rel", fx->base);
+    assert_int_equal(symlink("shared", l), 0);
+    snprintf(q, sizeof(q), "%s/rel/dltrain", fx->base);
+    if (dlt_topo_dir_check(q, dlt_err_fresh(&err)) != 0)
+        fail_msg("a relative root's link on the way: %s", err.msg);
+    snprintf(q, sizeof(q), "%s/shared/../shared/dltrain", fx->base);
+    assert_int_equal(dlt_topo_dir_check(q, dlt_err_fresh(&err)), -EINVAL);
+}
+
 /* Names from a user's tree reach slurmd's log and other users' terminals only escaped. */
 static void test_escape_name(void **state)
 {
@@ -550,6 +597,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_foreign_folder_in_root_step_dir_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lift_names_taken_in_advance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_topo_dir_searchable_by_tasks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_topo_dir_parents_trusted, setup, teardown),
         cmocka_unit_test(test_escape_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
