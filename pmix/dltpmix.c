@@ -114,7 +114,9 @@ static void _op_cb(pmix_status_t status, void *cbdata)
 
 static void _value_cb(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 {
-    (void)kv;
+    /* The value is the callback's to release (openpmix 4.2 pmix_client_get.c hands over its copy). */
+    if (kv)
+        PMIX_VALUE_RELEASE(kv);
     _op_complete(cbdata, status);
 }
 
@@ -636,6 +638,7 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
     pmix_value_t val;
     pmix_status_t rc;
     _async_op *op;
+    int completed;
     bool collect = true;
     struct timespec deadline;
 
@@ -675,18 +678,30 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
         _op_free(op);
         return _pmix_fail(ctx, rc, "%s: PMIx_Fence_nb", what);
     }
-    if (!_op_wait(op, &deadline)) {
+    /* Slurm's PMIx server ends a fence on its own clock too (PMIxTimeout, 300 s by default, from its
+     * node's first contribution: slurm src/plugins/mpi/pmix/pmixp_coll_tree.c), answering
+     * PMIX_ERR_TIMEOUT: the same timeout, said the same way. */
+    completed = _op_wait(op, &deadline); /* not completed: abandoned, op is the callback's now */
+    rc = completed ? op->status : PMIX_ERR_TIMEOUT;
+    if (completed)
+        _op_free(op);
+    if (rc == PMIX_ERR_TIMEOUT) {
         char missing[256];
+        int server = completed;
         ctx->broken = 1;
         _name_missing_ranks(ctx, ctx->seq, missing, sizeof(missing));
+        if (server)
+            return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
+                                     "dltpmix: %s (collective #%llu) timed out at the PMIx server's own bound on rank "
+                                     "%d of %d; ranks that never arrived: %s (Slurm's PMIxTimeout in mpi.conf bounds "
+                                     "it, as DLTPMIX_TIMEOUT does here)",
+                                     what, (unsigned long long)ctx->seq, ctx->info.rank, ctx->info.size, missing);
         return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
                                  "dltpmix: %s (collective #%llu) timed out after %.0f s on rank %d of %d; ranks that "
                                  "never arrived: %s (set DLTPMIX_TIMEOUT to change the bound)",
                                  what, (unsigned long long)ctx->seq, ctx->timeout_s, ctx->info.rank, ctx->info.size,
                                  missing);
     }
-    rc = op->status;
-    _op_free(op);
     if (rc != PMIX_SUCCESS)
         return _pmix_fail(ctx, rc, "%s: PMIx_Fence", what);
     return 0;

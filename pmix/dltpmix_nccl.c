@@ -86,32 +86,6 @@ static void _load(void)
         return;
 }
 
-/* "g_lib.ncclGetUniqueId(&id)" is reported as the library's own call. */
-static const char *_call_name(const char *call)
-{
-    return strncmp(call, "g_lib.", 6) ? call : call + 6;
-}
-
-/* libdltpmix reports into its context (dltpmix_error), not the trainer's buffers: its own checks, each
- * 0 or a DLTPMIX_ERR_ status with the words set, for status.h's DLT_TRY. */
-static int _cuda_check_at(dltpmix_ctx *ctx, cudaError_t e, const char *file, int line, const char *call)
-{
-    if (e == cudaSuccess)
-        return 0;
-    return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s", file, line, _call_name(call),
-                             g_lib.cudaGetErrorString(e));
-}
-#define DLTPMIX_CUDA_CHECK(ctx, call) _cuda_check_at((ctx), (call), __FILE__, __LINE__, #call)
-
-static int _nccl_check_at(dltpmix_ctx *ctx, ncclResult_t r, const char *file, int line, const char *call)
-{
-    if (r == ncclSuccess)
-        return 0;
-    return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "dltpmix: %s:%d: %s failed: %s (%s)", file, line, _call_name(call),
-                             g_lib.ncclGetErrorString(r), g_lib.ncclGetLastError(NULL));
-}
-#define DLTPMIX_NCCL_CHECK(ctx, call) _nccl_check_at((ctx), (call), __FILE__, __LINE__, #call)
-
 int dltpmix_have_nccl(void)
 {
     return 1;
@@ -181,6 +155,63 @@ static void *_init_thread(void *arg)
     return NULL;
 }
 
+/* What each rank brings to the bootstrap: whether it can join (its libraries loaded, its device
+ * set, on rank 0 the unique id made) and, when not, why; rank 0's record carries the id. */
+typedef struct {
+    int32_t status; /* 0: ready */
+    char why[220];
+    ncclUniqueId id;
+} join_record;
+
+/* Every rank's readiness, gathered before anyone waits on anyone: a rank that cannot join (no
+ * libcudart or NCCL on its node, a GPU it cannot set, rank 0 without an id) still takes part in
+ * this one collective, so every rank ends at once naming it, instead of the others waiting out the
+ * timeout in a broadcast it never joins and blaming it for not arriving. 0 and *id (rank 0's), or
+ * an error naming the ranks that cannot join (this rank's own cause first when it is one). */
+static int _join(dltpmix_ctx *ctx, int cuda_device, ncclUniqueId *id)
+{
+    join_record mine, *all = calloc((size_t)ctx->info.size, sizeof(*all));
+    char others[640] = "";
+    int rc, bad = 0;
+    cudaError_t ce;
+    ncclResult_t nr;
+    memset(&mine, 0, sizeof(mine));
+    pthread_once(&g_lib.once, _load);
+    if (g_lib.why[0]) {
+        mine.status = DLTPMIX_ERR_NCCL;
+        snprintf(mine.why, sizeof(mine.why), "%.219s", g_lib.why);
+    } else if ((ce = g_lib.cudaSetDevice(cuda_device)) != cudaSuccess) {
+        mine.status = DLTPMIX_ERR_NCCL;
+        snprintf(mine.why, sizeof(mine.why), "dltpmix: cudaSetDevice(%d) failed: %s", cuda_device,
+                 g_lib.cudaGetErrorString(ce));
+    } else if (ctx->info.rank == 0 && (nr = g_lib.ncclGetUniqueId(&mine.id)) != ncclSuccess) {
+        mine.status = DLTPMIX_ERR_NCCL;
+        snprintf(mine.why, sizeof(mine.why), "dltpmix: ncclGetUniqueId failed: %s (%s)", g_lib.ncclGetErrorString(nr),
+                 g_lib.ncclGetLastError(NULL));
+    }
+    if (!all)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: out of memory");
+    if ((rc = dltpmix_allgather(ctx, &mine, sizeof(mine), all)) != 0) {
+        free(all);
+        return rc;
+    }
+    for (int r = 0; r < ctx->info.size; r++) {
+        size_t n = strlen(others);
+        if (!all[r].status)
+            continue;
+        if (++bad <= 3 && r != ctx->info.rank && n + 1 < sizeof(others))
+            snprintf(others + n, sizeof(others) - n, "%srank %d: %.*s", n ? "; " : "", r, (int)sizeof(all[r].why),
+                     all[r].why);
+    }
+    *id = all[0].id;
+    free(all);
+    if (!bad)
+        return 0;
+    return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "%s%s%d of %d rank(s) cannot join NCCL, every rank stops%s%s%s",
+                             mine.status ? mine.why : "", mine.status ? "; " : "", bad, ctx->info.size,
+                             others[0] ? " (" : "", others, others[0] ? (bad > 3 ? "; ...)" : ")") : "");
+}
+
 int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **out)
 {
     ncclUniqueId id;
@@ -196,14 +227,7 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     if (!ctx || !out)
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument") : DLTPMIX_ERR_ARG;
     *out = NULL;
-    pthread_once(&g_lib.once, _load);
-    if (g_lib.why[0])
-        return dltpmix_set_error(ctx, DLTPMIX_ERR_NCCL, "%s", g_lib.why);
-    DLT_TRY(&ctx->err, DLTPMIX_CUDA_CHECK(ctx, g_lib.cudaSetDevice(cuda_device)));
-    if (ctx->info.rank == 0)
-        DLT_TRY(&ctx->err, DLTPMIX_NCCL_CHECK(ctx, g_lib.ncclGetUniqueId(&id)));
-    rc = dltpmix_bcast(ctx, 0, &id, sizeof(id));
-    if (rc != 0)
+    if ((rc = _join(ctx, cuda_device, &id)) != 0)
         return rc;
     j = calloc(1, sizeof(*j));
     if (!j)

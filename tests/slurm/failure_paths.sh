@@ -6,9 +6,10 @@
 # auto) stopping every rank promptly with the cause instead of some ranks waiting for the others,
 # a single rank's checkpoint resumed on 4 ranks (refused naming the rank count, or allowed by
 # --resume-override ranks);
+# a periodic checkpoint failing on rank 0 ending every rank at the next step with its words;
 # a few seeded random damage runs (tests/local/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
-data_test_start 2 9 9
+data_test_start 2 9 10
 "$MK" folder "$WORK/ds" 2 2 40 40 plain # 4 train and 4 val images
 "$MK" folder "$WORK/ds5" 1 5 40 40 plain; mkdir -p "$WORK/ds5/val/c01"; cp "$WORK"/ds/val/c01/img_0000.JPEG "$WORK/ds5/val/c01/" # 6 val, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 1 --log-every 0 --classes 2)
@@ -67,6 +68,21 @@ if ((rc == 0)) && [[ $out == *"the rank count 1 -> 4"* && $out == *"step 4 of th
   "$DLTRAIN" info --checkpoint "$WORK/ck4/ckpt-00000002.safetensors" --verify | grep -q "changed on resume: step 4: the rank count 1 -> 4"; then
   ok "--resume-override ranks: the change said and recorded, the step follows the global batch"
 else not_ok "resume with --resume-override ranks (rc=$rc)"; echo "$out" | tail -6 | diag; fi
+# A periodic checkpoint that fails on rank 0 (its folder full: a 64 KiB tmpfs), the one rank that
+# writes: the next step stops every rank together, and all end with rank 0's words (status 1), none
+# left in a collective for a rank that left.
+mkdir -p "$WORK/full"
+if mount -t tmpfs -o size=64k tmpfs "$WORK/full" 2>/dev/null; then
+  start=$SECONDS
+  out=$(timeout 120 "${SRUN[@]}" "$DLTRAIN" train --synthetic "${TINY[@]}" --batch 4 --synthetic-size 64 --epochs 2 \
+    --checkpoint-every 2 --checkpoint-dir "$WORK/full" 2>&1); rc=$?
+  el=$((SECONDS - start))
+  umount "$WORK/full"
+  if ((rc == 1 && el < 60)) && [[ $out == *"checkpoint at step 2 FAILED"*"; every rank stops after the next step"* &&
+    $out == *"step 3: every rank stops, the last checkpoint having failed"* && $out != *"step 4/"* ]]; then
+    ok "a periodic checkpoint failing on rank 0 (a full folder): every rank stops at the next step in ${el}s with its words"
+  else not_ok "failed periodic checkpoint on 4 ranks (rc=$rc, ${el}s)"; echo "$out" | grep -v '^step' | tail -8 | diag; fi
+else ok "# SKIP cannot mount a tmpfs here"; fi
 # A few random damage runs across the 4 ranks (the single-rank test runs hundreds; --strict is left
 # out: a rank stopped by --strict still leaves its peers to the stall watchdog).
 res=$(timeout 300 python3 "$DLT_SRCDIR/tests/local/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK/random" \

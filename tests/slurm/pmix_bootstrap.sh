@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # libdltpmix under a real srun --mpi=pmix across two slurmd: broadcasts from rank 0 and from the
 # last rank, all-gather checked against Slurm's own SLURM_PROCID/LOCALID/NODEID, the refusal
-# without PMIx, the bounded failure when a rank leaves or stalls, and the MPI host communicator.
+# without PMIx, the bounded failure when a rank leaves or stalls, the NCCL bootstrap when one rank
+# cannot join, and the MPI host communicator.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 2
-tap_plan 14
+tap_plan 15
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
@@ -60,6 +61,30 @@ if ((rc == 0 && el < 20)) && [[ $(grep -cF -- "$want" <<<"$out") == 1 && $(grep 
   ok "dltrain env: one rank without memory for the reports: every rank exits 1 in ${el}s, rank 2 named once"
 else not_ok "dltrain env with a failed allocation on rank 2 (rc=$rc, ${el}s)"; echo "$out" | diag; fi
 else ok "$NO_HOOKS"; fi
+# The NCCL bootstrap when one rank cannot join (rank 1's node has no loadable CUDA runtime; rank 0
+# has stand-in libraries that work): every rank ends at once naming rank 1's cause, where rank 0
+# used to wait out the timeout in a broadcast rank 1 never joined.
+rt=$(strings "$DLT_BUILDDIR/pmix/.libs/libdltpmix.so" 2>/dev/null | grep -o 'libcudart\.so\.[0-9]*' | head -1)
+if [[ -n $rt ]]; then
+  mkdir -p "$WORK/fakecu" "$WORK/nocu"
+  printf 'int cudaSetDevice(int d) { (void)d; return 0; }\nconst char *cudaGetErrorString(int e) { (void)e; return "stand-in"; }\n' >"$WORK/fakecu/rt.c"
+  printf '%s\n' '#include <string.h>' 'typedef struct { char internal[128]; } ncclUniqueId;' \
+    'int ncclGetUniqueId(ncclUniqueId *id) { memset(id, 7, sizeof(*id)); return 0; }' \
+    'int ncclCommInitRankConfig(void **c, int n, ncclUniqueId id, int r, void *cfg) { (void)c; (void)n; (void)id; (void)r; (void)cfg; return 3; }' \
+    'int ncclCommGetAsyncError(void *c, int *e) { (void)c; *e = 0; return 0; }' 'int ncclCommAbort(void *c) { (void)c; return 0; }' \
+    'const char *ncclGetErrorString(int r) { (void)r; return "stand-in"; }' 'const char *ncclGetLastError(void *c) { (void)c; return ""; }' >"$WORK/fakecu/nccl.c"
+  : >"$WORK/nocu/$rt"
+  if cc -shared -fPIC -o "$WORK/fakecu/$rt" "$WORK/fakecu/rt.c" && cc -shared -fPIC -o "$WORK/fakecu/libnccl.so.2" "$WORK/fakecu/nccl.c"; then
+    start=$SECONDS
+    out=$(timeout 60 srun --quiet -N2 -n2 bash -c 'if [ "$SLURM_PROCID" = 1 ]; then d=nocu; else d=fakecu; fi
+      LD_LIBRARY_PATH=$1/$d exec "$0" --timeout 30 --nccl-init 0' "$PROBE" "$WORK" 2>&1); rc=$?
+    el=$((SECONDS - start))
+    if ((rc != 0 && el < 20)) && [[ $out == *"probe rank=0 nccl-init rc="*"1 of 2 rank(s) cannot join NCCL, every rank stops (rank 1: dltpmix: cannot load $rt"* &&
+          $out == *"probe rank=1 nccl-init rc="*"dltpmix: cannot load $rt"*"1 of 2 rank(s) cannot join NCCL"* ]]; then
+      ok "NCCL bootstrap: rank 1 without a CUDA runtime: both ranks end in ${el}s, rank 0 naming rank 1's cause"
+    else not_ok "NCCL bootstrap with one rank unable to join (rc=$rc, ${el}s)"; echo "$out" | diag; fi
+  else not_ok "cannot build the stand-in CUDA runtime and NCCL"; fi
+else ok "# SKIP libdltpmix built without NCCL"; fi
 out=$(timeout 60 srun --quiet -N1 -n1 "$DLTRAIN" env --comm single 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"1 rank(s) on 1 node(s)"* && $out == *"(single, sum of ranks 0)"* ]]; then ok "single-rank path needs no MPI"; else not_ok "single rank (rc=$rc)"; echo "$out" | diag; fi
 

@@ -169,10 +169,10 @@ int dlt_checkpoint_save(const dlt_net *net, const dlt_train_state *st, const cha
         return dlt_fail(err, -ENOMEM, "out of memory");
     }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        dlt_fail(err, -EIO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+        int code = errno;
         free(t);
         free(names);
-        return -errno;
+        return dlt_fail(err, -code, "cannot create checkpoint directory %s: %s", dir, strerror(code));
     }
     snprintf(path, pathlen, "%s/ckpt-%08" PRId64 ".safetensors", dir, st->step);
     for (int i = 0; i < m->nentries; i++) {
@@ -726,7 +726,9 @@ int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *count
             return 0; /* no directory yet: no checkpoint */
         return dlt_fail(err, -errno, "cannot read the checkpoint directory %s: %s", dir, strerror(errno));
     }
-    while ((e = readdir(d)) != NULL) {
+    /* errno set before each read: readdir says an error only through it, and a listing cut short by
+     * an EIO would hide the newest checkpoint and resume from an older one without a word. */
+    while ((errno = 0, e = readdir(d)) != NULL) {
         int is_state = 0, k;
         long long step = _ckpt_step(e->d_name, &is_state);
         if (step < 0)
@@ -757,6 +759,12 @@ int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *count
             c[k].has_model = 1;
             snprintf(c[k].name, sizeof(c[k].name), "%s", e->d_name);
         }
+    }
+    if (errno != 0) {
+        int code = errno;
+        closedir(d);
+        free(c);
+        return dlt_fail(err, -code, "cannot read the checkpoint directory %s to its end: %s", dir, strerror(code));
     }
     closedir(d);
     if (n == 0)

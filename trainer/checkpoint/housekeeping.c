@@ -86,7 +86,7 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
     _entry *v = NULL;
     dlt_checkpoint_entry *pref = NULL;
     size_t n = 0, cap = 0, distinct = 0;
-    int rc = 0, npref = 0;
+    int rc = 0, npref = 0, code;
     *removed = 0;
     if (saidlen)
         said[0] = '\0';
@@ -100,7 +100,7 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
         free(pref);
         return dlt_fail(err, -errno, "cannot read %s: %s", dir, strerror(errno));
     }
-    while ((e = readdir(d)) != NULL) {
+    while ((errno = 0, e = readdir(d)) != NULL) { /* errno: readdir's only way to say an error */
         const char *rest;
         int is_state, k;
         long long s = dlt_checkpoint_name_step(e->d_name, &is_state, &rest);
@@ -124,7 +124,13 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
         snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
         n++;
     }
+    code = errno;
     free(pref);
+    if (code != 0) { /* a listing cut short: nothing is removed on a partial view */
+        closedir(d);
+        free(v);
+        return dlt_fail(err, -code, "cannot read %s to its end: %s", dir, strerror(code));
+    }
     qsort(v, n, sizeof(*v), _order);
     for (size_t i = 0; i < n && rc == 0; i++) {
         char label[64];

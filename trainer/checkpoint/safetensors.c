@@ -232,12 +232,20 @@ int dlt_st_commit(const char *tmp, const char *path, dlt_err *err)
         unlink(tmp);
         return rc;
     }
+    /* The rename is durable only once the folder is: a failure here is the checkpoint's (on NFS or
+     * Lustre an EIO now may mean the rename is lost after a failover), so the caller keeps the
+     * older checkpoints. */
     snprintf(dirbuf, sizeof(dirbuf), "%s", path);
     dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        int code = errno;
+        if (dfd >= 0)
+            close(dfd);
+        snprintf(dirbuf, sizeof(dirbuf), "%s", path);
+        return dlt_fail(err, -code, "cannot flush the folder %s after writing %s: %s", dirname(dirbuf), path,
+                        strerror(code));
     }
+    close(dfd);
     return 0;
 }
 

@@ -194,15 +194,14 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): "
                                "reading the weights back",
                                step);
-    /* Never replace a good checkpoint with diverged weights: the next loss will stop the run. */
+    /* Never replace a good checkpoint with diverged weights, and never say a checkpoint was made
+     * when none was: a stop would exit 75 as saved, the run's end would say success. */
     for (size_t i = 0; i < r->net.model.nparams; i++)
-        if (!isfinite(r->net.params[i])) {
-            dlt_log_warn(&r->log,
-                         "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
-                         "stays)",
-                         step);
-            return 0;
-        }
+        if (!isfinite(r->net.params[i]))
+            return dlt_fail(r->err, -ERANGE,
+                            "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
+                            "stays): the run diverged (a lower --lr, or --precision fp32)",
+                            step);
     memset(&st, 0, sizeof(st));
     st.step = step;
     st.epoch = epoch;

@@ -41,6 +41,11 @@ typedef struct {
     int stop_now;            /* a stop request abandoned validation: checkpoint and stop at once */
     double val_top1;         /* the last validation's top-1 (-1: none yet) */
     dlt_straggler straggler; /* straggler.h */
+    /* Rank 0: a periodic checkpoint that failed. Only rank 0 writes, so only it knows: it asks the
+     * next step to stop (the stop flag is summed in that step, so every rank stops at the same
+     * step), and the stop agrees on this failure instead of saving (_save_for_stop): every rank
+     * ends with its words, none waits in a collective for a rank that left. */
+    dlt_err save_err;
 } loop_state;
 
 /* The stall watchdog's abort, on its own thread: the recorded step goes first (NCCL's abort waits
@@ -219,8 +224,9 @@ static void _log(dlt_run *r, loop_state *t, const dlt_step_plan *p, const dlt_st
  * rank 0's words (status 1, not 75: no new checkpoint was written). */
 static int _save_for_stop(dlt_run *r, loop_state *t)
 {
-    int rc = dlt_run_agree_first_failure(r, dlt_run_save(r, t->step, t->step / t->spe, &t->wd));
-    if (rc != 0)
+    int rc =
+        t->save_err.code ? dlt_fail_take(r->err, &t->save_err) : dlt_run_save(r, t->step, t->step / t->spe, &t->wd);
+    if ((rc = dlt_run_agree_first_failure(r, rc)) != 0)
         return rc;
     dlt_log(&r->log, DLT_LOG_INFO,
             "stop at step %" PRId64 ": checkpoint complete, every rank agreed; exit "
@@ -243,18 +249,28 @@ static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
         return DLT_RUN_STOPPED_UNSAVED;
     }
     if (stop) {
-        dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
+        if (t->save_err.code)
+            dlt_log(&r->log, DLT_LOG_QUIET, "step %" PRId64 ": every rank stops, the last checkpoint having failed",
+                    t->step);
+        else
+            dlt_log(&r->log, DLT_LOG_QUIET, "stop requested (signal) at step %" PRId64 ": checkpointing", t->step);
         return _save_for_stop(r, t);
     }
     if (t->step < t->total && t->st.bad_steps == 0 &&
         ((c->checkpoint_every > 0 && t->step % c->checkpoint_every == 0) ||
          (c->checkpoint_minutes > 0 && dlt_now() - t->last_ckpt >= 60 * c->checkpoint_minutes))) {
-        DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
+        if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 && r->comm->size > 1) {
+            dlt_fail_take(&t->save_err, r->err);
+            dlt_err_clear(r->err);
+            *dlt_stop_signal_flag() = 1; /* the next step stops every rank: see loop_state.save_err */
+            dlt_rank_say(r->comm->rank, "%s; every rank stops after the next step", t->save_err.msg);
+            return 0;
+        }
+        if (rc != 0)
+            return rc;
         t->last_ckpt = dlt_now();
     }
     return 0;
-fail:
-    return rc;
 }
 
 /* A stop requested during start-up (bootstrap, data scan, preflight, resume: the handlers are
@@ -362,7 +378,9 @@ static int _finish(dlt_run *r, loop_state *t)
         dlt_log_warn(&r->log, "%lld bad image(s) were skipped and replaced (distinct files, over all %d rank(s))",
                      (long long)bad, r->comm->size);
     _renamed_summary(r);
-    DLT_TRY_GOTO(r->err, rc, dlt_run_save(r, t->step, t->step / t->spe, &t->wd), fail, NULL);
+    /* Agreed: only rank 0 writes, and the others must not go on into the summary's gather alone. */
+    DLT_TRY_GOTO(r->err, rc, dlt_run_agree_first_failure(r, dlt_run_save(r, t->step, t->step / t->spe, &t->wd)), fail,
+                 NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
     if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) !=
         0) /* straggler.h */
