@@ -9,7 +9,7 @@
 # a periodic checkpoint failing on rank 0 ending every rank at the next step with its words;
 # a few seeded random damage runs (tests/local/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
-data_test_start 2 9 10
+data_test_start 2 9 11
 "$MK" folder "$WORK/ds" 2 2 40 40 plain # 4 train and 4 val images
 "$MK" folder "$WORK/ds5" 1 5 40 40 plain; mkdir -p "$WORK/ds5/val/c01"; cp "$WORK"/ds/val/c01/img_0000.JPEG "$WORK/ds5/val/c01/" # 6 val, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 1 --log-every 0 --classes 2)
@@ -83,6 +83,16 @@ if mount -t tmpfs -o size=64k tmpfs "$WORK/full" 2>/dev/null; then
     ok "a periodic checkpoint failing on rank 0 (a full folder): every rank stops at the next step in ${el}s with its words"
   else not_ok "failed periodic checkpoint on 4 ranks (rc=$rc, ${el}s)"; echo "$out" | grep -v '^step' | tail -8 | diag; fi
 else ok "# SKIP cannot mount a tmpfs here"; fi
+# A --checkpoint-dir that is not one folder for every node (here each node is given its own, as a
+# node-local /tmp would be): refused before training, every rank alike, since a job requeued onto
+# other nodes would find nothing there and start over.
+out=$(WORK_CK=$WORK/nodeck timeout 120 "${SRUN[@]}" bash -c 'exec "$0" train --synthetic "$@" --checkpoint-dir "$WORK_CK-$SLURMD_NODENAME"' \
+  "$DLTRAIN" "${TINY[@]}" --batch 4 --synthetic-size 16 --epochs 1 2>&1 < /dev/null); rc=$?
+if ((rc == 2)) && [[ $out == *"on node n2, --checkpoint-dir $WORK/nodeck-n2 does not hold the file rank 0 just made there"* &&
+      $out == *"2 rank(s) do not see what rank 0 writes in --checkpoint-dir $WORK/nodeck-n1: it must be one directory that every node shares"* &&
+      $out != *"training resnet18"* ]]; then
+  ok "a --checkpoint-dir of one node only: every rank refuses before training, naming the ranks' node and the fix"
+else not_ok "node-local checkpoint directory (rc=$rc)"; echo "$out" | tail -8 | diag; fi
 # A few random damage runs across the 4 ranks (the single-rank test runs hundreds; --strict is left
 # out: a rank stopped by --strict still leaves its peers to the stall watchdog).
 res=$(timeout 300 python3 "$DLT_SRCDIR/tests/local/random_damage.py" --dltrain "$DLTRAIN" --mkjpegs "$MK" --work "$WORK/random" \

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/io.h"
+#include "common/node_name.h"
 #include "common/run_lock.h"
 #include "common/status.h"
 #include "common/tunables.h"
@@ -251,6 +252,54 @@ static void _probe_dir(const char *dir, int parents, const char *what, char *msg
     }
 }
 
+/* Every rank sees the checkpoint directory rank 0 writes: a file rank 0 makes there, named to all,
+ * is looked up by each. Only rank 0 writes checkpoints, but a requeued job may start on other nodes:
+ * a directory of rank 0's node only (/tmp, a local disk) would make that job start over from
+ * scratch, having found nothing ("no checkpoint"), its progress lost without an error. */
+static int _shared_dir(const char *dir, dlt_comm *comm)
+{
+    char name[128] = "", path[1200], host[64];
+    dlt_agreement a = dlt_agreement_of_comm(comm);
+    dlt_err err = DLT_ERR_INIT;
+    struct stat st;
+    int fd = -1, seen, bad;
+    if (comm->rank == 0) {
+        dlt_node_name(host, sizeof(host));
+        snprintf(name, sizeof(name), ".dltrain-shared-test.%.64s.%ld", host, (long)getpid());
+        snprintf(path, sizeof(path), "%.1000s/%s", dir, name);
+        if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+            name[0] = '\0'; /* the probe above just wrote one: said below as not seen */
+        else
+            close(fd);
+    }
+    if (dlt_agree_share(&a, name, sizeof(name), 0, &err) != 0) {
+        dlt_rank_say(comm->rank, "%s", err.msg);
+        if (comm->rank == 0 && name[0])
+            unlink(path);
+        return DLT_RUN_REFUSED;
+    }
+    name[sizeof(name) - 1] = '\0';
+    snprintf(path, sizeof(path), "%.1000s/%s", dir, name);
+    seen = name[0] && stat(path, &st) == 0;
+    if (!seen && comm->rank != 0) {
+        dlt_node_name(host, sizeof(host));
+        dlt_rank_say(comm->rank, "on node %s, --checkpoint-dir %s does not hold the file rank 0 just made there", host,
+                     dir);
+    }
+    bad = _failures(comm, !seen);
+    if (comm->rank == 0 && name[0])
+        unlink(path);
+    if (bad == 0)
+        return DLT_RUN_DONE;
+    if (comm->rank == 0 && bad > 0)
+        fprintf(stderr,
+                "dltrain: %d rank(s) do not see what rank 0 writes in --checkpoint-dir %s: it must be one directory "
+                "that every node shares (a job requeued onto other nodes would find no checkpoint there and start "
+                "over)\n",
+                bad, dir);
+    return DLT_RUN_REFUSED_USAGE;
+}
+
 int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, const char *tensorboard_dir,
                           dlt_comm *comm)
 {
@@ -271,7 +320,9 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
         _probe_dir(tensorboard_dir, 1, "TensorBoard directory (--tensorboard)", msg, sizeof(msg));
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
-    return _failures(comm, msg[0] != 0) != 0 ? DLT_RUN_REFUSED_USAGE : DLT_RUN_DONE;
+    if (_failures(comm, msg[0] != 0) != 0)
+        return DLT_RUN_REFUSED_USAGE;
+    return checkpoint_dir && comm->size > 1 ? _shared_dir(checkpoint_dir, comm) : DLT_RUN_DONE;
 }
 
 int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const char *checkpoint_dir,
