@@ -81,7 +81,7 @@ static _async_op *_op_new(void)
     if (!op)
         return NULL;
     pthread_mutex_init(&op->mu, NULL);
-    pthread_cond_init(&op->cv, NULL);
+    dltpmix_cond_init(&op->cv);
     return op;
 }
 
@@ -120,10 +120,19 @@ static void _value_cb(pmix_status_t status, pmix_value_t *kv, void *cbdata)
     _op_complete(cbdata, status);
 }
 
-static struct timespec _deadline(double seconds)
+void dltpmix_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+struct timespec dltpmix_deadline(double seconds)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += (time_t)seconds;
     ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
     if (ts.tv_nsec >= 1000000000L) {
@@ -583,7 +592,7 @@ static void _name_missing_ranks(dltpmix_ctx *ctx, uint64_t seq, char *out, size_
     char key[DLTPMIX_KEY_MAX];
     int n = ctx->info.size, named = 0, missing = 0;
     _async_op **ops = calloc((size_t)n, sizeof(*ops));
-    struct timespec deadline = _deadline(DLTPMIX_PROBE_S);
+    struct timespec deadline = dltpmix_deadline(DLTPMIX_PROBE_S);
     size_t used = 0;
 
     out[0] = '\0';
@@ -668,7 +677,7 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
     PMIX_LOAD_PROCID(&op->proc, ctx->me.nspace, PMIX_RANK_WILDCARD);
     PMIX_INFO_LOAD(&op->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
     op->ninfo = 1;
-    deadline = _deadline(ctx->timeout_s);
+    deadline = dltpmix_deadline(ctx->timeout_s);
     /* GCC 12 misreads the procs[] parameter as a 256-byte region (false positive). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overread"
@@ -718,8 +727,24 @@ static int _get_frame(dltpmix_ctx *ctx, const char *what, const char *key, int r
     const char *why = NULL;
     int ret = 0;
 
-    PMIX_LOAD_PROCID(&p, ctx->me.nspace, (pmix_rank_t)rank);
-    rc = PMIx_Get(&p, key, NULL, 0, &val);
+    /* After the fence with data collection the value is here or nowhere: PMIX_IMMEDIATE answers from
+     * the local store at once (openpmix pmix_client_get.c), where a plain Get of a key that never
+     * came (ranks calling different collectives at the same sequence number) would go to the server
+     * and wait on Slurm's direct modex. */
+    {
+        pmix_info_t imm;
+        bool yes = true;
+        PMIX_INFO_CONSTRUCT(&imm);
+        PMIX_INFO_LOAD(&imm, PMIX_IMMEDIATE, &yes, PMIX_BOOL);
+        PMIX_LOAD_PROCID(&p, ctx->me.nspace, (pmix_rank_t)rank);
+        rc = PMIx_Get(&p, key, &imm, 1, &val);
+        PMIX_INFO_DESTRUCT(&imm);
+    }
+    if (rc == PMIX_ERR_NOT_FOUND)
+        return dltpmix_set_error(ctx, DLTPMIX_ERR_MISMATCH,
+                                 "dltpmix: %s: rank %d published no %s in this collective: the ranks called "
+                                 "collectives in a different order",
+                                 what, rank, key);
     if (rc != PMIX_SUCCESS)
         return _pmix_fail(ctx, rc, "%s: PMIx_Get(rank %d, %s)", what, rank, key);
     if (val->type != PMIX_BYTE_OBJECT) {

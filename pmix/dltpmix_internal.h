@@ -5,8 +5,10 @@
 #define DLTPMIX_INTERNAL_H
 
 #include <pmix.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/status.h"
 #include "dltpmix.h"
@@ -24,5 +26,10 @@ struct dltpmix_ctx {
 };
 
 int dltpmix_set_error(dltpmix_ctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Timed waits on the monotonic clock (a step of the wall clock moves no bound): a condition
+ * variable that times out on it, and the deadline `seconds` (fractions kept) from now. */
+void dltpmix_cond_init(pthread_cond_t *cv);
+struct timespec dltpmix_deadline(double seconds);
 
 #endif

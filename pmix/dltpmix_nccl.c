@@ -233,7 +233,7 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     if (!j)
         return dltpmix_set_error(ctx, DLTPMIX_ERR_NOMEM, "dltpmix: out of memory");
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
+    dltpmix_cond_init(&j->cv);
     j->device = cuda_device;
     j->size = ctx->info.size;
     j->rank = ctx->info.rank;
@@ -247,8 +247,7 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     }
     pthread_attr_destroy(&attr);
     end = dlt_now() + ctx->timeout_s;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)ctx->timeout_s;
+    deadline = dltpmix_deadline(ctx->timeout_s);
     pthread_mutex_lock(&j->mu);
     while (!j->done && err != ETIMEDOUT && dlt_now() < end)
         err = pthread_cond_timedwait(&j->cv, &j->mu, &deadline);

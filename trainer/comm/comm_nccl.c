@@ -111,8 +111,14 @@ static void _destroy(dlt_comm *c)
 {
     nccl_impl *m = _impl(c);
     if (m) {
-        if (m->nccl && m->s)
-            cudaStreamSynchronize(m->s);
+        /* Queued work done first, watching the peers as every wait does: a kernel still waiting for
+         * a lost peer would hold a plain cudaStreamSynchronize for ever. Then a communicator that
+         * could not finish is aborted, not destroyed (dlt_nccl_release aborts one with an error). */
+        dlt_err teardown = DLT_ERR_INIT;
+        if (m->nccl && m->s && dlt_cuda_stream_wait(m->s, &c->peers, &teardown) != 0) {
+            ncclCommAbort(m->nccl);
+            m->nccl = NULL;
+        }
         dlt_nccl_release(m->nccl);
         cudaFree(m->dbuf);
         cudaFreeHost(m->pinned);
