@@ -863,6 +863,15 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
                              "dltpmix: built without NCCL; rebuild with --with-cuda=DIR where nccl.h and libnccl are");
 }
 
+int dltpmix_nccl_comm_refuse(dltpmix_ctx *ctx, const char *why)
+{
+    (void)why;
+    if (!ctx)
+        return DLTPMIX_ERR_NOTBUILT;
+    return dltpmix_set_error(ctx, DLTPMIX_ERR_NOTBUILT,
+                             "dltpmix: built without NCCL; rebuild with --with-cuda=DIR where nccl.h and libnccl are");
+}
+
 int dltpmix_have_nccl(void)
 {
     return 0;

@@ -68,6 +68,13 @@ int dltpmix_finalize(dltpmix_ctx *ctx);
 struct ncclComm;
 int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **comm);
 
+/* For a rank that cannot call dltpmix_nccl_comm_init (its device or stream could not be set up):
+ * takes part in the bootstrap's first exchange saying why, so that every other rank's
+ * dltpmix_nccl_comm_init ends at once naming this rank and why, instead of waiting out the timeout.
+ * Returns DLTPMIX_ERR_NCCL, its error naming every rank that could not join (or the exchange's own
+ * failure). */
+int dltpmix_nccl_comm_refuse(dltpmix_ctx *ctx, const char *why);
+
 /* 1 when the library was built with NCCL. */
 int dltpmix_have_nccl(void);
 

@@ -168,7 +168,7 @@ typedef struct {
  * this one collective, so every rank ends at once naming it, instead of the others waiting out the
  * timeout in a broadcast it never joins and blaming it for not arriving. 0 and *id (rank 0's), or
  * an error naming the ranks that cannot join (this rank's own cause first when it is one). */
-static int _join(dltpmix_ctx *ctx, int cuda_device, ncclUniqueId *id)
+static int _join(dltpmix_ctx *ctx, int cuda_device, const char *refused, ncclUniqueId *id)
 {
     join_record mine, *all = calloc((size_t)ctx->info.size, sizeof(*all));
     char others[640] = "";
@@ -177,7 +177,10 @@ static int _join(dltpmix_ctx *ctx, int cuda_device, ncclUniqueId *id)
     ncclResult_t nr;
     memset(&mine, 0, sizeof(mine));
     pthread_once(&g_lib.once, _load);
-    if (g_lib.why[0]) {
+    if (refused) {
+        mine.status = DLTPMIX_ERR_NCCL;
+        snprintf(mine.why, sizeof(mine.why), "%s", refused);
+    } else if (g_lib.why[0]) {
         mine.status = DLTPMIX_ERR_NCCL;
         snprintf(mine.why, sizeof(mine.why), "%.219s", g_lib.why);
     } else if ((ce = g_lib.cudaSetDevice(cuda_device)) != cudaSuccess) {
@@ -227,7 +230,7 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     if (!ctx || !out)
         return ctx ? dltpmix_set_error(ctx, DLTPMIX_ERR_ARG, "dltpmix_nccl_comm_init: NULL argument") : DLTPMIX_ERR_ARG;
     *out = NULL;
-    if ((rc = _join(ctx, cuda_device, &id)) != 0)
+    if ((rc = _join(ctx, cuda_device, NULL, &id)) != 0)
         return rc;
     j = calloc(1, sizeof(*j));
     if (!j)
@@ -276,4 +279,13 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
     *out = (struct ncclComm *)j->comm;
     _job_release(j);
     return 0;
+}
+
+int dltpmix_nccl_comm_refuse(dltpmix_ctx *ctx, const char *why)
+{
+    ncclUniqueId id;
+    if (!ctx)
+        return DLTPMIX_ERR_ARG;
+    dlt_err_clear(&ctx->err);
+    return _join(ctx, -1, why && *why ? why : "(no reason given)", &id);
 }

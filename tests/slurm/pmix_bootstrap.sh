@@ -6,7 +6,7 @@
 # cannot join, and the MPI host communicator.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 2
-tap_plan 15
+tap_plan 16
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
@@ -83,8 +83,15 @@ if [[ -n $rt ]]; then
           $out == *"probe rank=1 nccl-init rc="*"dltpmix: cannot load $rt"*"1 of 2 rank(s) cannot join NCCL"* ]]; then
       ok "NCCL bootstrap: rank 1 without a CUDA runtime: both ranks end in ${el}s, rank 0 naming rank 1's cause"
     else not_ok "NCCL bootstrap with one rank unable to join (rc=$rc, ${el}s)"; echo "$out" | diag; fi
-  else not_ok "cannot build the stand-in CUDA runtime and NCCL"; fi
-else ok "# SKIP libdltpmix built without NCCL"; fi
+    # The same when a rank fails before it can call the bootstrap (its device set-up) and says so.
+    start=$SECONDS
+    out=$(LD_LIBRARY_PATH=$WORK/fakecu timeout 60 srun --quiet -N2 -n2 "$PROBE" --timeout 30 --nccl-init 0 --nccl-refuse-rank 1 2>&1); rc=$?
+    el=$((SECONDS - start))
+    if ((rc != 0 && el < 20)) && [[ $out == *"probe rank=0 nccl-init rc="*"(rank 1: probe: this rank's device set-up failed)"* ]]; then
+      ok "dltpmix_nccl_comm_refuse on rank 1: rank 0's bootstrap ends in ${el}s with rank 1's reason"
+    else not_ok "dltpmix_nccl_comm_refuse (rc=$rc, ${el}s)"; echo "$out" | diag; fi
+  else not_ok "cannot build the stand-in CUDA runtime and NCCL"; ok "# SKIP no stand-ins"; fi
+else ok "# SKIP libdltpmix built without NCCL"; ok "# SKIP libdltpmix built without NCCL"; fi
 out=$(timeout 60 srun --quiet -N1 -n1 "$DLTRAIN" env --comm single 2>&1); rc=$?
 if ((rc == 0)) && [[ $out == *"1 rank(s) on 1 node(s)"* && $out == *"(single, sum of ranks 0)"* ]]; then ok "single-rank path needs no MPI"; else not_ok "single rank (rc=$rc)"; echo "$out" | diag; fi
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pmix_probe: a PMIx bootstrap exercise for the Slurm integration tests: broadcast from rank 0
  * and from the last rank, all-gather of Slurm's own view, each checked against Slurm's env.
- * --nccl-init DEVICE instead: only the NCCL bootstrap, printing what dltpmix_nccl_comm_init says. */
+ * --nccl-init DEVICE instead: only the NCCL bootstrap, printing what dltpmix_nccl_comm_init says
+ * (with --nccl-refuse-rank R, rank R calls dltpmix_nccl_comm_refuse instead). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
     unsigned char blob0[128], blobn[128];
     char hex0[257], hexn[257], err[1024];
     _record mine, *all;
-    int exit_rank = -1, stall_rank = -1, stall_s = 0, bad = 0, nccl_device = -1;
+    int exit_rank = -1, stall_rank = -1, stall_s = 0, bad = 0, nccl_device = -1, refuse_rank = -1;
 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
             stall_s = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--nccl-init") && i + 1 < argc)
             nccl_device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--nccl-refuse-rank") && i + 1 < argc)
+            refuse_rank = atoi(argv[++i]);
     }
     if (dltpmix_init(&ctx, &opts, err, sizeof(err)) != 0) {
         fprintf(stderr, "probe: init failed: %s\n", err);
@@ -66,7 +69,8 @@ int main(int argc, char **argv)
     in = dltpmix_get_info(ctx);
     if (nccl_device >= 0) { /* the NCCL bootstrap alone: what it says where NCCL cannot be loaded */
         struct ncclComm *comm = NULL;
-        int rc = dltpmix_nccl_comm_init(ctx, nccl_device, &comm);
+        int rc = in->rank == refuse_rank ? dltpmix_nccl_comm_refuse(ctx, "probe: this rank's device set-up failed")
+                                         : dltpmix_nccl_comm_init(ctx, nccl_device, &comm);
         printf("probe rank=%d nccl-init rc=%d: %s\n", in->rank, rc, rc ? dltpmix_error(ctx) : "ok");
         dltpmix_finalize(ctx);
         return rc ? 5 : 0;

@@ -216,13 +216,14 @@ int dlt_comm_nccl_create(dlt_comm **out, dltpmix_ctx *px, int cuda_device, dlt_e
     c->impl = m;
     c->rank = info->rank;
     c->size = info->size;
-    if ((rc = dlt_cuda_select_device(cuda_device, &dev, err)) != 0) {
+    /* A rank that cannot get as far as the bootstrap still takes part in its first exchange, saying
+     * why: the others end at once naming it, instead of waiting out the timeout for it. */
+    if ((rc = dlt_cuda_select_device(cuda_device, &dev, err)) != 0 ||
+        (cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking) != cudaSuccess &&
+         (rc = dlt_fail(err, -EIO, "cannot create a CUDA stream on device %d", dev)) != 0)) {
+        dltpmix_nccl_comm_refuse(px, err->msg);
         _destroy(c);
         return rc;
-    }
-    if (cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking) != cudaSuccess) {
-        _destroy(c);
-        return dlt_fail(err, -EIO, "cannot create a CUDA stream on device %d", dev);
     }
     if (dltpmix_nccl_comm_init(px, dev, &nc) != 0) {
         _destroy(c);
