@@ -125,11 +125,12 @@ static int _file_crc(const char *path, uint32_t *crc, size_t *size, dlt_err *err
         fclose(f);
         return dlt_fail(err, -ENOMEM, "out of memory reading %s", path);
     }
+    errno = 0; /* fread's failure keeps read's errno (ESTALE on NFS, EIO): the cause said, not a guess */
     while ((n = fread(buf, 1, 1 << 16, f)) > 0) {
         c = dlt_crc32(c, buf, n);
         total += n;
     }
-    e = ferror(f) ? EIO : 0;
+    e = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     free(buf);
     if (e) {
