@@ -9,8 +9,11 @@
 # every rank with status 4; site thresholds (--min-tflops, --min-busbw) name what is below them;
 # and contrib/sbatch/health-check-train.sbatch excludes the node the check named and requeues itself.
 . "$(dirname "$0")/lib.sh"
+# Slurm holds a requeued job cred_expire seconds (120 by default) before it may start again: 30 here
+# (test 15 waits the hold out).
+export DLT_CLUSTER_CRED_EXPIRE=30
 cluster_up 2 18
-tap_plan 14
+tap_plan 15
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 cd /tmp
 SRUN=(srun --quiet --gpus-per-node=2 --mpi=pmix --dl-train)
@@ -207,4 +210,24 @@ else not_ok "requeue into too few nodes (job state '${left}')"; tail -4 "$WORK/s
 else
   for _ in $(seq 2); do ok "$NO_HOOKS: DLT_TEST_FAULT_GEMM_RANK"; done
 fi
+# 15: the template as shipped, on healthy nodes, preempted (SIGUSR1 as Slurm sends it before a time
+# limit or a preemption): dltrain checkpoints into OUT/ckpt and exits 75, the job requeues itself,
+# checks the nodes again and resumes from that checkpoint to the end.
+rm -rf "$WORK/sb3"; mkdir -p "$WORK/sb3"
+small="--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 512 --warmup-epochs 0 --lr 0.4 --log-every 4 --batch 8 --epochs 2"
+jid=$(sbatch --parsable -N1 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 -o "$WORK/sb3/job.out" \
+  --export=ALL,DLTRAIN="$DLTRAIN",OUT="$WORK/sb3",CHECK_ARGS="--gemm-size 128 --max-bytes 1K --iters 2",TRAIN_ARGS="$small" \
+  "$DLT_SRCDIR/contrib/sbatch/health-check-train.sbatch")
+for _ in $(seq 600); do grep -q '"step":8,' "$WORK/sb3/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+scancel --signal=USR1 "$jid"
+for _ in $(seq 1800); do [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break; sleep 0.2; done
+stopped=$(sed -n 's/.*stop requested (signal) at step \([0-9]*\): checkpointing.*/\1/p' "$WORK/sb3/job.out" | head -1)
+restarts=$(scontrol show job "$jid" 2>/dev/null | grep -o 'Restarts=[0-9]*')
+scancel "$jid" 2>/dev/null
+if [[ -n $stopped && ${restarts:-Restarts=1} == Restarts=1 ]] &&
+   grep -q 'stopped for preemption/time limit after checkpointing: requeueing' "$WORK/sb3/job.out" &&
+   grep -q "resumed from $WORK/sb3/ckpt/ckpt-$(printf %08d "$stopped")" "$WORK/sb3/job.out" &&
+   grep -q 'done: 64 steps' "$WORK/sb3/job.out" && [[ $(grep -c 'health-check-train.sbatch: job .* restart' "$WORK/sb3/job.out") == 2 ]]; then
+  ok "health-check-train.sbatch preempted at step $stopped: checkpoint, exit 75, requeued, checked again, resumed to all 64 steps"
+else not_ok "health-check-train.sbatch preemption (stop at step ${stopped:-?}, ${restarts:-?})"; grep -v 'step [0-9]*/' "$WORK/sb3/job.out" | tail -10 | diag; fi
 exit 0
