@@ -307,6 +307,10 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
     c->resume_chosen = c->resume && (!strcmp(c->resume, "auto") || !strcmp(c->resume, "auto-or-fresh"));
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
         return rc;
+    /* After the resume's own agreement (which names what each rank found), for the runs it lets
+     * through: a directory of one node where no rank found a checkpoint, or no --resume at all. */
+    if ((rc = dlt_preflight_shared_dir(c->checkpoint_dir, comm)) != 0)
+        return rc;
     if (!c->resume)
         return DLT_RUN_DONE;
     dlt_run_config_text(c, comm->size, now, sizeof(now));

@@ -180,6 +180,19 @@ int dlt_resume_compare(const char *recorded, const char *now, const char *overri
     return nrefused;
 }
 
+int dlt_run_save_required(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
+{
+    int rc = dlt_run_save(r, step, epoch, wd);
+    if (rc != DLT_SAVE_SKIPPED)
+        return rc;
+    /* A stop would exit 75 as saved and be requeued onto the same divergence; the run's end would
+     * say success with no final checkpoint. */
+    return dlt_fail(r->err, -ERANGE,
+                    "weights not finite at step %" PRId64 ": no checkpoint written (the previous one stays): the run "
+                    "diverged (a lower --lr, or --precision fp32)",
+                    step);
+}
+
 int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
 {
     const dlt_train_config *c = &r->cfg;
@@ -194,14 +207,15 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched): "
                                "reading the weights back",
                                step);
-    /* Never replace a good checkpoint with diverged weights, and never say a checkpoint was made
-     * when none was: a stop would exit 75 as saved, the run's end would say success. */
+    /* Never replace a good checkpoint with diverged weights (the next loss will stop the run). */
     for (size_t i = 0; i < r->net.model.nparams; i++)
-        if (!isfinite(r->net.params[i]))
-            return dlt_fail(r->err, -ERANGE,
-                            "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
-                            "stays): the run diverged (a lower --lr, or --precision fp32)",
-                            step);
+        if (!isfinite(r->net.params[i])) {
+            dlt_log_warn(&r->log,
+                         "weights not finite at step %" PRId64 ": checkpoint not written (the previous one "
+                         "stays)",
+                         step);
+            return DLT_SAVE_SKIPPED;
+        }
     memset(&st, 0, sizeof(st));
     st.step = step;
     st.epoch = epoch;

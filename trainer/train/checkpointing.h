@@ -11,8 +11,14 @@
 #include "trainer/train/run.h"
 #include "trainer/train/watchdog.h"
 
-/* Rank 0 writes ckpt-STEP (when --checkpoint-dir is set); a failure keeps the previous one. */
+/* Rank 0 writes ckpt-STEP (when --checkpoint-dir is set); a failure keeps the previous one. Weights
+ * that are not finite are never written: DLT_SAVE_SKIPPED (said), which a periodic save takes as
+ * done (the next loss stops the run through --max-bad-steps) and a stop or the run's end as the
+ * failure it is (dlt_run_save_required). */
+#define DLT_SAVE_SKIPPED 1
 int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);
+/* dlt_run_save where a checkpoint must come of it (a stop, the run's end): a skipped one fails. */
+int dlt_run_save_required(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd);
 /* Loads the weights --init names, or the checkpoint --resume names (a path: the CLI resolves
  * auto before launch), into the host copies; *step is where it stopped (0 without --resume). */
 int dlt_run_resume(dlt_run *r, int64_t *step);

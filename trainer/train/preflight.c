@@ -256,13 +256,15 @@ static void _probe_dir(const char *dir, int parents, const char *what, char *msg
  * is looked up by each. Only rank 0 writes checkpoints, but a requeued job may start on other nodes:
  * a directory of rank 0's node only (/tmp, a local disk) would make that job start over from
  * scratch, having found nothing ("no checkpoint"), its progress lost without an error. */
-static int _shared_dir(const char *dir, dlt_comm *comm)
+int dlt_preflight_shared_dir(const char *dir, dlt_comm *comm)
 {
     char name[128] = "", path[1200], host[64];
     dlt_agreement a = dlt_agreement_of_comm(comm);
     dlt_err err = DLT_ERR_INIT;
     struct stat st;
     int fd = -1, seen, bad;
+    if (!dir || comm->size < 2)
+        return DLT_RUN_DONE;
     if (comm->rank == 0) {
         dlt_node_name(host, sizeof(host));
         snprintf(name, sizeof(name), ".dltrain-shared-test.%.64s.%ld", host, (long)getpid());
@@ -320,9 +322,7 @@ int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, 
         _probe_dir(tensorboard_dir, 1, "TensorBoard directory (--tensorboard)", msg, sizeof(msg));
     if (msg[0])
         fprintf(stderr, "dltrain: %s (rank 0 writes it; checked before training so that no rank waits on it)\n", msg);
-    if (_failures(comm, msg[0] != 0) != 0)
-        return DLT_RUN_REFUSED_USAGE;
-    return checkpoint_dir && comm->size > 1 ? _shared_dir(checkpoint_dir, comm) : DLT_RUN_DONE;
+    return _failures(comm, msg[0] != 0) != 0 ? DLT_RUN_REFUSED_USAGE : DLT_RUN_DONE;
 }
 
 int dlt_preflight_claims(dlt_run_claims *claims, const char *metrics_path, const char *checkpoint_dir,

@@ -47,6 +47,11 @@ int dlt_preflight_resume_settings(const char *path, const char *now, const char 
 int dlt_preflight_outputs(const char *metrics_path, const char *checkpoint_dir, const char *tensorboard_dir,
                           dlt_comm *comm);
 
+/* Every rank sees the files rank 0 makes in the checkpoint directory (refused otherwise, with
+ * DLT_RUN_REFUSED_USAGE: a job requeued onto other nodes would find no checkpoint there and start
+ * over). One rank, or no directory: nothing to check. */
+int dlt_preflight_shared_dir(const char *dir, dlt_comm *comm);
+
 /* dltrain train: rank 0 claims the run's outputs (run_lock.h), waiting for this job's previous
  * incarnation when a requeue meets it still ending, before --resume auto chooses a checkpoint: the
  * choice then sees everything that run saved, and no pruning of it races the scan. Every rank

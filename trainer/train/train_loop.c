@@ -224,8 +224,8 @@ static void _log(dlt_run *r, loop_state *t, const dlt_step_plan *p, const dlt_st
  * rank 0's words (status 1, not 75: no new checkpoint was written). */
 static int _save_for_stop(dlt_run *r, loop_state *t)
 {
-    int rc =
-        t->save_err.code ? dlt_fail_take(r->err, &t->save_err) : dlt_run_save(r, t->step, t->step / t->spe, &t->wd);
+    int rc = t->save_err.code ? dlt_fail_take(r->err, &t->save_err)
+                              : dlt_run_save_required(r, t->step, t->step / t->spe, &t->wd);
     if ((rc = dlt_run_agree_first_failure(r, rc)) != 0)
         return rc;
     dlt_log(&r->log, DLT_LOG_INFO,
@@ -259,7 +259,9 @@ static int _checkpoint(dlt_run *r, loop_state *t, const dlt_step_result *s)
     if (t->step < t->total && t->st.bad_steps == 0 &&
         ((c->checkpoint_every > 0 && t->step % c->checkpoint_every == 0) ||
          (c->checkpoint_minutes > 0 && dlt_now() - t->last_ckpt >= 60 * c->checkpoint_minutes))) {
-        if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) != 0 && r->comm->size > 1) {
+        if ((rc = dlt_run_save(r, t->step, t->step / t->spe, &t->wd)) == DLT_SAVE_SKIPPED)
+            rc = 0; /* said; the next loss stops the run (--max-bad-steps) */
+        if (rc != 0 && r->comm->size > 1) {
             dlt_fail_take(&t->save_err, r->err);
             dlt_err_clear(r->err);
             *dlt_stop_signal_flag() = 1; /* the next step stops every rank: see loop_state.save_err */
@@ -379,7 +381,8 @@ static int _finish(dlt_run *r, loop_state *t)
                      (long long)bad, r->comm->size);
     _renamed_summary(r);
     /* Agreed: only rank 0 writes, and the others must not go on into the summary's gather alone. */
-    DLT_TRY_GOTO(r->err, rc, dlt_run_agree_first_failure(r, dlt_run_save(r, t->step, t->step / t->spe, &t->wd)), fail,
+    DLT_TRY_GOTO(r->err, rc,
+                 dlt_run_agree_first_failure(r, dlt_run_save_required(r, t->step, t->step / t->spe, &t->wd)), fail,
                  NULL);
     dlt_run_log_summary(&r->log, t->step, r->cfg.baseline);
     if ((rc = dlt_straggler_summary(&t->straggler, r->comm, &r->log, dlt_now() - r->log.t_start)) !=
