@@ -694,12 +694,11 @@ static int _put_commit_fence(dltpmix_ctx *ctx, const char *what, const char *key
     rc = completed ? op->status : PMIX_ERR_TIMEOUT;
     if (completed)
         _op_free(op);
-    if (rc == PMIX_ERR_TIMEOUT) {
+    if (rc == PMIX_ERR_TIMEOUT) { /* completed: the server's own bound; else this library's */
         char missing[256];
-        int server = completed;
         ctx->broken = 1;
         _name_missing_ranks(ctx, ctx->seq, missing, sizeof(missing));
-        if (server)
+        if (completed)
             return dltpmix_set_error(ctx, DLTPMIX_ERR_TIMEOUT,
                                      "dltpmix: %s (collective #%llu) timed out at the PMIx server's own bound on rank "
                                      "%d of %d; ranks that never arrived: %s (Slurm's PMIxTimeout in mpi.conf bounds "
@@ -866,10 +865,7 @@ int dltpmix_nccl_comm_init(dltpmix_ctx *ctx, int cuda_device, struct ncclComm **
 int dltpmix_nccl_comm_refuse(dltpmix_ctx *ctx, const char *why)
 {
     (void)why;
-    if (!ctx)
-        return DLTPMIX_ERR_NOTBUILT;
-    return dltpmix_set_error(ctx, DLTPMIX_ERR_NOTBUILT,
-                             "dltpmix: built without NCCL; rebuild with --with-cuda=DIR where nccl.h and libnccl are");
+    return dltpmix_nccl_comm_init(ctx, -1, NULL); /* the same refusal: built without NCCL */
 }
 
 int dltpmix_have_nccl(void)

@@ -131,14 +131,9 @@ static int _cuda(probe *p, cudaError_t e, const char *what)
 /* A cuDNN call's failure, with cuDNN's own last message (which names the rule a graph broke). */
 static int _dnn(probe *p, cudnnStatus_t st, const char *what)
 {
-    char last[256] = "";
     if (st == CUDNN_STATUS_SUCCESS)
         return 0;
-    cudnnGetLastErrorString(last, sizeof(last));
-    snprintf(p->err, sizeof(p->err), "%s: %s%s%s", what, cudnnGetErrorString(st), last[0] ? ": " : "", last);
-    for (char *c = p->err; *c; c++)
-        if (*c == '\n')
-            *c = ' ';
+    dlt_cg_status_words(st, what, p->err, sizeof(p->err));
     return -1;
 }
 #define DNN(p, call) _dnn((p), (call), #call)

@@ -225,9 +225,10 @@ void dlt_cu_conv_free_descriptors(dlt_op *op)
  * numerical notes say reduced precision or down-converted inputs are never taken (the point is an
  * fp32 gradient), and auto tries only engines shipped compiled: one compiled at run time (NVRTC)
  * costs seconds per plan at finalize, every run, which the few microseconds a step saved here
- * would not pay back in a benchmark's launch; on takes those too. The padded stem keeps the legacy path (its gradient
- * is unpadded as it is cast), and so does --deterministic unless --wgrad-fp32 on (then only engines without cuDNN's
- * non-deterministic note). The choice is not kept by --cudnn-cache: each run times it again. */
+ * would not pay back in a benchmark's launch; on takes those too. The padded stem keeps the legacy
+ * path (its gradient is unpadded as it is cast), and so does --deterministic unless --wgrad-fp32 on
+ * (then only engines without cuDNN's non-deterministic note). The choice is not kept by
+ * --cudnn-cache: each run times it again. */
 #define WG_PLANS 3
 #define WG_REPS 5
 
@@ -241,15 +242,20 @@ typedef struct {
 
 static int _wgrad_legacy(dlt_backend *be, dlt_op *op, const void *x, const void *dy, float *dw);
 
+/* dw = the fp32 filter gradient of op's geometry by plan (op's entry's pool gets cuDNN's words). */
+static cudnnStatus_t _wgrad_graph(cuda_backend *c, const dlt_op *op, cudnnBackendDescriptor_t plan, const void *x,
+                                  const void *dy, float *dw)
+{
+    int64_t uids[3] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
+    void *ptrs[3] = {(void *)x, (void *)dy, dw};
+    return dlt_cg_execute(op->algo->wg_pool, c->dnn, plan, 3, uids, ptrs, c->ws);
+}
+
 static int _wg_once(wg_run *r)
 {
-    cuda_backend *c = _cu(r->be);
     if (!r->plan)
         return _wgrad_legacy(r->be, r->op, r->x, r->dy, r->dw);
-    int64_t uids[3] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
-    void *ptrs[3] = {(void *)r->x, (void *)r->dy, r->dw};
-    cudnnStatus_t st = dlt_cg_execute(r->op->algo->wg_pool, c->dnn, r->plan, 3, uids, ptrs, c->ws);
-    return dlt_cudnn_ok(st) ? 0 : -1;
+    return dlt_cudnn_ok(_wgrad_graph(_cu(r->be), r->op, r->plan, r->x, r->dy, r->dw)) ? 0 : -1;
 }
 
 /* ms per call of r (after one warm call), or a negative value when a call failed. */
@@ -377,6 +383,16 @@ out:
         dlt_err_clear(be->err); /* a failure here is handled here */
 }
 
+/* A new geometry's entry, its legacy algorithms chosen: the workspace they need, then its
+ * filter-gradient path. */
+static int _entry_ready(dlt_backend *be, dlt_op *op, algo_entry *e)
+{
+    int rc = dlt_cu_workspace(be, e->ws);
+    if (rc == 0)
+        _wg_decide(be, op, e);
+    return rc;
+}
+
 /* The algorithms of op's geometry: from the cache, or searched and cached. */
 static int _find_algos(dlt_backend *be, dlt_op *op)
 {
@@ -411,10 +427,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
             if (_direction_descriptors(be, op) == 0 && _exact_ws(be, op, e) == 0) {
                 e->next = c->algos;
                 c->algos = e;
-                if ((rc = dlt_cu_workspace(be, e->ws)) != 0)
-                    return rc;
-                _wg_decide(be, op, e);
-                return 0;
+                return _entry_ready(be, op, e);
             }
             dlt_cu_conv_free_descriptors(op);
             memset(e, 0, sizeof(*e));
@@ -439,10 +452,7 @@ static int _find_algos(dlt_backend *be, dlt_op *op)
         return rc;
     if (c->cfg.algo_cache)
         _cache_store(be, op, e);
-    if ((rc = dlt_cu_workspace(be, e->ws)) != 0)
-        return rc;
-    _wg_decide(be, op, e);
-    return 0;
+    return _entry_ready(be, op, e);
 }
 
 void dlt_cu_conv_free_algos(cuda_backend *c)
@@ -715,9 +725,7 @@ static int _conv_bwd_weights(dlt_backend *be, dlt_op *op, const float *x, const 
         x = op->x_pad; /* padded by the forward of this step: the input has not changed since */
     /* The graph's tensors were declared 16-byte aligned: any other pointer takes the legacy path. */
     if (e->wg_plan && !(((uintptr_t)x | (uintptr_t)dy | (uintptr_t)dw) & 15)) {
-        int64_t uids[3] = {DLT_CG_X, DLT_CG_Y, DLT_CG_DW};
-        void *ptrs[3] = {(void *)x, (void *)dy, dw};
-        cudnnStatus_t st = dlt_cg_execute(e->wg_pool, c->dnn, e->wg_plan, 3, uids, ptrs, c->ws);
+        cudnnStatus_t st = _wgrad_graph(c, op, e->wg_plan, x, dy, dw);
         if (dlt_cudnn_ok(st))
             return 0;
         if (dlt_cudnn_probe_answer(st) != 1 || c->capturing)

@@ -14,19 +14,23 @@ void dlt_cg_pool_free(dlt_cg_pool *pool)
         cudnnBackendDestroyDescriptor(pool->d[--pool->n]);
 }
 
-/* A cuDNN call's failure into pool->err, with cuDNN's own last message. 0 on success, -1 else. */
-static int _dnn(dlt_cg_pool *pool, cudnnStatus_t st, const char *what)
+void dlt_cg_status_words(cudnnStatus_t st, const char *what, char *out, size_t len)
 {
     char last[256] = "";
-    if (st == CUDNN_STATUS_SUCCESS)
-        return 0;
-    if (!pool)
-        return -1;
     cudnnGetLastErrorString(last, sizeof(last));
-    snprintf(pool->err, sizeof(pool->err), "%s: %s%s%s", what, cudnnGetErrorString(st), last[0] ? ": " : "", last);
-    for (char *c = pool->err; *c; c++)
+    snprintf(out, len, "%s: %s%s%s", what, cudnnGetErrorString(st), last[0] ? ": " : "", last);
+    for (char *c = out; *c; c++)
         if (*c == '\n')
             *c = ' ';
+}
+
+/* A cuDNN call's failure into pool->err. 0 on success, -1 else. */
+static int _dnn(dlt_cg_pool *pool, cudnnStatus_t st, const char *what)
+{
+    if (st == CUDNN_STATUS_SUCCESS)
+        return 0;
+    if (pool)
+        dlt_cg_status_words(st, what, pool->err, sizeof(pool->err));
     return -1;
 }
 #define DNN(pool, call) _dnn((pool), (call), #call)

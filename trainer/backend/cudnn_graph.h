@@ -33,6 +33,10 @@ typedef struct {
 
 void dlt_cg_pool_free(dlt_cg_pool *pool);
 
+/* "WHAT: STATUS: cuDNN's last message" (cudnnGetLastErrorString, which names the rule a call broke)
+ * into out, on one line. */
+void dlt_cg_status_words(cudnnStatus_t st, const char *what, char *out, size_t len);
+
 /* The tensors' unique ids, which an execution binds pointers to. */
 enum {
     DLT_CG_X = 1, /* convolution input */

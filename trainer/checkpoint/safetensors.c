@@ -226,6 +226,7 @@ out:
 int dlt_st_commit(const char *tmp, const char *path, dlt_err *err)
 {
     char dirbuf[PATH_MAX];
+    const char *folder;
     int dfd, rc;
     if (rename(tmp, path) != 0) {
         rc = dlt_fail(err, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
@@ -236,14 +237,13 @@ int dlt_st_commit(const char *tmp, const char *path, dlt_err *err)
      * Lustre an EIO now may mean the rename is lost after a failover), so the caller keeps the
      * older checkpoints. */
     snprintf(dirbuf, sizeof(dirbuf), "%s", path);
-    dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    folder = dirname(dirbuf);
+    dfd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0) {
         int code = errno;
         if (dfd >= 0)
             close(dfd);
-        snprintf(dirbuf, sizeof(dirbuf), "%s", path);
-        return dlt_fail(err, -code, "cannot flush the folder %s after writing %s: %s", dirname(dirbuf), path,
-                        strerror(code));
+        return dlt_fail(err, -code, "cannot flush the folder %s after writing %s: %s", folder, path, strerror(code));
     }
     close(dfd);
     return 0;
