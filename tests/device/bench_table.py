@@ -11,6 +11,7 @@ verdicts prints one line each, starting PASS, FAIL or NOT MEASURED:
   - fp16 batch 256 against PyTorch eager AMP (PASS at >= MIN_RATIO);
   - fp16 and bf16 against the strongest PyTorch (fused SGD, whole-step CUDA graph; PASS at
     >= STRONG_MIN_RATIO, and whether issue #42's goal, 1.2x, is met);
+  - fp16 --fuse-bn on (variant fused) against the fp16 row (PASS at >= 1.0);
   - fp16 fed from JPEGs (variant data) against generated images (PASS at >= 0.95).
 A row dltrain did not finish is FAIL (fp16 plain) or FAIL (data); a peer not measured is NOT MEASURED.
 """
@@ -55,7 +56,11 @@ def table(rows):
             "the whole step one torch.cuda.graph (tests/device/torch_bench.py --peer strong, checked against eager first)",
             "launch s: the whole dltrain bench process (CUDA start, cuDNN algorithms from --cudnn-cache or searched, "
             "25 steps); fp16 graphs reuses the fp16 row's cached choices",
-            "nowgrad: --wgrad-fp32 off (fp16 filter gradients and their cast) against the fp16 row's auto"]
+            "nowgrad: --wgrad-fp32 off (fp16 filter gradients and their cast) against the fp16 row's auto",
+            "fused: --fuse-bn on (convolution + batch-norm chain through cuDNN's graph API)"]
+    f, p = ips(find(rows, "fp16", "fused"), "ours"), ips(f16, "ours")
+    if f and p:
+        out.append("fp16 --fuse-bn on over the fp16 row: %.3fx" % (f / p))
     return out
 
 
@@ -80,6 +85,18 @@ def verdicts(rows, need, need_strong):
                        "ratio %.2f (pass at >= %.2f; the goal %.2f %s)" % (
                            "PASS" if o / s >= need_strong else "FAIL", prec, o, s, o / s, need_strong, GOAL_STRONG,
                            "met" if o / s >= GOAL_STRONG else "not met"))
+    f = find(rows, "fp16", "fused")
+    o = ips(find(rows, "fp16", "plain"), "ours")
+    if f is None:
+        out.append("NOT MEASURED fp16 --fuse-bn on: not run (no time left)")
+    elif not o or not ips(f, "ours"):
+        out.append("FAIL fp16 --fuse-bn on: %s images/s, the fp16 row %s" % (ips(f, "ours"), o))
+    else:
+        f = ips(f, "ours")
+        out.append("%s fp16 --fuse-bn on %.1f images/s against the fp16 row's %.1f: %.3f (pass at >= 1.00: the chain "
+                   "must not be slower; issue #42's goal, 8000 on an H200 or 7200 on an H100, %s)" % (
+                       "PASS" if f >= o else "FAIL", f, o, f / o,
+                       "met on either" if f >= 8000 else "met on an H100 only" if f >= 7200 else "not met"))
     o, d = ips(find(rows, "fp16", "plain"), "ours"), find(rows, "fp16", "data")
     if d is None:
         out.append("NOT MEASURED fp16 fed from JPEGs: not run (no photos, or no time left)")

@@ -26,10 +26,10 @@ cat >"$WORK/pack/bin/dltrain" <<'SH'
 echo "dltrain $*" >>"$FAKE_LOG"
 prec= v=plain
 while [ $# -gt 0 ]; do
-  case $1 in --precision) prec=$2; shift ;; --feed) v=feed ;; --data) v=data; shift ;; --profile) v=profile ;; --cuda-graphs) v=graphs ;; --wgrad-fp32) [ "$2" = off ] && v=nowgrad; shift ;; esac
+  case $1 in --precision) prec=$2; shift ;; --feed) v=feed ;; --data) v=data; shift ;; --profile) v=profile ;; --cuda-graphs) v=graphs ;; --wgrad-fp32) [ "$2" = off ] && v=nowgrad; shift ;; --fuse-bn) [ "$2" = on ] && v=fused; shift ;; esac
   shift
 done
-case $prec:$v in fp16:plain | fp16:profile) ips=7200 ;; fp16:data) ips=6950 ;; fp16:feed) ips=7100 ;; fp16:graphs) ips=7290 ;; fp16:nowgrad) ips=7150 ;;
+case $prec:$v in fp16:plain | fp16:profile) ips=7200 ;; fp16:data) ips=6950 ;; fp16:feed) ips=7100 ;; fp16:graphs) ips=7290 ;; fp16:nowgrad) ips=7150 ;; fp16:fused) ips=7500 ;;
   bf16:*) ips=6600 ;; tf32:*) ips=3150 ;; fp32:*) ips=1300 ;; esac
 [ "$prec:$v" = fp16:plain ] && echo "dltrain: filter gradients: 14 of 20 convolution geometries written in fp32 by cuDNN's graph API, the rest in fp16 and cast (--wgrad-fp32 auto: the faster of the two, timed at planning)" >&2
 prof=
@@ -64,18 +64,20 @@ out=$(rehearse good); rc=$?
 calls=$(cat "$WORK/good.calls")
 n_eager=$(grep -c -- '--peer eager' <<<"$calls"); n_strong=$(grep -c -- '--peer strong.*--self-check' <<<"$calls")
 n_ours=$(grep -c '^dltrain bench' <<<"$calls")
-if ((rc == 2 && n_ours == 8 && n_eager == 5 && n_strong == 5)) &&
+if ((rc == 2 && n_ours == 9 && n_eager == 5 && n_strong == 5)) &&
    grep -q -- '--precision fp16 .*--wgrad-fp32 off' <<<"$calls" &&
+   [ "$(grep '^dltrain bench' <<<"$calls" | sed -n 2p | grep -c -- '--precision fp16 .*--fuse-bn on')" = 1 ] &&
    grep -q -- '--peer strong --precision fp16 --batch 256 --warmup 30 --iters 60 --feed --self-check' <<<"$calls" &&
    grep -q -- '--peer eager --precision fp16 --batch 256 --warmup 30 --iters 60 --feed$' <<<"$calls" &&
    grep -q -- '--precision fp32 .*--cudnn-cache' <<<"$calls"; then
-  ok "8 dltrain rows (no photos: the fed row left out; --wgrad-fp32 off last), each plain and feed row with both peers, --feed to both, strong with --self-check"
+  ok "9 dltrain rows (no photos: the fed row left out; --fuse-bn on second, --wgrad-fp32 off last), each plain and feed row with both peers, --feed to both, strong with --self-check"
 else not_ok "the bench calls (rc=$rc; dltrain $n_ours, eager $n_eager, strong $n_strong)"; echo "$calls" | diag; echo "$out" | tail -30 | diag; fi
 if [[ $out == *"fp16      256 plain       7200.0        5850.0   1.23x        6500.0   1.11x"* &&
       $out == *"bf16      256 plain       6600.0        4650.0   1.42x        5200.0   1.27x"* &&
       $out == *"fp16      256 graphs      7290.0        5850.0   1.25x        6500.0   1.12x"* &&
       $out == *"fp16 over strict fp32, dltrain: 5.54x"* && $out == *"fp16 over strict fp32, PyTorch strongest: 5.42x"* &&
       $out == *"fp16      256 nowgrad     7150.0        5850.0   1.22x"* &&
+      $out == *"fp16      256 fused       7500.0        5850.0   1.28x"* && $out == *"fp16 --fuse-bn on over the fp16 row: 1.042x"* &&
       $out == *"device: bench: dltrain: filter gradients: 14 of 20 convolution geometries written in fp32"* &&
       $out == *"device:   conv_fwd"*"9.100 ms"* ]]; then
   ok "the table: both peers' ratios per row, the graphs and nowgrad rows against the plain peers, fp16 over strict fp32, the profile, the filter-gradient choice"
@@ -83,6 +85,7 @@ else not_ok "the bench table"; echo "$out" | diag; fi
 if [[ $out == *"ok   bench: dltrain fp16 7200.0 images/s vs PyTorch eager AMP channels_last 5850.0 images/s"*"ratio 1.23"* &&
       $out == *"ok   bench: dltrain fp16 7200.0 images/s vs the strongest PyTorch (fused SGD, whole-step CUDA graph) 6500.0: ratio 1.11 (pass at >= 1.00; the goal 1.20 not met)"* &&
       $out == *"ok   bench: dltrain bf16 6600.0 images/s vs the strongest PyTorch"*"ratio 1.27"*"the goal 1.20 met)"* &&
+      $out == *"ok   bench: fp16 --fuse-bn on 7500.0 images/s against the fp16 row's 7200.0: 1.042 (pass at >= 1.00"*"met on an H100 only)"* &&
       $out == *"NOT TESTED bench: fp16 fed from JPEGs: not run (no photos, or no time left)"* ]]; then
   ok "verdicts: fp16 against eager (1.23), fp16 and bf16 against the strongest (1.11 goal not met, 1.27 met), the fed row not tested"
 else not_ok "the bench verdicts"; echo "$out" | grep 'bench' | diag; fi

@@ -152,6 +152,36 @@ typedef struct {
     int (*bn_bwd_relu)(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *dy, const float *gamma,
                        const float *beta, float *dx, float *dz, float *dgamma, float *dbeta);
 
+    /* Optional, all six or none (NULL: each convolution and batch norm runs on its own): the
+     * convolution + batch-norm chain of a training step, where a convolution's output feeds one
+     * batch norm alone. Statistics are 2k floats, the per-channel sum then the sum of squares;
+     * scale_bias is 2c values of the activation type, the batch norm's scale gamma/sqrt(var + eps)
+     * then its bias beta - mean * scale, so that bn(x) = x * scale + bias.
+     * conv_fuse_plan, once per convolution after its weights are bound: 0 when op can run
+     * conv_fwd_stats (prologue: and conv_bwd_weights_pro, its input being relu(bn(x)) applied on
+     * the fly, never stored); -ENOTSUP, with err saying why, when it cannot (the network then runs
+     * that convolution on its own); another negative status is an error of the run.
+     * conv_fwd_stats: y = conv(x') and its statistics, x' = x, or relu(x * scale + bias) when
+     * scale_bias is not NULL. conv_bwd_weights_pro: dw_krsc = the filter gradient of conv(x') with
+     * that x'. bn_finalize: from a convolution's statistics of op's shape, the batch mean and
+     * biased variance (float, c each) and scale_bias; a training forward of op as bn_bind_running
+     * says (the running statistics bound to op updated in the same call). bn_apply:
+     * y = relu?(x * scale + bias + z) (z may be NULL). bn_bwd_fused: the backward of y = relu?(bn(x)
+     * [+ z]) from the batch's mean and var: dx, dgamma, dbeta, and dz (NULL: none wanted) the
+     * gradient through the ReLU; its mask is y > 0, or, with y NULL (the output was never stored),
+     * x * scale + bias > 0 computed as the convolution's prologue computes it. */
+    int (*conv_fuse_plan)(dlt_backend *be, dlt_op *op, int prologue);
+    int (*conv_fwd_stats)(dlt_backend *be, dlt_op *op, const float *x, const float *scale_bias, float *y, float *stats);
+    int (*conv_bwd_weights_pro)(dlt_backend *be, dlt_op *op, const float *x, const float *scale_bias, const float *dy,
+                                float *dw_krsc);
+    int (*bn_finalize)(dlt_backend *be, dlt_op *op, const float *stats, const float *gamma, const float *beta,
+                       float *mean, float *var, float *scale_bias);
+    int (*bn_apply)(dlt_backend *be, dlt_op *op, const float *x, const float *scale_bias, const float *z, int relu,
+                    float *y);
+    int (*bn_bwd_fused)(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *scale_bias, int relu,
+                        const float *dy, const float *gamma, const float *mean, const float *var, float *dx, float *dz,
+                        float *dgamma, float *dbeta);
+
     /* Max pooling (training keeps what backward needs inside op). */
     int (*maxpool_plan)(dlt_backend *be, const dlt_act_shape *in, int k, int stride, int pad, dlt_op **op);
     int (*maxpool_fwd)(dlt_backend *be, dlt_op *op, const float *x, float *y);
@@ -306,6 +336,8 @@ typedef struct {
                              * in the run's type and cast (-1 auto: where timed faster at planning; 1: wherever
                              * cuDNN has an engine; 0: never; 2, for checks: wherever auto has a candidate,
                              * untimed) */
+    int fuse_bn;            /* CUDA fp16/bf16: the convolution + batch-norm chain through cuDNN's graph API
+                             * (conv_fuse_plan and the five ops after it); 0: each op on its own */
 } dlt_backend_config;
 
 void dlt_backend_config_defaults(dlt_backend_config *c);

@@ -463,6 +463,7 @@ void dlt_cu_conv_free_algos(cuda_backend *c)
             dlt_cg_pool_free(c->algos->wg_pool);
             free(c->algos->wg_pool);
         }
+        dlt_cu_fused_free(c->algos);
         free(c->algos);
         c->algos = n;
     }

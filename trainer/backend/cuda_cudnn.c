@@ -316,6 +316,10 @@ static int _bn_plan(dlt_backend *be, const dlt_act_shape *s, float eps, dlt_op *
     if (c->bn_fusable && !op->bn_fused &&
         (rc = _grow(be, &c->bn_scratch, NULL, &c->bn_scratch_size, _bn_count(op) * _dt_size(c->dt), c->s)) != 0)
         return rc;
+    /* The convolution + batch-norm chain's backward sums its partials here (bn_bwd_fused). */
+    if (c->ops.bn_bwd_fused &&
+        (rc = _grow(be, (void **)&c->fu_scratch, NULL, &c->fu_scratch_size, dlt_k_bn_bwd_scratch(s->c), c->s)) != 0)
+        return rc;
     return dlt_cu_workspace(be, ws);
 }
 
@@ -636,6 +640,7 @@ static void _destroy(dlt_backend *be)
     cudaFree(c->d_chunks);
     cudaFree(c->twin);
     cudaFree(c->dw_scratch);
+    cudaFree(c->fu_scratch);
     cudaFreeHost(c->pin_labels);
     cudaFreeHost(c->pin_res);
     if (c->dnn)
@@ -752,6 +757,13 @@ static void _choose_types(cuda_backend *c, dlt_precision precision)
         c->bn_fusable = 1;
         c->ops.bn_fwd_train_relu = _bn_fwd_train_relu;
         c->ops.bn_bwd_relu = _bn_bwd_relu;
+        if (c->cfg.fuse_bn)
+            dlt_cu_fused_ops(&c->ops);
+    } else if (c->cfg.fuse_bn) {
+        fprintf(stderr,
+                "dltrain: --fuse-bn: %s keeps each convolution and batch norm on its own (the chain is for "
+                "fp16 and bf16)\n",
+                dlt_precision_name(precision));
     }
     c->base.act_size = _dt_size(c->dt);
 }

@@ -34,6 +34,16 @@ typedef struct bn_choice {
     struct bn_choice *next;
 } bn_choice;
 
+/* One form of the convolution + batch-norm chain for one geometry (--fuse-bn, cuda_fused.c): its
+ * graphs' plans, planned once: state 0 not tried, 1 planned, -1 refused (why). */
+typedef struct fused_form {
+    dlt_cg_pool *pool;
+    cudnnBackendDescriptor_t fwd, wgrad; /* wgrad: the prologue form's filter gradient */
+    int64_t fwd_engine, wgrad_engine;
+    int state;
+    char why[640];
+} fused_form;
+
 typedef struct algo_entry {
     dlt_conv_shape s;
     cudnnConvolutionFwdAlgo_t fwd;
@@ -48,6 +58,9 @@ typedef struct algo_entry {
     dlt_cg_pool *wg_pool;
     cudnnBackendDescriptor_t wg_plan;
     int64_t wg_engine;
+    /* The convolution + batch-norm chain per form (0: the statistics only; 1: with the previous
+     * batch norm as the prologue, which has its own filter gradient too). */
+    fused_form fu[2];
     struct algo_entry *next;
 } algo_entry;
 
@@ -125,6 +138,10 @@ typedef struct {
      * padded stem), shared: convolutions run one after another on one stream */
     void *dw_scratch;
     size_t dw_scratch_size;
+    /* The chain's batch-norm backward partial sums (dlt_k_bn_bwd_scratch), grown at planning */
+    float *fu_scratch;
+    size_t fu_scratch_size;
+    int fu_tried, fu_fused, fu_said; /* conv_fuse_plan calls, the ones planned, a refusal said */
     /* --wgrad-fp32: geometries planned with a choice to make, and those that took the graph */
     int wg_planned, wg_graph, wg_said, wg_reported;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */
@@ -204,6 +221,11 @@ void dlt_cu_conv_ops(dlt_backend_ops *ops);
 void dlt_cu_conv_free_algos(cuda_backend *c);
 /* Destroys op's three per-direction convolution descriptors (NULL after). */
 void dlt_cu_conv_free_descriptors(dlt_op *op);
+
+/* cuda_fused.c: the convolution + batch-norm chain's six entries (--fuse-bn, fp16/bf16). */
+void dlt_cu_fused_ops(dlt_backend_ops *ops);
+/* Frees an algorithm entry's chain plans. */
+void dlt_cu_fused_free(algo_entry *e);
 
 /* cuda_step.c: the input, loss, results and optimizer entries of the ops table, and the graph ops. */
 void dlt_cu_step_ops(dlt_backend_ops *ops);

@@ -593,6 +593,185 @@ __global__ void k_bn_stats_update(float *rm, float *rv, const float *bm, const f
     }
 }
 
+/* ---- the convolution + batch-norm chain */
+
+template <typename T>
+__global__ void k_bn_finalize(const float *stats, const float *gamma, const float *beta, int C, double count, float eps,
+                              float *mean, float *var, T *sb, float *rm, float *rv, float mom, float unb)
+{
+    GRID_STRIDE(i, (size_t)C)
+    {
+        const double m = stats[i] / count, v0 = stats[C + i] / count - m * m, v = v0 > 0 ? v0 : 0;
+        const float sc = gamma[i] * rsqrtf((float)v + eps);
+        mean[i] = (float)m;
+        var[i] = (float)v;
+        st(sb, i, sc);
+        st(sb, C + i, beta[i] - (float)m * sc);
+        if (rm) {
+            rm[i] = (1.f - mom) * rm[i] + mom * (float)m;
+            rv[i] = (1.f - mom) * rv[i] + mom * (float)v * unb;
+        }
+    }
+}
+
+/* x * scale + bias as cuDNN's prologue computes it: the product rounded to float, then the sum
+ * (no fused multiply-add), so the backward's ReLU mask is the forward's. */
+__device__ __forceinline__ float bn_pre(float x, float scale, float bias)
+{
+    return __fadd_rn(__fmul_rn(x, scale), bias);
+}
+
+template <typename T> __global__ void k_bn_apply(const T *x, const T *sb, const T *z, int relu, T *y, size_t n, int C)
+{
+    GRID_STRIDE(i, n)
+    {
+        const int c = (int)(i % (size_t)C);
+        float v = bn_pre(ld(x, i), ld(sb, c), ld(sb, C + c));
+        if (z)
+            v += ld(z, i);
+        st(y, i, relu && v < 0.f ? 0.f : v);
+    }
+}
+
+/* 16 bytes at a time: C a multiple of the pack, so a pack's channels are consecutive. */
+template <typename T>
+__global__ void kv_bn_apply(const T *x, const T *sb, const T *z, int relu, T *y, size_t groups, int C)
+{
+    constexpr int N = vec16<T>::N;
+    float a[N], b[N];
+    GRID_STRIDE(g, groups)
+    {
+        const int c0 = (int)((g * N) % (size_t)C);
+        vec16<T>::load(x + g * N, a);
+        if (z)
+            vec16<T>::load(z + g * N, b);
+        for (int k = 0; k < N; k++) {
+            float v = bn_pre(a[k], ld(sb, c0 + k), ld(sb, C + c0 + k)) + (z ? b[k] : 0.f);
+            a[k] = relu && v < 0.f ? 0.f : v;
+        }
+        vec16<T>::store(y + g * N, a);
+    }
+}
+
+/* The backward's reduction: a block of kRx channels by kRy rows of pixels; thread (tx, ty) sums
+ * channel c over rows ty, ty + kRy * gridDim.y, ...; the block's kRy partials go to part[blockIdx.y]
+ * (2C floats: sum of g, sum of g (x - mean), g the gradient through the ReLU). */
+constexpr int kRx = 32, kRy = 8, kRblocks = 1024;
+
+template <typename T>
+__device__ __forceinline__ float bn_grad(const T *x, const T *y, int relu, const T *dy, size_t i, float xv, float sc,
+                                         float bi)
+{
+    float g = ld(dy, i);
+    if (relu && !(y ? ld(y, i) > 0.f : bn_pre(xv, sc, bi) > 0.f))
+        g = 0.f;
+    return g;
+}
+
+template <typename T>
+__global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *sb, int relu, const T *dy, T *dz, const float *mean,
+                                size_t P, int C, float *part)
+{
+    __shared__ float sh[2][kRy][kRx + 1];
+    const int c = blockIdx.x * kRx + threadIdx.x;
+    float s1 = 0.f, s2 = 0.f;
+    if (c < C) {
+        const float m = mean[c], sc = ld(sb, c), bi = ld(sb, C + c);
+        for (size_t p = blockIdx.y * (size_t)kRy + threadIdx.y; p < P; p += (size_t)gridDim.y * kRy) {
+            const size_t i = p * C + c;
+            const float xv = ld(x, i), g = bn_grad(x, y, relu, dy, i, xv, sc, bi);
+            if (dz)
+                st(dz, i, g);
+            s1 += g;
+            s2 += g * (xv - m);
+        }
+    }
+    sh[0][threadIdx.y][threadIdx.x] = s1;
+    sh[1][threadIdx.y][threadIdx.x] = s2;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float a = 0.f, b = 0.f;
+        for (int k = 0; k < kRy; k++)
+            a += sh[0][k][threadIdx.x], b += sh[1][k][threadIdx.x];
+        part[(size_t)blockIdx.y * 2 * C + c] = a;
+        part[(size_t)blockIdx.y * 2 * C + C + c] = b;
+    }
+}
+
+/* The partials' totals in block order (double), dgamma and dbeta, and the data gradient's
+ * per-channel coefficients: dx = coef[c] (g - coef[C + c] - (x - mean) coef[2C + c]). */
+__global__ void k_bn_bwd_finish(const float *part, int rows, int C, double count, const float *gamma, const float *var,
+                                float eps, float *dgamma, float *dbeta, float *coef)
+{
+    GRID_STRIDE(c, (size_t)C)
+    {
+        double a = 0, b = 0;
+        for (int r = 0; r < rows; r++)
+            a += part[(size_t)r * 2 * C + c], b += part[(size_t)r * 2 * C + C + c];
+        const float inv = rsqrtf(var[c] + eps);
+        dbeta[c] = (float)a;
+        dgamma[c] = (float)b * inv;
+        coef[c] = gamma[c] * inv;
+        coef[C + c] = (float)(a / count);
+        coef[2 * C + c] = inv * inv * (float)(b / count);
+    }
+}
+
+template <typename T>
+__global__ void k_bn_bwd_apply(const T *x, const T *y, const T *sb, int relu, const T *dy, const float *mean,
+                               const float *coef, T *dx, size_t n, int C)
+{
+    GRID_STRIDE(i, n)
+    {
+        const int c = (int)(i % (size_t)C);
+        const float xv = ld(x, i), g = bn_grad(x, y, relu, dy, i, xv, ld(sb, c), ld(sb, C + c));
+        st(dx, i, coef[c] * (g - coef[C + c] - (xv - mean[c]) * coef[2 * C + c]));
+    }
+}
+
+/* Blocks of the reduction for C channels over P rows: every channel's column, and as many row
+ * groups as keep the grid near kRblocks blocks (at least one, at most one per kRy rows). */
+inline void bn_bwd_grid(size_t P, int C, unsigned *gx, unsigned *gy)
+{
+    size_t x = ((size_t)C + kRx - 1) / kRx, y = kRblocks / x, most = (P + kRy - 1) / kRy;
+    *gx = (unsigned)x;
+    *gy = (unsigned)(y < 1 ? 1 : y > most ? (most < 1 ? 1 : most) : y);
+}
+
+template <typename T>
+void l_bn_finalize(const float *stats, const float *gamma, const float *beta, int C, double count, float eps,
+                   float *mean, float *var, void *sb, float *rm, float *rv, float mom, float unb, cudaStream_t s)
+{
+    k_bn_finalize<T><<<blocks_for((size_t)C), kThreads, 0, s>>>(stats, gamma, beta, C, count, eps, mean, var, (T *)sb,
+                                                                rm, rv, mom, unb);
+}
+template <typename T>
+void l_bn_apply(const void *x, const void *sb, const void *z, int relu, void *y, size_t pixels, int C, cudaStream_t s)
+{
+    constexpr int N = vec16<T>::N;
+    const size_t n = pixels * (size_t)C;
+    if (aligned(x, 16) && aligned(y, 16) && aligned(z, 16) && C % N == 0)
+        kv_bn_apply<T>
+            <<<blocks_for(n / N), kThreads, 0, s>>>((const T *)x, (const T *)sb, (const T *)z, relu, (T *)y, n / N, C);
+    else
+        k_bn_apply<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)x, (const T *)sb, (const T *)z, relu, (T *)y, n, C);
+}
+template <typename T>
+void l_bn_bwd(const void *x, const void *y, const void *sb, int relu, const void *dy, void *dz, const float *mean,
+              const float *var, const float *gamma, float eps, void *dx, float *dgamma, float *dbeta, size_t P, int C,
+              float *scratch, cudaStream_t s)
+{
+    unsigned gx, gy;
+    bn_bwd_grid(P, C, &gx, &gy);
+    float *part = scratch, *coef = scratch + (size_t)gy * 2 * C;
+    k_bn_bwd_reduce<T><<<dim3(gx, gy), dim3(kRx, kRy), 0, s>>>((const T *)x, (const T *)y, (const T *)sb, relu,
+                                                               (const T *)dy, (T *)dz, mean, P, C, part);
+    k_bn_bwd_finish<<<blocks_for((size_t)C), kThreads, 0, s>>>(part, (int)gy, C, (double)P, gamma, var, eps, dgamma,
+                                                               dbeta, coef);
+    k_bn_bwd_apply<T><<<blocks_for(P * (size_t)C), kThreads, 0, s>>>(
+        (const T *)x, (const T *)y, (const T *)sb, relu, (const T *)dy, mean, coef, (T *)dx, P * (size_t)C, C);
+}
+
 template <typename T> void l_normalize(const uint8_t *src, void *dst, size_t n, norm_consts k, cudaStream_t s)
 {
     k_normalize<T><<<blocks_for(n), kThreads, 0, s>>>(src, (T *)dst, n, k);
@@ -817,6 +996,36 @@ int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv
     (void)cudaGetLastError();
     k_bn_stats_update<<<blocks_for((size_t)c), kThreads, 0, (cudaStream_t)s>>>(rm, rv, bm, bv, c, momentum, unbias);
     return (int)cudaGetLastError();
+}
+
+int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, float count, float eps,
+                      float *mean, float *var, void *sb, dlt_dt dt, float *rm, float *rv, float momentum, float unbias,
+                      dlt_stream s)
+{
+    DISPATCH(dt, l_bn_finalize, stats, gamma, beta, c, (double)count, eps, mean, var, sb, rm, rv, momentum, unbias,
+             (cudaStream_t)s);
+}
+
+int dlt_k_bn_apply(const void *x, const void *sb, const void *z, int relu, void *y, dlt_dt dt, size_t pixels, int c,
+                   dlt_stream s)
+{
+    DISPATCH(dt, l_bn_apply, x, sb, z, relu, y, pixels, c, (cudaStream_t)s);
+}
+
+size_t dlt_k_bn_bwd_scratch(int c)
+{
+    /* The partials of at most kRblocks blocks of kRx channels (2 floats a channel), then 3c
+     * coefficients. */
+    const size_t cols = (size_t)kRblocks * kRx > (size_t)c ? (size_t)kRblocks * kRx : (size_t)c;
+    return (cols * 2 + 3 * (size_t)c) * sizeof(float);
+}
+
+int dlt_k_bn_bwd(const void *x, const void *y, const void *sb, int relu, const void *dy, void *dz, const float *mean,
+                 const float *var, const float *gamma, float eps, void *dx, float *dgamma, float *dbeta, dlt_dt dt,
+                 size_t pixels, int c, float *scratch, dlt_stream s)
+{
+    DISPATCH(dt, l_bn_bwd, x, y, sb, relu, dy, dz, mean, var, gamma, eps, dx, dgamma, dbeta, pixels, c, scratch,
+             (cudaStream_t)s);
 }
 
 } // extern "C"

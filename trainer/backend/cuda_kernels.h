@@ -96,6 +96,27 @@ int dlt_k_bn_saved_to_var(const float *save_mean, const float *save_inv, float *
 int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float momentum, float unbias,
                           dlt_stream s);
 
+/* The convolution + batch-norm chain (backend.h's bn_finalize, bn_apply, bn_bwd_fused), over NHWC
+ * tensors of `pixels` rows of c channels; sb: 2c values of dt, the scale then the bias.
+ * finalize: from a convolution's float statistics (c sums, then c sums of squares, over count
+ * values each), the batch mean and biased variance, sb, and the running statistics rm/rv (NULL:
+ * none) as bn_stats_update keeps them. */
+int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, float count, float eps,
+                      float *mean, float *var, void *sb, dlt_dt dt, float *rm, float *rv, float momentum, float unbias,
+                      dlt_stream s);
+/* y = relu?(x * scale + bias + z), z may be NULL. */
+int dlt_k_bn_apply(const void *x, const void *sb, const void *z, int relu, void *y, dlt_dt dt, size_t pixels, int c,
+                   dlt_stream s);
+/* The backward of y = relu?(bn(x) [+ z]) from the batch's mean and biased var: dx, dgamma, dbeta,
+ * and dz (NULL: not written) the gradient through the ReLU, whose mask is y > 0 or, with y NULL,
+ * x * scale + bias > 0 rounded as cuDNN's prologue rounds it (a product, then a sum, each in
+ * float). Three launches: per-block partial sums, their total in a fixed order (the same bits
+ * every run), the data gradient. scratch: dlt_k_bn_bwd_scratch(c) bytes of device memory. */
+size_t dlt_k_bn_bwd_scratch(int c);
+int dlt_k_bn_bwd(const void *x, const void *y, const void *sb, int relu, const void *dy, void *dz, const float *mean,
+                 const float *var, const float *gamma, float eps, void *dx, float *dgamma, float *dbeta, dlt_dt dt,
+                 size_t pixels, int c, float *scratch, dlt_stream s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -101,6 +101,21 @@ TIMED(bn_bwd_relu, DLT_OPC_BN,
       (dlt_backend * be, dlt_op *op, const float *x, const float *y, const float *dy, const float *g, const float *b,
        float *dx, float *dz, float *dg, float *db),
       (be, op, x, y, dy, g, b, dx, dz, dg, db))
+TIMED(conv_fwd_stats, DLT_OPC_CONV_FWD,
+      (dlt_backend * be, dlt_op *op, const float *x, const float *sb, float *y, float *st), (be, op, x, sb, y, st))
+TIMED(conv_bwd_weights_pro, DLT_OPC_CONV_BWD_FILTER,
+      (dlt_backend * be, dlt_op *op, const float *x, const float *sb, const float *dy, float *dw),
+      (be, op, x, sb, dy, dw))
+TIMED(bn_finalize, DLT_OPC_BN,
+      (dlt_backend * be, dlt_op *op, const float *st, const float *g, const float *b, float *m, float *v, float *sb),
+      (be, op, st, g, b, m, v, sb))
+TIMED(bn_apply, DLT_OPC_BN,
+      (dlt_backend * be, dlt_op *op, const float *x, const float *sb, const float *z, int relu, float *y),
+      (be, op, x, sb, z, relu, y))
+TIMED(bn_bwd_fused, DLT_OPC_BN,
+      (dlt_backend * be, dlt_op *op, const float *x, const float *y, const float *sb, int relu, const float *dy,
+       const float *g, const float *m, const float *v, float *dx, float *dz, float *dg, float *db),
+      (be, op, x, y, sb, relu, dy, g, m, v, dx, dz, dg, db))
 TIMED(maxpool_fwd, DLT_OPC_POOL, (dlt_backend * be, dlt_op *op, const float *x, float *y), (be, op, x, y))
 TIMED(maxpool_bwd, DLT_OPC_POOL, (dlt_backend * be, dlt_op *op, const float *dy, float *dx), (be, op, dy, dx))
 TIMED(avgpool_fwd, DLT_OPC_POOL, (dlt_backend * be, const dlt_act_shape *s, const float *x, float *y), (be, s, x, y))
@@ -155,6 +170,11 @@ void dlt_op_profile_attach(dlt_op_profile *p, dlt_backend *be)
     WRAP(bn_stats_update);
     WRAP(bn_fwd_train_relu);
     WRAP(bn_bwd_relu);
+    WRAP(conv_fwd_stats);
+    WRAP(conv_bwd_weights_pro);
+    WRAP(bn_finalize);
+    WRAP(bn_apply);
+    WRAP(bn_bwd_fused);
     WRAP(maxpool_fwd);
     WRAP(maxpool_bwd);
     WRAP(avgpool_fwd);

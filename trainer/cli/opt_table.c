@@ -127,6 +127,13 @@ static int _set_wgrad_fp32(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_ar
     return 0;
 }
 
+static int _set_fuse_bn(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
+{
+    UNUSED_SETTER_ARGS;
+    o->train.backend.fuse_bn = a->whole == 0; /* on|off */
+    return 0;
+}
+
 static int _set_augment(const dlt_opt *opt, dlt_cli_opts *o, const dlt_opt_arg *a, dlt_err *err)
 {
     UNUSED_SETTER_ARGS;
@@ -383,6 +390,9 @@ static const dlt_opt g_table[] = {
     CHOICE("wgrad-fp32", "auto|on|off", "auto|on|off", 0, _set_wgrad_fp32, RUNS, CUDA, S_COMPUTE,
            "CUDA fp16/bf16: filter gradients written in fp32 by cuDNN's graph\n"
            "API, not in fp16/bf16 and cast (auto: where faster at planning)"),
+    CHOICE("fuse-bn", "on|off", "on|off", 0, _set_fuse_bn, RUNS, CUDA, S_COMPUTE,
+           "CUDA fp16/bf16: each convolution writes its batch norm's statistics\n"
+           "and applies the batch norm before it (cuDNN's graph API; default off)"),
     WHOLE("eval-every", "N", 0, 1000000, F(train.eval_every), _set_int, TRAIN, 0, S_TRAIN,
           "validate every N epochs on ROOT/val or --val-data (default 1 when\n"
           "there are validation images, 0 = off; generated data: 0)"),

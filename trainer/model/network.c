@@ -67,6 +67,94 @@ void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo)
     }
 }
 
+/* The layer that reads tensor t alone (as its input, never as a residual), or -1 when none or
+ * several do. */
+static int _sole_reader(const dlt_model *m, int t)
+{
+    int who = -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        const dlt_layer *l = &m->layers[i];
+        if (l->add == t || (l->in == t && who >= 0))
+            return -1;
+        if (l->in == t)
+            who = i;
+    }
+    return who;
+}
+
+/* The convolution + batch-norm chain (network.h's fuse): every convolution whose output one batch
+ * norm alone reads writes that batch norm's statistics; one whose input is the output of such a
+ * batch norm with a ReLU and no residual, read by it alone, applies that batch norm itself, which
+ * then stores nothing. The backend may refuse either form for a geometry (-ENOTSUP, said in its
+ * words): a refused prologue leaves the convolution the statistics alone and its input stored; a
+ * refused convolution runs on its own, and so does its batch norm. */
+static int _plan_fusion(dlt_net *net)
+{
+    dlt_model *m = &net->model;
+    dlt_backend *be = net->be;
+    size_t nbn_c = 0;
+    int *producer = calloc((size_t)m->ntensors, sizeof(int)), rc = 0;
+    net->fuse = calloc((size_t)m->nlayers, sizeof(int));
+    net->fuse_src = calloc((size_t)m->nlayers, sizeof(int));
+    net->fuse_dst = calloc((size_t)m->nlayers, sizeof(int));
+    net->bn_coff = calloc((size_t)m->nlayers, sizeof(size_t));
+    if (!producer || !net->fuse || !net->fuse_src || !net->fuse_dst || !net->bn_coff) {
+        free(producer);
+        return dlt_fail(be->err, -ENOMEM, "out of memory");
+    }
+    for (int t = 0; t < m->ntensors; t++)
+        producer[t] = -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        const dlt_layer *l = &m->layers[i];
+        producer[l->out] = i;
+        net->fuse_src[i] = net->fuse_dst[i] = -1;
+        if (l->kind == DLT_LAYER_BN) {
+            net->bn_coff[i] = nbn_c;
+            nbn_c += (size_t)l->cs.c;
+        }
+    }
+    for (int i = 0; i < m->nlayers && rc == 0; i++) {
+        dlt_layer *l = &m->layers[i];
+        int j, b, had = be->err->code != 0;
+        if (l->kind != DLT_LAYER_CONV || (j = _sole_reader(m, l->out)) < 0 || m->layers[j].kind != DLT_LAYER_BN)
+            continue;
+        b = producer[l->in];
+        if (b >= 0 && !(m->layers[b].kind == DLT_LAYER_BN && net->fuse[b] && m->layers[b].relu &&
+                        m->layers[b].add < 0 && _sole_reader(m, l->in) == i))
+            b = -1;
+        rc = b >= 0 ? be->ops->conv_fuse_plan(be, l->op, 1) : -ENOTSUP;
+        if (rc == -ENOTSUP) {
+            b = -1;
+            rc = be->ops->conv_fuse_plan(be, l->op, 0);
+        }
+        if (rc == -ENOTSUP) { /* said by the backend: this convolution and its batch norm on their own */
+            if (!had)
+                dlt_err_clear(be->err);
+            rc = 0;
+            continue;
+        }
+        if (rc != 0) {
+            dlt_fail_prefix(be->err, rc, "planning the convolution + batch-norm chain at layer %s", l->name);
+            break;
+        }
+        net->fuse[i] = b >= 0 ? 2 : 1;
+        net->fuse_dst[i] = j;
+        net->fuse[j] = 1;
+        net->fused_convs++;
+        if (b >= 0) {
+            net->fuse_src[i] = b;
+            net->fuse[b] = 2;
+            net->virtual_bns++;
+        }
+    }
+    free(producer);
+    if (rc == 0 && net->fused_convs &&
+        (!(net->bn_stats = _balloc(be, 2 * nbn_c * sizeof(float))) ||
+         !(net->bn_sb = _balloc(be, 2 * nbn_c * be->act_size))))
+        rc = dlt_fail(be->err, -ENOMEM, "out of memory for the batch norms' statistics");
+    return rc;
+}
+
 int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err)
 {
     dlt_model *m = &net->model;
@@ -117,7 +205,7 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, d
     net->scratch = _balloc(be, maxt * as);
     if (!net->scratch)
         goto oom;
-    if (be->ops->bn_bwd_relu && !(net->scratch2 = _balloc(be, maxt * as)))
+    if ((be->ops->bn_bwd_relu || be->ops->bn_bwd_fused) && !(net->scratch2 = _balloc(be, maxt * as)))
         goto oom;
     DLT_TRY_GOTO(be->err, rc, _plan_optimizer(net), fail, "planning the optimizer");
     net->bn_running_bound = be->ops->bn_bind_running != NULL; /* every BN layer's, or none */
@@ -141,6 +229,8 @@ int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, d
         }
     }
     dlt_crash_context(NULL);
+    if (be->ops->conv_fuse_plan && (rc = _plan_fusion(net)) != 0)
+        goto fail;
     return 0;
 oom:
     rc = dlt_fail(err, -ENOMEM, "out of %s memory for the model's buffers (batch %d, image %d): lower --batch",
@@ -174,8 +264,9 @@ void dlt_net_destroy(dlt_net *net)
                 be->ops->release(be, dev[i]);
     }
     {
-        float *bm[] = {net->grads, net->batch_mean, net->batch_var, net->scratch, net->scratch2};
-        for (size_t i = 0; i < 5; i++)
+        float *bm[] = {net->grads,    net->batch_mean, net->batch_var, net->scratch,
+                       net->scratch2, net->bn_stats,   net->bn_sb};
+        for (size_t i = 0; i < 7; i++)
             if (bm[i])
                 be->ops->release(be, bm[i]);
     }
@@ -183,6 +274,7 @@ void dlt_net_destroy(dlt_net *net)
     free(net->dact);
     free(net->dact_live);
     free(net->grad_ready_lo);
+    free(net->fuse), free(net->fuse_src), free(net->fuse_dst), free(net->bn_coff);
     free(net->params);
     free(net->momentum);
     free(net->xfer);
@@ -366,6 +458,12 @@ void *dlt_net_state_host(const dlt_net *net, const dlt_state_entry *e)
     return (e->is_param ? net->params : net->stats) + e->off;
 }
 
+/* Batch norm layer i's scale and bias (network.h's bn_sb). */
+static float *_sb(const dlt_net *net, int i)
+{
+    return (float *)((char *)net->bn_sb + 2 * net->bn_coff[i] * net->be->act_size);
+}
+
 int dlt_net_forward(dlt_net *net, int training)
 {
     dlt_model *m = &net->model;
@@ -379,7 +477,18 @@ int dlt_net_forward(dlt_net *net, int training)
         if (first) /* oneDNN generates some kernels at their first call (its GEMM): crash_report.h */
             dlt_crash_context("the first forward of layer %s", l->name);
         switch (l->kind) {
-        case DLT_LAYER_CONV: rc = o->conv_fwd(be, l->op, x, y); break;
+        case DLT_LAYER_CONV:
+            if (training && net->fuse && net->fuse[i]) {
+                /* The statistics of the batch norm that reads y; with a prologue, x is never stored:
+                 * the batch norm before is applied on the fly to its own input. */
+                const int b = net->fuse_src[i], j = net->fuse_dst[i];
+                const float *xin = b >= 0 ? net->act[m->layers[b].in] : x;
+                const float *sb = b >= 0 ? _sb(net, b) : NULL;
+                rc = o->conv_fwd_stats(be, l->op, xin, sb, y, net->bn_stats + 2 * net->bn_coff[j]);
+            } else {
+                rc = o->conv_fwd(be, l->op, x, y);
+            }
+            break;
         case DLT_LAYER_BN: {
             const float *g = net->d_params + l->w_off, *bta = net->d_params + l->b_off;
             int fused = 0;
@@ -389,7 +498,14 @@ int dlt_net_forward(dlt_net *net, int training)
                 /* Running statistics as PyTorch keeps them: unbiased variance, momentum 0.1. */
                 double count = (double)l->cs.n * l->cs.h * l->cs.w;
                 float unbias = count > 1 ? (float)(count / (count - 1)) : 1.f;
-                if (o->bn_fwd_train_relu && l->relu) {
+                if (net->fuse && net->fuse[i]) {
+                    /* Finalized from its convolution's statistics; stored unless the next
+                     * convolution applies it (fuse 2). */
+                    rc = o->bn_finalize(be, l->op, net->bn_stats + 2 * net->bn_coff[i], g, bta, bm, bv, _sb(net, i));
+                    if (rc == 0 && net->fuse[i] == 1)
+                        rc = o->bn_apply(be, l->op, x, _sb(net, i), l->add >= 0 ? net->act[l->add] : NULL, l->relu, y);
+                    fused = 1;
+                } else if (o->bn_fwd_train_relu && l->relu) {
                     /* One pass: y = relu(bn(x) + residual). */
                     rc = o->bn_fwd_train_relu(be, l->op, x, l->add >= 0 ? net->act[l->add] : NULL, g, bta, y, bm, bv);
                     fused = 1;
@@ -485,6 +601,21 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
             float *y = net->act[l->out];
             size_t yn = m->tensors[l->out].size;
             bn_c -= (size_t)l->cs.c;
+            if (net->fuse && net->fuse[i]) {
+                /* From the batch's statistics; the ReLU's mask from the stored output, or, where the
+                 * output was never stored, from x * scale + bias as the convolution computed it. */
+                float *dz = NULL;
+                int acc_add = 0;
+                if (l->add >= 0)
+                    acc_add = _route_via(net, l->add, net->scratch2, &dz);
+                acc = _route(net, l->in, &dx);
+                rc = o->bn_bwd_fused(be, l->op, x, net->fuse[i] == 2 ? NULL : y, _sb(net, i), l->relu, dy,
+                                     net->d_params + l->w_off, net->batch_mean + bn_c, net->batch_var + bn_c, dx, dz,
+                                     net->grads + l->w_off, net->grads + l->b_off);
+                if (rc == 0 && acc_add)
+                    rc = o->accumulate(be, net->dact[l->add], net->scratch2, yn);
+                break;
+            }
             if (o->bn_bwd_relu && l->relu) {
                 /* Fused: the backend returns dz (the residual's gradient) next to dx. */
                 float *dz = NULL;
@@ -516,7 +647,13 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
             break;
         }
         case DLT_LAYER_CONV:
-            rc = o->conv_bwd_weights(be, l->op, x, dy, net->grads + l->w_off);
+            if (net->fuse && net->fuse[i] == 2) { /* its input never stored: the prologue's form */
+                const int b = net->fuse_src[i];
+                rc = o->conv_bwd_weights_pro(be, l->op, net->act[m->layers[b].in], _sb(net, b), dy,
+                                             net->grads + l->w_off);
+            } else {
+                rc = o->conv_bwd_weights(be, l->op, x, dy, net->grads + l->w_off);
+            }
             acc = 0;
             if (rc == 0 && l->in != m->input_tensor) {               /* no gradient wanted for the images */
                 if (o->conv_bwd_data_add && net->dact_live[l->in]) { /* a residual join, added in place */

@@ -36,6 +36,18 @@ typedef struct {
     float bn_momentum, bn_eps;
     int bn_running_bound; /* the backend's BN forwards update the running statistics (bn_bind_running) */
     int passed[2];        /* a forward, a backward has run through (before: a fault names the layer) */
+    /* The convolution + batch-norm chain, where the backend offers it (conv_fuse_plan and the five
+     * ops after it in backend.h): per layer, fuse[i] for a convolution: 0 on its own, 1 writing the
+     * statistics of the batch norm fuse_dst[i] that alone reads its output, 2 also reading its
+     * input through the batch norm fuse_src[i] applied on the fly; for a batch norm: 0 on its own,
+     * 1 finalized from its convolution's statistics, 2 and its output never stored (the next
+     * convolution applies it). Training forwards and backwards only: inference runs every op on
+     * its own. bn_coff[i]: a batch norm's first channel in batch_mean/var, bn_stats (2 floats per
+     * channel) and bn_sb (2 activation values per channel: scale, bias). */
+    int *fuse, *fuse_src, *fuse_dst;
+    size_t *bn_coff;
+    float *bn_stats, *bn_sb;
+    int fused_convs, virtual_bns;
 } dlt_net;
 
 int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err);

@@ -430,6 +430,15 @@ static int _open_model(dlt_run *r, dlt_run_purpose purpose)
         return 0;
     if ((rc = dlt_net_create(&r->net, &c->model, r->be, err)) != 0)
         return rc;
+    if (r->net.fuse && comm->rank == 0) { /* --fuse-bn: what the planning made of it, once */
+        int convs = 0;
+        for (int i = 0; i < r->net.model.nlayers; i++)
+            convs += r->net.model.layers[i].kind == DLT_LAYER_CONV;
+        fprintf(stderr,
+                "dltrain: convolution + batch-norm chain (--fuse-bn on): %d of %d convolutions write their batch "
+                "norm's statistics, %d batch norms never stored (training steps; inference runs each op on its own)\n",
+                r->net.fused_convs, convs, r->net.virtual_bns);
+    }
     if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err)) !=
         0)
         return rc;
