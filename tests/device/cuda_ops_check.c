@@ -226,13 +226,8 @@ static void _conv(ctx *c, int n, int h, int w, int ch, int k, int r, int stride,
     _free(c, gx), _free(c, gw), _free(c, gdy), _free(c, gv), _free(c, gy), _free(c, gdx), _free(c, gdw);
 }
 
-/* The convolution + batch-norm chain (--fuse-bn), each op against the CPU on the GPU's own inputs
- * where rounding would otherwise decide a ReLU: a ch->ch convolution (so the one op serves both
- * forms) writes its output's statistics; the batch norm is finalized from them (with its running
- * statistics bound), applied with a residual and a ReLU, and its backward taken from the stored
- * output and, as for a batch norm never stored, from x * scale + bias; then the convolution with
- * that batch norm as its prologue, forward and filter gradient. A form cuDNN refuses is said as a
- * note, not failed: the trainer runs that convolution on its own. */
+/* The convolution + batch-norm chain (--fuse-bn), each op against the CPU, on the GPU's own
+ * values wherever rounding would otherwise decide a ReLU (_chain_conv, _chain_bn below). */
 static float *_back(ctx *c, const float *d, size_t n, int is_act)
 {
     float *h = _zeros(n);
@@ -285,138 +280,160 @@ static void _host_bn_bwd(const float *x, const float *y, const float *sbh, const
     }
 }
 
-static void _fused_chain(ctx *c, int n, int h, int ch, int r, int pad)
+/* The batch norm's side of the chain on ch channels (any ch: 36 takes the scalar apply and leaves
+ * reduction lanes idle): finalized from the statistics of a random y as the GPU holds it (running
+ * statistics bound), applied with a residual and a ReLU, and its backward from the stored output
+ * and, as for a batch norm never stored, from y * scale + bias. */
+static void _chain_bn(ctx *c, int n, int h, int ch)
 {
-    dlt_conv_shape s = {n, ch, h, h, ch, r, r, 1, pad, 0, 0};
-    dlt_act_shape bs;
-    dlt_op *co = NULL, *go = NULL, *bo = NULL;
-    size_t xn, wn = (size_t)ch * ch * r * r, pix;
+    dlt_act_shape bs = {n, ch, h, h};
+    size_t xn = (size_t)n * h * h * ch, pix = (size_t)n * h * h;
     const float eps = 1e-5f, mom = 0.1f;
+    const double cnt = (double)pix;
+    dlt_op *bo = NULL;
     char name[96];
+    float *y = _rand(c, xn, 2), *dy = _rand(c, xn, 1), *z = _rand(c, xn, 1), *g = _rand(c, ch, 1), *b = _rand(c, ch, 1);
+    float *rm = _rand(c, ch, 1), *rv = _zeros(ch), *st = _zeros(2 * ch), *m = _zeros(ch), *v = _zeros(ch);
+    float *ref_sb = _zeros(2 * ch), *out = _zeros(xn), *dx = _zeros(xn), *dz = _zeros(xn), *dg = _zeros(ch),
+          *db = _zeros(ch), *yh, *sbh, *outh;
+    for (int j = 0; j < ch; j++) {
+        g[j] += 1.5f, rv[j] = 0.5f + (float)j / ch; /* gamma away from 0 */
+        for (size_t p = 0; p < pix; p++)
+            y[p * ch + j] += 0.25f * (float)(j % 5); /* channel means apart from 0 */
+    }
+    float *gy = _gact(c, y, xn), *gdy = _gact(c, dy, xn), *gz = _gact(c, z, xn), *gg = _gf32(c, g, ch),
+          *gb = _gf32(c, b, ch), *grm = _gf32(c, rm, ch), *grv = _gf32(c, rv, ch);
+    float *gst, *gm = _gf32(c, NULL, ch), *gv = _gf32(c, NULL, ch), *gsb = _gact(c, NULL, 2 * ch),
+                *gout = _gact(c, NULL, xn), *gdx = _gact(c, NULL, xn), *gdz = _gact(c, NULL, xn),
+                *gdg = _gf32(c, NULL, ch), *gdb = _gf32(c, NULL, ch);
+    yh = _back(c, gy, xn, 1); /* y as the GPU holds it */
+    _host_stats(yh, pix, ch, st);
+    gst = _gf32(c, st, 2 * ch);
+    for (int j = 0; j < ch; j++) {
+        double mu = st[j] / cnt, var = st[ch + j] / cnt - mu * mu, sc;
+        var = var > 0 ? var : 0;
+        sc = g[j] / sqrt(var + eps);
+        m[j] = (float)mu, v[j] = (float)var;
+        ref_sb[j] = (float)sc, ref_sb[ch + j] = (float)(b[j] - mu * sc);
+        rm[j] = (1 - mom) * rm[j] + mom * (float)mu;
+        rv[j] = (1 - mom) * rv[j] + mom * (float)var * (float)(cnt / (cnt - 1));
+    }
+    GPU_OK(c, c->gpu->ops->bn_plan(c->gpu, &bs, eps, &bo));
+    GPU_OK(c, c->gpu->ops->bn_bind_running(c->gpu, bo, grm, grv, mom));
+    GPU_OK(c, c->gpu->ops->bn_finalize(c->gpu, bo, gst, gg, gb, gm, gv, gsb));
+    snprintf(name, sizeof(name), "chain bn c%d finalize mean", ch);
+    _cmp(c, name, gm, m, ch, 0, 1e-5);
+    snprintf(name, sizeof(name), "chain bn c%d finalize var (biased)", ch);
+    _cmp(c, name, gv, v, ch, 0, 1e-5);
+    snprintf(name, sizeof(name), "chain bn c%d finalize scale", ch);
+    _cmp(c, name, gsb, ref_sb, ch, 1, c->tol);
+    snprintf(name, sizeof(name), "chain bn c%d finalize bias", ch);
+    _cmp(c, name, (float *)((char *)gsb + (size_t)ch * c->gpu->act_size), ref_sb + ch, ch, 1, c->tol);
+    snprintf(name, sizeof(name), "chain bn c%d running mean", ch);
+    _cmp(c, name, grm, rm, ch, 0, 1e-5);
+    snprintf(name, sizeof(name), "chain bn c%d running var", ch);
+    _cmp(c, name, grv, rv, ch, 0, 1e-5);
+    /* Apply with a residual and a ReLU, on the GPU's own scale and bias. */
+    sbh = _back(c, gsb, 2 * ch, 1);
+    for (size_t i = 0; i < xn; i++) {
+        float t = _pre(yh[i], sbh[i % ch], sbh[ch + i % ch]) + z[i];
+        out[i] = t > 0 ? t : 0;
+    }
+    GPU_OK(c, c->gpu->ops->bn_apply(c->gpu, bo, gy, gsb, gz, 1, gout));
+    snprintf(name, sizeof(name), "chain bn c%d apply (+ residual, relu)", ch);
+    _cmp(c, name, gout, out, xn, 1, c->tol);
+    /* Backward from the stored output (its mask the GPU's own), with the residual's gradient. */
+    outh = _back(c, gout, xn, 1);
+    _host_bn_bwd(yh, outh, sbh, dy, g, m, v, eps, pix, ch, dx, dz, dg, db);
+    GPU_OK(c, c->gpu->ops->bn_bwd_fused(c->gpu, bo, gy, gout, gsb, 1, gdy, gg, gm, gv, gdx, gdz, gdg, gdb));
+    snprintf(name, sizeof(name), "chain bn c%d bwd dx (stored output)", ch);
+    _cmp(c, name, gdx, dx, xn, 1, c->tol * 2);
+    snprintf(name, sizeof(name), "chain bn c%d bwd dz (residual)", ch);
+    _cmp(c, name, gdz, dz, xn, 1, c->tol);
+    snprintf(name, sizeof(name), "chain bn c%d bwd dgamma", ch);
+    _cmp(c, name, gdg, dg, ch, 0, c->tol * 2);
+    snprintf(name, sizeof(name), "chain bn c%d bwd dbeta", ch);
+    _cmp(c, name, gdb, db, ch, 0, c->tol * 2);
+    /* A batch norm never stored: the mask from y * scale + bias. */
+    _host_bn_bwd(yh, NULL, sbh, dy, g, m, v, eps, pix, ch, dx, NULL, dg, db);
+    GPU_OK(c, c->gpu->ops->bn_bwd_fused(c->gpu, bo, gy, NULL, gsb, 1, gdy, gg, gm, gv, gdx, NULL, gdg, gdb));
+    snprintf(name, sizeof(name), "chain bn c%d bwd dx (never stored)", ch);
+    _cmp(c, name, gdx, dx, xn, 1, c->tol * 2);
+    snprintf(name, sizeof(name), "chain bn c%d bwd dgamma (never stored)", ch);
+    _cmp(c, name, gdg, dg, ch, 0, c->tol * 2);
+    c->gpu->ops->op_destroy(c->gpu, bo);
+    free(y), free(dy), free(z), free(g), free(b), free(rm), free(rv), free(st), free(m), free(v), free(ref_sb),
+        free(out), free(dx), free(dz), free(dg), free(db), free(yh), free(sbh), free(outh);
+    float *all[] = {gy, gdy, gz, gg, gb, grm, grv, gst, gm, gv, gsb, gout, gdx, gdz, gdg, gdb};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        _free(c, all[i]);
+}
+
+/* The convolution's side of the chain, ch -> k at a stride: its output and statistics (the sums
+ * and the sums of squares each on their own scale); then with a batch norm before it as its
+ * prologue (a random scale and bias as the GPU holds them), forward, statistics and the filter
+ * gradient. A form cuDNN refuses is said as a note, not failed: the trainer runs that convolution
+ * on its own, or stores that batch norm's output. */
+static void _chain_conv(ctx *c, int n, int h, int ch, int k, int r, int stride, int pad)
+{
+    dlt_conv_shape s = {n, ch, h, h, k, r, r, stride, pad, 0, 0};
+    dlt_op *co = NULL, *go = NULL;
+    size_t xn, yn, wn = (size_t)k * ch * r * r, pix;
+    char name[96], what[48];
     int rc;
-    s.oh = dlt_out_size(h, r, 1, pad);
+    s.oh = dlt_out_size(h, r, stride, pad);
     s.ow = s.oh;
-    bs = (dlt_act_shape){n, ch, s.oh, s.ow};
     xn = (size_t)n * h * h * ch;
     pix = (size_t)n * s.oh * s.ow;
-    if (s.oh != h) {
-        printf("FAIL %-6s the chain's check needs a shape-preserving convolution\n", c->prec);
-        c->failed++;
-        return;
-    }
-    float *x = _rand(c, xn, 1), *wt = _rand(c, wn, 0.2f), *dy = _rand(c, xn, 1), *z = _rand(c, xn, 1);
-    float *g = _rand(c, ch, 1), *b = _rand(c, ch, 1), *rm = _rand(c, ch, 1), *rv = _zeros(ch);
-    float *y = _zeros(xn), *st = _zeros(2 * ch), *m = _zeros(ch), *v = _zeros(ch), *sbh = _zeros(2 * ch);
-    float *out = _zeros(xn), *dx = _zeros(xn), *dz = _zeros(xn), *dg = _zeros(ch), *db = _zeros(ch), *xp = _zeros(xn),
-          *dw = _zeros(wn);
+    yn = pix * k;
+    snprintf(what, sizeof(what), "conv%dx%d/%d c%d->%d", r, r, stride, ch, k);
+    float *x = _rand(c, xn, 1), *wt = _rand(c, wn, 0.2f), *dy = _rand(c, yn, 1), *sb = _rand(c, 2 * ch, 1);
+    float *y = _zeros(yn), *st = _zeros(2 * k), *xp = _zeros(xn), *dw = _zeros(wn), *sbh;
     for (int j = 0; j < ch; j++)
-        g[j] += 1.5f, rv[j] = 0.5f + (float)j / ch; /* gamma away from 0 */
-    float *gx = _gact(c, x, xn), *gw = _gf32(c, wt, wn), *gdy = _gact(c, dy, xn), *gz = _gact(c, z, xn),
-          *gg = _gf32(c, g, ch), *gb = _gf32(c, b, ch), *grm = _gf32(c, rm, ch), *grv = _gf32(c, rv, ch);
-    float *gy = _gact(c, NULL, xn), *gst = _gf32(c, NULL, 2 * ch), *gm = _gf32(c, NULL, ch), *gv = _gf32(c, NULL, ch),
-          *gsb = _gact(c, NULL, 2 * ch), *gout = _gact(c, NULL, xn), *gdx = _gact(c, NULL, xn),
-          *gdz = _gact(c, NULL, xn), *gdg = _gf32(c, NULL, ch), *gdb = _gf32(c, NULL, ch), *gdw = _gf32(c, NULL, wn);
+        sb[j] += 1.2f; /* scales around 1, biases either side of 0 */
+    float *gx = _gact(c, x, xn), *gw = _gf32(c, wt, wn), *gdy = _gact(c, dy, yn), *gsb = _gact(c, sb, 2 * ch);
+    float *gy = _gact(c, NULL, yn), *gst = _gf32(c, NULL, 2 * k), *gdw = _gf32(c, NULL, wn);
     _plan1(c, wt, gw, wn);
     CPU_OK(c, c->cpu->ops->conv_plan(c->cpu, &s, &co));
     CPU_OK(c, c->cpu->ops->conv_bind_weights(c->cpu, co, wt));
     GPU_OK(c, c->gpu->ops->conv_plan(c->gpu, &s, &go));
     GPU_OK(c, c->gpu->ops->conv_bind_weights(c->gpu, go, gw));
     GPU_OK(c, c->gpu->ops->params_loaded(c->gpu));
-    GPU_OK(c, c->gpu->ops->bn_plan(c->gpu, &bs, eps, &bo));
-    GPU_OK(c, c->gpu->ops->bn_bind_running(c->gpu, bo, grm, grv, mom));
-    if ((rc = c->gpu->ops->conv_fuse_plan(c->gpu, go, 0)) != 0) {
-        printf("%s %-6s conv%dx%d c%d->%d: the chain %s: %s\n", rc == -ENOTSUP ? "note" : "FAIL", c->prec, r, r, ch, ch,
-               rc == -ENOTSUP ? "refused (the trainer runs it on its own)" : "failed", c->gpu->err->msg);
-        c->failed += rc != -ENOTSUP;
-        dlt_err_clear(c->gpu->err);
-        goto out;
-    }
-    /* Forward with statistics. */
-    GPU_OK(c, c->gpu->ops->conv_fwd_stats(c->gpu, go, gx, NULL, gy, gst));
-    CPU_OK(c, c->cpu->ops->conv_fwd(c->cpu, co, x, y));
-    _host_stats(y, pix, ch, st);
-    snprintf(name, sizeof(name), "chain conv%dx%d c%d fwd", r, r, ch);
-    _cmp(c, name, gy, y, xn, 1, _mm_tol(c, (long)ch * r * r));
-    snprintf(name, sizeof(name), "chain conv%dx%d c%d statistics", r, r, ch);
-    _cmp(c, name, gst, st, 2 * ch, 0, c->tol);
-    /* Finalize, from the GPU's own statistics; the running statistics as bn_stats_update keeps them. */
-    {
-        float *gsth = _back(c, gst, 2 * ch, 0), *ref_sb = _zeros(2 * ch);
-        const double cnt = (double)pix;
-        for (int j = 0; j < ch; j++) {
-            double mu = gsth[j] / cnt, var = gsth[ch + j] / cnt - mu * mu, sc;
-            var = var > 0 ? var : 0;
-            sc = g[j] / sqrt(var + eps);
-            m[j] = (float)mu, v[j] = (float)var;
-            ref_sb[j] = (float)sc, ref_sb[ch + j] = (float)(b[j] - mu * sc);
-            rm[j] = (1 - mom) * rm[j] + mom * (float)mu;
-            rv[j] = (1 - mom) * rv[j] + mom * (float)var * (float)(cnt / (cnt - 1));
+    for (int pro = 0; pro < 2; pro++) {
+        if ((rc = c->gpu->ops->conv_fuse_plan(c->gpu, go, pro)) != 0) {
+            printf("%s %-6s %s: the chain%s %s: %s\n", rc == -ENOTSUP ? "note" : "FAIL", c->prec, what,
+                   pro ? "'s prologue" : "", rc == -ENOTSUP ? "refused (the trainer runs without it)" : "failed",
+                   c->gpu->err->msg);
+            c->failed += rc != -ENOTSUP;
+            dlt_err_clear(c->gpu->err);
+            continue;
         }
-        GPU_OK(c, c->gpu->ops->bn_finalize(c->gpu, bo, gst, gg, gb, gm, gv, gsb));
-        _cmp(c, "chain bn finalize mean", gm, m, ch, 0, 1e-5);
-        _cmp(c, "chain bn finalize var (biased)", gv, v, ch, 0, 1e-5);
-        _cmp(c, "chain bn finalize scale, bias", gsb, ref_sb, 2 * ch, 1, c->tol);
-        _cmp(c, "chain bn finalize running mean", grm, rm, ch, 0, 1e-5);
-        _cmp(c, "chain bn finalize running var", grv, rv, ch, 0, 1e-5);
-        free(gsth), free(ref_sb);
-    }
-    /* Apply with a residual and a ReLU, on the GPU's own y, scale and bias. */
-    {
-        float *yh = _back(c, gy, xn, 1), *sbg = _back(c, gsb, 2 * ch, 1);
-        memcpy(sbh, sbg, 2 * ch * sizeof(float));
+        sbh = _back(c, gsb, 2 * ch, 1);
         for (size_t i = 0; i < xn; i++) {
-            float t = _pre(yh[i], sbh[i % ch], sbh[ch + i % ch]) + z[i];
-            out[i] = t > 0 ? t : 0;
+            float t = _pre(x[i], sbh[i % ch], sbh[ch + i % ch]);
+            xp[i] = pro ? (t > 0 ? t : 0) : x[i];
         }
-        GPU_OK(c, c->gpu->ops->bn_apply(c->gpu, bo, gy, gsb, gz, 1, gout));
-        _cmp(c, "chain bn apply (+ residual, relu)", gout, out, xn, 1, c->tol);
-        /* Backward from the stored output (its mask the GPU's own), with the residual's gradient. */
-        float *outg = _back(c, gout, xn, 1);
-        _host_bn_bwd(yh, outg, sbh, dy, g, m, v, eps, pix, ch, dx, dz, dg, db);
-        GPU_OK(c, c->gpu->ops->bn_bwd_fused(c->gpu, bo, gy, gout, gsb, 1, gdy, gg, gm, gv, gdx, gdz, gdg, gdb));
-        _cmp(c, "chain bn bwd dx (stored output)", gdx, dx, xn, 1, c->tol * 2);
-        _cmp(c, "chain bn bwd dz (residual)", gdz, dz, xn, 1, c->tol);
-        _cmp(c, "chain bn bwd dgamma", gdg, dg, ch, 0, c->tol * 2);
-        _cmp(c, "chain bn bwd dbeta", gdb, db, ch, 0, c->tol * 2);
-        /* Backward of a batch norm never stored: the mask from y * scale + bias. */
-        _host_bn_bwd(yh, NULL, sbh, dy, g, m, v, eps, pix, ch, dx, NULL, dg, db);
-        GPU_OK(c, c->gpu->ops->bn_bwd_fused(c->gpu, bo, gy, NULL, gsb, 1, gdy, gg, gm, gv, gdx, NULL, gdg, gdb));
-        _cmp(c, "chain bn bwd dx (never stored)", gdx, dx, xn, 1, c->tol * 2);
-        _cmp(c, "chain bn bwd dgamma (never stored)", gdg, dg, ch, 0, c->tol * 2);
-        /* The convolution with that batch norm as its prologue: input relu(y * scale + bias). */
-        for (size_t i = 0; i < xn; i++) {
-            float t = _pre(yh[i], sbh[i % ch], sbh[ch + i % ch]);
-            xp[i] = t > 0 ? t : 0;
+        free(sbh);
+        GPU_OK(c, c->gpu->ops->conv_fwd_stats(c->gpu, go, gx, pro ? gsb : NULL, gy, gst));
+        CPU_OK(c, c->cpu->ops->conv_fwd(c->cpu, co, xp, y));
+        _host_stats(y, pix, k, st);
+        snprintf(name, sizeof(name), "chain %s fwd%s", what, pro ? ", bn prologue" : "");
+        _cmp(c, name, gy, y, yn, 1, _mm_tol(c, (long)ch * r * r));
+        snprintf(name, sizeof(name), "chain %s sums%s", what, pro ? ", bn prologue" : "");
+        _cmp(c, name, gst, st, k, 0, c->tol);
+        snprintf(name, sizeof(name), "chain %s sums of squares%s", what, pro ? ", bn prologue" : "");
+        _cmp(c, name, gst + k, st + k, k, 0, c->tol);
+        if (pro) {
+            GPU_OK(c, c->gpu->ops->conv_bwd_weights_pro(c->gpu, go, gx, gsb, gdy, gdw));
+            CPU_OK(c, c->cpu->ops->conv_bwd_weights(c->cpu, co, xp, dy, dw));
+            snprintf(name, sizeof(name), "chain %s bwd-weights, bn prologue", what);
+            _cmp(c, name, gdw, dw, wn, 0, _mm_tol(c, (long)pix));
         }
-        free(yh), free(sbg), free(outg);
     }
-    if ((rc = c->gpu->ops->conv_fuse_plan(c->gpu, go, 1)) != 0) {
-        printf("%s %-6s conv%dx%d c%d->%d: the chain's prologue %s: %s\n", rc == -ENOTSUP ? "note" : "FAIL", c->prec, r,
-               r, ch, ch, rc == -ENOTSUP ? "refused (the trainer stores that batch norm)" : "failed", c->gpu->err->msg);
-        c->failed += rc != -ENOTSUP;
-        dlt_err_clear(c->gpu->err);
-        goto out;
-    }
-    GPU_OK(c, c->gpu->ops->conv_fwd_stats(c->gpu, go, gy, gsb, gout, gst));
-    CPU_OK(c, c->cpu->ops->conv_fwd(c->cpu, co, xp, y));
-    _host_stats(y, pix, ch, st);
-    snprintf(name, sizeof(name), "chain conv%dx%d c%d fwd, bn prologue", r, r, ch);
-    _cmp(c, name, gout, y, xn, 1, _mm_tol(c, (long)ch * r * r));
-    snprintf(name, sizeof(name), "chain conv%dx%d c%d statistics, bn prologue", r, r, ch);
-    _cmp(c, name, gst, st, 2 * ch, 0, c->tol);
-    GPU_OK(c, c->gpu->ops->conv_bwd_weights_pro(c->gpu, go, gy, gsb, gdy, gdw));
-    CPU_OK(c, c->cpu->ops->conv_bwd_weights(c->cpu, co, xp, dy, dw));
-    snprintf(name, sizeof(name), "chain conv%dx%d c%d bwd-weights, bn prologue", r, r, ch);
-    _cmp(c, name, gdw, dw, wn, 0, _mm_tol(c, (long)pix));
-out:
     c->cpu->ops->op_destroy(c->cpu, co);
     c->gpu->ops->op_destroy(c->gpu, go);
-    c->gpu->ops->op_destroy(c->gpu, bo);
-    free(x), free(wt), free(dy), free(z), free(g), free(b), free(rm), free(rv), free(y), free(st), free(m), free(v),
-        free(sbh), free(out), free(dx), free(dz), free(dg), free(db), free(xp), free(dw);
-    float *all[] = {gx, gw, gdy, gz, gg, gb, grm, grv, gy, gst, gm, gv, gsb, gout, gdx, gdz, gdg, gdb, gdw};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        _free(c, all[i]);
+    free(x), free(wt), free(dy), free(sb), free(y), free(st), free(xp), free(dw);
+    _free(c, gx), _free(c, gw), _free(c, gdy), _free(c, gsb), _free(c, gy), _free(c, gst), _free(c, gdw);
 }
 
 static void _batchnorm(ctx *c)
@@ -892,8 +909,12 @@ int main(int argc, char **argv)
                 printf("FAIL %-6s backend with the convolution + batch-norm chain: %s\n", c.prec, fu_err.msg);
                 c.failed++;
             } else {
-                _fused_chain(&c, 4, 14, 64, 3, 1);
-                _fused_chain(&c, 4, 14, 64, 1, 0);
+                _chain_conv(&c, 4, 14, 64, 64, 3, 1, 1);
+                _chain_conv(&c, 4, 14, 64, 256, 1, 1, 0);
+                _chain_conv(&c, 4, 14, 64, 128, 3, 2, 1);
+                _chain_bn(&c, 4, 14, 64);
+                _chain_bn(&c, 4, 7, 40);
+                _chain_bn(&c, 2, 7, 36);
                 c.gpu->ops->destroy(c.gpu);
             }
             c.gpu = plain;

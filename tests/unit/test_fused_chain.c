@@ -238,6 +238,8 @@ static int _run(const char *arch, int offer, int refuse, outcome *out, char *wor
     }
     be->ops = &emu.ops;
     rc = dlt_net_create(&net, &cfg, be, dlt_err_fresh(&e));
+    if (rc == 0) /* a refusal handled leaves no error behind: the run's first failure must be its own */
+        assert_int_equal(e.code, 0);
     if (rc != 0) {
         snprintf(words, wlen, "%s", e.msg);
         be->ops = emu.real;

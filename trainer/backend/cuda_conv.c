@@ -563,7 +563,7 @@ static int _conv_bind_weights(dlt_backend *be, dlt_op *op, const float *w)
     return 0;
 }
 
-static int _conv_weights_ok(dlt_backend *be, const dlt_op *op)
+int dlt_cu_conv_weights_ok(dlt_backend *be, const dlt_op *op)
 {
     if (!op->w) {
         return dlt_fail(be->err, -EINVAL, "convolution %d->%d %dx%d run before conv_bind_weights", op->cs.c, op->cs.k,
@@ -646,7 +646,7 @@ static int _conv_fwd(dlt_backend *be, dlt_op *op, const float *x, float *y)
 {
     cuda_backend *c = _cu(be);
     int rc;
-    if ((rc = _conv_weights_ok(be, op)) != 0)
+    if ((rc = dlt_cu_conv_weights_ok(be, op)) != 0)
         return rc;
     if (op->x_pad) {
         const dlt_conv_shape *s = &op->cs;
@@ -674,7 +674,7 @@ static int _conv_bwd_data_blend(dlt_backend *be, dlt_op *op, const float *dy, fl
                         "channels, %dx%d)",
                         op->cs.c, op->cs.k, op->cs.r, op->cs.s);
     }
-    if ((rc = _conv_weights_ok(be, op)) != 0)
+    if ((rc = dlt_cu_conv_weights_ok(be, op)) != 0)
         return rc;
     CONV_RUN(be, op, DIR_DATA,
              cudnnConvolutionBackwardData(c->dnn, &g_one, op->wd, op->w, op->yd, dy, op->conv_bwd_data,

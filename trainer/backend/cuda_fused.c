@@ -194,13 +194,14 @@ static int _fuse_plan(dlt_backend *be, dlt_op *op, int prologue)
     if (!why && e->fu[prologue].state < 0)
         why = e->fu[prologue].why;
     if (why) {
-        /* One line per run at most for the forms a step would have used: the network's summary
-         * counts the rest. */
-        if (!c->fu_said) {
-            c->fu_said = 1;
+        /* cuDNN's refusals once per geometry and form; the shapes this file refuses itself once per
+         * run (the padded stem, always refused, is documented, not said); the network's summary
+         * counts them all. */
+        int *said = !e->fu[prologue].state ? &c->fu_said_shape : &e->fu[prologue].said;
+        if (op->cp == s->c && !*said) {
+            *said = 1;
             fprintf(stderr,
-                    "dltrain: convolution %d->%d %dx%d/%d on %dx%d: no fused convolution + batch norm%s (%s); %s "
-                    "(said once)\n",
+                    "dltrain: convolution %d->%d %dx%d/%d on %dx%d: no fused convolution + batch norm%s (%s); %s\n",
                     s->c, s->k, s->r, s->s, s->stride, s->h, s->w, prologue ? " with the batch norm before" : "", why,
                     prologue ? "that batch norm's output is stored instead" : "it and its batch norm run on their own");
         }
@@ -210,14 +211,25 @@ static int _fuse_plan(dlt_backend *be, dlt_op *op, int prologue)
     return 0;
 }
 
-static const fused_form *_form(dlt_backend *be, const dlt_op *op, int prologue)
+/* The planned form of op into *f, its weights bound to the current plan and every pointer aligned to
+ * 16 bytes as the graphs' tensors declare; else a negative status with err saying what is wrong. */
+static int _form(dlt_backend *be, const dlt_op *op, int prologue, const void *const *ptrs, int n, const fused_form **f)
 {
-    if (!op->algo || op->algo->fu[prologue].state != 1) {
-        dlt_fail(be->err, -EPROTO, "the convolution + batch-norm chain's %s of a convolution it was not planned for",
-                 prologue ? "prologue" : "statistics");
-        return NULL;
-    }
-    return &op->algo->fu[prologue];
+    int rc;
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)ptrs[i] % 16)
+            return dlt_fail(be->err, -EINVAL,
+                            "the convolution + batch-norm chain: a buffer not 16-byte aligned (%p) for convolution "
+                            "%d->%d",
+                            ptrs[i], op->cs.c, op->cs.k);
+    if ((rc = dlt_cu_conv_weights_ok(be, op)) != 0)
+        return rc;
+    if (!op->algo || op->algo->fu[prologue].state != 1)
+        return dlt_fail(be->err, -EPROTO,
+                        "the convolution + batch-norm chain's %s of a convolution it was not planned for",
+                        prologue ? "prologue" : "statistics");
+    *f = &op->algo->fu[prologue];
+    return 0;
 }
 
 static int _executed(dlt_backend *be, const dlt_cg_pool *pool, cudnnStatus_t st, const char *what)
@@ -233,13 +245,14 @@ static int _conv_fwd_stats(dlt_backend *be, dlt_op *op, const float *x, const fl
     const dlt_conv_shape *s = &op->cs;
     int64_t uids[8];
     void *ptrs[8];
-    int n;
-    const fused_form *f = _form(be, op, sb != NULL);
-    if (!f)
-        return -EPROTO;
-    /* The statistics start from zero (cuDNN's genstats adds into them as the fusion samples zero them). */
+    const int n = _bind_fwd(s, x, op->w, y, stats, sb, uids, ptrs);
+    const fused_form *f = NULL;
+    int rc = _form(be, op, sb != NULL, (const void *const *)ptrs, n, &f);
+    if (rc != 0)
+        return rc;
+    /* The statistics start from zero: cuDNN does not say whether genstats writes or adds, and its
+     * samples zero them. */
     DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaMemsetAsync(stats, 0, (size_t)s->k * 2 * sizeof(float), c->s)));
-    n = _bind_fwd(s, x, op->w, y, stats, sb, uids, ptrs);
     return _executed(be, f->pool, dlt_cg_execute(f->pool, c->dnn, f->fwd, n, uids, ptrs, c->ws),
                      "the convolution with its batch norm's statistics");
 }
@@ -250,11 +263,11 @@ static int _conv_bwd_weights_pro(dlt_backend *be, dlt_op *op, const float *x, co
     cuda_backend *c = _cu(be);
     int64_t uids[8];
     void *ptrs[8];
-    int n;
-    const fused_form *f = _form(be, op, 1);
-    if (!f)
-        return -EPROTO;
-    n = _bind_wgrad(&op->cs, x, sb, dy, dw, uids, ptrs);
+    const int n = _bind_wgrad(&op->cs, x, sb, dy, dw, uids, ptrs);
+    const fused_form *f = NULL;
+    int rc = _form(be, op, 1, (const void *const *)ptrs, n, &f);
+    if (rc != 0)
+        return rc;
     return _executed(be, f->pool, dlt_cg_execute(f->pool, c->dnn, f->wgrad, n, uids, ptrs, c->ws),
                      "the filter gradient through the batch norm before");
 }
@@ -269,10 +282,9 @@ static int _bn_finalize(dlt_backend *be, dlt_op *op, const float *stats, const f
 {
     cuda_backend *c = _cu(be);
     const double m = (double)_pixels(op);
-    DLT_TRY(be->err,
-            DLT_CUDA_CHECK(be->err, dlt_k_bn_finalize(stats, gamma, beta, op->as.c, (float)m, op->eps, mean, var, sb,
-                                                      c->dt, op->run_mean, op->run_var, (float)op->run_factor,
-                                                      m > 1 ? (float)(m / (m - 1)) : 1.f, (dlt_stream)c->s)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_bn_finalize(stats, gamma, beta, op->as.c, m, op->eps, mean, var, sb,
+                                                               c->dt, op->run_mean, op->run_var, (float)op->run_factor,
+                                                               m > 1 ? (float)(m / (m - 1)) : 1.f, (dlt_stream)c->s)));
     return 0;
 }
 

@@ -40,7 +40,7 @@ typedef struct fused_form {
     dlt_cg_pool *pool;
     cudnnBackendDescriptor_t fwd, wgrad; /* wgrad: the prologue form's filter gradient */
     int64_t fwd_engine, wgrad_engine;
-    int state;
+    int state, said; /* said: its refusal printed */
     char why[640];
 } fused_form;
 
@@ -141,7 +141,7 @@ typedef struct {
     /* The chain's batch-norm backward partial sums (dlt_k_bn_bwd_scratch), grown at planning */
     float *fu_scratch;
     size_t fu_scratch_size;
-    int fu_tried, fu_fused, fu_said; /* conv_fuse_plan calls, the ones planned, a refusal said */
+    int fu_tried, fu_fused, fu_said_shape; /* conv_fuse_plan calls, the ones planned, a shape refusal said */
     /* --wgrad-fp32: geometries planned with a choice to make, and those that took the graph */
     int wg_planned, wg_graph, wg_said, wg_reported;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */
@@ -219,6 +219,8 @@ int dlt_cu_param_offset(dlt_backend *be, const float *w, size_t n, const char *w
 void dlt_cu_conv_ops(dlt_backend_ops *ops);
 /* Frees the backend's per-geometry algorithm entries (their graph plans with them). */
 void dlt_cu_conv_free_algos(cuda_backend *c);
+/* 0 when op's weights are bound into the current parameter plan; else -EINVAL, err saying which. */
+int dlt_cu_conv_weights_ok(dlt_backend *be, const dlt_op *op);
 /* Destroys op's three per-direction convolution descriptors (NULL after). */
 void dlt_cu_conv_free_descriptors(dlt_op *op);
 

@@ -998,11 +998,11 @@ int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv
     return (int)cudaGetLastError();
 }
 
-int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, float count, float eps,
+int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, double count, float eps,
                       float *mean, float *var, void *sb, dlt_dt dt, float *rm, float *rv, float momentum, float unbias,
                       dlt_stream s)
 {
-    DISPATCH(dt, l_bn_finalize, stats, gamma, beta, c, (double)count, eps, mean, var, sb, rm, rv, momentum, unbias,
+    DISPATCH(dt, l_bn_finalize, stats, gamma, beta, c, count, eps, mean, var, sb, rm, rv, momentum, unbias,
              (cudaStream_t)s);
 }
 

@@ -101,7 +101,7 @@ int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv
  * finalize: from a convolution's float statistics (c sums, then c sums of squares, over count
  * values each), the batch mean and biased variance, sb, and the running statistics rm/rv (NULL:
  * none) as bn_stats_update keeps them. */
-int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, float count, float eps,
+int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, double count, float eps,
                       float *mean, float *var, void *sb, dlt_dt dt, float *rm, float *rv, float momentum, float unbias,
                       dlt_stream s);
 /* y = relu?(x * scale + bias + z), z may be NULL. */

@@ -108,9 +108,9 @@ static int _plan_fusion(dlt_net *net)
         const dlt_layer *l = &m->layers[i];
         producer[l->out] = i;
         net->fuse_src[i] = net->fuse_dst[i] = -1;
-        if (l->kind == DLT_LAYER_BN) {
+        if (l->kind == DLT_LAYER_BN) { /* 8 channels apart at least: 16-byte aligned vectors */
             net->bn_coff[i] = nbn_c;
-            nbn_c += (size_t)l->cs.c;
+            nbn_c += ((size_t)l->cs.c + 7) / 8 * 8;
         }
     }
     for (int i = 0; i < m->nlayers && rc == 0; i++) {
@@ -123,7 +123,9 @@ static int _plan_fusion(dlt_net *net)
                         m->layers[b].add < 0 && _sole_reader(m, l->in) == i))
             b = -1;
         rc = b >= 0 ? be->ops->conv_fuse_plan(be, l->op, 1) : -ENOTSUP;
-        if (rc == -ENOTSUP) {
+        if (rc == -ENOTSUP) { /* said by the backend: the batch norm before is stored instead */
+            if (!had)
+                dlt_err_clear(be->err);
             b = -1;
             rc = be->ops->conv_fuse_plan(be, l->op, 0);
         }

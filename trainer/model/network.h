@@ -42,8 +42,8 @@ typedef struct {
      * input through the batch norm fuse_src[i] applied on the fly; for a batch norm: 0 on its own,
      * 1 finalized from its convolution's statistics, 2 and its output never stored (the next
      * convolution applies it). Training forwards and backwards only: inference runs every op on
-     * its own. bn_coff[i]: a batch norm's first channel in batch_mean/var, bn_stats (2 floats per
-     * channel) and bn_sb (2 activation values per channel: scale, bias). */
+     * its own. bn_coff[i]: a batch norm's first channel in bn_stats (2 floats per channel) and
+     * bn_sb (2 activation values per channel: scale, bias), a multiple of 8 (16-byte aligned). */
     int *fuse, *fuse_src, *fuse_dst;
     size_t *bn_coff;
     float *bn_stats, *bn_sb;
