@@ -60,6 +60,11 @@ static void test_resnet50_geometries(void **state)
             _accepted_up_to_handle(&pool, dlt_cg_wgrad_graph(&pool, NULL, &cs, types[t], CUDNN_DATA_FLOAT, 1), 17,
                                    what);
             dlt_cg_pool_free(&pool);
+            /* the same through intermediates of the run's type, dW in it too (NVIDIA's ConvBNwgrad sample) */
+            snprintf(what, sizeof(what), "%s scale/bias/relu+wgrad, low-precision (type %d)", l->name, (int)types[t]);
+            _accepted_up_to_handle(&pool, dlt_cg_wgrad_graph(&pool, NULL, &cs, types[t], types[t], DLT_CG_PRO_LOWP), 17,
+                                   what);
+            dlt_cg_pool_free(&pool);
             /* x, w, y, sum, sqsum, the convolution, its operation, genstats; then the graph */
             snprintf(what, sizeof(what), "%s conv+genstats (type %d)", l->name, (int)types[t]);
             _accepted_up_to_handle(&pool, dlt_cg_fprop_stats_graph(&pool, NULL, &cs, types[t], 0), 9, what);

@@ -109,26 +109,31 @@ static int _bind_wgrad(const dlt_conv_shape *s, const void *x, const void *sb, c
 /* The first of graph g's plans that runs on b (its engine into *engine), or NULL with why. */
 static cudnnBackendDescriptor_t _first_that_runs(dlt_backend *be, dlt_cg_pool *pool, cudnnBackendDescriptor_t g,
                                                  int wgrad, const dlt_conv_shape *s, fu_buffers *b, int64_t *engine,
-                                                 char *why, size_t wlen)
+                                                 int *compiled, char *why, size_t wlen)
 {
     cuda_backend *c = _cu(be);
     dlt_cg_plan plans[FU_PLANS];
     int proposed = 0, n;
-    unsigned need = DLT_CG_PRECOMPILED | (c->cfg.deterministic ? DLT_CG_DETERMINISTIC : 0);
-    n = g ? dlt_cg_plans(pool, c->dnn, g, c->ws_limit, need, plans, FU_PLANS, &proposed) : 0;
-    for (int i = 0; i < n; i++) {
-        int64_t uids[8];
-        void *ptrs[8];
-        int k = wgrad ? _bind_wgrad(s, b->x, b->sb, b->y, b->dw, uids, ptrs)
-                      : _bind_fwd(s, b->x, b->w, b->y, b->stats, b->sb, uids, ptrs);
-        if (dlt_cu_workspace(be, plans[i].workspace) != 0)
-            continue;
-        if (dlt_cudnn_ok(dlt_cg_execute(pool, c->dnn, plans[i].plan, k, uids, ptrs, c->ws)) &&
-            cudaStreamSynchronize(c->s) == cudaSuccess) {
-            *engine = plans[i].engine;
-            return plans[i].plan;
+    /* Engines shipped compiled first; else the ones cuDNN compiles at run time (NVRTC: seconds per
+     * graph at each launch, which the chain, asked for by name, is worth over a training run). */
+    for (int pass = 0; pass < 2 && g; pass++) {
+        unsigned need = (pass ? 0 : DLT_CG_PRECOMPILED) | (c->cfg.deterministic ? DLT_CG_DETERMINISTIC : 0);
+        n = dlt_cg_plans(pool, c->dnn, g, c->ws_limit, need, plans, FU_PLANS, &proposed);
+        for (int i = 0; i < n; i++) {
+            int64_t uids[8];
+            void *ptrs[8];
+            int k = wgrad ? _bind_wgrad(s, b->x, b->sb, b->y, b->dw, uids, ptrs)
+                          : _bind_fwd(s, b->x, b->w, b->y, b->stats, b->sb, uids, ptrs);
+            if ((pass && !(plans[i].lacks & DLT_CG_PRECOMPILED)) || dlt_cu_workspace(be, plans[i].workspace) != 0)
+                continue; /* the second pass's shipped-compiled plans were tried in the first */
+            if (dlt_cudnn_ok(dlt_cg_execute(pool, c->dnn, plans[i].plan, k, uids, ptrs, c->ws)) &&
+                cudaStreamSynchronize(c->s) == cudaSuccess) {
+                *engine = plans[i].engine;
+                *compiled = pass;
+                return plans[i].plan;
+            }
+            cudaGetLastError();
         }
-        cudaGetLastError();
     }
     snprintf(why, wlen, "%s: %d engine configuration(s) proposed, none ran: %s",
              wgrad ? "the filter gradient through the prologue" : "the forward with statistics", proposed,
@@ -146,6 +151,7 @@ static void _decide(dlt_backend *be, dlt_op *op, algo_entry *e, int prologue)
     fu_buffers b;
     int had = be->err->code != 0;
     fused_form *f = &e->fu[prologue];
+    int rt[2] = {0, 0}; /* the plans kept compile at run time */
     f->state = -1;
     if (!(f->pool = calloc(1, sizeof(*f->pool)))) {
         snprintf(f->why, sizeof(f->why), "out of host memory");
@@ -158,17 +164,36 @@ static void _decide(dlt_backend *be, dlt_op *op, algo_entry *e, int prologue)
     g = dlt_cg_fprop_stats_graph(f->pool, c->dnn, s, c->cdt, prologue);
     if (!g)
         snprintf(f->why, sizeof(f->why), "the forward with statistics: %s", f->pool->err);
-    else if ((f->fwd = _first_that_runs(be, f->pool, g, 0, s, &b, &f->fwd_engine, f->why, sizeof(f->why))) &&
+    else if ((f->fwd = _first_that_runs(be, f->pool, g, 0, s, &b, &f->fwd_engine, &rt[0], f->why, sizeof(f->why))) &&
              prologue) {
-        g = dlt_cg_wgrad_graph(f->pool, c->dnn, s, c->cdt, CUDNN_DATA_FLOAT, 1);
-        if (!g)
-            snprintf(f->why, sizeof(f->why), "the filter gradient through the prologue: %s", f->pool->err);
-        else
-            f->wgrad = _first_that_runs(be, f->pool, g, 1, s, &b, &f->wgrad_engine, f->why, sizeof(f->why));
+        /* The filter gradient in fp32 straight into the parameter gradient; else as NVIDIA's
+         * ConvBNwgrad sample builds it (intermediates and dW in the run's type), cast after into
+         * the gradient through the shared scratch, as the legacy filter gradient is. */
+        for (int lowp = 0; lowp < 2 && !f->wgrad; lowp++) {
+            g = dlt_cg_wgrad_graph(f->pool, c->dnn, s, c->cdt, lowp ? c->cdt : CUDNN_DATA_FLOAT,
+                                   lowp ? DLT_CG_PRO_LOWP : DLT_CG_PRO_F32);
+            if (!g)
+                snprintf(f->why, sizeof(f->why), "the filter gradient through the prologue: %s", f->pool->err);
+            else if ((f->wgrad =
+                          _first_that_runs(be, f->pool, g, 1, s, &b, &f->wgrad_engine, &rt[1], f->why, sizeof(f->why))))
+                f->wgrad_lowp = lowp;
+        }
+        if (f->wgrad_lowp &&
+            _grow(be, &c->dw_scratch, NULL, &c->dw_scratch_size, (size_t)s->k * s->r * s->s * s->c * 2, c->s) != 0) {
+            f->wgrad = NULL;
+            snprintf(f->why, sizeof(f->why), "no device memory for its filter gradient's cast");
+        }
     }
     _buffers_free(c, &b);
-    if (f->fwd && (!prologue || f->wgrad))
+    if (f->fwd && (!prologue || f->wgrad)) {
         f->state = 1;
+        if ((rt[0] || rt[1]) && !c->fu_runtime++)
+            fprintf(stderr,
+                    "dltrain: convolution + batch-norm chain: cuDNN has no engine shipped compiled for convolution "
+                    "%d->%d %dx%d/%d%s; it compiles one at run time (NVRTC: seconds per geometry at each launch; "
+                    "said once)\n",
+                    s->c, s->k, s->r, s->s, s->stride, prologue ? " with the batch norm before" : "");
+    }
     if (!had)
         dlt_err_clear(be->err); /* a failure here is a refusal, said by the caller */
 }
@@ -263,13 +288,18 @@ static int _conv_bwd_weights_pro(dlt_backend *be, dlt_op *op, const float *x, co
     cuda_backend *c = _cu(be);
     int64_t uids[8];
     void *ptrs[8];
-    const int n = _bind_wgrad(&op->cs, x, sb, dy, dw, uids, ptrs);
+    const fused_form *pf = op->algo ? &op->algo->fu[1] : NULL;
+    const int lowp = pf && pf->wgrad_lowp;
+    const size_t wn = (size_t)op->cs.k * op->cs.r * op->cs.s * op->cs.c;
+    const int n = _bind_wgrad(&op->cs, x, sb, dy, lowp ? (float *)c->dw_scratch : dw, uids, ptrs);
     const fused_form *f = NULL;
     int rc = _form(be, op, 1, (const void *const *)ptrs, n, &f);
-    if (rc != 0)
-        return rc;
-    return _executed(be, f->pool, dlt_cg_execute(f->pool, c->dnn, f->wgrad, n, uids, ptrs, c->ws),
-                     "the filter gradient through the batch norm before");
+    if (rc == 0)
+        rc = _executed(be, f->pool, dlt_cg_execute(f->pool, c->dnn, f->wgrad, n, uids, ptrs, c->ws),
+                       "the filter gradient through the batch norm before");
+    if (rc == 0 && lowp) /* dW in the run's type (the ConvBNwgrad sample's form): into the float gradient */
+        DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_cast_to_f32(c->dw_scratch, c->dt, dw, wn, (dlt_stream)c->s)));
+    return rc;
 }
 
 static size_t _pixels(const dlt_op *op)

@@ -41,6 +41,7 @@ typedef struct fused_form {
     cudnnBackendDescriptor_t fwd, wgrad; /* wgrad: the prologue form's filter gradient */
     int64_t fwd_engine, wgrad_engine;
     int state, said; /* said: its refusal printed */
+    int wgrad_lowp;  /* the prologue's filter gradient written in the run's type, then cast */
     char why[640];
 } fused_form;
 
@@ -142,6 +143,7 @@ typedef struct {
     float *fu_scratch;
     size_t fu_scratch_size;
     int fu_tried, fu_fused, fu_said_shape; /* conv_fuse_plan calls, the ones planned, a shape refusal said */
+    int fu_runtime;                        /* the chain's geometries whose plans cuDNN compiles at run time (NVRTC) */
     /* --wgrad-fp32: geometries planned with a choice to make, and those that took the graph */
     int wg_planned, wg_graph, wg_said, wg_reported;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */

@@ -115,17 +115,17 @@ static cudnnBackendDescriptor_t _graph(dlt_cg_pool *pool, cudnnHandle_t h, cudnn
     return g;
 }
 
-/* X' = relu(X * scale + bias) into three virtual fp32 intermediates of X's shape, its three
- * operations appended to ops; NULL with pool->err on a refusal. */
+/* X' = relu(X * scale + bias) into three virtual intermediates of X's shape (fp32, or of type t
+ * for DLT_CG_PRO_LOWP), its three operations appended to ops; NULL with pool->err on a refusal. */
 static cudnnBackendDescriptor_t _prologue(dlt_cg_pool *pool, cudnnBackendDescriptor_t x, const dlt_conv_shape *s,
-                                          cudnnDataType_t t, cudnnBackendDescriptor_t *ops, int *nops)
+                                          cudnnDataType_t t, int kind, cudnnBackendDescriptor_t *ops, int *nops)
 {
-    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    cudnnDataType_t vt = kind == DLT_CG_PRO_LOWP ? t : CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t sc = _tensor(pool, DLT_CG_SCALE, t, 1, s->c, 1, 1, false),
                              bi = _tensor(pool, DLT_CG_BIAS, t, 1, s->c, 1, 1, false),
-                             v1 = _tensor(pool, DLT_CG_VIRTUAL, f32, s->n, s->c, s->h, s->w, true),
-                             v2 = _tensor(pool, DLT_CG_VIRTUAL + 1, f32, s->n, s->c, s->h, s->w, true),
-                             v3 = _tensor(pool, DLT_CG_VIRTUAL + 2, f32, s->n, s->c, s->h, s->w, true);
+                             v1 = _tensor(pool, DLT_CG_VIRTUAL, vt, s->n, s->c, s->h, s->w, true),
+                             v2 = _tensor(pool, DLT_CG_VIRTUAL + 1, vt, s->n, s->c, s->h, s->w, true),
+                             v3 = _tensor(pool, DLT_CG_VIRTUAL + 2, vt, s->n, s->c, s->h, s->w, true);
     if (!sc || !bi || !v1 || !v2 || !v3 || !(ops[(*nops)++] = _pointwise(pool, CUDNN_POINTWISE_MUL, x, sc, v1)) ||
         !(ops[(*nops)++] = _pointwise(pool, CUDNN_POINTWISE_ADD, v1, bi, v2)) ||
         !(ops[(*nops)++] = _pointwise(pool, CUDNN_POINTWISE_RELU_FWD, v2, NULL, v3)))
@@ -148,7 +148,7 @@ cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle
     sq = _tensor(pool, DLT_CG_SQSUM, f32, 1, s->k, 1, 1, false);
     if (!x || !w || !y || !sum || !sq)
         return NULL;
-    xin = prologue ? _prologue(pool, x, s, t, ops, &nops) : x;
+    xin = prologue ? _prologue(pool, x, s, t, prologue, ops, &nops) : x;
     if (!xin || !(conv = _conv(pool, s)))
         return NULL;
     cop = _new(pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
@@ -184,7 +184,7 @@ cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, 
     dw = _tensor(pool, DLT_CG_DW, dwt, s->k, s->c, s->r, s->s, false);
     if (!x || !dy || !dw)
         return NULL;
-    xin = prologue ? _prologue(pool, x, s, t, ops, &nops) : x;
+    xin = prologue ? _prologue(pool, x, s, t, prologue, ops, &nops) : x;
     if (!xin || !(conv = _conv(pool, s)))
         return NULL;
     op = _new(pool, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);

@@ -18,7 +18,7 @@
 
 #include "trainer/backend/backend.h"
 
-#define DLT_CG_MAX_DESC 160
+#define DLT_CG_MAX_DESC 512
 /* Engine configurations taken from each heuristics mode at most (the best ranked). */
 #define DLT_CG_HEUR_RESULTS 24
 
@@ -50,15 +50,22 @@ enum {
     DLT_CG_VIRTUAL = 100 /* and up: intermediates no pointer is bound to */
 };
 
+/* The prologue of a graph (its `prologue` argument): none; X' = relu(X * scale + bias) through fp32
+ * virtual intermediates (NVIDIA's ConvBNfprop sample, samples/cpp/convolution/fprop.cpp SBRCS); or
+ * through intermediates of the tensors' own type t (its ConvBNwgrad sample,
+ * samples/cpp/convolution/wgrads.cpp, which also writes dW in t). */
+enum { DLT_CG_PRO_NONE = 0, DLT_CG_PRO_F32 = 1, DLT_CG_PRO_LOWP = 2 };
+
 /* Y = conv(X', W) and genstats(Y) (per-channel sum and sum of squares, fp32), where X' = X, or with
- * prologue X' = relu(X * scale + bias) (cuDNN's ConvBNfprop). X, W, Y of type t (scale and bias too);
+ * a prologue (DLT_CG_PRO_*) X' = relu(X * scale + bias) (cuDNN's ConvBNfprop). X, W, Y of type t (scale and bias too);
  * s: the convolution (its n, c, h, w, k, r, s, stride, pad, oh, ow). NULL with pool->err on a refusal. */
 cudnnBackendDescriptor_t dlt_cg_fprop_stats_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
                                                   cudnnDataType_t t, int prologue);
 
 /* dW = the filter gradient of conv(X', W) from X and dY of type t, written as type dwt (fp32: no
- * half-precision copy to cast afterwards), where X' = X, or with prologue X' = relu(X * scale +
- * bias) (cuDNN's ConvBNwgrad: the previous batch norm applied on the fly, never stored). */
+ * half-precision copy to cast afterwards), where X' = X, or with a prologue (DLT_CG_PRO_*) X' =
+ * relu(X * scale + bias) (cuDNN's ConvBNwgrad: the previous batch norm applied on the fly, never
+ * stored). */
 cudnnBackendDescriptor_t dlt_cg_wgrad_graph(dlt_cg_pool *pool, cudnnHandle_t h, const dlt_conv_shape *s,
                                             cudnnDataType_t t, cudnnDataType_t dwt, int prologue);
 
