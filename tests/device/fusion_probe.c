@@ -8,11 +8,13 @@
  *   conv+gs   graph: Y = conv(X, W) with per-channel sum and sum of squares of Y (genstats)
  *   sbr+conv+gs graph: X' = relu(X * scale + bias) (the previous layer's batch norm applied in
  *             this convolution's prologue), Y = conv(X', W), genstats(Y): cuDNN's ConvBNfprop
+ *             (the trainer's --fuse-bn on runs conv+gs and this graph)
  *   wgrad-f32 graph: the filter gradient written in fp32 from fp16 X and dY, against the legacy
  *             fp16 one (which the trainer then casts to its fp32 gradient: a pass the graph saves;
  *             the trainer's --wgrad-fp32 runs this graph)
  *   sbr+wgrad-f32 graph: the same with X' = relu(X * scale + bias) applied in its prologue (cuDNN's
- *             ConvBNwgrad: with sbr+conv+gs, the batch norm's output is never stored), on the
+ *             ConvBNwgrad: with sbr+conv+gs, the batch norm's output is never stored; --fuse-bn on
+ *             runs it, or NVIDIA's sample's form with an fp16 dW where only that is offered), on the
  *             prologue shapes, against the legacy one on X' prepared on the host
  * Each graph is built as cuDNN's documentation names the pattern (virtual fp32 intermediates,
  * fp32 statistics [1,C,1,1]); its engines come from heuristics mode A, then the fallback list; the
