@@ -335,11 +335,29 @@ static void _chain_bn(ctx *c, int n, int h, int ch)
     _cmp(c, name, grv, rv, ch, 0, 1e-5);
     /* Apply with a residual and a ReLU, on the GPU's own scale and bias. */
     sbh = _back(c, gsb, 2 * ch, 1);
+    /* The dual apply first: the residual another batch norm's input, with its own scale and bias. */
+    {
+        float *zsb = _rand(c, 2 * ch, 1), *gzsb, *zsbh;
+        for (int j = 0; j < ch; j++)
+            zsb[j] += 1.2f;
+        gzsb = _gact(c, zsb, 2 * ch);
+        zsbh = _back(c, gzsb, 2 * ch, 1);
+        for (size_t i = 0; i < xn; i++) {
+            const int j = (int)(i % (size_t)ch);
+            float t = _pre(yh[i], sbh[j], sbh[ch + j]) + _pre(z[i], zsbh[j], zsbh[ch + j]);
+            out[i] = t > 0 ? t : 0;
+        }
+        GPU_OK(c, c->gpu->ops->bn_apply(c->gpu, bo, gy, gsb, gz, gzsb, 1, gout));
+        snprintf(name, sizeof(name), "chain bn c%d dual apply (+ bn(residual), relu)", ch);
+        _cmp(c, name, gout, out, xn, 1, c->tol);
+        free(zsb), free(zsbh);
+        _free(c, gzsb);
+    }
     for (size_t i = 0; i < xn; i++) {
         float t = _pre(yh[i], sbh[i % ch], sbh[ch + i % ch]) + z[i];
         out[i] = t > 0 ? t : 0;
     }
-    GPU_OK(c, c->gpu->ops->bn_apply(c->gpu, bo, gy, gsb, gz, 1, gout));
+    GPU_OK(c, c->gpu->ops->bn_apply(c->gpu, bo, gy, gsb, gz, NULL, 1, gout));
     snprintf(name, sizeof(name), "chain bn c%d apply (+ residual, relu)", ch);
     _cmp(c, name, gout, out, xn, 1, c->tol);
     /* Backward from the stored output (its mask the GPU's own), with the residual's gradient. */

@@ -166,7 +166,9 @@ typedef struct {
      * that x'. bn_finalize: from a convolution's statistics of op's shape, the batch mean and
      * biased variance (float, c each) and scale_bias; a training forward of op as bn_bind_running
      * says (the running statistics bound to op updated in the same call). bn_apply:
-     * y = relu?(x * scale + bias + z) (z may be NULL). bn_bwd_fused: the backward of y = relu?(bn(x)
+     * y = relu?(x * scale + bias + z') where z' = z (may be NULL), or, with z_scale_bias, z' =
+     * z * z_scale + z_bias: a residual that is another batch norm's output, applied here from that
+     * batch norm's input (the dual apply: its own output never stored). bn_bwd_fused: the backward of y = relu?(bn(x)
      * [+ z]) from the batch's mean and var: dx, dgamma, dbeta, and dz (NULL: none wanted) the
      * gradient through the ReLU; its mask is y > 0, or, with y NULL (the output was never stored),
      * x * scale + bias > 0 computed as the convolution's prologue computes it. */
@@ -176,8 +178,8 @@ typedef struct {
                                 float *dw_krsc);
     int (*bn_finalize)(dlt_backend *be, dlt_op *op, const float *stats, const float *gamma, const float *beta,
                        float *mean, float *var, float *scale_bias);
-    int (*bn_apply)(dlt_backend *be, dlt_op *op, const float *x, const float *scale_bias, const float *z, int relu,
-                    float *y);
+    int (*bn_apply)(dlt_backend *be, dlt_op *op, const float *x, const float *scale_bias, const float *z,
+                    const float *z_scale_bias, int relu, float *y);
     int (*bn_bwd_fused)(dlt_backend *be, dlt_op *op, const float *x, const float *y, const float *scale_bias, int relu,
                         const float *dy, const float *gamma, const float *mean, const float *var, float *dx, float *dz,
                         float *dgamma, float *dbeta);

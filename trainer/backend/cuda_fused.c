@@ -318,9 +318,10 @@ static int _bn_finalize(dlt_backend *be, dlt_op *op, const float *stats, const f
     return 0;
 }
 
-static int _bn_apply(dlt_backend *be, dlt_op *op, const float *x, const float *sb, const float *z, int relu, float *y)
+static int _bn_apply(dlt_backend *be, dlt_op *op, const float *x, const float *sb, const float *z, const float *zsb,
+                     int relu, float *y)
 {
-    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_bn_apply(x, sb, z, relu, y, _cu(be)->dt, _pixels(op), op->as.c,
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_bn_apply(x, sb, z, zsb, relu, y, _cu(be)->dt, _pixels(op), op->as.c,
                                                             (dlt_stream)_cu(be)->s)));
     return 0;
 }

@@ -621,21 +621,22 @@ __device__ __forceinline__ float bn_pre(float x, float scale, float bias)
     return __fadd_rn(__fmul_rn(x, scale), bias);
 }
 
-template <typename T> __global__ void k_bn_apply(const T *x, const T *sb, const T *z, int relu, T *y, size_t n, int C)
+template <typename T>
+__global__ void k_bn_apply(const T *x, const T *sb, const T *z, const T *zsb, int relu, T *y, size_t n, int C)
 {
     GRID_STRIDE(i, n)
     {
         const int c = (int)(i % (size_t)C);
         float v = bn_pre(ld(x, i), ld(sb, c), ld(sb, C + c));
         if (z)
-            v += ld(z, i);
+            v += zsb ? bn_pre(ld(z, i), ld(zsb, c), ld(zsb, C + c)) : ld(z, i);
         st(y, i, relu && v < 0.f ? 0.f : v);
     }
 }
 
 /* 16 bytes at a time: C a multiple of the pack, so a pack's channels are consecutive. */
 template <typename T>
-__global__ void kv_bn_apply(const T *x, const T *sb, const T *z, int relu, T *y, size_t groups, int C)
+__global__ void kv_bn_apply(const T *x, const T *sb, const T *z, const T *zsb, int relu, T *y, size_t groups, int C)
 {
     constexpr int N = vec16<T>::N;
     float a[N], b[N];
@@ -646,7 +647,9 @@ __global__ void kv_bn_apply(const T *x, const T *sb, const T *z, int relu, T *y,
         if (z)
             vec16<T>::load(z + g * N, b);
         for (int k = 0; k < N; k++) {
-            float v = bn_pre(a[k], ld(sb, c0 + k), ld(sb, C + c0 + k)) + (z ? b[k] : 0.f);
+            float v = bn_pre(a[k], ld(sb, c0 + k), ld(sb, C + c0 + k));
+            if (z)
+                v += zsb ? bn_pre(b[k], ld(zsb, c0 + k), ld(zsb, C + c0 + k)) : b[k];
             a[k] = relu && v < 0.f ? 0.f : v;
         }
         vec16<T>::store(y + g * N, a);
@@ -746,15 +749,17 @@ void l_bn_finalize(const float *stats, const float *gamma, const float *beta, in
                                                                 rm, rv, mom, unb);
 }
 template <typename T>
-void l_bn_apply(const void *x, const void *sb, const void *z, int relu, void *y, size_t pixels, int C, cudaStream_t s)
+void l_bn_apply(const void *x, const void *sb, const void *z, const void *zsb, int relu, void *y, size_t pixels, int C,
+                cudaStream_t s)
 {
     constexpr int N = vec16<T>::N;
     const size_t n = pixels * (size_t)C;
     if (aligned(x, 16) && aligned(y, 16) && aligned(z, 16) && C % N == 0)
-        kv_bn_apply<T>
-            <<<blocks_for(n / N), kThreads, 0, s>>>((const T *)x, (const T *)sb, (const T *)z, relu, (T *)y, n / N, C);
+        kv_bn_apply<T><<<blocks_for(n / N), kThreads, 0, s>>>((const T *)x, (const T *)sb, (const T *)z, (const T *)zsb,
+                                                              relu, (T *)y, n / N, C);
     else
-        k_bn_apply<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)x, (const T *)sb, (const T *)z, relu, (T *)y, n, C);
+        k_bn_apply<T><<<blocks_for(n), kThreads, 0, s>>>((const T *)x, (const T *)sb, (const T *)z, (const T *)zsb,
+                                                         relu, (T *)y, n, C);
 }
 template <typename T>
 void l_bn_bwd(const void *x, const void *y, const void *sb, int relu, const void *dy, void *dz, const float *mean,
@@ -1006,10 +1011,10 @@ int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta,
              (cudaStream_t)s);
 }
 
-int dlt_k_bn_apply(const void *x, const void *sb, const void *z, int relu, void *y, dlt_dt dt, size_t pixels, int c,
-                   dlt_stream s)
+int dlt_k_bn_apply(const void *x, const void *sb, const void *z, const void *zsb, int relu, void *y, dlt_dt dt,
+                   size_t pixels, int c, dlt_stream s)
 {
-    DISPATCH(dt, l_bn_apply, x, sb, z, relu, y, pixels, c, (cudaStream_t)s);
+    DISPATCH(dt, l_bn_apply, x, sb, z, zsb, relu, y, pixels, c, (cudaStream_t)s);
 }
 
 size_t dlt_k_bn_bwd_scratch(int c)

@@ -104,9 +104,10 @@ int dlt_k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv
 int dlt_k_bn_finalize(const float *stats, const float *gamma, const float *beta, int c, double count, float eps,
                       float *mean, float *var, void *sb, dlt_dt dt, float *rm, float *rv, float momentum, float unbias,
                       dlt_stream s);
-/* y = relu?(x * scale + bias + z), z may be NULL. */
-int dlt_k_bn_apply(const void *x, const void *sb, const void *z, int relu, void *y, dlt_dt dt, size_t pixels, int c,
-                   dlt_stream s);
+/* y = relu?(x * scale + bias + z'), z' = z (may be NULL), or z * zscale + zbias with zsb (2c values
+ * of dt: the dual apply of a residual that is another batch norm's output). */
+int dlt_k_bn_apply(const void *x, const void *sb, const void *z, const void *zsb, int relu, void *y, dlt_dt dt,
+                   size_t pixels, int c, dlt_stream s);
 /* The backward of y = relu?(bn(x) [+ z]) from the batch's mean and biased var: dx, dgamma, dbeta,
  * and dz (NULL: not written) the gradient through the ReLU, whose mask is y > 0 or, with y NULL,
  * x * scale + bias > 0 rounded as cuDNN's prologue rounds it (a product, then a sum, each in

@@ -110,8 +110,9 @@ TIMED(bn_finalize, DLT_OPC_BN,
       (dlt_backend * be, dlt_op *op, const float *st, const float *g, const float *b, float *m, float *v, float *sb),
       (be, op, st, g, b, m, v, sb))
 TIMED(bn_apply, DLT_OPC_BN,
-      (dlt_backend * be, dlt_op *op, const float *x, const float *sb, const float *z, int relu, float *y),
-      (be, op, x, sb, z, relu, y))
+      (dlt_backend * be, dlt_op *op, const float *x, const float *sb, const float *z, const float *zsb, int relu,
+       float *y),
+      (be, op, x, sb, z, zsb, relu, y))
 TIMED(bn_bwd_fused, DLT_OPC_BN,
       (dlt_backend * be, dlt_op *op, const float *x, const float *y, const float *sb, int relu, const float *dy,
        const float *g, const float *m, const float *v, float *dx, float *dz, float *dg, float *db),

@@ -149,6 +149,22 @@ static int _plan_fusion(dlt_net *net)
             net->virtual_bns++;
         }
     }
+    /* The dual apply: a residual that is the output of a batch norm without a ReLU, finalized from its
+     * convolution and read by the residual join alone, is applied by that join from its input. */
+    for (int j = 0; j < m->nlayers && rc == 0; j++) {
+        const dlt_layer *l = &m->layers[j];
+        int d = l->add >= 0 ? producer[l->add] : -1, readers = 0;
+        if (l->kind != DLT_LAYER_BN || net->fuse[j] != 1 || d < 0 || m->layers[d].kind != DLT_LAYER_BN ||
+            net->fuse[d] != 1 || m->layers[d].relu || m->layers[d].add >= 0)
+            continue;
+        for (int i = 0; i < m->nlayers; i++)
+            readers += (m->layers[i].in == l->add) + (m->layers[i].add == l->add);
+        if (readers != 1)
+            continue;
+        net->fuse[d] = 3;
+        net->fuse_src[j] = d;
+        net->folded_bns++;
+    }
     free(producer);
     if (rc == 0 && net->fused_convs &&
         (!(net->bn_stats = _balloc(be, 2 * nbn_c * sizeof(float))) ||
@@ -502,10 +518,13 @@ int dlt_net_forward(dlt_net *net, int training)
                 float unbias = count > 1 ? (float)(count / (count - 1)) : 1.f;
                 if (net->fuse && net->fuse[i]) {
                     /* Finalized from its convolution's statistics; stored unless the next
-                     * convolution applies it (fuse 2). */
+                     * convolution (fuse 2) or the residual join it feeds (3) applies it. */
                     rc = o->bn_finalize(be, l->op, net->bn_stats + 2 * net->bn_coff[i], g, bta, bm, bv, _sb(net, i));
-                    if (rc == 0 && net->fuse[i] == 1)
-                        rc = o->bn_apply(be, l->op, x, _sb(net, i), l->add >= 0 ? net->act[l->add] : NULL, l->relu, y);
+                    if (rc == 0 && net->fuse[i] == 1) {
+                        const int d = net->fuse_src[i]; /* its residual's batch norm, applied here, or -1 */
+                        const float *z = d >= 0 ? net->act[m->layers[d].in] : l->add >= 0 ? net->act[l->add] : NULL;
+                        rc = o->bn_apply(be, l->op, x, _sb(net, i), z, d >= 0 ? _sb(net, d) : NULL, l->relu, y);
+                    }
                     fused = 1;
                 } else if (o->bn_fwd_train_relu && l->relu) {
                     /* One pass: y = relu(bn(x) + residual). */
@@ -611,7 +630,7 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
                 if (l->add >= 0)
                     acc_add = _route_via(net, l->add, net->scratch2, &dz);
                 acc = _route(net, l->in, &dx);
-                rc = o->bn_bwd_fused(be, l->op, x, net->fuse[i] == 2 ? NULL : y, _sb(net, i), l->relu, dy,
+                rc = o->bn_bwd_fused(be, l->op, x, net->fuse[i] >= 2 ? NULL : y, _sb(net, i), l->relu, dy,
                                      net->d_params + l->w_off, net->batch_mean + bn_c, net->batch_var + bn_c, dx, dz,
                                      net->grads + l->w_off, net->grads + l->b_off);
                 if (rc == 0 && acc_add)

@@ -41,13 +41,14 @@ typedef struct {
      * statistics of the batch norm fuse_dst[i] that alone reads its output, 2 also reading its
      * input through the batch norm fuse_src[i] applied on the fly; for a batch norm: 0 on its own,
      * 1 finalized from its convolution's statistics, 2 and its output never stored (the next
-     * convolution applies it). Training forwards and backwards only: inference runs every op on
-     * its own. bn_coff[i]: a batch norm's first channel in bn_stats (2 floats per channel) and
-     * bn_sb (2 activation values per channel: scale, bias), a multiple of 8 (16-byte aligned). */
+     * convolution applies it), 3 and its output never stored (the batch norm fuse_src[j] whose
+     * residual it is applies it with its own: the dual apply of a downsample block). Training forwards and backwards
+     * only: inference runs every op on its own. bn_coff[i]: a batch norm's first channel in bn_stats (2 floats per
+     * channel) and bn_sb (2 activation values per channel: scale, bias), a multiple of 8 (16-byte aligned). */
     int *fuse, *fuse_src, *fuse_dst;
     size_t *bn_coff;
     float *bn_stats, *bn_sb;
-    int fused_convs, virtual_bns;
+    int fused_convs, virtual_bns, folded_bns;
 } dlt_net;
 
 int dlt_net_create(dlt_net *net, const dlt_model_config *cfg, dlt_backend *be, dlt_err *err);

@@ -436,8 +436,9 @@ static int _open_model(dlt_run *r, dlt_run_purpose purpose)
             convs += r->net.model.layers[i].kind == DLT_LAYER_CONV;
         fprintf(stderr,
                 "dltrain: convolution + batch-norm chain (--fuse-bn on): %d of %d convolutions write their batch "
-                "norm's statistics, %d batch norms never stored (training steps; inference runs each op on its own)\n",
-                r->net.fused_convs, convs, r->net.virtual_bns);
+                "norm's statistics, %d batch norms never stored (applied by the next convolution), %d applied by "
+                "their residual join (training steps; inference runs each op on its own)\n",
+                r->net.fused_convs, convs, r->net.virtual_bns, r->net.folded_bns);
     }
     if ((rc = dlt_grad_reducer_create(&r->reducer, &c->reduce, comm, r->be, r->net.grads, r->net.model.nparams, err)) !=
         0)
