@@ -342,15 +342,16 @@ static void _chain_bn(ctx *c, int n, int h, int ch)
             zsb[j] += 1.2f;
         gzsb = _gact(c, zsb, 2 * ch);
         zsbh = _back(c, gzsb, 2 * ch, 1);
+        float *zh = _back(c, gz, xn, 1); /* the residual's input as the GPU holds it */
         for (size_t i = 0; i < xn; i++) {
             const int j = (int)(i % (size_t)ch);
-            float t = _pre(yh[i], sbh[j], sbh[ch + j]) + _pre(z[i], zsbh[j], zsbh[ch + j]);
+            float t = _pre(yh[i], sbh[j], sbh[ch + j]) + _pre(zh[i], zsbh[j], zsbh[ch + j]);
             out[i] = t > 0 ? t : 0;
         }
         GPU_OK(c, c->gpu->ops->bn_apply(c->gpu, bo, gy, gsb, gz, gzsb, 1, gout));
         snprintf(name, sizeof(name), "chain bn c%d dual apply (+ bn(residual), relu)", ch);
         _cmp(c, name, gout, out, xn, 1, c->tol);
-        free(zsb), free(zsbh);
+        free(zsb), free(zsbh), free(zh);
         _free(c, gzsb);
     }
     for (size_t i = 0; i < xn; i++) {

@@ -171,6 +171,11 @@ static int _bwd_fused(dlt_backend *be, dlt_op *op, const float *x, const float *
     size_t pix = (size_t)s->n * s->h * s->w;
     (void)be;
     emu.calls_bwd++;
+    /* An output handed to the backward must have been stored, even where no ReLU reads it (the
+     * never-stored ones hold NaN here). */
+    for (size_t i = 0; y && i < pix * (size_t)s->c; i++)
+        if (!isfinite(y[i]))
+            return dlt_fail(be->err, -EPROTO, "a batch norm's backward handed an output that was never stored");
     for (int c = 0; c < s->c; c++) {
         double s1 = 0, s2 = 0, inv = 1 / sqrt((double)var[c] + emu.map[e].eps);
         for (int pass = 0; pass < 2; pass++)

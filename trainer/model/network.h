@@ -41,8 +41,9 @@ typedef struct {
      * statistics of the batch norm fuse_dst[i] that alone reads its output, 2 also reading its
      * input through the batch norm fuse_src[i] applied on the fly; for a batch norm: 0 on its own,
      * 1 finalized from its convolution's statistics, 2 and its output never stored (the next
-     * convolution applies it), 3 and its output never stored (the batch norm fuse_src[j] whose
-     * residual it is applies it with its own: the dual apply of a downsample block). Training forwards and backwards
+     * convolution applies it), 3 and its output never stored (the residual join j whose residual
+     * it is applies it with its own: the dual apply of a downsample block; fuse_src[j] names it,
+     * -1 for the other batch norms). Training forwards and backwards
      * only: inference runs every op on its own. bn_coff[i]: a batch norm's first channel in bn_stats (2 floats per
      * channel) and bn_sb (2 activation values per channel: scale, bias), a multiple of 8 (16-byte aligned). */
     int *fuse, *fuse_src, *fuse_dst;
