@@ -10,12 +10,12 @@
  * norm's backward is two passes over x and dy (cuda_kernels.cu), its ReLU mask recomputed from
  * x * scale + bias where the output was never stored.
  *
- * Each geometry's graphs are planned once, from the heuristics (engines shipped compiled only, and
- * deterministic ones under --deterministic), each plan run on buffers of the shape before it is
- * kept: cuDNN may finalize a plan it then refuses to execute. A geometry cuDNN has no plan for is
- * refused (-ENOTSUP, said once per run and per geometry under the network's summary), and the
- * network runs that convolution and its batch norm on their own; the legacy algorithms stay planned
- * for every convolution (the data gradient, and inference, use them). */
+ * Each geometry's graphs are planned once, from the heuristics (engines shipped compiled first,
+ * else ones cuDNN compiles at run time; deterministic ones under --deterministic), each plan run on
+ * buffers of the shape before it is kept: cuDNN may finalize a plan it then refuses to execute. A geometry cuDNN has no
+ * plan for is refused (-ENOTSUP, said once per run and per geometry under the network's summary), and the network runs
+ * that convolution and its batch norm on their own; the legacy algorithms stay planned for every convolution (the data
+ * gradient, and inference, use them). */
 #include "config.h"
 
 #include <cudnn.h>
@@ -113,6 +113,10 @@ static cudnnBackendDescriptor_t _first_that_runs(dlt_backend *be, dlt_cg_pool *p
 {
     cuda_backend *c = _cu(be);
     dlt_cg_plan plans[FU_PLANS];
+    int64_t uids[8];
+    void *ptrs[8];
+    const int k = wgrad ? _bind_wgrad(s, b->x, b->sb, b->y, b->dw, uids, ptrs)
+                        : _bind_fwd(s, b->x, b->w, b->y, b->stats, b->sb, uids, ptrs);
     int proposed = 0, n;
     /* Engines shipped compiled first; else the ones cuDNN compiles at run time (NVRTC: seconds per
      * graph at each launch, which the chain, asked for by name, is worth over a training run). */
@@ -120,10 +124,6 @@ static cudnnBackendDescriptor_t _first_that_runs(dlt_backend *be, dlt_cg_pool *p
         unsigned need = (pass ? 0 : DLT_CG_PRECOMPILED) | (c->cfg.deterministic ? DLT_CG_DETERMINISTIC : 0);
         n = dlt_cg_plans(pool, c->dnn, g, c->ws_limit, need, plans, FU_PLANS, &proposed);
         for (int i = 0; i < n; i++) {
-            int64_t uids[8];
-            void *ptrs[8];
-            int k = wgrad ? _bind_wgrad(s, b->x, b->sb, b->y, b->dw, uids, ptrs)
-                          : _bind_fwd(s, b->x, b->w, b->y, b->stats, b->sb, uids, ptrs);
             if ((pass && !(plans[i].lacks & DLT_CG_PRECOMPILED)) || dlt_cu_workspace(be, plans[i].workspace) != 0)
                 continue; /* the second pass's shipped-compiled plans were tried in the first */
             if (dlt_cudnn_ok(dlt_cg_execute(pool, c->dnn, plans[i].plan, k, uids, ptrs, c->ws)) &&
@@ -205,7 +205,6 @@ static int _fuse_plan(dlt_backend *be, dlt_op *op, int prologue)
     algo_entry *e = (algo_entry *)op->algo;
     const char *why = NULL;
     prologue = !!prologue;
-    c->fu_tried++;
     if (!e)
         return dlt_fail(be->err, -EPROTO, "a convolution + batch-norm chain asked of an unplanned convolution");
     if (c->dt == DLT_DT_F32)
@@ -232,7 +231,6 @@ static int _fuse_plan(dlt_backend *be, dlt_op *op, int prologue)
         }
         return dlt_fail(be->err, -ENOTSUP, "%s", why);
     }
-    c->fu_fused++;
     return 0;
 }
 

@@ -142,8 +142,8 @@ typedef struct {
     /* The chain's batch-norm backward partial sums (dlt_k_bn_bwd_scratch), grown at planning */
     float *fu_scratch;
     size_t fu_scratch_size;
-    int fu_tried, fu_fused, fu_said_shape; /* conv_fuse_plan calls, the ones planned, a shape refusal said */
-    int fu_runtime;                        /* the chain's geometries whose plans cuDNN compiles at run time (NVRTC) */
+    int fu_said_shape; /* a refusal of the chain's own (a shape) said */
+    int fu_runtime;    /* the chain's geometries whose plans cuDNN compiles at run time (NVRTC) */
     /* --wgrad-fp32: geometries planned with a choice to make, and those that took the graph */
     int wg_planned, wg_graph, wg_said, wg_reported;
     /* CUDA graph of the forward/loss/backward(/reduction) of one step */

@@ -584,13 +584,16 @@ __global__ void k_bn_saved_to_var(const float *sm, const float *si, float *m, fl
     }
 }
 
+/* Running statistics as PyTorch keeps them (bn_stats_update's, and the chain's finalize's). */
+__device__ __forceinline__ void running_update(float *rm, float *rv, size_t i, float m, float v, float mom, float unb)
+{
+    rm[i] = (1.f - mom) * rm[i] + mom * m;
+    rv[i] = (1.f - mom) * rv[i] + mom * v * unb;
+}
+
 __global__ void k_bn_stats_update(float *rm, float *rv, const float *bm, const float *bv, int c, float mom, float unb)
 {
-    GRID_STRIDE(i, (size_t)c)
-    {
-        rm[i] = (1.f - mom) * rm[i] + mom * bm[i];
-        rv[i] = (1.f - mom) * rv[i] + mom * bv[i] * unb;
-    }
+    GRID_STRIDE(i, (size_t)c) running_update(rm, rv, i, bm[i], bv[i], mom, unb);
 }
 
 /* ---- the convolution + batch-norm chain */
@@ -607,10 +610,8 @@ __global__ void k_bn_finalize(const float *stats, const float *gamma, const floa
         var[i] = (float)v;
         st(sb, i, sc);
         st(sb, C + i, beta[i] - (float)m * sc);
-        if (rm) {
-            rm[i] = (1.f - mom) * rm[i] + mom * (float)m;
-            rv[i] = (1.f - mom) * rv[i] + mom * (float)v * unb;
-        }
+        if (rm)
+            running_update(rm, rv, i, (float)m, (float)v, mom, unb);
     }
 }
 

@@ -67,19 +67,25 @@ void dlt_model_grad_ready_offsets(const dlt_model *m, size_t *lo)
     }
 }
 
-/* The layer that reads tensor t alone (as its input, never as a residual), or -1 when none or
- * several do. */
+/* How many times the layers read tensor t, as an input or as a residual; *as_input: the last layer
+ * that reads it as its input (-1: none). */
+static int _reads(const dlt_model *m, int t, int *as_input)
+{
+    int n = 0;
+    *as_input = -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        if (m->layers[i].in == t)
+            n++, *as_input = i;
+        n += m->layers[i].add == t;
+    }
+    return n;
+}
+
+/* The layer that reads tensor t alone (as its input, never as a residual), or -1. */
 static int _sole_reader(const dlt_model *m, int t)
 {
-    int who = -1;
-    for (int i = 0; i < m->nlayers; i++) {
-        const dlt_layer *l = &m->layers[i];
-        if (l->add == t || (l->in == t && who >= 0))
-            return -1;
-        if (l->in == t)
-            who = i;
-    }
-    return who;
+    int who, n = _reads(m, t, &who);
+    return n == 1 ? who : -1;
 }
 
 /* The convolution + batch-norm chain (network.h's fuse): every convolution whose output one batch
@@ -153,13 +159,9 @@ static int _plan_fusion(dlt_net *net)
      * convolution and read by the residual join alone, is applied by that join from its input. */
     for (int j = 0; j < m->nlayers && rc == 0; j++) {
         const dlt_layer *l = &m->layers[j];
-        int d = l->add >= 0 ? producer[l->add] : -1, readers = 0;
+        int d = l->add >= 0 ? producer[l->add] : -1, as_input;
         if (l->kind != DLT_LAYER_BN || net->fuse[j] != 1 || d < 0 || m->layers[d].kind != DLT_LAYER_BN ||
-            net->fuse[d] != 1 || m->layers[d].relu || m->layers[d].add >= 0)
-            continue;
-        for (int i = 0; i < m->nlayers; i++)
-            readers += (m->layers[i].in == l->add) + (m->layers[i].add == l->add);
-        if (readers != 1)
+            net->fuse[d] != 1 || m->layers[d].relu || m->layers[d].add >= 0 || _reads(m, l->add, &as_input) != 1)
             continue;
         net->fuse[d] = 3;
         net->fuse_src[j] = d;
@@ -622,30 +624,22 @@ int dlt_net_backward(dlt_net *net, const dlt_grad_listener *listen)
             float *y = net->act[l->out];
             size_t yn = m->tensors[l->out].size;
             bn_c -= (size_t)l->cs.c;
-            if (net->fuse && net->fuse[i]) {
-                /* From the batch's statistics; the ReLU's mask from the stored output, or, where the
-                 * output was never stored, from x * scale + bias as the convolution computed it. */
-                float *dz = NULL;
-                int acc_add = 0;
-                if (l->add >= 0)
-                    acc_add = _route_via(net, l->add, net->scratch2, &dz);
-                acc = _route(net, l->in, &dx);
-                rc = o->bn_bwd_fused(be, l->op, x, net->fuse[i] >= 2 ? NULL : y, _sb(net, i), l->relu, dy,
-                                     net->d_params + l->w_off, net->batch_mean + bn_c, net->batch_var + bn_c, dx, dz,
-                                     net->grads + l->w_off, net->grads + l->b_off);
-                if (rc == 0 && acc_add)
-                    rc = o->accumulate(be, net->dact[l->add], net->scratch2, yn);
-                break;
-            }
-            if (o->bn_bwd_relu && l->relu) {
-                /* Fused: the backend returns dz (the residual's gradient) next to dx. */
+            if ((net->fuse && net->fuse[i]) || (o->bn_bwd_relu && l->relu)) {
+                /* One call: the backend returns dz (the residual's gradient) next to dx. */
                 float *dz = NULL;
                 int acc_add = 0;
                 if (l->add >= 0)
                     acc_add = _route_via(net, l->add, net->scratch2, &dz); /* beside dx's scratch */
                 acc = _route(net, l->in, &dx);
-                rc = o->bn_bwd_relu(be, l->op, x, y, dy, net->d_params + l->w_off, net->d_params + l->b_off, dx, dz,
-                                    net->grads + l->w_off, net->grads + l->b_off);
+                if (net->fuse && net->fuse[i]) /* the chain's: the ReLU's mask from the stored output, or, where
+                                                * it was never stored, from x * scale + bias as the convolution
+                                                * computed it; the batch's statistics are the finalize's */
+                    rc = o->bn_bwd_fused(be, l->op, x, net->fuse[i] >= 2 ? NULL : y, _sb(net, i), l->relu, dy,
+                                         net->d_params + l->w_off, net->batch_mean + bn_c, net->batch_var + bn_c, dx,
+                                         dz, net->grads + l->w_off, net->grads + l->b_off);
+                else
+                    rc = o->bn_bwd_relu(be, l->op, x, y, dy, net->d_params + l->w_off, net->d_params + l->b_off, dx, dz,
+                                        net->grads + l->w_off, net->grads + l->b_off);
                 if (rc == 0 && acc_add)
                     rc = o->accumulate(be, net->dact[l->add], net->scratch2, yn);
                 break;
