@@ -461,9 +461,15 @@ phase_scaling() {
 }
 # rank_pid R: the dltrain process of rank R (two_ranks.sh's DLTPMIX_TEST_RANK, or Slurm's SLURM_PROCID).
 rank_pid() {
-  local p
-  for p in $(pgrep -f "^$DLT "); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx -e "DLTPMIX_TEST_RANK=$1" -e "SLURM_PROCID=$1" && { echo "$p"; return 0; }
+  local p pp all
+  all=$(pgrep -f "^$DLT ")
+  for p in $all; do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx -e "DLTPMIX_TEST_RANK=$1" -e "SLURM_PROCID=$1" || continue
+    # A child of the rank (a forked worker, a shell's subshell) has its command line and
+    # environment: the rank is the one whose parent is not one of them.
+    pp=$(awk '{ print $4 }' "/proc/$p/stat" 2>/dev/null)
+    [ -n "$pp" ] && grep -qx -- "$pp" <<<"$all" && continue
+    echo "$p"; return 0
   done
   return 1
 }
@@ -483,9 +489,9 @@ phase_kill_rank() {
     --stall-timeout "$KILL_STALL" --cudnn-cache "$CACHE" --metrics "$m" >"$W/kill.log" 2>&1 &
   lp=$!
   # Step 3 reached and the victim found: a rank still starting is not yet a rank to kill.
-  while kill -0 "$lp" 2>/dev/null && { [ "$(steps_in "$m")" -lt 3 ] || ! rank_pid $((RANKS - 1)) >/dev/null; } &&
-        [ $((PHASE_END - SECONDS)) -gt $((bound + KILL_AFTER)) ]; do sleep 0.5; done
-  victim=$(rank_pid $((RANKS - 1)))
+  # The victim is the one found when the loop ends (asked once: not a second lookup that could differ).
+  while kill -0 "$lp" 2>/dev/null && { [ "$(steps_in "$m")" -lt 3 ] || ! victim=$(rank_pid $((RANKS - 1))); } &&
+        [ $((PHASE_END - SECONDS)) -gt $((bound + KILL_AFTER)) ]; do victim=; sleep 0.5; done
   if [ -z "$victim" ] || ! kill -0 "$lp" 2>/dev/null || [ "$(steps_in "$m")" -lt 3 ]; then
     kill -TERM "$lp" 2>/dev/null; wait "$lp"
     bad "kill-rank: the $RANKS ranks did not reach step 3 in time (or rank $((RANKS - 1)) was not found)"; tail -8 "$W/kill.log"; return
