@@ -10,8 +10,22 @@
 
 #include <signal.h>
 
-/* Installs the handlers for TERM, USR1 and INT. */
+/* Installs the handlers for TERM, USR1 and INT. Start-up begins: see dlt_stop_signal_stage. */
 void dlt_stop_signal_install(void);
+
+/* Start-up answers a stop request only where it can (before the first step); a read blocked in the
+ * kernel (a FIFO, a hung NFS mount) or a long scan would keep it waiting. So while start-up lasts a
+ * stop signal also arms a timer: DLT_STOP_STARTUP_GRACE_S later the process ends with
+ * exit_status, saying which signal came, how long ago, and the stage it was in (nothing was
+ * trained, so nothing is lost). stage: what start-up is doing now, copied (up to 255 bytes); the
+ * caller names each stage as it enters it. */
+void dlt_stop_signal_stage(const char *stage);
+/* The status that ending in start-up exits with (DLT_EXIT_PREEMPTED where a checkpoint folder
+ * keeps the run resumable, else DLT_EXIT_STOPPED_UNSAVED, the default). */
+void dlt_stop_signal_startup_status(int exit_status);
+/* Start-up is over (the training loop answers requests at each step, the stall watchdog bounds
+ * each phase): the timer is cancelled and no longer armed. */
+void dlt_stop_signal_startup_end(void);
 
 /* The requesting signal's number (0: none), written only by the handler. */
 volatile sig_atomic_t *dlt_stop_signal_flag(void);

@@ -26,7 +26,7 @@ from tensorboard.compat.proto import event_pb2
 TRAIN = {"loss": ("train/loss", 5e-7), "top1": ("train/top1", 5e-6), "lr": ("train/lr", 0),
          "images_per_s": ("train/images_per_s", 5e-4), "data_wait": ("train/data_wait", 5e-6),
          "wait": ("train/wait", 5e-6)}
-VAL = {"val_top1": "val/top1", "val_top5": "val/top5"}
+VAL = {"val_top1": "val/top1", "val_top5": "val/top5", "val_nonfinite": "val/nonfinite"}
 
 
 def crc32c(data):

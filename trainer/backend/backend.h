@@ -65,10 +65,11 @@ enum {
     DLT_RES_LOSS = 0, /* summed cross-entropy */
     DLT_RES_TOP1,     /* hits */
     DLT_RES_TOP5,
-    DLT_RES_BAD_LABELS,   /* labels outside 0..k-1 */
-    DLT_RES_NONFINITE,    /* nonzero: a gradient is not finite (fp16 overflow) */
-    DLT_RES_STOP,         /* ranks asked to stop (a signal) */
-    DLT_RES_INPUT_FAILED, /* ranks that could not load their batch */
+    DLT_RES_BAD_LABELS,     /* labels outside 0..k-1 */
+    DLT_RES_NONFINITE,      /* nonzero: a gradient is not finite (fp16 overflow) */
+    DLT_RES_STOP,           /* ranks asked to stop (a signal) */
+    DLT_RES_INPUT_FAILED,   /* ranks that could not load their batch */
+    DLT_RES_NONFINITE_ROWS, /* samples whose logits are not all finite: scored as misses */
     DLT_RES_COUNT
 };
 
@@ -219,7 +220,8 @@ typedef struct {
     int (*normalize_input)(dlt_backend *be, float *dst, size_t pixels, const float mean[3], const float inv_std[3]);
 
     /* Softmax cross-entropy with label smoothing over [n, k] logits: adds the summed loss, the
-     * top-1/top-5 hits and the labels outside 0..k-1 to results (DLT_RES_LOSS ..) without waiting,
+     * top-1/top-5 hits, the labels outside 0..k-1 and the rows whose logits are not all finite
+     * (never a hit: a NaN compares false with everything) to results (DLT_RES_LOSS ..) without waiting,
      * and writes loss_scale * d(mean loss)/d(logits) into dlogits (may be NULL). labels are host
      * memory, read before the call returns. */
     int (*softmax_xent)(dlt_backend *be, const float *logits, const int32_t *labels, int n, int k, float smoothing,

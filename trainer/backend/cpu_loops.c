@@ -204,11 +204,11 @@ static void _softmax_xent_f32(dlt_backend *be, const float *logits, const int32_
                               float smoothing, float loss_scale, float *dlogits)
 {
     double total = 0, *res = _cpu(be)->results;
-    int hit1 = 0, hit5 = 0, bad = 0;
+    int hit1 = 0, hit5 = 0, bad = 0, nonfinite = 0;
     for (int i = 0; i < n; i++) {
         const float *z = logits + (size_t)i * k;
         float *dz = dlogits ? dlogits + (size_t)i * k : NULL;
-        int y = labels[i], rank = 0;
+        int y = labels[i], rank = 0, finite = 1;
         double mx = z[0], sum = 0, logsum, loss, mean_logp = 0;
         if (y < 0 || y >= k) { /* counted: the step is void, and the host names it */
             bad++;
@@ -223,14 +223,17 @@ static void _softmax_xent_f32(dlt_backend *be, const float *logits, const int32_
         logsum = mx + log(sum);
         for (int j = 0; j < k; j++) {
             mean_logp += (double)z[j] - logsum;
+            finite &= isfinite(z[j]) != 0;
             if (z[j] > z[y] || (z[j] == z[y] && j < y))
                 rank++;
         }
         mean_logp /= k;
         loss = -(1.0 - smoothing) * ((double)z[y] - logsum) - smoothing * mean_logp;
         total += loss;
-        hit1 += rank < 1;
-        hit5 += rank < 5;
+        /* A NaN compares false with everything, so its rank would be 0: such a row is a miss. */
+        nonfinite += !finite;
+        hit1 += finite && rank < 1;
+        hit5 += finite && rank < 5;
         if (dz)
             for (int j = 0; j < k; j++) {
                 double p = exp((double)z[j] - logsum);
@@ -242,6 +245,7 @@ static void _softmax_xent_f32(dlt_backend *be, const float *logits, const int32_
     res[DLT_RES_TOP1] += hit1;
     res[DLT_RES_TOP5] += hit5;
     res[DLT_RES_BAD_LABELS] += bad;
+    res[DLT_RES_NONFINITE_ROWS] += nonfinite;
 }
 
 /* bf16: the logits widened to float, the loss and its gradient computed as in fp32, the gradient

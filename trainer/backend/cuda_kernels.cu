@@ -385,7 +385,7 @@ __device__ float block_max(float v, float *sh)
  * on the device until the one read at the end of the step. */
 template <typename T>
 __global__ void k_softmax_xent(const T *logits, const int32_t *labels, int N, int K, float smoothing, float scale,
-                               T *dlogits, double *loss_acc, double *top1, double *top5, double *bad)
+                               T *dlogits, double *loss_acc, double *top1, double *top5, double *bad, double *nonfinite)
 {
     __shared__ float sh[kThreads];
     int row = blockIdx.x;
@@ -401,11 +401,12 @@ __global__ void k_softmax_xent(const T *logits, const int32_t *labels, int N, in
         return;
     }
     float zy = ld(logits, base + y);
-    float mx = -INFINITY, above = 0.f;
+    float mx = -INFINITY, above = 0.f, odd = 0.f;
     for (int j = threadIdx.x; j < K; j += blockDim.x) {
         float z = ld(logits, base + j);
         mx = fmaxf(mx, z);
         above += (z > zy || (z == zy && j < y)) ? 1.f : 0.f;
+        odd += isfinite(z) ? 0.f : 1.f; /* a NaN compares false with everything: never a hit */
     }
     mx = block_max(mx, sh);
     float se = 0.f, sz = 0.f;
@@ -417,14 +418,17 @@ __global__ void k_softmax_xent(const T *logits, const int32_t *labels, int N, in
     se = block_sum(se, sh);
     sz = block_sum(sz, sh);
     above = block_sum(above, sh);
+    odd = block_sum(odd, sh);
     float logsum = mx + logf(se);
     if (threadIdx.x == 0) {
         double mean_logp = (double)sz / K - (double)logsum;
         double loss = -(1.0 - smoothing) * ((double)zy - logsum) - smoothing * mean_logp;
         atomicAdd(loss_acc, loss);
-        if (above < 1.f)
+        if (odd > 0.f)
+            atomicAdd(nonfinite, 1.0);
+        else if (above < 1.f)
             atomicAdd(top1, 1.0);
-        if (above < 5.f)
+        if (odd == 0.f && above < 5.f)
             atomicAdd(top5, 1.0);
     }
     if (dlogits) {
@@ -850,9 +854,10 @@ template <typename T> void l_colsum(const void *dy, float *db, int N, int K, cud
 }
 template <typename T>
 void l_softmax(const void *z, const int32_t *labels, int N, int K, float sm, float sc, void *dz, double *loss,
-               double *top1, double *top5, double *bad, cudaStream_t s)
+               double *top1, double *top5, double *bad, double *nonfinite, cudaStream_t s)
 {
-    k_softmax_xent<T><<<N, kThreads, 0, s>>>((const T *)z, labels, N, K, sm, sc, (T *)dz, loss, top1, top5, bad);
+    k_softmax_xent<T>
+        <<<N, kThreads, 0, s>>>((const T *)z, labels, N, K, sm, sc, (T *)dz, loss, top1, top5, bad, nonfinite);
 }
 template <typename T> void l_sgd_flat(const dlt_sgd_args &a, cudaStream_t s)
 {
@@ -959,9 +964,9 @@ int dlt_k_colsum(const void *dy, dlt_dt dt, float *db, int n, int k, dlt_stream 
 
 int dlt_k_softmax_xent(const void *logits, dlt_dt dt, const int32_t *labels, int n, int k, float smoothing,
                        float loss_scale, void *dlogits, double *loss, double *top1, double *top5, double *bad,
-                       dlt_stream s)
+                       double *nonfinite, dlt_stream s)
 {
-    DISPATCH(dt, l_softmax, logits, labels, n, k, smoothing, loss_scale, dlogits, loss, top1, top5, bad,
+    DISPATCH(dt, l_softmax, logits, labels, n, k, smoothing, loss_scale, dlogits, loss, top1, top5, bad, nonfinite,
              (cudaStream_t)s);
 }
 

@@ -45,11 +45,12 @@ int dlt_k_avgpool_bwd(const void *dy, void *dx, dlt_dt dt, int n, int hw, int c,
 int dlt_k_bias_rows(void *y, const float *b, dlt_dt dt, int n, int k, dlt_stream s);
 int dlt_k_colsum(const void *dy, dlt_dt dt, float *db, int n, int k, dlt_stream s);
 /* Softmax cross-entropy with label smoothing, one block per row. Adds the summed loss to *loss,
- * the top-1/top-5 hits to *top1, *top5 and the labels outside 0..k-1 to *bad (whose dlogits rows
- * are zero); dlogits (may be NULL) = loss_scale * (p - t) / n. */
+ * the top-1/top-5 hits to *top1, *top5, the labels outside 0..k-1 to *bad (whose dlogits rows
+ * are zero) and the rows with a logit not finite to *nonfinite (never a hit); dlogits (may be
+ * NULL) = loss_scale * (p - t) / n. */
 int dlt_k_softmax_xent(const void *logits, dlt_dt dt, const int32_t *labels, int n, int k, float smoothing,
                        float loss_scale, void *dlogits, double *loss, double *top1, double *top5, double *bad,
-                       dlt_stream s);
+                       double *nonfinite, dlt_stream s);
 /* Adds to *count the number of the n floats that are not finite (nothing when all are). */
 int dlt_k_count_nonfinite(const float *x, size_t n, double *count, dlt_stream s);
 

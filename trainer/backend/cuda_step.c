@@ -148,10 +148,10 @@ static int _softmax_xent(dlt_backend *be, const float *logits, const int32_t *la
                                                              cudaMemcpyHostToDevice, c->s)));
     if (!c->capturing)
         DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, cudaEventRecord(c->labels_free, c->s)));
-    DLT_TRY(be->err,
-            DLT_CUDA_CHECK(be->err, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale, dlogits,
-                                                       res + DLT_RES_LOSS, res + DLT_RES_TOP1, res + DLT_RES_TOP5,
-                                                       res + DLT_RES_BAD_LABELS, (dlt_stream)c->s)));
+    DLT_TRY(be->err, DLT_CUDA_CHECK(be->err, dlt_k_softmax_xent(logits, c->dt, c->d_labels, n, k, smoothing, loss_scale,
+                                                                dlogits, res + DLT_RES_LOSS, res + DLT_RES_TOP1,
+                                                                res + DLT_RES_TOP5, res + DLT_RES_BAD_LABELS,
+                                                                res + DLT_RES_NONFINITE_ROWS, (dlt_stream)c->s)));
     return 0;
 }
 

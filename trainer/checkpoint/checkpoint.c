@@ -675,11 +675,13 @@ int dlt_checkpoint_lineage_of(const char *model_path, dlt_checkpoint_lineage *l)
     unsigned char len8[8];
     uint64_t n = 0;
     int fd, e;
+    dlt_err ignore = DLT_ERR_INIT;
     l->line = 0;
     l->parent_line = l->parent_step = -1;
     _state_path(model_path, state_path, sizeof(state_path));
-    if ((fd = open(state_path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -errno;
+    /* A FIFO or a device named like a state file must not block the scan (the verifier names it). */
+    if ((fd = dlt_open_regular(NULL, state_path, O_RDONLY, 0, &ignore)) < 0)
+        return fd;
     if (pread(fd, len8, 8, 0) != 8) {
         close(fd);
         return -EINVAL;
@@ -774,20 +776,22 @@ int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *count
         free(c);
         return dlt_fail(err, -ENOMEM, "out of memory listing %s", dir);
     }
-    /* A model file without its state file has no line it can name: it counts as the newest line's
-     * (as before lines, an incomplete newest checkpoint is passed over, saying so). */
+    /* A model file without its state file, or with one whose header cannot be read (truncated,
+     * damaged, a FIFO), has no line it can name: it counts as the newest line's, so that the scan
+     * tries it first and says why it is passed over (as line 0 it would sort below every line and
+     * an older checkpoint would be taken without a word). */
     {
         int64_t top = 0;
         for (int i = 0; i < n; i++) {
             char path[PATH_MAX + 300];
             snprintf(path, sizeof(path), "%s/%s", dir, c[i].name);
-            if (c[i].has_state)
-                dlt_checkpoint_lineage_of(path, &c[i].lineage); /* unreadable: line 0, the scan says why */
+            if (c[i].has_state && dlt_checkpoint_lineage_of(path, &c[i].lineage) != 0)
+                c[i].unreadable = 1;
             if (c[i].lineage.line > top)
                 top = c[i].lineage.line;
         }
         for (int i = 0; i < n; i++)
-            if (!c[i].has_state)
+            if (!c[i].has_state || c[i].unreadable)
                 c[i].lineage.line = top;
     }
     qsort(c, (size_t)n, sizeof(*c), _by_line_step);

@@ -110,6 +110,7 @@ typedef struct {
     long long step;
     char name[256]; /* the model file's name (as found, or as the state file implies) */
     int has_model, has_state;
+    int unreadable; /* its state file's header could not be read: placed in the newest line */
     dlt_checkpoint_lineage lineage;
 } dlt_checkpoint_entry;
 int dlt_checkpoint_list(const char *dir, dlt_checkpoint_entry **list, int *n, dlt_err *err);

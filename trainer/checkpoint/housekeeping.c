@@ -7,9 +7,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/status.h"
@@ -148,4 +150,60 @@ int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed
     closedir(d);
     free(v);
     return rc;
+}
+
+/* Whether dir/name exists (as anything: a link, a FIFO). */
+static int _exists(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+int dlt_checkpoint_set_aside(const char *dir, int64_t step, int64_t line, char *said, size_t saidlen, dlt_err *err)
+{
+    char model[64], state[64], path[PATH_MAX], tag[48], to_model[96], to_state[96];
+    dlt_checkpoint_lineage l;
+    int have_model, have_state;
+    said[0] = '\0';
+    snprintf(model, sizeof(model), "ckpt-%08lld.safetensors", (long long)step);
+    snprintf(state, sizeof(state), "ckpt-%08lld.state.safetensors", (long long)step);
+    have_model = _exists(dir, model);
+    have_state = _exists(dir, state);
+    if (!have_model && !have_state)
+        return 0;
+    snprintf(path, sizeof(path), "%s/%s", dir, model);
+    if (have_state && dlt_checkpoint_lineage_of(path, &l) == 0) {
+        if (l.line == line)
+            return 0; /* this line's own (a save of the same step again): replaced as before */
+        snprintf(tag, sizeof(tag), "line%lld", (long long)l.line);
+    } else {
+        snprintf(tag, sizeof(tag), "unreadable"); /* damaged, or half a pair: kept for a look */
+    }
+    /* A name --resume auto and the pruning do not list (no step right before .safetensors), which
+     * --resume FILE still loads as a pair. */
+    for (int n = 1; n < 1000; n++) {
+        char sfx[16] = "";
+        if (n > 1)
+            snprintf(sfx, sizeof(sfx), "-%d", n);
+        snprintf(to_model, sizeof(to_model), "ckpt-%08lld.%s%s.safetensors", (long long)step, tag, sfx);
+        snprintf(to_state, sizeof(to_state), "ckpt-%08lld.%s%s.state.safetensors", (long long)step, tag, sfx);
+        if (!_exists(dir, to_model) && !_exists(dir, to_state))
+            break;
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *from = i ? state : model, *to = i ? to_state : to_model;
+        char a[PATH_MAX], b[PATH_MAX];
+        if (!(i ? have_state : have_model))
+            continue;
+        snprintf(a, sizeof(a), "%s/%s", dir, from);
+        snprintf(b, sizeof(b), "%s/%s", dir, to);
+        if (rename(a, b) != 0)
+            return dlt_fail(err, -errno, "cannot move %s aside to %s (it would be overwritten): %s", a, to,
+                            strerror(errno));
+    }
+    snprintf(said, saidlen, "%s%s -> %s", have_model ? model : state,
+             have_model && have_state ? " and its state file" : "", have_model ? to_model : to_state);
+    return 1;
 }

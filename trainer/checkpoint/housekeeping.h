@@ -23,4 +23,12 @@ int dlt_checkpoint_remove_unfinished(const char *dir, int *removed, char *said, 
 int dlt_checkpoint_prune(const char *dir, int keep, int64_t newest, int *removed, char *said, size_t saidlen,
                          dlt_err *err);
 
+/* Before a save of `step` by line `line`: a checkpoint of that step already in dir from another
+ * line (an abandoned one, after a rollback) or whose line cannot be read (damaged, half a pair) is
+ * kept, renamed to ckpt-STEP.lineL.safetensors (.unreadable. when its line is unknown; -2, -3...
+ * when taken) with its state file beside it, a name that --resume auto and --keep-checkpoints
+ * pass by and --resume FILE loads. Returns 0 when nothing was there (or it is this line's own),
+ * 1 when moved (said: what went where), or a negative errno with err. */
+int dlt_checkpoint_set_aside(const char *dir, int64_t step, int64_t line, char *said, size_t saidlen, dlt_err *err);
+
 #endif

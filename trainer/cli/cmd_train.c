@@ -295,16 +295,19 @@ static int _preflight(const char *cmd, dlt_train_config *c, dlt_comm *comm, cons
         return dlt_preflight_eval_checkpoint(checkpoint, comm);
     if (strcmp(cmd, "train"))
         return DLT_RUN_DONE;
+    dlt_stop_signal_stage("checking the output paths");
     if ((rc = dlt_preflight_outputs(c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm)) != 0)
         return rc;
     if (c->baseline && (rc = dlt_preflight_baseline(c->baseline, comm)) != 0)
         return rc;
     /* Claimed before the resume choice: a requeue that meets its previous run still saving waits
      * for it, then chooses among everything it saved. */
+    dlt_stop_signal_stage("claiming the output folders");
     if ((rc = dlt_preflight_claims(claims, c->metrics_path, c->checkpoint_dir, c->tensorboard_dir, comm)) != 0)
         return rc;
     c->claims = claims;
     c->resume_chosen = c->resume && (!strcmp(c->resume, "auto") || !strcmp(c->resume, "auto-or-fresh"));
+    dlt_stop_signal_stage("choosing the checkpoint to resume from");
     if (c->resume && (rc = dlt_preflight_resume(&c->resume, c->checkpoint_dir, comm, resume_path, resume_len)) != 0)
         return rc;
     /* After the resume's own agreement (which names what each rank found), for the runs it lets
@@ -399,9 +402,13 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         dlt_comm_request req = {comm_kind, dlt_backend_is_gpu(&c.backend), c.backend.device};
         dlt_err problem = DLT_ERR_INIT;
         _check_local(cmd, &c, checkpoint, &problem);
+        if (c.checkpoint_dir) /* a stop in start-up then leaves the run resumable: requeue it */
+            dlt_stop_signal_startup_status(DLT_EXIT_PREEMPTED);
+        dlt_stop_signal_stage("bootstrap (the ranks and the communicator)");
         if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem.code ? problem.msg : NULL, &px, &comm, &err)) != 0)
             return rc;
     }
+    dlt_stop_signal_stage("the --preflight health check");
     if (o->preflight && !strcmp(cmd, "train") &&
         (rc = dlt_check_preflight(o->preflight == 2, &c.backend, px, comm)) != 0) {
         dlt_cli_finish(px, comm); /* --preflight: every rank stops alike, before the first step */
@@ -410,6 +417,7 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
     dlt_run_claims_init(&claims);
     rc = _preflight(cmd, &c, comm, checkpoint, resume_path, resume_len, &claims); /* a run status */
     if (rc == DLT_RUN_DONE) {
+        dlt_stop_signal_stage("opening the run (data, backend, network)");
         rc = !strcmp(cmd, "train")  ? dlt_train_run(&c, comm, &err)
              : !strcmp(cmd, "eval") ? dlt_eval_run(&c, comm, checkpoint, &err)
                                     : dlt_bench_run(&c, &b, comm, &err);
@@ -433,8 +441,10 @@ int dlt_cmd_train(int argc, char **argv)
 
     /* First of all: a stop signal during start-up is a request, answered before the first step
      * (common/stop_signal.h), not the default action. */
-    if (!strcmp(cmd, "train"))
+    if (!strcmp(cmd, "train")) {
         dlt_stop_signal_install();
+        dlt_stop_signal_stage("reading the options");
+    }
     memset(&o, 0, sizeof(o));
     dlt_train_config_defaults(&o.train);
     o.bench = (dlt_bench_config){.warmup = 3, .iters = 10}; /* per_gpu 0: by precision and model (bench.c) */

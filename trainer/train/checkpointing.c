@@ -199,8 +199,12 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     dlt_train_state st;
     char path[4096];
     int rc;
-    if (r->comm->rank != 0 || !c->checkpoint_dir)
+    if (!c->checkpoint_dir)
         return 0;
+    if (r->comm->rank != 0) { /* rank 0's failure reaches every rank at the next agreement */
+        r->saved_step = step;
+        return 0;
+    }
     dlt_watchdog_phase(wd, DLT_PHASE_CHECKPOINT, step);
     if ((rc = dlt_net_download(&r->net)) != 0)
         return dlt_fail_prefix(r->err, rc,
@@ -229,9 +233,22 @@ int dlt_run_save(dlt_run *r, int64_t step, int64_t epoch, dlt_watchdog *wd)
     st.line = r->line;
     st.parent_line = r->parent_line;
     st.parent_step = r->parent_step;
+    {
+        /* An abandoned line's (or a damaged) checkpoint of this step is kept under another name. */
+        char said[512];
+        if ((rc = dlt_checkpoint_set_aside(c->checkpoint_dir, step, r->line, said, sizeof(said), r->err)) < 0)
+            return dlt_fail_prefix(
+                r->err, rc, "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
+        if (rc > 0)
+            dlt_log(&r->log, DLT_LOG_QUIET,
+                    "checkpoint at step %" PRId64 ": %s held another line's checkpoint of that step (or one "
+                    "whose line cannot be read), kept under another name, not overwritten: %s",
+                    step, c->checkpoint_dir, said);
+    }
     if ((rc = dlt_checkpoint_save(&r->net, &st, c->checkpoint_dir, path, sizeof(path), r->err)) != 0)
         return dlt_fail_prefix(r->err, rc ? rc : -EIO,
                                "checkpoint at step %" PRId64 " FAILED (the previous checkpoint is untouched)", step);
+    r->saved_step = step;
     {
         /* --verbose: the line also says when torchvision cannot load the file (a width multiplier). */
         char note[256];
@@ -338,6 +355,7 @@ int dlt_run_resume(dlt_run *r, int64_t *step)
     if ((rc = dlt_checkpoint_load(&r->net, c->resume, &st, r->err)) != 0)
         return dlt_fail_prefix(r->err, rc, "cannot resume");
     *step = st.step;
+    r->saved_step = st.step;
     _choose_line(r, &st);
     /* Time to target counts every incarnation (a checkpoint of an older dltrain: from here on). */
     r->prior_train_s = st.train_seconds;

@@ -22,13 +22,14 @@
  * ranks agree on it (one small all-reduce; a rank whose shard has ended still takes part), and a
  * request abandons the pass on every rank at the same batch: 1, counts not filled, at[0] the
  * batches done of at[1]. */
-static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progress *prog,
+static int _eval_pass(dlt_run *r, dlt_source *src, double counts[DLT_EVAL_COUNTS], dlt_progress *prog,
                       const volatile sig_atomic_t *stop, int64_t at[2])
 {
     int64_t steps = dlt_source_steps_per_epoch(src), rounds = steps, unscored = 0;
     double res[DLT_RES_COUNT];
     int rc;
-    counts[0] = counts[1] = counts[2] = 0;
+    for (int i = 0; i < DLT_EVAL_COUNTS; i++)
+        counts[i] = 0;
     if (stop && r->comm->size > 1) {
         /* Every rank takes part in every agreement: as many rounds as the longest shard. */
         dlt_agreement a = dlt_agreement_of_comm(r->comm);
@@ -47,7 +48,7 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
         if (s < steps) {
             if ((rc = dlt_run_eval_batch(r, src, s, &nv, &nu)) != 0)
                 return dlt_fail_prefix(r->err, rc, "evaluation");
-            counts[2] += nv - nu; /* an unreadable image is not scored (the loader named it) */
+            counts[DLT_EVAL_SCORED] += nv - nu; /* an unreadable image is not scored (the loader named it) */
             unscored += nu;
             if (prog)
                 dlt_progress_update(prog, dlt_source_images(src) * (s + 1) / steps);
@@ -66,26 +67,27 @@ static int _eval_pass(dlt_run *r, dlt_source *src, double counts[3], dlt_progres
     }
     if ((rc = dlt_run_read_eval_results(r, res, unscored)) != 0)
         return dlt_fail_prefix(r->err, rc, "evaluation");
-    counts[0] = res[DLT_RES_TOP1];
-    counts[1] = res[DLT_RES_TOP5];
+    counts[DLT_EVAL_TOP1] = res[DLT_RES_TOP1];
+    counts[DLT_EVAL_TOP5] = res[DLT_RES_TOP5];
+    counts[DLT_EVAL_NONFINITE] = res[DLT_RES_NONFINITE_ROWS];
     /* One collective whatever each rank's share: every image scored exactly once in all. */
-    return r->comm->ops->allreduce_sum(r->comm, counts, 3, DLT_DTYPE_F64);
+    return r->comm->ops->allreduce_sum(r->comm, counts, DLT_EVAL_COUNTS, DLT_DTYPE_F64);
 }
 
-int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3])
+int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[DLT_EVAL_COUNTS])
 {
     return _eval_pass(r, src, counts, NULL, NULL, NULL);
 }
 
-int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop,
-                            int64_t at[2])
+int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[DLT_EVAL_COUNTS],
+                            const volatile sig_atomic_t *stop, int64_t at[2])
 {
     return _eval_pass(r, src, counts, NULL, stop, at);
 }
 
 static int _score(dlt_run *r, const char *checkpoint)
 {
-    double counts[3];
+    double counts[DLT_EVAL_COUNTS];
     dlt_progress prog;
     int rc;
     if ((rc = dlt_checkpoint_load(&r->net, checkpoint, NULL, r->err)) != 0)
@@ -100,15 +102,20 @@ static int _score(dlt_run *r, const char *checkpoint)
         dlt_progress_clear(&prog); /* the error is said on a line of its own */
         return rc;
     }
-    dlt_progress_end(&prog, (int64_t)counts[2]);
-    if (counts[2] < 1) { /* the counts are summed over the ranks: every rank fails here together */
+    dlt_progress_end(&prog, (int64_t)counts[DLT_EVAL_SCORED]);
+    if (counts[DLT_EVAL_SCORED] < 1) { /* the counts are summed over the ranks: every rank fails here together */
         return dlt_fail_agreed(r->err, -EIO,
                                "eval %s: no image could be scored (every one of the %lld was "
                                "unreadable: see the lines above), so there is no accuracy to report",
                                checkpoint, (long long)dlt_source_images(&r->src));
     }
-    dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[2],
-            counts[0] / counts[2], counts[1] / counts[2]);
+    dlt_log(&r->log, DLT_LOG_QUIET, "eval %s: %.0f images, top-1 %.4f, top-5 %.4f", checkpoint, counts[DLT_EVAL_SCORED],
+            counts[DLT_EVAL_TOP1] / counts[DLT_EVAL_SCORED], counts[DLT_EVAL_TOP5] / counts[DLT_EVAL_SCORED]);
+    if (counts[DLT_EVAL_NONFINITE] > 0) /* fp16 overflow, or weights that are not finite */
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "eval %s: %.0f of the %.0f images gave logits that are not finite (NaN or infinite), "
+                "counted as misses: the weights (or the precision) do not hold this model",
+                checkpoint, counts[DLT_EVAL_NONFINITE], counts[DLT_EVAL_SCORED]);
     if (r->src.loader) {
         /* Files read by their content, not their name: each image is read by one rank once, so the
          * sum over the ranks counts each file once. */

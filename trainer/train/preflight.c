@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "common/node_name.h"
 #include "common/run_lock.h"
 #include "common/status.h"
+#include "common/stop_signal.h"
 #include "common/tunables.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/agree.h"
@@ -137,6 +139,25 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
                     mode);
         return DLT_RUN_REFUSED_USAGE;
     }
+    {
+        char stage[256];
+        snprintf(stage, sizeof(stage), "reading the checkpoints of --checkpoint-dir %s", dir);
+        dlt_stop_signal_stage(stage);
+    }
+#ifdef DLT_TEST_HOOKS
+    {
+        /* A read that never returns, as on a hard-mounted NFS folder whose server has gone (the
+         * scan itself opens nothing that can block): DLT_TEST_BLOCK_IN_SCAN=FIFO opens FIFO for
+         * reading, which waits for a writer, and goes on waiting through signals (as a hard mount's
+         * read does). */
+        const char *fifo = getenv("DLT_TEST_BLOCK_IN_SCAN");
+        int fd = -1;
+        while (fifo && *fifo && (fd = open(fifo, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR)
+            ;
+        if (fd >= 0)
+            close(fd);
+    }
+#endif
     rc = dlt_checkpoint_scan_dir(dir, &s, &err);
     if (rc != 0)
         _say(comm, err.msg); /* e.g. permission denied: say so rather than start from scratch */

@@ -339,7 +339,11 @@ double dlt_run_train_seconds(const dlt_run *r)
 
 double dlt_run_wall_seconds(const dlt_run *r)
 {
-    return _unix_now() - r->first_start;
+    /* The first start was stamped by the clock of the node that ran it, maybe another one, which
+     * may be ahead of this node's: the wall time is never less than the training time, which each
+     * incarnation measured on its own monotonic clock. */
+    double wall = _unix_now() - r->first_start, train = dlt_run_train_seconds(r);
+    return wall > train ? wall : train;
 }
 
 /* The run's own parts, each rank alone (no collective): the log, rank 0's claims on its folders,
@@ -356,6 +360,7 @@ static int _open_parts(dlt_run *r, const dlt_train_config *c, dlt_comm *comm, dl
     r->first_start = _unix_now(); /* until a checkpoint says when the run first started */
     r->line = 1;                  /* until dlt_run_resume chooses the line */
     r->parent_line = r->parent_step = -1;
+    r->saved_step = -1;
     /* One run per output path: two would overwrite each other's checkpoints (and a later --resume
      * auto would continue whichever saved last), merge their TensorBoard curves, interleave their
      * metrics. Taken before the log opens, so a requeue waits for its previous run first. */

@@ -52,6 +52,7 @@ typedef struct {
     char *ck_classes;          /* the names the eval or resume checkpoint records (NULL: none) */
     char resume_history[2048]; /* settings changed on resume, carried into every checkpoint it writes */
     int64_t line, parent_line, parent_step; /* the line its checkpoints belong to (dlt_train_state) */
+    int64_t saved_step;                     /* the step of the newest checkpoint written or resumed from; -1: none */
     double prior_train_s; /* training time of the incarnations before this one (from the checkpoint) */
     double first_start;   /* UNIX time of the run's first start (this one's, or the checkpoint's) */
 } dlt_run;
@@ -72,8 +73,10 @@ int dlt_run_agree_on_failure(dlt_run *r, int rc);
  * node N: ...", marked agreed, dlt_agree_first_failure); 0 when none did. One rank: rc itself. */
 int dlt_run_agree_first_failure(dlt_run *r, int rc);
 
-/* Training time over every incarnation so far (the checkpoint's and this run's since it started),
- * and wall time since the first incarnation started, in seconds. */
+/* Training time over every incarnation so far (the checkpoint's and this run's since it started,
+ * each on its node's monotonic clock), and wall time since the first incarnation started, in
+ * seconds: by this node's clock against the first start's stamp (queue waits between incarnations
+ * included), and never less than the training time (nodes' clocks may disagree). */
 double dlt_run_train_seconds(const dlt_run *r);
 double dlt_run_wall_seconds(const dlt_run *r);
 
@@ -92,14 +95,17 @@ int64_t dlt_run_share_bad_images(dlt_run *r);
 /* The validation images of a training run (ROOT/val, --val-data, or generated ones), started:
  * 1 when there are some, 0 when there are none, negative on an error. */
 int dlt_run_open_validation(dlt_run *r, dlt_source *val);
+/* An evaluation's counts, summed over the ranks. A sample whose logits are not all finite is a
+ * miss (never a hit), and counted. */
+enum { DLT_EVAL_TOP1 = 0, DLT_EVAL_TOP5, DLT_EVAL_SCORED, DLT_EVAL_NONFINITE, DLT_EVAL_COUNTS };
 /* One evaluation of the current weights over every image of src (each exactly once over the
- * ranks; the network's training state untouched): counts = {top-1 hits, top-5 hits, images},
- * summed over the ranks. A collective. */
-int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[3]);
+ * ranks; the network's training state untouched): counts (DLT_EVAL_*), summed over the ranks.
+ * A collective. */
+int dlt_eval_pass(dlt_run *r, dlt_source *src, double counts[DLT_EVAL_COUNTS]);
 /* The same inside training: after each batch the ranks agree on *stop (a signal's stop request),
  * and a request abandons the pass on every rank at the same batch: 1 (at[0] of at[1] batches done),
  * counts not filled; 0 done; <0 an error. */
-int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[3], const volatile sig_atomic_t *stop,
-                            int64_t at[2]);
+int dlt_eval_pass_stoppable(dlt_run *r, dlt_source *src, double counts[DLT_EVAL_COUNTS],
+                            const volatile sig_atomic_t *stop, int64_t at[2]);
 
 #endif

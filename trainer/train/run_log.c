@@ -138,11 +138,12 @@ static void _tb_line(dlt_run_log *l, const dlt_step_status *st, double ips)
     _tb_flush(l);
 }
 
-void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5)
+void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5, double nonfinite)
 {
     if (!l->tb)
         return;
-    if (dlt_tb_scalar(l->tb, "val/top1", step, top1) | dlt_tb_scalar(l->tb, "val/top5", step, top5))
+    if (dlt_tb_scalar(l->tb, "val/top1", step, top1) | dlt_tb_scalar(l->tb, "val/top5", step, top5) |
+        dlt_tb_scalar(l->tb, "val/nonfinite", step, nonfinite))
         dlt_log_warn(l, "out of memory for TensorBoard scalars at step %" PRId64 ": some are missing", step);
     _tb_flush(l);
 }

@@ -76,8 +76,9 @@ void dlt_run_log_event(dlt_run_log *l, const char *key, const char *type, const 
  * not a regular file, no interval line with a positive rate and a rank count after the first). */
 int dlt_run_log_baseline(const char *path, double *per_rank, dlt_err *err);
 
-/* A validation's result (rank 0): val/top1 and val/top5 in the TensorBoard file at step. */
-void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5);
+/* A validation's result (rank 0): val/top1, val/top5 and val/nonfinite (the images whose logits
+ * were not finite, counted as misses) in the TensorBoard file at step. */
+void dlt_run_log_validation(dlt_run_log *l, int64_t step, double top1, double top5, double nonfinite);
 /* The end: steps and time, images/s, and the scaling efficiency against a baseline metrics file. */
 void dlt_run_log_summary(const dlt_run_log *l, int64_t steps, const char *baseline);
 

@@ -184,11 +184,18 @@ static int _settle(dlt_run *r, dlt_step_state *s, const dlt_step_plan *p, const 
     dlt_watchdog_phase(p->wd, DLT_PHASE_COMPUTE, p->index + 1);
     if (!isfinite(out->res[DLT_RES_LOSS])) {
         /* the summed loss is the same on every rank: all decide alike */
-        if (++s->bad_steps > c->max_bad_steps)
+        if (++s->bad_steps > c->max_bad_steps) {
+            char kept[160];
+            if (r->saved_step >= 0)
+                snprintf(kept, sizeof(kept), "the newest checkpoint (step %" PRId64 ") is intact", r->saved_step);
+            else
+                snprintf(kept, sizeof(kept), "no checkpoint was written%s",
+                         c->checkpoint_dir ? " (none before the loss went bad)" : " (no --checkpoint-dir)");
             return dlt_fail_agreed(r->err, -ERANGE,
-                                   "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; the "
-                                   "last checkpoint is intact (lower --lr?)",
-                                   s->bad_steps, p->index + 1);
+                                   "loss not finite for %d consecutive steps (last at step %" PRId64 "): stopping; %s "
+                                   "(lower --lr?)",
+                                   s->bad_steps, p->index + 1, kept);
+        }
         if (r->comm->rank == 0)
             dlt_log_warn(&r->log, "loss is %g at step %" PRId64 ": update skipped (%d of %d allowed in a row)",
                          out->res[DLT_RES_LOSS], p->index + 1, s->bad_steps, c->max_bad_steps);

@@ -81,6 +81,7 @@ static int _prepare(dlt_run *r, loop_state *t)
     t->sched.nmilestones = c->nmilestones;
     memcpy(t->sched.milestones, c->milestones, sizeof(t->sched.milestones));
     dlt_net_init_params(&r->net, c->seed, c->zero_init_residual);
+    dlt_stop_signal_stage(c->resume ? "loading the checkpoint to resume from" : "preparing the weights");
     if ((rc = dlt_run_resume(r, &t->step)) != 0)
         return rc;
     if ((rc = dlt_net_upload(&r->net)) != 0)
@@ -116,6 +117,7 @@ static int _prepare_validation(dlt_run *r, loop_state *t)
     int rc;
     t->eval_every = c->eval_every;
     t->val_top1 = -1;
+    dlt_stop_signal_stage("opening the validation images");
     if (t->eval_every != 0 && (t->eval_every > 0 || c->data)) {
         if ((rc = dlt_run_open_validation(r, &t->val)) < 0)
             return rc;
@@ -152,7 +154,7 @@ static int _share_from_rank0(void *arg, void *buf, size_t bytes)
  * norm, no update, the training batch stream unaffected); logs it, and notes --target-top1. */
 static int _validate(dlt_run *r, loop_state *t)
 {
-    double counts[3], t0 = dlt_now(), top1, top5;
+    double counts[DLT_EVAL_COUNTS], t0 = dlt_now(), top1, top5, n, bad;
     int64_t epoch = (t->step - 1) / t->spe + 1; /* the epoch of the last step, 1-based (t->step >= 1 here) */
     int64_t at[2] = {0, 0};                     /* an abandoned pass: batches done, of */
     int rc, abandoned;
@@ -177,22 +179,30 @@ static int _validate(dlt_run *r, loop_state *t)
         return 0;
     }
     dlt_run_log_pause(&r->log, dlt_now() - t0); /* images/s stays the training's own */
-    top1 = counts[2] > 0 ? counts[0] / counts[2] : 0;
-    top5 = counts[2] > 0 ? counts[1] / counts[2] : 0;
+    n = counts[DLT_EVAL_SCORED];
+    bad = counts[DLT_EVAL_NONFINITE];
+    top1 = n > 0 ? counts[DLT_EVAL_TOP1] / n : 0;
+    top5 = n > 0 ? counts[DLT_EVAL_TOP5] / n : 0;
     t->val_top1 = top1;
     dlt_log(&r->log, DLT_LOG_QUIET, "epoch %" PRId64 " val top-1 %.4f top-5 %.4f (%.0f images, %.1f s)", epoch, top1,
-            top5, counts[2], dlt_now() - t0);
+            top5, n, dlt_now() - t0);
+    if (bad > 0)
+        dlt_log(&r->log, DLT_LOG_QUIET,
+                "epoch %" PRId64 " validation: %.0f of the %.0f images gave logits that are not finite (NaN or "
+                "infinite), counted as misses",
+                epoch, bad, n);
     {
         char value[32];
         snprintf(value, sizeof(value), "%.6f", top1);
-        dlt_run_log_event(&r->log, "eval_accuracy", "POINT_IN_TIME", value,
-                          "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64 ",\"val_top1\":%.6f,\"val_top5\":%.6f,"
-                          "\"val_images\":%.0f,\"eval_seconds\":%.3f,\"train_time\":%.3f,\"wall_time\":%.3f",
-                          epoch, t->step, top1, top5, counts[2], dlt_now() - t0, dlt_run_train_seconds(r),
-                          dlt_run_wall_seconds(r));
+        dlt_run_log_event(
+            &r->log, "eval_accuracy", "POINT_IN_TIME", value,
+            "\"epoch_num\":%" PRId64 ",\"step_num\":%" PRId64 ",\"val_top1\":%.6f,\"val_top5\":%.6f,"
+            "\"val_images\":%.0f,\"val_nonfinite\":%.0f,\"eval_seconds\":%.3f,\"train_time\":%.3f,\"wall_time\":%.3f",
+            epoch, t->step, top1, top5, n, bad, dlt_now() - t0, dlt_run_train_seconds(r), dlt_run_wall_seconds(r));
     }
-    dlt_run_log_validation(&r->log, t->step, top1, top5);
-    if (r->cfg.target_top1 > 0 && top1 >= r->cfg.target_top1) {
+    dlt_run_log_validation(&r->log, t->step, top1, top5, bad);
+    /* Non-finite samples are misses already; a pass with any is not a model that reached a target. */
+    if (r->cfg.target_top1 > 0 && top1 >= r->cfg.target_top1 && bad == 0) {
         t->reached = 1;
         /* Over every incarnation: a resumed run's own time alone would understate it. */
         dlt_log(&r->log, DLT_LOG_QUIET,
@@ -283,10 +293,14 @@ static int _stop_before_first_step(dlt_run *r, loop_state *t)
 {
     dlt_agreement a = dlt_agreement_of_comm(r->comm);
     int asked, rc;
+    dlt_stop_signal_stage("agreeing on a stop before the first step");
     if ((rc = dlt_agree_count(&a, *dlt_stop_signal_flag() != 0, &asked, r->err)) != 0)
         return rc;
-    if (asked == 0)
+    if (asked == 0) {
+        /* From here the loop answers a stop at each step and the watchdog bounds each phase. */
+        dlt_stop_signal_startup_end();
         return 0;
+    }
     if (!r->cfg.checkpoint_dir) {
         dlt_log(&r->log, DLT_LOG_QUIET,
                 "stop requested (signal) during start-up, before step %" PRId64 ": nothing "

@@ -99,7 +99,8 @@ static void *_run(void *arg)
             _abort_bounded(w);
             _exit(DLT_EXIT_STALLED);
         }
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC,
+                      &ts); /* the condition variable's clock: a wall clock step cannot stretch the tick */
         ts.tv_sec += (time_t)tick;
         ts.tv_nsec += (long)((tick - (double)(time_t)tick) * 1e9);
         if (ts.tv_nsec >= 1000000000L) {
@@ -188,7 +189,13 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
     if (limit_s <= 0)
         return 0;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&w->cv, &attr);
+        pthread_condattr_destroy(&attr);
+    }
     {
         int e = pthread_create(&w->thread, NULL, _run, w); /* returns its error; errno is not set */
         if (e != 0) {
