@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../slurm/lib.sh"
 TOOL=$DLT_BUILDDIR/dltrain-topo
 [[ -x $TOOL ]] || skip_all "dltrain-topo not built"
-tap_plan 10
+tap_plan 11
 D=$WORK/etc
 rm -rf "$D" && mkdir -p "$D/plugstack.conf.d" "$WORK/lib"
 : > "$WORK/lib/spank_dltrain.so"
@@ -33,6 +33,11 @@ printf 'optional %s enable=always\n' "$SO" > "$D/plugstack.conf.d/zz.conf"
 run "two lines loading the plugin: status 1, both named" 1 \
   "dltrain.conf:1: OK" "zz.conf:1: OK: optional" "2 lines load spank_dltrain.so"
 rm -f "$D/plugstack.conf.d/zz.conf"
+
+printf 'required %s topo_dir=/run/a topo_dir=/run/b\n' "$SO" > "$D/plugstack.conf.d/dltrain.conf"
+run "a key given twice: status 1, both values named (not the last one silently winning)" 1 \
+  "plugstack.conf: topo_dir given twice ('topo_dir=/run/a' and 'topo_dir=/run/b'): keep one"
+
 
 printf 'required %s/missing/spank_dltrain.so\n' "$WORK" > "$D/plugstack.conf.d/dltrain.conf"
 run "a required plugin file that does not exist: status 1" 1 "required $WORK/missing/spank_dltrain.so: No such file or directory"

@@ -188,6 +188,16 @@ static void test_site_args(void **state)
         assert_non_null(strstr(err.msg, "unknown argument 'frobnicate'"));
     }
     {
+        char *a[] = {"topo_dir=/run/a", "default_bind=none", "topo_dir=/run/b"};
+        assert_int_equal(dlt_site_conf_parse(&s, 3, a, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "topo_dir given twice ('topo_dir=/run/a' and 'topo_dir=/run/b')"));
+    }
+    {
+        char *a[] = {"topo_dir=/run/a", "topo_dir_x=1"}; /* a key that only starts like another */
+        assert_int_equal(dlt_site_conf_parse(&s, 2, a, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "unknown argument 'topo_dir_x'"));
+    }
+    {
         char *a[] = {"noequals"};
         assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
         assert_non_null(strstr(err.msg, "not key=value"));
