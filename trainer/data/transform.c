@@ -22,6 +22,7 @@ struct dlt_decoder {
     tjhandle tj;
     uint8_t *buf;
     size_t cap;
+    int buf_stb; /* buf is stb_image's (a PNG's pixels, taken over without a copy) */
     tjscalingfactor *factors;
     int nfactors;
     int last_num, last_denom;
@@ -30,6 +31,18 @@ struct dlt_decoder {
     dlt_image_format last_format;
     uint64_t inflate_slack; /* dlt_decoder_inflate_slack */
 };
+
+/* Gives the pixel buffer back (to stb_image where it came from there). */
+static void _release(dlt_decoder *d)
+{
+    if (d->buf_stb)
+        stbi_image_free(d->buf);
+    else
+        free(d->buf);
+    d->buf = NULL;
+    d->cap = 0;
+    d->buf_stb = 0;
+}
 
 dlt_image_format dlt_image_sniff(const uint8_t *p, size_t len)
 {
@@ -187,7 +200,7 @@ void dlt_decoder_destroy(dlt_decoder *d)
         return;
     if (d->tj)
         tjDestroy(d->tj);
-    free(d->buf);
+    _release(d);
     free(d);
 }
 
@@ -205,6 +218,8 @@ dlt_image_format dlt_decoder_last_format(const dlt_decoder *d)
 /* d->buf holds at least need bytes. */
 static int _reserve(dlt_decoder *d, size_t need)
 {
+    if (d->buf_stb) /* not ours to grow */
+        _release(d);
     if (need > d->cap) {
         uint8_t *nb = realloc(d->buf, need);
         if (!nb)
@@ -319,12 +334,11 @@ static int _decode_png(dlt_decoder *d, const uint8_t *png, size_t len, int *w, i
     img = stbi_load_from_memory(png, (int)len, w, h, &comp, 3);
     if (!img)
         return dlt_fail(err, -EINVAL, "corrupt PNG data: %s", stbi_failure_reason() ? stbi_failure_reason() : "?");
-    if (_reserve(d, (size_t)*w * *h * 3) != 0) {
-        stbi_image_free(img);
-        return dlt_fail(err, -EINVAL, "%s", "out of memory decoding");
-    }
-    memcpy(d->buf, img, (size_t)*w * *h * 3);
-    stbi_image_free(img);
+    /* stb_image's pixels become the buffer: no second copy of a large image. */
+    _release(d);
+    d->buf = img;
+    d->cap = (size_t)*w * *h * 3;
+    d->buf_stb = 1;
     d->last_num = d->last_denom = 1;
     return 0;
 }
@@ -519,8 +533,22 @@ int dlt_decode_rgb(dlt_decoder *d, const uint8_t *jpeg, size_t len, const uint8_
     return 0;
 }
 
+static int _decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
+                             uint8_t *dst, dlt_err *err);
+
 int dlt_decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r, uint8_t *dst,
                          dlt_err *err)
+{
+    int rc = _decode_transform(d, jpeg, len, out, train, r, dst, err);
+    /* A worker keeps its buffer for the next image, unless this one was a giant (a 10000x10000
+     * PNG is 300 MB): the peak is the image's, not the worker's for the rest of the run. */
+    if (d->cap > DLT_DECODE_KEEP_BYTES)
+        _release(d);
+    return rc;
+}
+
+static int _decode_transform(dlt_decoder *d, const uint8_t *jpeg, size_t len, int out, int train, dlt_rng *r,
+                             uint8_t *dst, dlt_err *err)
 {
     int w, h, sw = 0, sh = 0, num = 1, denom = 1, cmyk = 0, rc;
     dlt_crop c;

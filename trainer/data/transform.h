@@ -21,6 +21,8 @@
 
 #define DLT_IMAGE_MAX_SIDE 16384
 #define DLT_IMAGE_MAX_PIXELS (100u * 1000u * 1000u)
+/* A decoder's pixel buffer over this size is given back after the image (dlt_decode_transform). */
+#define DLT_DECODE_KEEP_BYTES ((size_t)64 << 20)
 
 typedef struct {
     int x, y, w, h; /* in the original image */
