@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int _os_fail(dlt_err *err, int code, const char *what, const char *path)
@@ -622,5 +623,77 @@ int dlt_step_dir_remove(const char *topo_dir, const char *name, int held, dlt_er
         return dlt_fail(err, rc, "cannot remove %s/%s entirely%s%s%s%s (at '%s': %s%s)", topo_dir, name,
                         work[0] ? ": what is left is in " : "", work[0] ? topo_dir : "", work[0] ? "/" : "", work,
                         w.where, strerror(-rc), w.why);
+    return 0;
+}
+
+/* "J.S": a step folder's name (decimal job and step ids). */
+static int _step_folder_name(const char *s)
+{
+    const char *p = s;
+    int dots = 0, digits = 0;
+    for (; *p; p++) {
+        if (*p == '.' && digits > 0 && dots == 0) {
+            dots = 1;
+            digits = 0;
+        } else if (*p >= '0' && *p <= '9') {
+            digits++;
+        } else {
+            return 0;
+        }
+    }
+    return dots == 1 && digits > 0 && p - s < 32;
+}
+
+int dlt_step_dir_sweep(const char *topo_dir, const char *except, int min_age_s, int *removed, char *note,
+                       size_t notelen, dlt_err *err)
+{
+    DIR *d;
+    struct dirent *e;
+    struct timespec now;
+    int top, rc = 0, seen = 0;
+    size_t at = 0;
+    *removed = 0;
+    if (notelen)
+        note[0] = '\0';
+    top = open(topo_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (top < 0)
+        return _os_fail(err, errno, "cannot open topo_dir", topo_dir);
+    {
+        int dup_fd = dup(top);
+        if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
+            rc = _os_fail(err, errno, "cannot list topo_dir", topo_dir);
+            if (dup_fd >= 0)
+                close(dup_fd);
+            close(top);
+            return rc;
+        }
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    while ((e = readdir(d)) != NULL && seen < DLT_STEP_DIR_SWEEP_MAX) {
+        struct stat st;
+        char work[192];
+        rm_walk w;
+        int r;
+        if (!_step_folder_name(e->d_name) || (except && !strcmp(e->d_name, except)))
+            continue;
+        seen++;
+        /* Only root's folders (what this plugin makes), old enough that their step is past the
+         * moment between making the folder and locking it, and whose lock no slurmstepd holds. */
+        if (fstatat(top, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid() || now.tv_sec - st.st_ctime < min_age_s ||
+            _held_by_live_step(top, e->d_name))
+            continue;
+        if ((r = _remove_at(top, e->d_name, &w, work, sizeof(work))) != 0) {
+            if (at < notelen)
+                at += (size_t)snprintf(note + at, notelen - at,
+                                       "%sthe stale step folder %s/%s could not be removed entirely%s%s (at '%s': %s%s)",
+                                       at ? "; " : "", topo_dir, e->d_name, work[0] ? ", what is left is in " : "",
+                                       work, w.where, strerror(-r), w.why);
+            continue;
+        }
+        (*removed)++;
+    }
+    closedir(d);
+    close(top);
     return 0;
 }

@@ -261,6 +261,18 @@ int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)
         slurm_info("dltrain: node %s: removed a stale %s/%s left by an earlier step of the same id", node, st->topo_dir,
                    name);
     snprintf(st->step_dir, sizeof(st->step_dir), "%s", name);
+    {
+        /* Folders of steps whose slurmstepd died (kill -9, a crash) are reclaimed by the next step. */
+        int swept = 0;
+        dlt_err serr = DLT_ERR_INIT;
+        if (dlt_step_dir_sweep(st->topo_dir, name, DLT_STEP_DIR_SWEEP_AGE_S, &swept, note, sizeof(note), &serr) != 0)
+            slurm_error("dltrain: node %s: %s", node, serr.msg);
+        if (note[0])
+            slurm_error("dltrain: node %s: %s", node, note);
+        if (swept > 0)
+            slurm_info("dltrain: node %s: removed %d step folder(s) of %s whose slurmstepd had died", node, swept,
+                       st->topo_dir);
+    }
     return 0;
 }
 

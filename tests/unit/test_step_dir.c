@@ -581,9 +581,57 @@ static void test_remove_only_own_folder(void **state)
     assert_false(_exists(q));
 }
 
+/* A step folder whose slurmstepd died (its lock free) is swept by the next step; a live one (lock
+ * held), the step's own, a young one, one of another owner and names that are not J.S stay. */
+static void test_sweep_dead_steps_folders(void **state)
+{
+    fixture *fx = *state;
+    char file[PATH_MAX], p[PATH_MAX + 64], note[NOTE_LEN];
+    dlt_err err = DLT_ERR_INIT;
+    int stale, dead = -1, live = -1, own = -1, removed = -1;
+    const char *kept[] = {"22.0", "23.0", "x.1", "1.2.3", "work"};
+    assert_int_equal(dlt_step_dir_create(fx->top, "21.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &dead, dlt_err_fresh(&err)),
+                     0);
+    assert_int_equal(dlt_step_dir_create(fx->top, "22.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &live, dlt_err_fresh(&err)),
+                     0);
+    assert_int_equal(dlt_step_dir_create(fx->top, "23.0", "nccl_topo.xml", "<system/>", 9, getgid(), file, PATH_MAX,
+                                         &stale, note, NOTE_LEN, &own, dlt_err_fresh(&err)),
+                     0);
+    close(dead); /* 21.0's slurmstepd was killed: its lock went with it */
+    close(own);  /* 23.0 is the sweeping step's own name: never touched */
+    for (int i = 2; i < 5; i++) {
+        snprintf(p, sizeof(p), "%s/%s", fx->top, kept[i]);
+        assert_int_equal(mkdir(p, 0700), 0);
+    }
+    snprintf(p, sizeof(p), "%s/24.0", fx->top); /* another owner's: not the plugin's */
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(chown(p, 12345, 12345), 0);
+    /* Too young yet (a folder being made has no lock for a moment). */
+    assert_int_equal(dlt_step_dir_sweep(fx->top, "23.0", 3600, &removed, note, NOTE_LEN, dlt_err_fresh(&err)), 0);
+    assert_int_equal(removed, 0);
+    snprintf(p, sizeof(p), "%s/21.0", fx->top);
+    assert_true(_exists(p));
+    assert_int_equal(dlt_step_dir_sweep(fx->top, "23.0", 0, &removed, note, NOTE_LEN, dlt_err_fresh(&err)), 0);
+    assert_int_equal(removed, 1);
+    assert_string_equal(note, "");
+    assert_false(_exists(p));
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof(p), "%s/%s", fx->top, kept[i]);
+        assert_true(_exists(p));
+    }
+    snprintf(p, sizeof(p), "%s/24.0", fx->top);
+    assert_true(_exists(p));
+    assert_int_equal(dlt_step_dir_remove(fx->top, "22.0", live, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_step_dir_sweep("/nonexistent-topo-dir", NULL, 0, &removed, note, NOTE_LEN, dlt_err_fresh(&err)),
+                     -ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sweep_dead_steps_folders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_step_folder_not_taken, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_only_own_folder, setup, teardown),
         cmocka_unit_test(test_expand_node),
