@@ -15,6 +15,11 @@
 #define DLT_ENV_MASTER_PORT_FROM "DLT_MASTER_PORT_FROM" /* reserved or derived */
 #define DLT_ENV_SET "DLT_SET"                           /* the names it set, each with its value's hash */
 #define DLT_ENV_STEP "DLT_STEP"                         /* the step (JOB.STEP) it set them for */
+/* A file libdltpmix makes once the task has joined the PMIx bootstrap: a task of a multi-task step
+ * that fails before it made it is one its peers would wait for, so the plugin ends the step.
+ * Always DLT_JOIN_MARK_PREFIX "UID-JOB.STEP.RANK" (libdltpmix makes nothing else). */
+#define DLT_ENV_JOIN_MARK "DLT_JOIN_MARK"
+#define DLT_JOIN_MARK_PREFIX "/dev/shm/dltrain-joined-"
 
 /* torch.distributed's env:// rendezvous */
 #define DLT_ENV_RANK "RANK"

@@ -111,8 +111,8 @@ static int _site_conf_parse_into(dlt_site_conf *site, int argc, char *const argv
         /* A key given twice is a mistake to say, not a last-one-wins that hides the first. */
         for (int j = 0; j < i; j++)
             if (argv[j] && !strncmp(argv[j], arg, (size_t)(eq - arg) + 1))
-                return dlt_fail(err, -EINVAL,
-                                "plugstack.conf: %.31s given twice ('%.64s' and '%.64s'): keep one", key, argv[j], arg);
+                return dlt_fail(err, -EINVAL, "plugstack.conf: %.31s given twice ('%.64s' and '%.64s'): keep one", key,
+                                argv[j], arg);
         if (!strcmp(key, "default_bind")) {
             if (_parse_bind(val, &site->default_bind))
                 return dlt_fail(err, -EINVAL, "plugstack.conf default_bind='%.64s' invalid (closest|none)", val);

@@ -679,16 +679,15 @@ int dlt_step_dir_sweep(const char *topo_dir, const char *except, int min_age_s, 
         seen++;
         /* Only root's folders (what this plugin makes), old enough that their step is past the
          * moment between making the folder and locking it, and whose lock no slurmstepd holds. */
-        if (fstatat(top, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
-            st.st_uid != geteuid() || now.tv_sec - st.st_ctime < min_age_s ||
-            _held_by_live_step(top, e->d_name))
+        if (fstatat(top, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+            now.tv_sec - st.st_ctime < min_age_s || _held_by_live_step(top, e->d_name))
             continue;
         if ((r = _remove_at(top, e->d_name, &w, work, sizeof(work))) != 0) {
             if (at < notelen)
-                at += (size_t)snprintf(note + at, notelen - at,
-                                       "%sthe stale step folder %s/%s could not be removed entirely%s%s (at '%s': %s%s)",
-                                       at ? "; " : "", topo_dir, e->d_name, work[0] ? ", what is left is in " : "",
-                                       work, w.where, strerror(-r), w.why);
+                at += (size_t)snprintf(
+                    note + at, notelen - at,
+                    "%sthe stale step folder %s/%s could not be removed entirely%s%s (at '%s': %s%s)", at ? "; " : "",
+                    topo_dir, e->d_name, work[0] ? ", what is left is in " : "", work, w.where, strerror(-r), w.why);
             continue;
         }
         (*removed)++;

@@ -55,10 +55,10 @@ int dlt_step_dir_remove(const char *topo_dir, const char *name, int held, dlt_er
 /* A step folder whose slurmstepd died (kill -9, a crash: its lock went with it) stays until the
  * same job.step recurs on the node. Each step's start sweeps topo_dir for such folders: named
  * J.S, the caller's (root's), not `except` (the step's own name), changed last at least min_age_s
- * ago (DLT_STEP_DIR_SWEEP_AGE_S in slurmstepd: a folder being made is not yet locked) and with no live slurmstepd holding the lock; each is
- * removed as dlt_step_dir_remove does. At most DLT_STEP_DIR_SWEEP_MAX step folders are looked at
- * per sweep (the rest wait for the next step). *removed: how many went; note (escaped) says what
- * could not be removed. 0, or a negative errno when topo_dir cannot be read. */
+ * ago (DLT_STEP_DIR_SWEEP_AGE_S in slurmstepd: a folder being made is not yet locked) and with no live slurmstepd
+ * holding the lock; each is removed as dlt_step_dir_remove does. At most DLT_STEP_DIR_SWEEP_MAX step folders are looked
+ * at per sweep (the rest wait for the next step). *removed: how many went; note (escaped) says what could not be
+ * removed. 0, or a negative errno when topo_dir cannot be read. */
 #define DLT_STEP_DIR_SWEEP_AGE_S 10
 #define DLT_STEP_DIR_SWEEP_MAX 256
 int dlt_step_dir_sweep(const char *topo_dir, const char *except, int min_age_s, int *removed, char *note,

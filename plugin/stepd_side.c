@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -475,6 +476,39 @@ static void _rank_contract_task(spank_t sp, dlt_plugin_state *st, int local_id)
 
 static int _task_setup(spank_t sp, dlt_plugin_state *st);
 
+/* The task's join mark (common/env_contract.h, DLT_JOIN_MARK): DLT_JOIN_MARK_PREFIX
+ * "UID-JOB.STEP.RANK", from Slurm's items alone, so that slurmstepd names the same file at the
+ * task's exit. 0, or -1 for a step of one task (nobody waits for it) or without the items. */
+static int _join_mark(spank_t sp, char *out, size_t len)
+{
+    uint32_t uid = 0, job = 0, step = 0, rank = 0, ntasks = 0;
+    if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || ntasks < 2 ||
+        spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS)
+        return -1;
+    return snprintf(out, len, DLT_JOIN_MARK_PREFIX "%u-%u.%u.%u", uid, job, step, rank) < (int)len ? 0 : -1;
+}
+
+/* Whether the exited task made its join mark (a regular file of the job's user; one planted by
+ * anybody else is not it), which is removed here either way: 1 made, 0 not, -1 no mark (a step of
+ * one task). lstat and unlink only: nothing is opened or followed in /dev/shm. */
+static int _join_mark_take(spank_t sp)
+{
+    char path[160];
+    struct stat st;
+    uint32_t uid = 0;
+    int made;
+    if (_join_mark(sp, path, sizeof(path)) != 0 || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+        return -1;
+    if (lstat(path, &st) != 0)
+        return 0;
+    made = S_ISREG(st.st_mode) && st.st_uid == (uid_t)uid;
+    if (made)
+        (void)unlink(path);
+    return made;
+}
+
 int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st)
 {
     char name[64];
@@ -512,6 +546,8 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
         _set(sp, st, DLT_ENV_OPTS, buf);
     snprintf(buf, sizeof(buf), "%d", local_id);
     _set(sp, st, DLT_ENV_LOCAL_RANK, buf);
+    if (_join_mark(sp, buf, sizeof(buf)) == 0) /* a multi-task step: see dlt_stepd_task_exit */
+        _set(sp, st, DLT_ENV_JOIN_MARK, buf);
     _rank_contract_task(sp, st, local_id);
     if (!st->have_topology)
         return 0;
@@ -634,33 +670,47 @@ void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
 
 /* A task of a multi-task step killed by a signal (the OOM killer, kill -9, a crash) cannot tell its
  * peers: they wait in their next collective until a watchdog fires (--stall-timeout, NCCL's timeout),
- * 15 minutes or more, holding the allocation. End the whole step now, as srun --kill-on-bad-exit
- * would, through slurmstepd's own Slurm API (dlsym: the plugin links nothing of Slurm's). A non-zero
- * exit is left alone: dltrain ends every rank itself naming the cause, and killing the others at the
- * first exit would cut that message or a checkpoint being written. */
+ * 15 minutes or more, holding the allocation. Nor can a task that fails before it joined the job's
+ * PMIx bootstrap (its join mark, DLT_JOIN_MARK): its peers wait in their first fence for the whole
+ * bootstrap timeout (300 s) for a rank Slurm already knows is gone. End the whole step now, as srun
+ * --kill-on-bad-exit would, through slurmstepd's own Slurm API (dlsym: the plugin links nothing of
+ * Slurm's). A non-zero exit after joining is left alone: dltrain ends every rank itself naming the
+ * cause, and killing the others at the first exit would cut that message or a checkpoint being
+ * written; so is 75 (stopped after a complete checkpoint) and 0. */
 void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
 {
     typedef __typeof__(slurm_kill_job_step) kill_step_fn;
     kill_step_fn *kill_step;
     uint32_t job = 0, step = 0, ntasks = 0, rank = 0;
-    int status = 0, sig, rc;
-    char node[64] = "?";
+    int status = 0, sig = 0, rc, joined;
+    char node[64] = "?", why[128];
 
-    if (st->step_ending || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS || !WIFSIGNALED(status))
+    joined = _join_mark_take(sp); /* taken whatever follows: /dev/shm keeps nothing of the step */
+    if (st->step_ending || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS)
         return;
-    /* Only deaths no peer hears of: the kernel's or a crash's. SIGTERM, SIGINT, SIGHUP, SIGUSR1...
-     * come to every task of the step (scancel, the time limit, preemption): its other ranks are
-     * answering the same signal (saving a checkpoint), and must not be killed in the middle of it. */
-    switch (WTERMSIG(status)) {
-    case SIGKILL:
-    case SIGSEGV:
-    case SIGBUS:
-    case SIGABRT:
-    case SIGFPE:
-    case SIGILL:
-    case SIGSYS:
-    case SIGTRAP: break;
-    default: return;
+    if (WIFSIGNALED(status)) {
+        /* Only deaths no peer hears of: the kernel's or a crash's. SIGTERM, SIGINT, SIGHUP,
+         * SIGUSR1... come to every task of the step (scancel, the time limit, preemption): its other
+         * ranks are answering the same signal (saving a checkpoint), and must not be killed in the
+         * middle of it. */
+        switch (WTERMSIG(status)) {
+        case SIGKILL:
+        case SIGSEGV:
+        case SIGBUS:
+        case SIGABRT:
+        case SIGFPE:
+        case SIGILL:
+        case SIGSYS:
+        case SIGTRAP: break;
+        default: return;
+        }
+        sig = WTERMSIG(status);
+        snprintf(why, sizeof(why), "ended by signal %d (%s)", sig, strsignal(sig));
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 75 && joined == 0) {
+        snprintf(why, sizeof(why), "exited with status %d before it joined the job's PMIx bootstrap",
+                 WEXITSTATUS(status));
+    } else {
+        return;
     }
     if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || ntasks < 2)
         return;
@@ -668,13 +718,12 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
     (void)spank_get_item(sp, S_JOB_ID, &job);
     (void)spank_get_item(sp, S_JOB_STEPID, &step);
     dlt_node_name(node, sizeof(node));
-    sig = WTERMSIG(status);
     st->step_ending = 1;
     kill_step = (kill_step_fn *)dlsym(RTLD_DEFAULT, "slurm_kill_job_step");
     if (!kill_step) {
-        slurm_error("dltrain: node %s: task %u ended by signal %d (%s) but this slurmstepd has no slurm_kill_job_step; "
+        slurm_error("dltrain: node %s: task %u %s but this slurmstepd has no slurm_kill_job_step; "
                     "its %u peer(s) wait for it until their timeout (use srun --kill-on-bad-exit=1)",
-                    node, rank, sig, strsignal(sig), ntasks - 1);
+                    node, rank, why, ntasks - 1);
         return;
     }
 #ifdef DLT_SLURM_KILL_STEP_FLAGS
@@ -686,11 +735,10 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
         /* The step is already ending (its tasks are dying of our own, or another node's, kill). */
         int code = errno;
         char *(*str)(int) = (char *(*)(int))dlsym(RTLD_DEFAULT, "slurm_strerror");
-        slurm_info("dltrain: node %s: task %u ended by signal %d; step %u.%u not ended again (%s)", node, rank, sig,
-                   job, step, str ? str(code) : strerror(code));
+        slurm_info("dltrain: node %s: task %u %s; step %u.%u not ended again (%s)", node, rank, why, job, step,
+                   str ? str(code) : strerror(code));
         return;
     }
-    slurm_error("dltrain: node %s: task %u ended by signal %d (%s); ending step %u.%u at once so that its %u peer(s) "
-                "do not wait for it",
-                node, rank, sig, strsignal(sig), job, step, ntasks - 1);
+    slurm_error("dltrain: node %s: task %u %s; ending step %u.%u at once so that its %u peer(s) do not wait for it",
+                node, rank, why, job, step, ntasks - 1);
 }

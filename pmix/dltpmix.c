@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/env_contract.h"
 #include "common/node_name.h"
 #include "dltpmix_blob.h"
 #include "dltpmix_internal.h"
@@ -290,6 +291,25 @@ static int _init_singleton(dltpmix_ctx *ctx)
     return _one_host(ctx, 0, 1, "singleton");
 }
 
+/* Tells the plugin this task has joined (common/env_contract.h, DLT_JOIN_MARK): an empty file of
+ * the task's own, made once, at the one place the plugin names (nothing else is ever made). Without
+ * it (no plugin, no /dev/shm) the plugin cannot tell a rank that joined and then failed, which ends
+ * its peers itself, from one that never came: said once, the run goes on. */
+static void _mark_joined(void)
+{
+    const char *m = getenv(DLT_ENV_JOIN_MARK);
+    size_t n = strlen(DLT_JOIN_MARK_PREFIX);
+    int fd;
+    if (!m || strncmp(m, DLT_JOIN_MARK_PREFIX, n) || strchr(m + n, '/') || strlen(m) > 128 || !m[n])
+        return;
+    fd = open(m, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    else if (errno != EEXIST)
+        fprintf(stderr, "dltpmix: cannot make %s (%s): if this rank fails, the plugin may end its peers at once\n", m,
+                strerror(errno));
+}
+
 static int _init_from_pmix(dltpmix_ctx *ctx)
 {
     pmix_status_t rc;
@@ -302,6 +322,7 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
                                  "dltpmix: PMIx_Init failed: %s; launch with srun --mpi=pmix (or MpiDefault=pmix)",
                                  PMIx_Error_string(rc));
     ctx->pmix_up = 1;
+    _mark_joined(); /* a connected client that dies is taken out of the fence by its PMIx server */
     ctx->info.rank = (int)ctx->me.rank;
     snprintf(ctx->info.nspace, sizeof(ctx->info.nspace), "%s", ctx->me.nspace);
 

@@ -624,8 +624,8 @@ static void test_sweep_dead_steps_folders(void **state)
     snprintf(p, sizeof(p), "%s/24.0", fx->top);
     assert_true(_exists(p));
     assert_int_equal(dlt_step_dir_remove(fx->top, "22.0", live, dlt_err_fresh(&err)), 0);
-    assert_int_equal(dlt_step_dir_sweep("/nonexistent-topo-dir", NULL, 0, &removed, note, NOTE_LEN, dlt_err_fresh(&err)),
-                     -ENOENT);
+    assert_int_equal(
+        dlt_step_dir_sweep("/nonexistent-topo-dir", NULL, 0, &removed, note, NOTE_LEN, dlt_err_fresh(&err)), -ENOENT);
 }
 
 int main(void)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Failure paths on a real two-node cluster, round 5: a rank that fails before it joins the PMIx
+# bootstrap ends its peers at once (the plugin, through the rank's join mark), named, where they
+# waited the whole bootstrap timeout; ranks that joined and fail are left to end themselves; the
+# join marks leave nothing in /dev/shm; the folder of a step whose slurmstepd was killed (kill -9) is
+# reclaimed by the node's next --dl-train step.
+. "$(dirname "$0")/lib.sh"
+cluster_up 2 27
+tap_plan 5
+DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
+cd /tmp || exit 1
+marks() { ls /dev/shm 2>/dev/null | grep -c "^dltrain-joined-$(id -u)-$1\." ; }
+
+# ---- 1: rank 3 exits 3 before it joins; the others wait in their first fence (timeout 120 s)
+t0=$(date +%s.%N)
+out=$(timeout 150 srun -N2 --ntasks-per-node=2 --gpus-per-node=2 --dl-train bash -c \
+  'if [ "$SLURM_PROCID" = 3 ]; then echo "rank 3 leaving"; exit 3; fi; exec "$0" env --timeout 120' "$DLTRAIN" 2>&1)
+rc=$?
+t=$(echo "$(date +%s.%N) - $t0" | bc)
+jid=$(sed -n 's/.*ending step \([0-9]*\)\.0 at once.*/\1/p' <<<"$out" | head -1)
+if ((rc != 0)) && (($(echo "$t < 20" | bc))) &&
+  [[ $out == *"task 3 exited with status 3 before it joined the job's PMIx bootstrap; ending step "*" at once so that its 3 peer(s) do not wait for it"* &&
+     $out == *"task 3: Exited with exit code 3"* && $out != *"timed out after 120 s"* ]]; then
+  ok "rank 3 exits 3 before the bootstrap: the step ends in $t s (not at the 120 s timeout), the plugin naming task 3 and its status"
+else not_ok "a rank gone before the fence (rc=$rc, $t s)"; echo "$out" | tail -8 | diag; fi
+# srun may return before every slurmstepd has finished its tasks' exits (which take the marks).
+for _ in $(seq 100); do [[ -n $jid && $(marks "$jid") == 0 && -z $(squeue -h 2>/dev/null) ]] && break; sleep 0.1; done
+if [[ -n $jid && $(marks "$jid") == 0 ]]; then ok "no join mark of step $jid.0 left in /dev/shm"
+else not_ok "join marks left in /dev/shm (step ${jid:-?}.0)"; ls /dev/shm | grep dltrain-joined | diag; fi
+
+# ---- 2: ranks that joined and fail (two ranks of n1 on one GPU, refused by every rank after the
+# bootstrap) end themselves, each saying why; the plugin leaves them alone; no mark stays.
+out=$(timeout 150 srun -N2 -n4 --gpus-per-node=2 --dl-train "$DLTRAIN" env --timeout 120 2>&1)
+rc=$?
+if ((rc == 1)) && [[ $out == *"would both train on GPU 0"* && $out == *"all-reduce check passed"* && $out != *"ending step"* &&
+  $out != *Killed* ]] && ! ls /dev/shm | grep -q "^dltrain-joined-$(id -u)-"; then
+  ok "ranks that joined and then fail end themselves (every rank's check printed, status 1), no step killed, no mark left"
+else not_ok "joined ranks failing (rc=$rc)"; echo "$out" | grep -v '^[0-9] ' | tail -8 | diag; fi
+
+# ---- 3-4: kill -9 of a step's slurmstepd leaves its root-owned folder; the next step reclaims it
+TOPO=$DLT_CLUSTER_DIR/run/n1/dltrain
+srun -N1 -w n1 --gpus-per-node=1 --dl-train bash -c 'exec -a dlt-r5-sleeper sleep 60' >"$WORK/sleeper.out" 2>&1 &
+jid=
+for _ in $(seq 100); do
+  jid=$(squeue -h -w n1 -o %i | head -1)
+  [[ -n $jid && -d $TOPO/$jid.0 ]] && break
+  sleep 0.1
+done
+pid=$(pgrep -f "slurmstepd: \[$jid.0\]" | head -1)
+[[ -n $pid ]] && kill -9 "$pid"
+sleep 1
+scancel "$jid" 2>/dev/null
+for _ in $(seq 100); do [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break; sleep 0.2; done
+pkill -f dlt-r5-sleeper
+if [[ -n $pid && -d $TOPO/$jid.0 ]]; then ok "slurmstepd of step $jid.0 killed with SIGKILL, the job cancelled: its folder $jid.0 is still there (the crash left it)"
+else not_ok "a crashed step's folder (slurmstepd ${pid:-not found}, folder $(ls "$TOPO" 2>&1 | tr '\n' ' '))"; fi
+sleep 10 # the sweep leaves folders younger than 10 s (a folder being made is not yet locked)
+out=$(timeout 60 srun -N1 -w n1 --gpus-per-node=1 --dl-train true 2>&1); rc=$?
+if ((rc == 0)) && [[ ! -e $TOPO/$jid.0 ]] && grep -q "dltrain: node n1: removed 1 step folder(s) of $TOPO whose slurmstepd had died" "$DLT_CLUSTER_DIR/log/slurmd-n1.log"; then
+  ok "the node's next --dl-train step removed $jid.0, said in slurmd's log"
+else not_ok "crashed step's folder not reclaimed (rc=$rc)"; { echo "$out"; ls -la "$TOPO"; grep dltrain "$DLT_CLUSTER_DIR/log/slurmd-n1.log" | tail -3; } | diag; fi
+exit $((TAP_FAILED > 0))
