@@ -8,7 +8,7 @@
 # a rollback keeping the abandoned line's checkpoint of a step it saves again, and the divergence
 # stop saying whether a checkpoint exists.
 . "$(dirname "$0")/../slurm/lib.sh"
-local_test_start 12
+local_test_start 13
 SYN=(--synthetic --arch resnet18 --width 0.25 --image-size 32 --classes 4 --batch 8 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 run() { local -n _o=$1 _r=$2; shift 2; _o=$(timeout -k 5 60 "$@" 2>&1); _r=$?; }
 cd "$WORK" || exit 1
@@ -58,6 +58,15 @@ if ((rc == 0 && rc2 == 0)) && [[ $(md5sum <"$WORK/rb/ckpt-00000032.line1.safeten
   -s $WORK/rb/ckpt-00000032.line1.state.safetensors && $out == *"kept under another name, not overwritten"* && $out2 == *"verified against"* ]]; then
   ok "rollback to 16 saving 32 again: line 1's ckpt-32 kept as ckpt-00000032.line1.safetensors (same bytes, verifies), said"
 else not_ok "rollback over an abandoned checkpoint (rc=$rc/$rc2)"; { echo "$out" | grep -v ' step '; echo "$out2"; ls "$WORK/rb"; } | tail -8 | diag; fi
+
+# ---- 4b: --resume auto names the abandoned line's higher checkpoint it passes over
+"$DLTRAIN" train "${SYN[@]}" --steps 32 --checkpoint-every 16 --checkpoint-dir "$WORK/rb2" >/dev/null 2>&1
+"$DLTRAIN" train "${SYN[@]}" --steps 24 --checkpoint-every 8 --checkpoint-dir "$WORK/rb2" --resume "$WORK/rb2/ckpt-00000016.safetensors" >/dev/null 2>&1
+run out rc "$DLTRAIN" train "${SYN[@]}" --steps 28 --checkpoint-dir "$WORK/rb2" --resume auto
+if ((rc == 0)) && [[ $out == *"passing over checkpoint $WORK/rb2/ckpt-00000032.safetensors, of line 1, which a rollback left (--resume auto follows line 2)"* &&
+  $out == *"resumed from $WORK/rb2/ckpt-00000024.safetensors"* ]]; then
+  ok "--resume auto after a rollback: resumes line 2's step 24 and names line 1's step 32 it passes over"
+else not_ok "passing over an abandoned line (rc=$rc)"; echo "$out" | head -4 | diag; fi
 
 # ---- 5: a FIFO and links to devices named like checkpoints: named and skipped, nothing blocks
 mkfifo "$WORK/tr/ckpt-00000200.state.safetensors"; touch "$WORK/tr/ckpt-00000200.safetensors"

@@ -857,6 +857,19 @@ int dlt_checkpoint_scan_dir(const char *dir, dlt_checkpoint_scan *s, dlt_err *er
         s->found = 1;
         s->step = c[i].step;
         _copy(s->path, sizeof(s->path), path);
+        /* Higher steps further down the order belong to lines a rollback left: said, not taken. */
+        for (int j = i + 1; j < n; j++) {
+            if (c[j].step <= c[i].step)
+                continue;
+            if (s->passed < DLT_CKPT_SCAN_MAX) {
+                snprintf(s->passed_over[s->passed].path, sizeof(s->passed_over[s->passed].path), "%.800s/%.200s", dir,
+                         c[j].name);
+                snprintf(s->passed_over[s->passed].why, sizeof(s->passed_over[s->passed].why),
+                         "of line %lld, which a rollback left (--resume auto follows line %lld)",
+                         (long long)c[j].lineage.line, (long long)c[i].lineage.line);
+            }
+            s->passed++;
+        }
         break;
     }
     free(c);

@@ -127,6 +127,11 @@ typedef struct {
         char path[1024];
         char why[512];
     } refusal[DLT_CKPT_SCAN_MAX]; /* the first DLT_CKPT_SCAN_MAX refused, newest first */
+    int passed;                   /* found: checkpoints of higher steps in lines a rollback left */
+    struct {
+        char path[1024];
+        char why[256];
+    } passed_over[DLT_CKPT_SCAN_MAX]; /* the first DLT_CKPT_SCAN_MAX of them, newest line first */
 } dlt_checkpoint_scan;
 
 /* Scans dir: candidates 0 when it has no checkpoint (or does not exist). Returns 0, or a negative

@@ -209,6 +209,13 @@ int dlt_preflight_resume(const char **resume, const char *dir, dlt_comm *comm, c
                         dir);
         }
     }
+    if (comm->rank == 0 && s.found && s.passed > 0) {
+        int shown = s.passed < DLT_CKPT_SCAN_MAX ? s.passed : DLT_CKPT_SCAN_MAX;
+        for (int i = 0; i < shown; i++)
+            fprintf(stderr, "dltrain: passing over checkpoint %s, %s\n", s.passed_over[i].path, s.passed_over[i].why);
+        if (s.passed > shown)
+            fprintf(stderr, "dltrain:   (and %d more of abandoned lines)\n", s.passed - shown);
+    }
     if (!s.found) {
         if (s.candidates > 0 && !fresh_ok)
             return DLT_RUN_REFUSED;
