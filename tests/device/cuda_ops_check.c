@@ -667,6 +667,23 @@ static void _fc_loss(ctx *c)
                 fabs(rg[DLT_RES_TOP1] - rc_[DLT_RES_TOP1]) + fabs(rg[DLT_RES_TOP5] - rc_[DLT_RES_TOP5]), 0);
     }
     _cmp(c, "softmax xent dlogits, bad rows zero", gdy, dy, N * K, 1, c->tol);
+    /* A row with a NaN logit (fp16 overflow, weights gone bad) is a miss, never a hit (a NaN
+     * compares false with everything), and counted: the CPU's count is the reference. */
+    labels[3] = (3 * 37) % K;
+    labels[7] = (7 * 37) % K;
+    y[5 * K + 1] = NAN;
+    y[9 * K + labels[9]] = NAN; /* the label's own logit */
+    GPU_OK(c, c->gpu->ops->act_from_float(c->gpu, gy, y, N * K));
+    CPU_OK(c, c->cpu->ops->results_reset(c->cpu));
+    GPU_OK(c, c->gpu->ops->results_reset(c->gpu));
+    CPU_OK(c, c->cpu->ops->softmax_xent(c->cpu, y, labels, N, K, 0.1f, 1.f, NULL));
+    GPU_OK(c, c->gpu->ops->softmax_xent(c->gpu, gy, labels, N, K, 0.1f, 1.f, NULL));
+    if (_read_both(c, rc_, rg) == 0) {
+        _report(c, "softmax xent counts 2 rows of NaN logits",
+                fabs(rg[DLT_RES_NONFINITE_ROWS] - 2) + fabs(rc_[DLT_RES_NONFINITE_ROWS] - 2), 0);
+        _report(c, "softmax xent NaN rows are misses (hits as the CPU's)",
+                fabs(rg[DLT_RES_TOP1] - rc_[DLT_RES_TOP1]) + fabs(rg[DLT_RES_TOP5] - rc_[DLT_RES_TOP5]), 0);
+    }
 
     /* The twin the FC layer reads follows a step (the same gradient on both sides). */
     GPU_OK(c, c->gpu->ops->upload(c->gpu, gdp, dp, np * sizeof(float)));
