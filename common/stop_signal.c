@@ -14,7 +14,8 @@ static volatile sig_atomic_t g_stop_signal;
 /* Start-up's state, read by the handlers: whether it lasts, the status to end with, and its stage
  * in one of two buffers (the one not published is written, then published by its index, so the
  * handler never reads a buffer being written). */
-static volatile sig_atomic_t g_startup, g_startup_status = DLT_EXIT_STOPPED_UNSAVED, g_stage_index = -1;
+static volatile sig_atomic_t g_startup, g_startup_status = DLT_EXIT_STOPPED_UNSAVED, g_stage_index = -1,
+                                        g_grace = DLT_STOP_STARTUP_GRACE_MAX_S;
 static char g_stage[2][256];
 
 static void _say(const char *s)
@@ -49,7 +50,7 @@ static void _on_startup_timeout(int sig)
     _say("dltrain: ");
     _say(_signal_name(g_stop_signal));
     _say(" came ");
-    _say(_decimal(DLT_STOP_STARTUP_GRACE_S, num));
+    _say(_decimal(g_grace, num));
     _say(" s ago, during start-up (");
     _say(stage >= 0 && stage < 2 ? g_stage[stage] : "before its first stage");
     _say("), which has not reached a point where it can stop: ending now; nothing was trained in this run");
@@ -72,7 +73,7 @@ static void _on_signal(int sig)
         _exit(DLT_EXIT_INTERRUPTED);
     }
     if (g_startup && !g_stop_signal)
-        alarm(DLT_STOP_STARTUP_GRACE_S);
+        alarm((unsigned)g_grace);
     g_stop_signal = sig;
 }
 
@@ -95,6 +96,13 @@ void dlt_stop_signal_stage(const char *stage)
     int next = g_stage_index == 0 ? 1 : 0;
     snprintf(g_stage[next], sizeof(g_stage[next]), "%s", stage);
     g_stage_index = next;
+}
+
+void dlt_stop_signal_startup_grace(double seconds)
+{
+    g_grace = !(seconds >= 1)                          ? 1
+              : seconds > DLT_STOP_STARTUP_GRACE_MAX_S ? DLT_STOP_STARTUP_GRACE_MAX_S
+                                                       : (int)seconds;
 }
 
 void dlt_stop_signal_startup_status(int exit_status)

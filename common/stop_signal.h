@@ -14,12 +14,15 @@
 void dlt_stop_signal_install(void);
 
 /* Start-up answers a stop request only where it can (before the first step); a read blocked in the
- * kernel (a FIFO, a hung NFS mount) or a long scan would keep it waiting. So while start-up lasts a
- * stop signal also arms a timer: DLT_STOP_STARTUP_GRACE_S later the process ends with
- * exit_status, saying which signal came, how long ago, and the stage it was in (nothing was
+ * kernel (a FIFO, a hung NFS mount) would keep it waiting. So while start-up lasts a stop signal
+ * also arms a timer: the grace (dlt_stop_signal_startup_grace) later the process ends with the
+ * start-up status, saying which signal came, how long ago, and the stage it was in (nothing was
  * trained, so nothing is lost). stage: what start-up is doing now, copied (up to 255 bytes); the
  * caller names each stage as it enters it. */
 void dlt_stop_signal_stage(const char *stage);
+/* The grace in whole seconds, 1 to DLT_STOP_STARTUP_GRACE_MAX_S (the default); dltrain train gives
+ * its --stall-timeout. */
+void dlt_stop_signal_startup_grace(double seconds);
 /* The status that ending in start-up exits with (DLT_EXIT_PREEMPTED where a checkpoint folder
  * keeps the run resumable, else DLT_EXIT_STOPPED_UNSAVED, the default). */
 void dlt_stop_signal_startup_status(int exit_status);

@@ -18,9 +18,11 @@
 #define DLT_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 /* Seconds one phase of a step may take before the stall watchdog aborts the run (--stall-timeout). */
 #define DLT_DEFAULT_STALL_TIMEOUT_S 900.0
-/* A stop signal during start-up ends the process this many seconds later at most, where start-up
- * has not reached a point that answers it (a read blocked on a hung file system, a long scan). */
-#define DLT_STOP_STARTUP_GRACE_S 10
+/* A stop signal during start-up ends the process --stall-timeout seconds later, at most this many,
+ * where start-up has not reached a point that answers it (a read blocked on a hung file system):
+ * well inside Slurm's usual warnings (--signal=USR1@120), and long enough for a start-up that is
+ * only slow (ResNet-50's planning on a loaded node) to reach the ranks' agreement on the stop. */
+#define DLT_STOP_STARTUP_GRACE_MAX_S 60
 /* Seconds the watchdog gives the communicator's abort before the stalled process exits anyway. */
 #define DLT_WATCHDOG_ABORT_WAIT_S 10.0
 /* A wake-up of the watchdog thread this much later than its tick means the process was stopped

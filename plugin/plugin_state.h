@@ -8,6 +8,7 @@
 
 #include "options.h"
 #include "rank_env.h"
+#include "step_end.h"
 #include "topology.h"
 
 typedef struct {
@@ -18,6 +19,7 @@ typedef struct {
     int explicit_request; /* the user gave --dl-train (not only enable=always) */
     int step_error;       /* per-step setup failed; reported from task_init */
     int step_ending;      /* a task was killed and the step is being ended */
+    dlt_step_end end;     /* a step end pending (a task that failed before it joined) */
     /* The plugstack line's arguments were refused: only --dl-train steps fail, with site_msg. */
     int site_error;
     int site_ac; /* that line's arguments, as Slurm passed them (to find the line: error path only) */

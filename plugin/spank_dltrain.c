@@ -245,6 +245,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     (void)av;
     switch (spank_context()) {
     case S_CTX_REMOTE:
+        /* A step end still pending is carried out before the plugin's code is unloaded. */
+        dlt_step_end_finish(&g_state.end);
         if (g_state.active)
             dlt_stepd_step_cleanup(sp, &g_state);
         return 0;

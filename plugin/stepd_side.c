@@ -670,20 +670,54 @@ void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
 
 /* A task of a multi-task step killed by a signal (the OOM killer, kill -9, a crash) cannot tell its
  * peers: they wait in their next collective until a watchdog fires (--stall-timeout, NCCL's timeout),
- * 15 minutes or more, holding the allocation. Nor can a task that fails before it joined the job's
- * PMIx bootstrap (its join mark, DLT_JOIN_MARK): its peers wait in their first fence for the whole
- * bootstrap timeout (300 s) for a rank Slurm already knows is gone. End the whole step now, as srun
- * --kill-on-bad-exit would, through slurmstepd's own Slurm API (dlsym: the plugin links nothing of
- * Slurm's). A non-zero exit after joining is left alone: dltrain ends every rank itself naming the
- * cause, and killing the others at the first exit would cut that message or a checkpoint being
- * written; so is 75 (stopped after a complete checkpoint) and 0. */
-void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
+ * 15 minutes or more, holding the allocation: the whole step is ended at once, as srun
+ * --kill-on-bad-exit would, through slurmstepd's own Slurm API. Nor can a task that fails before it
+ * joined the job's PMIx bootstrap (its join mark, DLT_JOIN_MARK): its peers wait in their first
+ * fence for the whole bootstrap timeout (300 s) for a rank Slurm already knows is gone; the step is
+ * ended DLT_STEP_END_GRACE_S later (step_end.h), so that peers failing alike finish saying why. A
+ * non-zero exit after joining is left alone: dltrain ends every rank itself naming the cause, and
+ * killing the others at the first exit would cut that message or a checkpoint being written; so are
+ * 0, 2 (a usage error: every rank finds it alike before the bootstrap, and one says it) and 75
+ * (stopped after a complete checkpoint). */
+/* slurm_kill_job_step(job, step, SIGKILL) of slurmstepd's own libslurm (dlsym: the plugin links
+ * nothing of Slurm's): 0, or -1 with errno (ENOSYS: this slurmstepd has none). */
+static int _kill_step(uint32_t job, uint32_t step)
 {
     typedef __typeof__(slurm_kill_job_step) kill_step_fn;
-    kill_step_fn *kill_step;
+    kill_step_fn *kill_step = (kill_step_fn *)dlsym(RTLD_DEFAULT, "slurm_kill_job_step");
+    if (!kill_step) {
+        errno = ENOSYS;
+        return -1;
+    }
+#ifdef DLT_SLURM_KILL_STEP_FLAGS
+    return kill_step(job, step, SIGKILL, 0);
+#else
+    return kill_step(job, step, SIGKILL);
+#endif
+}
+
+static const char *_slurm_strerror(int code)
+{
+    char *(*str)(int) = (char *(*)(int))dlsym(RTLD_DEFAULT, "slurm_strerror");
+    return code == ENOSYS ? "this slurmstepd has no slurm_kill_job_step (use srun --kill-on-bad-exit=1)"
+           : str          ? str(code)
+                          : strerror(code);
+}
+
+/* What came of a step end (what: "node N: task R ...; step J.S"). */
+static void _end_said(int ended, int code, const char *what)
+{
+    if (ended)
+        slurm_error("dltrain: %s ended so that its peers do not wait for it", what);
+    else
+        slurm_info("dltrain: %s not ended again (%s)", what, _slurm_strerror(code));
+}
+
+void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
+{
     uint32_t job = 0, step = 0, ntasks = 0, rank = 0;
-    int status = 0, sig = 0, rc, joined;
-    char node[64] = "?", why[128];
+    int status = 0, sig = 0, joined, early = 0;
+    char node[64] = "?", why[128], what[256];
 
     joined = _join_mark_take(sp); /* taken whatever follows: /dev/shm keeps nothing of the step */
     if (st->step_ending || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS)
@@ -706,9 +740,11 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
         }
         sig = WTERMSIG(status);
         snprintf(why, sizeof(why), "ended by signal %d (%s)", sig, strsignal(sig));
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 75 && joined == 0) {
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2 && WEXITSTATUS(status) != 75 &&
+               joined == 0) {
         snprintf(why, sizeof(why), "exited with status %d before it joined the job's PMIx bootstrap",
                  WEXITSTATUS(status));
+        early = 1;
     } else {
         return;
     }
@@ -719,26 +755,14 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
     (void)spank_get_item(sp, S_JOB_STEPID, &step);
     dlt_node_name(node, sizeof(node));
     st->step_ending = 1;
-    kill_step = (kill_step_fn *)dlsym(RTLD_DEFAULT, "slurm_kill_job_step");
-    if (!kill_step) {
-        slurm_error("dltrain: node %s: task %u %s but this slurmstepd has no slurm_kill_job_step; "
-                    "its %u peer(s) wait for it until their timeout (use srun --kill-on-bad-exit=1)",
-                    node, rank, why, ntasks - 1);
+    snprintf(what, sizeof(what), "node %s: task %u %s; step %u.%u of %u tasks", node, rank, why, job, step, ntasks);
+    /* A failure before the bootstrap is often every rank's (a wrapper, an import that fails
+     * everywhere): a grace lets the others say theirs; a rank killed outright has nothing to say. */
+    if (early && dlt_step_end_after(&st->end, DLT_STEP_END_GRACE_S, job, step, what, _kill_step, _end_said) == 0)
+        return;
+    if (_kill_step(job, step) != 0) {
+        _end_said(0, errno, what);
         return;
     }
-#ifdef DLT_SLURM_KILL_STEP_FLAGS
-    rc = kill_step(job, step, SIGKILL, 0);
-#else
-    rc = kill_step(job, step, SIGKILL);
-#endif
-    if (rc != 0) {
-        /* The step is already ending (its tasks are dying of our own, or another node's, kill). */
-        int code = errno;
-        char *(*str)(int) = (char *(*)(int))dlsym(RTLD_DEFAULT, "slurm_strerror");
-        slurm_info("dltrain: node %s: task %u %s; step %u.%u not ended again (%s)", node, rank, why, job, step,
-                   str ? str(code) : strerror(code));
-        return;
-    }
-    slurm_error("dltrain: node %s: task %u %s; ending step %u.%u at once so that its %u peer(s) do not wait for it",
-                node, rank, why, job, step, ntasks - 1);
+    _end_said(1, 0, what);
 }

@@ -15,7 +15,8 @@ int dlt_stepd_task_setup(spank_t sp, dlt_plugin_state *st);
  * outer step's values, before this step sets its own; rank 0 says which. */
 void dlt_stepd_task_clear_inherited(spank_t sp);
 void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st);
-/* A task of a multi-task step killed by a signal ends the whole step at once (kill-on-bad-exit). */
+/* A task of a multi-task step killed by a signal ends the whole step at once (kill-on-bad-exit); one
+ * that fails before it joined the PMIx bootstrap ends it a grace later (stepd_side.c). */
 void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st);
 
 #endif

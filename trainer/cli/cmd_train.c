@@ -404,6 +404,8 @@ static int _run(const char *cmd, const dlt_cli_opts *o, const unsigned char *see
         _check_local(cmd, &c, checkpoint, &problem);
         if (c.checkpoint_dir) /* a stop in start-up then leaves the run resumable: requeue it */
             dlt_stop_signal_startup_status(DLT_EXIT_PREEMPTED);
+        if (c.stall_timeout > 0) /* the bound on a stuck phase, as in training (at most 60 s) */
+            dlt_stop_signal_startup_grace(c.stall_timeout);
         dlt_stop_signal_stage("bootstrap (the ranks and the communicator)");
         if ((rc = dlt_cli_launch(&req, &c.backend, timeout, problem.code ? problem.msg : NULL, &px, &comm, &err)) != 0)
             return rc;
