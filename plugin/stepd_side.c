@@ -764,5 +764,6 @@ void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
         _end_said(0, errno, what);
         return;
     }
-    _end_said(1, 0, what);
+    slurm_error("dltrain: node %s: task %u %s; ending step %u.%u at once so that its %u peer(s) do not wait for it",
+                node, rank, why, job, step, ntasks - 1);
 }
