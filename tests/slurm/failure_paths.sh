@@ -9,7 +9,7 @@
 # a periodic checkpoint failing on rank 0 ending every rank at the next step with its words;
 # a few seeded random damage runs (tests/local/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
-data_test_start 2 9 11
+data_test_start 2 9 12
 "$MK" folder "$WORK/ds" 2 2 40 40 plain # 4 train and 4 val images
 "$MK" folder "$WORK/ds5" 1 5 40 40 plain; mkdir -p "$WORK/ds5/val/c01"; cp "$WORK"/ds/val/c01/img_0000.JPEG "$WORK/ds5/val/c01/" # 6 val, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 1 --log-every 0 --classes 2)
@@ -68,6 +68,13 @@ if ((rc == 0)) && [[ $out == *"the rank count 1 -> 4"* && $out == *"step 4 of th
   "$DLTRAIN" info --checkpoint "$WORK/ck4/ckpt-00000002.safetensors" --verify | grep -q "changed on resume: step 4: the rank count 1 -> 4"; then
   ok "--resume-override ranks: the change said and recorded, the step follows the global batch"
 else not_ok "resume with --resume-override ranks (rc=$rc)"; echo "$out" | tail -6 | diag; fi
+# And back to 2 ranks: the 4-rank checkpoint's step 2 (global batch 16, 32 images) continues as
+# step 4 of global batch 8: the old rank count counts, not only the batch.
+out=$(timeout 120 srun --quiet -N2 --ntasks-per-node=1 --gpus-per-node=1 --mpi=pmix --dl-train "$DLTRAIN" train --synthetic "${TINY[@]}" \
+  --batch 4 --synthetic-size 16 --epochs 3 --resume "$WORK/ck4/ckpt-00000002.safetensors" --resume-override ranks 2>&1); rc=$?
+if ((rc == 0)) && [[ $out == *"the rank count 4 -> 2"* && $out == *"global batch 16 -> 8: step 2 of the checkpoint (32 images) continues as step 4"* ]]; then
+  ok "4 ranks resumed on 2: step 2 of global batch 16 continues as step 4 of global batch 8"
+else not_ok "resume from 4 ranks on 2 (rc=$rc)"; echo "$out" | tail -6 | diag; fi
 # A periodic checkpoint that fails on rank 0 (its folder full: a 64 KiB tmpfs), the one rank that
 # writes: the next step stops every rank together, and all end with rank 0's words (status 1), none
 # left in a collective for a rank that left.

@@ -8,6 +8,7 @@
  * checkpoints without lines come by step. */
 #include "config.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <cmocka.h>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/safetensors.h"
 #include "trainer/model/network.h"
 
 typedef struct {
@@ -402,9 +404,52 @@ static void test_state_path(void **state)
     assert_string_equal(out, "/d/model.bin.state");
 }
 
+/* Hand-built safetensors files (another tool's, for --init): the tensors must tile the data
+ * section exactly: a gap, an overlap or bytes after the last tensor are refused, naming it. */
+static int _parse_json(const char *json, size_t data_len, dlt_err *err)
+{
+    size_t n = strlen(json), total = 8 + n + data_len;
+    uint8_t *buf = calloc(1, total);
+    dlt_st_file f;
+    int rc;
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)(n >> (8 * i));
+    memcpy(buf + 8, json, n);
+    rc = dlt_st_parse(&f, buf, total, err);
+    if (rc == 0)
+        dlt_st_free(&f);
+    free(buf);
+    return rc;
+}
+
+static void test_parse_tiles_the_data(void **state)
+{
+    dlt_err err = DLT_ERR_INIT;
+    (void)state;
+    assert_int_equal(_parse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                                 12, dlt_err_fresh(&err)),
+                     0);
+    assert_int_equal(_parse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                                 "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                                 12, dlt_err_fresh(&err)),
+                     -EINVAL);
+    assert_non_null(strstr(err.msg, "tensor b: data overlaps another or leaves a gap"));
+    assert_int_equal(_parse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                                 12, dlt_err_fresh(&err)),
+                     -EINVAL);
+    assert_non_null(strstr(err.msg, "overlaps another or leaves a gap"));
+    assert_int_equal(
+        _parse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, dlt_err_fresh(&err)),
+        -EINVAL);
+    assert_non_null(strstr(err.msg, "4 bytes after the last tensor"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_tiles_the_data),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_verify_names_the_damage),
         cmocka_unit_test(test_load_refuses_another_model),

@@ -382,6 +382,22 @@ static void test_softmax_xent(void **state)
     assert_true(dlt_results_skip(res));
     for (int j = 0; j < k; j++)
         assert_true(dz[j] == 0.f);
+    /* The top-5 boundary, exactly: the label's logit the 5th highest is a hit, the 6th is not (ties
+     * go to the lower class); a row with a NaN anywhere is a miss, never a hit, and counted. */
+    {
+        float zz[3 * 9];
+        int32_t ll[3] = {4, 5, 0};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 9; j++)
+                zz[i * 9 + j] = (float)(9 - j); /* class j is the (j+1)-th highest */
+        zz[2 * 9 + 7] = NAN;                    /* row 2: its label is the highest, but a NaN is there */
+        assert_int_equal(be->ops->results_reset(be), 0);
+        assert_int_equal(be->ops->softmax_xent(be, zz, ll, 3, 9, 0.f, 1.f, NULL), 0);
+        assert_int_equal(be->ops->results_read(be, res), 0);
+        assert_true(res[DLT_RES_TOP5] == 1); /* row 0 only: 5th; row 1 is 6th; row 2 not finite */
+        assert_true(res[DLT_RES_TOP1] == 0);
+        assert_true(res[DLT_RES_NONFINITE_ROWS] == 1);
+    }
     be->ops->destroy(be);
     free(z), free(dz);
 }

@@ -123,6 +123,15 @@ static void test_first_and_bounds(void **state)
     assert_int_equal(dlt_hostlist_first(NULL, V22, out, sizeof(out)), -EINVAL);
     assert_int_equal(dlt_hostlist_first("averyveryverylonghostname[1-2]", V22, out, 8), -ENOSPC);
     assert_string_equal(out, "");
+    /* the buffer's edge, both sides: a name of outlen-1 bytes fits, one of outlen does not (never
+     * cut short by a byte: rank 0's node name would be another host's) */
+    assert_int_equal(dlt_hostlist_parse("abcdefg,abcdefgh", V22, &hl, why, sizeof(why)), 0);
+    assert_int_equal(dlt_hostlist_nth(hl, 0, out, 8), 0);
+    assert_string_equal(out, "abcdefg");
+    assert_int_equal(dlt_hostlist_nth(hl, 1, out, 8), -ENOSPC);
+    assert_int_equal(dlt_hostlist_nth(hl, 1, out, 9), 0);
+    assert_string_equal(out, "abcdefgh");
+    dlt_hostlist_free(hl);
     /* counts without expanding: 65536 x 65536 hosts are 65536 runs */
     assert_int_equal(dlt_hostlist_parse("a[0-65535]b[0-65535]", V22, &hl, why, sizeof(why)), 0);
     assert_true(dlt_hostlist_count(hl) == (size_t)65536 * 65536);

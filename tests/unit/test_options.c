@@ -183,6 +183,12 @@ static void test_site_args(void **state)
         assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
     }
     {
+        char *a[] = {"topo_dir=/run/.."}; /* a trailing '..' climbs as well */
+        assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
+        char *b[] = {"topo_dir=/run/..x"}; /* a name that only starts with '..' is a name */
+        assert_int_equal(dlt_site_conf_parse(&s, 1, b, dlt_err_fresh(&err)), 0);
+    }
+    {
         char *a[] = {"frobnicate=1"};
         assert_int_equal(dlt_site_conf_parse(&s, 1, a, dlt_err_fresh(&err)), -EINVAL);
         assert_non_null(strstr(err.msg, "unknown argument 'frobnicate'"));

@@ -26,6 +26,12 @@ static void test_port(void **state)
     assert_int_equal(port, 12005);
     assert_int_equal(dlt_rank_port("0", 7, 0, &port, &reserved), -EINVAL);
     assert_int_equal(dlt_rank_port("70000", 7, 0, &port, &reserved), -EINVAL);
+    /* the range's edges, both sides */
+    assert_int_equal(dlt_rank_port("65535", 7, 0, &port, &reserved), 0);
+    assert_int_equal(port, 65535);
+    assert_int_equal(dlt_rank_port("65536", 7, 0, &port, &reserved), -EINVAL);
+    assert_int_equal(dlt_rank_port("1", 7, 0, &port, &reserved), 0);
+    assert_int_equal(port, 1);
     assert_int_equal(dlt_rank_port("abc", 7, 0, &port, &reserved), -EINVAL);
     assert_int_equal(dlt_rank_port("123x", 7, 0, &port, &reserved), -EINVAL);
     /* Derived: in range, and the 64 steps of one job all differ (whatever the job id). */

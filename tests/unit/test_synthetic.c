@@ -68,9 +68,27 @@ static void test_epochs_reshuffle_and_determinism(void **state)
     assert_int_not_equal(dlt_synthetic_init(&a, 16, 10, 100, 7, 7, 1, 4, 4), 0);
 }
 
+/* The shuffle is a uniform permutation (Fisher-Yates), not a cyclic one (Sattolo's, which moves
+ * every image): a uniform permutation of any size has one fixed point on average, so 60 epochs of
+ * 1000 images have about 60 (Poisson: 30..95 holds with probability above 0.9999). */
+static void test_shuffle_has_fixed_points(void **state)
+{
+    dlt_synthetic s;
+    int fixed = 0;
+    (void)state;
+    assert_int_equal(dlt_synthetic_init(&s, 16, 10, 1000, 11, 11, 1, 0, 1), 0);
+    for (int64_t epoch = 0; epoch < 60; epoch++)
+        for (int64_t k = 0; k < 1000; k++)
+            fixed += dlt_synthetic_index(&s, epoch, k) == k;
+    dlt_synthetic_free(&s);
+    if (fixed < 30 || fixed > 95)
+        fail_msg("%d fixed points in 60 shuffles of 1000 (a uniform permutation has 60 on average)", fixed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shuffle_has_fixed_points),
         cmocka_unit_test(test_shards_cover_epoch),
         cmocka_unit_test(test_epochs_reshuffle_and_determinism),
     };

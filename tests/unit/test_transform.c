@@ -56,6 +56,55 @@ static void test_crop_parameters(void **state)
     assert_true(c.w <= 1000 && c.h <= 40);
 }
 
+/* torchvision's RandomResizedCrop.get_params (scale 0.08..1, ratio 3/4..4/3, 10 tries, then the
+ * centre with the ratio clamped), written from its documentation with its own generator
+ * (splitmix64): the reference the crop areas' histogram is held to. */
+static uint64_t _sm_state;
+static double _sm_uniform(void)
+{
+    uint64_t z = (_sm_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0;
+}
+
+static double _torchvision_area(int width, int height)
+{
+    double area = (double)width * height, lo = log(3.0 / 4.0), hi = log(4.0 / 3.0);
+    for (int i = 0; i < 10; i++) {
+        double target = area * (0.08 + 0.92 * _sm_uniform()), ratio = exp(lo + (hi - lo) * _sm_uniform());
+        long w = lround(sqrt(target * ratio)), h = lround(sqrt(target / ratio));
+        if (w > 0 && h > 0 && w <= width && h <= height)
+            return (double)w * h / area;
+    }
+    return 1.0; /* 500x375 is inside the ratios: the fallback is the whole image */
+}
+
+static void test_crop_areas_as_torchvision(void **state)
+{
+    enum { DRAWS = 40000, BINS = 5 };
+    double ours[BINS] = {0}, theirs[BINS] = {0};
+    dlt_rng r;
+    dlt_crop c;
+    (void)state;
+    dlt_rng_seed(&r, 5, 6);
+    _sm_state = 12345;
+    for (int i = 0; i < DRAWS; i++) {
+        double a;
+        dlt_crop_random_resized(&r, 500, 375, &c);
+        a = (double)c.w * c.h / (500.0 * 375.0);
+        ours[a >= 1.0 ? BINS - 1 : (int)(a * BINS)] += 1.0 / DRAWS;
+        a = _torchvision_area(500, 375);
+        theirs[a >= 1.0 ? BINS - 1 : (int)(a * BINS)] += 1.0 / DRAWS;
+    }
+    for (int b = 0; b < BINS; b++)
+        if (fabs(ours[b] - theirs[b]) > 0.015)
+            fail_msg("crop area %.1f..%.1f: %.4f of the crops, torchvision's sampling %.4f", b / (double)BINS,
+                     (b + 1) / (double)BINS, ours[b], theirs[b]);
+    assert_true(ours[0] > 0.1); /* small crops occur: a fifth of the image or less, often */
+}
+
 static void test_decode_transform(void **state)
 {
     dlt_decoder *d = dlt_decoder_create();
@@ -386,10 +435,11 @@ static void test_png_inflate_bound(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crop_parameters),   cmocka_unit_test(test_decode_transform),
-        cmocka_unit_test(test_region_decode),     cmocka_unit_test(test_damaged_data),
-        cmocka_unit_test(test_png_decode),        cmocka_unit_test(test_png_transform),
-        cmocka_unit_test(test_format_by_content), cmocka_unit_test(test_png_inflate_bound),
+        cmocka_unit_test(test_crop_parameters),   cmocka_unit_test(test_crop_areas_as_torchvision),
+        cmocka_unit_test(test_decode_transform),  cmocka_unit_test(test_region_decode),
+        cmocka_unit_test(test_damaged_data),      cmocka_unit_test(test_png_decode),
+        cmocka_unit_test(test_png_transform),     cmocka_unit_test(test_format_by_content),
+        cmocka_unit_test(test_png_inflate_bound),
     };
     int rc;
     dlt_test_dir_make("transform");
