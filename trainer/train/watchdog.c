@@ -99,8 +99,8 @@ static void *_run(void *arg)
             _abort_bounded(w);
             _exit(DLT_EXIT_STALLED);
         }
-        clock_gettime(CLOCK_MONOTONIC,
-                      &ts); /* the condition variable's clock: a wall clock step cannot stretch the tick */
+        /* the condition variable's clock: a wall clock step cannot stretch the tick */
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += (time_t)tick;
         ts.tv_nsec += (long)((tick - (double)(time_t)tick) * 1e9);
         if (ts.tv_nsec >= 1000000000L) {
