@@ -9,7 +9,7 @@
 # a periodic checkpoint failing on rank 0 ending every rank at the next step with its words;
 # a few seeded random damage runs (tests/local/random_damage.py) across the ranks.
 . "$(dirname "$0")/lib.sh"
-data_test_start 2 9 12
+data_test_start 2 9 13
 "$MK" folder "$WORK/ds" 2 2 40 40 plain # 4 train and 4 val images
 "$MK" folder "$WORK/ds5" 1 5 40 40 plain; mkdir -p "$WORK/ds5/val/c01"; cp "$WORK"/ds/val/c01/img_0000.JPEG "$WORK/ds5/val/c01/" # 6 val, 2 classes
 TINY=(--arch resnet18 --width 0.25 --image-size 32 --workers 1 --log-every 0 --classes 2)
@@ -75,6 +75,37 @@ out=$(timeout 120 srun --quiet -N2 --ntasks-per-node=1 --gpus-per-node=1 --mpi=p
 if ((rc == 0)) && [[ $out == *"the rank count 4 -> 2"* && $out == *"global batch 16 -> 8: step 2 of the checkpoint (32 images) continues as step 4"* ]]; then
   ok "4 ranks resumed on 2: step 2 of global batch 16 continues as step 4 of global batch 8"
 else not_ok "resume from 4 ranks on 2 (rc=$rc)"; echo "$out" | tail -6 | diag; fi
+# The gradient all-reduce is a mean: one step on 2 ranks of batch 8 moves the weights as far as one
+# step on 1 rank of batch 16 over the same 16 images (rank r takes images r, r+2, ... of the shuffled
+# order; the learning rate follows the global batch, 16 in both), from the same weights (--init):
+# a ratio near 1 (1.2 here: per-rank batch-norm statistics move it); a sum would make it twice that.
+"$DLTRAIN" train --synthetic "${TINY[@]}" --batch 8 --synthetic-size 64 --steps 1 --checkpoint-dir "$WORK/w0" >/dev/null 2>&1
+ONE=(train --synthetic "${TINY[@]}" --synthetic-size 64 --steps 1 --wd 0 --warmup-epochs 0 --init "$WORK/w0/ckpt-00000001.safetensors")
+"$DLTRAIN" "${ONE[@]}" --batch 16 --checkpoint-dir "$WORK/u1" >"$WORK/u1.out" 2>&1; rc1=$?
+timeout 120 srun --quiet -N2 --ntasks-per-node=1 --gpus-per-node=1 --mpi=pmix --dl-train "$DLTRAIN" "${ONE[@]}" --batch 8 \
+  --checkpoint-dir "$WORK/u2" >"$WORK/u2.out" 2>&1; rc2=$?
+ratio=$(python3 - "$WORK/w0/ckpt-00000001.safetensors" "$WORK/u1/ckpt-00000001.safetensors" "$WORK/u2/ckpt-00000001.safetensors" <<'PYEOF'
+import json, math, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == '__metadata__' or v['dtype'] != 'F32' or 'running' in k:
+            continue
+        s, e = v['data_offsets']
+        out[k] = struct.unpack('<%df' % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return out
+w0, a, b = (load(p) for p in sys.argv[1:4])
+da = math.sqrt(sum((x - y) ** 2 for k in w0 for x, y in zip(a[k], w0[k])))
+db = math.sqrt(sum((x - y) ** 2 for k in w0 for x, y in zip(b[k], w0[k])))
+print('%.3f' % (db / da if da > 0 else float('nan')))
+PYEOF
+)
+if ((rc1 == 0 && rc2 == 0)) && awk -v r="$ratio" 'BEGIN { exit !(r > 0.7 && r < 1.7) }'; then
+  ok "one step on 2 ranks of batch 8 moves the weights ${ratio}x as far as one on 1 rank of batch 16 (the mean gradient; a sum gives 2x)"
+else not_ok "2-rank step against the 1-rank step (rc $rc1/$rc2, ratio ${ratio:-?})"; tail -3 "$WORK/u2.out" | diag; fi
 # A periodic checkpoint that fails on rank 0 (its folder full: a 64 KiB tmpfs), the one rank that
 # writes: the next step stops every rank together, and all end with rank 0's words (status 1), none
 # left in a collective for a rank that left.

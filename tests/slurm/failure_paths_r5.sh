@@ -33,17 +33,19 @@ else not_ok "join marks left in /dev/shm (step ${jid:-?}.0)"; ls /dev/shm | grep
 # bootstrap) end themselves, each saying why; the plugin leaves them alone; no mark stays.
 out=$(timeout 150 srun -N2 -n4 --gpus-per-node=2 --dl-train "$DLTRAIN" env --timeout 120 2>&1)
 rc=$?
+sleep 1 # slurmstepd logs the tasks' exits as the step ends
 if ((rc == 1)) && [[ $out == *"would both train on GPU"* && $out == *"all-reduce check passed"* && $out != *"peers do not wait"* &&
-  $out != *Killed* ]] && ! ls /dev/shm | grep -q "^dltrain-joined-$(id -u)-"; then
+  $out != *Killed* ]] && ! ls /dev/shm | grep -q "^dltrain-joined-$(id -u)-" &&
+  ! grep -h "before it joined" "$DLT_CLUSTER_DIR"/log/slurmd-n*.log | grep -qv " step $jid\.0 "; then
   ok "ranks that joined and then fail end themselves (every rank's check printed, status 1), no step killed, no mark left"
 else not_ok "joined ranks failing (rc=$rc)"; echo "$out" | grep -v '^[0-9] ' | diag; fi
 
 # ---- 3-4: kill -9 of a step's slurmstepd leaves its root-owned folder; the next step reclaims it
 TOPO=$DLT_CLUSTER_DIR/run/n1/dltrain
-srun -N1 -w n1 --gpus-per-node=1 --dl-train bash -c 'exec -a dlt-r5-sleeper sleep 60' >"$WORK/sleeper.out" 2>&1 &
+srun -N1 -w n1 -J dlt-r5-crash --gpus-per-node=1 --dl-train bash -c 'exec -a dlt-r5-sleeper sleep 60' >"$WORK/sleeper.out" 2>&1 &
 jid=
 for _ in $(seq 100); do
-  jid=$(squeue -h -w n1 -o %i | head -1)
+  jid=$(squeue -h -n dlt-r5-crash -o %i | head -1)
   [[ -n $jid && -d $TOPO/$jid.0 ]] && break
   sleep 0.1
 done
