@@ -41,6 +41,61 @@ static void test_cuda_visible(void **state)
     assert_int_equal(dlt_binding_cuda_visible(&s, &b, 0, buf, sizeof(buf)), -EINVAL);
 }
 
+/* The NIC a GPU's task gets: the nearest that is up. Two NICs: mlx5_0 on the GPU's own switch (PIX)
+ * and mlx5_1 under the other root complex; a NIC that is down is never preferred to one that is up,
+ * however near. */
+static void test_nearest_nic_that_is_up(void **state)
+{
+    static dlt_topology t;
+    dlt_step_gpus s;
+    dlt_binding b;
+    dlt_cpuset all;
+    dlt_err err = DLT_ERR_INIT;
+    const struct {
+        const char *bus, *root;
+        int parent;
+    } pci[5] = {{"0000:10:00.0", "pci0000:10", -1},
+                {"0000:11:00.0", "pci0000:10", 0},
+                {"0000:12:00.0", "pci0000:10", 0},
+                {"0000:80:00.0", "pci0000:80", -1},
+                {"0000:81:00.0", "pci0000:80", 3}};
+    (void)state;
+    memset(&t, 0, sizeof(t));
+    for (int i = 0; i < 5; i++) {
+        snprintf(t.pci[i].busid, sizeof(t.pci[i].busid), "%s", pci[i].bus);
+        snprintf(t.pci[i].root, sizeof(t.pci[i].root), "%s", pci[i].root);
+        t.pci[i].parent = pci[i].parent;
+        t.pci[i].numa = i < 3 ? 0 : 1;
+    }
+    t.npci = 5;
+    t.nnuma = 2;
+    t.ngpus = 1;
+    t.gpus[0].pci = 1;
+    t.gpus[0].numa = 0;
+    t.nnics = 2;
+    for (int n = 0; n < 2; n++) {
+        snprintf(t.nics[n].name, sizeof(t.nics[n].name), "mlx5_%d", n);
+        t.nics[n].is_ib = 1;
+        t.nics[n].up = 1;
+        t.nics[n].speed_mbps = 100000;
+        t.nics[n].pci = n == 0 ? 2 : 4;
+        t.nics[n].numa = n;
+    }
+    memset(&s, 0, sizeof(s));
+    s.n = 1;
+    snprintf(s.label[0], sizeof(s.label[0]), "0");
+    memset(&all, 0, sizeof(all));
+    assert_int_equal(dlt_cpuset_parse("0-7", &all), 0);
+    assert_int_equal(dlt_binding_choose(&t, &s, 0, &all, "", &b, dlt_err_fresh(&err)), 0);
+    assert_int_equal(b.nic, 0); /* both up: the one on the GPU's switch */
+    assert_int_equal(b.nic_distance, DLT_DIST_PIX);
+    t.nics[0].up = 0;
+    assert_int_equal(dlt_binding_choose(&t, &s, 0, &all, "", &b, dlt_err_fresh(&err)), 0);
+    assert_int_equal(b.nic, 1); /* the near one is down: the far one that is up */
+    assert_int_equal(dlt_binding_choose(&t, &s, 0, &all, "mlx5_0", &b, dlt_err_fresh(&err)), 0);
+    assert_int_equal(b.nic, 0); /* named: taken as asked */
+}
+
 /* A CPU step's tasks (gpus=none) spread over the node's NUMA nodes, within what Slurm allows. */
 static void test_numa_spread(void **state)
 {
@@ -139,6 +194,7 @@ static void test_gpus_decide(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nearest_nic_that_is_up),
         cmocka_unit_test(test_cuda_visible),
         cmocka_unit_test(test_numa_spread),
         cmocka_unit_test(test_partition_listed),

@@ -289,7 +289,12 @@ static void test_scan_picks_the_newest_valid(void **state)
     assert_int_equal(dlt_checkpoint_state_path(p30, s40, sizeof(s40)), 0);
     assert_int_equal(unlink(s40), 0);
     _flip(p20, 5, 1);
-    snprintf(cmd, sizeof(cmd), "touch '%s/ckpt-x.safetensors' '%s/notes.txt'", dir, dir);
+    /* Not checkpoints: a save that never finished (its temporary name), a name without a step,
+     * another file. */
+    snprintf(cmd, sizeof(cmd),
+             "touch '%s/ckpt-x.safetensors' '%s/notes.txt' '%s/ckpt-00000090.safetensors.tmp.77' "
+             "'%s/ckpt-00000095.state.safetensors.tmp.77'",
+             dir, dir, dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(dlt_checkpoint_dir_max_step(dir), 40);
     assert_int_equal(dlt_checkpoint_scan_dir(dir, &s, dlt_err_fresh(&err)), 0);
@@ -429,6 +434,12 @@ static void test_parse_tiles_the_data(void **state)
     assert_int_equal(_parse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                                  "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
                                  12, dlt_err_fresh(&err)),
+                     0);
+    /* each dtype's size: 2 bytes an F16 or BF16 element, 8 an I64 */
+    assert_int_equal(_parse_json("{\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+                                 "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]},"
+                                 "\"n\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[8,16]}}",
+                                 16, dlt_err_fresh(&err)),
                      0);
     assert_int_equal(_parse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                                  "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",

@@ -128,6 +128,11 @@ static void test_missing_peer_times_out(void **state)
     /* After a timeout nothing more is attempted. */
     assert_int_equal(dltpmix_barrier(px), DLTPMIX_ERR_TIMEOUT);
     dltpmix_finalize(px);
+    /* A bound of 0 s (no bound at all) or below is refused, naming it. */
+    setenv("DLTPMIX_TIMEOUT", "0", 1);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(err, "DLTPMIX_TIMEOUT='0'"));
+    setenv("DLTPMIX_TIMEOUT", "1", 1);
     /* A rank outside the size is refused at init. */
     _setenv_rank(dir, 2, 2);
     assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);

@@ -114,6 +114,10 @@ static void test_refusals(void **state)
     assert_non_null(strstr(why, "rank"));
     assert_null(dltpmix_blob_decode(frame, n, 9, 2, 63, &why));
     assert_non_null(strstr(why, "different lengths"));
+    why = NULL; /* a frame shorter than this rank's length, too (the reader would read past it) */
+    assert_null(dltpmix_blob_decode(frame, n, 9, 2, 65, &why));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "different lengths"));
     /* corrupted payload byte and magic */
     memcpy(bad, frame, n);
     bad[DLTPMIX_BLOB_HEADER + 10] ^= 0x40;

@@ -35,6 +35,24 @@ static void test_plain_flag_uses_site_defaults(void **state)
     assert_string_equal(txt, "bind=closest,gpus=task,nccl=auto,nic=auto");
     s.default_bind = DLT_BIND_NONE;
     assert_int_equal(dlt_user_opts_parse(&o, &s, "", dlt_err_fresh(&err)), 0);
+    {
+        /* the length's edge: 1023 bytes of valid tokens are taken, 1024 are refused by length */
+        char v[1100];
+        size_t n = 0;
+        while (n + 8 <= 1023)
+            n += (size_t)snprintf(v + n, sizeof(v) - n, "verbose,");
+        while (n < 1023)
+            v[n++] = ',';
+        v[1022] = 'e'; /* ends in a token: "...,verbose,,,e" is refused for its words, not its length */
+        v[n] = '\0';
+        assert_int_equal(strlen(v), 1023);
+        (void)dlt_user_opts_parse(&o, &s, v, dlt_err_fresh(&err));
+        assert_null(strstr(err.msg, "longer than"));
+        v[n++] = 'x';
+        v[n] = '\0';
+        assert_int_equal(dlt_user_opts_parse(&o, &s, v, dlt_err_fresh(&err)), -EINVAL);
+        assert_non_null(strstr(err.msg, "--dl-train value is 1024 bytes, longer than the 1023 allowed"));
+    }
     assert_int_equal(o.bind, DLT_BIND_NONE);
 }
 
