@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 static void *_run(void *arg)
 {
     dlt_step_end *e = arg;
@@ -30,15 +32,7 @@ int dlt_step_end_after(dlt_step_end *e, double delay_s, uint32_t job, uint32_t s
     if (e->started)
         return 0;
     memset(e, 0, sizeof(*e));
-    clock_gettime(CLOCK_MONOTONIC, &e->at);
-    if (delay_s > 0) {
-        e->at.tv_sec += (time_t)delay_s;
-        e->at.tv_nsec += (long)((delay_s - (double)(time_t)delay_s) * 1e9);
-        if (e->at.tv_nsec >= 1000000000L) {
-            e->at.tv_sec++;
-            e->at.tv_nsec -= 1000000000L;
-        }
-    }
+    e->at = dlt_deadline_after(delay_s > 0 ? delay_s : 0);
     e->job = job;
     e->step = step;
     e->end = end;

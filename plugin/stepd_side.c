@@ -479,7 +479,7 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st);
 /* The task's join mark (common/env_contract.h, DLT_JOIN_MARK): DLT_JOIN_MARK_PREFIX
  * "UID-JOB.STEP.RANK", from Slurm's items alone, so that slurmstepd names the same file at the
  * task's exit. 0, or -1 for a step of one task (nobody waits for it) or without the items. */
-static int _join_mark(spank_t sp, char *out, size_t len)
+static int _join_mark(spank_t sp, char *out, size_t len, uint32_t *uid_out)
 {
     uint32_t uid = 0, job = 0, step = 0, rank = 0, ntasks = 0;
     if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || ntasks < 2 ||
@@ -487,6 +487,7 @@ static int _join_mark(spank_t sp, char *out, size_t len)
         spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS)
         return -1;
+    *uid_out = uid;
     return snprintf(out, len, DLT_JOIN_MARK_PREFIX "%u-%u.%u.%u", uid, job, step, rank) < (int)len ? 0 : -1;
 }
 
@@ -499,7 +500,7 @@ static int _join_mark_take(spank_t sp)
     struct stat st;
     uint32_t uid = 0;
     int made;
-    if (_join_mark(sp, path, sizeof(path)) != 0 || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+    if (_join_mark(sp, path, sizeof(path), &uid) != 0)
         return -1;
     if (lstat(path, &st) != 0)
         return 0;
@@ -532,6 +533,7 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
     dlt_cpuset allowed;
     cpu_set_t mask;
     int local_id = 0;
+    uint32_t uid;
 
     if (st->step_error) {
         fprintf(stderr, "dltrain: %s\n", st->err.msg);
@@ -546,7 +548,7 @@ static int _task_setup(spank_t sp, dlt_plugin_state *st)
         _set(sp, st, DLT_ENV_OPTS, buf);
     snprintf(buf, sizeof(buf), "%d", local_id);
     _set(sp, st, DLT_ENV_LOCAL_RANK, buf);
-    if (_join_mark(sp, buf, sizeof(buf)) == 0) /* a multi-task step: see dlt_stepd_task_exit */
+    if (_join_mark(sp, buf, sizeof(buf), &uid) == 0) /* a multi-task step: see dlt_stepd_task_exit */
         _set(sp, st, DLT_ENV_JOIN_MARK, buf);
     _rank_contract_task(sp, st, local_id);
     if (!st->have_topology)
@@ -668,17 +670,6 @@ void dlt_stepd_step_cleanup(spank_t sp, dlt_plugin_state *st)
     st->step_lock = -1;
 }
 
-/* A task of a multi-task step killed by a signal (the OOM killer, kill -9, a crash) cannot tell its
- * peers: they wait in their next collective until a watchdog fires (--stall-timeout, NCCL's timeout),
- * 15 minutes or more, holding the allocation: the whole step is ended at once, as srun
- * --kill-on-bad-exit would, through slurmstepd's own Slurm API. Nor can a task that fails before it
- * joined the job's PMIx bootstrap (its join mark, DLT_JOIN_MARK): its peers wait in their first
- * fence for the whole bootstrap timeout (300 s) for a rank Slurm already knows is gone; the step is
- * ended DLT_STEP_END_GRACE_S later (step_end.h), so that peers failing alike finish saying why. A
- * non-zero exit after joining is left alone: dltrain ends every rank itself naming the cause, and
- * killing the others at the first exit would cut that message or a checkpoint being written; so are
- * 0, 2 (a usage error: every rank finds it alike before the bootstrap, and one says it) and 75
- * (stopped after a complete checkpoint). */
 /* slurm_kill_job_step(job, step, SIGKILL) of slurmstepd's own libslurm (dlsym: the plugin links
  * nothing of Slurm's): 0, or -1 with errno (ENOSYS: this slurmstepd has none). */
 static int _kill_step(uint32_t job, uint32_t step)
@@ -713,6 +704,17 @@ static void _end_said(int ended, int code, const char *what)
         slurm_info("dltrain: %s not ended again (%s)", what, _slurm_strerror(code));
 }
 
+/* A task of a multi-task step killed by a signal (the OOM killer, kill -9, a crash) cannot tell its
+ * peers: they wait in their next collective until a watchdog fires (--stall-timeout, NCCL's timeout),
+ * 15 minutes or more, holding the allocation: the whole step is ended at once, as srun
+ * --kill-on-bad-exit would, through slurmstepd's own Slurm API. Nor can a task that fails before it
+ * joined the job's PMIx bootstrap (its join mark, DLT_JOIN_MARK): its peers wait in their first
+ * fence for the whole bootstrap timeout (300 s) for a rank Slurm already knows is gone; the step is
+ * ended DLT_STEP_END_GRACE_S later (step_end.h), so that peers failing alike finish saying why. A
+ * non-zero exit after joining is left alone: dltrain ends every rank itself naming the cause, and
+ * killing the others at the first exit would cut that message or a checkpoint being written; so are
+ * 0, 2 (a usage error: every rank finds it alike before the bootstrap, and one says it) and 75
+ * (stopped after a complete checkpoint). */
 void dlt_stepd_task_exit(spank_t sp, dlt_plugin_state *st)
 {
     uint32_t job = 0, step = 0, ntasks = 0, rank = 0;

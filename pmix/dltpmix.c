@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/env_contract.h"
 #include "common/node_name.h"
 #include "dltpmix_blob.h"
@@ -123,24 +124,12 @@ static void _value_cb(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 
 void dltpmix_cond_init(pthread_cond_t *cv)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlt_cond_init_monotonic(cv);
 }
 
 struct timespec dltpmix_deadline(double seconds)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)seconds;
-    ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
+    return dlt_deadline_after(seconds);
 }
 
 /* Waits until op completes or the deadline passes. Returns 1 if completed (op still owned by the

@@ -100,13 +100,7 @@ static void *_run(void *arg)
             _exit(DLT_EXIT_STALLED);
         }
         /* the condition variable's clock: a wall clock step cannot stretch the tick */
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (time_t)tick;
-        ts.tv_nsec += (long)((tick - (double)(time_t)tick) * 1e9);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts = dlt_deadline_after(tick);
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     }
     pthread_mutex_unlock(&w->mu);
@@ -189,13 +183,7 @@ int dlt_watchdog_start(dlt_watchdog *w, double limit_s, int rank, const char *ho
     if (limit_s <= 0)
         return 0;
     pthread_mutex_init(&w->mu, NULL);
-    {
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&w->cv, &attr);
-        pthread_condattr_destroy(&attr);
-    }
+    dlt_cond_init_monotonic(&w->cv);
     {
         int e = pthread_create(&w->thread, NULL, _run, w); /* returns its error; errno is not set */
         if (e != 0) {
