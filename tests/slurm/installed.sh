@@ -236,8 +236,9 @@ fi
 
 # The local cluster with the installed plugin: cluster.sh starts from a copy; plugstack.conf is then
 # rewritten to the shipped snippet's line, switched on, naming the installed path, with the test
-# cluster's arguments after it (later keys win: per-node topo_dir, the stand-in NVML), and the copy
-# is removed so no other plugin file exists.
+# cluster's arguments after it (per-node topo_dir, the stand-in NVML) in place of the shipped line's
+# own values of those keys (a key given twice is refused), and the copy is removed so no other
+# plugin file exists.
 if ! "$CLUSTER" up 2>"$WORK.cluster.log"; then
   echo "Bail out! cluster did not start: $(tail -3 "$WORK.cluster.log" | tr '\n' ' ')"; exit 1
 fi
@@ -247,7 +248,9 @@ test_args=$(sed -n "s|^required $DLT_CLUSTER_DIR/lib/spank_dltrain.so ||p" "$con
 [[ $test_args == *nvml_lib=* ]] || { echo "Bail out! the cluster's stand-in NVML is not built (make check builds tests/fake_nvml)"; exit 1; }
 # The line is switched on where an admin switches it on, in the installed snippet (the test's
 # arguments appended), and the cluster's plugstack.conf includes that file, as Debian's does.
-sed -i "s|^#required \(.*\)\$|required \1 $test_args|" "$SNIPPET"
+shipped=$(sed -n 's|^#required ||p' "$SNIPPET")
+for kv in $test_args; do shipped=$(sed "s| ${kv%%=*}=[^ ]*||g" <<<"$shipped"); done
+sed -i "s|^#required .*\$|required $shipped $test_args|" "$SNIPPET"
 echo "include $SNIPPET" > "$conf"
 enabled=$(grep -v '^#' "$SNIPPET")
 rm -f "$DLT_CLUSTER_DIR/lib/spank_dltrain.so"
