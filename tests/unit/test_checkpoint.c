@@ -213,6 +213,25 @@ static void test_load_refuses_another_model(void **state)
     assert_non_null(strstr(err.msg, "has no tensor layer1.2."));
     assert_memory_equal(b.net.params, before, b.net.model.nparams * sizeof(float));
     free(before);
+    /* The other way round: a resnet34 file holds every tensor of resnet18 with its shape (layerN.0
+     * and .1 alike) and more (layer1.2, ...): refused for the extra ones, by load and by --init. */
+    {
+        char path34[512], want[64];
+        int fc_classes = -1;
+        _model c;
+        _open(&c, "resnet18", 5, 3);
+        _save(&b, dir, 4, path34, sizeof(path34));
+        snprintf(want, sizeof(want), "has %d tensors this resnet18 does not have",
+                 b.net.model.nentries - c.net.model.nentries);
+        assert_true(b.net.model.nentries > c.net.model.nentries);
+        assert_int_not_equal(dlt_checkpoint_load(&c.net, path34, &st, dlt_err_fresh(&err)), 0);
+        if (!strstr(err.msg, want))
+            fail_msg("load of a resnet34 file into resnet18: '%s', expected '%s'", err.msg, want);
+        assert_int_not_equal(dlt_checkpoint_load_init(&c.net, path34, &fc_classes, dlt_err_fresh(&err)), 0);
+        if (!strstr(err.msg, want))
+            fail_msg("--init from a resnet34 file into resnet18: '%s', expected '%s'", err.msg, want);
+        _close(&c);
+    }
     _close(&b);
     /* The same architecture with another class count: the classifier's shape is named. */
     _open(&b, "resnet18", 7, 2);

@@ -290,6 +290,17 @@ static void test_valid_name(void **state)
     assert_false(dlt_valid_name(NULL, 0));
     assert_false(dlt_valid_name("a b", 0));
     assert_false(dlt_valid_name("a/b", 0));
+    /* the bound, on both sides: 63 characters fit the 64-byte field with its end, 64 do not */
+    {
+        char n63[65], n64[66];
+        memset(n63, 'x', 63);
+        n63[63] = '\0';
+        memset(n64, 'x', 64);
+        n64[64] = '\0';
+        assert_true(dlt_valid_name(n63, 0));
+        assert_false(dlt_valid_name(n64, 0));
+        assert_false(dlt_valid_name(n64, 1));
+    }
 }
 
 /* The keys of OPTS as man/spank_dltrain.8 describes them: the first word (up to '=' or a blank)
