@@ -428,6 +428,40 @@ static void test_state_path(void **state)
     assert_string_equal(out, "/d/model.bin.state");
 }
 
+/* Metadata strings as JSON wants them (RFC 8259 section 7): a quote and a backslash escaped with a
+ * backslash, a control character as \u00XX, the rest (UTF-8 included) as is; read back whole. */
+static void test_metadata_escaped(void **state)
+{
+    char *dir = _tmpdir(), path[512];
+    const char *value = "a\"b\\c\td\x01"
+                        "e\xc3\xa9"; /* a"b\c<TAB>d<SOH>e, e-acute */
+    const char *meta[] = {"config", value, "k\\\"", "v"};
+    const float x[2] = {1.5f, -2.0f};
+    dlt_st_tensor t = {"w", "F32", 1, {2}, x, sizeof(x)};
+    dlt_st_file f;
+    dlt_err err = DLT_ERR_INIT;
+    (void)state;
+    snprintf(path, sizeof(path), "%s/m.safetensors", dir);
+    if (dlt_st_write(path, &t, 1, meta, 2, dlt_err_fresh(&err)) != 0)
+        fail_msg("write: %s", err.msg);
+    if (dlt_st_load(&f, path, dlt_err_fresh(&err)) != 0)
+        fail_msg("load: %s", err.msg);
+    {
+        const char *hdr = (const char *)f.buf + 8;
+        size_t hlen = f.data_off - 8;
+        const char *want = "\"config\":\"a\\\"b\\\\c\\u0009d\\u0001e\xc3\xa9\"", *want2 = "\"k\\\\\\\"\":\"v\"";
+        if (!memmem(hdr, hlen, want, strlen(want)) || !memmem(hdr, hlen, want2, strlen(want2)))
+            fail_msg("header %.*s lacks %s or %s", (int)hlen, hdr, want, want2);
+    }
+    assert_non_null(dlt_st_meta(&f, "config"));
+    assert_string_equal(dlt_st_meta(&f, "config"), value);
+    assert_non_null(dlt_st_meta(&f, "k\\\""));
+    assert_string_equal(dlt_st_meta(&f, "k\\\""), "v");
+    assert_memory_equal(dlt_st_data(&f, dlt_st_find(&f, "w")), x, sizeof(x));
+    dlt_st_free(&f);
+    _rmdir(dir);
+}
+
 /* Hand-built safetensors files (another tool's, for --init): the tensors must tile the data
  * section exactly: a gap, an overlap or bytes after the last tensor are refused, naming it. */
 static int _parse_json(const char *json, size_t data_len, dlt_err *err)
@@ -480,6 +514,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_tiles_the_data),
+        cmocka_unit_test(test_metadata_escaped),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_verify_names_the_damage),
         cmocka_unit_test(test_load_refuses_another_model),
