@@ -19,8 +19,10 @@ SRUN=(srun --quiet -N2 --ntasks-per-node=2 --gpus-per-node=2 --mpi=pmix --dl-tra
 
 out=$(timeout 300 "${SRUN[@]}" "$DLTRAIN" train "${RUN[@]}" --checkpoint-dir "$WORK/a" --metrics "$WORK/a.jsonl" 2>&1); rc=$?
 first=$(grep '"images_per_s"' "$WORK/a.jsonl" 2>/dev/null | head -1 | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p'); last=$(grep '"images_per_s"' "$WORK/a.jsonl" 2>/dev/null | tail -1 | sed -n 's/.*"loss":\([0-9.]*\).*/\1/p')
-if ((rc == 0)) && [[ $out == *"on 4 rank(s), batch 8 x 4 = 32"* ]] && awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a / 3)}'; then
-  ok "2 nodes x 2 ranks train synchronously: loss $first -> $last"
+# The linear scaling rule (Goyal et al.): peak lr = --lr x global batch / 256 = 0.8 x 8 x 4 / 256.
+peak=$(awk 'BEGIN { printf "%.4g", 0.8 * 8 * 4 / 256 }')
+if ((rc == 0)) && [[ $out == *"on 4 rank(s), batch 8 x 4 = 32"* && $out == *"peak lr $peak,"* ]] && awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a / 3)}'; then
+  ok "2 nodes x 2 ranks train synchronously (peak lr $peak: --lr x the global batch / 256): loss $first -> $last"
 else not_ok "multi-node training (rc=$rc)"; echo "$out" | tail -8 | diag; fi
 if ((rc == 0)) && ! grep -q 'weights differ' <<<"$out" && [[ $(grep -c '"ranks":4' "$WORK/a.jsonl") -ge 12 ]]; then ok "weights identical on every rank at each of the 12 checks"; else not_ok "replica checks"; fi
 if [[ $(grep -o '"images_per_s":[0-9.]*' "$WORK/a.jsonl" | wc -l) -ge 12 && $(grep -c '"allreduce":' "$WORK/a.jsonl") -ge 12 ]]; then ok "metrics: global images/s and all-reduce share per interval"; else not_ok "metrics"; fi
