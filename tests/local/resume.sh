@@ -10,11 +10,12 @@
 # FILE continues from it on purpose, saying so; a checkpoint written before the data was recorded
 # still resumes. The time to target after a resume counts every incarnation's training time, and
 # the wall time since the first start, in the log line, the metrics events and contrib/report.py.
+# A run stopped mid-epoch and resumed ends with the uninterrupted run's weights, byte for byte.
 . "$(dirname "$0")/../slurm/lib.sh"
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 [[ -x $DLTRAIN ]] || skip_all "dltrain not built"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-tap_plan 13
+tap_plan 14
 rm -rf "${WORK:?}"/*
 SYN=(--arch resnet18 --width 0.25 --image-size 32 --classes 4 --synthetic-size 64 --log-every 0 --warmup-epochs 0)
 # Bounded: 60 s, or 240 s under the sanitizers (their runs are several times slower).
@@ -156,4 +157,24 @@ PY
   else not_ok "report.py after a resume"; echo "$rep" | tail -4 | diag; fi
 else
   for _ in 1 2 3 4 5; do ok "# SKIP mkjpegs not built"; done
+fi
+
+# Stopped at step 4 of a 6-step epoch of image files (the loader's position is what a resume
+# must restore: generated images depend on the step alone), resumed to step 12 (two epochs on):
+# the data stream continues where it stopped, so the weights are the uninterrupted run's.
+rm -rf "$WORK/mid" && mkdir -p "$WORK/mid"
+if [[ ! -x $MK ]]; then
+  ok "# SKIP mkjpegs not built"
+elif ! "$MK" folder "$WORK/mid/d" 4 12 40 40 plain >/dev/null; then
+  not_ok "mkjpegs could not make the image folder $WORK/mid/d"
+else
+  MID=(--data "$WORK/mid/d" --arch resnet18 --width 0.25 --image-size 32 --batch 8 --epochs 3 --warmup-epochs 0
+       --seed 3 --log-every 0 --workers 2)
+  "$DLTRAIN" train "${MID[@]}" --steps 12 --checkpoint-dir "$WORK/mid/a" >/dev/null 2>&1; rc1=$?
+  "$DLTRAIN" train "${MID[@]}" --steps 4 --checkpoint-dir "$WORK/mid/b" >/dev/null 2>&1; rc2=$?
+  out=$("$DLTRAIN" train "${MID[@]}" --steps 12 --checkpoint-dir "$WORK/mid/b" --resume auto 2>&1); rc3=$?
+  if ((rc1 == 0 && rc2 == 0 && rc3 == 0)) && [[ $out == *"resumed from $WORK/mid/b/ckpt-00000004.safetensors at step 4"* ]] &&
+     cmp -s "$WORK/mid/a/ckpt-00000012.safetensors" "$WORK/mid/b/ckpt-00000012.safetensors"; then
+    ok "stopped mid-epoch (step 4 of 6, image files) and resumed to step 12: the uninterrupted run's weights, byte for byte"
+  else not_ok "mid-epoch resume (rc $rc1 $rc2 $rc3)"; echo "$out" | tail -4 | diag; fi
 fi
