@@ -3,10 +3,11 @@
 # libdltpmix under a real srun --mpi=pmix across two slurmd: broadcasts from rank 0 and from the
 # last rank, all-gather checked against Slurm's own SLURM_PROCID/LOCALID/NODEID, the refusal
 # without PMIx, the bounded failure when a rank leaves or stalls, the NCCL bootstrap when one rank
-# cannot join, and the MPI host communicator.
+# cannot join, and the MPI host communicator; a task whose Slurm variables disagree with PMIx (another
+# PMIx than Slurm's) is refused naming the variable and both values, 0 included.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 2
-tap_plan 16
+tap_plan 18
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
@@ -99,4 +100,13 @@ out=$(env -u SLURM_CONF -u PMIX_NAMESPACE SLURM_STEP_NUM_TASKS=1 "$DLTRAIN" env 
 if ((rc == 0)) && [[ $out == *"namespace singleton"* ]]; then ok "outside Slurm: runs as a singleton"; else not_ok "singleton (rc=$rc)"; echo "$out" | diag; fi
 out=$(DLTPMIX_LIB=$DLT_BUILDDIR/pmix/.libs/libdltpmix.so.0 timeout 60 srun --quiet -N2 -n2 python3 "$DLT_SRCDIR/tests/slurm/ctypes_example.py" 2>&1 | sort); rc=$?
 if [[ $out == $'0 2 n1 b\'hello\'\n1 2 n2 b\'hello\'' ]]; then ok "the dltpmix(3) ctypes example works under srun"; else not_ok "ctypes example"; echo "$out" | diag; fi
+# Slurm's variables against PMIx's answers: a wrong 0 is caught as a wrong 5 is.
+out=$(timeout 60 srun --quiet -N2 -n2 --mpi=pmix env SLURM_NODEID=0 "$PROBE" 2>&1); rc=$?
+if ((rc != 0)) && [[ $out == *"PMIx and Slurm disagree: SLURM_NODEID=0 but PMIx gives 1"* ]]; then
+  ok "SLURM_NODEID=0 on the second node: refused, both values named"
+else not_ok "SLURM_NODEID mismatch (rc=$rc)"; echo "$out" | diag; fi
+out=$(timeout 60 srun --quiet -N1 -n1 --mpi=pmix env SLURM_PROCID=5 "$PROBE" 2>&1); rc=$?
+if ((rc != 0)) && [[ $out == *"PMIx and Slurm disagree: SLURM_PROCID=5 but PMIx gives 0"* ]]; then
+  ok "SLURM_PROCID=5 on rank 0: refused, both values named"
+else not_ok "SLURM_PROCID mismatch (rc=$rc)"; echo "$out" | diag; fi
 exit 0

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "common/status.h"
 #include "trainer/cli/opt_table.h"
 
 static const char *const g_cmd_names[] = {"train", "eval", "bench", "info", "data", "env", "check"};
@@ -191,12 +192,61 @@ static void test_man_describes_the_table(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* A byte count as --min-bytes/--max-bytes take it: K, M and G in either case (binary multiples),
+ * from 8 bytes to 4 GiB, both bounds on both sides. */
+static int _bytes(const char *v, size_t *out)
+{
+    dlt_cli_opts o;
+    unsigned char seen[DLT_OPT_MAX];
+    int next;
+    dlt_err err = DLT_ERR_INIT;
+    char *argv[] = {"dltrain", "--min-bytes", (char *)v, NULL};
+    memset(&o, 0, sizeof(o));
+    memset(seen, 0, sizeof(seen));
+    int rc = dlt_opt_parse(DLT_CMD_CHECK, 3, argv, 1, &o, seen, &next, dlt_err_fresh(&err));
+    *out = o.check.min_bytes;
+    if (rc != 0 && !strstr(err.msg, "expected a byte count from 8 to 4G"))
+        fail_msg("--min-bytes %s: '%s'", v, err.msg);
+    return rc;
+}
+
+static void test_byte_counts(void **state)
+{
+    static const struct {
+        const char *text;
+        size_t bytes;
+    } good[] = {{"8", 8},
+                {"1000", 1000},
+                {"1k", 1024},
+                {"1K", 1024},
+                {"3m", 3u << 20},
+                {"3M", 3u << 20},
+                {"2g", (size_t)2 << 30},
+                {"2G", (size_t)2 << 30},
+                {"4G", (size_t)4 << 30},
+                {"4096M", (size_t)4 << 30},
+                {"4294967296", (size_t)4 << 30}};
+    static const char *const bad[] = {"7", "0", "-1", "5G", "4097M", "4294967297", "1T", "1.5M", "M", "", "1KB"};
+    size_t v;
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        if (_bytes(good[i].text, &v) != 0)
+            fail_msg("--min-bytes %s refused", good[i].text);
+        if (v != good[i].bytes)
+            fail_msg("--min-bytes %s: %zu bytes, expected %zu", good[i].text, v, good[i].bytes);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (_bytes(bad[i], &v) == 0)
+            fail_msg("--min-bytes '%s' accepted as %zu bytes", bad[i], v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_entries_complete),
         cmocka_unit_test(test_help_lists_the_table),
         cmocka_unit_test(test_man_describes_the_table),
+        cmocka_unit_test(test_byte_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
