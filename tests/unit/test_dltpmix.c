@@ -245,6 +245,12 @@ static void test_error_is_the_calls_own(void **state)
     assert_int_equal(dltpmix_init(&px, &o, err, sizeof(err)), 0);
     assert_int_equal(dltpmix_bcast(px, 3, &v, sizeof(v)), DLTPMIX_ERR_ARG);
     assert_non_null(strstr(dltpmix_error(px), "dltpmix_bcast: root 3 outside 0..0"));
+    /* the bounds themselves: the world size (one past the last rank) and -1 refused, 0 taken */
+    assert_int_equal(dltpmix_bcast(px, 1, &v, sizeof(v)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(dltpmix_error(px), "dltpmix_bcast: root 1 outside 0..0"));
+    assert_int_equal(dltpmix_bcast(px, -1, &v, sizeof(v)), DLTPMIX_ERR_ARG);
+    assert_int_equal(dltpmix_bcast(px, 0, &v, sizeof(v)), 0);
+    assert_int_equal(v, 7);
     assert_int_equal(dltpmix_bcast(px, 0, NULL, sizeof(v)), DLTPMIX_ERR_ARG);
     assert_string_equal(dltpmix_error(px), "dltpmix_bcast: NULL buffer"); /* this call's words, not the last one's */
     assert_int_equal(dltpmix_barrier(px), 0);
