@@ -107,6 +107,15 @@ static void test_refusals(void **state)
     assert_non_null(strstr(why, "truncated"));
     assert_null(dltpmix_blob_decode(frame, 10, 9, 2, 64, &why));
     assert_non_null(strstr(why, "shorter"));
+    /* longer than its header says: bytes after the frame are not the frame's, refused */
+    {
+        unsigned char longer[sizeof(frame) + 1];
+        memcpy(longer, frame, n);
+        longer[n] = 0;
+        why = NULL;
+        assert_null(dltpmix_blob_decode(longer, n + 1, 9, 2, 64, &why));
+        assert_non_null(why);
+    }
     /* wrong sequence, rank, length */
     assert_null(dltpmix_blob_decode(frame, n, 10, 2, 64, &why));
     assert_non_null(strstr(why, "sequence"));
