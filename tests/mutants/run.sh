@@ -23,6 +23,13 @@ for m in "${ALL[@]}"; do
   grep -q '^# kill: .' "$m" || { echo "mutants: $m has no '# kill:' line naming its tests"; exit 2; }
 done
 args=$(./config.status --config)
+# The scratch copy has no ../shared beside it: tests that build NCCL's topology code from there
+# (tests/local/nccl_topo.sh) are pointed at this tree's.
+if [[ -z ${DLT_NCCL_TARBALL:-} ]]; then
+  for f in "$SRC"/../shared/nccl-src/nccl-*-src.tar.xz "$SRC"/../../shared/nccl-src/nccl-*-src.tar.xz; do
+    [[ -f $f ]] && export DLT_NCCL_TARBALL=$f && break
+  done
+fi
 W=${DLT_MUTANT_DIR:-$(mktemp -d /tmp/dltrain-mutants.XXXXXX)}
 [[ -n ${DLT_MUTANT_DIR:-} ]] || trap 'rm -rf "$W"' EXIT
 mkdir -p "$W"
