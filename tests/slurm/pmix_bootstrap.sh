@@ -4,10 +4,11 @@
 # last rank, all-gather checked against Slurm's own SLURM_PROCID/LOCALID/NODEID, the refusal
 # without PMIx, the bounded failure when a rank leaves or stalls, the NCCL bootstrap when one rank
 # cannot join, and the MPI host communicator; a task whose Slurm variables disagree with PMIx (another
-# PMIx than Slurm's) is refused naming the variable and both values, 0 included.
+# PMIx than Slurm's) is refused naming the variable and both values, 0 included; a join mark
+# (DLT_JOIN_MARK) that leaves /dev/shm/dltrain-joined-* through a folder is not made.
 . "$(dirname "$0")/lib.sh"
 cluster_up 2 2
-tap_plan 18
+tap_plan 19
 PROBE=$DLT_BUILDDIR/tests/slurm/pmix_probe
 DLTRAIN=$DLT_BUILDDIR/trainer/dltrain
 
@@ -109,4 +110,12 @@ out=$(timeout 60 srun --quiet -N1 -n1 --mpi=pmix env SLURM_PROCID=5 "$PROBE" 2>&
 if ((rc != 0)) && [[ $out == *"PMIx and Slurm disagree: SLURM_PROCID=5 but PMIx gives 0"* ]]; then
   ok "SLURM_PROCID=5 on rank 0: refused, both values named"
 else not_ok "SLURM_PROCID mismatch (rc=$rc)"; echo "$out" | diag; fi
+# The join mark is a file named /dev/shm/dltrain-joined-NAME, NAME without '/': a value that climbs
+# out through a folder of that prefix makes nothing (the rank still runs).
+jd=/dev/shm/dltrain-joined-t$$; esc=/dev/shm/dlt-escape-$$
+rm -rf "$jd" "$esc"; mkdir -p "$jd"
+out=$(timeout 60 srun --quiet -N1 -n1 --mpi=pmix env DLT_JOIN_MARK="$jd/../dlt-escape-$$" "$PROBE" 2>&1); rc=$?
+if ((rc == 0)) && [[ ! -e $esc ]]; then ok "DLT_JOIN_MARK=$jd/../dlt-escape-$$: nothing made outside the mark's name, the rank runs"
+else not_ok "join mark through a folder (rc=$rc, $(ls -l "$esc" 2>&1))"; echo "$out" | diag; fi
+rm -rf "$jd" "$esc"
 exit 0
