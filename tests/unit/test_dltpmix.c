@@ -258,10 +258,37 @@ static void test_error_is_the_calls_own(void **state)
     dltpmix_finalize(px);
 }
 
+/* No PMIx server reachable: a step of 2 tasks (the smallest that needs one) is refused naming the
+ * fix, SLURM_NTASKS read when SLURM_STEP_NUM_TASKS is absent; 1 task runs as a singleton. */
+static void test_no_server_several_tasks(void **state)
+{
+    dltpmix_ctx *px = NULL;
+    dltpmix_options o = {0};
+    char err[512];
+    (void)state;
+    unsetenv("DLTPMIX_TEST_RENDEZVOUS");
+    unsetenv("SLURM_NTASKS");
+    o.allow_singleton = 1;
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    assert_int_equal(dltpmix_init(&px, &o, err, sizeof(err)), DLTPMIX_ERR_NOPMIX);
+    assert_null(px);
+    if (!strstr(err, "this step has 2 tasks but no PMIx server is reachable") || !strstr(err, "srun --mpi=pmix"))
+        fail_msg("2 tasks without PMIx: '%s'", err);
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    setenv("SLURM_NTASKS", "2", 1);
+    assert_int_equal(dltpmix_init(&px, &o, err, sizeof(err)), DLTPMIX_ERR_NOPMIX);
+    setenv("SLURM_NTASKS", "1", 1);
+    assert_int_equal(dltpmix_init(&px, &o, err, sizeof(err)), 0);
+    assert_int_equal(dltpmix_get_info(px)->size, 1);
+    dltpmix_finalize(px);
+    unsetenv("SLURM_NTASKS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_is_the_calls_own),
+        cmocka_unit_test(test_no_server_several_tasks),
 #ifdef DLT_TEST_HOOKS
         cmocka_unit_test(test_three_ranks),
         cmocka_unit_test(test_missing_peer_times_out),
