@@ -21,6 +21,7 @@
 #include "common/node_name.h"
 #include "dltpmix_blob.h"
 #include "dltpmix_internal.h"
+#include "dltpmix_list.h"
 
 extern char **environ;
 
@@ -220,21 +221,6 @@ static long _env_long(const char *name, long dflt)
     return (errno || *end) ? dflt : v;
 }
 
-/* Index of name in a comma list, or -1. */
-static int _list_index(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    int idx = 0;
-    for (const char *p = list; p && *p; idx++) {
-        const char *c = strchr(p, ',');
-        size_t len = c ? (size_t)(c - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return idx;
-        p = c ? c + 1 : NULL;
-    }
-    return -1;
-}
-
 /* Slurm's variables describe the same step: any disagreement means the PMIx seen here is not
  * the one Slurm launched (container/host PMIx mismatch, nested launch). */
 static int _cross_check_slurm(dltpmix_ctx *ctx)
@@ -336,8 +322,8 @@ static int _init_from_pmix(dltpmix_ctx *ctx)
     if (_get_int(ctx, ctx->me.rank, PMIX_NODEID, &v) == PMIX_SUCCESS) {
         ctx->info.node_rank = (int)v;
     } else if (_get_string(ctx, PMIX_RANK_WILDCARD, PMIX_NODE_LIST, nodelist, sizeof(nodelist)) == PMIX_SUCCESS &&
-               _list_index(nodelist, ctx->info.hostname) >= 0) {
-        ctx->info.node_rank = _list_index(nodelist, ctx->info.hostname);
+               (v = dltpmix_list_index(nodelist, ctx->info.hostname)) >= 0) {
+        ctx->info.node_rank = (int)v;
     } else {
         return dltpmix_set_error(ctx, DLTPMIX_ERR_PMIX,
                                  "dltpmix: the PMIx server gives neither PMIX_NODEID nor a node list containing %s",

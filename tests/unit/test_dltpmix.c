@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "pmix/dltpmix.h"
+#include "pmix/dltpmix_list.h"
 
 static void _setenv_rank(const char *dir, int rank, int size)
 {
@@ -284,11 +285,28 @@ static void test_no_server_several_tasks(void **state)
     unsetenv("SLURM_NTASKS");
 }
 
+/* The node index from a PMIx node list (where a server gives no PMIX_NODEID): whole entries only,
+ * the first at 0, the last, absent names and empty lists -1. */
+static void test_node_list_index(void **state)
+{
+    (void)state;
+    assert_int_equal(dltpmix_list_index("n1,n2,n10", "n1"), 0);
+    assert_int_equal(dltpmix_list_index("n1,n2,n10", "n2"), 1);
+    assert_int_equal(dltpmix_list_index("n1,n2,n10", "n10"), 2);
+    assert_int_equal(dltpmix_list_index("n10,n1", "n1"), 1); /* not the prefix of n10 */
+    assert_int_equal(dltpmix_list_index("n10,n2", "n1"), -1);
+    assert_int_equal(dltpmix_list_index("n1,n2", "n"), -1);
+    assert_int_equal(dltpmix_list_index("n1", "n1"), 0);
+    assert_int_equal(dltpmix_list_index("", "n1"), -1);
+    assert_int_equal(dltpmix_list_index(NULL, "n1"), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_is_the_calls_own),
         cmocka_unit_test(test_no_server_several_tasks),
+        cmocka_unit_test(test_node_list_index),
 #ifdef DLT_TEST_HOOKS
         cmocka_unit_test(test_three_ranks),
         cmocka_unit_test(test_missing_peer_times_out),
