@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/tmp_dir.h"
+
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/model/network.h"
@@ -51,21 +53,6 @@ static void _close(_model *m)
 {
     dlt_net_destroy(&m->net);
     m->be->ops->destroy(m->be);
-}
-
-static char *_tmpdir(void)
-{
-    char *d = strdup("/tmp/dlt-test-checkpoint.XXXXXX");
-    assert_non_null(mkdtemp(d));
-    return d;
-}
-
-static void _rmdir(char *d)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
-    assert_int_equal(system(cmd), 0);
-    free(d);
 }
 
 static dlt_train_state _state(int64_t step)
@@ -105,7 +92,7 @@ static void _flip(const char *path, long off, int from_end)
 static void test_round_trip(void **state)
 {
     _model a, b;
-    char *dir = _tmpdir(), path[512], want[600], *names = NULL;
+    char *dir = tmp_dir_make("checkpoint"), path[512], want[600], *names = NULL;
     dlt_err err = DLT_ERR_INIT;
     dlt_train_state st;
     (void)state;
@@ -135,13 +122,13 @@ static void test_round_trip(void **state)
     free(names);
     _close(&a);
     _close(&b);
-    _rmdir(dir);
+    tmp_dir_remove(dir);
 }
 
 static void test_verify_names_the_damage(void **state)
 {
     _model a;
-    char *dir = _tmpdir(), path[512], spath[600], cmd[2048];
+    char *dir = tmp_dir_make("checkpoint"), path[512], spath[600], cmd[2048];
     dlt_err err = DLT_ERR_INIT;
     dlt_checkpoint_info info;
     (void)state;
@@ -193,13 +180,13 @@ static void test_verify_names_the_damage(void **state)
     assert_int_equal(info.step, -1);
     assert_int_equal(info.tensors, a.net.model.nentries);
     _close(&a);
-    _rmdir(dir);
+    tmp_dir_remove(dir);
 }
 
 static void test_load_refuses_another_model(void **state)
 {
     _model a, b;
-    char *dir = _tmpdir(), path[512];
+    char *dir = tmp_dir_make("checkpoint"), path[512];
     dlt_err err = DLT_ERR_INIT;
     float *before;
     dlt_train_state st;
@@ -240,13 +227,13 @@ static void test_load_refuses_another_model(void **state)
     assert_non_null(strstr(err.msg, "this model needs F32 [7,"));
     _close(&b);
     _close(&a);
-    _rmdir(dir);
+    tmp_dir_remove(dir);
 }
 
 static void test_init_weights_keep_another_classifier(void **state)
 {
     _model a, b;
-    char *dir = _tmpdir(), path[512];
+    char *dir = tmp_dir_make("checkpoint"), path[512];
     dlt_err err = DLT_ERR_INIT;
     int fc_classes = -1;
     float *fc_before;
@@ -281,13 +268,13 @@ static void test_init_weights_keep_another_classifier(void **state)
     assert_memory_equal(b.net.params, a.net.params, a.net.model.nparams * sizeof(float));
     _close(&b);
     _close(&a);
-    _rmdir(dir);
+    tmp_dir_remove(dir);
 }
 
 static void test_scan_picks_the_newest_valid(void **state)
 {
     _model a;
-    char *dir = _tmpdir(), path[512], p20[512], p30[512], s40[600], cmd[2048];
+    char *dir = tmp_dir_make("checkpoint"), path[512], p20[512], p30[512], s40[600], cmd[2048];
     dlt_err err = DLT_ERR_INIT;
     dlt_checkpoint_scan s;
     (void)state;
@@ -336,7 +323,7 @@ static void test_scan_picks_the_newest_valid(void **state)
     assert_int_equal(s.found, 0);
     assert_int_equal(s.refused, 4);
     _close(&a);
-    _rmdir(dir);
+    tmp_dir_remove(dir);
 }
 
 static void _save_line(_model *m, const char *dir, int64_t step, int64_t line, int64_t pline, int64_t pstep)
@@ -366,7 +353,7 @@ static void _expect_order(const char *dir, const long long *want, int n)
 static void test_lines_after_a_rollback(void **state)
 {
     _model a;
-    char *dir = _tmpdir(), *old = _tmpdir(), path[512];
+    char *dir = tmp_dir_make("checkpoint"), *old = tmp_dir_make("checkpoint"), path[512];
     dlt_checkpoint_lineage li;
     dlt_checkpoint_scan s;
     dlt_err err = DLT_ERR_INIT;
@@ -395,8 +382,8 @@ static void test_lines_after_a_rollback(void **state)
     assert_int_equal(li.line, 0);
     assert_int_equal(li.parent_step, -1);
     _close(&a);
-    _rmdir(dir);
-    _rmdir(old);
+    tmp_dir_remove(dir);
+    tmp_dir_remove(old);
 }
 
 static void test_config_field(void **state)
@@ -432,7 +419,7 @@ static void test_state_path(void **state)
  * backslash, a control character as \u00XX, the rest (UTF-8 included) as is; read back whole. */
 static void test_metadata_escaped(void **state)
 {
-    char *dir = _tmpdir(), path[512];
+    char *dir = tmp_dir_make("checkpoint"), path[512];
     const char *value = "a\"b\\c\td\x01"
                         "e\xc3\xa9"; /* a"b\c<TAB>d<SOH>e, e-acute */
     const char *meta[] = {"config", value, "k\\\"", "v"};
@@ -459,7 +446,7 @@ static void test_metadata_escaped(void **state)
     assert_string_equal(dlt_st_meta(&f, "k\\\""), "v");
     assert_memory_equal(dlt_st_data(&f, dlt_st_find(&f, "w")), x, sizeof(x));
     dlt_st_free(&f);
-    _rmdir(dir);
+    tmp_dir_remove(dir);
 }
 
 /* Hand-built safetensors files (another tool's, for --init): the tensors must tile the data

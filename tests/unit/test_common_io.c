@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/tmp_dir.h"
+
 #include "common/affinity.h"
 #include "common/crc32c.h"
 #include "common/io.h"
@@ -69,21 +71,6 @@ static void test_crc32c(void **state)
     }
 }
 
-static char *_tmpdir(void)
-{
-    char *d = strdup("/tmp/dlt-test-common-io.XXXXXX");
-    assert_non_null(mkdtemp(d));
-    return d;
-}
-
-static void _rmdir(char *d)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
-    assert_int_equal(system(cmd), 0);
-    free(d);
-}
-
 static void _write(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -100,7 +87,7 @@ static void _expect_msg(const dlt_err *err, const char *want)
 
 static void test_check_parent_dir(void **state)
 {
-    char *d = _tmpdir(), p[8192];
+    char *d = tmp_dir_make("common-io"), p[8192];
     dlt_err err = DLT_ERR_INIT;
     (void)state;
     /* a file directly under the root: its folder is "/" */
@@ -125,12 +112,12 @@ static void test_check_parent_dir(void **state)
     p[0] = '/';
     memcpy(p + 5000, "/m", 3);
     assert_int_equal(dlt_check_parent_dir("--metrics", p, dlt_err_fresh(&err)), -ENAMETOOLONG);
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_open_regular(void **state)
 {
-    char *d = _tmpdir(), p[512], q[512];
+    char *d = tmp_dir_make("common-io"), p[512], q[512];
     dlt_err err = DLT_ERR_INIT;
     int fd, fl;
     FILE *f;
@@ -183,12 +170,12 @@ static void test_open_regular(void **state)
         assert_int_equal(stat(q, &st), 0);
         assert_int_equal(st.st_size, 0);
     }
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_check_path(void **state)
 {
-    char *d = _tmpdir(), p[512];
+    char *d = tmp_dir_make("common-io"), p[512];
     dlt_err err = DLT_ERR_INIT;
     (void)state;
     snprintf(p, sizeof(p), "%s/file", d);
@@ -203,12 +190,12 @@ static void test_check_path(void **state)
     snprintf(p, sizeof(p), "%s/nothing", d);
     assert_int_equal(dlt_check_path("--val-data", p, 1, dlt_err_fresh(&err)), -ENOENT);
     _expect_msg(&err, "/nothing: No such file or directory");
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_mkdirs(void **state)
 {
-    char *d = _tmpdir(), p[512];
+    char *d = tmp_dir_make("common-io"), p[512];
     struct stat st;
     (void)state;
     snprintf(p, sizeof(p), "%s/a/b/c", d);
@@ -230,12 +217,12 @@ static void test_mkdirs(void **state)
     errno = 0;
     assert_int_equal(dlt_mkdirs(""), -1);
     assert_int_equal(errno, ENOENT);
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_write_file_atomic(void **state)
 {
-    char *d = _tmpdir(), p[512], got[64] = "";
+    char *d = tmp_dir_make("common-io"), p[512], got[64] = "";
     dlt_err err = DLT_ERR_INIT;
     struct stat st;
     FILE *f;
@@ -260,7 +247,7 @@ static void test_write_file_atomic(void **state)
     assert_int_equal(dlt_write_file_atomic(p, "x", 1, 0644, dlt_err_fresh(&err)), -ENOENT);
     _expect_msg(&err, "cannot write ");
     _expect_msg(&err, "/no/out.tmp.");
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_write_all_read_full_pipe(void **state)

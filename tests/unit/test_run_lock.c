@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/tmp_dir.h"
+
 #include "common/clock.h"
 #include "common/run_lock.h"
 
@@ -72,21 +74,6 @@ static void test_relation(void **state)
     assert_int_equal(dlt_run_holder_relate(&me, &h), DLT_HOLDER_OTHER); /* outside Slurm: no waiting */
 }
 
-static char *_tmpdir(void)
-{
-    char *d = strdup("/tmp/dlt-test-run-lock.XXXXXX");
-    assert_non_null(mkdtemp(d));
-    return d;
-}
-
-static void _rmdir(char *d)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
-    assert_int_equal(system(cmd), 0);
-    free(d);
-}
-
 static void _expect_msg(const dlt_err *err, const char *want)
 {
     if (!strstr(err->msg, want))
@@ -111,7 +98,7 @@ static void _slurm_env(const char *job, const char *step, const char *restart)
 
 static void test_lock_dir(void **state)
 {
-    char *d = _tmpdir(), path[512], line[256] = "", pid[32];
+    char *d = tmp_dir_make("run-lock"), path[512], line[256] = "", pid[32];
     dlt_run_lock a, b;
     dlt_run_holder h;
     dlt_err err = DLT_ERR_INIT;
@@ -151,12 +138,12 @@ static void test_lock_dir(void **state)
         _expect_msg(&err, "cannot create its lock file");
         assert_int_equal(access(target, F_OK), -1); /* nothing made through it */
     }
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_lock_beside(void **state)
 {
-    char *d = _tmpdir(), file[512], path[512], cwd[4096];
+    char *d = tmp_dir_make("run-lock"), file[512], path[512], cwd[4096];
     dlt_run_lock a, b;
     dlt_err err = DLT_ERR_INIT;
     (void)state;
@@ -183,12 +170,12 @@ static void test_lock_beside(void **state)
                  "test \"$(ls -A '%s' | sort | tr '\\n' ' ')\" = '.m.jsonl.dltrain.lock .n.jsonl.dltrain.lock '", d);
         assert_int_equal(system(cmd), 0);
     }
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_lock_file(void **state)
 {
-    char *d = _tmpdir(), file[512];
+    char *d = tmp_dir_make("run-lock"), file[512];
     dlt_run_lock a, b;
     dlt_err err = DLT_ERR_INIT;
     int fd1, fd2;
@@ -205,12 +192,12 @@ static void test_lock_file(void **state)
     assert_int_equal(dlt_run_lock_file(&b, "--metrics", file, fd2, dlt_err_fresh(&err)), 0);
     dlt_run_lock_release(&b);
     close(fd2);
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_lock_incarnations(void **state)
 {
-    char *d = _tmpdir();
+    char *d = tmp_dir_make("run-lock");
     dlt_run_lock a, b;
     dlt_err err = DLT_ERR_INIT;
     double t0;
@@ -233,12 +220,12 @@ static void test_lock_incarnations(void **state)
     _expect_msg(&err, "Slurm job 77 step 0");
     dlt_run_lock_release(&a);
     _slurm_env(NULL, NULL, NULL);
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 static void test_claims(void **state)
 {
-    char *d = _tmpdir(), m[512], c[512], t[512], f[512];
+    char *d = tmp_dir_make("run-lock"), m[512], c[512], t[512], f[512];
     dlt_run_claims a, b;
     dlt_run_lock probe;
     dlt_err err = DLT_ERR_INIT;
@@ -275,7 +262,7 @@ static void test_claims(void **state)
     assert_false(b.taken);
     assert_int_equal(dlt_run_lock_dir(&probe, "--checkpoint-dir", c, 0, dlt_err_fresh(&err)), 0);
     dlt_run_lock_release(&probe);
-    _rmdir(d);
+    tmp_dir_remove(d);
 }
 
 int main(void)
