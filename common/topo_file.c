@@ -63,8 +63,9 @@ int dlt_topo_file_check(const char *path, char *msg, size_t len)
              "NCCL_TOPO_FILE=%s cannot be read here (%s): NCCL would ignore it, saying so only under "
              "NCCL_DEBUG=INFO, and guess the node's topology. In a container, bind the plugin's topo_dir "
              "read-only at the same path: pyxis --container-mounts=%s:%s:ro (or a line in "
-             "/etc/enroot/mounts.d), Apptainer --bind %s:%s:ro (or 'bind path = %s' in apptainer.conf); "
+             "/etc/enroot/mounts.d), Apptainer --bind %s:%s:ro (or 'bind path = %s' in apptainer.conf), "
+             "Charliecloud ch-run -b %s (the folder made in the image first), podman run -v %s:%s:ro; "
              "see spank_dltrain(8), CONTAINERS",
-             shown, code == EINVAL ? "not a regular file" : strerror(code), dir, dir, dir, dir, dir);
+             shown, code == EINVAL ? "not a regular file" : strerror(code), dir, dir, dir, dir, dir, dir, dir, dir);
     return -code;
 }

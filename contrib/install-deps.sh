@@ -12,6 +12,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libcmocka-dev valgrind strace clang libclang-rt-14-dev
   python3 iproute2 procps tmux bsdutils
+  charliecloud-runtime runc
   debhelper lintian rpm chrpath
 )
 

@@ -199,6 +199,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return -1;
     if (spank_context() == S_CTX_LOCAL && _srun_env_option() != 0)
         return -1;
+    /* --dl-train on the command line or carried in from the batch script (not enable=always) */
+    if (spank_context() == S_CTX_LOCAL && (g_state.explicit_request || getenv(DLT_SPANK_OPTION_ENV)) &&
+        dlt_srun_container_check(sp) != 0)
+        return -1;
     if (!g_state.opts.requested)
         return 0;
     switch (spank_context()) {

@@ -7,7 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oci_container.h"
+
 extern char **environ;
+
+/* srun's own command line, NUL-separated words, into buf (cap bytes): its length, or -1. */
+static long _cmdline(char *buf, size_t cap)
+{
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    size_t n;
+    if (!f)
+        return -1;
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
 
 /* srun has no SPANK item for GPUs: look where a GPU request can come from. Inside an allocation
  * the job's GPUs are in the environment; a direct srun has them only on its command line. A false
@@ -20,7 +35,7 @@ static int _gpus_requested(void)
         "SALLOC_GPUS"};
     static const char *const gres_env[] = {"SLURM_GRES", "SLURM_TRES_PER_TASK", "SLURM_STEP_GRES", "SLURM_JOB_GRES"};
     char buf[8192];
-    FILE *f;
+    long got;
     size_t n;
 
     for (size_t i = 0; i < sizeof(env_exact) / sizeof(env_exact[0]); i++) {
@@ -33,12 +48,9 @@ static int _gpus_requested(void)
         if (v && strstr(v, "gpu"))
             return 1;
     }
-    f = fopen("/proc/self/cmdline", "re");
-    if (!f)
+    if ((got = _cmdline(buf, sizeof(buf))) < 0)
         return 1; /* cannot tell: do not refuse */
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    n = (size_t)got;
     for (size_t off = 0; off < n; off += strlen(buf + off) + 1) {
         const char *a = buf + off;
         if (!strncmp(a, "--gpus", 6) || !strncmp(a, "-G", 2) || (!strncmp(a, "--gres", 6) && strstr(a, "gpu")) ||
@@ -85,4 +97,23 @@ int dlt_srun_validate(spank_t sp, dlt_plugin_state *st)
                                                         "in the site's cpu_partitions, refused on GPU nodes)"
                                                       : "");
     return 0;
+}
+
+int dlt_srun_container_check(spank_t sp)
+{
+    char buf[8192], msg[1024];
+    char *major = NULL, *minor = NULL;
+    long n;
+    /* srun sets SLURM_CONTAINER for its step when --container is given; an allocation made with
+     * --container leaves it set for every srun inside, so the command line decides. */
+    if (!getenv("SLURM_CONTAINER") || (n = _cmdline(buf, sizeof(buf))) < 0 || !dlt_oci_container_asked(buf, (size_t)n))
+        return 0;
+    if (spank_get_item(sp, S_SLURM_VERSION_MAJOR, &major) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_SLURM_VERSION_MINOR, &minor) != ESPANK_SUCCESS || !major || !minor)
+        return 0; /* cannot tell the release: the step runs (and dltrain env inside says what is missing) */
+    if (dlt_oci_task_env(atoi(major), atoi(minor)))
+        return 0;
+    dlt_oci_refusal(msg, sizeof(msg), atoi(major), atoi(minor));
+    slurm_error("dltrain: %s", msg);
+    return -1;
 }

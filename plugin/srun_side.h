@@ -9,5 +9,8 @@
 #include "plugin_state.h"
 
 int dlt_srun_validate(spank_t sp, dlt_plugin_state *st);
+/* srun --container (Slurm's own OCI containers) with --dl-train: refused where this Slurm release
+ * would start the tasks without their environment (oci_container.h). 0, or -1 said. */
+int dlt_srun_container_check(spank_t sp);
 
 #endif

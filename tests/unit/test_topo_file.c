@@ -46,6 +46,10 @@ static void test_topo_file(void **state)
         assert_non_null(strstr(msg, want));
         snprintf(want, sizeof(want), "'bind path = %s'", dir);
         assert_non_null(strstr(msg, want));
+        snprintf(want, sizeof(want), "Charliecloud ch-run -b %s ", dir);
+        assert_non_null(strstr(msg, want));
+        snprintf(want, sizeof(want), "podman run -v %s:%s:ro", dir, dir);
+        assert_non_null(strstr(msg, want));
     }
 
     /* There and readable: nothing to say. */
