@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # cluster.sh up|down|status|env|install-plugin PATH
 # A real Slurm cluster on this one machine for dltrain's tests: a private munged, slurmctld and
-# 1-4 slurmd on loopback addresses (127.0.0.x, slurmd -N), private config/spool/log/state dirs,
+# 1-128 slurmd on loopback addresses (127.0.0.x, slurmd -N), private config/spool/log/state dirs,
 # fake GPU gres (or the machine's own GPUs), and the dltrain plugin in its plugstack.conf. Needs
 # root (slurmd runs jobs as their users). `down` stops only the daemons `up` started, by the pids
 # it recorded. The daemons and commands are the first on PATH (tests/device/slurm_node.sh puts a
@@ -10,13 +10,18 @@
 #
 # Environment:
 #   DLT_CLUSTER_DIR    state directory (default /tmp/dltrain-cluster-$UID)
-#   DLT_CLUSTER_NODES  number of slurmd, 1..4 (default 2)
+#   DLT_CLUSTER_NODES  number of slurmd, 1..128 (default 2); above 4, the large-cluster settings
+#                      below (timeouts for a loaded 2-core host, the nodes' ports moved up)
 #   DLT_CLUSTER_GPUS   fake (default): 4 stand-in GPUs per node, served by the stand-in NVML below;
 #                      N (0..8): the machine's own /dev/nvidia0..N-1 (character devices) with its
 #                      NVML and sysfs, one node only when N > 0; 0: no GPU gres at all
 #   DLT_CLUSTER_PLUGIN_DIR  Slurm's plugins (PluginDir), when not where Slurm was built to look
 #   DLT_CLUSTER_STEPD  slurmstepd for slurmd -d, when not where slurmd was built to look
-#   DLT_CLUSTER_PORT   first TCP port; slurmctld uses it, node i uses PORT+i (default 17800)
+#   DLT_CLUSTER_PORT   first TCP port (default 17800). Every port the cluster listens on that Slurm
+#                      lets one choose is in PORT..PORT+99 (up to 4 nodes) or PORT..PORT+399:
+#                      slurmctld PORT, slurmd's default PORT+10, reserved step ports PORT+50..89;
+#                      node i PORT+i (up to 4 nodes) or PORT+100+i (5..128 nodes, with srun's own
+#                      ports in PORT+300..399). PMIx's servers and MPI take ephemeral ports.
 #   DLT_CLUSTER_CPUS   CPUs each node claims (default 4)
 #   DLT_PLUGIN         spank_dltrain.so to load (default: the build tree's, then LIBDIR/slurm)
 #   DLT_PLUGIN_ARGS    site arguments for plugstack.conf (default: topo_dir=DIR/run/%n/dltrain, and,
@@ -43,11 +48,13 @@ export PATH=$PATH:/usr/sbin:/sbin
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "cluster.sh: $*" >&2; }
 
-[[ $NODES =~ ^[1-4]$ ]] || die "DLT_CLUSTER_NODES=$NODES: must be 1, 2, 3 or 4"
+[[ $NODES =~ ^[1-9][0-9]*$ ]] && ((NODES <= 128)) || die "DLT_CLUSTER_NODES=$NODES: must be 1..128"
+LARGE=0
+((NODES > 4)) && LARGE=1
 [[ $GPUS == fake || $GPUS =~ ^[0-8]$ ]] || die "DLT_CLUSTER_GPUS=$GPUS: fake, or the number of this machine's GPUs to use (0..8)"
 # Every node of this cluster is this machine: two nodes would both hand out its one GPU.
 [[ $GPUS == fake || $GPUS == 0 || $NODES == 1 ]] || die "DLT_CLUSTER_GPUS=$GPUS: the machine's own GPUs need DLT_CLUSTER_NODES=1 (it is $NODES)"
-[[ $PORT =~ ^[0-9]+$ ]] && ((PORT > 1024 && PORT < 65000)) || die "DLT_CLUSTER_PORT=$PORT: must be 1025..64999"
+[[ $PORT =~ ^[0-9]+$ ]] && ((PORT > 1024 && PORT < 65000 - 400 * LARGE)) || die "DLT_CLUSTER_PORT=$PORT: must be 1025..$((64999 - 400 * LARGE))"
 [[ -z $CRED_EXPIRE || ($CRED_EXPIRE =~ ^[0-9]+$ && CRED_EXPIRE -ge 10) ]] || die "DLT_CLUSTER_CRED_EXPIRE=$CRED_EXPIRE: seconds, at least 10"
 
 find_fake_nvml() {
@@ -88,9 +95,16 @@ write_config() {
   # 0755: the socket must be reachable by the unprivileged users some tests run srun as.
   chmod 755 "$DIR/munge"
   for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/tmp/n$i" "$DIR/spool/n$i" "$DIR/run/n$i"; done
+  # Fake GPUs: as many as the fixture node has (4 for lab2, 8 for dgx1).
+  local nfake=4
+  if [[ $GPUS == fake && -z ${DLT_PLUGIN_ARGS:-} ]]; then
+    python3 "$HERE/../fixtures/mktopo.py" "${DLT_CLUSTER_TOPO:-lab2}" "$DIR/fixture" >/dev/null || die "mktopo.py ${DLT_CLUSTER_TOPO:-lab2} failed"
+    nfake=$(grep -c '^gpu ' "$DIR/fixture/nvml.txt") || true
+    ((nfake >= 1 && nfake <= 16)) || nfake=4
+  fi
   if [[ $GPUS == fake ]]; then
     # Fake GPUs: character devices when we may create them, plain files otherwise.
-    for i in 0 1 2 3; do
+    for ((i = 0; i < nfake; i++)); do
       [[ -e $DIR/dev/nvidia$i ]] || mknod "$DIR/dev/nvidia$i" c 195 "$i" 2>/dev/null || : > "$DIR/dev/nvidia$i"
     done
   else
@@ -139,18 +153,20 @@ SchedulerParameters=sched_interval=1
 InactiveLimit=0
 KillWait=5
 MinJobAge=2
-MessageTimeout=20
-SlurmdTimeout=60
+MessageTimeout=$((LARGE ? 60 : 20))
+SlurmdTimeout=$((LARGE ? 600 : 60))
 CONF
+  # Many slurmd on a 2-core host answer slowly: a larger fan-out and srun's ports kept in the block.
+  ((LARGE)) && printf '%s\n' "TreeWidth=50" "SrunPortRange=$((PORT + 300))-$((PORT + 399))" >> "$CONF"
   [[ -z $PLUGIN_DIR ]] || echo "PluginDir=$PLUGIN_DIR" >> "$CONF"
-  local gres="Gres=gpu:4 " files="$DIR/dev/nvidia[0-3]"
+  local gres="Gres=gpu:$nfake " files="$DIR/dev/nvidia[0-$((nfake - 1))]"
   if [[ $GPUS == 0 ]]; then gres="" files=""
   elif [[ $GPUS != fake ]]; then
     gres="Gres=gpu:$GPUS " files=/dev/nvidia0
     ((GPUS == 1)) || files="/dev/nvidia[0-$((GPUS - 1))]"
   fi
   for i in $(seq 1 "$NODES"); do
-    echo "NodeName=n$i NodeAddr=127.0.0.$((10 + i)) NodeHostname=n$i Port=$((PORT + i)) CPUs=$CPUS RealMemory=4000 ${gres}State=UNKNOWN" >> "$CONF"
+    echo "NodeName=n$i NodeAddr=127.0.0.$((10 + i)) NodeHostname=n$i Port=$((PORT + 100 * LARGE + i)) CPUs=$CPUS RealMemory=4000 ${gres}State=UNKNOWN" >> "$CONF"
     nodes_line+="${nodes_line:+,}n$i"
   done
   echo "PartitionName=debug Nodes=$nodes_line Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES" >> "$CONF"
@@ -170,7 +186,6 @@ CONF
     # machine's own GPUs (or none) the plugin reads the driver's NVML and the real sysfs.
     if [[ $GPUS != fake ]]; then :
     elif fake=$(find_fake_nvml); then
-      python3 "$HERE/../fixtures/mktopo.py" "${DLT_CLUSTER_TOPO:-lab2}" "$DIR/fixture" >/dev/null
       cp "$fake" "$DIR/lib/libfakenvml.so"
       args+=" nvml_lib=$DIR/lib/libfakenvml.so sysfs_root=$DIR/fixture"
     else
@@ -234,7 +249,7 @@ up() {
     for _ in $(seq 50); do [[ -s $DIR/run/slurmd-n$i.pid ]] && break; sleep 0.1; done
     echo "slurmd-n$i $(cat "$DIR/run/slurmd-n$i.pid")" >> "$DIR/pids"
   done
-  if ! wait_idle 60; then down; die "cluster did not come up; logs in $DIR/log"; fi
+  if ! wait_idle $((60 + NODES)); then down; die "cluster did not come up; logs in $DIR/log"; fi
   cat > "$DIR/env" <<ENV
 export SLURM_CONF=$CONF
 $(ompi_env)
