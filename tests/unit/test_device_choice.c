@@ -90,6 +90,58 @@ static void test_two_ranks_one_gpu_refused(void **state)
     assert_false(dlt_device_sharing_allowed(""));
 }
 
+/* At 1,024 ranks (128 nodes x 8 GPUs) against a naive double loop: every rank's GPU distinct
+ * passes; planted duplicates are found, and the pair named is the one the loop over the ranks in
+ * order meets first (its lowest rank, then that rank's lowest twin), wherever the groups sort. */
+static int _naive_first_pair(const dlt_device_claim *c, int n, int *a, int *b)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (!strcmp(c[i].host, c[j].host) && !strcmp(c[i].gpu, c[j].gpu)) {
+                *a = c[i].rank;
+                *b = c[j].rank;
+                return 1;
+            }
+    return 0;
+}
+
+static void test_distinct_at_scale(void **state)
+{
+    enum { N = 1024 };
+    static dlt_device_claim c[N];
+    dlt_err err = DLT_ERR_INIT;
+    char want[128];
+    int a = -1, b = -1;
+    (void)state;
+    for (int r = 0; r < N; r++) {
+        c[r].rank = r;
+        snprintf(c[r].host, sizeof(c[r].host), "gpu%03d", r / 8);
+        snprintf(c[r].gpu, sizeof(c[r].gpu), "0000:%02x:00.0", 0x1a + r % 8);
+    }
+    assert_int_equal(dlt_device_check_distinct(c, N, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_device_check_distinct(c, 1, dlt_err_fresh(&err)), 0);
+    assert_int_equal(dlt_device_check_distinct(c, 0, dlt_err_fresh(&err)), 0);
+    /* Three groups of twins: on gpu005 (ranks 41 and 47), on a host that sorts before every other
+     * but holds late ranks (950 and 951, moved there) and on gpu120 (ranks 961, 966, 967). */
+    strcpy(c[47].gpu, c[41].gpu);
+    strcpy(c[950].host, "aaa");
+    strcpy(c[951].host, "aaa");
+    strcpy(c[951].gpu, c[950].gpu);
+    strcpy(c[966].gpu, c[961].gpu);
+    strcpy(c[967].gpu, c[961].gpu);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(_naive_first_pair(c, N, &a, &b), 1);
+        assert_int_equal(dlt_device_check_distinct(c, N, dlt_err_fresh(&err)), -EBUSY);
+        snprintf(want, sizeof(want), "ranks %d and %d on %s would both train", a, b, c[a].host);
+        if (!strstr(err.msg, want))
+            fail_msg("expected '%s' in: %s", want, err.msg);
+        /* take the named pair away: the next one is found */
+        snprintf(c[b].gpu, sizeof(c[b].gpu), "spare-%d", b);
+    }
+    assert_int_equal(dlt_device_check_distinct(c, N, dlt_err_fresh(&err)), -EBUSY); /* 961 and 967 left */
+    assert_non_null(strstr(err.msg, "ranks 961 and 967 on gpu120"));
+}
+
 /* The plugin's GPU against the one opened: the bus id forms of NVML, the CUDA runtime and sysfs
  * are one GPU; another GPU is refused naming both. */
 static void test_plugin_gpu_is_the_opened_one(void **state)
@@ -126,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_plugin_bound_uses_device_zero),
         cmocka_unit_test(test_explicit_device),
         cmocka_unit_test(test_two_ranks_one_gpu_refused),
+        cmocka_unit_test(test_distinct_at_scale),
         cmocka_unit_test(test_plugin_gpu_is_the_opened_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/pci_busid.h"
@@ -52,17 +53,42 @@ int dlt_device_choose(int requested, int plugin_bound, int local_rank, int visib
     return 0;
 }
 
+static int _claim_cmp(const void *a, const void *b)
+{
+    const dlt_device_claim *x = *(const dlt_device_claim *const *)a, *y = *(const dlt_device_claim *const *)b;
+    int c = strcmp(x->host, y->host);
+    if (!c)
+        c = strcmp(x->gpu, y->gpu);
+    return c ? c : (x > y) - (x < y); /* then in the order given */
+}
+
+/* Sorted by host and GPU, two ranks on one GPU are neighbours: n log n, not n^2 pairs (524k per
+ * rank at 1,024 ranks). Of the neighbours found, the pair whose first entry comes first in the order
+ * given is named: the two lowest entries of that group, as a loop over the ranks in order finds. */
 int dlt_device_check_distinct(const dlt_device_claim *all, int n, dlt_err *err)
 {
+    const dlt_device_claim **by = n > 1 ? malloc((size_t)n * sizeof(*by)) : NULL, *first = NULL, *second = NULL;
+    if (n <= 1)
+        return 0;
+    if (!by)
+        return dlt_fail(err, -ENOMEM, "out of memory checking %d ranks' GPUs", n);
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            if (!strcmp(all[i].host, all[j].host) && !strcmp(all[i].gpu, all[j].gpu))
-                return dlt_fail(err, -EBUSY,
-                                "ranks %d and %d on %s would both train on GPU %s: give each task its own GPU "
-                                "(srun --gpus-per-task=1, or --gpus-per-node=N with N tasks per node, or "
-                                "--dl-train), or pick one with --device",
-                                all[i].rank, all[j].rank, all[i].host, all[i].gpu);
-    return 0;
+        by[i] = &all[i];
+    qsort(by, (size_t)n, sizeof(*by), _claim_cmp);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(by[i]->host, by[i - 1]->host) && !strcmp(by[i]->gpu, by[i - 1]->gpu) &&
+            (!first || by[i - 1] < first)) {
+            first = by[i - 1];
+            second = by[i];
+        }
+    free(by);
+    if (!first)
+        return 0;
+    return dlt_fail(err, -EBUSY,
+                    "ranks %d and %d on %s would both train on GPU %s: give each task its own GPU "
+                    "(srun --gpus-per-task=1, or --gpus-per-node=N with N tasks per node, or "
+                    "--dl-train), or pick one with --device",
+                    first->rank, second->rank, first->host, first->gpu);
 }
 
 int dlt_device_pci_check(const char *bound, const char *opened, int device, dlt_err *err)

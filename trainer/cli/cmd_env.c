@@ -40,8 +40,12 @@ typedef struct {
     char topo_why[768]; /* NCCL_TOPO_FILE set but not readable here (a container without the bind), "" fine */
 } _rank_report;
 
+/* Per-rank lines a check says before it only counts (rank 0 says them: at 1,024 ranks a line per
+ * rank buried the one that mattered). */
+#define SAY_RANKS_MAX 8
+
 /* The contract against what PMIx says of the same rank, and MASTER_ADDR:PORT the same everywhere:
- * the number of disagreements, each said on stderr. */
+ * the number of disagreements, the first SAY_RANKS_MAX said on stderr. */
 static int _contract_check(const _rank_report *all, int n, int say)
 {
     int bad = 0;
@@ -56,39 +60,76 @@ static int _contract_check(const _rank_report *all, int n, int say)
         snprintf(want[3], sizeof(want[3]), "%d", n);
         for (int k = 0; k < 4; k++)
             if (strcmp(got[k], "-") && strcmp(got[k], want[k])) {
-                if (say)
+                if (say && bad < SAY_RANKS_MAX)
                     fprintf(stderr, "dltrain: rank %d (host %s): %s=%s, but PMIx says %s\n", a->rank, a->host, name[k],
                             got[k], want[k]);
                 bad++;
             }
         if (strcmp(a->c_addr, all[0].c_addr) || strcmp(a->c_port, all[0].c_port)) {
-            if (say)
+            if (say && bad < SAY_RANKS_MAX)
                 fprintf(stderr, "dltrain: rank %d (host %s): MASTER_ADDR:PORT %s:%s, rank 0 has %s:%s\n", a->rank,
                         a->host, a->c_addr, a->c_port, all[0].c_addr, all[0].c_port);
             bad++;
         }
     }
+    if (say && bad > SAY_RANKS_MAX)
+        fprintf(stderr, "dltrain: ... and %d more disagreement(s)\n", bad - SAY_RANKS_MAX);
     return bad;
 }
 
-/* Each rank's NCCL_TOPO_FILE readable where it runs: the ranks that cannot read it, each node's first
- * said in full (the ranks of a node share its mount namespace), the rest by number. */
+static int _by_host(const void *a, const void *b)
+{
+    const _rank_report *x = *(const _rank_report *const *)a, *y = *(const _rank_report *const *)b;
+    int c = strcmp(x->host, y->host);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Each rank's NCCL_TOPO_FILE readable where it runs: the number of ranks that cannot read it. The
+ * ranks of a node share its mount namespace: each node's first such rank is said in full, then the
+ * others, SAY_RANKS_MAX lines in all, then counted (each node's first found by sorting the
+ * ranks by host: n log n, where a scan of the earlier ranks for each was n^2). */
 static int _topo_check(const _rank_report *all, int n, int say)
 {
-    int bad = 0;
-    for (int r = 0; r < n; r++) {
-        int first = 1;
-        if (!all[r].topo_why[0])
-            continue;
-        bad++;
-        for (int q = 0; q < r && first; q++)
-            first = !(all[q].topo_why[0] && !strcmp(all[q].host, all[r].host));
-        if (say && first)
-            fprintf(stderr, "dltrain: rank %d (host %s): %s\n", all[r].rank, all[r].host, all[r].topo_why);
-        else if (say)
-            fprintf(stderr, "dltrain: rank %d (host %s): cannot read its NCCL_TOPO_FILE either\n", all[r].rank,
-                    all[r].host);
+    const _rank_report **by;
+    unsigned char *first;
+    int bad = 0, nodes = 0, said = 0;
+    for (int r = 0; r < n; r++)
+        bad += all[r].topo_why[0] != '\0';
+    if (!say || !bad)
+        return bad;
+    by = malloc((size_t)bad * sizeof(*by));
+    first = calloc((size_t)n, 1);
+    if (!by || !first) {
+        free(by);
+        free(first);
+        fprintf(stderr, "dltrain: %d rank(s) cannot read their NCCL_TOPO_FILE (out of memory naming them)\n", bad);
+        return bad;
     }
+    for (int r = 0, k = 0; r < n; r++)
+        if (all[r].topo_why[0])
+            by[k++] = &all[r];
+    qsort(by, (size_t)bad, sizeof(*by), _by_host);
+    for (int k = 0; k < bad; k++)
+        if (k == 0 || strcmp(by[k]->host, by[k - 1]->host)) {
+            first[by[k] - all] = 1;
+            nodes++;
+        }
+    /* the nodes first (each one's file and bind differ), then the other ranks */
+    for (int pass = 1; pass >= 0; pass--)
+        for (int r = 0; r < n && said < SAY_RANKS_MAX; r++) {
+            if (!all[r].topo_why[0] || first[r] != pass)
+                continue;
+            said++;
+            if (pass)
+                fprintf(stderr, "dltrain: rank %d (host %s): %s\n", all[r].rank, all[r].host, all[r].topo_why);
+            else
+                fprintf(stderr, "dltrain: rank %d (host %s): cannot read its NCCL_TOPO_FILE either\n", all[r].rank,
+                        all[r].host);
+        }
+    if (bad > SAY_RANKS_MAX)
+        fprintf(stderr, "dltrain: ... and %d more rank(s); %d node(s) in all\n", bad - SAY_RANKS_MAX, nodes);
+    free(by);
+    free(first);
     return bad;
 }
 
@@ -121,19 +162,38 @@ static void _device_report(_rank_report *r)
                  bound && *bound ? "the CUDA runtime gave no bus id" : "no plugin binding");
 }
 
-/* Rank 0 prints each rank's comparison of the plugin's GPU with the one it opens; nonzero when
- * one differs (dltrain train refuses that). */
+/* Rank 0 says its own comparison of the plugin's GPU with the one it opens, every rank's that
+ * differs (SAY_RANKS_MAX of them, then counted), and with several ranks one line of counts;
+ * nonzero when one differs (dltrain train refuses that). */
 static int _pci_report(const _rank_report *all, int n, int me)
 {
-    int bad = 0;
+    int bad = 0, same = 0, uncompared = 0, ranks = 0, said = 0, first_unc = -1;
     for (int r = 0; r < n; r++) {
         if (all[r].device < 0)
             continue;
-        if (me == 0)
+        ranks++;
+        same += all[r].pci_rc == 0;
+        if (all[r].pci_rc == 1 && first_unc < 0)
+            first_unc = r;
+        uncompared += all[r].pci_rc == 1;
+        if (me == 0 && (r == 0 || (all[r].pci_rc < 0 && said < SAY_RANKS_MAX))) {
             dlt_rank_say_to(all[r].pci_rc < 0 ? stderr : stdout, all[r].rank, "%s", all[r].pci);
-        bad |= all[r].pci_rc < 0;
+            said += all[r].pci_rc < 0;
+        }
+        bad += all[r].pci_rc < 0;
     }
-    return bad;
+    if (me == 0 && bad > said)
+        fprintf(stderr, "dltrain: ... and %d more rank(s) on another GPU than the plugin's\n", bad - said);
+    if (me == 0 && ranks > 1) {
+        char why[400] = "";
+        if (first_unc >= 0) /* the first such rank's words: "DLT_GPU_PCI BUSID: not compared (WHY)" */
+            snprintf(why, sizeof(why), " (rank %d: %s)", all[first_unc].rank, all[first_unc].pci);
+        fprintf(bad ? stderr : stdout,
+                "dltrain: DLT_GPU_PCI over %d rank(s): %d on the plugin's GPU, %d on another, "
+                "%d not compared%s\n",
+                ranks, same, bad, uncompared, why);
+    }
+    return bad != 0;
 }
 
 /* TEST ONLY: DLT_TEST_ENV_ALLOC_FAIL_RANK=R makes rank R's allocation of the reports fail, so the
