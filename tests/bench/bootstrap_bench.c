@@ -2,12 +2,18 @@
 /* bootstrap_bench: time of the bootstrap exchange an NCCL program needs (who am I + a 128-byte
  * id from rank 0 to all), through dltpmix, or through MPI (MPI_Init + MPI_Bcast) as the peer.
  * Run under srun --mpi=pmix; rank 0 prints one JSON line. tests/bench/bootstrap_bench.sh runs
- * both at several rank counts and prints medians and the ratio. */
+ * both at several rank counts and prints medians and the ratio. With BOOTSTRAP_BENCH_HELD=1 every
+ * rank also prints "held T" (T: the wall clock, seconds since the epoch) when it holds the id:
+ * tests/bench/scale.sh measures the bootstrap from the step's start to the last rank's T.
+ * --pmix-fence: the PMIx floor under both, PMIx_Init and one fence without data. */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <pmix.h>
 
 #include "pmix/dltpmix.h"
 #ifdef DLT_HAVE_MPI
@@ -19,6 +25,35 @@ static double _now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Every rank's wall clock when it holds the id, where asked (BOOTSTRAP_BENCH_HELD=1). */
+static void _held(void)
+{
+    struct timespec ts;
+    const char *v = getenv("BOOTSTRAP_BENCH_HELD");
+    if (!v || strcmp(v, "1"))
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    printf("held %.6f\n", (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+    fflush(stdout);
+}
+
+static int _run_pmix_fence(void)
+{
+    pmix_proc_t me;
+    pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        fprintf(stderr, "bootstrap_bench: PMIx_Init: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    rc = PMIx_Fence(NULL, 0, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        fprintf(stderr, "bootstrap_bench: PMIx_Fence: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    _held();
+    return PMIx_Finalize(NULL, 0) == PMIX_SUCCESS ? 0 : 1;
 }
 
 static int _run_dltpmix(void)
@@ -41,6 +76,7 @@ static int _run_dltpmix(void)
         return 1;
     }
     t_bcast = _now();
+    _held();
     if (dltpmix_barrier(ctx) != 0) {
         fprintf(stderr, "bootstrap_bench: barrier: %s\n", dltpmix_error(ctx));
         return 1;
@@ -67,6 +103,7 @@ static int _run_mpi(void)
     memset(id, rank == 0 ? 0x5a : 0, sizeof(id));
     MPI_Bcast(id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
     t_bcast = _now();
+    _held();
     MPI_Barrier(MPI_COMM_WORLD);
     t_barrier = _now();
     if (rank == 0)
@@ -85,5 +122,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--mpi"))
         return _run_mpi();
+    if (argc > 1 && !strcmp(argv[1], "--pmix-fence"))
+        return _run_pmix_fence();
     return _run_dltpmix();
 }

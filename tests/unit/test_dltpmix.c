@@ -185,9 +185,12 @@ static void test_rendezvous_refusals(void **state)
     assert_non_null(fgets(cmd, sizeof(cmd), f));
     fclose(f);
     assert_string_equal(cmd, "precious\n");
-    /* Group-writable only: refused too. */
+    /* Group-writable only, and others-writable only: refused too (each bit on its own). */
     assert_int_equal(chmod(path, 0770), 0);
     assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_int_equal(chmod(path, 0703), 0);
+    assert_int_equal(dltpmix_init(&px, NULL, err, sizeof(err)), DLTPMIX_ERR_ARG);
+    assert_non_null(strstr(err, "writable by group or others"));
     /* A symbolic link to a good directory: refused (the directory is opened without following). */
     snprintf(link, sizeof(link), "%s/alias", dir);
     assert_int_equal(chmod(path, 0700), 0);
