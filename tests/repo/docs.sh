@@ -78,7 +78,7 @@ declare -A SCRIPT=([--svg]=contrib/report.py [--accuracy-svg]=contrib/report.py 
   [--installpath]=tests/repo/easybuild.sh [--sourcepath]=tests/repo/easybuild.sh [--robot]=tests/repo/easybuild.sh
   [--module-syntax]=tests/repo/easybuild.sh [--allow-use-as-root-and-accept-consequences]=tests/repo/easybuild.sh
   [--cgroup-manager]=tests/slurm/podman.sh [--ipc]=tests/slurm/podman.sh [--network]=tests/slurm/podman.sh
-  [--runtime]=tests/slurm/podman.sh [--ulimit]=tests/slurm/podman.sh)
+  [--runtime]=tests/slurm/podman.sh [--ulimit]=tests/slurm/podman.sh [--unseen]=tests/mutants/run.sh)
 # Outside tools' own options: rpmbuild's, nvcc's, tensorboard's, torchrun's, srun's, eb's, pkg-config's, Apptainer's,
 # the dynamic loader's.
 OUTSIDE=" --nodeps --list-gpu-arch --logdir --nnodes --nproc-per-node --rdzv-backend --rdzv-endpoint --resv-ports --gpus --try-amend --inject-checksums --rebuild --cflags --libs --contain --containall --install --no-act --library-path "
