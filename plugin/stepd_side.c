@@ -171,26 +171,27 @@ static void _rank_contract_step(spank_t sp, dlt_plugin_state *st)
         return;
     }
     free(big);
-    /* Slurm's own address for the node first: read from slurmstepd's configuration, it costs no
-     * name lookup. A lookup on every node of every step is a burst of DNS queries as wide as the
-     * step (64 at once on one resolver lost some and held nodes back by its 4-5 s retry); where
-     * NodeAddr is not set it is the node's name, as before. */
+    /* Slurm's own address for the node first (NodeAddr, a name or an address as slurm.conf gives
+     * it): read from slurmstepd's configuration, it costs no name lookup. A lookup on every node of
+     * every step is a burst of DNS queries as wide as the step (64 at once on one resolver lost
+     * some and held nodes back by its 4-5 s retry); where NodeAddr is not set it is the node's
+     * name, as before. */
+    if (_slurm_node_addr(st->master_node, st->master_addr, sizeof(st->master_addr)) == 0 &&
+        dlt_valid_name(st->master_addr, 0))
+        return;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    if (_slurm_node_addr(st->master_node, st->master_addr, sizeof(st->master_addr)) == 0 &&
-        dlt_valid_name(st->master_addr, 0)) {
-        /* NodeAddr (a name or an address, as slurm.conf gives it) */
-    } else if (getaddrinfo(st->master_node, NULL, &hints, &res) == 0) {
+    if (getaddrinfo(st->master_node, NULL, &hints, &res) == 0) {
         freeaddrinfo(res);
         snprintf(st->master_addr, sizeof(st->master_addr), "%s", st->master_node);
-    } else {
-        snprintf(st->master_why, sizeof(st->master_why),
-                 "rank 0's node %s resolves neither by name nor through "
-                 "Slurm's NodeAddr",
-                 st->master_node);
-        st->master_addr[0] = '\0';
+        return;
     }
+    snprintf(st->master_why, sizeof(st->master_why),
+             "rank 0's node %s resolves neither by name nor through "
+             "Slurm's NodeAddr",
+             st->master_node);
+    st->master_addr[0] = '\0';
 }
 
 int dlt_stepd_step_setup(spank_t sp, dlt_plugin_state *st)

@@ -30,6 +30,7 @@
 
 #include "common/status.h"
 #include "tests/unit/data_fixture.h"
+#include "tests/unit/stdout_capture.h"
 #include "trainer/comm/comm.h"
 #include "trainer/train/trainer.h"
 #include "trainer/train/watchdog.h"
@@ -373,7 +374,7 @@ static int _replica_run(int perturb, int *same, int *differ, dlt_err *out)
     dlt_comm *comm = calloc(1, sizeof(*comm));
     dlt_err err = DLT_ERR_INIT;
     char dir[] = "/tmp/dlt-replica-XXXXXX", cmd[256], logf[64], line[512];
-    int saved, fd, rc;
+    int saved, rc;
     FILE *f;
     assert_non_null(comm);
     assert_non_null(mkdtemp(dir));
@@ -390,16 +391,9 @@ static int _replica_run(int perturb, int *same, int *differ, dlt_err *out)
     comm->size = 2;
     comm->err = dlt_err_fresh(&err);
     snprintf(logf, sizeof(logf), "%s.log", dir);
-    fflush(stdout);
-    saved = dup(1);
-    fd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(saved >= 0 && fd >= 0);
-    dup2(fd, 1);
-    close(fd);
+    saved = stdout_capture_begin(logf);
     rc = dlt_train_run(&c, comm, dlt_err_fresh(&err));
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
+    stdout_capture_end(saved);
     comm->ops->destroy(comm);
     *out = err;
     *same = *differ = 0;

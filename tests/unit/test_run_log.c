@@ -5,7 +5,6 @@
  * value is checked against one worked out here from the steps fed in. */
 #include "config.h"
 
-#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +20,8 @@
 #include "common/clock.h"
 #include "trainer/train/run_log.h"
 
-#include "tmp_dir.h"
+#include "tests/unit/stdout_capture.h"
+#include "tests/unit/tmp_dir.h"
 
 enum { RANKS = 4, BATCH = 8, STEPS = 3 };
 
@@ -55,26 +55,6 @@ static void _slurp(const char *path, char *buf, size_t cap)
     fclose(f);
 }
 
-/* stdout into path until _capture_end (returns the saved descriptor). */
-static int _capture_begin(const char *path)
-{
-    int saved, fd;
-    fflush(stdout);
-    saved = dup(1);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0 && saved >= 0);
-    assert_int_equal(dup2(fd, 1), 1);
-    close(fd);
-    return saved;
-}
-
-static void _capture_end(int saved)
-{
-    fflush(stdout);
-    assert_int_equal(dup2(saved, 1), 1);
-    close(saved);
-}
-
 /* Three steps of 4 ranks x 8 images: the line's loss and top-1 are the sums over 96 images, its
  * images/s counts 96 images over the interval's time, 4 times the per-rank rate. */
 static void test_interval_line_counts_every_rank(void **state)
@@ -99,9 +79,9 @@ static void test_interval_line_counts_every_rank(void **state)
         correct += c;
     }
     _sleep_ms(60);
-    saved = _capture_begin(out);
+    saved = stdout_capture_begin(out);
     dlt_run_log_line(&l, &st);
-    _capture_end(saved);
+    stdout_capture_end(saved);
     t1 = dlt_now();
     dlt_run_log_close(&l);
     _slurp(path, text, sizeof(text));
@@ -158,10 +138,10 @@ static void test_summary_rate_counts_every_rank(void **state)
     for (int s = 12; s <= 15; s++)
         dlt_run_log_step(&l, s, 1, 1, 0, 0, 0.1);
     _sleep_ms(60);
-    saved = _capture_begin(path);
+    saved = stdout_capture_begin(path);
     t_end = dlt_now();
     dlt_run_log_summary(&l, 5, NULL);
-    _capture_end(saved);
+    stdout_capture_end(saved);
     dlt_run_log_close(&l);
     _slurp(path, text, sizeof(text));
     {
